@@ -1,0 +1,90 @@
+// The two interpreters: the reference one (the oracle, the algorithm without its
+// schedule) and the loop-IR one (the scheduled, lowered program), plus the
+// host buffers and random inputs both run on.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/ir.h"
+#include "kiln/loop_ir.h"
+
+namespace kiln::interp {
+
+// A dense row-major array on the host, stored in its dtype's own width so
+// that f32 arithmetic rounds as compiled code does.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(ir::DType dtype, std::vector<int64_t> shape);
+
+  ir::DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t size() const { return size_; }  // element count
+  void* data() { return bytes_.data(); }
+  const void* data() const { return bytes_.data(); }
+
+  double get_f(int64_t flat) const;  // any dtype, as double
+  int64_t get_i(int64_t flat) const;  // integer and bool dtypes
+  void set_f(int64_t flat, double v);  // rounds to the dtype
+  void set_i(int64_t flat, int64_t v);
+
+ private:
+  ir::DType dtype_ = ir::DType::F32;
+  std::vector<int64_t> shape_;
+  int64_t size_ = 0;
+  std::vector<unsigned char> bytes_;
+};
+
+// Everything a run needs: a value for every param and a buffer for every
+// input and output (temporaries are made by the run itself).
+struct Bindings {
+  std::map<std::string, int64_t> params;
+  std::map<std::string, HostBuffer> buffers;
+};
+
+// Params take their compile-time values; run-time params must be in
+// `runtime_params` (CompileError otherwise, naming the missing one).
+std::map<std::string, int64_t> param_values(const ir::Func& f,
+                                            const std::map<std::string, int64_t>& runtime_params = {});
+
+// Evaluates every buffer's shape under `params` (CompileError on a negative extent).
+std::vector<int64_t> buffer_shape(const ir::Buf& b, const std::map<std::string, int64_t>& params);
+
+// Allocates every input and output of f, fills inputs with reproducible random
+// values honoring each buffer's ValueSpec (range, sorted), and zeroes outputs.
+Bindings random_bindings(const ir::Func& f, const std::map<std::string, int64_t>& params,
+                         uint64_t seed);
+
+// Runs the algorithm of f directly: computations in textual order, each over
+// its domain in lexicographic order, reading unstored computations by
+// evaluating their expression. The schedule is ignored. Throws CompileError
+// (stage "interp") on an out-of-bounds access, naming the access and the
+// instance, or on an unbounded domain.
+void run_reference(const ir::Func& f, Bindings& b);
+
+// Runs lowered loop IR, checking every load and store against its buffer's
+// bounds (CompileError naming the access, the computation instance and the
+// loop variables). Temporaries (Alloc) are created and freed by the run.
+void run_loops(const ir::LoweredFunc& f, Bindings& b);
+
+// The largest difference between two runs' outputs.
+struct Mismatch {
+  bool ok = true;
+  std::string buffer;
+  std::vector<int64_t> index;  // of the worst element
+  double expected = 0, actual = 0;
+  double abs_error = 0, rel_error = 0;
+  // Set instead of an element when the buffers cannot be compared at all
+  // ("expected f32[4], got f32[5]", "missing from the actual run").
+  std::string problem;
+  std::string describe() const;  // "y[3, 1]: expected 2.5, got 2.75 (abs 0.25, rel 0.1)"
+};
+// Compares every output buffer of f. Integers must match exactly; floats
+// within rtol * |expected| + atol.
+Mismatch compare_outputs(const ir::Func& f, const Bindings& expected, const Bindings& actual,
+                         double rtol = 1e-5, double atol = 1e-6);
+
+}  // namespace kiln::interp

@@ -1,0 +1,324 @@
+// The algorithm IR: Func, Buf, Comp and the expressions they are made of (DESIGN.md section 3).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/error.h"
+
+namespace kiln::ir {
+
+// ---------------------------------------------------------------------------
+// Types
+
+enum class DType : uint8_t { Bool, I32, I64, F32, F64 };
+
+const char* dtype_name(DType t);  // "bool", "i32", "i64", "f32", "f64"
+std::optional<DType> dtype_from_name(const std::string& name);
+inline bool is_float(DType t) { return t == DType::F32 || t == DType::F64; }
+inline bool is_int(DType t) { return t == DType::I32 || t == DType::I64; }
+// The type of iterators, loop variables, parameters and index arithmetic.
+constexpr DType kIndexType = DType::I64;
+
+// ---------------------------------------------------------------------------
+// Expressions: immutable nodes shared by pointer. An IRMutator rebuilds only
+// what changed, so unchanged subtrees keep their identity.
+
+enum class ExprKind : uint8_t {
+  IntImm,
+  FloatImm,
+  Var,     // an iterator, loop variable, parameter or let-bound name
+  Cast,    // value converted to `type`
+  Unary,   // Neg, Not
+  Binary,  // arithmetic, comparison, logic
+  Select,  // cond ? t : f, both sides evaluated lazily
+  Call,    // a pure math intrinsic: exp, log, sqrt, abs, sin, cos, tanh, floor, ceil, pow
+  Access,  // the value of another (unstored) computation at given indices
+  Load,    // an element of a buffer
+  Let,     // let var = value in body
+};
+
+enum class UnaryOp : uint8_t { Neg, Not };
+// Div and Mod on integers round toward negative infinity (floor semantics, as
+// isl and Halide do); on floats Div is ordinary division and Mod is fmod.
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Mod, Min, Max, Lt, Le, Gt, Ge, Eq, Ne, And, Or };
+
+const char* binary_op_symbol(BinaryOp op);  // "+", "<=", "&&", "min", ...
+bool is_comparison(BinaryOp op);
+bool is_commutative(BinaryOp op);
+
+struct ExprNode {
+  ExprKind kind;
+  DType type;
+  ExprNode(ExprKind k, DType t) : kind(k), type(t) {}
+  virtual ~ExprNode() = default;
+};
+using Expr = std::shared_ptr<const ExprNode>;
+
+struct IntImm final : ExprNode {
+  int64_t value;
+  IntImm(int64_t v, DType t) : ExprNode(ExprKind::IntImm, t), value(v) {}
+};
+struct FloatImm final : ExprNode {
+  double value;
+  FloatImm(double v, DType t) : ExprNode(ExprKind::FloatImm, t), value(v) {}
+};
+struct Var final : ExprNode {
+  std::string name;
+  Var(std::string n, DType t) : ExprNode(ExprKind::Var, t), name(std::move(n)) {}
+};
+struct Cast final : ExprNode {
+  Expr value;
+  Cast(DType t, Expr v) : ExprNode(ExprKind::Cast, t), value(std::move(v)) {}
+};
+struct Unary final : ExprNode {
+  UnaryOp op;
+  Expr a;
+  Unary(UnaryOp o, Expr x, DType t) : ExprNode(ExprKind::Unary, t), op(o), a(std::move(x)) {}
+};
+struct Binary final : ExprNode {
+  BinaryOp op;
+  Expr a, b;
+  Binary(BinaryOp o, Expr x, Expr y, DType t)
+      : ExprNode(ExprKind::Binary, t), op(o), a(std::move(x)), b(std::move(y)) {}
+};
+struct Select final : ExprNode {
+  Expr cond, t, f;
+  Select(Expr c, Expr x, Expr y, DType ty)
+      : ExprNode(ExprKind::Select, ty), cond(std::move(c)), t(std::move(x)), f(std::move(y)) {}
+};
+struct Call final : ExprNode {
+  std::string name;
+  std::vector<Expr> args;
+  Call(std::string n, std::vector<Expr> a, DType t)
+      : ExprNode(ExprKind::Call, t), name(std::move(n)), args(std::move(a)) {}
+};
+struct Access final : ExprNode {
+  std::string comp;
+  std::vector<Expr> indices;
+  Access(std::string c, std::vector<Expr> i, DType t)
+      : ExprNode(ExprKind::Access, t), comp(std::move(c)), indices(std::move(i)) {}
+};
+struct Load final : ExprNode {
+  std::string buf;
+  std::vector<Expr> indices;
+  Load(std::string b, std::vector<Expr> i, DType t)
+      : ExprNode(ExprKind::Load, t), buf(std::move(b)), indices(std::move(i)) {}
+};
+struct Let final : ExprNode {
+  std::string var;
+  Expr value, body;
+  Let(std::string v, Expr val, Expr b, DType t)
+      : ExprNode(ExprKind::Let, t), var(std::move(v)), value(std::move(val)), body(std::move(b)) {}
+};
+
+// Downcast helper: as<Binary>(e) is null when e is not a Binary.
+template <typename T>
+const T* as(const Expr& e) {
+  return dynamic_cast<const T*>(e.get());
+}
+
+// Constructors that compute the result type. They require operand types to
+// agree already (the frontend inserts casts); they throw std::logic_error
+// when they do not, since that is a compiler bug, not a user error.
+Expr int_imm(int64_t v, DType t = kIndexType);
+Expr float_imm(double v, DType t = DType::F32);
+Expr bool_imm(bool v);
+Expr var(const std::string& name, DType t = kIndexType);
+Expr cast(DType t, Expr v);  // returns v itself when it already has type t
+Expr unary(UnaryOp op, Expr a);
+Expr binary(BinaryOp op, Expr a, Expr b);
+Expr select(Expr cond, Expr t, Expr f);
+Expr call(const std::string& name, std::vector<Expr> args);  // result type of args[0]
+Expr access(const std::string& comp, std::vector<Expr> indices, DType t);
+Expr load(const std::string& buf, std::vector<Expr> indices, DType t);
+Expr let(const std::string& v, Expr value, Expr body);
+
+// Shorthands for index arithmetic (both sides kIndexType or same type).
+Expr operator+(Expr a, Expr b);
+Expr operator-(Expr a, Expr b);
+Expr operator*(Expr a, Expr b);
+
+// The math intrinsics Call accepts, with their arity.
+bool is_math_intrinsic(const std::string& name, size_t* arity = nullptr);
+
+// Prints an expression in .kiln syntax, fully parenthesized only where needed.
+std::string to_string(const Expr& e);
+
+// Structural equality (same kinds, ops, names, values and types).
+bool equal(const Expr& a, const Expr& b);
+
+// Replaces free Vars by name. Let-bound names shadow the substitution inside
+// their bodies.
+Expr substitute(const Expr& e, const std::map<std::string, Expr>& replacements);
+
+// Visitors. IRVisitor walks every subexpression; override the visit_* you
+// need and call the base to keep walking. IRMutator rebuilds a node only when
+// one of its children changed.
+class IRVisitor {
+ public:
+  virtual ~IRVisitor() = default;
+  void visit(const Expr& e);
+
+ protected:
+  virtual void visit_int(const IntImm&) {}
+  virtual void visit_float(const FloatImm&) {}
+  virtual void visit_var(const Var&) {}
+  virtual void visit_cast(const Cast& n);
+  virtual void visit_unary(const Unary& n);
+  virtual void visit_binary(const Binary& n);
+  virtual void visit_select(const Select& n);
+  virtual void visit_call(const Call& n);
+  virtual void visit_access(const Access& n);
+  virtual void visit_load(const Load& n);
+  virtual void visit_let(const Let& n);
+};
+
+class IRMutator {
+ public:
+  virtual ~IRMutator() = default;
+  Expr mutate(const Expr& e);
+
+ protected:
+  virtual Expr mutate_int(const Expr& e, const IntImm&) { return e; }
+  virtual Expr mutate_float(const Expr& e, const FloatImm&) { return e; }
+  virtual Expr mutate_var(const Expr& e, const Var&) { return e; }
+  virtual Expr mutate_cast(const Expr& e, const Cast& n);
+  virtual Expr mutate_unary(const Expr& e, const Unary& n);
+  virtual Expr mutate_binary(const Expr& e, const Binary& n);
+  virtual Expr mutate_select(const Expr& e, const Select& n);
+  virtual Expr mutate_call(const Expr& e, const Call& n);
+  virtual Expr mutate_access(const Expr& e, const Access& n);
+  virtual Expr mutate_load(const Expr& e, const Load& n);
+  virtual Expr mutate_let(const Expr& e, const Let& n);
+  std::vector<Expr> mutate_all(const std::vector<Expr>& es, bool* changed);
+};
+
+// ---------------------------------------------------------------------------
+// Func, Buf, Comp
+
+enum class BufKind : uint8_t { Input, Output, Temp };
+// Where a buffer lives (set_loc). Stack and the GPU levels matter to codegen;
+// the interpreters treat them all alike.
+enum class MemLoc : uint8_t { Heap, Stack, GpuGlobal, GpuShared, GpuLocal, GpuConstant };
+const char* buf_kind_name(BufKind k);
+const char* mem_loc_name(MemLoc l);
+std::optional<MemLoc> mem_loc_from_name(const std::string& name);
+
+// What the values of an input buffer satisfy, used to make valid random test
+// inputs (a CSR row pointer must be sorted and stay within the value array).
+struct ValueSpec {
+  Expr lo, hi;                // bounds in params; absent = the dtype's default test range
+  bool lo_inclusive = true;   // [lo  vs  (lo
+  bool hi_inclusive = false;  // hi)  vs  hi]
+  bool sorted = false;        // non-decreasing in row-major order
+};
+
+struct Buf {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<Expr> shape;  // extents, affine in params; empty = a scalar
+  BufKind kind = BufKind::Input;
+  MemLoc loc = MemLoc::Heap;
+  ValueSpec values;
+  SourceLoc where;
+};
+
+struct Param {
+  std::string name;
+  std::optional<int64_t> value;  // known at compile time; absent = a run-time argument
+  SourceLoc where;
+};
+
+// A condition on params the user promises holds (`constraint m % 4 == 0`).
+struct Constraint {
+  Expr cond;
+  SourceLoc where;
+};
+
+// Where a computation's value is stored: buf[indices], indices in the
+// computation's iterators and params.
+struct StoreTarget {
+  std::string buf;
+  std::vector<Expr> indices;
+};
+
+// One statement in a loop nest. Its iteration domain is the set of integer
+// points of `iters` satisfying every condition in `domain`; conditions are
+// affine in iterators and params, except that a buffer read of outer
+// iterators may stand where a param could (data-dependent bounds).
+// With `store`, each instance writes `value` to the target; without, the
+// computation is a pure value that others read through Access, inlined into
+// them unless the schedule stores it.
+// The original execution order is the textual order of computations, each
+// over its domain in lexicographic order of `iters`.
+struct Comp {
+  std::string name;
+  std::vector<std::string> iters;
+  std::vector<Expr> domain;
+  Expr value;
+  std::optional<StoreTarget> store;
+  SourceLoc where;
+};
+
+struct Knob {
+  std::string name;
+  int64_t value = 0;  // the default; `--set` or the tuner replaces it
+  std::vector<int64_t> candidates;
+  SourceLoc where;
+};
+
+// One schedule command: `target.op(args...)`.
+struct ScheduleArg {
+  enum class Kind : uint8_t { Int, Name, Text } kind = Kind::Int;
+  int64_t number = 0;  // Kind::Int
+  std::string text;    // Kind::Name: an identifier (loop, comp, buffer, knob, tag, location);
+                       // Kind::Text: a quoted string (an isl map for apply_sch)
+  std::vector<ScheduleArg> list;  // a bracketed list `[a, b]` (Kind::Name with empty text)
+  SourceLoc where;
+};
+struct ScheduleCommand {
+  std::string target;  // a computation or buffer name
+  std::string op;      // split, fuse, reorder, tile, ...
+  std::vector<ScheduleArg> args;
+  SourceLoc where;
+};
+
+struct Func {
+  std::string name;
+  std::vector<Param> params;
+  std::vector<Constraint> constraints;
+  std::vector<Buf> bufs;
+  std::vector<Comp> comps;
+  std::vector<Knob> knobs;
+  std::vector<ScheduleCommand> schedule;
+  SourceLoc where;
+
+  const Buf* find_buf(const std::string& n) const;
+  const Comp* find_comp(const std::string& n) const;
+  const Param* find_param(const std::string& n) const;
+  const Knob* find_knob(const std::string& n) const;
+};
+
+// A .kiln file: one or more funcs.
+struct Module {
+  std::vector<Func> funcs;
+  const Func* find(const std::string& name) const;
+};
+
+// Values for params and knobs given on the command line (`--set NAME=VALUE`).
+// apply_overrides sets each named param or knob and throws CompileError
+// (stage "validate") for a name that is neither, or a knob value that is not
+// one of its candidates.
+using Overrides = std::map<std::string, int64_t>;
+Func apply_overrides(const Func& f, const Overrides& overrides);
+
+// Prints the algorithm part of a Func (params, buffers, computations) in
+// .kiln syntax; `kiln emit --stage ir`.
+std::string to_string(const Func& f);
+
+}  // namespace kiln::ir

@@ -1,0 +1,162 @@
+// The loop IR: what a scheduled Func lowers to, and what passes and code generators consume.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/ir.h"
+
+namespace kiln::ir {
+
+// Hardware a loop is bound to (the schedule's `tag`).
+enum class LoopTag : uint8_t {
+  None,
+  Parallel,        // iterations run on the runtime's thread pool
+  Vectorize,       // iterations become lanes of vector operations
+  Unroll,          // a hint for the backend's unroller
+  UnrollExplicit,  // kiln unrolls the loop itself
+  GpuBlockX,
+  GpuBlockY,
+  GpuBlockZ,
+  GpuThreadX,
+  GpuThreadY,
+  GpuThreadZ,
+};
+const char* loop_tag_name(LoopTag t);  // "parallel", "vectorize", "gpu_block_x", ...
+std::optional<LoopTag> loop_tag_from_name(const std::string& name);
+
+enum class StmtKind : uint8_t { For, If, LetStmt, Store, Alloc, Block, Evaluate };
+
+struct StmtNode {
+  StmtKind kind;
+  explicit StmtNode(StmtKind k) : kind(k) {}
+  virtual ~StmtNode() = default;
+};
+using Stmt = std::shared_ptr<const StmtNode>;
+
+// for (var = min; var < end; var += step) body
+struct For final : StmtNode {
+  std::string var;
+  Expr min, end;
+  int64_t step = 1;
+  LoopTag tag = LoopTag::None;
+  Stmt body;
+  For(std::string v, Expr lo, Expr hi, int64_t s, LoopTag t, Stmt b)
+      : StmtNode(StmtKind::For),
+        var(std::move(v)),
+        min(std::move(lo)),
+        end(std::move(hi)),
+        step(s),
+        tag(t),
+        body(std::move(b)) {}
+};
+struct IfThenElse final : StmtNode {
+  Expr cond;
+  Stmt then_case, else_case;  // else_case may be null
+  IfThenElse(Expr c, Stmt t, Stmt e)
+      : StmtNode(StmtKind::If), cond(std::move(c)), then_case(std::move(t)), else_case(std::move(e)) {}
+};
+struct LetStmt final : StmtNode {
+  std::string var;
+  Expr value;
+  Stmt body;
+  LetStmt(std::string v, Expr val, Stmt b)
+      : StmtNode(StmtKind::LetStmt), var(std::move(v)), value(std::move(val)), body(std::move(b)) {}
+};
+// buf[indices] = value. `comp` and `instance` say which computation instance
+// this store executes (the original iterators as expressions of loop
+// variables); they are for diagnostics only.
+struct Store final : StmtNode {
+  std::string buf;
+  std::vector<Expr> indices;
+  Expr value;
+  std::string comp;
+  std::vector<std::pair<std::string, Expr>> instance;
+  Store(std::string b, std::vector<Expr> i, Expr v, std::string c = {},
+        std::vector<std::pair<std::string, Expr>> inst = {})
+      : StmtNode(StmtKind::Store),
+        buf(std::move(b)),
+        indices(std::move(i)),
+        value(std::move(v)),
+        comp(std::move(c)),
+        instance(std::move(inst)) {}
+};
+// A temporary buffer that exists while body runs.
+struct Alloc final : StmtNode {
+  std::string buf;
+  DType dtype;
+  std::vector<Expr> shape;
+  MemLoc loc;
+  Stmt body;
+  Alloc(std::string b, DType t, std::vector<Expr> s, MemLoc l, Stmt body_)
+      : StmtNode(StmtKind::Alloc),
+        buf(std::move(b)),
+        dtype(t),
+        shape(std::move(s)),
+        loc(l),
+        body(std::move(body_)) {}
+};
+struct Block final : StmtNode {
+  std::vector<Stmt> stmts;
+  explicit Block(std::vector<Stmt> s) : StmtNode(StmtKind::Block), stmts(std::move(s)) {}
+};
+struct Evaluate final : StmtNode {
+  Expr value;
+  explicit Evaluate(Expr v) : StmtNode(StmtKind::Evaluate), value(std::move(v)) {}
+};
+
+template <typename T>
+const T* as(const Stmt& s) {
+  return dynamic_cast<const T*>(s.get());
+}
+
+// Builds a Block, flattening nested Blocks and dropping null statements; a
+// single statement is returned as itself.
+Stmt block(std::vector<Stmt> stmts);
+
+// A lowered function: its arguments and its body.
+struct LoweredFunc {
+  std::string name;
+  std::vector<std::string> params;  // run-time params (Vars in the body), in declaration order
+  std::vector<Buf> args;            // input and output buffers, in declaration order
+  Stmt body;                        // temporaries are Alloc nodes inside
+};
+
+// Prints loop IR as C-like pseudo code (`kiln emit --stage loops`).
+std::string to_string(const Stmt& s, int indent = 0);
+std::string to_string(const LoweredFunc& f);
+
+// Statement visitors and mutators, in the style of the expression ones.
+class StmtVisitor : public IRVisitor {
+ public:
+  using IRVisitor::visit;
+  void visit(const Stmt& s);
+
+ protected:
+  virtual void visit_for(const For& n);
+  virtual void visit_if(const IfThenElse& n);
+  virtual void visit_let_stmt(const LetStmt& n);
+  virtual void visit_store(const Store& n);
+  virtual void visit_alloc(const Alloc& n);
+  virtual void visit_block(const Block& n);
+  virtual void visit_evaluate(const Evaluate& n);
+};
+
+class StmtMutator : public IRMutator {
+ public:
+  using IRMutator::mutate;
+  Stmt mutate(const Stmt& s);
+
+ protected:
+  virtual Stmt mutate_for(const Stmt& s, const For& n);
+  virtual Stmt mutate_if(const Stmt& s, const IfThenElse& n);
+  virtual Stmt mutate_let_stmt(const Stmt& s, const LetStmt& n);
+  virtual Stmt mutate_store(const Stmt& s, const Store& n);
+  virtual Stmt mutate_alloc(const Stmt& s, const Alloc& n);
+  virtual Stmt mutate_block(const Stmt& s, const Block& n);
+  virtual Stmt mutate_evaluate(const Stmt& s, const Evaluate& n);
+};
+
+}  // namespace kiln::ir

@@ -1,0 +1,490 @@
+// Lowering: isl's AST for the scheduled computations, turned into kiln's loop IR,
+// with data-dependent bounds read inside the loops that define them.
+#include <isl/ast.h>
+#include <isl/ast_build.h>
+#include <isl/id.h>
+#include <isl/map.h>
+#include <isl/union_map.h>
+#include <isl/val.h>
+
+#include <algorithm>
+#include <set>
+
+#include "model.h"
+
+namespace kiln::poly {
+namespace {
+
+using Impl = ScheduledFunc::Impl;
+
+[[noreturn]] void fail(const SourceLoc& where, const std::string& msg) {
+  throw CompileError("lower", where, msg);
+}
+
+ir::Expr plus(const ir::Expr& e, int64_t k) {
+  if (k == 0) return e;
+  if (auto* i = ir::as<ir::IntImm>(e)) return ir::int_imm(i->value + k, e->type);
+  if (auto* b = ir::as<ir::Binary>(e)) {
+    if (b->op == ir::BinaryOp::Min || b->op == ir::BinaryOp::Max)
+      return ir::binary(b->op, plus(b->a, k), plus(b->b, k));
+    if (auto* c = ir::as<ir::IntImm>(b->b)) {
+      if (b->op == ir::BinaryOp::Add) return plus(b->a, c->value + k);
+      if (b->op == ir::BinaryOp::Sub) return plus(b->a, k - c->value);
+    }
+  }
+  if (k < 0) return ir::binary(ir::BinaryOp::Sub, e, ir::int_imm(-k, e->type));
+  return ir::binary(ir::BinaryOp::Add, e, ir::int_imm(k, e->type));
+}
+
+// Comp names of the user statements below an AST node.
+std::set<std::string> statements_in(isl_ast_node* node) {
+  std::set<std::string> names;
+  isl_ast_node_foreach_descendant_top_down(
+      node,
+      [](isl_ast_node* n, void* user) -> isl_bool {
+        if (isl_ast_node_get_type(n) == isl_ast_node_user) {
+          isl_ast_expr* e = isl_ast_node_user_get_expr(n);
+          isl_ast_expr* f = isl_ast_expr_get_op_arg(e, 0);
+          isl_id* id = isl_ast_expr_get_id(f);
+          static_cast<std::set<std::string>*>(user)->insert(isl_id_get_name(id));
+          isl_id_free(id);
+          isl_ast_expr_free(f);
+          isl_ast_expr_free(e);
+          return isl_bool_false;
+        }
+        return isl_bool_true;
+      },
+      &names);
+  return names;
+}
+
+class AstLowering {
+ public:
+  explicit AstLowering(const Impl& m) : m_(m) {
+    for (const auto& [name, v] : m.constants) constants_[name] = ir::int_imm(v);
+    for (const auto& c : m.comps) {
+      by_isl_name_[isl_name(c.name)] = &c;
+      for (const auto& dp : c.data_params) data_owner_[dp.name] = {&c, dp.value};
+    }
+  }
+
+  ir::Stmt node(isl_ast_node* n) {
+    switch (isl_ast_node_get_type(n)) {
+      case isl_ast_node_for: return for_node(n);
+      case isl_ast_node_if: return if_node(n);
+      case isl_ast_node_block: {
+        isl_ast_node_list* list = isl_ast_node_block_get_children(n);
+        std::vector<ir::Stmt> stmts;
+        int count = static_cast<int>(isl_ast_node_list_n_ast_node(list));
+        for (int i = 0; i < count; ++i) {
+          isl_ast_node* child = isl_ast_node_list_get_ast_node(list, i);
+          stmts.push_back(node(child));
+          isl_ast_node_free(child);
+        }
+        isl_ast_node_list_free(list);
+        return ir::block(stmts);
+      }
+      case isl_ast_node_mark: {
+        isl_ast_node* child = isl_ast_node_mark_get_node(n);
+        ir::Stmt s = node(child);
+        isl_ast_node_free(child);
+        return s;
+      }
+      case isl_ast_node_user: return user_node(n);
+      default: fail(m_.func.where, "isl produced an AST node kiln does not know");
+    }
+  }
+
+  // Places `let p = value` for every data-dependent param p at the outermost
+  // point where it is used, which must lie inside the loops its value reads.
+  ir::Stmt place_data_params(const ir::Stmt& s, std::set<std::string> bound) {
+    if (!s) return s;
+    std::set<std::string> used = own_data_uses(s, bound);
+    if (!used.empty()) {
+      const std::string& p = *used.begin();
+      auto def = definition_at(s, p);
+      if (!def || !all_bound(*def, bound)) {
+        if (auto pushed = push_if_down(s)) return place_data_params(pushed, bound);
+        const auto& [comp, value] = data_owner_.at(p);
+        fail(comp->comp->where, "cannot generate code for '" + comp->name +
+                                    "': its schedule needs the data-dependent bound " +
+                                    ir::to_string(value) +
+                                    " outside the loops that define it (a loop over a bound read "
+                                    "at run time must stay inside the loops the read depends on)");
+      }
+      bound.insert(p);
+      return std::make_shared<ir::LetStmt>(p, *def, place_data_params(s, bound));
+    }
+    if (auto* f = ir::as<ir::For>(s)) {
+      auto inner = bound;
+      inner.insert(f->var);
+      return std::make_shared<ir::For>(f->var, f->min, f->end, f->step, f->tag,
+                                       place_data_params(f->body, inner));
+    }
+    if (auto* i = ir::as<ir::IfThenElse>(s))
+      return std::make_shared<ir::IfThenElse>(i->cond, place_data_params(i->then_case, bound),
+                                              place_data_params(i->else_case, bound));
+    if (auto* l = ir::as<ir::LetStmt>(s)) {
+      auto inner = bound;
+      inner.insert(l->var);
+      return std::make_shared<ir::LetStmt>(l->var, l->value, place_data_params(l->body, inner));
+    }
+    if (auto* b = ir::as<ir::Block>(s)) {
+      std::vector<ir::Stmt> out;
+      for (const auto& x : b->stmts) out.push_back(place_data_params(x, bound));
+      return ir::block(out);
+    }
+    return s;
+  }
+
+ private:
+  struct DataOwner {
+    const CompModel* comp;
+    ir::Expr value;
+  };
+
+  ir::Expr expr(isl_ast_expr* e) {
+    switch (isl_ast_expr_get_type(e)) {
+      case isl_ast_expr_int: {
+        isl_val* v = isl_ast_expr_get_val(e);
+        int64_t x = isl_val_get_num_si(v);
+        isl_val_free(v);
+        return ir::int_imm(x);
+      }
+      case isl_ast_expr_id: {
+        isl_id* id = isl_ast_expr_get_id(e);
+        std::string name = isl_id_get_name(id);
+        isl_id_free(id);
+        auto it = loop_vars_.find(name);
+        if (it != loop_vars_.end()) return ir::var(it->second);
+        for (const auto& p : m_.runtime_params)
+          if (isl_name(p) == name) return ir::var(p);
+        return ir::var(name);  // a data-dependent param
+      }
+      case isl_ast_expr_op: break;
+      default: fail(m_.func.where, "isl produced an expression kiln does not know");
+    }
+    int n = static_cast<int>(isl_ast_expr_op_get_n_arg(e));
+    std::vector<ir::Expr> a;
+    for (int i = 0; i < n; ++i) {
+      isl_ast_expr* arg = isl_ast_expr_op_get_arg(e, i);
+      a.push_back(expr(arg));
+      isl_ast_expr_free(arg);
+    }
+    using ir::BinaryOp;
+    auto fold = [&](BinaryOp op) {
+      ir::Expr r = a[0];
+      for (size_t i = 1; i < a.size(); ++i) r = ir::binary(op, r, a[i]);
+      return r;
+    };
+    switch (isl_ast_expr_op_get_type(e)) {
+      case isl_ast_expr_op_and:
+      case isl_ast_expr_op_and_then: return fold(BinaryOp::And);
+      case isl_ast_expr_op_or:
+      case isl_ast_expr_op_or_else: return fold(BinaryOp::Or);
+      case isl_ast_expr_op_max: return fold(BinaryOp::Max);
+      case isl_ast_expr_op_min: return fold(BinaryOp::Min);
+      case isl_ast_expr_op_minus: return ir::unary(ir::UnaryOp::Neg, a[0]);
+      case isl_ast_expr_op_add: return fold(BinaryOp::Add);
+      case isl_ast_expr_op_sub: return fold(BinaryOp::Sub);
+      case isl_ast_expr_op_mul: return fold(BinaryOp::Mul);
+      case isl_ast_expr_op_div:
+      case isl_ast_expr_op_fdiv_q:
+      case isl_ast_expr_op_pdiv_q: return fold(BinaryOp::Div);
+      case isl_ast_expr_op_pdiv_r:
+      case isl_ast_expr_op_zdiv_r: return fold(BinaryOp::Mod);
+      case isl_ast_expr_op_eq: return fold(BinaryOp::Eq);
+      case isl_ast_expr_op_le: return fold(BinaryOp::Le);
+      case isl_ast_expr_op_lt: return fold(BinaryOp::Lt);
+      case isl_ast_expr_op_ge: return fold(BinaryOp::Ge);
+      case isl_ast_expr_op_gt: return fold(BinaryOp::Gt);
+      case isl_ast_expr_op_cond:
+      case isl_ast_expr_op_select: return ir::select(a[0], a[1], a[2]);
+      default: fail(m_.func.where, "isl produced an operator kiln does not lower");
+    }
+  }
+
+  std::string unique_name(const std::string& want) {
+    std::string name = want;
+    for (int k = 1; in_scope_.count(name) || reserved_names().count(name); ++k)
+      name = want + "_" + std::to_string(k);
+    return name;
+  }
+
+  const std::set<std::string>& reserved_names() {
+    if (reserved_.empty()) {
+      for (const auto& p : m_.func.params) reserved_.insert(p.name);
+      for (const auto& b : m_.func.bufs) reserved_.insert(b.name);
+      reserved_.insert("");
+    }
+    return reserved_;
+  }
+
+  ir::Stmt for_node(isl_ast_node* n) {
+    isl_ast_expr* it = isl_ast_node_for_get_iterator(n);
+    isl_id* id = isl_ast_expr_get_id(it);
+    std::string iter = isl_id_get_name(id);
+    isl_id_free(id);
+    isl_ast_expr_free(it);
+    int k = std::stoi(iter.substr(1));
+
+    // Name and tag from the computations that share this loop.
+    std::string want = "s" + std::to_string(k);
+    ir::LoopTag tag = ir::LoopTag::None;
+    if (k % 2 == 1) {
+      int p = (k - 1) / 2;
+      std::set<std::string> names = statements_in(n);
+      bool named = false;
+      for (const auto& c : m_.comps) {
+        if (!names.count(isl_name(c.name)) || c.loops() <= p) continue;
+        if (!named) want = c.loop_names[p], named = true;
+        if (tag == ir::LoopTag::None) tag = c.tags[p];
+      }
+    }
+    std::string var = unique_name(want);
+
+    isl_ast_expr* init = isl_ast_node_for_get_init(n);
+    ir::Expr lo = expr(init);
+    isl_ast_expr_free(init);
+    loop_vars_[iter] = var;
+    in_scope_.insert(var);
+
+    isl_ast_expr* cond = isl_ast_node_for_get_cond(n);
+    isl_ast_expr_op_type ct = isl_ast_expr_op_get_type(cond);
+    isl_ast_expr* bound_expr = isl_ast_expr_op_get_arg(cond, 1);
+    ir::Expr hi = expr(bound_expr);
+    isl_ast_expr_free(bound_expr);
+    isl_ast_expr_free(cond);
+    if (ct == isl_ast_expr_op_le)
+      hi = plus(hi, 1);
+    else if (ct != isl_ast_expr_op_lt)
+      fail(m_.func.where, "isl produced a loop condition kiln does not lower");
+    isl_ast_expr* inc = isl_ast_node_for_get_inc(n);
+    isl_val* step_val = isl_ast_expr_get_val(inc);
+    int64_t step = isl_val_get_num_si(step_val);
+    isl_val_free(step_val);
+    isl_ast_expr_free(inc);
+
+    isl_ast_node* body_node = isl_ast_node_for_get_body(n);
+    ir::Stmt body = node(body_node);
+    isl_ast_node_free(body_node);
+    in_scope_.erase(var);
+    loop_vars_.erase(iter);
+    return std::make_shared<ir::For>(var, lo, hi, step, tag, body);
+  }
+
+  ir::Stmt if_node(isl_ast_node* n) {
+    isl_ast_expr* c = isl_ast_node_if_get_cond(n);
+    ir::Expr cond = expr(c);
+    isl_ast_expr_free(c);
+    isl_ast_node* t = isl_ast_node_if_get_then_node(n);
+    ir::Stmt then_case = node(t);
+    isl_ast_node_free(t);
+    ir::Stmt else_case;
+    if (isl_ast_node_if_has_else_node(n) == isl_bool_true) {
+      isl_ast_node* e = isl_ast_node_if_get_else_node(n);
+      else_case = node(e);
+      isl_ast_node_free(e);
+    }
+    return std::make_shared<ir::IfThenElse>(cond, then_case, else_case);
+  }
+
+  ir::Stmt user_node(isl_ast_node* n) {
+    isl_ast_expr* call = isl_ast_node_user_get_expr(n);
+    isl_ast_expr* f = isl_ast_expr_op_get_arg(call, 0);
+    isl_id* id = isl_ast_expr_get_id(f);
+    std::string name = isl_id_get_name(id);
+    isl_id_free(id);
+    isl_ast_expr_free(f);
+    auto found = by_isl_name_.find(name);
+    if (found == by_isl_name_.end()) fail(m_.func.where, "isl produced an unknown statement " + name);
+    const CompModel& c = *found->second;
+    std::map<std::string, ir::Expr> sub = constants_;
+    std::vector<std::pair<std::string, ir::Expr>> instance;
+    for (size_t k = 0; k < c.iters.size(); ++k) {
+      isl_ast_expr* a = isl_ast_expr_op_get_arg(call, static_cast<int>(k) + 1);
+      ir::Expr v = expr(a);
+      isl_ast_expr_free(a);
+      sub[c.iters[k]] = v;
+      instance.emplace_back(c.iters[k], v);
+    }
+    isl_ast_expr_free(call);
+    std::vector<ir::Expr> idx;
+    for (const auto& x : c.target.indices) idx.push_back(ir::substitute(x, sub));
+    return std::make_shared<ir::Store>(c.target.buf, idx, ir::substitute(c.value, sub), c.name,
+                                       instance);
+  }
+
+  // Data params that s uses in its own expressions (not in nested statements).
+  std::set<std::string> own_data_uses(const ir::Stmt& s, const std::set<std::string>& bound) {
+    std::vector<ir::Expr> own;
+    if (auto* f = ir::as<ir::For>(s)) own = {f->min, f->end};
+    if (auto* i = ir::as<ir::IfThenElse>(s)) own = {i->cond};
+    if (auto* l = ir::as<ir::LetStmt>(s)) own = {l->value};
+    if (auto* st = ir::as<ir::Store>(s)) {
+      own = st->indices;
+      own.push_back(st->value);
+    }
+    struct Uses : ir::IRVisitor {
+      const std::map<std::string, DataOwner>* owners;
+      std::set<std::string> found;
+      void visit_var(const ir::Var& v) override {
+        if (owners->count(v.name)) found.insert(v.name);
+      }
+    } uses;
+    uses.owners = &data_owner_;
+    for (const auto& e : own) uses.visit(e);
+    std::set<std::string> out;
+    for (const auto& p : uses.found)
+      if (!bound.count(p)) out.insert(p);
+    return out;
+  }
+
+  // The value of data param p in terms of the loop variables at statement s,
+  // from the instances of its computation below s (all must agree).
+  std::optional<ir::Expr> definition_at(const ir::Stmt& s, const std::string& p) {
+    const DataOwner& owner = data_owner_.at(p);
+    struct Stores : ir::StmtVisitor {
+      std::string comp;
+      std::vector<const ir::Store*> found;
+      void visit_store(const ir::Store& st) override {
+        if (st.comp == comp) found.push_back(&st);
+      }
+    } stores;
+    stores.comp = owner.comp->name;
+    stores.visit(s);
+    std::optional<ir::Expr> def;
+    for (const auto* st : stores.found) {
+      std::map<std::string, ir::Expr> sub = constants_;
+      for (const auto& [it, v] : st->instance) sub[it] = v;
+      ir::Expr d = ir::substitute(owner.value, sub);
+      if (def && !ir::equal(*def, d)) return std::nullopt;
+      def = d;
+    }
+    return def;
+  }
+
+  bool all_bound(const ir::Expr& e, const std::set<std::string>& bound) {
+    struct Free : ir::IRVisitor {
+      std::set<std::string> names;
+      void visit_var(const ir::Var& v) override { names.insert(v.name); }
+    } free_vars;
+    free_vars.visit(e);
+    for (const auto& n : free_vars.names) {
+      if (bound.count(n)) continue;
+      if (std::find(m_.runtime_params.begin(), m_.runtime_params.end(), n) !=
+          m_.runtime_params.end())
+        continue;
+      return false;
+    }
+    return true;
+  }
+
+  // if (c) S with c on a data param nobody has defined yet: evaluate c inside
+  // S instead, where the loops that define the param are open. isl hoists
+  // such guards because it takes params for constants; the guard itself is
+  // exact per instance, so moving it inward keeps the meaning.
+  ir::Stmt push_if_down(const ir::Stmt& s) {
+    auto* i = ir::as<ir::IfThenElse>(s);
+    if (!i || i->else_case) return nullptr;
+    const ir::Stmt& t = i->then_case;
+    auto guard = [&](const ir::Stmt& body) {
+      return std::make_shared<ir::IfThenElse>(i->cond, body, nullptr);
+    };
+    if (auto* f = ir::as<ir::For>(t))
+      return std::make_shared<ir::For>(f->var, f->min, f->end, f->step, f->tag, guard(f->body));
+    if (auto* b = ir::as<ir::Block>(t)) {
+      std::vector<ir::Stmt> out;
+      for (const auto& x : b->stmts) out.push_back(guard(x));
+      return ir::block(out);
+    }
+    if (auto* l = ir::as<ir::LetStmt>(t))
+      return std::make_shared<ir::LetStmt>(l->var, l->value, guard(l->body));
+    if (auto* inner = ir::as<ir::IfThenElse>(t)) {
+      if (inner->else_case) return nullptr;
+      return std::make_shared<ir::IfThenElse>(
+          ir::binary(ir::BinaryOp::And, i->cond, inner->cond), inner->then_case, nullptr);
+    }
+    return nullptr;
+  }
+
+  const Impl& m_;
+  std::map<std::string, ir::Expr> constants_;
+  std::map<std::string, const CompModel*> by_isl_name_;
+  std::map<std::string, DataOwner> data_owner_;
+  std::map<std::string, std::string> loop_vars_;  // isl iterator -> loop variable
+  std::set<std::string> in_scope_;
+  std::set<std::string> reserved_;
+};
+
+isl_ast_node* at_each_domain(isl_ast_node* node, isl_ast_build* build, void*) {
+  isl_union_map* sched = isl_ast_build_get_schedule(build);
+  isl_map* map = isl_map_reverse(isl_map_from_union_map(sched));
+  isl_pw_multi_aff* iters = isl_pw_multi_aff_from_map(map);
+  isl_ast_expr* call = isl_ast_build_call_from_pw_multi_aff(build, iters);
+  isl_ast_node_free(node);
+  return isl_ast_node_alloc_user(call);
+}
+
+}  // namespace
+
+ir::LoweredFunc lower(const ScheduledFunc& s) {
+  const Impl& m = *s.impl_;
+  isl::ctx ctx = m.ctx.get();
+  int dims = schedule_dims(m);
+
+  ir::Stmt body;
+  try {
+    isl::union_map sched = isl::union_map::empty(ctx);
+    for (const auto& c : m.comps)
+      sched = sched.unite(isl::union_map(padded_schedule(c, dims).intersect_domain(c.domain)));
+
+    isl_ast_build* build = isl_ast_build_from_context(m.context.copy());
+    isl_id_list* names = isl_id_list_alloc(ctx.get(), dims);
+    for (int k = 0; k < dims; ++k)
+      names = isl_id_list_add(names,
+                              isl_id_alloc(ctx.get(), ("c" + std::to_string(k)).c_str(), nullptr));
+    build = isl_ast_build_set_iterators(build, names);
+    // Static dims take one value per piece of a computation: unrolling them
+    // gives each piece (separate) its own copy of the loop nest.
+    std::string opts = "{ ";
+    std::string tuple = "[";
+    for (int k = 0; k < dims; ++k) tuple += (k ? ", " : "") + std::string("x") + std::to_string(k);
+    tuple += "]";
+    for (int k = 0; k < dims; k += 2)
+      opts += (k ? "; " : "") + tuple + " -> unroll[" + std::to_string(k) + "]";
+    opts += " }";
+    build = isl_ast_build_set_options(build, isl_union_map_read_from_str(ctx.get(), opts.c_str()));
+    build = isl_ast_build_set_at_each_domain(build, at_each_domain, nullptr);
+    isl_ast_node* root = isl_ast_build_node_from_schedule_map(build, sched.release());
+    isl_ast_build_free(build);
+    if (!root) fail(m.func.where, "isl could not build the loop nest of " + m.func.name);
+
+    AstLowering lowering(m);
+    ir::Stmt loops = lowering.node(root);
+    isl_ast_node_free(root);
+    body = lowering.place_data_params(loops, {});
+  } catch (const isl::exception& e) {
+    throw CompileError("lower", m.func.where,
+                       std::string("isl could not generate code for ") + m.func.name + ": " +
+                           e.what());
+  }
+
+  ir::LoweredFunc out;
+  out.name = m.func.name;
+  out.params = m.runtime_params;
+  std::map<std::string, ir::Expr> consts;
+  for (const auto& [name, v] : m.constants) consts[name] = ir::int_imm(v);
+  for (auto it = m.func.bufs.rbegin(); it != m.func.bufs.rend(); ++it) {
+    if (it->kind != ir::BufKind::Temp) continue;
+    std::vector<ir::Expr> shape;
+    for (const auto& e : it->shape) shape.push_back(ir::substitute(e, consts));
+    body = std::make_shared<ir::Alloc>(it->name, it->dtype, shape, m.buf_locs.at(it->name), body);
+  }
+  for (const auto& b : m.func.bufs)
+    if (b.kind != ir::BufKind::Temp) out.args.push_back(b);
+  out.body = body ? body : ir::block({});
+  return out;
+}
+
+}  // namespace kiln::poly

@@ -1,0 +1,557 @@
+// Builds the polyhedral model of a Func: domains, accesses, the original schedule and dependences.
+#include <isl/ctx.h>
+#include <isl/options.h>
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <isl/union_map.h>
+
+#include "model.h"
+
+namespace kiln::poly {
+
+IslContext::IslContext() : raw_(isl_ctx_alloc()) {
+  // Errors become isl::exception (cpp.h) instead of messages on stderr.
+  isl_options_set_on_error(raw_, ISL_ON_ERROR_CONTINUE);
+}
+IslContext::~IslContext() { isl_ctx_free(raw_); }
+
+CompModel* ScheduledFunc::Impl::find(const std::string& name) {
+  for (auto& c : comps)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+const CompModel* ScheduledFunc::Impl::find(const std::string& name) const {
+  for (const auto& c : comps)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+std::string isl_name(const std::string& name) {
+  static const std::set<std::string> reserved = {
+      "and", "or",  "not", "mod",     "floor", "ceil", "min",   "max",  "exists", "true",
+      "false", "infty", "NaN", "implies", "xor", "rat",  "floord", "ceild", "div"};
+  if (reserved.count(name)) return "v_" + name;
+  return name;
+}
+
+namespace {
+
+[[noreturn]] void fail(const SourceLoc& where, const std::string& msg) {
+  throw CompileError("schedule", where, msg);
+}
+
+// The value of an expression made only of integer literals and compile-time params.
+std::optional<int64_t> const_value(const ir::Expr& e, const std::map<std::string, int64_t>& consts) {
+  if (auto* i = ir::as<ir::IntImm>(e)) return i->value;
+  if (auto* v = ir::as<ir::Var>(e)) {
+    auto it = consts.find(v->name);
+    if (it != consts.end()) return it->second;
+    return std::nullopt;
+  }
+  if (auto* c = ir::as<ir::Cast>(e)) {
+    if (ir::is_int(c->type)) return const_value(c->value, consts);
+    return std::nullopt;
+  }
+  if (auto* u = ir::as<ir::Unary>(e)) {
+    if (u->op != ir::UnaryOp::Neg) return std::nullopt;
+    auto a = const_value(u->a, consts);
+    if (!a) return std::nullopt;
+    return -*a;
+  }
+  if (auto* b = ir::as<ir::Binary>(e)) {
+    auto x = const_value(b->a, consts), y = const_value(b->b, consts);
+    if (!x || !y) return std::nullopt;
+    switch (b->op) {
+      case ir::BinaryOp::Add: return *x + *y;
+      case ir::BinaryOp::Sub: return *x - *y;
+      case ir::BinaryOp::Mul: return *x * *y;
+      case ir::BinaryOp::Div:
+        if (*y == 0) return std::nullopt;
+        return (*x / *y) - ((*x % *y != 0) && ((*x < 0) != (*y < 0)));
+      case ir::BinaryOp::Mod: {
+        if (*y == 0) return std::nullopt;
+        int64_t r = *x % *y;
+        return (r != 0 && ((r < 0) != (*y < 0))) ? r + *y : r;
+      }
+      case ir::BinaryOp::Min: return std::min(*x, *y);
+      case ir::BinaryOp::Max: return std::max(*x, *y);
+      default: return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string num(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v); }
+
+// Prints affine integer expressions and conditions in isl's syntax. Buffer
+// reads become data-dependent params when `data` is given, and make the
+// expression non-affine otherwise.
+class AffinePrinter {
+ public:
+  AffinePrinter(const ScheduledFunc::Impl& m, std::set<std::string> iters, const std::string& owner,
+                std::vector<DataParam>* data)
+      : m_(m), iters_(std::move(iters)), owner_(owner), data_(data) {}
+
+  std::optional<std::string> expr(const ir::Expr& e) {
+    if (auto c = const_value(e, m_.constants)) return num(*c);
+    if (auto* v = ir::as<ir::Var>(e)) {
+      if (iters_.count(v->name)) return isl_name(v->name);
+      if (std::find(m_.runtime_params.begin(), m_.runtime_params.end(), v->name) !=
+          m_.runtime_params.end())
+        return isl_name(v->name);
+      return std::nullopt;
+    }
+    if (auto* c = ir::as<ir::Cast>(e)) {
+      if (!ir::is_int(c->type) || !ir::is_int(c->value->type)) return std::nullopt;
+      return expr(c->value);
+    }
+    if (auto* u = ir::as<ir::Unary>(e)) {
+      if (u->op != ir::UnaryOp::Neg) return std::nullopt;
+      auto a = expr(u->a);
+      if (!a) return std::nullopt;
+      return "(-" + *a + ")";
+    }
+    if (ir::as<ir::Load>(e)) {
+      if (!data_) return std::nullopt;
+      for (const auto& p : *data_)
+        if (ir::equal(p.value, e)) return p.name;
+      std::string name = "_" + owner_ + "_" + std::to_string(data_->size());
+      data_->push_back({name, ir::cast(ir::kIndexType, e)});
+      return name;
+    }
+    auto* b = ir::as<ir::Binary>(e);
+    if (!b || !ir::is_int(b->type)) return std::nullopt;
+    auto cb = const_value(b->b, m_.constants);
+    auto ca = const_value(b->a, m_.constants);
+    switch (b->op) {
+      case ir::BinaryOp::Add:
+      case ir::BinaryOp::Sub: {
+        auto x = expr(b->a), y = expr(b->b);
+        if (!x || !y) return std::nullopt;
+        return "(" + *x + (b->op == ir::BinaryOp::Add ? " + " : " - ") + *y + ")";
+      }
+      case ir::BinaryOp::Mul: {
+        if (cb) {
+          auto x = expr(b->a);
+          if (!x) return std::nullopt;
+          return "(" + std::to_string(*cb) + " * " + *x + ")";
+        }
+        if (ca) {
+          auto y = expr(b->b);
+          if (!y) return std::nullopt;
+          return "(" + std::to_string(*ca) + " * " + *y + ")";
+        }
+        return std::nullopt;
+      }
+      case ir::BinaryOp::Div:
+      case ir::BinaryOp::Mod: {
+        if (!cb || *cb <= 0) return std::nullopt;
+        auto x = expr(b->a);
+        if (!x) return std::nullopt;
+        if (b->op == ir::BinaryOp::Div) return "floor(" + *x + " / " + std::to_string(*cb) + ")";
+        return "(" + *x + " mod " + std::to_string(*cb) + ")";
+      }
+      default: return std::nullopt;
+    }
+  }
+
+  std::optional<std::string> cond(const ir::Expr& e) {
+    if (auto* i = ir::as<ir::IntImm>(e)) return i->value ? "1 = 1" : "1 = 0";
+    if (auto* u = ir::as<ir::Unary>(e)) {
+      if (u->op != ir::UnaryOp::Not) return std::nullopt;
+      auto a = cond(u->a);
+      if (!a) return std::nullopt;
+      return "not (" + *a + ")";
+    }
+    auto* b = ir::as<ir::Binary>(e);
+    if (!b) return std::nullopt;
+    if (b->op == ir::BinaryOp::And || b->op == ir::BinaryOp::Or) {
+      auto x = cond(b->a), y = cond(b->b);
+      if (!x || !y) return std::nullopt;
+      return "((" + *x + (b->op == ir::BinaryOp::And ? ") and (" : ") or (") + *y + "))";
+    }
+    if (!ir::is_comparison(b->op)) return std::nullopt;
+    auto x = expr(b->a), y = expr(b->b);
+    if (!x || !y) return std::nullopt;
+    switch (b->op) {
+      case ir::BinaryOp::Lt: return *x + " < " + *y;
+      case ir::BinaryOp::Le: return *x + " <= " + *y;
+      case ir::BinaryOp::Gt: return *x + " > " + *y;
+      case ir::BinaryOp::Ge: return *x + " >= " + *y;
+      case ir::BinaryOp::Eq: return *x + " = " + *y;
+      case ir::BinaryOp::Ne: return "(" + *x + " < " + *y + " or " + *x + " > " + *y + ")";
+      default: return std::nullopt;
+    }
+  }
+
+ private:
+  const ScheduledFunc::Impl& m_;
+  std::set<std::string> iters_;
+  std::string owner_;
+  std::vector<DataParam>* data_;
+};
+
+std::string tuple(const std::string& name, const std::vector<std::string>& vars) {
+  std::string s = isl_name(name) + "[";
+  for (size_t i = 0; i < vars.size(); ++i) s += (i ? ", " : "") + isl_name(vars[i]);
+  return s + "]";
+}
+
+// Collects every Load in an expression, including those nested in indices.
+void collect_loads(const ir::Expr& e, std::vector<const ir::Load*>& out) {
+  struct V : ir::IRVisitor {
+    std::vector<const ir::Load*>* out;
+    void visit_load(const ir::Load& n) override {
+      out->push_back(&n);
+      ir::IRVisitor::visit_load(n);
+    }
+  } v;
+  v.out = &out;
+  v.visit(e);
+}
+
+// Replaces reads of value computations: inlined ones by their expression,
+// stored ones by a read of their buffer.
+class ValueResolver : public ir::IRMutator {
+ public:
+  ValueResolver(const ir::Func& f, const std::map<std::string, ir::StoreTarget>& stored)
+      : f_(f), stored_(stored) {}
+
+ protected:
+  ir::Expr mutate_access(const ir::Expr& e, const ir::Access& n) override {
+    if (++depth_ > 64)
+      throw CompileError("schedule", f_.where,
+                         "computations read each other in a cycle through '" + n.comp + "'");
+    const ir::Comp* c = f_.find_comp(n.comp);
+    if (!c) throw CompileError("schedule", f_.where, "read of unknown computation '" + n.comp + "'");
+    bool changed = false;
+    std::vector<ir::Expr> idx = mutate_all(n.indices, &changed);
+    std::map<std::string, ir::Expr> sub;
+    for (size_t i = 0; i < c->iters.size() && i < idx.size(); ++i) sub[c->iters[i]] = idx[i];
+    ir::Expr result;
+    auto st = stored_.find(n.comp);
+    if (st != stored_.end()) {
+      std::vector<ir::Expr> at;
+      for (const auto& x : st->second.indices) at.push_back(ir::substitute(x, sub));
+      const ir::Buf* b = f_.find_buf(st->second.buf);
+      result = ir::load(st->second.buf, at, b ? b->dtype : e->type);
+    } else {
+      result = mutate(ir::substitute(c->value, sub));
+    }
+    --depth_;
+    return result;
+  }
+
+ private:
+  const ir::Func& f_;
+  const std::map<std::string, ir::StoreTarget>& stored_;
+  int depth_ = 0;
+};
+
+// The value computations the schedule stores (store / store_at), with where.
+std::map<std::string, ir::StoreTarget> stored_values(const ir::Func& f) {
+  std::map<std::string, ir::StoreTarget> out;
+  for (const auto& cmd : f.schedule) {
+    if (cmd.op != "store" && cmd.op != "store_at") continue;
+    const ir::Comp* c = f.find_comp(cmd.target);
+    if (!c) fail(cmd.where, "'" + cmd.target + "' is not a computation of " + f.name);
+    if (c->store)
+      fail(cmd.where, "'" + c->name + "' already stores to '" + c->store->buf +
+                          "'; store applies to value computations (compute NAME(...) = expr)");
+    if (cmd.args.empty() || cmd.args[0].kind != ir::ScheduleArg::Kind::Name ||
+        cmd.args[0].text.empty())
+      fail(cmd.where, cmd.op + " expects a temp buffer name as its first argument");
+    const ir::Buf* b = f.find_buf(cmd.args[0].text);
+    if (!b) fail(cmd.args[0].where, "unknown buffer '" + cmd.args[0].text + "'");
+    if (b->kind == ir::BufKind::Input)
+      fail(cmd.args[0].where, "cannot store into input buffer '" + b->name + "'");
+    if (b->dtype != c->value->type)
+      fail(cmd.where, std::string("'") + c->name + "' has type " + ir::dtype_name(c->value->type) +
+                          " but buffer '" + b->name + "' holds " + ir::dtype_name(b->dtype));
+    ir::StoreTarget t{b->name, {}};
+    if (cmd.op == "store") {
+      if (cmd.args.size() != 1) fail(cmd.where, "store expects one argument: store(BUFFER)");
+      for (const auto& it : c->iters) t.indices.push_back(ir::var(it));
+    } else {
+      if (cmd.args.size() != 2 || cmd.args[1].kind != ir::ScheduleArg::Kind::Name ||
+          !cmd.args[1].text.empty())
+        fail(cmd.where, "store_at expects a buffer and an index list: store_at(BUFFER, [i, j])");
+      for (const auto& a : cmd.args[1].list) {
+        if (a.kind == ir::ScheduleArg::Kind::Int) {
+          t.indices.push_back(ir::int_imm(a.number));
+        } else if (a.kind == ir::ScheduleArg::Kind::Name &&
+                   std::find(c->iters.begin(), c->iters.end(), a.text) != c->iters.end()) {
+          t.indices.push_back(ir::var(a.text));
+        } else {
+          fail(a.where, "store_at indices must be iterators of '" + c->name + "' or integers");
+        }
+      }
+    }
+    if (t.indices.size() != b->shape.size())
+      fail(cmd.where, "buffer '" + b->name + "' has " + std::to_string(b->shape.size()) +
+                          " dimensions but " + std::to_string(t.indices.size()) +
+                          " indices were given");
+    out[c->name] = t;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<isl::map> maps_of(const isl::union_map& u) {
+  std::vector<isl::map> out;
+  u.foreach_map([&](isl::map m) { out.push_back(m); });
+  return out;
+}
+std::string range_name(const isl::map& m) {
+  const char* n = isl_map_get_tuple_name(m.get(), isl_dim_out);
+  return n ? n : "";
+}
+std::string domain_name(const isl::map& m) {
+  const char* n = isl_map_get_tuple_name(m.get(), isl_dim_in);
+  return n ? n : "";
+}
+
+std::string param_list(const ScheduledFunc::Impl& m, const std::vector<DataParam>& extra) {
+  std::string s = "[";
+  bool first = true;
+  for (const auto& p : m.runtime_params) {
+    s += (first ? "" : ", ") + isl_name(p);
+    first = false;
+  }
+  for (const auto& p : extra) {
+    s += (first ? "" : ", ") + p.name;
+    first = false;
+  }
+  return s + "]";
+}
+
+int schedule_dims(const ScheduledFunc::Impl& m) {
+  int n = 1;
+  for (const auto& c : m.comps) n = std::max(n, 2 * c.loops() + 1);
+  return n;
+}
+
+isl::map padded_schedule(const CompModel& c, int dims) {
+  int have = 2 * c.loops() + 1;
+  if (have == dims) return c.sched;
+  std::string in = "[", out = "[";
+  for (int k = 0; k < have; ++k) {
+    in += (k ? ", " : "") + std::string("x") + std::to_string(k);
+    out += (k ? ", " : "") + std::string("x") + std::to_string(k);
+  }
+  for (int k = have; k < dims; ++k) out += ", 0";
+  isl::map pad(c.sched.ctx(), "{ " + in + "] -> " + out + "] }");
+  return c.sched.apply_range(pad);
+}
+
+std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_commands) {
+  auto m = std::make_unique<ScheduledFunc::Impl>();
+  m->func = f;
+  const ir::Func& F = m->func;
+  for (const auto& p : F.params) {
+    if (p.value)
+      m->constants[p.name] = *p.value;
+    else
+      m->runtime_params.push_back(p.name);
+  }
+  for (const auto& b : F.bufs) m->buf_locs[b.name] = b.loc;
+  isl::ctx ctx = m->ctx.get();
+
+  // What the constraints promise about run-time params.
+  {
+    AffinePrinter ap(*m, {}, "", nullptr);
+    std::string conds;
+    for (const auto& c : F.constraints) {
+      auto t = ap.cond(c.cond);
+      if (!t) throw CompileError("schedule", c.where, "constraint is not affine in params");
+      conds += (conds.empty() ? "" : " and ") + ("(" + *t + ")");
+    }
+    std::string text = param_list(*m) + " -> { : " + (conds.empty() ? "1 = 1" : conds) + " }";
+    m->context = isl::set(ctx, text);
+    if (m->context.is_empty())
+      throw CompileError("schedule", F.where,
+                         "the constraints of " + F.name + " cannot all hold for the param values");
+  }
+
+  std::map<std::string, ir::StoreTarget> stored;
+  if (apply_commands) stored = stored_values(F);
+  ValueResolver resolve(F, stored);
+
+  for (const auto& comp : F.comps) {
+    CompModel c;
+    c.name = comp.name;
+    c.comp = &comp;
+    c.iters = comp.iters;
+    if (comp.store) {
+      c.target = *comp.store;
+    } else {
+      auto st = stored.find(comp.name);
+      if (st == stored.end()) continue;  // a value computation, inlined into its users
+      c.target = st->second;
+    }
+    c.value = resolve.mutate(comp.value);
+    std::vector<ir::Expr> idx;
+    for (const auto& x : c.target.indices) idx.push_back(resolve.mutate(x));
+    c.target.indices = idx;
+
+    std::set<std::string> iter_set(comp.iters.begin(), comp.iters.end());
+    // Domain: exact (with data params) and approximate (without them).
+    std::string exact, approx;
+    {
+      AffinePrinter ap(*m, iter_set, comp.name, &c.data_params);
+      for (const auto& cond : comp.domain) {
+        size_t before = c.data_params.size();
+        auto t = ap.cond(cond);
+        if (!t)
+          throw CompileError("schedule", comp.where,
+                             "domain condition '" + ir::to_string(cond) + "' of " + comp.name +
+                                 " is not affine in its iterators and params");
+        exact += (exact.empty() ? "" : " and ") + ("(" + *t + ")");
+        bool uses_data = false;
+        std::vector<const ir::Load*> loads;
+        collect_loads(cond, loads);
+        uses_data = !loads.empty() || c.data_params.size() != before;
+        if (!uses_data) approx += (approx.empty() ? "" : " and ") + ("(" + *t + ")");
+      }
+    }
+    std::string tup = tuple(comp.name, comp.iters);
+    try {
+      c.domain = isl::set(ctx, param_list(*m, c.data_params) + " -> { " + tup + " : " +
+                                   (exact.empty() ? "1 = 1" : exact) + " }");
+      c.domain_approx = isl::set(ctx, param_list(*m) + " -> { " + tup + " : " +
+                                          (approx.empty() ? "1 = 1" : approx) + " }");
+    } catch (const isl::exception& e) {
+      throw CompileError("schedule", comp.where,
+                         "cannot build the domain of " + comp.name + ": " + e.what());
+    }
+    c.domain = c.domain.intersect_params(m->context);
+    c.domain_approx = c.domain_approx.intersect_params(m->context);
+
+    // Accesses, over the approximate domain. A non-affine index leaves its
+    // dimension unconstrained: the access may touch any element along it.
+    AffinePrinter ap(*m, iter_set, comp.name, nullptr);
+    auto relation = [&](const std::string& buf, const std::vector<ir::Expr>& indices) {
+      std::string out = isl_name(buf) + "[", conds;
+      for (size_t k = 0; k < indices.size(); ++k) {
+        std::string a = "a" + std::to_string(k);
+        out += (k ? ", " : "") + a;
+        if (auto t = ap.expr(indices[k])) conds += (conds.empty() ? "" : " and ") + a + " = " + *t;
+      }
+      out += "]";
+      isl::map r(ctx, param_list(*m) + " -> { " + tup + " -> " + out + " : " +
+                          (conds.empty() ? "1 = 1" : conds) + " }");
+      return isl::union_map(r.intersect_domain(c.domain_approx));
+    };
+    c.writes = relation(c.target.buf, c.target.indices);
+    std::vector<const ir::Load*> loads;
+    collect_loads(c.value, loads);
+    for (const auto& x : c.target.indices) collect_loads(x, loads);
+    for (const auto& dp : c.data_params) collect_loads(dp.value, loads);
+    c.reads = isl::union_map::empty(ctx);
+    for (const auto* l : loads) c.reads = c.reads.unite(relation(l->buf, l->indices));
+
+    // The original schedule: textual order, then the iterators in order.
+    int t = static_cast<int>(m->comps.size());
+    std::string sched = "{ " + tup + " -> [" + std::to_string(t);
+    for (const auto& it : comp.iters) sched += ", " + isl_name(it) + ", 0";
+    sched += "] }";
+    c.sched = isl::map(ctx, sched);
+    c.loop_names = comp.iters;
+    c.tags.assign(comp.iters.size(), ir::LoopTag::None);
+    m->comps.push_back(std::move(c));
+  }
+
+  // Memory-based dependences between every pair of instances that touch the
+  // same element, at least one of them writing, ordered by the original
+  // schedule. Kills are ignored, so this is a superset of the value flow:
+  // safe for legality.
+  int dims = schedule_dims(*m);
+  isl::union_map original = isl::union_map::empty(ctx);
+  for (const auto& c : m->comps) original = original.unite(isl::union_map(padded_schedule(c, dims)));
+  isl::union_map before =
+      isl::manage(isl_union_map_lex_lt_union_map(original.copy(), original.copy()));
+  std::set<std::string> bufs;
+  for (const auto& b : F.bufs) bufs.insert(b.name);
+  for (const auto& b : bufs) {
+    isl::union_map W = isl::union_map::empty(ctx), R = isl::union_map::empty(ctx);
+    for (const auto& c : m->comps) {
+      for (const auto& mp : maps_of(c.writes))
+        if (range_name(mp) == isl_name(b)) W = W.unite(isl::union_map(mp));
+      for (const auto& mp : maps_of(c.reads))
+        if (range_name(mp) == isl_name(b)) R = R.unite(isl::union_map(mp));
+    }
+    if (W.is_empty()) continue;
+    auto add = [&](Dependence::Kind kind, const isl::union_map& src, const isl::union_map& dst) {
+      isl::union_map rel = src.apply_range(dst.reverse()).intersect(before);
+      if (!rel.is_empty()) m->deps.push_back({kind, b, rel});
+    };
+    add(Dependence::Kind::Flow, W, R);
+    add(Dependence::Kind::Anti, R, W);
+    add(Dependence::Kind::Output, W, W);
+  }
+  return m;
+}
+
+// ---------------------------------------------------------------------------
+// ScheduledFunc
+
+ScheduledFunc::ScheduledFunc(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ScheduledFunc::~ScheduledFunc() = default;
+ScheduledFunc::ScheduledFunc(ScheduledFunc&&) noexcept = default;
+ScheduledFunc& ScheduledFunc::operator=(ScheduledFunc&&) noexcept = default;
+
+const ir::Func& ScheduledFunc::func() const { return impl_->func; }
+
+std::string ScheduledFunc::describe_domains() const {
+  std::ostringstream os;
+  os << "func " << impl_->func.name << "\n";
+  if (!impl_->runtime_params.empty()) os << "  context: " << to_str(impl_->context) << "\n";
+  for (const auto& c : impl_->comps) {
+    os << "\n" << c.name << "\n";
+    os << "  domain: " << to_str(c.domain) << "\n";
+    for (const auto& dp : c.data_params)
+      os << "  data param " << dp.name << " = " << ir::to_string(dp.value) << " (read at run time)\n";
+    os << "  writes: " << to_str(c.writes) << "\n";
+    os << "  reads:  " << to_str(c.reads) << "\n";
+    std::vector<ir::Expr> idx = c.target.indices;
+    std::string target = c.target.buf + "[";
+    for (size_t k = 0; k < idx.size(); ++k) target += (k ? ", " : "") + ir::to_string(idx[k]);
+    os << "  " << target << "] = " << ir::to_string(c.value) << "\n";
+  }
+  return os.str();
+}
+
+std::string ScheduledFunc::describe_schedule() const {
+  std::ostringstream os;
+  os << "func " << impl_->func.name << "\n";
+  for (const auto& c : impl_->comps) {
+    os << "\n" << c.name << "\n";
+    os << "  schedule: " << to_str(c.sched) << "\n";
+    os << "  loops:";
+    for (int k = 0; k < c.loops(); ++k) {
+      os << " " << c.loop_names[k];
+      if (c.tags[k] != ir::LoopTag::None) os << "(" << ir::loop_tag_name(c.tags[k]) << ")";
+    }
+    os << "\n";
+  }
+  os << "\ndependences\n";
+  for (const auto& d : impl_->deps) {
+    const char* kind = d.kind == Dependence::Kind::Flow   ? "flow"
+                       : d.kind == Dependence::Kind::Anti ? "anti"
+                                                          : "output";
+    os << "  " << kind << " through " << d.buf << ": " << to_str(d.relation) << "\n";
+  }
+  if (!impl_->applied.empty()) {
+    os << "\napplied\n";
+    for (const auto& a : impl_->applied) os << "  " << a << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace kiln::poly

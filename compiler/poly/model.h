@@ -1,0 +1,121 @@
+// The polyhedral model of a Func: per computation its domain, accesses and
+// schedule as isl objects. Private to compiler/poly.
+#pragma once
+
+#include <isl/cpp.h>
+#include <isl/ctx.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/ir.h"
+#include "kiln/loop_ir.h"
+#include "kiln/poly.h"
+
+namespace kiln::poly {
+
+// Owns an isl_ctx. Declared first in Impl so that it is destroyed last, after
+// every isl object that lives in it.
+class IslContext {
+ public:
+  IslContext();
+  ~IslContext();
+  IslContext(const IslContext&) = delete;
+  IslContext& operator=(const IslContext&) = delete;
+  isl::ctx get() const { return isl::ctx(raw_); }
+
+ private:
+  isl_ctx* raw_;
+};
+
+// A value read at run time that stands in a domain where a param could: the
+// isl parameter `name` means `value` (a Load over the computation's iterators)
+// for the instance at hand.
+struct DataParam {
+  std::string name;
+  ir::Expr value;
+};
+
+// A dependence between two computations through one buffer.
+struct Dependence {
+  enum class Kind { Flow, Anti, Output } kind;
+  std::string buf;
+  isl::union_map relation;  // source instance -> sink instance, source first in the original order
+};
+
+struct CompModel {
+  std::string name;
+  const ir::Comp* comp = nullptr;  // points into Impl::func
+  std::vector<std::string> iters;
+  ir::Expr value;                  // with value computations inlined / redirected to their buffers
+  ir::StoreTarget target;          // where each instance writes
+  std::vector<DataParam> data_params;
+  isl::set domain;         // exact, may use data params
+  isl::set domain_approx;  // data-dependent conditions dropped: a superset, for dependences
+  isl::union_map reads, writes;  // over domain_approx; per buffer tuple
+  // Schedule: name[iters] -> [s0, d0, s1, d1, ..., sn]: static dims at even
+  // positions order computations, dynamic dims at odd positions are loops.
+  isl::map sched;
+  std::vector<std::string> loop_names;  // one per dynamic dim
+  std::vector<ir::LoopTag> tags;        // one per dynamic dim
+  int loops() const { return static_cast<int>(loop_names.size()); }
+};
+
+struct ScheduledFunc::Impl {
+  IslContext ctx;
+  ir::Func func;
+  std::map<std::string, int64_t> constants;  // params with compile-time values
+  std::vector<std::string> runtime_params;
+  isl::set context;                   // what the constraints promise about runtime params
+  std::vector<CompModel> comps;       // scheduled computations, in textual order
+  std::map<std::string, ir::MemLoc> buf_locs;  // set_loc
+  std::vector<Dependence> deps;
+  std::vector<std::string> applied;   // the commands applied, as written
+  // (static prefix, level) pairs whose static positions separate has doubled.
+  std::set<std::pair<std::vector<int64_t>, int>> separated;
+
+  CompModel* find(const std::string& name);
+  const CompModel* find(const std::string& name) const;
+};
+
+// Builds the model of f with its original (textual) schedule and its
+// dependences. Defined in model.cpp.
+std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_commands);
+
+// Applies one schedule command. Defined in primitives.cpp.
+void apply_command(ScheduledFunc::Impl& m, const ir::ScheduleCommand& cmd);
+
+// Throws a legality CompileError (blaming `cmd`, which may be null for the
+// whole schedule) if the current schedules break a dependence or tag a loop
+// that carries one. Defined in legality.cpp.
+void check_legality(const ScheduledFunc::Impl& m, const ir::ScheduleCommand* cmd);
+// True when the current schedules respect every dependence and tag.
+bool is_legal(const ScheduledFunc::Impl& m);
+
+// Schedule dimension count of the widest computation (2 * loops + 1).
+int schedule_dims(const ScheduledFunc::Impl& m);
+// m.sched of c padded with zero static dims to `dims` output dimensions.
+isl::map padded_schedule(const CompModel& c, int dims);
+
+// isl helpers the C++ bindings lack.
+template <typename T>
+std::string to_str(const T& obj) {
+  std::ostringstream os;
+  os << obj;
+  return os.str();
+}
+std::vector<isl::map> maps_of(const isl::union_map& u);
+std::string range_name(const isl::map& m);   // "" when the range tuple has no name
+std::string domain_name(const isl::map& m);
+
+// Text helpers.
+std::string isl_name(const std::string& name);  // an identifier isl will accept
+std::string param_list(const ScheduledFunc::Impl& m, const std::vector<DataParam>& extra = {});
+std::string describe_point(const isl::set& point_of_map, const CompModel& from, const CompModel& to);
+
+}  // namespace kiln::poly

@@ -1,0 +1,470 @@
+// The schedule primitives: each rewrites a computation's schedule map (PLANT's layered commands).
+#include <isl/aff.h>
+#include <isl/map.h>
+#include <isl/set.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "model.h"
+
+namespace kiln::poly {
+namespace {
+
+using Impl = ScheduledFunc::Impl;
+using Arg = ir::ScheduleArg;
+
+[[noreturn]] void fail(const SourceLoc& where, const std::string& msg) {
+  throw CompileError("schedule", where, msg);
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
+  return s.empty() ? "(none)" : s;
+}
+
+std::string x(int k) { return "x" + std::to_string(k); }
+
+// "{ [x0, ..., x{n-1}] -> [out...] }"
+isl::map range_map(isl::ctx ctx, int n, const std::vector<std::string>& out,
+                   const std::string& cond = "") {
+  std::string s = "{ [";
+  for (int k = 0; k < n; ++k) s += (k ? ", " : "") + x(k);
+  s += "] -> [";
+  for (size_t k = 0; k < out.size(); ++k) s += (k ? ", " : "") + out[k];
+  s += "]";
+  if (!cond.empty()) s += " : " + cond;
+  return isl::map(ctx, s + " }");
+}
+
+std::vector<std::string> identity_out(int n) {
+  std::vector<std::string> out;
+  for (int k = 0; k < n; ++k) out.push_back(x(k));
+  return out;
+}
+
+// Checks the argument count of a command.
+void expect_args(const ir::ScheduleCommand& cmd, size_t n, const std::string& usage) {
+  if (cmd.args.size() != n)
+    fail(cmd.where, cmd.op + " expects " + std::to_string(n) + " argument" + (n == 1 ? "" : "s") +
+                        ": " + usage + " (got " + std::to_string(cmd.args.size()) + ")");
+}
+
+const std::string& name_arg(const ir::ScheduleCommand& cmd, size_t i, const std::string& what) {
+  const Arg& a = cmd.args[i];
+  if (a.kind != Arg::Kind::Name || a.text.empty())
+    fail(a.where, cmd.op + ": argument " + std::to_string(i + 1) + " must be " + what);
+  return a.text;
+}
+
+int64_t int_arg(const Impl& m, const ir::ScheduleCommand& cmd, size_t i, const std::string& what) {
+  const Arg& a = cmd.args[i];
+  if (a.kind == Arg::Kind::Int) return a.number;
+  if (a.kind == Arg::Kind::Name && !a.text.empty()) {
+    if (const ir::Knob* k = m.func.find_knob(a.text)) return k->value;
+    auto c = m.constants.find(a.text);
+    if (c != m.constants.end()) return c->second;
+    fail(a.where, cmd.op + ": '" + a.text + "' is not a knob or a compile-time param (" + what +
+                      " must be a number)");
+  }
+  fail(a.where, cmd.op + ": argument " + std::to_string(i + 1) + " must be " + what);
+}
+
+int loop_index(const CompModel& c, const ir::ScheduleCommand& cmd, size_t i) {
+  const std::string& n = name_arg(cmd, i, "a loop name");
+  for (int k = 0; k < c.loops(); ++k)
+    if (c.loop_names[k] == n) return k;
+  fail(cmd.args[i].where,
+       "'" + c.name + "' has no loop '" + n + "'; its loops are " + joined(c.loop_names));
+}
+
+void check_new_name(const CompModel& c, const ir::ScheduleCommand& cmd, size_t i,
+                    const std::set<std::string>& replaced) {
+  const std::string& n = name_arg(cmd, i, "a new loop name");
+  for (const auto& l : c.loop_names)
+    if (l == n && !replaced.count(n))
+      fail(cmd.args[i].where, "'" + c.name + "' already has a loop named '" + n + "'");
+}
+
+// The range of c's schedule over its domain.
+isl::set scheduled(const CompModel& c) { return c.domain_approx.apply(c.sched); }
+
+// The value of static dimension q of c, which must be the same for all its instances.
+std::optional<int64_t> static_value(const CompModel& c, int q) {
+  isl::set r = scheduled(c);
+  if (r.is_empty()) return 0;
+  isl::val lo = r.dim_min_val(2 * q), hi = r.dim_max_val(2 * q);
+  if (!lo.is_int() || !hi.is_int() || !lo.eq(hi)) return std::nullopt;
+  return lo.get_num_si();
+}
+
+// Rewrites static dimension q of the computations whose static dims 0..q-1
+// equal `prefix` (they share loops 0..q-1 with each other), where `cond`
+// holds of x{2q}: x{2q} becomes `value`.
+void remap_static(Impl& m, const std::string& except, const std::vector<int64_t>& prefix, int q,
+                  const std::string& cond, const std::string& value) {
+  for (auto& e : m.comps) {
+    if (e.name == except || e.loops() < q) continue;
+    int n = 2 * e.loops() + 1;
+    std::string all;
+    for (int k = 0; k < q; ++k)
+      all += (all.empty() ? "" : " and ") + x(2 * k) + " = " + std::to_string(prefix[k]);
+    if (!cond.empty()) all += (all.empty() ? "" : " and ") + cond;
+    std::vector<std::string> out = identity_out(n);
+    out[2 * q] = value;
+    isl::map moved = range_map(m.ctx.get(), n, out, all);
+    isl::set moved_dom = moved.domain();
+    isl::map stay = range_map(m.ctx.get(), n, identity_out(n)).intersect_domain(moved_dom.complement());
+    e.sched = e.sched.apply_range(moved.unite(stay));
+  }
+}
+
+// Makes room right after position v of static dimension q among the
+// computations that share loops 0..q-1: those later than v move one place on.
+void open_slot(Impl& m, const std::string& except, const std::vector<int64_t>& prefix, int q,
+               int64_t v) {
+  remap_static(m, except, prefix, q, x(2 * q) + " > " + std::to_string(v), x(2 * q) + " + 1");
+}
+
+void split(CompModel& c, int p, int64_t f, const std::string& outer, const std::string& inner,
+           isl::ctx ctx) {
+  int n = 2 * c.loops() + 1;
+  std::vector<std::string> out;
+  for (int k = 0; k < n; ++k) {
+    if (k == 2 * p + 1) {
+      out.push_back("floor(" + x(k) + " / " + std::to_string(f) + ")");
+      out.push_back("0");
+      out.push_back(x(k) + " mod " + std::to_string(f));
+    } else {
+      out.push_back(x(k));
+    }
+  }
+  c.sched = c.sched.apply_range(range_map(ctx, n, out));
+  c.loop_names[p] = outer;
+  c.loop_names.insert(c.loop_names.begin() + p + 1, inner);
+  c.tags.insert(c.tags.begin() + p + 1, ir::LoopTag::None);
+}
+
+void reorder(CompModel& c, const std::vector<int>& loops, isl::ctx ctx) {
+  std::vector<int> slots = loops;
+  std::sort(slots.begin(), slots.end());
+  int n = 2 * c.loops() + 1;
+  std::vector<std::string> out = identity_out(n);
+  auto names = c.loop_names;
+  auto tags = c.tags;
+  for (size_t k = 0; k < slots.size(); ++k) {
+    out[2 * slots[k] + 1] = x(2 * loops[k] + 1);
+    names[slots[k]] = c.loop_names[loops[k]];
+    tags[slots[k]] = c.tags[loops[k]];
+  }
+  c.sched = c.sched.apply_range(range_map(ctx, n, out));
+  c.loop_names = names;
+  c.tags = tags;
+}
+
+void cmd_split(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+  expect_args(cmd, 4, "split(LOOP, FACTOR, OUTER, INNER)");
+  int p = loop_index(c, cmd, 0);
+  int64_t f = int_arg(m, cmd, 1, "the split factor");
+  if (f <= 0) fail(cmd.args[1].where, "split factor must be positive, got " + std::to_string(f));
+  check_new_name(c, cmd, 2, {c.loop_names[p]});
+  check_new_name(c, cmd, 3, {c.loop_names[p]});
+  if (cmd.args[2].text == cmd.args[3].text)
+    fail(cmd.args[3].where, "the two new loops need different names");
+  split(c, p, f, cmd.args[2].text, cmd.args[3].text, m.ctx.get());
+}
+
+void cmd_tile(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+  expect_args(cmd, 8, "tile(I, J, FI, FJ, IO, JO, II, JI)");
+  int pi = loop_index(c, cmd, 0), pj = loop_index(c, cmd, 1);
+  if (pi == pj) fail(cmd.args[1].where, "tile needs two different loops");
+  int64_t fi = int_arg(m, cmd, 2, "a tile size"), fj = int_arg(m, cmd, 3, "a tile size");
+  if (fi <= 0) fail(cmd.args[2].where, "tile size must be positive, got " + std::to_string(fi));
+  if (fj <= 0) fail(cmd.args[3].where, "tile size must be positive, got " + std::to_string(fj));
+  std::set<std::string> replaced = {c.loop_names[pi], c.loop_names[pj]};
+  std::set<std::string> fresh;
+  for (size_t k = 4; k < 8; ++k) {
+    check_new_name(c, cmd, k, replaced);
+    if (!fresh.insert(cmd.args[k].text).second)
+      fail(cmd.args[k].where, "tile's new loops need four different names");
+  }
+  std::string jname = c.loop_names[pj];
+  split(c, pi, fi, cmd.args[4].text, cmd.args[6].text, m.ctx.get());
+  int pj2 = static_cast<int>(std::find(c.loop_names.begin(), c.loop_names.end(), jname) -
+                             c.loop_names.begin());
+  split(c, pj2, fj, cmd.args[5].text, cmd.args[7].text, m.ctx.get());
+  std::vector<int> order;
+  for (size_t k : {4, 5, 6, 7})
+    order.push_back(static_cast<int>(
+        std::find(c.loop_names.begin(), c.loop_names.end(), cmd.args[k].text) -
+        c.loop_names.begin()));
+  reorder(c, order, m.ctx.get());
+}
+
+void cmd_reorder(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+  if (cmd.args.size() < 2) fail(cmd.where, "reorder expects at least two loops: reorder(A, B, ...)");
+  std::vector<int> loops;
+  for (size_t k = 0; k < cmd.args.size(); ++k) {
+    int p = loop_index(c, cmd, k);
+    if (std::find(loops.begin(), loops.end(), p) != loops.end())
+      fail(cmd.args[k].where, "reorder names loop '" + c.loop_names[p] + "' twice");
+    loops.push_back(p);
+  }
+  reorder(c, loops, m.ctx.get());
+}
+
+void cmd_fuse(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+  expect_args(cmd, 3, "fuse(OUTER, INNER, FUSED)");
+  int p = loop_index(c, cmd, 0), q = loop_index(c, cmd, 1);
+  if (q != p + 1)
+    fail(cmd.where, "fuse needs loop '" + cmd.args[1].text + "' directly inside '" +
+                        cmd.args[0].text + "'; the loops are " + joined(c.loop_names));
+  check_new_name(c, cmd, 2, {c.loop_names[p], c.loop_names[q]});
+  isl::set r = c.domain.apply(c.sched);
+  isl::val lo = r.dim_min_val(2 * q + 1), hi = r.dim_max_val(2 * q + 1);
+  if (!lo.is_int() || !hi.is_int())
+    fail(cmd.where, "fuse needs loop '" + c.loop_names[q] +
+                        "' to have constant bounds (it depends on a run-time value)");
+  int64_t l = lo.get_num_si(), extent = hi.get_num_si() - l + 1;
+  int n = 2 * c.loops() + 1;
+  std::vector<std::string> out;
+  for (int k = 0; k < n; ++k) {
+    if (k == 2 * p + 1)
+      out.push_back(std::to_string(extent) + " * " + x(k) + " + " + x(2 * q + 1) + " - (" +
+                    std::to_string(l) + ")");
+    else if (k == 2 * p + 2 || k == 2 * q + 1)
+      continue;
+    else
+      out.push_back(x(k));
+  }
+  c.sched = c.sched.apply_range(range_map(m.ctx.get(), n, out));
+  c.loop_names[p] = cmd.args[2].text;
+  c.loop_names.erase(c.loop_names.begin() + q);
+  c.tags[p] = ir::LoopTag::None;
+  c.tags.erase(c.tags.begin() + q);
+}
+
+void cmd_skew(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+  expect_args(cmd, 3, "skew(I, J, FACTOR)");
+  int p = loop_index(c, cmd, 0), q = loop_index(c, cmd, 1);
+  if (p == q) fail(cmd.args[1].where, "skew needs two different loops");
+  int64_t f = int_arg(m, cmd, 2, "the skew factor");
+  int n = 2 * c.loops() + 1;
+  std::vector<std::string> out = identity_out(n);
+  out[2 * q + 1] = x(2 * q + 1) + " + " + std::to_string(f) + " * " + x(2 * p + 1);
+  c.sched = c.sched.apply_range(range_map(m.ctx.get(), n, out));
+}
+
+void cmd_shift(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+  expect_args(cmd, 2, "shift(LOOP, AMOUNT)");
+  int p = loop_index(c, cmd, 0);
+  int64_t v = int_arg(m, cmd, 1, "the shift amount");
+  int n = 2 * c.loops() + 1;
+  std::vector<std::string> out = identity_out(n);
+  out[2 * p + 1] = x(2 * p + 1) + " + (" + std::to_string(v) + ")";
+  c.sched = c.sched.apply_range(range_map(m.ctx.get(), n, out));
+}
+
+void cmd_after(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+  expect_args(cmd, 2, "after(COMPUTATION, LOOP) or after(COMPUTATION, root)");
+  const std::string& dname = name_arg(cmd, 0, "a computation name");
+  if (dname == c.name) fail(cmd.args[0].where, "a computation cannot run after itself");
+  CompModel* d = m.find(dname);
+  if (!d) {
+    if (m.func.find_comp(dname))
+      fail(cmd.args[0].where, "'" + dname + "' is inlined into its users and has no loops");
+    fail(cmd.args[0].where, "unknown computation '" + dname + "'");
+  }
+  int level = -1;
+  if (name_arg(cmd, 1, "a loop name or root") != "root") level = loop_index(c, cmd, 1);
+  if (level >= d->loops())
+    fail(cmd.args[1].where, "'" + d->name + "' has only " + std::to_string(d->loops()) +
+                                " loops; it cannot share loop '" + cmd.args[1].text + "' with '" +
+                                c.name + "'");
+  std::vector<int64_t> prefix;
+  for (int q = 0; q <= level + 1; ++q) {
+    auto v = static_value(*d, q);
+    if (!v)
+      fail(cmd.where, "'" + d->name + "' is split into pieces at loop level " + std::to_string(q) +
+                          " (separate); apply after before separate");
+    prefix.push_back(*v);
+  }
+  open_slot(m, c.name, prefix, level + 1, prefix[level + 1]);
+  int n = 2 * c.loops() + 1;
+  std::vector<std::string> out = identity_out(n);
+  for (int q = 0; q <= level; ++q) out[2 * q] = std::to_string(prefix[q]);
+  out[2 * (level + 1)] = std::to_string(prefix[level + 1] + 1);
+  c.sched = c.sched.apply_range(range_map(m.ctx.get(), n, out));
+}
+
+// separate(i, F): instances of loop i in complete groups of F (counted from
+// the loop's lowest value) stay; the rest move to a second copy of the loop
+// that runs right after the first.
+void cmd_separate(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+  expect_args(cmd, 2, "separate(LOOP, FACTOR)");
+  int p = loop_index(c, cmd, 0);
+  int64_t f = int_arg(m, cmd, 1, "the factor");
+  if (f <= 0) fail(cmd.args[1].where, "separate factor must be positive, got " + std::to_string(f));
+  int n = 2 * c.loops() + 1;
+  std::vector<int64_t> prefix;
+  for (int q = 0; q <= p; ++q) {
+    auto v = static_value(c, q);
+    if (!v) fail(cmd.where, "'" + c.name + "' is already separated at an outer level");
+    prefix.push_back(*v);
+  }
+  isl::ctx ctx = m.ctx.get();
+  // P: the values loop i takes; lo and hi its extremes.
+  isl::set r = scheduled(c);
+  isl_set* proj = isl_set_project_out(r.copy(), isl_dim_set, 2 * p + 2, n - 2 * p - 2);
+  proj = isl_set_project_out(proj, isl_dim_set, 0, 2 * p + 1);
+  isl::set P = isl::manage(proj);
+  isl::set lo = P.lexmin(), hi = P.lexmax();
+  isl_set* lht = isl_set_flat_product(isl_set_flat_product(lo.copy(), hi.copy()), P.copy());
+  std::string full_cond = "{ [l, h, t] : t - ((t - l) mod " + std::to_string(f) + ") + " +
+                          std::to_string(f - 1) + " <= h }";
+  isl::set full3 = isl::manage(lht).intersect(isl::set(ctx, full_cond));
+  isl::set full = isl::manage(isl_set_project_out(full3.release(), isl_dim_set, 0, 2));
+  // Pull the condition back to the schedule space.
+  std::string pick = "{ [";
+  for (int k = 0; k < n; ++k) pick += (k ? ", " : "") + x(k);
+  pick += "] -> [" + x(2 * p + 1) + "] }";
+  isl_multi_aff* ma = isl_multi_aff_read_from_str(ctx.get(), pick.c_str());
+  isl::set in_full = isl::manage(isl_set_preimage_multi_aff(full.release(), ma));
+
+  // Static positions at this level are doubled once, so that the remainder
+  // of every computation separated here lands in the same odd slot right
+  // after its full part: computations that shared the loop share both copies.
+  std::vector<int64_t> outer(prefix.begin(), prefix.begin() + p);
+  if (m.separated.insert({outer, p}).second) {
+    remap_static(m, "", outer, p, "", "2 * " + x(2 * p));
+    prefix[p] = *static_value(c, p);
+  }
+  std::vector<std::string> rest_out = identity_out(n);
+  rest_out[2 * p] = std::to_string(prefix[p] + 1);
+  isl::map keep = range_map(ctx, n, identity_out(n)).intersect_domain(in_full);
+  isl::map move = range_map(ctx, n, rest_out).intersect_domain(in_full.complement());
+  c.sched = c.sched.apply_range(keep.unite(move));
+}
+
+void cmd_tag(Impl&, CompModel& c, const ir::ScheduleCommand& cmd) {
+  expect_args(cmd, 2, "tag(LOOP, TAG)");
+  int p = loop_index(c, cmd, 0);
+  const std::string& t = name_arg(cmd, 1, "a tag");
+  auto tag = ir::loop_tag_from_name(t);
+  if (!tag)
+    fail(cmd.args[1].where,
+         "unknown tag '" + t +
+             "'; tags are parallel, vectorize, unroll, unroll_explicit, gpu_block_x, gpu_block_y, "
+             "gpu_block_z, gpu_thread_x, gpu_thread_y, gpu_thread_z, none");
+  c.tags[p] = *tag;
+}
+
+void cmd_apply_sch(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+  expect_args(cmd, 1, "apply_sch(\"{ [i, j] -> [j, i] }\")");
+  if (cmd.args[0].kind != Arg::Kind::Text)
+    fail(cmd.args[0].where, "apply_sch expects an isl map in quotes");
+  isl::ctx ctx = m.ctx.get();
+  isl_map* raw = isl_map_read_from_str(ctx.get(), cmd.args[0].text.c_str());
+  if (!raw) fail(cmd.args[0].where, "apply_sch: cannot parse isl map \"" + cmd.args[0].text + "\"");
+  raw = isl_map_reset_tuple_id(isl_map_reset_tuple_id(raw, isl_dim_in), isl_dim_out);
+  isl::map u = isl::manage(raw);
+  int in = static_cast<int>(u.domain_tuple_dim()), out = static_cast<int>(u.range_tuple_dim());
+  if (in != c.loops())
+    fail(cmd.args[0].where, "apply_sch: the map takes " + std::to_string(in) + " loops but '" +
+                                c.name + "' has " + std::to_string(c.loops()) + " (" +
+                                joined(c.loop_names) + ")");
+  if (out == 0) fail(cmd.args[0].where, "apply_sch: the map must produce at least one loop");
+  int n = 2 * c.loops() + 1;
+  std::vector<std::string> dyn;
+  for (int k = 0; k < c.loops(); ++k) dyn.push_back(x(2 * k + 1));
+  isl::map extract = range_map(ctx, n, dyn);
+  isl::map first = range_map(ctx, n, {x(0)});
+  isl::map moved = isl::manage(
+      isl_map_flat_range_product(first.release(), extract.apply_range(u).release()));
+  std::vector<std::string> spread = {x(0)};
+  for (int k = 0; k < out; ++k) {
+    spread.push_back(x(k + 1));
+    spread.push_back("0");
+  }
+  c.sched = c.sched.apply_range(moved).apply_range(range_map(ctx, out + 1, spread));
+  std::vector<std::string> names;
+  for (int k = 0; k < out; ++k) {
+    const char* nm = isl_map_get_dim_name(u.get(), isl_dim_out, k);
+    if (nm && *nm)
+      names.push_back(nm);
+    else if (out == c.loops())
+      names.push_back(c.loop_names[k]);
+    else
+      names.push_back("t" + std::to_string(k));
+  }
+  std::set<std::string> seen;
+  for (auto& nm : names)
+    if (!seen.insert(nm).second)
+      fail(cmd.args[0].where, "apply_sch: two loops would be named '" + nm + "'");
+  c.loop_names = names;
+  c.tags.assign(out, ir::LoopTag::None);
+  if (!c.sched.is_injective())
+    fail(cmd.args[0].where, "apply_sch: the map is not one-to-one on '" + c.name +
+                                "' (two instances would run at the same time)");
+}
+
+void cmd_set_loc(Impl& m, const ir::ScheduleCommand& cmd) {
+  expect_args(cmd, 1, "set_loc(LOCATION)");
+  const std::string& l = name_arg(cmd, 0, "a memory location");
+  auto loc = ir::mem_loc_from_name(l);
+  if (!loc)
+    fail(cmd.args[0].where, "unknown memory location '" + l +
+                                "'; locations are heap, stack, gpu_global, gpu_shared, gpu_local, "
+                                "gpu_constant");
+  m.buf_locs[cmd.target] = *loc;
+}
+
+}  // namespace
+
+void apply_command(Impl& m, const ir::ScheduleCommand& cmd) {
+  if (cmd.op == "set_loc") {
+    if (!m.func.find_buf(cmd.target))
+      fail(cmd.where, "set_loc applies to a buffer; '" + cmd.target + "' is not a buffer of " +
+                          m.func.name);
+    cmd_set_loc(m, cmd);
+    return;
+  }
+  const ir::Comp* comp = m.func.find_comp(cmd.target);
+  if (!comp) {
+    if (m.func.find_buf(cmd.target))
+      fail(cmd.where, "'" + cmd.target + "' is a buffer; " + cmd.op + " applies to computations");
+    fail(cmd.where, "unknown computation '" + cmd.target + "' in " + m.func.name);
+  }
+  if (cmd.op == "store" || cmd.op == "store_at") return;  // applied when the model was built
+  CompModel* c = m.find(cmd.target);
+  if (cmd.op == "inline") {
+    expect_args(cmd, 0, "inline()");
+    if (comp->store)
+      fail(cmd.where, "'" + comp->name + "' writes buffer '" + comp->store->buf +
+                          "'; only value computations (compute NAME(...) = expr) can be inlined");
+    if (c) fail(cmd.where, "'" + comp->name + "' is both stored (store/store_at) and inlined");
+    return;
+  }
+  if (!c)
+    fail(cmd.where, "'" + cmd.target +
+                        "' is a value computation inlined into its users, so it has no loops to " +
+                        cmd.op + "; store it first (store_at)");
+  static const std::map<std::string, void (*)(Impl&, CompModel&, const ir::ScheduleCommand&)>
+      commands = {{"split", cmd_split},         {"tile", cmd_tile},   {"reorder", cmd_reorder},
+                  {"fuse", cmd_fuse},           {"skew", cmd_skew},   {"shift", cmd_shift},
+                  {"after", cmd_after},         {"separate", cmd_separate},
+                  {"tag", cmd_tag},             {"apply_sch", cmd_apply_sch}};
+  auto it = commands.find(cmd.op);
+  if (it == commands.end()) {
+    if (cmd.op == "cache_identity" || cmd.op == "cache" || cmd.op == "alloc_at")
+      fail(cmd.where, cmd.op + " is not supported yet by this version of kiln");
+    fail(cmd.where, "unknown schedule command '" + cmd.op +
+                        "'; commands are split, fuse, reorder, tile, skew, shift, after, separate, "
+                        "inline, tag, apply_sch, store, store_at, set_loc");
+  }
+  it->second(m, *c, cmd);
+}
+
+}  // namespace kiln::poly

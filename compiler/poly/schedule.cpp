@@ -1,0 +1,59 @@
+// schedule(): the polyhedral model of a Func with its schedule commands applied and checked.
+#include <spdlog/spdlog.h>
+
+#include "model.h"
+
+namespace kiln::poly {
+namespace {
+
+std::string command_text(const ir::ScheduleCommand& cmd) {
+  std::function<std::string(const ir::ScheduleArg&)> arg = [&](const ir::ScheduleArg& a) {
+    switch (a.kind) {
+      case ir::ScheduleArg::Kind::Int: return std::to_string(a.number);
+      case ir::ScheduleArg::Kind::Text: return "\"" + a.text + "\"";
+      case ir::ScheduleArg::Kind::Name:
+        if (!a.text.empty()) return a.text;
+        {
+          std::string s = "[";
+          for (size_t i = 0; i < a.list.size(); ++i) s += (i ? ", " : "") + arg(a.list[i]);
+          return s + "]";
+        }
+    }
+    return std::string();
+  };
+  std::string s = cmd.target + "." + cmd.op + "(";
+  for (size_t i = 0; i < cmd.args.size(); ++i) s += (i ? ", " : "") + arg(cmd.args[i]);
+  return s + ")";
+}
+
+}  // namespace
+
+ScheduledFunc schedule(const ir::Func& f, bool apply_commands) {
+  std::unique_ptr<ScheduledFunc::Impl> m;
+  try {
+    m = build_model(f, apply_commands);
+    if (apply_commands) {
+      for (const auto& cmd : m->func.schedule) {
+        apply_command(*m, cmd);
+        m->applied.push_back(command_text(cmd));
+        spdlog::debug("{}: applied {}", f.name, m->applied.back());
+      }
+      if (!is_legal(*m)) {
+        // Blame the first command after which the schedule is illegal.
+        auto replay = build_model(f, true);
+        for (const auto& cmd : replay->func.schedule) {
+          apply_command(*replay, cmd);
+          check_legality(*replay, &cmd);
+        }
+        check_legality(*m, nullptr);
+      }
+    }
+  } catch (const isl::exception& e) {
+    throw CompileError("schedule", f.where,
+                       std::string("isl could not apply the schedule of ") + f.name + ": " +
+                           e.what());
+  }
+  return ScheduledFunc(std::move(m));
+}
+
+}  // namespace kiln::poly

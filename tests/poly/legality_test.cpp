@@ -1,0 +1,143 @@
+// Legality: schedules that break a dependence, or bind a loop that carries one
+// to parallel hardware, are refused with a message naming both computations,
+// the dependence and the command; malformed commands get a clear error too.
+#include "test_util.h"
+
+namespace kiln::testing {
+namespace {
+
+struct Illegal {
+  std::string name;
+  std::string example;
+  std::string schedule;
+  std::string command;                  // the command blamed, as 'target.op'
+  std::vector<std::string> mentions;    // substrings the message must contain
+};
+
+const std::vector<Illegal>& illegal_schedules() {
+  static const std::vector<Illegal> all = {
+      {"InitAfterUpdate", "matmul", "C_init.after(C, root);", "C_init.after",
+       {"flow (read after write) dependence from C_init to C", "reads C written by C_init"}},
+      {"ParallelReduction", "matmul", "C.tag(k, parallel);", "C.tag",
+       {"loop 'k' of C is tagged parallel", "dependence from C to C"}},
+      {"VectorizedReduction", "matmul", "C.split(k, 4, ko, ki); C.tag(ki, vectorize);", "C.tag",
+       {"loop 'ki' of C is tagged vectorize"}},
+      {"ReversedReduction", "matmul", "C.apply_sch(\"{ [i, j, k] -> [i, j, -k] }\");",
+       "C.apply_sch", {"dependence from C to C"}},
+      {"ReorderAcrossDependence", "heat2d", "step.reorder(i, t, j);", "step.reorder",
+       {"dependence from step to step", "step(t="}},
+      {"WrongSkew", "heat2d", "step.skew(t, i, -1); step.reorder(i, t, j);", "step.reorder",
+       {"dependence from step to step"}},
+      {"ParallelWithoutSkew", "heat2d", "step.tag(i, parallel);", "step.tag",
+       {"loop 'i' of step is tagged parallel"}},
+      {"ParallelWavefrontWrongSkew", "heat2d",
+       "step.skew(t, j, 1); step.skew(i, j, 1); step.reorder(j, t, i); step.tag(t, parallel);",
+       "step.tag", {"loop 't' of step is tagged parallel"}},
+      {"ParallelSegmentAccumulation", "segment_sum", "acc.tag(j, parallel);", "acc.tag",
+       {"loop 'j' of acc is tagged parallel", "reads y written by acc"}},
+      {"InitAfterAccumulation", "segment_sum", "y_init.after(acc, root);", "y_init.after",
+       {"dependence from y_init to acc"}},
+      {"UpdateBeforeItsInput", "trmm", "upd.after(scale, i);", "upd.after",
+       {"dependence from upd to scale"}},
+      {"ConvInitAfterUpdates", "conv2d", "O_init.after(O, f);", "O_init.after",
+       {"dependence from O_init to O"}},
+      {"CopyAfterStencil", "heat2d", "init.after(step, root);", "init.after",
+       {"dependence from init to step"}},
+  };
+  return all;
+}
+
+void PrintTo(const Illegal& c, std::ostream* os) { *os << c.name << ": " << c.schedule; }
+
+class IllegalSchedule : public ::testing::TestWithParam<Illegal> {};
+
+TEST_P(IllegalSchedule, IsRefusedWithItsReason) {
+  const Illegal& c = GetParam();
+  ir::Func f = parse_one(with_schedule(read_example(c.example), c.schedule));
+  try {
+    poly::schedule(f);
+    FAIL() << "schedule was accepted: " << c.schedule;
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), "legality") << e.what();
+    EXPECT_NE(e.message().find("'" + c.command + "'"), std::string::npos) << e.what();
+    for (const auto& m : c.mentions) EXPECT_NE(e.message().find(m), std::string::npos) << e.what();
+    EXPECT_TRUE(e.loc().known()) << "the error points at the command: " << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, IllegalSchedule, ::testing::ValuesIn(illegal_schedules()),
+                         [](const ::testing::TestParamInfo<Illegal>& info) {
+                           return info.param.name;
+                         });
+
+// The error's position is the offending command's, even when later commands
+// follow it.
+TEST(Legality, BlamesTheFirstOffendingCommand) {
+  std::string src = with_schedule(read_example("matmul"),
+                                  "    C.split(i, 4, io, ii);\n"
+                                  "    C.tag(k, parallel);\n"
+                                  "    C.tag(io, parallel);");
+  ir::Func f = parse_one(src);
+  try {
+    poly::schedule(f);
+    FAIL();
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.message().find("'C.tag'"), std::string::npos);
+    EXPECT_NE(e.message().find("loop 'k'"), std::string::npos) << e.what();
+    const ir::ScheduleCommand& bad = f.schedule.at(1);
+    EXPECT_EQ(e.loc().line, bad.where.line);
+  }
+}
+
+// Legal schedules of the same programs are accepted.
+TEST(Legality, AcceptsTheExamplesOwnSchedules) {
+  for (std::string ex : {"matmul", "batch_matmul", "conv2d", "segment_sum", "spmm", "trmm", "heat2d"}) {
+    SCOPED_TRACE(ex);
+    EXPECT_NO_THROW(poly::schedule(parse_one(read_example(ex))));
+  }
+}
+
+struct Malformed {
+  std::string schedule;
+  std::string message;
+};
+
+void PrintTo(const Malformed& c, std::ostream* os) { *os << c.schedule; }
+
+class MalformedCommand : public ::testing::TestWithParam<Malformed> {};
+
+TEST_P(MalformedCommand, IsRefused) {
+  const Malformed& c = GetParam();
+  ir::Func f = parse_one(with_schedule(read_example("matmul"), c.schedule));
+  try {
+    poly::schedule(f);
+    FAIL() << "accepted: " << c.schedule;
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), "schedule") << e.what();
+    EXPECT_NE(e.message().find(c.message), std::string::npos) << e.what();
+    EXPECT_TRUE(e.loc().known()) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Commands, MalformedCommand,
+    ::testing::Values(
+        Malformed{"C.split(q, 4, qo, qi);", "'C' has no loop 'q'; its loops are i, j, k"},
+        Malformed{"C.split(i, 0, io, ii);", "split factor must be positive, got 0"},
+        Malformed{"C.split(i, 4, j, ii);", "'C' already has a loop named 'j'"},
+        Malformed{"C.split(i, 4, io);", "split expects 4 arguments"},
+        Malformed{"C.split(i, NOPE, io, ii);", "'NOPE' is not a knob or a compile-time param"},
+        Malformed{"C.fuse(i, k, ik);", "fuse needs loop 'k' directly inside 'i'"},
+        Malformed{"C.twist(i);", "unknown schedule command 'twist'"},
+        Malformed{"C.tag(i, warp);", "unknown tag 'warp'"},
+        Malformed{"C.after(Q, i);", "unknown computation 'Q'"},
+        Malformed{"C.after(C, i);", "a computation cannot run after itself"},
+        Malformed{"C.apply_sch(\"{ [i, j] -> [j, i] }\");", "the map takes 2 loops but 'C' has 3"},
+        Malformed{"C.apply_sch(\"{ [i, j, k] -> [i + j] }\");", "not one-to-one"},
+        Malformed{"C.reorder(i, i);", "reorder names loop 'i' twice"},
+        Malformed{"A.set_loc(moon);", "unknown memory location 'moon'"},
+        Malformed{"A.tag(i, parallel);", "'A' is a buffer; tag applies to computations"},
+        Malformed{"C.store(A);", "'C' already stores to 'C'"}));
+
+}  // namespace
+}  // namespace kiln::testing

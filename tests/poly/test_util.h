@@ -1,0 +1,74 @@
+// Helpers shared by the polyhedral tests: parse a program, swap its schedule, run both interpreters.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "kiln/frontend.h"
+#include "kiln/interp.h"
+#include "kiln/ir.h"
+#include "kiln/poly.h"
+
+namespace kiln::testing {
+
+inline std::string read_example(const std::string& name) {
+  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/examples/" + name + ".kiln");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Replaces the body of the `schedule { ... }` block of `src` (braces inside
+// quoted strings do not count).
+inline std::string with_schedule(const std::string& src, const std::string& body) {
+  size_t at = src.find("schedule {");
+  if (at == std::string::npos) {
+    size_t end = src.rfind('}');
+    return src.substr(0, end) + "  schedule {\n" + body + "\n  }\n}\n";
+  }
+  size_t open = src.find('{', at);
+  int depth = 0;
+  bool quoted = false;
+  size_t close = open;
+  for (size_t i = open; i < src.size(); ++i) {
+    char c = src[i];
+    if (c == '"') quoted = !quoted;
+    if (quoted) continue;
+    if (c == '{') ++depth;
+    if (c == '}' && --depth == 0) {
+      close = i;
+      break;
+    }
+  }
+  return src.substr(0, open + 1) + "\n" + body + "\n  " + src.substr(close);
+}
+
+inline ir::Func parse_one(const std::string& src, const ir::Overrides& set = {}) {
+  ir::Module m = frontend::parse_module(src, "test.kiln");
+  return ir::apply_overrides(m.funcs.at(0), set);
+}
+
+// Runs the reference interpreter and the scheduled loop nest on the same
+// inputs and returns the comparison.
+inline interp::Mismatch differential(const ir::Func& f, const interp::Bindings& inputs) {
+  interp::Bindings expected = inputs, actual = inputs;
+  interp::run_reference(f, expected);
+  interp::run_loops(poly::lower(poly::schedule(f)), actual);
+  return interp::compare_outputs(f, expected, actual);
+}
+
+inline interp::Mismatch differential(const ir::Func& f,
+                                     const std::map<std::string, int64_t>& runtime = {},
+                                     uint64_t seed = 1) {
+  auto params = interp::param_values(f, runtime);
+  return differential(f, interp::random_bindings(f, params, seed));
+}
+
+inline std::string lowered(const std::string& src, const ir::Overrides& set = {}) {
+  return ir::to_string(poly::lower(poly::schedule(parse_one(src, set))));
+}
+
+}  // namespace kiln::testing
