@@ -13,7 +13,8 @@ const std::vector<std::string> kSegmentSchedules = {
     "",
     "acc.split(j, 4, jo, ji); acc.tag(i, parallel); y_init.tag(i, parallel);",
     "acc.after(y_init, i); y_init.split(i, 3, io, ii); acc.split(i, 3, io, ii);",
-    "y_init.separate(i, 4); acc.separate(i, 4); y_init.split(i, 4, io, ii); acc.split(i, 4, io, ii);",
+    "y_init.separate(i, 4); acc.separate(i, 4); y_init.split(i, 4, io, ii); acc.split(i, 4, io, "
+    "ii);",
     "acc.after(y_init, i); y_init.separate(i, 3); acc.separate(i, 3); acc.split(j, 2, jo, ji);",
 };
 
@@ -98,7 +99,8 @@ TEST(DataDependentBounds, LoopOverDataBoundCannotLeaveItsRowLoop) {
 TEST(DataDependentBounds, BoundsAreReadInsideTheRowLoop) {
   std::string src = with_schedule(read_example("segment_sum"), "");
   std::string loops = lowered(src);
-  size_t loop_i = loops.find("for (i = 0; i < m; i += 1)", loops.find("acc") == std::string::npos ? 0 : 0);
+  size_t loop_i =
+      loops.find("for (i = 0; i < m; i += 1)", loops.find("acc") == std::string::npos ? 0 : 0);
   size_t second = loops.find("for (i = 0; i < m; i += 1)", loop_i + 1);
   size_t read = loops.find("offsets[i]");
   ASSERT_NE(second, std::string::npos) << loops;

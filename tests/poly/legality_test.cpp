@@ -10,38 +10,76 @@ struct Illegal {
   std::string name;
   std::string example;
   std::string schedule;
-  std::string command;                  // the command blamed, as 'target.op'
-  std::vector<std::string> mentions;    // substrings the message must contain
+  std::string command;                // the command blamed, as 'target.op'
+  std::vector<std::string> mentions;  // substrings the message must contain
 };
 
 const std::vector<Illegal>& illegal_schedules() {
   static const std::vector<Illegal> all = {
-      {"InitAfterUpdate", "matmul", "C_init.after(C, root);", "C_init.after",
+      {"InitAfterUpdate",
+       "matmul",
+       "C_init.after(C, root);",
+       "C_init.after",
        {"flow (read after write) dependence from C_init to C", "reads C written by C_init"}},
-      {"ParallelReduction", "matmul", "C.tag(k, parallel);", "C.tag",
+      {"ParallelReduction",
+       "matmul",
+       "C.tag(k, parallel);",
+       "C.tag",
        {"loop 'k' of C is tagged parallel", "dependence from C to C"}},
-      {"VectorizedReduction", "matmul", "C.split(k, 4, ko, ki); C.tag(ki, vectorize);", "C.tag",
+      {"VectorizedReduction",
+       "matmul",
+       "C.split(k, 4, ko, ki); C.tag(ki, vectorize);",
+       "C.tag",
        {"loop 'ki' of C is tagged vectorize"}},
-      {"ReversedReduction", "matmul", "C.apply_sch(\"{ [i, j, k] -> [i, j, -k] }\");",
-       "C.apply_sch", {"dependence from C to C"}},
-      {"ReorderAcrossDependence", "heat2d", "step.reorder(i, t, j);", "step.reorder",
+      {"ReversedReduction",
+       "matmul",
+       "C.apply_sch(\"{ [i, j, k] -> [i, j, -k] }\");",
+       "C.apply_sch",
+       {"dependence from C to C"}},
+      {"ReorderAcrossDependence",
+       "heat2d",
+       "step.reorder(i, t, j);",
+       "step.reorder",
        {"dependence from step to step", "step(t="}},
-      {"WrongSkew", "heat2d", "step.skew(t, i, -1); step.reorder(i, t, j);", "step.reorder",
+      {"WrongSkew",
+       "heat2d",
+       "step.skew(t, i, -1); step.reorder(i, t, j);",
+       "step.reorder",
        {"dependence from step to step"}},
-      {"ParallelWithoutSkew", "heat2d", "step.tag(i, parallel);", "step.tag",
+      {"ParallelWithoutSkew",
+       "heat2d",
+       "step.tag(i, parallel);",
+       "step.tag",
        {"loop 'i' of step is tagged parallel"}},
-      {"ParallelWavefrontWrongSkew", "heat2d",
+      {"ParallelWavefrontWrongSkew",
+       "heat2d",
        "step.skew(t, j, 1); step.skew(i, j, 1); step.reorder(j, t, i); step.tag(t, parallel);",
-       "step.tag", {"loop 't' of step is tagged parallel"}},
-      {"ParallelSegmentAccumulation", "segment_sum", "acc.tag(j, parallel);", "acc.tag",
+       "step.tag",
+       {"loop 't' of step is tagged parallel"}},
+      {"ParallelSegmentAccumulation",
+       "segment_sum",
+       "acc.tag(j, parallel);",
+       "acc.tag",
        {"loop 'j' of acc is tagged parallel", "reads y written by acc"}},
-      {"InitAfterAccumulation", "segment_sum", "y_init.after(acc, root);", "y_init.after",
+      {"InitAfterAccumulation",
+       "segment_sum",
+       "y_init.after(acc, root);",
+       "y_init.after",
        {"dependence from y_init to acc"}},
-      {"UpdateBeforeItsInput", "trmm", "upd.after(scale, i);", "upd.after",
+      {"UpdateBeforeItsInput",
+       "trmm",
+       "upd.after(scale, i);",
+       "upd.after",
        {"dependence from upd to scale"}},
-      {"ConvInitAfterUpdates", "conv2d", "O_init.after(O, f);", "O_init.after",
+      {"ConvInitAfterUpdates",
+       "conv2d",
+       "O_init.after(O, f);",
+       "O_init.after",
        {"dependence from O_init to O"}},
-      {"CopyAfterStencil", "heat2d", "init.after(step, root);", "init.after",
+      {"CopyAfterStencil",
+       "heat2d",
+       "init.after(step, root);",
+       "init.after",
        {"dependence from init to step"}},
   };
   return all;
@@ -91,7 +129,8 @@ TEST(Legality, BlamesTheFirstOffendingCommand) {
 
 // Legal schedules of the same programs are accepted.
 TEST(Legality, AcceptsTheExamplesOwnSchedules) {
-  for (std::string ex : {"matmul", "batch_matmul", "conv2d", "segment_sum", "spmm", "trmm", "heat2d"}) {
+  for (std::string ex :
+       {"matmul", "batch_matmul", "conv2d", "segment_sum", "spmm", "trmm", "heat2d"}) {
     SCOPED_TRACE(ex);
     EXPECT_NO_THROW(poly::schedule(parse_one(read_example(ex))));
   }

@@ -4,7 +4,288 @@
 namespace kiln::testing {
 namespace {
 
-TEST(Primitives, Placeholder) {}
+const char* kOneD = R"(func p {
+  param N = 10;
+  input a : f32[N];
+  output b : f32[N];
+  compute s(i) in 0 <= i < N: b[i] = a[i] * 2.0;
+})";
+
+const char* kTwoD = R"(func q {
+  param N = 6, M = 4;
+  input a : f32[N, M];
+  output b : f32[N, M];
+  compute s(i, j) in 0 <= i < N, 0 <= j < M: b[i, j] = a[i, j] + 1.0;
+})";
+
+const char* kTriangle = R"(func t {
+  param N = 5;
+  input a : f32[N, N];
+  output b : f32[N, N];
+  output c : f32[N];
+  compute lower(i, j) in 0 <= i < N, 0 <= j <= i: b[i, j] = a[i, j];
+  compute rowsum(i) in 0 <= i < N: c[i] = sum(j in 0 <= j <= i) a[i, j];
+})";
+
+const char* kValue = R"(func v {
+  param N = 4;
+  input a : f32[N];
+  output b : f32[N];
+  temp sq : f32[N];
+  compute square(i) in 0 <= i < N = a[i] * a[i];
+  compute out(i) in 0 <= i < N: b[i] = square(i) + 1.0;
+})";
+
+std::string scheduled(const char* program, const std::string& schedule) {
+  return lowered(with_schedule(program, schedule));
+}
+
+TEST(Primitives, Split) {
+  EXPECT_EQ(scheduled(kOneD, R"(s.split(i, 4, io, ii);)"),
+            R"(func p(input a: f32[N], output b: f32[N]) {
+  for (io = 0; io < 3; io += 1) {
+    for (ii = 0; ii < min(4, -4 * io + 10); ii += 1) {
+      b[4 * io + ii] = a[4 * io + ii] * 2.0;
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, SeparateThenSplit) {
+  EXPECT_EQ(scheduled(kOneD, R"(s.separate(i, 4); s.split(i, 4, io, ii);)"),
+            R"(func p(input a: f32[N], output b: f32[N]) {
+  for (io = 0; io < 2; io += 1) {
+    for (ii = 0; ii < 4; ii += 1) {
+      b[4 * io + ii] = a[4 * io + ii] * 2.0;
+    }
+  }
+  for (ii = 0; ii < 2; ii += 1) {
+    b[ii + 8] = a[ii + 8] * 2.0;
+  }
+}
+)");
+}
+
+TEST(Primitives, Shift) {
+  EXPECT_EQ(scheduled(kOneD, R"(s.shift(i, 3);)"), R"(func p(input a: f32[N], output b: f32[N]) {
+  for (i = 3; i < 13; i += 1) {
+    b[i - 3] = a[i - 3] * 2.0;
+  }
+}
+)");
+}
+
+TEST(Primitives, TagIsCarriedToTheLoop) {
+  EXPECT_EQ(scheduled(kOneD, R"(s.tag(i, parallel);)"),
+            R"(func p(input a: f32[N], output b: f32[N]) {
+  for (i = 0; i < 10; i += 1) {  // parallel
+    b[i] = a[i] * 2.0;
+  }
+}
+)");
+}
+
+TEST(Primitives, Reorder) {
+  EXPECT_EQ(scheduled(kTwoD, R"(s.reorder(j, i);)"),
+            R"(func q(input a: f32[N, M], output b: f32[N, M]) {
+  for (j = 0; j < 4; j += 1) {
+    for (i = 0; i < 6; i += 1) {
+      b[i, j] = a[i, j] + 1.0;
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, Tile) {
+  EXPECT_EQ(scheduled(kTwoD, R"(s.tile(i, j, 4, 2, io, jo, ii, ji);)"),
+            R"(func q(input a: f32[N, M], output b: f32[N, M]) {
+  for (io = 0; io < 2; io += 1) {
+    for (jo = 0; jo < 2; jo += 1) {
+      for (ii = 0; ii < min(4, -4 * io + 6); ii += 1) {
+        for (ji = 0; ji < 2; ji += 1) {
+          b[4 * io + ii, 2 * jo + ji] = a[4 * io + ii, 2 * jo + ji] + 1.0;
+        }
+      }
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, Fuse) {
+  EXPECT_EQ(scheduled(kTwoD, R"(s.fuse(i, j, ij);)"),
+            R"(func q(input a: f32[N, M], output b: f32[N, M]) {
+  for (ij = 0; ij < 24; ij += 1) {
+    b[ij / 4, ij % 4] = a[ij / 4, ij % 4] + 1.0;
+  }
+}
+)");
+}
+
+TEST(Primitives, Skew) {
+  EXPECT_EQ(scheduled(kTwoD, R"(s.skew(i, j, 1);)"),
+            R"(func q(input a: f32[N, M], output b: f32[N, M]) {
+  for (i = 0; i < 6; i += 1) {
+    for (j = i; j < i + 4; j += 1) {
+      b[i, -i + j] = a[i, -i + j] + 1.0;
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, ApplySchInterchangeKeepsLoopNames) {
+  EXPECT_EQ(scheduled(kTwoD, R"(s.apply_sch("{ [i, j] -> [j, i] }");)"),
+            R"(func q(input a: f32[N, M], output b: f32[N, M]) {
+  for (j = 0; j < 4; j += 1) {
+    for (i = 0; i < 6; i += 1) {
+      b[i, j] = a[i, j] + 1.0;
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, ApplySchWavefrontNamesNewLoop) {
+  EXPECT_EQ(scheduled(kTwoD, R"(s.apply_sch("{ [i, j] -> [i + j, j] }");)"),
+            R"(func q(input a: f32[N, M], output b: f32[N, M]) {
+  for (t0 = 0; t0 < 9; t0 += 1) {
+    for (j = max(0, t0 - 5); j < min(4, t0 + 1); j += 1) {
+      b[t0 - j, j] = a[t0 - j, j] + 1.0;
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, TriangleWithoutSchedule) {
+  EXPECT_EQ(scheduled(kTriangle, R"()"),
+            R"(func t(input a: f32[N, N], output b: f32[N, N], output c: f32[N]) {
+  for (i = 0; i < 5; i += 1) {
+    for (j = 0; j < i + 1; j += 1) {
+      b[i, j] = a[i, j];
+    }
+  }
+  for (i = 0; i < 5; i += 1) {
+    c[i] = 0.0;
+  }
+  for (i = 0; i < 5; i += 1) {
+    for (j = 0; j < i + 1; j += 1) {
+      c[i] = c[i] + a[i, j];
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, AfterFusesAtALevel) {
+  EXPECT_EQ(scheduled(kTriangle, R"(rowsum_init.after(lower, i); rowsum.after(rowsum_init, i);)"),
+            R"(func t(input a: f32[N, N], output b: f32[N, N], output c: f32[N]) {
+  for (i = 0; i < 5; i += 1) {
+    for (j = 0; j < i + 1; j += 1) {
+      b[i, j] = a[i, j];
+    }
+    c[i] = 0.0;
+    for (j = 0; j < i + 1; j += 1) {
+      c[i] = c[i] + a[i, j];
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, TileOfATriangle) {
+  EXPECT_EQ(scheduled(kTriangle, R"(lower.tile(i, j, 2, 2, io, jo, ii, ji);)"),
+            R"(func t(input a: f32[N, N], output b: f32[N, N], output c: f32[N]) {
+  for (io = 0; io < 3; io += 1) {
+    for (jo = 0; jo < io + 1; jo += 1) {
+      for (ii = 0; ii < min(2, -2 * io + 5); ii += 1) {
+        for (ji = 0; ji < min(2, 2 * io - 2 * jo + ii + 1); ji += 1) {
+          b[2 * io + ii, 2 * jo + ji] = a[2 * io + ii, 2 * jo + ji];
+        }
+      }
+    }
+  }
+  for (i = 0; i < 5; i += 1) {
+    c[i] = 0.0;
+  }
+  for (i = 0; i < 5; i += 1) {
+    for (j = 0; j < i + 1; j += 1) {
+      c[i] = c[i] + a[i, j];
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, ValueComputationIsInlinedByDefault) {
+  EXPECT_EQ(scheduled(kValue, R"()"), R"(func v(input a: f32[N], output b: f32[N]) {
+  alloc sq: f32[4] @heap {
+    for (i = 0; i < 4; i += 1) {
+      b[i] = a[i] * a[i] + 1.0;
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, StoreMaterializesAValue) {
+  EXPECT_EQ(scheduled(kValue, R"(square.store(sq);)"),
+            R"(func v(input a: f32[N], output b: f32[N]) {
+  alloc sq: f32[4] @heap {
+    for (i = 0; i < 4; i += 1) {
+      sq[i] = a[i] * a[i];
+    }
+    for (i = 0; i < 4; i += 1) {
+      b[i] = sq[i] + 1.0;
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, StoreAtAndAfterFuse) {
+  EXPECT_EQ(scheduled(kValue, R"(square.store_at(sq, [i]); out.after(square, i);)"),
+            R"(func v(input a: f32[N], output b: f32[N]) {
+  alloc sq: f32[4] @heap {
+    for (i = 0; i < 4; i += 1) {
+      sq[i] = a[i] * a[i];
+      b[i] = sq[i] + 1.0;
+    }
+  }
+}
+)");
+}
+// The iteration domains the model builds, in isl notation.
+TEST(Domains, TriangleAndReductionDomains) {
+  std::string d = poly::schedule(parse_one(kTriangle)).describe_domains();
+  EXPECT_NE(d.find("domain: { lower[i, j] : 0 <= i <= 4 and 0 <= j <= i }"), std::string::npos)
+      << d;
+  EXPECT_NE(d.find("domain: { rowsum[i, j] : 0 <= i <= 4 and 0 <= j <= i }"), std::string::npos)
+      << d;
+  EXPECT_NE(d.find("domain: { rowsum_init[i] : 0 <= i <= 4 }"), std::string::npos) << d;
+}
+
+TEST(Domains, DataDependentBoundsBecomeParams) {
+  std::string d = poly::schedule(parse_one(read_example("segment_sum"))).describe_domains();
+  EXPECT_NE(d.find("domain: [m, _acc_0, _acc_1] -> { acc[i, j] : m > 0 and 0 <= i < m and _acc_0 "
+                   "<= j < _acc_1 }"),
+            std::string::npos)
+      << d;
+  EXPECT_NE(d.find("data param _acc_0 = i64(offsets[i]) (read at run time)"), std::string::npos)
+      << d;
+}
+
+// The schedule map a primitive leaves, in PLANT's static/dynamic layout.
+TEST(Schedules, SplitAndAfterMaps) {
+  std::string s =
+      poly::schedule(parse_one(with_schedule(kTriangle, "rowsum.after(rowsum_init, i);")))
+          .describe_schedule();
+  EXPECT_NE(s.find("schedule: { rowsum_init[i] -> [1, i, 0] }"), std::string::npos) << s;
+  EXPECT_NE(s.find("schedule: { rowsum[i, j] -> [1, i, 1, j, 0] }"), std::string::npos) << s;
+}
 
 }  // namespace
 }  // namespace kiln::testing

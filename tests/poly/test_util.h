@@ -1,4 +1,5 @@
-// Helpers shared by the polyhedral tests: parse a program, swap its schedule, run both interpreters.
+// Helpers shared by the polyhedral tests: parse a program, swap its schedule, run both
+// interpreters.
 #pragma once
 
 #include <gtest/gtest.h>

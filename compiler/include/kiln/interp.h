@@ -26,8 +26,8 @@ class HostBuffer {
   void* data() { return bytes_.data(); }
   const void* data() const { return bytes_.data(); }
 
-  double get_f(int64_t flat) const;  // any dtype, as double
-  int64_t get_i(int64_t flat) const;  // integer and bool dtypes
+  double get_f(int64_t flat) const;    // any dtype, as double
+  int64_t get_i(int64_t flat) const;   // integer and bool dtypes
   void set_f(int64_t flat, double v);  // rounds to the dtype
   void set_i(int64_t flat, int64_t v);
 
@@ -47,8 +47,8 @@ struct Bindings {
 
 // Params take their compile-time values; run-time params must be in
 // `runtime_params` (CompileError otherwise, naming the missing one).
-std::map<std::string, int64_t> param_values(const ir::Func& f,
-                                            const std::map<std::string, int64_t>& runtime_params = {});
+std::map<std::string, int64_t> param_values(
+    const ir::Func& f, const std::map<std::string, int64_t>& runtime_params = {});
 
 // Evaluates every buffer's shape under `params` (CompileError on a negative extent).
 std::vector<int64_t> buffer_shape(const ir::Buf& b, const std::map<std::string, int64_t>& params);

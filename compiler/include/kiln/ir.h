@@ -45,7 +45,23 @@ enum class ExprKind : uint8_t {
 enum class UnaryOp : uint8_t { Neg, Not };
 // Div and Mod on integers round toward negative infinity (floor semantics, as
 // isl and Halide do); on floats Div is ordinary division and Mod is fmod.
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Mod, Min, Max, Lt, Le, Gt, Ge, Eq, Ne, And, Or };
+enum class BinaryOp : uint8_t {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Mod,
+  Min,
+  Max,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  Eq,
+  Ne,
+  And,
+  Or
+};
 
 const char* binary_op_symbol(BinaryOp op);  // "+", "<=", "&&", "min", ...
 bool is_comparison(BinaryOp op);

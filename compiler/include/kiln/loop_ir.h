@@ -56,7 +56,10 @@ struct IfThenElse final : StmtNode {
   Expr cond;
   Stmt then_case, else_case;  // else_case may be null
   IfThenElse(Expr c, Stmt t, Stmt e)
-      : StmtNode(StmtKind::If), cond(std::move(c)), then_case(std::move(t)), else_case(std::move(e)) {}
+      : StmtNode(StmtKind::If),
+        cond(std::move(c)),
+        then_case(std::move(t)),
+        else_case(std::move(e)) {}
 };
 struct LetStmt final : StmtNode {
   std::string var;

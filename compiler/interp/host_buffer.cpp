@@ -1,0 +1,141 @@
+// HostBuffer: a dense row-major array stored in its dtype's own width.
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kiln/interp.h"
+
+namespace kiln::interp {
+
+namespace {
+
+size_t element_width(ir::DType t) {
+  switch (t) {
+    case ir::DType::Bool:
+      return 1;
+    case ir::DType::I32:
+    case ir::DType::F32:
+      return 4;
+    case ir::DType::I64:
+    case ir::DType::F64:
+      return 8;
+  }
+  return 8;
+}
+
+template <typename T>
+T read_as(const std::vector<unsigned char>& bytes, int64_t flat) {
+  T v;
+  std::memcpy(&v, bytes.data() + static_cast<size_t>(flat) * sizeof(T), sizeof(T));
+  return v;
+}
+
+template <typename T>
+void write_as(std::vector<unsigned char>& bytes, int64_t flat, T v) {
+  std::memcpy(bytes.data() + static_cast<size_t>(flat) * sizeof(T), &v, sizeof(T));
+}
+
+// NaN and out-of-range values saturate instead of being undefined behavior.
+int64_t to_int(double v) {
+  if (!(v == v)) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
+void check_flat(int64_t flat, int64_t size) {
+  if (flat < 0 || flat >= size) {
+    throw std::out_of_range("HostBuffer element " + std::to_string(flat) + " of " +
+                            std::to_string(size));
+  }
+}
+
+}  // namespace
+
+HostBuffer::HostBuffer(ir::DType dtype, std::vector<int64_t> shape)
+    : dtype_(dtype), shape_(std::move(shape)), size_(1) {
+  for (int64_t extent : shape_) {
+    if (extent < 0) throw std::invalid_argument("HostBuffer with a negative extent");
+    size_ *= extent;
+  }
+  bytes_.assign(static_cast<size_t>(size_) * element_width(dtype_), 0);
+}
+
+double HostBuffer::get_f(int64_t flat) const {
+  check_flat(flat, size_);
+  switch (dtype_) {
+    case ir::DType::Bool:
+      return read_as<uint8_t>(bytes_, flat) != 0 ? 1.0 : 0.0;
+    case ir::DType::I32:
+      return read_as<int32_t>(bytes_, flat);
+    case ir::DType::I64:
+      return static_cast<double>(read_as<int64_t>(bytes_, flat));
+    case ir::DType::F32:
+      return read_as<float>(bytes_, flat);
+    case ir::DType::F64:
+      return read_as<double>(bytes_, flat);
+  }
+  return 0;
+}
+
+int64_t HostBuffer::get_i(int64_t flat) const {
+  check_flat(flat, size_);
+  switch (dtype_) {
+    case ir::DType::Bool:
+      return read_as<uint8_t>(bytes_, flat) != 0;
+    case ir::DType::I32:
+      return read_as<int32_t>(bytes_, flat);
+    case ir::DType::I64:
+      return read_as<int64_t>(bytes_, flat);
+    case ir::DType::F32:
+      return to_int(read_as<float>(bytes_, flat));
+    case ir::DType::F64:
+      return to_int(read_as<double>(bytes_, flat));
+  }
+  return 0;
+}
+
+void HostBuffer::set_f(int64_t flat, double v) {
+  check_flat(flat, size_);
+  switch (dtype_) {
+    case ir::DType::Bool:
+      write_as<uint8_t>(bytes_, flat, v != 0 ? 1 : 0);
+      return;
+    case ir::DType::I32:
+      set_i(flat, to_int(v));
+      return;
+    case ir::DType::I64:
+      set_i(flat, to_int(v));
+      return;
+    case ir::DType::F32:
+      write_as<float>(bytes_, flat, static_cast<float>(v));
+      return;
+    case ir::DType::F64:
+      write_as<double>(bytes_, flat, v);
+      return;
+  }
+}
+
+void HostBuffer::set_i(int64_t flat, int64_t v) {
+  check_flat(flat, size_);
+  switch (dtype_) {
+    case ir::DType::Bool:
+      write_as<uint8_t>(bytes_, flat, v != 0 ? 1 : 0);
+      return;
+    case ir::DType::I32:
+      write_as<int32_t>(bytes_, flat, static_cast<int32_t>(static_cast<uint32_t>(v)));
+      return;
+    case ir::DType::I64:
+      write_as<int64_t>(bytes_, flat, v);
+      return;
+    case ir::DType::F32:
+      write_as<float>(bytes_, flat, static_cast<float>(v));
+      return;
+    case ir::DType::F64:
+      write_as<double>(bytes_, flat, static_cast<double>(v));
+      return;
+  }
+}
+
+}  // namespace kiln::interp

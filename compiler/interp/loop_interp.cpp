@@ -1,0 +1,179 @@
+// The loop-IR interpreter: runs lowered, scheduled code sequentially, checking every access.
+#include <fmt/format.h>
+
+#include "eval.h"
+#include "kiln/interp.h"
+
+namespace kiln::interp {
+
+using detail::Value;
+
+namespace {
+
+class LoopInterpreter final : public detail::Evaluator {
+ public:
+  LoopInterpreter(const ir::LoweredFunc& f, Bindings& b)
+      : Evaluator(b.params), f_(f), bindings_(b) {}
+
+  void run() {
+    for (const std::string& p : f_.params) {
+      if (!params().count(p)) {
+        throw CompileError("interp", {}, fmt::format("no value for param {} of {}", p, f_.name));
+      }
+    }
+    for (const ir::Buf& b : f_.args) {
+      std::vector<int64_t> shape = buffer_shape(b, params());
+      auto it = bindings_.buffers.find(b.name);
+      if (it == bindings_.buffers.end()) {
+        throw CompileError("interp", b.where,
+                           fmt::format("no buffer given for argument {} of {}", b.name, f_.name));
+      }
+      if (it->second.dtype() != b.dtype || it->second.shape() != shape) {
+        throw CompileError("interp", b.where,
+                           fmt::format("buffer {} is {}{} but {} takes {}{}", b.name,
+                                       ir::dtype_name(it->second.dtype()),
+                                       detail::format_shape(it->second.shape()), f_.name,
+                                       ir::dtype_name(b.dtype), detail::format_shape(shape)));
+      }
+    }
+    exec(f_.body);
+  }
+
+ protected:
+  HostBuffer* find_buffer(const std::string& name) override {
+    auto t = temps_.find(name);
+    if (t != temps_.end()) return &t->second;
+    auto it = bindings_.buffers.find(name);
+    return it == bindings_.buffers.end() ? nullptr : &it->second;
+  }
+
+  // " in computation init at instance (i=8) with loops io=2, ii=0"
+  std::string context() override {
+    std::string s;
+    if (store_ && !store_->comp.empty()) {
+      s += " in computation " + store_->comp;
+      if (!store_->instance.empty()) {
+        s += " at instance (";
+        for (size_t k = 0; k < store_->instance.size(); ++k) {
+          const auto& [name, e] = store_->instance[k];
+          s += fmt::format("{}{}={}", k ? ", " : "", name, instance_value(e));
+        }
+        s += ")";
+      }
+    }
+    if (!loops_.empty()) {
+      s += " with loops ";
+      for (size_t k = 0; k < loops_.size(); ++k) {
+        const Value* v = lookup(loops_[k]);
+        s += fmt::format("{}{}={}", k ? ", " : "", loops_[k], v ? v->str() : "?");
+      }
+    }
+    return s;
+  }
+
+ private:
+  // Evaluated only to describe an error, so it must not fail itself.
+  std::string instance_value(const ir::Expr& e) {
+    const ir::Store* saved = store_;
+    store_ = nullptr;
+    std::string s;
+    try {
+      s = eval(e).str();
+    } catch (const CompileError&) {
+      s = ir::to_string(e);
+    }
+    store_ = saved;
+    return s;
+  }
+
+  void exec(const ir::Stmt& s) {
+    if (!s) return;
+    switch (s->kind) {
+      case ir::StmtKind::For: {
+        const auto& n = static_cast<const ir::For&>(*s);
+        int64_t lo = eval_int(n.min);
+        int64_t end = eval_int(n.end);
+        if (n.step <= 0) fail(fmt::format("loop {} has step {}", n.var, n.step));
+        loops_.push_back(n.var);
+        push(n.var, Value::of_int(ir::kIndexType, lo));
+        for (int64_t x = lo; x < end; x += n.step) {
+          set_top(Value::of_int(ir::kIndexType, x));
+          exec(n.body);
+          if (end - x <= n.step) break;  // x += step would pass end (and might overflow)
+        }
+        pop();
+        loops_.pop_back();
+        return;
+      }
+      case ir::StmtKind::If: {
+        const auto& n = static_cast<const ir::IfThenElse&>(*s);
+        if (eval_bool(n.cond)) {
+          exec(n.then_case);
+        } else {
+          exec(n.else_case);
+        }
+        return;
+      }
+      case ir::StmtKind::LetStmt: {
+        const auto& n = static_cast<const ir::LetStmt&>(*s);
+        push(n.var, eval(n.value));
+        exec(n.body);
+        pop();
+        return;
+      }
+      case ir::StmtKind::Store: {
+        const auto& n = static_cast<const ir::Store&>(*s);
+        store_ = &n;
+        Value v = eval(n.value);
+        std::vector<int64_t> idx;
+        for (const ir::Expr& e : n.indices) idx.push_back(eval_int(e));
+        HostBuffer* b = find_buffer(n.buf);
+        if (!b) fail("write to unknown buffer " + n.buf);
+        int64_t flat = checked_flat("write", n.buf, *b, idx);
+        detail::store_element(*b, flat, detail::convert(v, b->dtype()));
+        store_ = nullptr;
+        return;
+      }
+      case ir::StmtKind::Alloc: {
+        const auto& n = static_cast<const ir::Alloc&>(*s);
+        std::vector<int64_t> shape;
+        for (const ir::Expr& e : n.shape) {
+          shape.push_back(eval_int(e));
+          if (shape.back() < 0) {
+            fail(fmt::format("alloc {} with negative extent {}", n.buf, shape.back()));
+          }
+        }
+        // An inner Alloc of the same name hides the outer one while it lives.
+        auto old = temps_.find(n.buf);
+        std::optional<HostBuffer> hidden;
+        if (old != temps_.end()) hidden = std::move(old->second);
+        temps_[n.buf] = HostBuffer(n.dtype, std::move(shape));
+        exec(n.body);
+        if (hidden) {
+          temps_[n.buf] = std::move(*hidden);
+        } else {
+          temps_.erase(n.buf);
+        }
+        return;
+      }
+      case ir::StmtKind::Block:
+        for (const ir::Stmt& x : static_cast<const ir::Block&>(*s).stmts) exec(x);
+        return;
+      case ir::StmtKind::Evaluate:
+        eval(static_cast<const ir::Evaluate&>(*s).value);
+        return;
+    }
+  }
+
+  const ir::LoweredFunc& f_;
+  Bindings& bindings_;
+  std::map<std::string, HostBuffer> temps_;
+  std::vector<std::string> loops_;    // the loop variables bound now, outermost first
+  const ir::Store* store_ = nullptr;  // the store being executed, for error messages
+};
+
+}  // namespace
+
+void run_loops(const ir::LoweredFunc& f, Bindings& b) { LoopInterpreter(f, b).run(); }
+
+}  // namespace kiln::interp

@@ -1,0 +1,216 @@
+// Func, Buf, Comp: look-ups, name tables, --set overrides and the .kiln printer for a whole func.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "kiln/ir.h"
+
+namespace kiln::ir {
+
+namespace {
+template <typename T>
+const T* find_named(const std::vector<T>& items, const std::string& name) {
+  for (const T& x : items) {
+    if (x.name == name) return &x;
+  }
+  return nullptr;
+}
+}  // namespace
+
+const Buf* Func::find_buf(const std::string& n) const { return find_named(bufs, n); }
+const Comp* Func::find_comp(const std::string& n) const { return find_named(comps, n); }
+const Param* Func::find_param(const std::string& n) const { return find_named(params, n); }
+const Knob* Func::find_knob(const std::string& n) const { return find_named(knobs, n); }
+const Func* Module::find(const std::string& name) const { return find_named(funcs, name); }
+
+const char* buf_kind_name(BufKind k) {
+  switch (k) {
+    case BufKind::Input:
+      return "input";
+    case BufKind::Output:
+      return "output";
+    case BufKind::Temp:
+      return "temp";
+  }
+  return "?";
+}
+
+const char* mem_loc_name(MemLoc l) {
+  switch (l) {
+    case MemLoc::Heap:
+      return "heap";
+    case MemLoc::Stack:
+      return "stack";
+    case MemLoc::GpuGlobal:
+      return "gpu_global";
+    case MemLoc::GpuShared:
+      return "gpu_shared";
+    case MemLoc::GpuLocal:
+      return "gpu_local";
+    case MemLoc::GpuConstant:
+      return "gpu_constant";
+  }
+  return "?";
+}
+
+std::optional<MemLoc> mem_loc_from_name(const std::string& name) {
+  for (MemLoc l : {MemLoc::Heap, MemLoc::Stack, MemLoc::GpuGlobal, MemLoc::GpuShared,
+                   MemLoc::GpuLocal, MemLoc::GpuConstant}) {
+    if (name == mem_loc_name(l)) return l;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// --set NAME=VALUE
+
+Func apply_overrides(const Func& f, const Overrides& overrides) {
+  Func out = f;
+  for (const auto& entry : overrides) {
+    // Not a structured binding: lambdas below capture it, which older clang refuses.
+    const std::string& name = entry.first;
+    int64_t value = entry.second;
+    auto param = std::find_if(out.params.begin(), out.params.end(),
+                              [&](const Param& p) { return p.name == name; });
+    if (param != out.params.end()) {
+      param->value = value;
+      continue;
+    }
+    auto knob = std::find_if(out.knobs.begin(), out.knobs.end(),
+                             [&](const Knob& k) { return k.name == name; });
+    if (knob != out.knobs.end()) {
+      if (!knob->candidates.empty() && std::find(knob->candidates.begin(), knob->candidates.end(),
+                                                 value) == knob->candidates.end()) {
+        throw CompileError("validate", knob->where,
+                           fmt::format("value {} for knob {} is not one of its candidates [{}]",
+                                       value, name, fmt::join(knob->candidates, ", ")));
+      }
+      knob->value = value;
+      continue;
+    }
+    std::vector<std::string> known;
+    for (const Param& p : f.params) known.push_back(p.name);
+    for (const Knob& k : f.knobs) known.push_back(k.name);
+    throw CompileError(
+        "validate", f.where,
+        fmt::format(
+            "--set {}: func {} has no param or knob named {} (known: {})", name, f.name, name,
+            known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Printing a func in .kiln syntax
+
+namespace {
+
+std::string join_exprs(const std::vector<Expr>& es) {
+  std::string s;
+  for (size_t i = 0; i < es.size(); ++i) {
+    if (i) s += ", ";
+    s += to_string(es[i]);
+  }
+  return s;
+}
+
+std::string quote(const std::string& text) {
+  std::string s = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') s += '\\';
+    s += c;
+  }
+  return s + "\"";
+}
+
+std::string schedule_arg(const ScheduleArg& a) {
+  switch (a.kind) {
+    case ScheduleArg::Kind::Int:
+      return std::to_string(a.number);
+    case ScheduleArg::Kind::Text:
+      return quote(a.text);
+    case ScheduleArg::Kind::Name: {
+      if (!a.text.empty()) return a.text;
+      std::string s = "[";
+      for (size_t i = 0; i < a.list.size(); ++i) {
+        if (i) s += ", ";
+        s += schedule_arg(a.list[i]);
+      }
+      return s + "]";
+    }
+  }
+  return "?";
+}
+
+void print_buf(std::ostringstream& os, const Buf& b) {
+  os << "  " << buf_kind_name(b.kind) << " " << b.name << " : " << dtype_name(b.dtype) << "["
+     << join_exprs(b.shape) << "]";
+  const ValueSpec& v = b.values;
+  if (v.lo && v.hi) {
+    os << " in " << (v.lo_inclusive ? "[" : "(") << to_string(v.lo) << ", " << to_string(v.hi)
+       << (v.hi_inclusive ? "]" : ")");
+  }
+  if (v.sorted) os << " sorted";
+  os << ";\n";
+}
+
+void print_comp(std::ostringstream& os, const Comp& c) {
+  os << "  compute " << c.name << "(";
+  for (size_t i = 0; i < c.iters.size(); ++i) os << (i ? ", " : "") << c.iters[i];
+  os << ")";
+  if (!c.domain.empty()) os << " in " << join_exprs(c.domain);
+  if (c.store) {
+    os << ": " << c.store->buf << "[" << join_exprs(c.store->indices)
+       << "] = " << to_string(c.value) << ";\n";
+  } else {
+    os << " = " << to_string(c.value) << ";\n";
+  }
+}
+
+}  // namespace
+
+std::string to_string(const Func& f) {
+  std::ostringstream os;
+  os << "func " << f.name << " {\n";
+  if (!f.params.empty()) {
+    os << "  param ";
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      const Param& p = f.params[i];
+      os << (i ? ", " : "") << p.name;
+      if (p.value) os << " = " << *p.value;
+    }
+    os << ";\n";
+  }
+  if (!f.constraints.empty()) {
+    os << "  constraint ";
+    for (size_t i = 0; i < f.constraints.size(); ++i) {
+      os << (i ? ", " : "") << to_string(f.constraints[i].cond);
+    }
+    os << ";\n";
+  }
+  if (!f.bufs.empty()) os << "\n";
+  for (const Buf& b : f.bufs) print_buf(os, b);
+  if (!f.comps.empty()) os << "\n";
+  for (const Comp& c : f.comps) print_comp(os, c);
+  if (!f.knobs.empty()) os << "\n";
+  for (const Knob& k : f.knobs) {
+    os << "  knob " << k.name << " = " << k.value;
+    if (!k.candidates.empty())
+      os << " in [" << fmt::format("{}", fmt::join(k.candidates, ", ")) << "]";
+    os << ";\n";
+  }
+  if (!f.schedule.empty()) {
+    os << "\n  schedule {\n";
+    for (const ScheduleCommand& c : f.schedule) {
+      os << "    " << c.target << "." << c.op << "(";
+      for (size_t i = 0; i < c.args.size(); ++i) os << (i ? ", " : "") << schedule_arg(c.args[i]);
+      os << ");\n";
+    }
+    os << "  }\n";
+  }
+  os << "}\n";
+  return os.str();
+}
+
+}  // namespace kiln::ir
