@@ -13,9 +13,12 @@ namespace {
 
 const char* kind_name(Dependence::Kind k) {
   switch (k) {
-    case Dependence::Kind::Flow: return "flow (read after write)";
-    case Dependence::Kind::Anti: return "anti (write after read)";
-    case Dependence::Kind::Output: return "output (write after write)";
+    case Dependence::Kind::Flow:
+      return "flow (read after write)";
+    case Dependence::Kind::Anti:
+      return "anti (write after read)";
+    case Dependence::Kind::Output:
+      return "output (write after write)";
   }
   return "?";
 }
@@ -52,12 +55,19 @@ std::string describe_violation(const Dependence& d, const isl::map& bad, const C
                                const CompModel& dst) {
   isl::set pairs = bad.wrap();
   isl::point pt = pairs.sample_point();
-  std::string a = instance_text(pt, 0, src), b = instance_text(pt, static_cast<int>(src.iters.size()), dst);
+  std::string a = instance_text(pt, 0, src),
+              b = instance_text(pt, static_cast<int>(src.iters.size()), dst);
   std::string what;
   switch (d.kind) {
-    case Dependence::Kind::Flow: what = b + " reads " + d.buf + " written by " + a; break;
-    case Dependence::Kind::Anti: what = b + " overwrites " + d.buf + " read by " + a; break;
-    case Dependence::Kind::Output: what = b + " overwrites " + d.buf + " written by " + a; break;
+    case Dependence::Kind::Flow:
+      what = b + " reads " + d.buf + " written by " + a;
+      break;
+    case Dependence::Kind::Anti:
+      what = b + " overwrites " + d.buf + " read by " + a;
+      break;
+    case Dependence::Kind::Output:
+      what = b + " overwrites " + d.buf + " written by " + a;
+      break;
   }
   return what + params_text(pt);
 }
@@ -110,7 +120,8 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
         continue;
       // The instances of this loop: c's schedule vectors cut after dim 2p.
       isl::set inside = c.domain_approx.apply(padded_schedule(c, dims));
-      isl_set* prefix = isl_set_project_out(inside.release(), isl_dim_set, 2 * p + 1, dims - 2 * p - 1);
+      isl_set* prefix =
+          isl_set_project_out(inside.release(), isl_dim_set, 2 * p + 1, dims - 2 * p - 1);
       prefix = isl_set_flat_product(
           prefix, isl_set_universe(isl_space_set_alloc(ctx.get(), 0, dims - 2 * p - 1)));
       isl::set in_loop = isl::manage(prefix);
@@ -122,7 +133,8 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
           if (!src || !dst) continue;
           isl::map s_src = padded_schedule(*src, dims), s_dst = padded_schedule(*dst, dims);
           isl::map times =
-              rel.apply_domain(s_src).apply_range(s_dst).intersect_domain(in_loop).intersect(carried);
+              rel.apply_domain(s_src).apply_range(s_dst).intersect_domain(in_loop).intersect(
+                  carried);
           if (times.is_empty()) continue;
           isl::map pairs = s_src.apply_range(times).apply_range(s_dst.reverse()).intersect(rel);
           return Violation{std::string("loop '") + c.loop_names[p] + "' of " + c.name +

@@ -64,14 +64,16 @@ class AstLowering {
     for (const auto& [name, v] : m.constants) constants_[name] = ir::int_imm(v);
     for (const auto& c : m.comps) {
       by_isl_name_[isl_name(c.name)] = &c;
-      for (const auto& dp : c.data_params) data_owner_[dp.name] = {&c, dp.value};
+      for (const auto& dp : c.data_params) data_owner_[dp.name].push_back({&c, dp.value});
     }
   }
 
   ir::Stmt node(isl_ast_node* n) {
     switch (isl_ast_node_get_type(n)) {
-      case isl_ast_node_for: return for_node(n);
-      case isl_ast_node_if: return if_node(n);
+      case isl_ast_node_for:
+        return for_node(n);
+      case isl_ast_node_if:
+        return if_node(n);
       case isl_ast_node_block: {
         isl_ast_node_list* list = isl_ast_node_block_get_children(n);
         std::vector<ir::Stmt> stmts;
@@ -90,8 +92,10 @@ class AstLowering {
         isl_ast_node_free(child);
         return s;
       }
-      case isl_ast_node_user: return user_node(n);
-      default: fail(m_.func.where, "isl produced an AST node kiln does not know");
+      case isl_ast_node_user:
+        return user_node(n);
+      default:
+        fail(m_.func.where, "isl produced an AST node kiln does not know");
     }
   }
 
@@ -105,12 +109,12 @@ class AstLowering {
       auto def = definition_at(s, p);
       if (!def || !all_bound(*def, bound)) {
         if (auto pushed = push_if_down(s)) return place_data_params(pushed, bound);
-        const auto& [comp, value] = data_owner_.at(p);
-        fail(comp->comp->where, "cannot generate code for '" + comp->name +
-                                    "': its schedule needs the data-dependent bound " +
-                                    ir::to_string(value) +
-                                    " outside the loops that define it (a loop over a bound read "
-                                    "at run time must stay inside the loops the read depends on)");
+        const auto& [comp, value] = data_owner_.at(p).front();
+        fail(comp->comp ? comp->comp->where : m_.func.where,
+             "cannot generate code for '" + comp->name +
+                 "': its schedule needs the data-dependent bound " + ir::to_string(value) +
+                 " outside the loops that define it (a loop over a bound read "
+                 "at run time must stay inside the loops the read depends on)");
       }
       bound.insert(p);
       return std::make_shared<ir::LetStmt>(p, *def, place_data_params(s, bound));
@@ -161,8 +165,10 @@ class AstLowering {
           if (isl_name(p) == name) return ir::var(p);
         return ir::var(name);  // a data-dependent param
       }
-      case isl_ast_expr_op: break;
-      default: fail(m_.func.where, "isl produced an expression kiln does not know");
+      case isl_ast_expr_op:
+        break;
+      default:
+        fail(m_.func.where, "isl produced an expression kiln does not know");
     }
     int n = static_cast<int>(isl_ast_expr_op_get_n_arg(e));
     std::vector<ir::Expr> a;
@@ -179,28 +185,45 @@ class AstLowering {
     };
     switch (isl_ast_expr_op_get_type(e)) {
       case isl_ast_expr_op_and:
-      case isl_ast_expr_op_and_then: return fold(BinaryOp::And);
+      case isl_ast_expr_op_and_then:
+        return fold(BinaryOp::And);
       case isl_ast_expr_op_or:
-      case isl_ast_expr_op_or_else: return fold(BinaryOp::Or);
-      case isl_ast_expr_op_max: return fold(BinaryOp::Max);
-      case isl_ast_expr_op_min: return fold(BinaryOp::Min);
-      case isl_ast_expr_op_minus: return ir::unary(ir::UnaryOp::Neg, a[0]);
-      case isl_ast_expr_op_add: return fold(BinaryOp::Add);
-      case isl_ast_expr_op_sub: return fold(BinaryOp::Sub);
-      case isl_ast_expr_op_mul: return fold(BinaryOp::Mul);
+      case isl_ast_expr_op_or_else:
+        return fold(BinaryOp::Or);
+      case isl_ast_expr_op_max:
+        return fold(BinaryOp::Max);
+      case isl_ast_expr_op_min:
+        return fold(BinaryOp::Min);
+      case isl_ast_expr_op_minus:
+        return ir::unary(ir::UnaryOp::Neg, a[0]);
+      case isl_ast_expr_op_add:
+        return fold(BinaryOp::Add);
+      case isl_ast_expr_op_sub:
+        return fold(BinaryOp::Sub);
+      case isl_ast_expr_op_mul:
+        return fold(BinaryOp::Mul);
       case isl_ast_expr_op_div:
       case isl_ast_expr_op_fdiv_q:
-      case isl_ast_expr_op_pdiv_q: return fold(BinaryOp::Div);
+      case isl_ast_expr_op_pdiv_q:
+        return fold(BinaryOp::Div);
       case isl_ast_expr_op_pdiv_r:
-      case isl_ast_expr_op_zdiv_r: return fold(BinaryOp::Mod);
-      case isl_ast_expr_op_eq: return fold(BinaryOp::Eq);
-      case isl_ast_expr_op_le: return fold(BinaryOp::Le);
-      case isl_ast_expr_op_lt: return fold(BinaryOp::Lt);
-      case isl_ast_expr_op_ge: return fold(BinaryOp::Ge);
-      case isl_ast_expr_op_gt: return fold(BinaryOp::Gt);
+      case isl_ast_expr_op_zdiv_r:
+        return fold(BinaryOp::Mod);
+      case isl_ast_expr_op_eq:
+        return fold(BinaryOp::Eq);
+      case isl_ast_expr_op_le:
+        return fold(BinaryOp::Le);
+      case isl_ast_expr_op_lt:
+        return fold(BinaryOp::Lt);
+      case isl_ast_expr_op_ge:
+        return fold(BinaryOp::Ge);
+      case isl_ast_expr_op_gt:
+        return fold(BinaryOp::Gt);
       case isl_ast_expr_op_cond:
-      case isl_ast_expr_op_select: return ir::select(a[0], a[1], a[2]);
-      default: fail(m_.func.where, "isl produced an operator kiln does not lower");
+      case isl_ast_expr_op_select:
+        return ir::select(a[0], a[1], a[2]);
+      default:
+        fail(m_.func.where, "isl produced an operator kiln does not lower");
     }
   }
 
@@ -268,6 +291,22 @@ class AstLowering {
     isl_ast_node* body_node = isl_ast_node_for_get_body(n);
     ir::Stmt body = node(body_node);
     isl_ast_node_free(body_node);
+    if (k % 2 == 1) {
+      std::set<std::string> names = statements_in(n);
+      for (const auto& site : m_.alloc_sites) {
+        bool here = false;
+        for (const auto& c : site.comps) here = here || names.count(isl_name(c));
+        // The allocation goes inside loop L, or inside the innermost loop
+        // around it that isl generated (a loop that runs once has no node).
+        if (!here || 2 * site.loop + 1 < k || has_loop_between(n, k, 2 * site.loop + 1, site.comps))
+          continue;
+        placed_.insert(site.buf);
+        const ir::Buf* b = m_.func.find_buf(site.buf);
+        std::vector<ir::Expr> shape;
+        for (const auto& e : b->shape) shape.push_back(ir::substitute(e, constants_));
+        body = std::make_shared<ir::Alloc>(b->name, b->dtype, shape, m_.buf_locs.at(b->name), body);
+      }
+    }
     in_scope_.erase(var);
     loop_vars_.erase(iter);
     return std::make_shared<ir::For>(var, lo, hi, step, tag, body);
@@ -297,7 +336,8 @@ class AstLowering {
     isl_id_free(id);
     isl_ast_expr_free(f);
     auto found = by_isl_name_.find(name);
-    if (found == by_isl_name_.end()) fail(m_.func.where, "isl produced an unknown statement " + name);
+    if (found == by_isl_name_.end())
+      fail(m_.func.where, "isl produced an unknown statement " + name);
     const CompModel& c = *found->second;
     std::map<std::string, ir::Expr> sub = constants_;
     std::vector<std::pair<std::string, ir::Expr>> instance;
@@ -326,7 +366,7 @@ class AstLowering {
       own.push_back(st->value);
     }
     struct Uses : ir::IRVisitor {
-      const std::map<std::string, DataOwner>* owners;
+      const std::map<std::string, std::vector<DataOwner>>* owners;
       std::set<std::string> found;
       void visit_var(const ir::Var& v) override {
         if (owners->count(v.name)) found.insert(v.name);
@@ -343,23 +383,24 @@ class AstLowering {
   // The value of data param p in terms of the loop variables at statement s,
   // from the instances of its computation below s (all must agree).
   std::optional<ir::Expr> definition_at(const ir::Stmt& s, const std::string& p) {
-    const DataOwner& owner = data_owner_.at(p);
-    struct Stores : ir::StmtVisitor {
-      std::string comp;
-      std::vector<const ir::Store*> found;
-      void visit_store(const ir::Store& st) override {
-        if (st.comp == comp) found.push_back(&st);
-      }
-    } stores;
-    stores.comp = owner.comp->name;
-    stores.visit(s);
     std::optional<ir::Expr> def;
-    for (const auto* st : stores.found) {
-      std::map<std::string, ir::Expr> sub = constants_;
-      for (const auto& [it, v] : st->instance) sub[it] = v;
-      ir::Expr d = ir::substitute(owner.value, sub);
-      if (def && !ir::equal(*def, d)) return std::nullopt;
-      def = d;
+    for (const DataOwner& owner : data_owner_.at(p)) {
+      struct Stores : ir::StmtVisitor {
+        std::string comp;
+        std::vector<const ir::Store*> found;
+        void visit_store(const ir::Store& st) override {
+          if (st.comp == comp) found.push_back(&st);
+        }
+      } stores;
+      stores.comp = owner.comp->name;
+      stores.visit(s);
+      for (const auto* st : stores.found) {
+        std::map<std::string, ir::Expr> sub = constants_;
+        for (const auto& [it, v] : st->instance) sub[it] = v;
+        ir::Expr d = ir::substitute(owner.value, sub);
+        if (def && !ir::equal(*def, d)) return std::nullopt;
+        def = d;
+      }
     }
     return def;
   }
@@ -402,20 +443,89 @@ class AstLowering {
       return std::make_shared<ir::LetStmt>(l->var, l->value, guard(l->body));
     if (auto* inner = ir::as<ir::IfThenElse>(t)) {
       if (inner->else_case) return nullptr;
-      return std::make_shared<ir::IfThenElse>(
-          ir::binary(ir::BinaryOp::And, i->cond, inner->cond), inner->then_case, nullptr);
+      return std::make_shared<ir::IfThenElse>(ir::binary(ir::BinaryOp::And, i->cond, inner->cond),
+                                              inner->then_case, nullptr);
     }
     return nullptr;
   }
 
+  // Whether a loop over a schedule dim in (lo, hi] that runs statements of
+  // `comps` is nested in n.
+  static bool has_loop_between(isl_ast_node* n, int lo, int hi,
+                               const std::vector<std::string>& comps) {
+    struct Query {
+      int lo, hi;
+      const std::vector<std::string>* comps;
+      bool found = false;
+    } q{lo, hi, &comps};
+    isl_ast_node_foreach_descendant_top_down(
+        n,
+        [](isl_ast_node* d, void* user) -> isl_bool {
+          auto* q = static_cast<Query*>(user);
+          if (q->found) return isl_bool_false;
+          if (isl_ast_node_get_type(d) != isl_ast_node_for) return isl_bool_true;
+          isl_ast_expr* it = isl_ast_node_for_get_iterator(d);
+          isl_id* id = isl_ast_expr_get_id(it);
+          int k = std::stoi(std::string(isl_id_get_name(id)).substr(1));
+          isl_id_free(id);
+          isl_ast_expr_free(it);
+          if (k > q->lo && k <= q->hi) {
+            std::set<std::string> names = statements_in(d);
+            for (const auto& c : *q->comps) q->found = q->found || names.count(isl_name(c));
+          }
+          return q->found ? isl_bool_false : isl_bool_true;
+        },
+        &q);
+    return q.found;
+  }
+
+ public:
+  std::set<std::string> placed_;  // alloc sites placed inside a loop
+
+ private:
   const Impl& m_;
   std::map<std::string, ir::Expr> constants_;
   std::map<std::string, const CompModel*> by_isl_name_;
-  std::map<std::string, DataOwner> data_owner_;
+  std::map<std::string, std::vector<DataOwner>>
+      data_owner_;                                // a param may serve several statements
   std::map<std::string, std::string> loop_vars_;  // isl iterator -> loop variable
   std::set<std::string> in_scope_;
   std::set<std::string> reserved_;
 };
+
+// Every temporary is used only where it is allocated (alloc_at, caches).
+void check_allocations(const Impl& m, const ir::Stmt& body) {
+  struct Scopes : ir::StmtVisitor {
+    const Impl* m;
+    std::multiset<std::string> live;
+    void use(const std::string& buf) {
+      const ir::Buf* b = m->func.find_buf(buf);
+      if (!b || b->kind != ir::BufKind::Temp || live.count(buf)) return;
+      std::string where;
+      for (const auto& s : m->alloc_sites)
+        if (s.buf == buf)
+          where = " inside loop " + std::to_string(s.loop) + " of '" + s.comps[0] + "'";
+      throw CompileError("lower", m->func.where,
+                         "temp buffer '" + buf + "' is used outside the place it is allocated" +
+                             where + " (see alloc_at)");
+    }
+    void visit_alloc(const ir::Alloc& n) override {
+      auto it = live.insert(n.buf);
+      ir::StmtVisitor::visit_alloc(n);
+      live.erase(it);
+    }
+    void visit_store(const ir::Store& n) override {
+      use(n.buf);
+      ir::StmtVisitor::visit_store(n);
+    }
+    void visit_load(const ir::Load& n) override {
+      use(n.buf);
+      ir::IRVisitor::visit_load(n);
+    }
+  } scopes;
+  scopes.m = &m;
+  scopes.visit(body);
+}
 
 isl_ast_node* at_each_domain(isl_ast_node* node, isl_ast_build* build, void*) {
   isl_union_map* sched = isl_ast_build_get_schedule(build);
@@ -434,6 +544,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
   int dims = schedule_dims(m);
 
   ir::Stmt body;
+  std::set<std::string> placed;
   try {
     isl::union_map sched = isl::union_map::empty(ctx);
     for (const auto& c : m.comps)
@@ -464,10 +575,11 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     ir::Stmt loops = lowering.node(root);
     isl_ast_node_free(root);
     body = lowering.place_data_params(loops, {});
+    placed = lowering.placed_;
   } catch (const isl::exception& e) {
-    throw CompileError("lower", m.func.where,
-                       std::string("isl could not generate code for ") + m.func.name + ": " +
-                           e.what());
+    throw CompileError(
+        "lower", m.func.where,
+        std::string("isl could not generate code for ") + m.func.name + ": " + e.what());
   }
 
   ir::LoweredFunc out;
@@ -477,12 +589,14 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
   for (const auto& [name, v] : m.constants) consts[name] = ir::int_imm(v);
   for (auto it = m.func.bufs.rbegin(); it != m.func.bufs.rend(); ++it) {
     if (it->kind != ir::BufKind::Temp) continue;
+    if (placed.count(it->name)) continue;
     std::vector<ir::Expr> shape;
     for (const auto& e : it->shape) shape.push_back(ir::substitute(e, consts));
     body = std::make_shared<ir::Alloc>(it->name, it->dtype, shape, m.buf_locs.at(it->name), body);
   }
   for (const auto& b : m.func.bufs)
     if (b.kind != ir::BufKind::Temp) out.args.push_back(b);
+  check_allocations(m, body);
   out.body = body ? body : ir::block({});
   return out;
 }

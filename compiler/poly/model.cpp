@@ -1,16 +1,15 @@
 // Builds the polyhedral model of a Func: domains, accesses, the original schedule and dependences.
+#include "model.h"
+
 #include <isl/ctx.h>
 #include <isl/options.h>
+#include <isl/union_map.h>
 
 #include <algorithm>
 #include <functional>
 #include <optional>
 #include <set>
 #include <sstream>
-
-#include <isl/union_map.h>
-
-#include "model.h"
 
 namespace kiln::poly {
 
@@ -33,8 +32,8 @@ const CompModel* ScheduledFunc::Impl::find(const std::string& name) const {
 
 std::string isl_name(const std::string& name) {
   static const std::set<std::string> reserved = {
-      "and", "or",  "not", "mod",     "floor", "ceil", "min",   "max",  "exists", "true",
-      "false", "infty", "NaN", "implies", "xor", "rat",  "floord", "ceild", "div"};
+      "and",   "or",    "not", "mod",     "floor", "ceil", "min",    "max",   "exists", "true",
+      "false", "infty", "NaN", "implies", "xor",   "rat",  "floord", "ceild", "div"};
   if (reserved.count(name)) return "v_" + name;
   return name;
 }
@@ -46,7 +45,8 @@ namespace {
 }
 
 // The value of an expression made only of integer literals and compile-time params.
-std::optional<int64_t> const_value(const ir::Expr& e, const std::map<std::string, int64_t>& consts) {
+std::optional<int64_t> const_value(const ir::Expr& e,
+                                   const std::map<std::string, int64_t>& consts) {
   if (auto* i = ir::as<ir::IntImm>(e)) return i->value;
   if (auto* v = ir::as<ir::Var>(e)) {
     auto it = consts.find(v->name);
@@ -67,9 +67,12 @@ std::optional<int64_t> const_value(const ir::Expr& e, const std::map<std::string
     auto x = const_value(b->a, consts), y = const_value(b->b, consts);
     if (!x || !y) return std::nullopt;
     switch (b->op) {
-      case ir::BinaryOp::Add: return *x + *y;
-      case ir::BinaryOp::Sub: return *x - *y;
-      case ir::BinaryOp::Mul: return *x * *y;
+      case ir::BinaryOp::Add:
+        return *x + *y;
+      case ir::BinaryOp::Sub:
+        return *x - *y;
+      case ir::BinaryOp::Mul:
+        return *x * *y;
       case ir::BinaryOp::Div:
         if (*y == 0) return std::nullopt;
         return (*x / *y) - ((*x % *y != 0) && ((*x < 0) != (*y < 0)));
@@ -78,9 +81,12 @@ std::optional<int64_t> const_value(const ir::Expr& e, const std::map<std::string
         int64_t r = *x % *y;
         return (r != 0 && ((r < 0) != (*y < 0))) ? r + *y : r;
       }
-      case ir::BinaryOp::Min: return std::min(*x, *y);
-      case ir::BinaryOp::Max: return std::max(*x, *y);
-      default: return std::nullopt;
+      case ir::BinaryOp::Min:
+        return std::min(*x, *y);
+      case ir::BinaryOp::Max:
+        return std::max(*x, *y);
+      default:
+        return std::nullopt;
     }
   }
   return std::nullopt;
@@ -156,7 +162,8 @@ class AffinePrinter {
         if (b->op == ir::BinaryOp::Div) return "floor(" + *x + " / " + std::to_string(*cb) + ")";
         return "(" + *x + " mod " + std::to_string(*cb) + ")";
       }
-      default: return std::nullopt;
+      default:
+        return std::nullopt;
     }
   }
 
@@ -179,13 +186,20 @@ class AffinePrinter {
     auto x = expr(b->a), y = expr(b->b);
     if (!x || !y) return std::nullopt;
     switch (b->op) {
-      case ir::BinaryOp::Lt: return *x + " < " + *y;
-      case ir::BinaryOp::Le: return *x + " <= " + *y;
-      case ir::BinaryOp::Gt: return *x + " > " + *y;
-      case ir::BinaryOp::Ge: return *x + " >= " + *y;
-      case ir::BinaryOp::Eq: return *x + " = " + *y;
-      case ir::BinaryOp::Ne: return "(" + *x + " < " + *y + " or " + *x + " > " + *y + ")";
-      default: return std::nullopt;
+      case ir::BinaryOp::Lt:
+        return *x + " < " + *y;
+      case ir::BinaryOp::Le:
+        return *x + " <= " + *y;
+      case ir::BinaryOp::Gt:
+        return *x + " > " + *y;
+      case ir::BinaryOp::Ge:
+        return *x + " >= " + *y;
+      case ir::BinaryOp::Eq:
+        return *x + " = " + *y;
+      case ir::BinaryOp::Ne:
+        return "(" + *x + " < " + *y + " or " + *x + " > " + *y + ")";
+      default:
+        return std::nullopt;
     }
   }
 
@@ -228,7 +242,8 @@ class ValueResolver : public ir::IRMutator {
       throw CompileError("schedule", f_.where,
                          "computations read each other in a cycle through '" + n.comp + "'");
     const ir::Comp* c = f_.find_comp(n.comp);
-    if (!c) throw CompileError("schedule", f_.where, "read of unknown computation '" + n.comp + "'");
+    if (!c)
+      throw CompileError("schedule", f_.where, "read of unknown computation '" + n.comp + "'");
     bool changed = false;
     std::vector<ir::Expr> idx = mutate_all(n.indices, &changed);
     std::map<std::string, ir::Expr> sub;
@@ -473,7 +488,8 @@ std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_c
   // safe for legality.
   int dims = schedule_dims(*m);
   isl::union_map original = isl::union_map::empty(ctx);
-  for (const auto& c : m->comps) original = original.unite(isl::union_map(padded_schedule(c, dims)));
+  for (const auto& c : m->comps)
+    original = original.unite(isl::union_map(padded_schedule(c, dims)));
   isl::union_map before =
       isl::manage(isl_union_map_lex_lt_union_map(original.copy(), original.copy()));
   std::set<std::string> bufs;
@@ -516,7 +532,8 @@ std::string ScheduledFunc::describe_domains() const {
     os << "\n" << c.name << "\n";
     os << "  domain: " << to_str(c.domain) << "\n";
     for (const auto& dp : c.data_params)
-      os << "  data param " << dp.name << " = " << ir::to_string(dp.value) << " (read at run time)\n";
+      os << "  data param " << dp.name << " = " << ir::to_string(dp.value)
+         << " (read at run time)\n";
     os << "  writes: " << to_str(c.writes) << "\n";
     os << "  reads:  " << to_str(c.reads) << "\n";
     std::vector<ir::Expr> idx = c.target.indices;

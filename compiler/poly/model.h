@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -52,11 +53,11 @@ struct CompModel {
   std::string name;
   const ir::Comp* comp = nullptr;  // points into Impl::func
   std::vector<std::string> iters;
-  ir::Expr value;                  // with value computations inlined / redirected to their buffers
-  ir::StoreTarget target;          // where each instance writes
+  ir::Expr value;          // with value computations inlined / redirected to their buffers
+  ir::StoreTarget target;  // where each instance writes
   std::vector<DataParam> data_params;
-  isl::set domain;         // exact, may use data params
-  isl::set domain_approx;  // data-dependent conditions dropped: a superset, for dependences
+  isl::set domain;               // exact, may use data params
+  isl::set domain_approx;        // data-dependent conditions dropped: a superset, for dependences
   isl::union_map reads, writes;  // over domain_approx; per buffer tuple
   // Schedule: name[iters] -> [s0, d0, s1, d1, ..., sn]: static dims at even
   // positions order computations, dynamic dims at odd positions are loops.
@@ -64,6 +65,17 @@ struct CompModel {
   std::vector<std::string> loop_names;  // one per dynamic dim
   std::vector<ir::LoopTag> tags;        // one per dynamic dim
   int loops() const { return static_cast<int>(loop_names.size()); }
+  // Set once a memory schedule (cache_identity, alloc_at) refers to c's
+  // loops: loop schedules after it would move the loops under it.
+  std::optional<SourceLoc> memory_scheduled;
+};
+
+// A temporary allocated inside loop `loop` (a dynamic dim) of computation
+// `comp` instead of around the whole function (alloc_at, caches).
+struct AllocSite {
+  std::string buf;
+  std::vector<std::string> comps;  // computations that use it inside the loop
+  int loop;
 };
 
 struct ScheduledFunc::Impl {
@@ -71,13 +83,14 @@ struct ScheduledFunc::Impl {
   ir::Func func;
   std::map<std::string, int64_t> constants;  // params with compile-time values
   std::vector<std::string> runtime_params;
-  isl::set context;                   // what the constraints promise about runtime params
-  std::vector<CompModel> comps;       // scheduled computations, in textual order
+  isl::set context;                            // what the constraints promise about runtime params
+  std::vector<CompModel> comps;                // scheduled computations, in textual order
   std::map<std::string, ir::MemLoc> buf_locs;  // set_loc
   std::vector<Dependence> deps;
-  std::vector<std::string> applied;   // the commands applied, as written
+  std::vector<std::string> applied;  // the commands applied, as written
   // (static prefix, level) pairs whose static positions separate has doubled.
   std::set<std::pair<std::vector<int64_t>, int>> separated;
+  std::vector<AllocSite> alloc_sites;
 
   CompModel* find(const std::string& name);
   const CompModel* find(const std::string& name) const;
@@ -97,6 +110,23 @@ void check_legality(const ScheduledFunc::Impl& m, const ir::ScheduleCommand* cmd
 // True when the current schedules respect every dependence and tag.
 bool is_legal(const ScheduledFunc::Impl& m);
 
+// Memory schedules. Defined in memory.cpp.
+void cmd_cache_identity(ScheduledFunc::Impl& m, CompModel& c, const ir::ScheduleCommand& cmd);
+void cmd_alloc_at(ScheduledFunc::Impl& m, CompModel& c, const ir::ScheduleCommand& cmd);
+
+// An isl affine expression as a kiln expression: input dim k becomes
+// `inputs[k]`, a param becomes a Var of its name (compile-time params are
+// folded by isl already). Floor divisions become integer Div.
+ir::Expr aff_to_expr(const isl::aff& a, const std::vector<ir::Expr>& inputs);
+
+// The value of static dimension q of c, when it is the same for all its instances.
+std::optional<int64_t> static_value(const CompModel& c, int q);
+// Rewrites static dim q (to `value`) of the computations whose static dims
+// 0..q-1 equal `prefix`, where `cond` holds; `except` is left alone.
+void remap_static(ScheduledFunc::Impl& m, const std::string& except,
+                  const std::vector<int64_t>& prefix, int q, const std::string& cond,
+                  const std::string& value);
+
 // Schedule dimension count of the widest computation (2 * loops + 1).
 int schedule_dims(const ScheduledFunc::Impl& m);
 // m.sched of c padded with zero static dims to `dims` output dimensions.
@@ -110,12 +140,13 @@ std::string to_str(const T& obj) {
   return os.str();
 }
 std::vector<isl::map> maps_of(const isl::union_map& u);
-std::string range_name(const isl::map& m);   // "" when the range tuple has no name
+std::string range_name(const isl::map& m);  // "" when the range tuple has no name
 std::string domain_name(const isl::map& m);
 
 // Text helpers.
 std::string isl_name(const std::string& name);  // an identifier isl will accept
 std::string param_list(const ScheduledFunc::Impl& m, const std::vector<DataParam>& extra = {});
-std::string describe_point(const isl::set& point_of_map, const CompModel& from, const CompModel& to);
+std::string describe_point(const isl::set& point_of_map, const CompModel& from,
+                           const CompModel& to);
 
 }  // namespace kiln::poly

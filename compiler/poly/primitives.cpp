@@ -91,36 +91,6 @@ void check_new_name(const CompModel& c, const ir::ScheduleCommand& cmd, size_t i
 // The range of c's schedule over its domain.
 isl::set scheduled(const CompModel& c) { return c.domain_approx.apply(c.sched); }
 
-// The value of static dimension q of c, which must be the same for all its instances.
-std::optional<int64_t> static_value(const CompModel& c, int q) {
-  isl::set r = scheduled(c);
-  if (r.is_empty()) return 0;
-  isl::val lo = r.dim_min_val(2 * q), hi = r.dim_max_val(2 * q);
-  if (!lo.is_int() || !hi.is_int() || !lo.eq(hi)) return std::nullopt;
-  return lo.get_num_si();
-}
-
-// Rewrites static dimension q of the computations whose static dims 0..q-1
-// equal `prefix` (they share loops 0..q-1 with each other), where `cond`
-// holds of x{2q}: x{2q} becomes `value`.
-void remap_static(Impl& m, const std::string& except, const std::vector<int64_t>& prefix, int q,
-                  const std::string& cond, const std::string& value) {
-  for (auto& e : m.comps) {
-    if (e.name == except || e.loops() < q) continue;
-    int n = 2 * e.loops() + 1;
-    std::string all;
-    for (int k = 0; k < q; ++k)
-      all += (all.empty() ? "" : " and ") + x(2 * k) + " = " + std::to_string(prefix[k]);
-    if (!cond.empty()) all += (all.empty() ? "" : " and ") + cond;
-    std::vector<std::string> out = identity_out(n);
-    out[2 * q] = value;
-    isl::map moved = range_map(m.ctx.get(), n, out, all);
-    isl::set moved_dom = moved.domain();
-    isl::map stay = range_map(m.ctx.get(), n, identity_out(n)).intersect_domain(moved_dom.complement());
-    e.sched = e.sched.apply_range(moved.unite(stay));
-  }
-}
-
 // Makes room right after position v of static dimension q among the
 // computations that share loops 0..q-1: those later than v move one place on.
 void open_slot(Impl& m, const std::string& except, const std::vector<int64_t>& prefix, int q,
@@ -197,14 +167,15 @@ void cmd_tile(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   split(c, pj2, fj, cmd.args[5].text, cmd.args[7].text, m.ctx.get());
   std::vector<int> order;
   for (size_t k : {4, 5, 6, 7})
-    order.push_back(static_cast<int>(
-        std::find(c.loop_names.begin(), c.loop_names.end(), cmd.args[k].text) -
-        c.loop_names.begin()));
+    order.push_back(
+        static_cast<int>(std::find(c.loop_names.begin(), c.loop_names.end(), cmd.args[k].text) -
+                         c.loop_names.begin()));
   reorder(c, order, m.ctx.get());
 }
 
 void cmd_reorder(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
-  if (cmd.args.size() < 2) fail(cmd.where, "reorder expects at least two loops: reorder(A, B, ...)");
+  if (cmd.args.size() < 2)
+    fail(cmd.where, "reorder expects at least two loops: reorder(A, B, ...)");
   std::vector<int> loops;
   for (size_t k = 0; k < cmd.args.size(); ++k) {
     int p = loop_index(c, cmd, k);
@@ -381,8 +352,8 @@ void cmd_apply_sch(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   for (int k = 0; k < c.loops(); ++k) dyn.push_back(x(2 * k + 1));
   isl::map extract = range_map(ctx, n, dyn);
   isl::map first = range_map(ctx, n, {x(0)});
-  isl::map moved = isl::manage(
-      isl_map_flat_range_product(first.release(), extract.apply_range(u).release()));
+  isl::map moved =
+      isl::manage(isl_map_flat_range_product(first.release(), extract.apply_range(u).release()));
   std::vector<std::string> spread = {x(0)};
   for (int k = 0; k < out; ++k) {
     spread.push_back(x(k + 1));
@@ -392,12 +363,21 @@ void cmd_apply_sch(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   std::vector<std::string> names;
   for (int k = 0; k < out; ++k) {
     const char* nm = isl_map_get_dim_name(u.get(), isl_dim_out, k);
-    if (nm && *nm)
+    if (nm && *nm) {
       names.push_back(nm);
-    else if (out == c.loops())
-      names.push_back(c.loop_names[k]);
-    else
-      names.push_back("t" + std::to_string(k));
+      continue;
+    }
+    // An output that is one of the old loops keeps that loop's name.
+    std::string kept;
+    for (int q = 0; q < in && kept.empty(); ++q) {
+      std::vector<std::string> ins, outs;
+      for (int i = 0; i < in; ++i) ins.push_back("i" + std::to_string(i));
+      for (int o = 0; o < out; ++o) outs.push_back("o" + std::to_string(o));
+      std::string eq = "{ [" + joined(ins) + "] -> [" + joined(outs) + "] : o" + std::to_string(k) +
+                       " = i" + std::to_string(q) + " }";
+      if (u.is_subset(isl::map(ctx, eq))) kept = c.loop_names[q];
+    }
+    names.push_back(kept.empty() ? "t" + std::to_string(k) : kept);
   }
   std::set<std::string> seen;
   for (auto& nm : names)
@@ -423,11 +403,42 @@ void cmd_set_loc(Impl& m, const ir::ScheduleCommand& cmd) {
 
 }  // namespace
 
+// The value of static dimension q of c, which must be the same for all its instances.
+std::optional<int64_t> static_value(const CompModel& c, int q) {
+  isl::set r = c.domain_approx.apply(c.sched);
+  if (r.is_empty()) return 0;
+  isl::val lo = r.dim_min_val(2 * q), hi = r.dim_max_val(2 * q);
+  if (!lo.is_int() || !hi.is_int() || !lo.eq(hi)) return std::nullopt;
+  return lo.get_num_si();
+}
+
+// Rewrites static dimension q of the computations whose static dims 0..q-1
+// equal `prefix` (they share loops 0..q-1 with each other), where `cond`
+// holds of x{2q}: x{2q} becomes `value`.
+void remap_static(Impl& m, const std::string& except, const std::vector<int64_t>& prefix, int q,
+                  const std::string& cond, const std::string& value) {
+  for (auto& e : m.comps) {
+    if (e.name == except || e.loops() < q) continue;
+    int n = 2 * e.loops() + 1;
+    std::string all;
+    for (int k = 0; k < q; ++k)
+      all += (all.empty() ? "" : " and ") + x(2 * k) + " = " + std::to_string(prefix[k]);
+    if (!cond.empty()) all += (all.empty() ? "" : " and ") + cond;
+    std::vector<std::string> out = identity_out(n);
+    out[2 * q] = value;
+    isl::map moved = range_map(m.ctx.get(), n, out, all);
+    isl::set moved_dom = moved.domain();
+    isl::map stay =
+        range_map(m.ctx.get(), n, identity_out(n)).intersect_domain(moved_dom.complement());
+    e.sched = e.sched.apply_range(moved.unite(stay));
+  }
+}
+
 void apply_command(Impl& m, const ir::ScheduleCommand& cmd) {
   if (cmd.op == "set_loc") {
     if (!m.func.find_buf(cmd.target))
-      fail(cmd.where, "set_loc applies to a buffer; '" + cmd.target + "' is not a buffer of " +
-                          m.func.name);
+      fail(cmd.where,
+           "set_loc applies to a buffer; '" + cmd.target + "' is not a buffer of " + m.func.name);
     cmd_set_loc(m, cmd);
     return;
   }
@@ -451,18 +462,31 @@ void apply_command(Impl& m, const ir::ScheduleCommand& cmd) {
     fail(cmd.where, "'" + cmd.target +
                         "' is a value computation inlined into its users, so it has no loops to " +
                         cmd.op + "; store it first (store_at)");
+  if (c->memory_scheduled && cmd.op != "tag" && cmd.op != "cache_identity" && cmd.op != "alloc_at")
+    fail(cmd.where, "loop schedules of '" + c->name +
+                        "' must come before its memory schedules (line " +
+                        std::to_string(c->memory_scheduled->line) + "), which depend on its loops");
   static const std::map<std::string, void (*)(Impl&, CompModel&, const ir::ScheduleCommand&)>
-      commands = {{"split", cmd_split},         {"tile", cmd_tile},   {"reorder", cmd_reorder},
-                  {"fuse", cmd_fuse},           {"skew", cmd_skew},   {"shift", cmd_shift},
-                  {"after", cmd_after},         {"separate", cmd_separate},
-                  {"tag", cmd_tag},             {"apply_sch", cmd_apply_sch}};
+      commands = {{"cache_identity", cmd_cache_identity},
+                  {"alloc_at", cmd_alloc_at},
+                  {"split", cmd_split},
+                  {"tile", cmd_tile},
+                  {"reorder", cmd_reorder},
+                  {"fuse", cmd_fuse},
+                  {"skew", cmd_skew},
+                  {"shift", cmd_shift},
+                  {"after", cmd_after},
+                  {"separate", cmd_separate},
+                  {"tag", cmd_tag},
+                  {"apply_sch", cmd_apply_sch}};
   auto it = commands.find(cmd.op);
   if (it == commands.end()) {
-    if (cmd.op == "cache_identity" || cmd.op == "cache" || cmd.op == "alloc_at")
+    if (cmd.op == "cache")
       fail(cmd.where, cmd.op + " is not supported yet by this version of kiln");
-    fail(cmd.where, "unknown schedule command '" + cmd.op +
-                        "'; commands are split, fuse, reorder, tile, skew, shift, after, separate, "
-                        "inline, tag, apply_sch, store, store_at, set_loc");
+    fail(cmd.where,
+         "unknown schedule command '" + cmd.op +
+             "'; commands are split, fuse, reorder, tile, skew, shift, after, separate, "
+             "inline, tag, apply_sch, store, store_at, set_loc, cache_identity, alloc_at");
   }
   it->second(m, *c, cmd);
 }

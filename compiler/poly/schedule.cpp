@@ -9,8 +9,10 @@ namespace {
 std::string command_text(const ir::ScheduleCommand& cmd) {
   std::function<std::string(const ir::ScheduleArg&)> arg = [&](const ir::ScheduleArg& a) {
     switch (a.kind) {
-      case ir::ScheduleArg::Kind::Int: return std::to_string(a.number);
-      case ir::ScheduleArg::Kind::Text: return "\"" + a.text + "\"";
+      case ir::ScheduleArg::Kind::Int:
+        return std::to_string(a.number);
+      case ir::ScheduleArg::Kind::Text:
+        return "\"" + a.text + "\"";
       case ir::ScheduleArg::Kind::Name:
         if (!a.text.empty()) return a.text;
         {
@@ -49,9 +51,9 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands) {
       }
     }
   } catch (const isl::exception& e) {
-    throw CompileError("schedule", f.where,
-                       std::string("isl could not apply the schedule of ") + f.name + ": " +
-                           e.what());
+    throw CompileError(
+        "schedule", f.where,
+        std::string("isl could not apply the schedule of ") + f.name + ": " + e.what());
   }
   return ScheduledFunc(std::move(m));
 }

@@ -22,7 +22,9 @@ const std::vector<Case>& cases() {
         "C.after(C_init, ji);",
         "C.apply_sch(\"{ [i, j, k] -> [j, i, k] }\"); C.tag(i, parallel);",
         "C.skew(i, j, 1); C.shift(k, 3); C_init.shift(i, -2);",
-        "C.fuse(i, j, ij); C_init.fuse(i, j, ij); C.after(C_init, ij); C.tag(ij, parallel);"},
+        "C.fuse(i, j, ij); C_init.fuse(i, j, ij); C.after(C_init, ij); C.tag(ij, parallel);",
+        "C.split(k, 4, ko, ki); C.reorder(i, ko, j, ki); C.cache_identity(A, ko, heap);"
+        "C.cache_identity(B, i, stack);"},
        {{{"M", 13}, {"N", 17}, {"K", 9}},
         {{"M", 8}, {"N", 8}, {"K", 8}},
         {{"M", 1}, {"N", 3}, {"K", 1}}}},
@@ -47,7 +49,8 @@ const std::vector<Case>& cases() {
       {"spmm",
        {"<file>", "", "Y.reorder(i, j, k); Y.tag(j, parallel);",
         "Y.after(Y_init, i); Y_init.split(i, 5, io, ii); Y.split(i, 5, io, ii); Y.tag(io, "
-        "parallel);"},
+        "parallel);",
+        "Y.reorder(i, j, k); Y.split(k, 4, ko, ki); Y.cache_identity(idx, ko, heap);"},
        {{}, {{"m", 7}, {"nnz", 9}}}},
       {"trmm",
        {"<file>", "", "upd.reorder(k, i, j);",

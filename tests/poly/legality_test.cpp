@@ -176,7 +176,25 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"C.reorder(i, i);", "reorder names loop 'i' twice"},
         Malformed{"A.set_loc(moon);", "unknown memory location 'moon'"},
         Malformed{"A.tag(i, parallel);", "'A' is a buffer; tag applies to computations"},
-        Malformed{"C.store(A);", "'C' already stores to 'C'"}));
+        Malformed{"C.store(A);", "'C' already stores to 'C'"},
+        Malformed{"C.cache_identity(C, k, stack);",
+                  "cache_identity: 'C' writes 'C' inside loop 'k'"},
+        Malformed{"C.cache_identity(B, k, attic);", "unknown memory location 'attic'"},
+        Malformed{"C.cache_identity(B, i, stack); C.split(j, 4, jo, ji);",
+                  "loop schedules of 'C' must come before its memory schedules"},
+        Malformed{"C.cache(B, k, stack, [4], [k]);", "cache is not supported yet"},
+        Malformed{"C.alloc_at(A, i);", "only temp buffers are allocated by the kernel"}));
+
+// A cache whose size depends on run-time data has no fixed size: refused.
+TEST(MemorySchedules, CacheOfADataDependentRangeIsRefused) {
+  ir::Func f = parse_one(with_schedule(read_example("spmm"), "Y.cache_identity(val, i, stack);"));
+  try {
+    poly::schedule(f);
+    FAIL();
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.message().find("has no size known at compile time"), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace
 }  // namespace kiln::testing

@@ -258,6 +258,33 @@ TEST(Primitives, StoreAtAndAfterFuse) {
 }
 )");
 }
+// cache_identity: the window one iteration of io reads (6 elements: 4 points
+// and a halo of 2) is copied before the points run, from an origin that
+// moves with io, into a buffer allocated inside io.
+const char* kWindow = R"(func w {
+  param N = 10;
+  input a : f32[N + 2];
+  output b : f32[N];
+  compute s(i) in 0 <= i < N: b[i] = a[i] + a[i + 1] + a[i + 2];
+})";
+
+TEST(Primitives, CacheIdentityCopiesTheWindowOfAnIteration) {
+  EXPECT_EQ(scheduled(kWindow, "s.split(i, 4, io, ii); s.cache_identity(a, io, stack);"),
+            R"(func w(input a: f32[N + 2], output b: f32[N]) {
+  for (io = 0; io < 3; io += 1) {
+    alloc a_s_cache: f32[6] @stack {
+      for (a_s_cache_0 = 4 * io; a_s_cache_0 < min(12, 4 * io + 6); a_s_cache_0 += 1) {
+        a_s_cache[a_s_cache_0 - 4 * io] = a[a_s_cache_0];
+      }
+      for (ii = 0; ii < min(4, -4 * io + 10); ii += 1) {
+        b[4 * io + ii] = a_s_cache[4 * io + ii - 4 * ((4 * io + ii) / 4)] + a_s_cache[4 * io + ii + 1 - 4 * ((4 * io + ii) / 4)] + a_s_cache[4 * io + ii + 2 - 4 * ((4 * io + ii) / 4)];
+      }
+    }
+  }
+}
+)");
+}
+
 // The iteration domains the model builds, in isl notation.
 TEST(Domains, TriangleAndReductionDomains) {
   std::string d = poly::schedule(parse_one(kTriangle)).describe_domains();

@@ -1,0 +1,343 @@
+// Memory schedules: cache_identity (a local copy of what a loop reads) and alloc_at.
+#include <isl/aff.h>
+#include <isl/map.h>
+#include <isl/set.h>
+#include <isl/val.h>
+
+#include <algorithm>
+
+#include "model.h"
+
+namespace kiln::poly {
+namespace {
+
+using Impl = ScheduledFunc::Impl;
+
+[[noreturn]] void fail(const SourceLoc& where, const std::string& msg) {
+  throw CompileError("schedule", where, msg);
+}
+
+int64_t to_int(isl_val* v) {
+  int64_t x = isl_val_get_num_si(v);
+  isl_val_free(v);
+  return x;
+}
+
+int loop_of(const CompModel& c, const ir::ScheduleArg& a, const std::string& op) {
+  if (a.kind != ir::ScheduleArg::Kind::Name || a.text.empty())
+    fail(a.where, op + ": expected a loop name of '" + c.name + "'");
+  for (int k = 0; k < c.loops(); ++k)
+    if (c.loop_names[k] == a.text) return k;
+  std::string names;
+  for (const auto& n : c.loop_names) names += (names.empty() ? "" : ", ") + n;
+  fail(a.where, "'" + c.name + "' has no loop '" + a.text + "'; its loops are " + names);
+}
+
+// A buffer name not used yet in f.
+std::string fresh_buffer(const ir::Func& f, const std::string& want) {
+  std::string name = want;
+  for (int k = 2; f.find_buf(name) || f.find_comp(name) || f.find_param(name); ++k)
+    name = want + std::to_string(k);
+  return name;
+}
+
+// Replaces every read of one buffer.
+class RedirectLoads : public ir::IRMutator {
+ public:
+  RedirectLoads(std::string from, std::function<ir::Expr(const ir::Load&)> to)
+      : from_(std::move(from)), to_(std::move(to)) {}
+
+ protected:
+  ir::Expr mutate_load(const ir::Expr& e, const ir::Load& n) override {
+    if (n.buf != from_) return ir::IRMutator::mutate_load(e, n);
+    return to_(n);
+  }
+
+ private:
+  std::string from_;
+  std::function<ir::Expr(const ir::Load&)> to_;
+};
+
+// a - b, leaving a alone when b is zero.
+ir::Expr minus(const ir::Expr& a, const ir::Expr& b) {
+  if (auto* z = ir::as<ir::IntImm>(b); z && z->value == 0) return a;
+  return ir::binary(ir::BinaryOp::Sub, a, b);
+}
+
+}  // namespace
+
+ir::Expr aff_to_expr(const isl::aff& a, const std::vector<ir::Expr>& inputs) {
+  isl_aff* raw = a.get();
+  int64_t den = to_int(isl_aff_get_denominator_val(raw));
+  auto scaled = [&](isl_val* v) {  // v * den, which is an integer
+    isl_val* s = isl_val_mul(v, isl_val_int_from_si(isl_aff_get_ctx(raw), den));
+    return to_int(s);
+  };
+  ir::Expr sum = ir::int_imm(scaled(isl_aff_get_constant_val(raw)));
+  auto add = [&](int64_t coef, const ir::Expr& term) {
+    if (coef == 0) return;
+    ir::Expr t = coef == 1 ? term : ir::binary(ir::BinaryOp::Mul, ir::int_imm(coef), term);
+    auto* z = ir::as<ir::IntImm>(sum);
+    sum = (z && z->value == 0) ? t : ir::binary(ir::BinaryOp::Add, sum, t);
+  };
+  int n_in = static_cast<int>(isl_aff_dim(raw, isl_dim_in));
+  for (int k = 0; k < n_in; ++k)
+    add(scaled(isl_aff_get_coefficient_val(raw, isl_dim_in, k)), inputs.at(k));
+  int n_par = static_cast<int>(isl_aff_dim(raw, isl_dim_param));
+  for (int k = 0; k < n_par; ++k) {
+    int64_t coef = scaled(isl_aff_get_coefficient_val(raw, isl_dim_param, k));
+    if (coef) add(coef, ir::var(isl_aff_get_dim_name(raw, isl_dim_param, k)));
+  }
+  int n_div = static_cast<int>(isl_aff_dim(raw, isl_dim_div));
+  for (int k = 0; k < n_div; ++k) {
+    int64_t coef = scaled(isl_aff_get_coefficient_val(raw, isl_dim_div, k));
+    if (!coef) continue;
+    isl::aff div = isl::manage(isl_aff_get_div(raw, k));
+    // div is a rational expression; the div variable is its floor.
+    int64_t dd = to_int(isl_aff_get_denominator_val(div.get()));
+    isl::aff whole =
+        isl::manage(isl_aff_scale_val(div.copy(), isl_val_int_from_si(isl_aff_get_ctx(raw), dd)));
+    ir::Expr e = aff_to_expr(whole, inputs);
+    if (dd != 1) e = ir::binary(ir::BinaryOp::Div, e, ir::int_imm(dd));
+    add(coef, e);
+  }
+  if (den != 1) sum = ir::binary(ir::BinaryOp::Div, sum, ir::int_imm(den));
+  return sum;
+}
+
+// cache_identity(B, L, LOC): for every iteration of loop L of c, copy the part
+// of B that c reads during that iteration into a small buffer right before c
+// runs there, and read it from the copy. The copy's size is the smallest
+// fixed box that holds what one iteration reads; its origin moves with the
+// outer loops (isl's range_simple_fixed_box_hull).
+void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+  if (cmd.args.size() != 3)
+    fail(cmd.where, "cache_identity expects 3 arguments: cache_identity(BUFFER, LOOP, LOCATION)");
+  const ir::ScheduleArg& barg = cmd.args[0];
+  if (barg.kind != ir::ScheduleArg::Kind::Name || barg.text.empty())
+    fail(barg.where, "cache_identity: expected the name of the buffer to cache");
+  const ir::Buf* src = m.func.find_buf(barg.text);
+  if (!src) fail(barg.where, "unknown buffer '" + barg.text + "'");
+  const std::string bname = src->name;
+  const ir::DType dtype = src->dtype;
+  const int rank = static_cast<int>(src->shape.size());
+  int p = loop_of(c, cmd.args[1], "cache_identity");
+  const ir::ScheduleArg& larg = cmd.args[2];
+  auto loc =
+      larg.kind == ir::ScheduleArg::Kind::Name ? ir::mem_loc_from_name(larg.text) : std::nullopt;
+  if (!loc)
+    fail(larg.where, "cache_identity: unknown memory location '" + larg.text +
+                         "'; locations are heap, stack, gpu_global, gpu_shared, gpu_local, "
+                         "gpu_constant");
+  if (rank == 0) fail(barg.where, "cache_identity: '" + bname + "' is a scalar; nothing to cache");
+
+  isl::ctx ctx = m.ctx.get();
+  const int n = 2 * c.loops() + 1;
+  const int outer = 2 * p + 2;  // schedule dims up to and including loop L
+
+  // Nobody may write B inside loop L: the copy would go stale.
+  std::vector<int64_t> prefix;
+  for (int q = 0; q <= p; ++q) {
+    auto v = static_value(c, q);
+    if (!v)
+      fail(cmd.where, "cache_identity: '" + c.name +
+                          "' is split into pieces (separate) above loop '" + c.loop_names[p] + "'");
+    prefix.push_back(*v);
+  }
+  auto inner_static = static_value(c, p + 1);
+  if (!inner_static)
+    fail(cmd.where, "cache_identity: '" + c.name + "' is split into pieces inside loop '" +
+                        c.loop_names[p] + "'");
+  for (const auto& e : m.comps) {
+    bool shares = e.loops() > p;
+    for (int q = 0; shares && q <= p; ++q) shares = static_value(e, q) == prefix[q];
+    if (!shares) continue;
+    for (const auto& w : maps_of(e.writes))
+      if (range_name(w) == isl_name(bname))
+        fail(cmd.where, "cache_identity: '" + e.name + "' writes '" + bname + "' inside loop '" +
+                            c.loop_names[p] +
+                            "', so a copy made at the start of the loop would be stale");
+  }
+
+  // Footprint: schedule prefix (through loop L) -> elements of B that c reads there.
+  isl::union_map reads_b = isl::union_map::empty(ctx);
+  for (const auto& r : maps_of(c.reads))
+    if (range_name(r) == isl_name(bname))
+      reads_b = reads_b.unite(isl::union_map(r.intersect_domain(c.domain)));
+  if (reads_b.is_empty())
+    fail(barg.where, "cache_identity: '" + c.name + "' does not read '" + bname + "'");
+  isl::map reads = isl::manage(isl_map_from_union_map(reads_b.release()));
+  std::vector<std::string> keep;
+  for (int k = 0; k < outer; ++k) keep.push_back("x" + std::to_string(k));
+  std::string all = "[";
+  for (int k = 0; k < n; ++k) all += (k ? ", x" : "x") + std::to_string(k);
+  std::string cut = "{ " + all + "] -> [";
+  for (int k = 0; k < outer; ++k) cut += (k ? ", " : "") + keep[k];
+  cut += "] }";
+  isl::map prefix_of = c.sched.intersect_domain(c.domain).apply_range(isl::map(ctx, cut));
+  isl::map footprint = prefix_of.reverse().apply_range(reads);
+  isl::fixed_box box = footprint.range_simple_fixed_box_hull();
+  if (!box.is_valid())
+    fail(cmd.where, "cache_identity: the part of '" + bname + "' that one iteration of loop '" +
+                        c.loop_names[p] + "' reads has no size known at compile time");
+  std::vector<ir::Expr> shape;
+  std::vector<int64_t> sizes;
+  {
+    isl::multi_val sz = box.size();
+    for (int k = 0; k < rank; ++k) {
+      sizes.push_back(to_int(isl_multi_val_get_at(sz.get(), k)));
+      shape.push_back(ir::int_imm(sizes.back()));
+    }
+  }
+
+  // The cache buffer, allocated inside loop L.
+  std::string cache = fresh_buffer(m.func, bname + "_" + c.name + "_cache");
+  ir::Buf buf;
+  buf.name = cache;
+  buf.dtype = dtype;
+  buf.shape = shape;
+  buf.kind = ir::BufKind::Temp;
+  buf.loc = *loc;
+  buf.where = cmd.where;
+  m.func.bufs.push_back(buf);
+  m.buf_locs[cache] = *loc;
+  m.alloc_sites.push_back({cache, {c.name, cache + "_fill"}, p});
+
+  // Origin of the box as expressions of the loop prefix, with static dims
+  // replaced by their values.
+  isl::multi_aff offset = box.offset();
+  auto origin_in = [&](const std::vector<ir::Expr>& dyn) {
+    std::vector<ir::Expr> inputs;
+    for (int k = 0; k < outer; ++k)
+      inputs.push_back(k % 2 == 0 ? ir::int_imm(prefix[k / 2]) : dyn[k / 2]);
+    std::vector<ir::Expr> origin;
+    for (int d = 0; d < rank; ++d)
+      origin.push_back(aff_to_expr(isl::manage(isl_multi_aff_get_at(offset.get(), d)), inputs));
+    return origin;
+  };
+
+  // The copy: one instance per (loop prefix, element read).
+  CompModel fill;
+  fill.name = cache + "_fill";
+  for (int q = 0; q <= p; ++q) fill.iters.push_back(c.loop_names[q]);
+  for (int d = 0; d < rank; ++d) fill.iters.push_back(cache + "_" + std::to_string(d));
+  std::vector<ir::Expr> dyn, elem;
+  for (int q = 0; q <= p; ++q) dyn.push_back(ir::var(fill.iters[q]));
+  for (int d = 0; d < rank; ++d) elem.push_back(ir::var(fill.iters[p + 1 + d]));
+  fill.value = ir::load(bname, elem, dtype);
+  std::vector<ir::Expr> origin = origin_in(dyn);
+  fill.target.buf = cache;
+  for (int d = 0; d < rank; ++d) fill.target.indices.push_back(minus(elem[d], origin[d]));
+  // Domain: the footprint, with the static dims dropped.
+  {
+    isl_map* fp = footprint.copy();
+    isl_set* wrapped = isl_set_flatten(isl_map_wrap(fp));
+    for (int k = outer - 2; k >= 0; k -= 2)
+      wrapped = isl_set_project_out(wrapped, isl_dim_set, k, 1);
+    wrapped = isl_set_set_tuple_name(wrapped, isl_name(fill.name).c_str());
+    for (size_t k = 0; k < fill.iters.size(); ++k)
+      wrapped = isl_set_set_dim_name(wrapped, isl_dim_set, static_cast<unsigned>(k),
+                                     isl_name(fill.iters[k]).c_str());
+    fill.domain = isl::manage(wrapped);
+  }
+  fill.domain_approx = fill.domain;
+  // Data-dependent params the footprint uses are defined as for c, in terms
+  // of c's iterators; express those through the loop prefix.
+  if (!c.data_params.empty()) {
+    isl::map iters_of = prefix_of.reverse();
+    isl_map* im = iters_of.copy();
+    for (int k = outer - 2; k >= 0; k -= 2) im = isl_map_project_out(im, isl_dim_in, k, 1);
+    isl_pw_multi_aff* pma = isl_pw_multi_aff_from_map(im);
+    std::map<std::string, ir::Expr> sub;
+    for (size_t k = 0; k < c.iters.size(); ++k) {
+      isl_pw_aff* pa = isl_pw_aff_coalesce(isl_pw_multi_aff_get_at(pma, static_cast<int>(k)));
+      if (isl_pw_aff_n_piece(pa) == 1 && isl_pw_aff_involves_nan(pa) == isl_bool_false) {
+        isl::aff a = isl::manage(isl_pw_aff_as_aff(pa));
+        sub[c.iters[k]] = aff_to_expr(a, dyn);
+      } else {
+        isl_pw_aff_free(pa);
+      }
+    }
+    isl_pw_multi_aff_free(pma);
+    for (const auto& dp : c.data_params) {
+      ir::Expr v = ir::substitute(dp.value, sub);
+      fill.data_params.push_back({dp.name, v});
+    }
+  }
+  // The copy adds no dependence the model must check: it reads B, which
+  // nothing writes inside L, and writes a buffer only c reads, after it.
+  fill.reads = isl::union_map::empty(ctx);
+  fill.writes = isl::union_map::empty(ctx);
+  // Schedule: c's loops through L, then before c's body inside L.
+  {
+    std::string in = isl_name(fill.name) + "[";
+    for (size_t k = 0; k < fill.iters.size(); ++k) in += (k ? ", " : "") + isl_name(fill.iters[k]);
+    in += "]";
+    std::string out = "[";
+    for (int q = 0; q <= p; ++q)
+      out += std::to_string(prefix[q]) + ", " + isl_name(fill.iters[q]) + ", ";
+    out += std::to_string(*inner_static);
+    for (int d = 0; d < rank; ++d) out += ", " + isl_name(fill.iters[p + 1 + d]) + ", 0";
+    out += "]";
+    fill.sched = isl::map(ctx, "{ " + in + " -> " + out + " }");
+  }
+  fill.loop_names = fill.iters;
+  fill.tags.assign(fill.iters.size(), ir::LoopTag::None);
+  fill.memory_scheduled = cmd.where;
+
+  // Everything inside L from c's position on moves one slot later.
+  std::vector<int64_t> upto(prefix.begin(), prefix.end());
+  remap_static(m, "", upto, p + 1,
+               "x" + std::to_string(2 * p + 2) + " >= " + std::to_string(*inner_static),
+               "x" + std::to_string(2 * p + 2) + " + 1");
+
+  // c reads the copy: B[idx] becomes cache[idx - origin(prefix of c's instance)].
+  std::vector<ir::Expr> cdyn;
+  {
+    isl_pw_multi_aff* pma = isl_pw_multi_aff_from_map(c.sched.copy());
+    for (int q = 0; q <= p; ++q) {
+      isl_pw_aff* pa = isl_pw_aff_coalesce(isl_pw_multi_aff_get_at(pma, 2 * q + 1));
+      if (isl_pw_aff_n_piece(pa) != 1) {
+        isl_pw_aff_free(pa);
+        isl_pw_multi_aff_free(pma);
+        fail(cmd.where, "cache_identity: loop '" + c.loop_names[q] + "' of '" + c.name +
+                            "' is not one affine function of its iterators");
+      }
+      std::vector<ir::Expr> its;
+      for (const auto& it : c.iters) its.push_back(ir::var(it));
+      cdyn.push_back(aff_to_expr(isl::manage(isl_pw_aff_as_aff(pa)), its));
+    }
+    isl_pw_multi_aff_free(pma);
+  }
+  std::vector<ir::Expr> corigin = origin_in(cdyn);
+  RedirectLoads redirect(bname, [&](const ir::Load& l) {
+    std::vector<ir::Expr> idx;
+    for (int d = 0; d < rank; ++d) idx.push_back(minus(l.indices[d], corigin[d]));
+    return ir::load(cache, idx, dtype);
+  });
+  c.value = redirect.mutate(c.value);
+  c.memory_scheduled = cmd.where;
+  // The copy goes right before c in the list, which is the order isl sees
+  // statements in; its static position already orders it.
+  auto at = std::find_if(m.comps.begin(), m.comps.end(),
+                         [&](const CompModel& x) { return x.name == c.name; });
+  m.comps.insert(at, std::move(fill));
+}
+
+void cmd_alloc_at(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+  if (cmd.args.size() != 2) fail(cmd.where, "alloc_at expects 2 arguments: alloc_at(BUFFER, LOOP)");
+  const ir::ScheduleArg& barg = cmd.args[0];
+  const ir::Buf* b =
+      barg.kind == ir::ScheduleArg::Kind::Name ? m.func.find_buf(barg.text) : nullptr;
+  if (!b) fail(barg.where, "alloc_at: unknown buffer '" + barg.text + "'");
+  if (b->kind != ir::BufKind::Temp)
+    fail(barg.where, "alloc_at: '" + b->name + "' is an " + ir::buf_kind_name(b->kind) +
+                         " buffer; only temp buffers are allocated by the kernel");
+  int p = loop_of(c, cmd.args[1], "alloc_at");
+  for (const auto& s : m.alloc_sites)
+    if (s.buf == b->name) fail(cmd.where, "alloc_at: '" + b->name + "' already has a place");
+  m.alloc_sites.push_back({b->name, {c.name}, p});
+  c.memory_scheduled = cmd.where;
+}
+
+}  // namespace kiln::poly
