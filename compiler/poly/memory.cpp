@@ -1,10 +1,13 @@
 // Memory schedules: cache_identity (a local copy of what a loop reads) and alloc_at.
 #include <isl/aff.h>
+#include <isl/id.h>
 #include <isl/map.h>
 #include <isl/set.h>
+#include <isl/space.h>
 #include <isl/val.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "model.h"
 
@@ -76,9 +79,14 @@ ir::Expr aff_to_expr(const isl::aff& a, const std::vector<ir::Expr>& inputs) {
   ir::Expr sum = ir::int_imm(scaled(isl_aff_get_constant_val(raw)));
   auto add = [&](int64_t coef, const ir::Expr& term) {
     if (coef == 0) return;
-    ir::Expr t = coef == 1 ? term : ir::binary(ir::BinaryOp::Mul, ir::int_imm(coef), term);
     auto* z = ir::as<ir::IntImm>(sum);
-    sum = (z && z->value == 0) ? t : ir::binary(ir::BinaryOp::Add, sum, t);
+    bool zero = z && z->value == 0;
+    int64_t mag = (coef < 0 && !zero) ? -coef : coef;
+    ir::Expr t = mag == 1 ? term : ir::binary(ir::BinaryOp::Mul, ir::int_imm(mag), term);
+    if (zero)
+      sum = t;
+    else
+      sum = ir::binary(coef < 0 ? ir::BinaryOp::Sub : ir::BinaryOp::Add, sum, t);
   };
   int n_in = static_cast<int>(isl_aff_dim(raw, isl_dim_in));
   for (int k = 0; k < n_in; ++k)
@@ -110,9 +118,19 @@ ir::Expr aff_to_expr(const isl::aff& a, const std::vector<ir::Expr>& inputs) {
 // runs there, and read it from the copy. The copy's size is the smallest
 // fixed box that holds what one iteration reads; its origin moves with the
 // outer loops (isl's range_simple_fixed_box_hull).
+// cache(B, L, LOC, [sizes], "{ [e...] -> [c...] }") is the same with the
+// copy's shape and the map from B's indices to the copy's given by hand
+// (a transpose, padding against bank conflicts); the map may use the names
+// of c's loops down to L. kiln checks that it is one-to-one and stays inside
+// the copy for everything the loop reads.
 void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
-  if (cmd.args.size() != 3)
+  const bool manual = cmd.op == "cache";
+  if (!manual && cmd.args.size() != 3)
     fail(cmd.where, "cache_identity expects 3 arguments: cache_identity(BUFFER, LOOP, LOCATION)");
+  if (manual && cmd.args.size() != 5)
+    fail(cmd.where,
+         "cache expects 5 arguments: cache(BUFFER, LOOP, LOCATION, [SIZES], \"{ [e0, ...] -> "
+         "[c0, ...] }\")");
   const ir::ScheduleArg& barg = cmd.args[0];
   if (barg.kind != ir::ScheduleArg::Kind::Name || barg.text.empty())
     fail(barg.where, "cache_identity: expected the name of the buffer to cache");
@@ -126,7 +144,7 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   auto loc =
       larg.kind == ir::ScheduleArg::Kind::Name ? ir::mem_loc_from_name(larg.text) : std::nullopt;
   if (!loc)
-    fail(larg.where, "cache_identity: unknown memory location '" + larg.text +
+    fail(larg.where, cmd.op + ": unknown memory location '" + larg.text +
                          "'; locations are heap, stack, gpu_global, gpu_shared, gpu_local, "
                          "gpu_constant");
   if (rank == 0) fail(barg.where, "cache_identity: '" + bname + "' is a scalar; nothing to cache");
@@ -176,19 +194,110 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   cut += "] }";
   isl::map prefix_of = c.sched.intersect_domain(c.domain).apply_range(isl::map(ctx, cut));
   isl::map footprint = prefix_of.reverse().apply_range(reads);
-  isl::fixed_box box = footprint.range_simple_fixed_box_hull();
-  if (!box.is_valid())
-    fail(cmd.where, "cache_identity: the part of '" + bname + "' that one iteration of loop '" +
-                        c.loop_names[p] + "' reads has no size known at compile time");
   std::vector<ir::Expr> shape;
   std::vector<int64_t> sizes;
-  {
+  // index_of(dyn, e): where element e of B goes in the copy during the
+  // iteration whose loop variables (through L) are dyn.
+  std::function<std::vector<ir::Expr>(const std::vector<ir::Expr>&, const std::vector<ir::Expr>&)>
+      index_of;
+  if (!manual) {
+    isl::fixed_box box = footprint.range_simple_fixed_box_hull();
+    if (!box.is_valid())
+      fail(cmd.where, "cache_identity: the part of '" + bname + "' that one iteration of loop '" +
+                          c.loop_names[p] + "' reads has no size known at compile time");
     isl::multi_val sz = box.size();
-    for (int k = 0; k < rank; ++k) {
-      sizes.push_back(to_int(isl_multi_val_get_at(sz.get(), k)));
-      shape.push_back(ir::int_imm(sizes.back()));
+    for (int k = 0; k < rank; ++k) sizes.push_back(to_int(isl_multi_val_get_at(sz.get(), k)));
+    // Origin of the box as expressions of the loop prefix, with static dims
+    // replaced by their values.
+    isl::multi_aff offset = box.offset();
+    index_of = [&, offset](const std::vector<ir::Expr>& dyn, const std::vector<ir::Expr>& e) {
+      std::vector<ir::Expr> inputs;
+      for (int k = 0; k < outer; ++k)
+        inputs.push_back(k % 2 == 0 ? ir::int_imm(prefix[k / 2]) : dyn[k / 2]);
+      std::vector<ir::Expr> at;
+      for (int d = 0; d < rank; ++d)
+        at.push_back(
+            minus(e[d], aff_to_expr(isl::manage(isl_multi_aff_get_at(offset.get(), d)), inputs)));
+      return at;
+    };
+  } else {
+    const ir::ScheduleArg& sarg = cmd.args[3];
+    if (sarg.kind != ir::ScheduleArg::Kind::Name || !sarg.text.empty())
+      fail(sarg.where, "cache: the fourth argument is the copy's shape, a list like [32, 8]");
+    for (const auto& a : sarg.list) {
+      int64_t v = 0;
+      if (a.kind == ir::ScheduleArg::Kind::Int) {
+        v = a.number;
+      } else if (const ir::Knob* k =
+                     a.kind == ir::ScheduleArg::Kind::Name ? m.func.find_knob(a.text) : nullptr) {
+        v = k->value;
+      } else if (a.kind == ir::ScheduleArg::Kind::Name && m.constants.count(a.text)) {
+        v = m.constants.at(a.text);
+      } else {
+        fail(a.where, "cache: sizes must be numbers, knobs or compile-time params");
+      }
+      if (v <= 0) fail(a.where, "cache: sizes must be positive, got " + std::to_string(v));
+      sizes.push_back(v);
     }
+    const ir::ScheduleArg& marg = cmd.args[4];
+    if (marg.kind != ir::ScheduleArg::Kind::Text)
+      fail(marg.where, "cache: the fifth argument is an isl map in quotes, from the indices of '" +
+                           bname + "' to the copy's");
+    std::string params;
+    for (int q = 0; q <= p; ++q) params += (q ? ", " : "") + isl_name(c.loop_names[q]);
+    isl_map* raw = isl_map_read_from_str(ctx.get(), ("[" + params + "] -> " + marg.text).c_str());
+    if (!raw) fail(marg.where, "cache: cannot parse the isl map \"" + marg.text + "\"");
+    raw = isl_map_reset_tuple_id(isl_map_reset_tuple_id(raw, isl_dim_in), isl_dim_out);
+    isl::map user = isl::manage(raw);
+    if (static_cast<int>(user.domain_tuple_dim()) != rank)
+      fail(marg.where, "cache: the map takes " + std::to_string(user.domain_tuple_dim()) +
+                           " indices but '" + bname + "' has " + std::to_string(rank));
+    if (user.range_tuple_dim() != sizes.size())
+      fail(marg.where, "cache: the map gives " + std::to_string(user.range_tuple_dim()) +
+                           " indices but the shape has " + std::to_string(sizes.size()));
+    // What one iteration reads, with the loop variables as params.
+    isl_map* fp = prefix_of.reverse().apply_range(reads).release();
+    for (int k = outer - 2; k >= 0; k -= 2) fp = isl_map_project_out(fp, isl_dim_in, k, 1);
+    isl_id_list* ids = isl_id_list_alloc(ctx.get(), p + 1);
+    for (int q = 0; q <= p; ++q)
+      ids =
+          isl_id_list_add(ids, isl_id_alloc(ctx.get(), isl_name(c.loop_names[q]).c_str(), nullptr));
+    isl_multi_id* mid = isl_multi_id_from_id_list(isl_space_set_alloc(ctx.get(), 0, p + 1), ids);
+    isl::set read = isl::manage(isl_set_reset_tuple_id(isl_map_bind_domain(fp, mid)));
+    isl::map on_read = user.intersect_domain(read);
+    if (!on_read.is_injective())
+      fail(marg.where, "cache: the map sends two elements '" + c.name +
+                           "' reads in one iteration of '" + c.loop_names[p] +
+                           "' to the same place");
+    std::string inside = "{ [";
+    for (size_t d = 0; d < sizes.size(); ++d) inside += (d ? ", c" : "c") + std::to_string(d);
+    inside += "] : ";
+    for (size_t d = 0; d < sizes.size(); ++d)
+      inside +=
+          (d ? " and 0 <= c" : "0 <= c") + std::to_string(d) + " < " + std::to_string(sizes[d]);
+    inside += " }";
+    if (!on_read.range().is_subset(isl::set(ctx, inside)))
+      fail(marg.where,
+           "cache: the map sends elements that '" + c.name + "' reads outside the copy's shape");
+    isl_pw_multi_aff* pma = isl_pw_multi_aff_from_map(user.copy());
+    if (!pma || isl_pw_multi_aff_n_piece(pma) != 1) {
+      isl_pw_multi_aff_free(pma);
+      fail(marg.where, "cache: the map must be one affine function");
+    }
+    isl::multi_aff f = isl::manage(isl_pw_multi_aff_as_multi_aff(pma));
+    std::vector<std::string> loop_names(c.loop_names.begin(), c.loop_names.begin() + p + 1);
+    index_of = [f, loop_names](const std::vector<ir::Expr>& dyn, const std::vector<ir::Expr>& e) {
+      std::map<std::string, ir::Expr> sub;
+      for (size_t q = 0; q < loop_names.size(); ++q) sub[isl_name(loop_names[q])] = dyn[q];
+      std::vector<ir::Expr> at;
+      int n_out = static_cast<int>(isl_multi_aff_dim(f.get(), isl_dim_out));
+      for (int d = 0; d < n_out; ++d)
+        at.push_back(
+            ir::substitute(aff_to_expr(isl::manage(isl_multi_aff_get_at(f.get(), d)), e), sub));
+      return at;
+    };
   }
+  for (int64_t v : sizes) shape.push_back(ir::int_imm(v));
 
   // The cache buffer, allocated inside loop L.
   std::string cache = fresh_buffer(m.func, bname + "_" + c.name + "_cache");
@@ -203,19 +312,6 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   m.buf_locs[cache] = *loc;
   m.alloc_sites.push_back({cache, {c.name, cache + "_fill"}, p});
 
-  // Origin of the box as expressions of the loop prefix, with static dims
-  // replaced by their values.
-  isl::multi_aff offset = box.offset();
-  auto origin_in = [&](const std::vector<ir::Expr>& dyn) {
-    std::vector<ir::Expr> inputs;
-    for (int k = 0; k < outer; ++k)
-      inputs.push_back(k % 2 == 0 ? ir::int_imm(prefix[k / 2]) : dyn[k / 2]);
-    std::vector<ir::Expr> origin;
-    for (int d = 0; d < rank; ++d)
-      origin.push_back(aff_to_expr(isl::manage(isl_multi_aff_get_at(offset.get(), d)), inputs));
-    return origin;
-  };
-
   // The copy: one instance per (loop prefix, element read).
   CompModel fill;
   fill.name = cache + "_fill";
@@ -225,9 +321,8 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   for (int q = 0; q <= p; ++q) dyn.push_back(ir::var(fill.iters[q]));
   for (int d = 0; d < rank; ++d) elem.push_back(ir::var(fill.iters[p + 1 + d]));
   fill.value = ir::load(bname, elem, dtype);
-  std::vector<ir::Expr> origin = origin_in(dyn);
   fill.target.buf = cache;
-  for (int d = 0; d < rank; ++d) fill.target.indices.push_back(minus(elem[d], origin[d]));
+  fill.target.indices = index_of(dyn, elem);
   // Domain: the footprint, with the static dims dropped.
   {
     isl_map* fp = footprint.copy();
@@ -309,12 +404,8 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
     }
     isl_pw_multi_aff_free(pma);
   }
-  std::vector<ir::Expr> corigin = origin_in(cdyn);
-  RedirectLoads redirect(bname, [&](const ir::Load& l) {
-    std::vector<ir::Expr> idx;
-    for (int d = 0; d < rank; ++d) idx.push_back(minus(l.indices[d], corigin[d]));
-    return ir::load(cache, idx, dtype);
-  });
+  RedirectLoads redirect(
+      bname, [&](const ir::Load& l) { return ir::load(cache, index_of(cdyn, l.indices), dtype); });
   c.value = redirect.mutate(c.value);
   c.memory_scheduled = cmd.where;
   // The copy goes right before c in the list, which is the order isl sees

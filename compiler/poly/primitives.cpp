@@ -462,12 +462,14 @@ void apply_command(Impl& m, const ir::ScheduleCommand& cmd) {
     fail(cmd.where, "'" + cmd.target +
                         "' is a value computation inlined into its users, so it has no loops to " +
                         cmd.op + "; store it first (store_at)");
-  if (c->memory_scheduled && cmd.op != "tag" && cmd.op != "cache_identity" && cmd.op != "alloc_at")
+  if (c->memory_scheduled && cmd.op != "tag" && cmd.op != "cache_identity" && cmd.op != "cache" &&
+      cmd.op != "alloc_at")
     fail(cmd.where, "loop schedules of '" + c->name +
                         "' must come before its memory schedules (line " +
                         std::to_string(c->memory_scheduled->line) + "), which depend on its loops");
   static const std::map<std::string, void (*)(Impl&, CompModel&, const ir::ScheduleCommand&)>
       commands = {{"cache_identity", cmd_cache_identity},
+                  {"cache", cmd_cache_identity},
                   {"alloc_at", cmd_alloc_at},
                   {"split", cmd_split},
                   {"tile", cmd_tile},
@@ -481,12 +483,10 @@ void apply_command(Impl& m, const ir::ScheduleCommand& cmd) {
                   {"apply_sch", cmd_apply_sch}};
   auto it = commands.find(cmd.op);
   if (it == commands.end()) {
-    if (cmd.op == "cache")
-      fail(cmd.where, cmd.op + " is not supported yet by this version of kiln");
     fail(cmd.where,
          "unknown schedule command '" + cmd.op +
              "'; commands are split, fuse, reorder, tile, skew, shift, after, separate, "
-             "inline, tag, apply_sch, store, store_at, set_loc, cache_identity, alloc_at");
+             "inline, tag, apply_sch, store, store_at, set_loc, cache_identity, cache, alloc_at");
   }
   it->second(m, *c, cmd);
 }

@@ -24,7 +24,9 @@ const std::vector<Case>& cases() {
         "C.skew(i, j, 1); C.shift(k, 3); C_init.shift(i, -2);",
         "C.fuse(i, j, ij); C_init.fuse(i, j, ij); C.after(C_init, ij); C.tag(ij, parallel);",
         "C.split(k, 4, ko, ki); C.reorder(i, ko, j, ki); C.cache_identity(A, ko, heap);"
-        "C.cache_identity(B, i, stack);"},
+        "C.cache_identity(B, i, stack);",
+        "C.tile(i, j, 4, 4, io, jo, ii, ji); C.reorder(io, jo, k, ii, ji); "
+        "C.cache(B, jo, stack, [4, K], \"{ [e0, e1] -> [e1 - 4 * jo, e0] }\");"},
        {{{"M", 13}, {"N", 17}, {"K", 9}},
         {{"M", 8}, {"N", 8}, {"K", 8}},
         {{"M", 1}, {"N", 3}, {"K", 1}}}},

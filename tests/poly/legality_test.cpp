@@ -182,7 +182,13 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"C.cache_identity(B, k, attic);", "unknown memory location 'attic'"},
         Malformed{"C.cache_identity(B, i, stack); C.split(j, 4, jo, ji);",
                   "loop schedules of 'C' must come before its memory schedules"},
-        Malformed{"C.cache(B, k, stack, [4], [k]);", "cache is not supported yet"},
+        Malformed{"C.cache(B, j, stack, [4, 4], \"{ [e0, e1] -> [e0] }\");",
+                  "cache: the map gives 1 indices but the shape has 2"},
+        Malformed{"C.cache(B, i, stack, [128], \"{ [e0, e1] -> [e0] }\");",
+                  "cache: the map sends two elements 'C' reads in one iteration of 'i' to the same "
+                  "place"},
+        Malformed{"C.cache(B, j, stack, [100, 1], \"{ [e0, e1] -> [e0, e1 - j] }\");",
+                  "cache: the map sends elements that 'C' reads outside the copy's shape"},
         Malformed{"C.alloc_at(A, i);", "only temp buffers are allocated by the kernel"}));
 
 // A cache whose size depends on run-time data has no fixed size: refused.

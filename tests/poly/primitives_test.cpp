@@ -285,6 +285,37 @@ TEST(Primitives, CacheIdentityCopiesTheWindowOfAnIteration) {
 )");
 }
 
+// cache with a hand-written layout: the rows of a that one iteration of io
+// reads, stored transposed.
+const char* kTranspose = R"(func tr {
+  param N = 6, M = 8;
+  input a : f32[M, N];
+  output b : f32[N, M];
+  compute s(i, j) in 0 <= i < N, 0 <= j < M: b[i, j] = a[j, i] * 2.0;
+})";
+
+TEST(Primitives, CacheWithAHandWrittenLayout) {
+  EXPECT_EQ(scheduled(kTranspose, R"(s.split(i, 2, io, ii);
+    s.cache(a, io, stack, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0] }");)"),
+            R"(func tr(input a: f32[M, N], output b: f32[N, M]) {
+  for (io = 0; io < 3; io += 1) {
+    alloc a_s_cache: f32[2, 8] @stack {
+      for (a_s_cache_0 = 0; a_s_cache_0 < 8; a_s_cache_0 += 1) {
+        for (a_s_cache_1 = 2 * io; a_s_cache_1 < 2 * io + 2; a_s_cache_1 += 1) {
+          a_s_cache[a_s_cache_1 - 2 * io, a_s_cache_0] = a[a_s_cache_0, a_s_cache_1];
+        }
+      }
+      for (ii = 0; ii < 2; ii += 1) {
+        for (j = 0; j < 8; j += 1) {
+          b[2 * io + ii, j] = a_s_cache[2 * io + ii - 2 * ((2 * io + ii) / 2), j] * 2.0;
+        }
+      }
+    }
+  }
+}
+)");
+}
+
 // The iteration domains the model builds, in isl notation.
 TEST(Domains, TriangleAndReductionDomains) {
   std::string d = poly::schedule(parse_one(kTriangle)).describe_domains();
