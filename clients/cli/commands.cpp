@@ -1,0 +1,395 @@
+// The check, emit and interp commands: load each file, pick its funcs, apply
+// --set, then call the compiler library one stage after another.
+#include "commands.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "json.h"
+#include "kiln/error.h"
+#include "kiln/frontend.h"
+#include "kiln/interp.h"
+#include "kiln/ir.h"
+#include "kiln/loop_ir.h"
+#include "kiln/poly.h"
+#include "run_params.h"
+
+namespace kiln::cli {
+namespace {
+
+// Calls fn and logs (at debug level, seen with --verbose) how long it took.
+template <typename F>
+auto timed(std::string_view subject, std::string_view what, F&& fn) {
+  auto start = std::chrono::steady_clock::now();
+  auto log = [&] {
+    std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+    spdlog::debug("{}: {} took {:.3f} ms", subject, what, ms.count());
+  };
+  if constexpr (std::is_void_v<std::invoke_result_t<F>>) {
+    fn();
+    log();
+  } else {
+    auto result = fn();
+    log();
+    return result;
+  }
+}
+
+// "1 computation", "4 schedule commands".
+std::string count(size_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
+// A func ready to compile: --set applied to its compile-time params and
+// knobs, and the --set values of its run-time params kept for running it.
+struct Prepared {
+  std::string file;
+  ir::Func func;
+  std::map<std::string, int64_t> runtime_params;
+};
+
+// How a command reports a failure: of a whole file (func empty) or of one func.
+using FailFn = std::function<void(const std::string& file, const std::string& func,
+                                  const std::string& message)>;
+
+void print_error(const std::string&, const std::string&, const std::string& message) {
+  std::fflush(stdout);  // keep stdout and stderr lines in order on a terminal
+  fmt::print(stderr, "{}\n", message);
+}
+
+// "matmul has params M, N, K and knobs TI"
+std::string names_in(const ir::Func& f) {
+  std::vector<std::string> params, knobs;
+  for (const ir::Param& p : f.params) params.push_back(p.name);
+  for (const ir::Knob& k : f.knobs) knobs.push_back(k.name);
+  return fmt::format("{} has params {} and knobs {}", f.name,
+                     params.empty() ? "(none)" : fmt::format("{}", fmt::join(params, ", ")),
+                     knobs.empty() ? "(none)" : fmt::format("{}", fmt::join(knobs, ", ")));
+}
+
+// The funcs of `m` that the options select. Throws CompileError when --func
+// names no func of the file, or a --set names nothing in the selected funcs.
+std::vector<const ir::Func*> select_funcs(const ir::Module& m, const std::string& file,
+                                          const Options& o) {
+  SourceLoc where{file, 0, 0};
+  std::vector<const ir::Func*> funcs;
+  if (m.funcs.empty()) throw CompileError("validate", where, "the file defines no func");
+  if (o.func) {
+    const ir::Func* f = m.find(*o.func);
+    if (!f) {
+      std::vector<std::string> names;
+      for (const ir::Func& g : m.funcs) names.push_back(g.name);
+      throw CompileError("validate", where,
+                         fmt::format("--func {}: no func of that name (expected one of: {})",
+                                     *o.func, fmt::join(names, ", ")));
+    }
+    funcs.push_back(f);
+  } else {
+    for (const ir::Func& f : m.funcs) funcs.push_back(&f);
+  }
+
+  for (const auto& [name, value] : o.overrides) {
+    bool known = std::any_of(funcs.begin(), funcs.end(), [&](const ir::Func* f) {
+      return f->find_param(name) != nullptr || f->find_knob(name) != nullptr;
+    });
+    if (!known) {
+      std::vector<std::string> described;
+      for (const ir::Func* f : funcs) described.push_back(names_in(*f));
+      throw CompileError("validate", where,
+                         fmt::format("--set {}={}: no param or knob named '{}' ({})", name, value,
+                                     name, fmt::join(described, "; ")));
+    }
+  }
+  return funcs;
+}
+
+// Splits the --set values between f's compile-time params and knobs (given to
+// ir::apply_overrides, which checks knob candidates) and its run-time params
+// (kept for interp::param_values). Names f does not have are for other funcs.
+Prepared prepare(const std::string& file, const ir::Func& f, const Options& o) {
+  Prepared p{file, {}, {}};
+  ir::Overrides compile_time;
+  for (const auto& [name, value] : o.overrides) {
+    const ir::Param* param = f.find_param(name);
+    if (param != nullptr && !param->value) {
+      p.runtime_params[name] = value;
+    } else if (param != nullptr || f.find_knob(name) != nullptr) {
+      compile_time[name] = value;
+    }
+  }
+  p.func = ir::apply_overrides(f, compile_time);
+  return p;
+}
+
+// Calls `each` on every func the options select, file by file. A CompileError
+// (from loading a file or from `each`) goes to `fail` and the run goes on with
+// the next func or file. `each` gets whether more than one func is being
+// processed, and returns false for a failed check. Returns the exit status.
+int for_each_func(const Options& o, const std::function<bool(const Prepared&, bool many)>& each,
+                  const FailFn& fail) {
+  bool all_ok = true;
+  auto internal = [](const std::string& where, const std::exception& e) {
+    return fmt::format("{}: internal error: {} (this is a bug in kiln; please report it)", where,
+                       e.what());
+  };
+  for (const std::string& file : o.files) {
+    ir::Module module;
+    std::vector<const ir::Func*> funcs;
+    try {
+      module = timed(file, "parse", [&] { return frontend::parse_file(file); });
+      funcs = select_funcs(module, file, o);
+    } catch (const CompileError& e) {
+      fail(file, "", e.what());
+      all_ok = false;
+      continue;
+    } catch (const std::exception& e) {
+      fail(file, "", internal(file, e));
+      all_ok = false;
+      continue;
+    }
+    bool many = o.files.size() > 1 || funcs.size() > 1;
+    for (const ir::Func* f : funcs) {
+      try {
+        Prepared p = prepare(file, *f, o);
+        if (!each(p, many)) all_ok = false;
+      } catch (const CompileError& e) {
+        fail(file, f->name, e.what());
+        all_ok = false;
+      } catch (const std::exception& e) {
+        fail(file, f->name, internal(fmt::format("{}: func {}", file, f->name), e));
+        all_ok = false;
+      }
+    }
+  }
+  return all_ok ? 0 : 1;
+}
+
+poly::ScheduledFunc timed_schedule(const ir::Func& f, bool apply_commands) {
+  return timed(f.name, apply_commands ? "schedule and legality" : "polyhedral model",
+               [&] { return poly::schedule(f, apply_commands); });
+}
+
+ir::LoweredFunc timed_lower(const poly::ScheduledFunc& s) {
+  return timed(s.func().name, "lowering", [&] { return poly::lower(s); });
+}
+
+// The sum of an output's elements: a cheap fingerprint of a run.
+struct OutputSum {
+  std::string buf;
+  std::vector<int64_t> shape;
+  double checksum = 0;
+};
+
+std::vector<OutputSum> checksums(const ir::Func& f, const interp::Bindings& b) {
+  std::vector<OutputSum> sums;
+  for (const ir::Buf& buf : f.bufs) {
+    if (buf.kind != ir::BufKind::Output) continue;
+    const interp::HostBuffer& h = b.buffers.at(buf.name);
+    OutputSum s{buf.name, h.shape(), 0};
+    for (int64_t i = 0; i < h.size(); ++i) s.checksum += h.get_f(i);
+    sums.push_back(std::move(s));
+  }
+  return sums;
+}
+
+// One run of `kiln interp` on one func.
+struct InterpResult {
+  std::map<std::string, int64_t> params;  // every param's value in this run
+  std::vector<std::string> chosen;        // run-time params kiln gave a value
+  std::vector<OutputSum> outputs;
+  std::optional<interp::Mismatch> mismatch;  // with --check
+};
+
+InterpResult interpret(const Prepared& p, const Options& o) {
+  const ir::Func& f = p.func;
+  // Compile first: a schedule kiln refuses should not wait for the reference run.
+  ir::LoweredFunc lowered = timed_lower(timed_schedule(f, !o.no_schedule));
+  RunParams run_params = run_param_values(f, p.runtime_params);
+  for (const std::string& name : run_params.chosen) {
+    spdlog::debug("{}: run-time param {} not given; using {}", f.name, name,
+                  run_params.values.at(name));
+  }
+  std::map<std::string, int64_t> params = interp::param_values(f, run_params.values);
+  interp::Bindings actual =
+      timed(f.name, "random inputs", [&] { return interp::random_bindings(f, params, o.seed); });
+  interp::Bindings expected;
+  if (o.check) {
+    expected = actual;
+    timed(f.name, "reference interpreter", [&] { interp::run_reference(f, expected); });
+  }
+  timed(f.name, "loop interpreter", [&] { interp::run_loops(lowered, actual); });
+
+  InterpResult r;
+  r.params = params;
+  r.chosen = run_params.chosen;
+  r.outputs = checksums(f, actual);
+  if (o.check) r.mismatch = interp::compare_outputs(f, expected, actual);
+  return r;
+}
+
+std::string outputs_json(const std::vector<OutputSum>& outputs) {
+  JsonObject obj;
+  for (const OutputSum& s : outputs) {
+    obj.raw(s.buf,
+            JsonObject().raw("shape", json_int_array(s.shape)).num("checksum", s.checksum).done());
+  }
+  return obj.done();
+}
+
+std::string mismatch_json(const interp::Mismatch& m) {
+  return JsonObject()
+      .str("buffer", m.buffer)
+      .raw("index", json_int_array(m.index))
+      .num("expected", m.expected)
+      .num("actual", m.actual)
+      .num("abs_error", m.abs_error)
+      .num("rel_error", m.rel_error)
+      .str("message", m.describe())
+      .done();
+}
+
+// The --json line for one func (or a file that failed as a whole: func empty).
+std::string result_json(const std::string& file, const std::string& func, const InterpResult* r,
+                        const std::string* error) {
+  JsonObject obj;
+  obj.str("file", file);
+  if (func.empty()) {
+    obj.null("func");
+  } else {
+    obj.str("func", func);
+  }
+  bool ok = error == nullptr && r != nullptr && (!r->mismatch || r->mismatch->ok);
+  obj.boolean("ok", ok);
+  if (r != nullptr && r->mismatch) {
+    obj.num("max_abs_error", r->mismatch->abs_error);
+  } else {
+    obj.null("max_abs_error");
+  }
+  if (r != nullptr && r->mismatch && !r->mismatch->ok) {
+    obj.raw("mismatch", mismatch_json(*r->mismatch));
+  } else {
+    obj.null("mismatch");
+  }
+  if (r != nullptr) {
+    JsonObject params;
+    for (const auto& [name, value] : r->params) params.integer(name, value);
+    obj.raw("params", params.done());
+    obj.raw("outputs", outputs_json(r->outputs));
+  } else {
+    obj.null("params");
+    obj.null("outputs");
+  }
+  if (error != nullptr) {
+    obj.str("error", *error);
+  } else {
+    obj.null("error");
+  }
+  return obj.done();
+}
+
+// " with m=13" for the run-time params kiln chose, so that a run can be repeated.
+std::string chosen_suffix(const InterpResult& r) {
+  std::vector<std::string> values;
+  for (const std::string& name : r.chosen) {
+    values.push_back(fmt::format("{}={}", name, r.params.at(name)));
+  }
+  return values.empty() ? "" : fmt::format(" with {}", fmt::join(values, ", "));
+}
+
+void print_interp_text(const Prepared& p, const InterpResult& r) {
+  const std::string& name = p.func.name;
+  if (!r.mismatch) {
+    for (const OutputSum& s : r.outputs) {
+      fmt::print("{}: {}[{}] checksum {:.10g}{}\n", name, s.buf, fmt::join(s.shape, ", "),
+                 s.checksum, chosen_suffix(r));
+    }
+  } else if (r.mismatch->ok) {
+    size_t n = r.outputs.size();
+    fmt::print("ok  {}: {} {} (max abs error {}){}\n", name, count(n, "output"),
+               n == 1 ? "matches" : "match", r.mismatch->abs_error, chosen_suffix(r));
+  } else {
+    print_error(p.file, name,
+                fmt::format("FAIL {}: {}{}", name, r.mismatch->describe(), chosen_suffix(r)));
+  }
+}
+
+}  // namespace
+
+int run_check(const Options& o) {
+  return for_each_func(
+      o,
+      [](const Prepared& p, bool) {
+        timed_schedule(p.func, true);
+        fmt::print("ok  {}: {}, {}\n", p.func.name, count(p.func.comps.size(), "computation"),
+                   count(p.func.schedule.size(), "schedule command"));
+        return true;
+      },
+      print_error);
+}
+
+int run_emit(const Options& o) {
+  spdlog::debug("emit: stage {}{}", stage_name(*o.stage), o.no_schedule ? ", no schedule" : "");
+  bool first = true;
+  return for_each_func(
+      o,
+      [&](const Prepared& p, bool many) {
+        const ir::Func& f = p.func;
+        std::string text;
+        switch (*o.stage) {
+          case Stage::Ast:
+            text = ir::to_string(f);
+            break;
+          case Stage::Ir:
+            text = timed_schedule(f, !o.no_schedule).describe_domains();
+            break;
+          case Stage::Schedule:
+            text = timed_schedule(f, !o.no_schedule).describe_schedule();
+            break;
+          case Stage::Loops:
+            text = ir::to_string(timed_lower(timed_schedule(f, !o.no_schedule)));
+            break;
+        }
+        if (many) {
+          // A comment line in both .kiln and the C-like loop syntax.
+          fmt::print("{}// {}: func {}\n", first ? "" : "\n", p.file, f.name);
+        }
+        first = false;
+        fmt::print("{}{}", text, text.ends_with('\n') ? "" : "\n");
+        return true;
+      },
+      print_error);
+}
+
+int run_interp(const Options& o) {
+  FailFn fail = print_error;
+  if (o.json) {
+    fail = [](const std::string& file, const std::string& func, const std::string& message) {
+      fmt::print("{}\n", result_json(file, func, nullptr, &message));
+    };
+  }
+  return for_each_func(
+      o,
+      [&](const Prepared& p, bool) {
+        InterpResult r = interpret(p, o);
+        if (o.json) {
+          fmt::print("{}\n", result_json(p.file, p.func.name, &r, nullptr));
+        } else {
+          print_interp_text(p, r);
+        }
+        return !r.mismatch || r.mismatch->ok;
+      },
+      fail);
+}
+
+}  // namespace kiln::cli

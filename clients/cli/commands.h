@@ -1,0 +1,14 @@
+// The offline commands of the kiln command line. Each takes parsed options,
+// calls the compiler library, prints its results and returns the exit status
+// (0 ok, 1 a compile error or a failed check).
+#pragma once
+
+#include "options.h"
+
+namespace kiln::cli {
+
+int run_check(const Options& o);   // kiln check
+int run_emit(const Options& o);    // kiln emit --stage ...
+int run_interp(const Options& o);  // kiln interp [--check] [--json]
+
+}  // namespace kiln::cli

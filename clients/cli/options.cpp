@@ -1,0 +1,339 @@
+// Parsing of the kiln command line, and the usage and help texts.
+#include "options.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <charconv>
+#include <string_view>
+
+namespace kiln::cli {
+namespace {
+
+// One option: its name, whether it takes a value (and what kind, for
+// messages), and which commands accept it.
+struct OptionSpec {
+  std::string_view name;
+  std::string_view value;  // empty: a flag
+  bool check, emit, interp;
+};
+
+constexpr std::array<OptionSpec, 8> kOptions = {{
+    {"--func", "NAME", true, true, true},
+    {"--set", "NAME=INT", true, true, true},
+    {"--stage", "STAGE", false, true, false},
+    {"--no-schedule", "", false, true, true},
+    {"--check", "", false, false, true},
+    {"--json", "", false, false, true},
+    {"--seed", "N", false, false, true},
+    {"--verbose", "", true, true, true},
+}};
+
+bool accepts(const OptionSpec& o, Command c) {
+  switch (c) {
+    case Command::Check:
+      return o.check;
+    case Command::Emit:
+      return o.emit;
+    case Command::Interp:
+      return o.interp;
+    case Command::None:
+      return false;
+  }
+  return false;
+}
+
+const OptionSpec* find_option(std::string_view name) {
+  for (const OptionSpec& o : kOptions) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
+}
+
+std::optional<Command> command_from_name(std::string_view name) {
+  if (name == "check") return Command::Check;
+  if (name == "emit") return Command::Emit;
+  if (name == "interp") return Command::Interp;
+  return std::nullopt;
+}
+
+bool is_identifier(std::string_view s) {
+  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (s.empty() || !alpha(s[0])) return false;
+  for (char c : s) {
+    if (!alpha(c) && !digit(c)) return false;
+  }
+  return true;
+}
+
+template <typename Int>
+std::optional<Int> parse_int(std::string_view s) {
+  Int v{};
+  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+void parse_set(Command c, std::string_view text, ir::Overrides& out) {
+  size_t eq = text.find('=');
+  if (eq == std::string_view::npos) {
+    throw UsageError(c,
+                     fmt::format("--set '{}': expected NAME=INT, for example --set M=128", text));
+  }
+  std::string_view name = text.substr(0, eq);
+  std::string_view value = text.substr(eq + 1);
+  if (!is_identifier(name)) {
+    throw UsageError(c, fmt::format("--set '{}': '{}' is not a param or knob name (expected an "
+                                    "identifier before '=', for example --set M=128)",
+                                    text, name));
+  }
+  std::optional<int64_t> v = parse_int<int64_t>(value);
+  if (!v) {
+    throw UsageError(c, fmt::format("--set '{}': '{}' is not an integer (expected a 64-bit "
+                                    "integer after '=', for example --set {}=128)",
+                                    text, value, name));
+  }
+  out[std::string(name)] = *v;
+}
+
+Stage parse_stage(Command c, std::string_view text) {
+  if (text == "ast") return Stage::Ast;
+  if (text == "ir") return Stage::Ir;
+  if (text == "schedule") return Stage::Schedule;
+  if (text == "loops") return Stage::Loops;
+  throw UsageError(c, fmt::format("--stage '{}': unknown stage (expected one of: ast, ir, "
+                                  "schedule, loops)",
+                                  text));
+}
+
+void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
+  Command c = o.command;
+  std::string_view name = spec.name;
+  if (name == "--func") {
+    if (value.empty()) throw UsageError(c, "--func: expected a func name, got ''");
+    o.func = std::string(value);
+  } else if (name == "--set") {
+    parse_set(c, value, o.overrides);
+  } else if (name == "--stage") {
+    o.stage = parse_stage(c, value);
+  } else if (name == "--no-schedule") {
+    o.no_schedule = true;
+  } else if (name == "--check") {
+    o.check = true;
+  } else if (name == "--json") {
+    o.json = true;
+  } else if (name == "--seed") {
+    std::optional<uint64_t> seed = parse_int<uint64_t>(value);
+    if (!seed) {
+      throw UsageError(c, fmt::format("--seed '{}': expected a non-negative integer", value));
+    }
+    o.seed = *seed;
+  } else if (name == "--verbose") {
+    o.verbose = true;
+  }
+}
+
+}  // namespace
+
+const char* command_name(Command c) {
+  switch (c) {
+    case Command::Check:
+      return "check";
+    case Command::Emit:
+      return "emit";
+    case Command::Interp:
+      return "interp";
+    case Command::None:
+      return "";
+  }
+  return "";
+}
+
+const char* stage_name(Stage s) {
+  switch (s) {
+    case Stage::Ast:
+      return "ast";
+    case Stage::Ir:
+      return "ir";
+    case Stage::Schedule:
+      return "schedule";
+    case Stage::Loops:
+      return "loops";
+  }
+  return "";
+}
+
+Options parse_command_line(int argc, const char* const* argv) {
+  Options o;
+  bool options_done = false;  // after `--`, everything is a file
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    bool is_option = !options_done && arg.size() > 1 && arg[0] == '-';
+
+    if (!is_option) {
+      if (o.command == Command::None) {
+        if (arg == "help") {  // `kiln help [COMMAND]`
+          o.help = true;
+          if (i + 1 < argc) {
+            std::optional<Command> c = command_from_name(argv[i + 1]);
+            if (!c)
+              throw UsageError(Command::None, fmt::format("help: unknown command '{}' "
+                                                          "(expected check, emit or interp)",
+                                                          argv[i + 1]));
+            o.command = *c;
+          }
+          return o;
+        }
+        std::optional<Command> c = command_from_name(arg);
+        if (!c) {
+          throw UsageError(
+              Command::None,
+              fmt::format("unknown command '{}' (expected check, emit or interp)", arg));
+        }
+        o.command = *c;
+      } else {
+        o.files.emplace_back(arg);
+      }
+      continue;
+    }
+
+    if (arg == "--") {
+      options_done = true;
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (arg == "--version") {
+      o.version = true;
+      continue;
+    }
+
+    // --name VALUE or --name=VALUE
+    std::string_view name = arg;
+    std::optional<std::string_view> inline_value;
+    if (size_t eq = arg.find('='); eq != std::string_view::npos && arg.starts_with("--")) {
+      name = arg.substr(0, eq);
+      inline_value = arg.substr(eq + 1);
+    }
+    const OptionSpec* spec = find_option(name);
+    if (spec && spec->name == "--verbose") {  // accepted anywhere, like --help
+      o.verbose = true;
+      continue;
+    }
+    if (o.command == Command::None) {
+      throw UsageError(Command::None, spec ? fmt::format("option '{}' must come after a command "
+                                                         "(check, emit or interp)",
+                                                         name)
+                                           : fmt::format("unknown option '{}'", name));
+    }
+    if (!spec || !accepts(*spec, o.command)) {
+      throw UsageError(o.command, fmt::format("unknown option '{}' for 'kiln {}'", name,
+                                              command_name(o.command)));
+    }
+    std::string_view value;
+    if (!spec->value.empty()) {
+      if (inline_value) {
+        value = *inline_value;
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        throw UsageError(o.command,
+                         fmt::format("option '{}' needs a value ({} {})", name, name, spec->value));
+      }
+    } else if (inline_value) {
+      throw UsageError(o.command, fmt::format("option '{}' takes no value", name));
+    }
+    apply_option(o, *spec, value);
+  }
+
+  if (o.help || o.version) return o;
+  if (o.command == Command::None) {
+    throw UsageError(Command::None, "missing command (expected check, emit or interp)");
+  }
+  if (o.files.empty()) {
+    throw UsageError(o.command, "missing FILE (expected one or more .kiln files)");
+  }
+  if (o.command == Command::Emit && !o.stage) {
+    throw UsageError(o.command, "missing --stage (expected one of: ast, ir, schedule, loops)");
+  }
+  return o;
+}
+
+std::string synopsis(Command c) {
+  switch (c) {
+    case Command::Check:
+      return "usage: kiln check FILE... [--func NAME] [--set NAME=INT]...";
+    case Command::Emit:
+      return "usage: kiln emit FILE... --stage {ast,ir,schedule,loops} [--func NAME] "
+             "[--no-schedule] [--set NAME=INT]...";
+    case Command::Interp:
+      return "usage: kiln interp FILE... [--check] [--json] [--func NAME] [--seed N] "
+             "[--no-schedule] [--set NAME=INT]...";
+    case Command::None:
+      break;
+  }
+  return "usage: kiln [--verbose] COMMAND FILE... [OPTIONS]\n"
+         "       kiln --help | --version | COMMAND --help";
+}
+
+std::string help_text(Command c) {
+  const char* common =
+      "  --func NAME     only the func called NAME (default: every func in the file)\n"
+      "  --set NAME=INT  give a param or knob this value (repeatable); a run-time\n"
+      "                  param's value is used when the operator runs\n"
+      "  --verbose       debug logs of every stage on stderr\n"
+      "  -h, --help      this help\n";
+  const char* exits =
+      "\nExit status: 0 ok, 1 the input is wrong or a check failed, 2 usage error.\n";
+  switch (c) {
+    case Command::Check:
+      return synopsis(c) +
+             "\n\nParses each FILE, applies --set, builds the polyhedral model of every func\n"
+             "and applies its schedule, checking it against the exact dependences.\n"
+             "Prints one line per func:\n"
+             "  ok  matmul: 2 computations, 4 schedule commands\n\nOptions:\n" +
+             common + exits;
+    case Command::Emit:
+      return synopsis(c) +
+             "\n\nPrints one stage of the compilation of every func:\n"
+             "  ast       the parsed program in .kiln syntax (after --set)\n"
+             "  ir        each computation's iteration domain and accesses (isl notation)\n"
+             "  schedule  each computation's schedule, loop names, tags and dependences\n"
+             "  loops     the lowered loop nest\n\nOptions:\n"
+             "  --stage STAGE   which stage to print (required)\n"
+             "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
+             common + exits;
+    case Command::Interp:
+      return synopsis(c) +
+             "\n\nRuns every func on reproducible random inputs with the loop-IR interpreter\n"
+             "and prints a checksum of each output. With --check it also runs the\n"
+             "reference interpreter (the algorithm without its schedule) and compares:\n"
+             "  ok  matmul: 1 output matches (max abs error 0)\n"
+             "A run-time param without --set gets a small size that meets the func's\n"
+             "constraints, and the line says which: `... with n=13`.\n\nOptions:\n"
+             "  --check         compare against the reference interpreter\n"
+             "  --json          one JSON object per func on stdout instead of text\n"
+             "  --seed N        seed of the random inputs (default 0)\n"
+             "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
+             common + exits;
+    case Command::None:
+      break;
+  }
+  return synopsis(c) +
+         "\n\nkiln compiles tensor operators written in the .kiln language.\n\n"
+         "Commands:\n"
+         "  check    parse, apply the schedule and check its legality\n"
+         "  emit     print a stage of compilation: ast, ir, schedule or loops\n"
+         "  interp   run the lowered loops; --check compares with the reference\n\n"
+         "Options:\n"
+         "  --verbose       debug logs of every stage on stderr\n"
+         "  --version       print the version\n"
+         "  -h, --help      this help; `kiln COMMAND --help` for a command's options\n" +
+         exits + "\nDocumentation: docs/cli.md and docs/language.md.\n";
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,128 @@
+// The syntax tree: what the parser builds and the checker turns into IR.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kiln/ir.h"
+#include "source.h"
+
+namespace kiln::frontend {
+
+enum class AstKind : uint8_t {
+  Int,      // 42
+  Float,    // 1.5
+  Bool,     // true
+  Name,     // i, M
+  Index,    // A[i, k]        (name, args)
+  Call,     // f(a, b)        (name, args): builtins, casts, computation reads
+  Unary,    // -a, not a      (unary_op, args[0])
+  Binary,   // a + b, a and b (binary_op, args[0], args[1])
+  Compare,  // a < b <= c     (args: the operands, cmp_ops/cmp_pos: the operators)
+};
+
+struct Ast {
+  AstKind kind = AstKind::Int;
+  Pos pos;         // the token the node is about: operator, name or literal
+  Pos start;       // the node's first token
+  size_t end = 0;  // offset one past the node's last character
+  int depth = 1;   // height of the tree below, this node included
+  int64_t int_value = 0;
+  double float_value = 0;
+  bool bool_value = false;
+  std::string name;
+  ir::UnaryOp unary_op = ir::UnaryOp::Neg;
+  ir::BinaryOp binary_op = ir::BinaryOp::Add;
+  std::vector<std::unique_ptr<Ast>> args;
+  std::vector<ir::BinaryOp> cmp_ops;
+  std::vector<Pos> cmp_pos;
+};
+using AstPtr = std::unique_ptr<Ast>;
+
+struct Ident {
+  std::string name;
+  Pos pos;
+};
+
+struct ParamDecl {
+  Ident name;
+  std::optional<int64_t> value;
+};
+
+// One comma-separated condition of a `constraint` item.
+struct ConstraintDecl {
+  AstPtr cond;
+};
+
+struct ValueRange {
+  AstPtr lo, hi;
+  bool lo_inclusive = true;
+  bool hi_inclusive = false;
+  Pos pos;  // the opening bracket
+};
+
+struct BufferDecl {
+  ir::BufKind kind = ir::BufKind::Input;
+  Ident name;
+  ir::DType dtype = ir::DType::F32;
+  std::vector<AstPtr> shape;
+  std::optional<ValueRange> range;
+  bool sorted = false;
+  Pos sorted_pos;
+};
+
+struct KnobDecl {
+  Ident name;
+  int64_t value = 0;
+  Pos value_pos;
+  std::vector<int64_t> candidates;
+  std::vector<Pos> candidate_pos;
+};
+
+enum class AssignOp : uint8_t { Set, Add, Sub, Mul };
+
+// `sum(k, l in D) body`: the whole right-hand side of a store.
+struct ReductionAst {
+  Ident op;  // sum, prod, max, min
+  std::vector<Ident> iters;
+  std::vector<AstPtr> domain;
+  AstPtr body;
+};
+
+struct ComputeDecl {
+  Ident name;
+  std::vector<Ident> iters;
+  std::vector<AstPtr> domain;
+  bool stores = false;
+  // A store: target[target_indices] ASSIGN value (or reduction).
+  Ident target;
+  std::vector<AstPtr> target_indices;
+  AssignOp assign = AssignOp::Set;
+  Pos assign_pos;
+  AstPtr value;  // the value; null when `reduction` is set
+  std::optional<ReductionAst> reduction;
+};
+
+struct ScheduleDecl {
+  Pos pos;  // the `schedule` keyword
+  std::vector<ir::ScheduleCommand> commands;
+  std::vector<KnobDecl> knobs;
+};
+
+using Item =
+    std::variant<ParamDecl, ConstraintDecl, BufferDecl, KnobDecl, ComputeDecl, ScheduleDecl>;
+
+struct FuncDecl {
+  Ident name;
+  std::vector<Item> items;
+};
+
+struct ModuleDecl {
+  std::vector<FuncDecl> funcs;
+};
+
+}  // namespace kiln::frontend

@@ -1,0 +1,490 @@
+// The checker: walks each func's items in order (names are declared before
+// use), validates them and builds the IR, desugaring +=, reductions and
+// chained comparisons on the way.
+#include "checker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "affine.h"
+#include "scope.h"
+#include "typing.h"
+
+namespace kiln::frontend {
+
+namespace {
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+std::string at_pos(Pos p) { return std::to_string(p.line) + ":" + std::to_string(p.col); }
+
+// One condition of a domain or constraint: top-level `and`s and chains are
+// split, so `0 <= i < N` gives two.
+struct Piece {
+  const Ast* ast;
+  int link;  // >= 0: that comparison of a Compare chain; -1: the whole node
+  Pos start() const { return link >= 0 ? ast->args[link]->start : ast->start; }
+};
+
+void split(const Ast& c, std::vector<Piece>& out) {
+  if (c.kind == AstKind::Binary && c.binary_op == ir::BinaryOp::And) {
+    split(*c.args[0], out);
+    split(*c.args[1], out);
+  } else if (c.kind == AstKind::Compare) {
+    for (size_t k = 0; k < c.cmp_ops.size(); ++k) out.push_back({&c, static_cast<int>(k)});
+  } else {
+    out.push_back({&c, -1});
+  }
+}
+
+// The identity of a reduction over a buffer of type t.
+ir::Expr identity(const std::string& op, ir::DType t) {
+  double inf = std::numeric_limits<double>::infinity();
+  if (ir::is_float(t)) {
+    double v = op == "sum" ? 0.0 : op == "prod" ? 1.0 : op == "max" ? -inf : inf;
+    return ir::float_imm(v, t);
+  }
+  int64_t lo = t == ir::DType::I32 ? std::numeric_limits<int32_t>::min()
+                                   : std::numeric_limits<int64_t>::min();
+  int64_t hi = t == ir::DType::I32 ? std::numeric_limits<int32_t>::max()
+                                   : std::numeric_limits<int64_t>::max();
+  int64_t v = op == "sum" ? 0 : op == "prod" ? 1 : op == "max" ? lo : hi;
+  return ir::int_imm(v, t);
+}
+
+ir::BinaryOp reduction_op(const std::string& op) {
+  if (op == "sum") return ir::BinaryOp::Add;
+  if (op == "prod") return ir::BinaryOp::Mul;
+  if (op == "max") return ir::BinaryOp::Max;
+  return ir::BinaryOp::Min;
+}
+
+class FuncChecker {
+ public:
+  FuncChecker(const Source& src, const FuncDecl& decl) : src_(src), decl_(decl) {}
+
+  ir::Func run() {
+    for (const Item& item : decl_.items) note_future_names(item);
+    func_.name = decl_.name.name;
+    func_.where = src_.loc(decl_.name.pos);
+    for (const Item& item : decl_.items) {
+      std::visit([&](const auto& d) { check(d); }, item);
+    }
+    check_schedule_targets();
+    return std::move(func_);
+  }
+
+ private:
+  [[noreturn]] void fail(Pos p, const std::string& msg) const { src_.validate_error(p, msg); }
+
+  // ---- names
+
+  void note_future_names(const Item& item) {
+    if (const auto* p = std::get_if<ParamDecl>(&item)) scope_.add_future(p->name.name, p->name.pos);
+    if (const auto* b = std::get_if<BufferDecl>(&item))
+      scope_.add_future(b->name.name, b->name.pos);
+    if (const auto* k = std::get_if<KnobDecl>(&item)) scope_.add_future(k->name.name, k->name.pos);
+    if (const auto* c = std::get_if<ComputeDecl>(&item))
+      scope_.add_future(c->name.name, c->name.pos);
+  }
+
+  void check_not_builtin(const Ident& id, const char* what) const {
+    if (is_builtin_name(id.name)) {
+      fail(id.pos, q(id.name) + " is a built-in function and cannot name " + what);
+    }
+  }
+
+  std::string where_declared(const Decl& d) const {
+    if (!d.made_by.empty()) return " (made by " + d.made_by + " at " + at_pos(d.pos) + ")";
+    return " at " + at_pos(d.pos);
+  }
+
+  // Params, buffers and knobs share one namespace; computations may share a
+  // name with a buffer only.
+  void declare_name(const Ident& id, Decl d) {
+    check_not_builtin(id, decl_kind_name(d.kind));
+    if (const Decl* old = scope_.name(id.name)) {
+      fail(id.pos, "duplicate name " + q(id.name) + ": already declared as " +
+                       decl_kind_name(old->kind) + where_declared(*old));
+    }
+    if (d.kind != Decl::Kind::Buffer) {
+      if (const Decl* c = scope_.comp(id.name)) {
+        fail(id.pos, "duplicate name " + q(id.name) + ": already declared as a computation" +
+                         where_declared(*c));
+      }
+    }
+    d.pos = id.pos;
+    scope_.add_name(id.name, std::move(d));
+  }
+
+  void check_comp_name(const Ident& id, const std::string& made_by = "") const {
+    if (made_by.empty()) check_not_builtin(id, "a computation");
+    std::string intro = made_by.empty() ? "duplicate name " + q(id.name)
+                                        : "the computation " + q(id.name) + " made by " + made_by +
+                                              " clashes with a name";
+    if (const Decl* c = scope_.comp(id.name)) {
+      fail(id.pos, intro + ": already declared as a computation" + where_declared(*c));
+    }
+    if (const Decl* d = scope_.name(id.name); d && d->kind != Decl::Kind::Buffer) {
+      fail(id.pos, intro + ": already declared as " + decl_kind_name(d->kind) + where_declared(*d));
+    }
+  }
+
+  void check_iter_name(const Ident& id, const std::string& comp) const {
+    check_not_builtin(id, "an iterator");
+    if (id.name == "root") {
+      fail(id.pos, "'root' names the outermost level in schedules and cannot name an iterator");
+    }
+    if (const Decl* d = scope_.name(id.name)) {
+      fail(id.pos, "iterator " + q(id.name) + " has the name of " + decl_kind_name(d->kind) +
+                       " declared" + where_declared(*d) + "; iterators may not reuse names");
+    }
+    if (const Decl* c = scope_.comp(id.name)) {
+      fail(id.pos, "iterator " + q(id.name) + " has the name of a computation declared" +
+                       where_declared(*c) + "; iterators may not reuse names");
+    }
+    if (id.name == comp) {
+      fail(id.pos, "iterator " + q(id.name) + " has the name of its own computation");
+    }
+    if (auto k = scope_.iter(id.name)) {
+      fail(id.pos, "iterator " + q(id.name) + " is declared twice in " + q(comp) + " (first at " +
+                       at_pos(scope_.iters()[*k].pos) + ")");
+    }
+  }
+
+  // ---- items
+
+  void check(const ParamDecl& d) {
+    Decl decl;
+    decl.kind = Decl::Kind::Param;
+    declare_name(d.name, decl);
+    func_.params.push_back(ir::Param{d.name.name, d.value, src_.loc(d.name.pos)});
+  }
+
+  void check(const ConstraintDecl& d) {
+    scope_.clear_iters();
+    ExprContext ctx{"a constraint", false, false, false, false};
+    AffineContext actx{"a constraint", false};
+    Typer typer(src_, scope_, ctx);
+    std::vector<Piece> pieces;
+    split(*d.cond, pieces);
+    for (const Piece& p : pieces) {
+      ir::Expr e =
+          p.link >= 0 ? typer.comparison(*p.ast, p.link) : typer.as_bool(*p.ast, "a constraint");
+      check_condition(src_, scope_, actx, *p.ast, p.link, nullptr);
+      func_.constraints.push_back(ir::Constraint{e, src_.loc(p.start())});
+    }
+  }
+
+  void check(const BufferDecl& d) {
+    const std::string name = q(d.name.name);
+    Decl decl;
+    decl.kind = Decl::Kind::Buffer;
+    decl.dtype = d.dtype;
+    decl.rank = d.shape.size();
+    decl.buf_kind = d.kind;
+    scope_.clear_iters();
+    ir::Buf b;
+    b.name = d.name.name;
+    b.dtype = d.dtype;
+    b.kind = d.kind;
+    b.where = src_.loc(d.name.pos);
+    ExprContext ctx{"the shape of " + name, false, false, false, false};
+    AffineContext actx{"the shape of " + name, false};
+    Typer typer(src_, scope_, ctx);
+    for (size_t k = 0; k < d.shape.size(); ++k) {
+      const Ast& a = *d.shape[k];
+      std::string what = "extent " + std::to_string(k + 1) + " of buffer " + name;
+      ir::Expr e = typer.as_index(a, what);
+      check_affine(src_, scope_, actx, a);
+      if (const auto* c = ir::as<ir::IntImm>(e); c && c->value <= 0) {
+        fail(a.start, what + " must be positive, found " + std::to_string(c->value));
+      }
+      b.shape.push_back(e);
+    }
+    if (d.kind != ir::BufKind::Input && (d.range || d.sorted)) {
+      fail(d.range ? d.range->pos : d.sorted_pos,
+           std::string(d.range ? "a value range" : "'sorted'") +
+               " is only allowed on input buffers; " + name + " is " +
+               (d.kind == ir::BufKind::Output ? "an output" : "a temp"));
+    }
+    if (d.range) check_range(d, b, name);
+    b.values.sorted = d.sorted;
+    declare_name(d.name, decl);
+    func_.bufs.push_back(std::move(b));
+  }
+
+  void check_range(const BufferDecl& d, ir::Buf& b, const std::string& name) {
+    const ValueRange& r = *d.range;
+    if (d.dtype == ir::DType::Bool)
+      fail(r.pos, "bool buffer " + name + " cannot have a value range");
+    ExprContext ctx{"the value range of " + name, false, false, false, false};
+    Typer typer(src_, scope_, ctx);
+    auto bound = [&](const Ast& a, const char* which) {
+      std::string what = std::string("the ") + which + " bound of the value range of " + name;
+      return ir::is_int(d.dtype) ? typer.as_index(a, what) : typer.as_type(a, d.dtype, what);
+    };
+    b.values.lo = bound(*r.lo, "lower");
+    b.values.hi = bound(*r.hi, "upper");
+    b.values.lo_inclusive = r.lo_inclusive;
+    b.values.hi_inclusive = r.hi_inclusive;
+    auto number = [](const ir::Expr& e) -> std::optional<double> {
+      if (const auto* i = ir::as<ir::IntImm>(e)) return static_cast<double>(i->value);
+      if (const auto* f = ir::as<ir::FloatImm>(e)) return f->value;
+      return std::nullopt;
+    };
+    auto lo = number(b.values.lo), hi = number(b.values.hi);
+    if (lo && hi && (*lo > *hi || (*lo == *hi && !(r.lo_inclusive && r.hi_inclusive)))) {
+      fail(r.pos, "the value range of " + name + " is empty");
+    }
+  }
+
+  void check(const KnobDecl& d) {
+    Decl decl;
+    decl.kind = Decl::Kind::Knob;
+    declare_name(d.name, decl);
+    for (size_t k = 0; k < d.candidates.size(); ++k) {
+      for (size_t j = 0; j < k; ++j) {
+        if (d.candidates[j] == d.candidates[k]) {
+          fail(d.candidate_pos[k], "knob " + q(d.name.name) + " lists the candidate " +
+                                       std::to_string(d.candidates[k]) + " twice");
+        }
+      }
+    }
+    if (std::find(d.candidates.begin(), d.candidates.end(), d.value) == d.candidates.end()) {
+      std::string list;
+      for (int64_t c : d.candidates) list += (list.empty() ? "" : ", ") + std::to_string(c);
+      fail(d.value_pos, "the default " + std::to_string(d.value) + " of knob " + q(d.name.name) +
+                            " is not one of its candidates [" + list + "]");
+    }
+    func_.knobs.push_back(ir::Knob{d.name.name, d.value, d.candidates, src_.loc(d.name.pos)});
+  }
+
+  void check(const ScheduleDecl& d) {
+    if (schedule_) {
+      fail(d.pos, "func " + q(func_.name) + " has a second schedule block (the first is at " +
+                      at_pos(*schedule_) + "); a func has at most one");
+    }
+    schedule_ = d.pos;
+    for (const KnobDecl& k : d.knobs) check(k);
+    func_.schedule = d.commands;
+  }
+
+  void check_schedule_targets() const {
+    for (const ir::ScheduleCommand& c : func_.schedule) {
+      if (scope_.comp(c.target)) continue;
+      if (const Decl* d = scope_.name(c.target); d && d->kind == Decl::Kind::Buffer) continue;
+      throw CompileError("validate", c.where,
+                         "schedule command " + q(c.target + "." + c.op) + " names " + q(c.target) +
+                             ", which is neither a computation nor a buffer of " + q(func_.name) +
+                             scope_.suggest(c.target));
+    }
+  }
+
+  // ---- computations
+
+  // Checks the conditions of a domain with the iterators now in scope,
+  // appending them to `out` and marking what they bound.
+  void check_domain(const std::vector<AstPtr>& conds, const std::string& what,
+                    std::vector<ir::Expr>& out, Bounds& bounds) {
+    ExprContext ctx{what, true, true, true, false};
+    AffineContext actx{what, true};
+    Typer typer(src_, scope_, ctx);
+    for (const AstPtr& c : conds) {
+      std::vector<Piece> pieces;
+      split(*c, pieces);
+      for (const Piece& p : pieces) {
+        ir::Expr e = p.link >= 0 ? typer.comparison(*p.ast, p.link)
+                                 : typer.as_bool(*p.ast, "a condition of " + what);
+        check_condition(src_, scope_, actx, *p.ast, p.link, &bounds);
+        out.push_back(e);
+      }
+    }
+  }
+
+  void require_bounds(const Bounds& bounds, size_t from, const std::string& comp) const {
+    const auto& iters = scope_.iters();
+    for (size_t k = from; k < iters.size(); ++k) {
+      const std::string& i = iters[k].name;
+      if (!bounds.lower[k]) {
+        fail(iters[k].pos, "iterator " + q(i) + " of " + q(comp) +
+                               " has no lower bound; add a condition such as " + q("0 <= " + i) +
+                               " to its domain");
+      }
+      if (!bounds.upper[k]) {
+        fail(iters[k].pos, "iterator " + q(i) + " of " + q(comp) +
+                               " has no upper bound; add a condition such as " + q(i + " < N") +
+                               " to its domain");
+      }
+    }
+  }
+
+  void check(const ComputeDecl& d) {
+    const std::string& cname = d.name.name;
+    check_comp_name(d.name);
+    scope_.clear_iters();
+    scope_.current_comp = cname;
+    for (const Ident& i : d.iters) {
+      check_iter_name(i, cname);
+      scope_.push_iter(i);
+    }
+    ir::Comp comp;
+    comp.name = cname;
+    comp.where = src_.loc(d.name.pos);
+    for (const Ident& i : d.iters) comp.iters.push_back(i.name);
+    Bounds bounds(d.iters.size());
+    check_domain(d.domain, "the domain of " + q(cname), comp.domain, bounds);
+    require_bounds(bounds, 0, cname);
+
+    ExprContext body{"the value of " + q(cname), true, true, false, true};
+    Decl decl;
+    decl.kind = Decl::Kind::Comp;
+    decl.pos = d.name.pos;
+    decl.rank = d.iters.size();
+    if (!d.stores) {
+      comp.value = Typer(src_, scope_, body).as_default(*d.value);
+      decl.dtype = comp.value->type;
+      scope_.add_comp(cname, decl);
+      func_.comps.push_back(std::move(comp));
+      scope_.current_comp.clear();
+      return;
+    }
+
+    // A store: the target must be a writable buffer, indexed affinely.
+    const std::string tname = q(d.target.name);
+    const Decl* buf = scope_.name(d.target.name);
+    if (!buf || buf->kind != Decl::Kind::Buffer) {
+      if (buf) fail(d.target.pos, tname + " is " + decl_kind_name(buf->kind) + ", not a buffer");
+      fail(d.target.pos,
+           "unknown buffer " + tname + scope_.unknown_hint(d.target.name, d.target.pos));
+    }
+    if (buf->buf_kind == ir::BufKind::Input) {
+      fail(d.target.pos, "cannot store to " + tname +
+                             ": it is an input buffer (only output and temp buffers are written)");
+    }
+    if (d.target_indices.size() != buf->rank) {
+      size_t n = d.target_indices.size();
+      fail(d.target.pos, "buffer " + tname + " has " + std::to_string(buf->rank) + " dimension" +
+                             (buf->rank == 1 ? "" : "s") + " but the store gives " +
+                             std::to_string(n) + (n == 1 ? " index" : " indices"));
+    }
+    ir::DType dt = buf->dtype;
+    ir::StoreTarget target{d.target.name, {}};
+    {
+      Typer typer(src_, scope_, body);
+      AffineContext actx{"the indices of the store to " + tname, false};
+      for (size_t k = 0; k < d.target_indices.size(); ++k) {
+        const Ast& a = *d.target_indices[k];
+        target.indices.push_back(
+            typer.as_index(a, "index " + std::to_string(k + 1) + " of the store to " + tname));
+        check_affine(src_, scope_, actx, a);
+      }
+    }
+    ir::Expr current = ir::load(target.buf, target.indices, dt);
+
+    if (d.reduction) return check_reduction(d, std::move(comp), std::move(target), decl, dt);
+
+    ir::Expr value =
+        Typer(src_, scope_, body).as_type(*d.value, dt, "the value stored to " + tname);
+    if (d.assign != AssignOp::Set) {
+      const char* op = d.assign == AssignOp::Add ? "+=" : d.assign == AssignOp::Sub ? "-=" : "*=";
+      if (dt == ir::DType::Bool) {
+        fail(d.assign_pos, q(op) + " needs a numeric buffer; " + tname + " is bool");
+      }
+      ir::BinaryOp bop = d.assign == AssignOp::Add   ? ir::BinaryOp::Add
+                         : d.assign == AssignOp::Sub ? ir::BinaryOp::Sub
+                                                     : ir::BinaryOp::Mul;
+      value = ir::binary(bop, current, value);
+    }
+    comp.value = value;
+    comp.store = std::move(target);
+    decl.dtype = dt;
+    decl.stores = true;
+    scope_.add_comp(cname, decl);
+    func_.comps.push_back(std::move(comp));
+    scope_.current_comp.clear();
+  }
+
+  // C[i] = sum(k in Dk) e  becomes  C_init(i) in D: C[i] = 0
+  //                         and     C(i, k) in D, Dk: C[i] = C[i] + e.
+  void check_reduction(const ComputeDecl& d, ir::Comp comp, ir::StoreTarget target, Decl decl,
+                       ir::DType dt) {
+    const ReductionAst& r = *d.reduction;
+    const std::string& cname = d.name.name;
+    const std::string rname = q(r.op.name);
+    if (dt == ir::DType::Bool) {
+      fail(r.op.pos,
+           "reduction " + rname + " needs a numeric buffer; " + q(d.target.name) + " is bool");
+    }
+    size_t outer = scope_.iters().size();
+    for (const Ident& i : r.iters) {
+      check_iter_name(i, cname);
+      scope_.push_iter(i);
+    }
+    Bounds bounds(scope_.iters().size());
+    std::vector<ir::Expr> inner;
+    check_domain(r.domain, "the domain of reduction " + rname + " in " + q(cname), inner, bounds);
+    require_bounds(bounds, outer, cname);
+
+    ExprContext body{"the value of " + q(cname), true, true, false, true};
+    ir::Expr e =
+        Typer(src_, scope_, body)
+            .as_type(*r.body, dt, "the body of reduction " + rname + " into " + q(d.target.name));
+
+    Ident init_name{cname + "_init", r.op.pos};
+    std::string made_by = "the reduction in " + q(cname);
+    check_comp_name(init_name, made_by);
+
+    ir::Comp init;
+    init.name = init_name.name;
+    init.iters = comp.iters;
+    init.domain = comp.domain;
+    init.value = identity(r.op.name, dt);
+    init.store = target;
+    init.where = src_.loc(r.op.pos);
+
+    for (const Ident& i : r.iters) comp.iters.push_back(i.name);
+    comp.domain.insert(comp.domain.end(), inner.begin(), inner.end());
+    comp.value = ir::binary(reduction_op(r.op.name), ir::load(target.buf, target.indices, dt), e);
+    comp.store = std::move(target);
+
+    decl.dtype = dt;
+    decl.stores = true;
+    Decl init_decl = decl;
+    init_decl.pos = r.op.pos;
+    init_decl.made_by = made_by;
+    scope_.add_comp(init.name, init_decl);
+    decl.rank = comp.iters.size();
+    scope_.add_comp(cname, decl);
+    func_.comps.push_back(std::move(init));
+    func_.comps.push_back(std::move(comp));
+    scope_.current_comp.clear();
+  }
+
+  const Source& src_;
+  const FuncDecl& decl_;
+  Scope scope_;
+  ir::Func func_;
+  std::optional<Pos> schedule_;
+};
+
+}  // namespace
+
+ir::Module check(const Source& src, const ModuleDecl& module) {
+  ir::Module m;
+  std::map<std::string, Pos> seen;
+  for (const FuncDecl& f : module.funcs) {
+    auto [it, fresh] = seen.emplace(f.name.name, f.name.pos);
+    if (!fresh) {
+      src.validate_error(f.name.pos, "duplicate func " + q(f.name.name) + ": already declared at " +
+                                         at_pos(it->second));
+    }
+    m.funcs.push_back(FuncChecker(src, f).run());
+  }
+  return m;
+}
+
+}  // namespace kiln::frontend

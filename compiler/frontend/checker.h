@@ -1,0 +1,12 @@
+// The checker: names, types and domains validated, sugar removed, syntax tree turned into IR.
+#pragma once
+
+#include "ast.h"
+#include "kiln/ir.h"
+
+namespace kiln::frontend {
+
+// Throws CompileError (stage "validate") at the first problem.
+ir::Module check(const Source& src, const ModuleDecl& module);
+
+}  // namespace kiln::frontend

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# What a user and CI run: install dependencies, build with warnings as errors,
+# run the test suites, check every example against the reference interpreter,
+# and check formatting. Ends with one line: "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+passed=0
+failed=0
+failures=()
+
+# step NAME COMMAND...: runs one step and counts it.
+step() {
+  local name="$1"
+  shift
+  echo
+  echo "==> $name"
+  if "$@"; then
+    echo "PASS  $name"
+    passed=$((passed + 1))
+  else
+    echo "FAIL  $name"
+    failed=$((failed + 1))
+    failures+=("$name")
+  fi
+}
+
+summary() {
+  echo
+  if [ ${#failures[@]} -gt 0 ]; then
+    echo "failed steps:"
+    printf '  %s\n' "${failures[@]}"
+  fi
+  echo "$passed passed, $failed failed"
+}
+
+step "build (warnings are errors)" ./deploy/build.sh --werror
+if [ "$failed" -gt 0 ]; then
+  echo "the build failed: nothing else can run" >&2
+  summary
+  exit 1
+fi
+
+step "unit and end-to-end tests (ctest)" ctest --test-dir build --output-on-failure -j2
+
+shopt -s nullglob
+examples=(examples/*.kiln)
+if [ ${#examples[@]} -eq 0 ]; then
+  step "examples: at least one in examples/" false
+fi
+for example in "${examples[@]}"; do
+  step "example $example matches the reference" build/clients/cli/kiln interp "$example" --check
+done
+
+# Every C and C++ source kiln owns, minus build trees.
+format_check() {
+  local dirs=()
+  for d in compiler clients tests runtime agent tuner server; do
+    if [ -d "$d" ]; then dirs+=("$d"); fi
+  done
+  local files=()
+  while IFS= read -r -d '' f; do files+=("$f"); done < <(
+    find "${dirs[@]}" -type d -name 'build*' -prune -o -type f \
+      \( -name '*.c' -o -name '*.h' -o -name '*.cc' -o -name '*.cpp' -o -name '*.hpp' \) -print0
+  )
+  echo "clang-format: ${#files[@]} files"
+  [ ${#files[@]} -eq 0 ] || clang-format --dry-run --Werror "${files[@]}"
+}
+step "formatting (clang-format)" format_check
+
+summary
+[ "$failed" -eq 0 ]

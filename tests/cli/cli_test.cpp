@@ -1,0 +1,617 @@
+// End-to-end tests of the kiln command line: each runs the real binary and
+// checks its exit status, stdout and stderr.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+struct Result {
+  int status = -1;  // the exit status; 128 + signal when killed by one
+  std::string out, err;
+};
+
+std::string read_all(int fd) {
+  std::string text;
+  char buf[4096];
+  lseek(fd, 0, SEEK_SET);
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  return text;
+}
+
+// A temporary file, removed when it goes out of scope.
+struct TempFile {
+  std::string path;
+  int fd = -1;
+  TempFile() {
+    path = testing::TempDir() + "kiln_cli_test_XXXXXX";
+    fd = mkstemp(path.data());
+  }
+  ~TempFile() {
+    if (fd >= 0) close(fd);
+    unlink(path.c_str());
+  }
+};
+
+// Runs `kiln args...` with stdin from /dev/null, capturing stdout and stderr.
+Result kiln(const std::vector<std::string>& args) {
+  TempFile out, err;
+  std::vector<std::string> argv_s = {KILN_BINARY};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out.fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, err.fd, 2);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, KILN_BINARY, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  Result r;
+  if (rc != 0) {
+    r.err = "posix_spawn failed: " + std::to_string(rc);
+    return r;
+  }
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+  r.out = read_all(out.fd);
+  r.err = read_all(err.fd);
+  return r;
+}
+
+std::string data(const std::string& name) {
+  return std::string(KILN_SOURCE_DIR) + "/tests/data/cli/" + name;
+}
+
+testing::AssertionResult Contains(const std::string& haystack, const std::string& needle) {
+  if (haystack.find(needle) != std::string::npos) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << "'" << needle << "' not found in:\n" << haystack;
+}
+
+testing::AssertionResult Matches(const std::string& text, const std::string& pattern) {
+  if (std::regex_search(text, std::regex(pattern))) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << "/" << pattern << "/ does not match:\n" << text;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+// A strict parser for one JSON value, enough to check that `--json` output
+// is JSON and to look inside its objects.
+struct Json {
+  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
+  bool boolean = false;
+  double number = 0;
+  std::string string;
+  std::vector<Json> array;
+  std::map<std::string, Json> object;
+};
+
+class JsonParser {
+ public:
+  explicit JsonParser(const std::string& text) : s_(text) {}
+
+  // Null when the text is not exactly one JSON value.
+  std::unique_ptr<Json> parse() {
+    auto v = std::make_unique<Json>();
+    if (!value(*v)) return nullptr;
+    space();
+    return i_ == s_.size() ? std::move(v) : nullptr;
+  }
+
+ private:
+  void space() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  bool literal(const char* word) {
+    std::string w = word;
+    if (s_.compare(i_, w.size(), w) != 0) return false;
+    i_ += w.size();
+    return true;
+  }
+  bool string(std::string& out) {
+    if (i_ >= s_.size() || s_[i_] != '"') return false;
+    for (++i_; i_ < s_.size(); ++i_) {
+      char c = s_[i_];
+      if (c == '"') {
+        ++i_;
+        return true;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) return false;
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (++i_ >= s_.size()) return false;
+      static const std::string kEscaped = "\"\\/bfnrt", kMeaning = "\"\\/\b\f\n\r\t";
+      if (size_t k = kEscaped.find(s_[i_]); k != std::string::npos) {
+        out += kMeaning[k];
+      } else if (s_[i_] == 'u' && i_ + 4 < s_.size() &&
+                 std::all_of(s_.begin() + i_ + 1, s_.begin() + i_ + 5,
+                             [](char h) { return std::isxdigit(static_cast<unsigned char>(h)); })) {
+        out += '?';  // the tests never look at escaped code points
+        i_ += 4;
+      } else {
+        return false;
+      }
+    }
+    return false;
+  }
+  bool number(double& out) {
+    static const std::regex re(R"(^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
+    std::smatch m;
+    std::string rest = s_.substr(i_, 64);
+    if (!std::regex_search(rest, m, re) || m.length(0) == 0) return false;
+    out = std::strtod(m.str(0).c_str(), nullptr);
+    i_ += static_cast<size_t>(m.length(0));
+    return true;
+  }
+  bool value(Json& v) {
+    space();
+    if (i_ >= s_.size()) return false;
+    char c = s_[i_];
+    if (c == '{') {
+      v.kind = Json::Object;
+      ++i_;
+      space();
+      if (i_ < s_.size() && s_[i_] == '}') return ++i_, true;
+      for (;;) {
+        space();
+        std::string key;
+        if (!string(key)) return false;
+        space();
+        if (i_ >= s_.size() || s_[i_++] != ':') return false;
+        if (v.object.count(key) || !value(v.object[key])) return false;
+        space();
+        if (i_ >= s_.size()) return false;
+        if (s_[i_] == '}') return ++i_, true;
+        if (s_[i_++] != ',') return false;
+      }
+    }
+    if (c == '[') {
+      v.kind = Json::Array;
+      ++i_;
+      space();
+      if (i_ < s_.size() && s_[i_] == ']') return ++i_, true;
+      for (;;) {
+        v.array.emplace_back();
+        if (!value(v.array.back())) return false;
+        space();
+        if (i_ >= s_.size()) return false;
+        if (s_[i_] == ']') return ++i_, true;
+        if (s_[i_++] != ',') return false;
+      }
+    }
+    if (c == '"') return v.kind = Json::String, string(v.string);
+    if (literal("true")) return v.kind = Json::Bool, v.boolean = true, true;
+    if (literal("false")) return v.kind = Json::Bool, v.boolean = false, true;
+    if (literal("null")) return v.kind = Json::Null, true;
+    return v.kind = Json::Number, number(v.number);
+  }
+
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+// Every line of `out` parsed as one JSON object.
+std::vector<Json> json_lines(const std::string& out) {
+  std::vector<Json> objects;
+  for (const std::string& line : lines(out)) {
+    std::unique_ptr<Json> v = JsonParser(line).parse();
+    EXPECT_TRUE(v != nullptr) << "not JSON: " << line;
+    if (!v) continue;
+    EXPECT_EQ(v->kind, Json::Object) << line;
+    objects.push_back(*v);
+  }
+  return objects;
+}
+
+// ---------------------------------------------------------------------------
+// Help, version and usage errors (exit 2)
+
+TEST(CliUsage, HelpPrintsCommandsAndExitsZero) {
+  Result r = kiln({"--help"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "usage: kiln"));
+  for (const char* cmd : {"check", "emit", "interp"}) EXPECT_TRUE(Contains(r.out, cmd));
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(CliUsage, CommandHelpDescribesItsOptions) {
+  Result r = kiln({"emit", "--help"});  // --stage is required, but not for --help
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "usage: kiln emit"));
+  EXPECT_TRUE(Contains(r.out, "--stage"));
+  EXPECT_TRUE(Contains(r.out, "--no-schedule"));
+
+  r = kiln({"help", "interp"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "--json"));
+}
+
+TEST(CliUsage, VersionPrintsTheVersion) {
+  Result r = kiln({"--version"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_TRUE(Matches(r.out, R"(^kiln \d+\.\d+\.\d+\n$)"));
+}
+
+TEST(CliUsage, NoCommandIsAUsageError) {
+  Result r = kiln({});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "missing command"));
+  EXPECT_TRUE(Contains(r.err, "usage: kiln"));
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(CliUsage, UnknownCommandIsNamed) {
+  Result r = kiln({"frobnicate", data("matmul_small.kiln")});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "unknown command 'frobnicate'"));
+  EXPECT_TRUE(Contains(r.err, "check, emit or interp"));
+}
+
+TEST(CliUsage, UnknownOptionIsNamedWithTheCommandsUsage) {
+  Result r = kiln({"check", data("matmul_small.kiln"), "--fast"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "unknown option '--fast'"));
+  EXPECT_TRUE(Contains(r.err, "usage: kiln check"));
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(CliUsage, OptionOfAnotherCommandIsRefused) {
+  Result r = kiln({"check", data("matmul_small.kiln"), "--json"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "unknown option '--json' for 'kiln check'"));
+}
+
+TEST(CliUsage, MissingFileIsAUsageError) {
+  Result r = kiln({"check"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "missing FILE"));
+}
+
+TEST(CliUsage, OptionWithoutItsValue) {
+  Result r = kiln({"check", data("matmul_small.kiln"), "--func"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "'--func' needs a value"));
+}
+
+TEST(CliUsage, MalformedSetSaysWhatWasExpected) {
+  for (const char* bad : {"M", "M=", "M=abc", "M=1.5", "=4", "2M=4", "M=99999999999999999999"}) {
+    Result r = kiln({"check", data("matmul_small.kiln"), "--set", bad});
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_TRUE(Contains(r.err, "--set '" + std::string(bad) + "'")) << bad;
+    EXPECT_TRUE(Contains(r.err, "expected")) << bad;
+  }
+}
+
+TEST(CliUsage, EmitNeedsAKnownStage) {
+  Result r = kiln({"emit", data("matmul_small.kiln")});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "missing --stage"));
+
+  r = kiln({"emit", data("matmul_small.kiln"), "--stage", "asm"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "unknown stage"));
+  EXPECT_TRUE(Contains(r.err, "ast, ir, schedule, loops"));
+}
+
+TEST(CliUsage, SeedMustBeANumber) {
+  Result r = kiln({"interp", data("matmul_small.kiln"), "--seed", "x"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "--seed 'x'"));
+}
+
+// ---------------------------------------------------------------------------
+// Bad input (exit 1)
+
+TEST(CliErrors, ParseErrorNamesFileLineAndColumn) {
+  Result r = kiln({"check", data("parse_error.kiln")});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Matches(r.err, R"(parse_error\.kiln:[0-9]+:[0-9]+: parse error)"));
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(CliErrors, MissingFileIsACompileError) {
+  Result r = kiln({"check", data("no_such_file.kiln")});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "no_such_file.kiln"));
+}
+
+TEST(CliErrors, UnknownFuncListsTheFuncsThereAre) {
+  Result r = kiln({"check", data("two_funcs.kiln"), "--func", "nope"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "--func nope"));
+  EXPECT_TRUE(Contains(r.err, "scale, shifted"));
+}
+
+TEST(CliErrors, SetOfAnUnknownNameListsParamsAndKnobs) {
+  Result r = kiln({"check", data("matmul_small.kiln"), "--set", "Q=3"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "no param or knob named 'Q'"));
+  EXPECT_TRUE(Contains(r.err, "M, N, K"));
+  EXPECT_TRUE(Contains(r.err, "TI"));
+}
+
+TEST(CliErrors, KnobValueOutsideItsCandidatesIsRefused) {
+  Result r = kiln({"check", data("matmul_small.kiln"), "--set", "TI=3"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "TI"));
+}
+
+TEST(CliErrors, IllegalScheduleNamesBothComputations) {
+  Result r = kiln({"check", data("illegal_schedule.kiln")});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "legality error"));
+  EXPECT_TRUE(Contains(r.err, "produce"));
+  EXPECT_TRUE(Contains(r.err, "consume"));
+}
+
+TEST(CliErrors, OneBadFileDoesNotStopTheOthers) {
+  Result r = kiln({"check", data("parse_error.kiln"), data("matmul_small.kiln")});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "parse_error.kiln"));
+  EXPECT_TRUE(Contains(r.out, "ok  matmul:"));
+}
+
+// ---------------------------------------------------------------------------
+// check
+
+TEST(CliCheck, PrintsOneLinePerFunc) {
+  Result r = kiln({"check", data("matmul_small.kiln")});
+  EXPECT_EQ(r.status, 0) << r.err;
+  // The reduction makes two computations: C_init and C.
+  EXPECT_EQ(r.out, "ok  matmul: 2 computations, 2 schedule commands\n");
+
+  r = kiln({"check", data("two_funcs.kiln")});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out), (std::vector<std::string>{
+                              "ok  scale: 1 computation, 0 schedule commands",
+                              "ok  shifted: 2 computations, 1 schedule command",
+                          }));
+}
+
+TEST(CliCheck, FuncSelectsOneFunc) {
+  Result r = kiln({"check", data("two_funcs.kiln"), "--func", "shifted"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "ok  shifted: 2 computations, 1 schedule command\n");
+}
+
+TEST(CliCheck, KnobCanBeSetToACandidate) {
+  Result r = kiln({"check", data("matmul_small.kiln"), "--set", "TI=8", "--set=M=32"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "ok  matmul:"));
+}
+
+TEST(CliCheck, VerboseLogsGoToStderrOnly) {
+  Result quiet = kiln({"check", data("matmul_small.kiln")});
+  Result verbose = kiln({"--verbose", "check", data("matmul_small.kiln")});
+  EXPECT_EQ(verbose.status, 0) << verbose.err;
+  EXPECT_EQ(verbose.out, quiet.out);
+  EXPECT_TRUE(Contains(verbose.err, "debug"));
+}
+
+// ---------------------------------------------------------------------------
+// emit
+
+TEST(CliEmit, AstIsTheParsedProgramInKilnSyntax) {
+  Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "ast"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "matmul"));
+  EXPECT_TRUE(Contains(r.out, "compute"));
+  EXPECT_TRUE(Contains(r.out, "C_init"));
+
+  // It parses again, to the same computations.
+  TempFile copy;
+  std::ofstream(copy.path) << r.out;
+  Result again = kiln({"check", copy.path});
+  EXPECT_EQ(again.status, 0) << again.err << "\nfrom:\n" << r.out;
+  EXPECT_TRUE(Contains(again.out, "ok  matmul: 2 computations"));
+}
+
+TEST(CliEmit, AstShowsSetValues) {
+  Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "ast", "--set", "M=40"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Matches(r.out, R"(\bM\s*=\s*40\b)"));
+  EXPECT_FALSE(Matches(r.out, R"(\bM\s*=\s*16\b)"));
+}
+
+TEST(CliEmit, IrDescribesEachComputationsDomain) {
+  Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "ir"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "C_init"));
+  EXPECT_TRUE(Contains(r.out, "{"));  // isl notation
+}
+
+TEST(CliEmit, ScheduleNamesTheNewLoops) {
+  Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "schedule"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const char* loop : {"io", "jo", "ii", "ji"}) EXPECT_TRUE(Contains(r.out, loop));
+}
+
+TEST(CliEmit, LoopsChangeWithTheSchedule) {
+  Result scheduled = kiln({"emit", data("matmul_small.kiln"), "--stage", "loops"});
+  Result plain = kiln({"emit", data("matmul_small.kiln"), "--stage", "loops", "--no-schedule"});
+  EXPECT_EQ(scheduled.status, 0) << scheduled.err;
+  EXPECT_EQ(plain.status, 0) << plain.err;
+  EXPECT_TRUE(Contains(scheduled.out, "for"));
+  EXPECT_TRUE(Contains(plain.out, "for"));
+  EXPECT_NE(scheduled.out, plain.out);
+  EXPECT_TRUE(Contains(scheduled.out, "parallel"));
+  EXPECT_FALSE(Contains(plain.out, "parallel"));
+}
+
+TEST(CliEmit, SeveralFuncsEachGetAHeading) {
+  Result r = kiln({"emit", data("two_funcs.kiln"), "--stage", "loops"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "two_funcs.kiln: func scale"));
+  EXPECT_TRUE(Contains(r.out, "two_funcs.kiln: func shifted"));
+}
+
+TEST(CliEmit, IllegalScheduleFailsButNoScheduleStillEmits) {
+  Result r = kiln({"emit", data("illegal_schedule.kiln"), "--stage", "loops"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "legality error"));
+
+  r = kiln({"emit", data("illegal_schedule.kiln"), "--stage", "loops", "--no-schedule"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "for"));
+}
+
+// ---------------------------------------------------------------------------
+// interp
+
+TEST(CliInterp, CheckMatchesTheReference) {
+  Result r = kiln({"interp", data("matmul_small.kiln"), "--check"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Matches(r.out, R"(^ok  matmul: 1 output matches \(max abs error [0-9.e+-]+\)\n$)"));
+
+  r = kiln({"interp", data("two_funcs.kiln"), "--check", "--func", "shifted"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "ok  shifted: 2 outputs match (max abs error 0)"));
+}
+
+TEST(CliInterp, CheckWithoutScheduleMatchesToo) {
+  Result r = kiln({"interp", data("matmul_small.kiln"), "--check", "--no-schedule", "--seed", "7"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "ok  matmul: 1 output matches"));
+}
+
+TEST(CliInterp, JsonIsOneObjectPerFunc) {
+  Result r = kiln({"interp", data("two_funcs.kiln"), "--check", "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::vector<Json> objects = json_lines(r.out);
+  ASSERT_EQ(objects.size(), 2u) << r.out;
+  EXPECT_EQ(objects[0].object["func"].string, "scale");
+  EXPECT_EQ(objects[1].object["func"].string, "shifted");
+  for (Json& o : objects) {
+    for (const char* key : {"func", "ok", "max_abs_error", "mismatch", "error"}) {
+      EXPECT_TRUE(o.object.count(key)) << key << " missing in " << r.out;
+    }
+    EXPECT_EQ(o.object["ok"].kind, Json::Bool);
+    EXPECT_TRUE(o.object["ok"].boolean);
+    EXPECT_EQ(o.object["max_abs_error"].kind, Json::Number);
+    EXPECT_EQ(o.object["mismatch"].kind, Json::Null);
+    EXPECT_EQ(o.object["error"].kind, Json::Null);
+  }
+  EXPECT_EQ(objects[1].object["outputs"].object.size(), 2u);
+}
+
+TEST(CliInterp, JsonReportsErrorsAsObjects) {
+  Result r = kiln(
+      {"interp", data("illegal_schedule.kiln"), data("parse_error.kiln"), "--check", "--json"});
+  EXPECT_EQ(r.status, 1);
+  std::vector<Json> objects = json_lines(r.out);
+  ASSERT_EQ(objects.size(), 2u) << r.out;
+  EXPECT_EQ(objects[0].object["func"].string, "reversed");
+  EXPECT_EQ(objects[1].object["func"].kind, Json::Null);  // the whole file failed
+  for (Json& o : objects) {
+    EXPECT_FALSE(o.object["ok"].boolean);
+    EXPECT_EQ(o.object["error"].kind, Json::String);
+  }
+  EXPECT_TRUE(Contains(objects[0].object["error"].string, "legality error"));
+  EXPECT_TRUE(Contains(objects[1].object["error"].string, "parse error"));
+}
+
+TEST(CliInterp, JsonStaysJsonWhatEverTheFileHolds) {
+  Result r = kiln({"interp", data("bad_bytes.kiln"), "--json"});
+  EXPECT_EQ(r.status, 1);
+  std::vector<Json> objects = json_lines(r.out);
+  ASSERT_EQ(objects.size(), 1u) << r.out;
+  EXPECT_TRUE(Contains(objects[0].object["error"].string, "bad_bytes.kiln:2:"));
+}
+
+TEST(CliInterp, WithoutCheckPrintsAChecksumPerOutput) {
+  Result r = kiln({"interp", data("two_funcs.kiln"), "--func", "shifted"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> out = lines(r.out);
+  ASSERT_EQ(out.size(), 2u) << r.out;
+  EXPECT_TRUE(Matches(out[0], R"(^shifted: lo\[6\] checksum -?[0-9.e+-]+$)"));
+  EXPECT_TRUE(Matches(out[1], R"(^shifted: hi\[6\] checksum -?[0-9.e+-]+$)"));
+}
+
+TEST(CliInterp, SeedMakesRunsReproducible) {
+  Result a = kiln({"interp", data("matmul_small.kiln"), "--seed", "1"});
+  Result b = kiln({"interp", data("matmul_small.kiln"), "--seed", "1"});
+  Result c = kiln({"interp", data("matmul_small.kiln"), "--seed", "2"});
+  EXPECT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+}
+
+TEST(CliInterp, SetOverridesACompileTimeParam) {
+  Result r = kiln({"interp", data("two_funcs.kiln"), "--func", "scale", "--set", "N=5"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "scale: y[5] checksum"));
+
+  r = kiln({"interp", data("matmul_small.kiln"), "--check", "--set", "M=9", "--set", "TI=8"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "ok  matmul: 1 output matches"));
+}
+
+TEST(CliInterp, SetGivesARunTimeParamItsValue) {
+  Result r = kiln({"interp", data("runtime_param.kiln"), "--set", "n=7"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  // Nothing was chosen, so nothing is said about n.
+  EXPECT_TRUE(Matches(r.out, R"(^axpy: z\[7\] checksum \S+\n$)"));
+
+  r = kiln({"interp", data("runtime_param.kiln"), "--check", "--set", "n=7", "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::vector<Json> objects = json_lines(r.out);
+  ASSERT_EQ(objects.size(), 1u) << r.out;
+  EXPECT_EQ(objects[0].object["params"].object["n"].number, 7);
+
+  // A run-time param stays one when compiling: check needs no value.
+  r = kiln({"check", data("runtime_param.kiln")});
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+TEST(CliInterp, RunTimeParamLeftOutGetsATestSizeItSays) {
+  Result r = kiln({"interp", data("runtime_param.kiln"), "--check"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(
+      Matches(r.out, R"(^ok  axpy: 1 output matches \(max abs error \S+\) with n=[0-9]+\n$)"));
+}
+
+TEST(CliInterp, RunTimeParamMustMeetTheConstraints) {
+  Result r = kiln({"interp", data("runtime_param.kiln"), "--set", "n=0"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "runtime_param.kiln:4:"));
+  EXPECT_TRUE(Contains(r.err, "n > 0"));
+  EXPECT_TRUE(Contains(r.err, "n=0"));
+
+  r = kiln({"interp", data("rare_size.kiln")});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "--set n=INT"));
+
+  r = kiln({"interp", data("rare_size.kiln"), "--check", "--set", "n=999"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "ok  rare: 1 output matches"));
+}
+
+}  // namespace
