@@ -501,13 +501,13 @@ void check_allocations(const Impl& m, const ir::Stmt& body) {
     void use(const std::string& buf) {
       const ir::Buf* b = m->func.find_buf(buf);
       if (!b || b->kind != ir::BufKind::Temp || live.count(buf)) return;
-      std::string where;
       for (const auto& s : m->alloc_sites)
         if (s.buf == buf)
-          where = " inside loop " + std::to_string(s.loop) + " of '" + s.comps[0] + "'";
+          throw CompileError("lower", s.where,
+                             "temp buffer '" + buf + "' is used outside loop '" + s.loop_name +
+                                 "' of '" + s.comps[0] + "', where it is allocated");
       throw CompileError("lower", m->func.where,
-                         "temp buffer '" + buf + "' is used outside the place it is allocated" +
-                             where + " (see alloc_at)");
+                         "temp buffer '" + buf + "' is used outside the place it is allocated");
     }
     void visit_alloc(const ir::Alloc& n) override {
       auto it = live.insert(n.buf);

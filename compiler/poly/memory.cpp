@@ -310,7 +310,7 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   buf.where = cmd.where;
   m.func.bufs.push_back(buf);
   m.buf_locs[cache] = *loc;
-  m.alloc_sites.push_back({cache, {c.name, cache + "_fill"}, p});
+  m.alloc_sites.push_back({cache, {c.name, cache + "_fill"}, p, c.loop_names[p], cmd.where});
 
   // The copy: one instance per (loop prefix, element read).
   CompModel fill;
@@ -427,7 +427,7 @@ void cmd_alloc_at(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   int p = loop_of(c, cmd.args[1], "alloc_at");
   for (const auto& s : m.alloc_sites)
     if (s.buf == b->name) fail(cmd.where, "alloc_at: '" + b->name + "' already has a place");
-  m.alloc_sites.push_back({b->name, {c.name}, p});
+  m.alloc_sites.push_back({b->name, {c.name}, p, c.loop_names[p], cmd.where});
   c.memory_scheduled = cmd.where;
 }
 

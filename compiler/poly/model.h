@@ -76,6 +76,8 @@ struct AllocSite {
   std::string buf;
   std::vector<std::string> comps;  // computations that use it inside the loop
   int loop;
+  std::string loop_name;
+  SourceLoc where;  // the command that placed it
 };
 
 struct ScheduledFunc::Impl {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -370,6 +371,31 @@ TEST(CliErrors, IllegalScheduleNamesBothComputations) {
   EXPECT_TRUE(Contains(r.err, "legality error"));
   EXPECT_TRUE(Contains(r.err, "produce"));
   EXPECT_TRUE(Contains(r.err, "consume"));
+}
+
+// Every file in tests/data/illegal/ holds an illegal schedule and says, on a
+// `# expect:` line, what kiln check must answer: exit 1, a legality error
+// pointing into the schedule, with that text.
+TEST(CliErrors, CheckRefusesEveryIllegalScheduleWithItsReason) {
+  std::string dir = std::string(KILN_SOURCE_DIR) + "/tests/data/illegal/";
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".kiln") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 8u);
+  for (const auto& f : files) {
+    SCOPED_TRACE(f);
+    std::ifstream in(f);
+    std::string line, expect;
+    while (std::getline(in, line))
+      if (line.rfind("# expect: ", 0) == 0) expect = line.substr(10);
+    ASSERT_FALSE(expect.empty()) << "no '# expect:' line";
+    Result r = kiln({"check", f});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(Contains(r.err, f + ":")) << r.err;
+    EXPECT_TRUE(Contains(r.err, "legality error")) << r.err;
+    EXPECT_TRUE(Contains(r.err, expect)) << r.err;
+  }
 }
 
 TEST(CliErrors, OneBadFileDoesNotStopTheOthers) {

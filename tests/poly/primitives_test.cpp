@@ -316,6 +316,42 @@ TEST(Primitives, CacheWithAHandWrittenLayout) {
 )");
 }
 
+// alloc_at and set_loc: the temporary lives inside loop i, on the stack.
+const char* kFused = R"(func v {
+  param N = 4;
+  input a : f32[N];
+  output b : f32[N];
+  temp sq : f32[N];
+  compute square(i) in 0 <= i < N = a[i] * a[i];
+  compute out(i) in 0 <= i < N: b[i] = square(i) + 1.0;
+})";
+
+TEST(Primitives, AllocAtPlacesATemporaryInsideALoop) {
+  EXPECT_EQ(scheduled(kFused,
+                      "square.store(sq); out.after(square, i); sq.set_loc(stack); "
+                      "square.alloc_at(sq, i);"),
+            R"(func v(input a: f32[N], output b: f32[N]) {
+  for (i = 0; i < 4; i += 1) {
+    alloc sq: f32[4] @stack {
+      sq[i] = a[i] * a[i];
+      b[i] = sq[i] + 1.0;
+    }
+  }
+}
+)");
+}
+
+TEST(Primitives, AllocAtRefusesATemporaryUsedOutsideItsLoop) {
+  try {
+    scheduled(kFused, "square.store(sq); square.alloc_at(sq, i);");
+    FAIL();
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), "lower");
+    EXPECT_EQ(e.message(),
+              "temp buffer 'sq' is used outside loop 'i' of 'square', where it is allocated");
+  }
+}
+
 // The iteration domains the model builds, in isl notation.
 TEST(Domains, TriangleAndReductionDomains) {
   std::string d = poly::schedule(parse_one(kTriangle)).describe_domains();
