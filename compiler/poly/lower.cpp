@@ -21,6 +21,15 @@ using Impl = ScheduledFunc::Impl;
   throw CompileError("lower", where, msg);
 }
 
+// e with compile-time params replaced by their values, folded to a literal
+// when nothing else is left.
+ir::Expr folded(const ir::Expr& e, const std::map<std::string, int64_t>& consts) {
+  if (auto v = const_value(e, consts)) return ir::int_imm(*v, e->type);
+  std::map<std::string, ir::Expr> sub;
+  for (const auto& [name, v] : consts) sub[name] = ir::int_imm(v);
+  return ir::substitute(e, sub);
+}
+
 ir::Expr plus(const ir::Expr& e, int64_t k) {
   if (k == 0) return e;
   if (auto* i = ir::as<ir::IntImm>(e)) return ir::int_imm(i->value + k, e->type);
@@ -303,7 +312,7 @@ class AstLowering {
         placed_.insert(site.buf);
         const ir::Buf* b = m_.func.find_buf(site.buf);
         std::vector<ir::Expr> shape;
-        for (const auto& e : b->shape) shape.push_back(ir::substitute(e, constants_));
+        for (const auto& e : b->shape) shape.push_back(folded(e, m_.constants));
         body = std::make_shared<ir::Alloc>(b->name, b->dtype, shape, m_.buf_locs.at(b->name), body);
       }
     }
@@ -347,6 +356,12 @@ class AstLowering {
       isl_ast_expr_free(a);
       sub[c.iters[k]] = v;
       instance.emplace_back(c.iters[k], v);
+    }
+    int n_args = static_cast<int>(isl_ast_expr_op_get_n_arg(call));
+    for (int k = static_cast<int>(c.iters.size()) + 1; k < n_args; ++k) {
+      isl_ast_expr* a = isl_ast_expr_op_get_arg(call, k);
+      sub[schedule_dim_var(k - 1 - static_cast<int>(c.iters.size()))] = expr(a);
+      isl_ast_expr_free(a);
     }
     isl_ast_expr_free(call);
     std::vector<ir::Expr> idx;
@@ -527,13 +542,38 @@ void check_allocations(const Impl& m, const ir::Stmt& body) {
   scopes.visit(body);
 }
 
-isl_ast_node* at_each_domain(isl_ast_node* node, isl_ast_build* build, void*) {
+// Each statement's padded schedule, by isl name, for at_each_domain.
+using ScheduleTable = std::map<std::string, isl::map>;
+
+// Turns isl's user node into a call f(iterators..., schedule dims...): the
+// computation's iterators and the value of each of its schedule dims, both as
+// expressions of the loops around it. isl simplifies them with what it knows
+// there (a split's floor(k / 4) becomes the loop ko).
+isl_ast_node* at_each_domain(isl_ast_node* node, isl_ast_build* build, void* user) {
+  const auto& table = *static_cast<const ScheduleTable*>(user);
   isl_union_map* sched = isl_ast_build_get_schedule(build);
   isl_map* map = isl_map_reverse(isl_map_from_union_map(sched));
   isl_pw_multi_aff* iters = isl_pw_multi_aff_from_map(map);
-  isl_ast_expr* call = isl_ast_build_call_from_pw_multi_aff(build, iters);
+  isl_ast_expr* call = isl_ast_build_call_from_pw_multi_aff(build, isl_pw_multi_aff_copy(iters));
+  isl_ast_expr* fn = isl_ast_expr_op_get_arg(call, 0);
+  isl_id* id = isl_ast_expr_get_id(fn);
+  const isl::map& own = table.at(isl_id_get_name(id));
+  isl_id_free(id);
+  isl_ast_expr_list* args = isl_ast_expr_list_alloc(isl_ast_build_get_ctx(build), 8);
+  int n = static_cast<int>(isl_ast_expr_op_get_n_arg(call));
+  for (int i = 1; i < n; ++i) args = isl_ast_expr_list_add(args, isl_ast_expr_op_get_arg(call, i));
+  isl_pw_multi_aff* dims = isl_pw_multi_aff_from_map(own.copy());
+  int count = static_cast<int>(isl_pw_multi_aff_dim(dims, isl_dim_out));
+  for (int k = 0; k < count; ++k) {
+    isl_pw_aff* pa = isl_pw_multi_aff_get_at(dims, k);
+    pa = isl_pw_aff_pullback_pw_multi_aff(pa, isl_pw_multi_aff_copy(iters));
+    args = isl_ast_expr_list_add(args, isl_ast_build_expr_from_pw_aff(build, pa));
+  }
+  isl_pw_multi_aff_free(dims);
+  isl_pw_multi_aff_free(iters);
+  isl_ast_expr_free(call);
   isl_ast_node_free(node);
-  return isl_ast_node_alloc_user(call);
+  return isl_ast_node_alloc_user(isl_ast_expr_call(fn, args));
 }
 
 }  // namespace
@@ -566,7 +606,9 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
       opts += (k ? "; " : "") + tuple + " -> unroll[" + std::to_string(k) + "]";
     opts += " }";
     build = isl_ast_build_set_options(build, isl_union_map_read_from_str(ctx.get(), opts.c_str()));
-    build = isl_ast_build_set_at_each_domain(build, at_each_domain, nullptr);
+    ScheduleTable table;
+    for (const auto& c : m.comps) table[isl_name(c.name)] = padded_schedule(c, dims);
+    build = isl_ast_build_set_at_each_domain(build, at_each_domain, &table);
     isl_ast_node* root = isl_ast_build_node_from_schedule_map(build, sched.release());
     isl_ast_build_free(build);
     if (!root) fail(m.func.where, "isl could not build the loop nest of " + m.func.name);
@@ -585,17 +627,19 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
   ir::LoweredFunc out;
   out.name = m.func.name;
   out.params = m.runtime_params;
-  std::map<std::string, ir::Expr> consts;
-  for (const auto& [name, v] : m.constants) consts[name] = ir::int_imm(v);
   for (auto it = m.func.bufs.rbegin(); it != m.func.bufs.rend(); ++it) {
     if (it->kind != ir::BufKind::Temp) continue;
     if (placed.count(it->name)) continue;
     std::vector<ir::Expr> shape;
-    for (const auto& e : it->shape) shape.push_back(ir::substitute(e, consts));
+    for (const auto& e : it->shape) shape.push_back(folded(e, m.constants));
     body = std::make_shared<ir::Alloc>(it->name, it->dtype, shape, m.buf_locs.at(it->name), body);
   }
-  for (const auto& b : m.func.bufs)
-    if (b.kind != ir::BufKind::Temp) out.args.push_back(b);
+  for (const auto& b : m.func.bufs) {
+    if (b.kind == ir::BufKind::Temp) continue;
+    ir::Buf arg = b;
+    for (auto& e : arg.shape) e = folded(e, m.constants);
+    out.args.push_back(arg);
+  }
   check_allocations(m, body);
   out.body = body ? body : ir::block({});
   return out;

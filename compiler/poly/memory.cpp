@@ -387,23 +387,11 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
                "x" + std::to_string(2 * p + 2) + " + 1");
 
   // c reads the copy: B[idx] becomes cache[idx - origin(prefix of c's instance)].
+  // c's instance knows its loop variables: lowering binds schedule_dim_var(k)
+  // to schedule dim k of each instance, so the copy's index is read straight
+  // off the loops rather than recomputed from c's iterators.
   std::vector<ir::Expr> cdyn;
-  {
-    isl_pw_multi_aff* pma = isl_pw_multi_aff_from_map(c.sched.copy());
-    for (int q = 0; q <= p; ++q) {
-      isl_pw_aff* pa = isl_pw_aff_coalesce(isl_pw_multi_aff_get_at(pma, 2 * q + 1));
-      if (isl_pw_aff_n_piece(pa) != 1) {
-        isl_pw_aff_free(pa);
-        isl_pw_multi_aff_free(pma);
-        fail(cmd.where, "cache_identity: loop '" + c.loop_names[q] + "' of '" + c.name +
-                            "' is not one affine function of its iterators");
-      }
-      std::vector<ir::Expr> its;
-      for (const auto& it : c.iters) its.push_back(ir::var(it));
-      cdyn.push_back(aff_to_expr(isl::manage(isl_pw_aff_as_aff(pa)), its));
-    }
-    isl_pw_multi_aff_free(pma);
-  }
+  for (int q = 0; q <= p; ++q) cdyn.push_back(ir::var(schedule_dim_var(2 * q + 1)));
   RedirectLoads redirect(
       bname, [&](const ir::Load& l) { return ir::load(cache, index_of(cdyn, l.indices), dtype); });
   c.value = redirect.mutate(c.value);

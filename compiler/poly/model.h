@@ -129,6 +129,10 @@ void remap_static(ScheduledFunc::Impl& m, const std::string& except,
                   const std::vector<int64_t>& prefix, int q, const std::string& cond,
                   const std::string& value);
 
+// The name a computation's value uses for schedule dim k of its own instance
+// ("@t3"); lowering binds it. No .kiln name can clash with it.
+inline std::string schedule_dim_var(int k) { return "@t" + std::to_string(k); }
+
 // Schedule dimension count of the widest computation (2 * loops + 1).
 int schedule_dims(const ScheduledFunc::Impl& m);
 // m.sched of c padded with zero static dims to `dims` output dimensions.
@@ -144,6 +148,10 @@ std::string to_str(const T& obj) {
 std::vector<isl::map> maps_of(const isl::union_map& u);
 std::string range_name(const isl::map& m);  // "" when the range tuple has no name
 std::string domain_name(const isl::map& m);
+
+// The value of an expression made only of integer literals and compile-time
+// params (`consts`), if it is one.
+std::optional<int64_t> const_value(const ir::Expr& e, const std::map<std::string, int64_t>& consts);
 
 // Text helpers.
 std::string isl_name(const std::string& name);  // an identifier isl will accept

@@ -3,7 +3,7 @@
 // pointer only inside the loops over valid rows, so no access is ever out of
 // bounds (the bug of apache/tvm issue 6596 cannot happen), and the results
 // match the reference.
-#include "test_util.h"
+#include "programs.h"
 
 namespace kiln::testing {
 namespace {

@@ -1,7 +1,7 @@
 // Legality: schedules that break a dependence, or bind a loop that carries one
 // to parallel hardware, are refused with a message naming both computations,
 // the dependence and the command; malformed commands get a clear error too.
-#include "test_util.h"
+#include "programs.h"
 
 namespace kiln::testing {
 namespace {

@@ -1,0 +1,152 @@
+// The in-process JIT: one ORC LLJIT for the process; a Kernel owns its code through a
+// ResourceTracker.
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/Support/Error.h>
+
+#include <mutex>
+
+#include "kiln/runtime.h"
+#include "module_builder.h"
+#include "target_machine.h"
+
+namespace kiln::codegen {
+
+struct Kernel::State {
+  ir::LoweredFunc func;
+  llvm::orc::ResourceTrackerSP tracker;
+  kiln_entry_fn entry = nullptr;
+  ~State();
+};
+
+namespace {
+
+std::string message(llvm::Error e) { return llvm::toString(std::move(e)); }
+
+// The process's JIT. It lives as long as the process: kernels may be freed
+// from static destructors, so it is never torn down.
+class Engine {
+ public:
+  static Engine& get() {
+    static Engine* engine = new Engine();
+    return *engine;
+  }
+
+  llvm::orc::LLJIT& jit() { return *jit_; }
+  std::mutex& lock() { return mu_; }
+
+ private:
+  Engine() {
+    initialize_llvm();
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb)
+      throw CompileError("codegen", {},
+                         "cannot describe this machine to LLVM: " + message(jtmb.takeError()));
+    Target host = Target::host();
+    jtmb->setCPU(host.cpu);
+    jtmb->addFeatures({host.features});
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+    if (!jit)
+      throw CompileError("codegen", {}, "cannot start LLVM's JIT: " + message(jit.takeError()));
+    jit_ = std::move(*jit);
+    llvm::orc::JITDylib& lib = jit_->getMainJITDylib();
+    // The runtime generated code calls, by address: no need to export them.
+    llvm::orc::SymbolMap runtime;
+    auto add = [&](const char* name, void* address) {
+      runtime[jit_->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                              llvm::JITSymbolFlags::Exported};
+    };
+    add("kiln_parallel_launch", reinterpret_cast<void*>(&kiln_parallel_launch));
+    add("kiln_alloc", reinterpret_cast<void*>(&kiln_alloc));
+    add("kiln_free", reinterpret_cast<void*>(&kiln_free));
+    if (auto e = lib.define(llvm::orc::absoluteSymbols(std::move(runtime))))
+      throw CompileError("codegen", {},
+                         "cannot give the JIT kiln's runtime: " + message(std::move(e)));
+    // libc and libm (memset, memcpy, expf, ... that LLVM may call).
+    auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        jit_->getDataLayout().getGlobalPrefix());
+    if (!process)
+      throw CompileError("codegen", {},
+                         "cannot search this process's symbols: " + message(process.takeError()));
+    lib.addGenerator(std::move(*process));
+  }
+
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+Kernel::State::~State() {
+  if (tracker) {
+    std::lock_guard<std::mutex> guard(Engine::get().lock());
+    llvm::consumeError(tracker->remove());
+  }
+}
+
+Kernel jit_compile(const ir::LoweredFunc& f, const Options& opts_in) {
+  Options opts = opts_in;
+  Target host = Target::host();
+  if (opts.target.triple != host.triple)
+    throw CompileError("codegen", {},
+                       "the JIT runs code for this machine (" + host.triple + "), not for " +
+                           opts.target.triple + "; use kiln compile for other targets");
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> m = build_module(f, opts, *ctx);
+  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(opts.target, opts.opt_level);
+  optimize(*m, *tm, opts.opt_level);
+
+  Engine& engine = Engine::get();
+  std::lock_guard<std::mutex> guard(engine.lock());
+  llvm::orc::LLJIT& jit = engine.jit();
+  auto state = std::make_shared<Kernel::State>();
+  state->func = f;
+  state->tracker = jit.getMainJITDylib().createResourceTracker();
+  if (auto e = jit.addIRModule(state->tracker,
+                               llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
+    throw CompileError("codegen", {}, "the JIT refused " + f.name + ": " + message(std::move(e)));
+  auto sym = jit.lookup(entry_symbol(f));
+  if (!sym) {
+    std::string why = message(sym.takeError());
+    throw CompileError("codegen", {}, "cannot link " + f.name + ": " + why);
+  }
+  state->entry = sym->toPtr<kiln_entry_fn>();
+  return Kernel(std::move(state));
+}
+
+int32_t Kernel::call(const void* args, int32_t nargs) const {
+  return state_->entry(static_cast<const kiln_value*>(args), nargs);
+}
+
+const ir::LoweredFunc& Kernel::func() const { return state_->func; }
+
+void Kernel::run(interp::Bindings& b) const {
+  const ir::LoweredFunc& f = state_->func;
+  std::vector<kiln_value> args;
+  for (const auto& p : f.params) {
+    auto it = b.params.find(p);
+    if (it == b.params.end())
+      throw CompileError("codegen", {}, "no value for run-time param '" + p + "' of " + f.name);
+    kiln_value v;
+    v.i64 = it->second;
+    args.push_back(v);
+  }
+  for (const auto& buf : f.args) {
+    auto it = b.buffers.find(buf.name);
+    if (it == b.buffers.end())
+      throw CompileError("codegen", {}, "no buffer '" + buf.name + "' for " + f.name);
+    std::vector<int64_t> want = interp::buffer_shape(buf, b.params);
+    if (it->second.shape() != want || it->second.dtype() != buf.dtype)
+      throw CompileError("codegen", {},
+                         "buffer '" + buf.name + "' has the wrong shape or type for " + f.name);
+    kiln_value v;
+    v.ptr = it->second.data();
+    args.push_back(v);
+  }
+  int32_t rc = call(args.data(), static_cast<int32_t>(args.size()));
+  if (rc != 0) throw CompileError("codegen", {}, f.name + " returned error " + std::to_string(rc));
+}
+
+}  // namespace kiln::codegen

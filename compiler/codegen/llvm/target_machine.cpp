@@ -1,0 +1,84 @@
+// Target choice and LLVM's optimization pipeline.
+#include "target_machine.h"
+
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
+
+#include <mutex>
+
+namespace kiln::codegen {
+
+void initialize_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+    llvm::InitializeAllAsmParsers();
+  });
+}
+
+Target Target::host() {
+  Target t;
+  t.triple = llvm::sys::getProcessTriple();
+  t.cpu = llvm::sys::getHostCPUName().str();
+  std::string features;
+  for (const auto& [name, on] : llvm::sys::getHostCPUFeatures()) {
+    features += (features.empty() ? "" : ",") + std::string(on ? "+" : "-") + name.str();
+  }
+  t.features = features;
+  return t;
+}
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int opt_level) {
+  initialize_llvm();
+  std::string error;
+  llvm::Triple triple(llvm::Triple::normalize(t.triple));
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple.getTriple(), error);
+  if (!target)
+    throw CompileError("codegen", {}, "unknown target triple '" + t.triple + "': " + error);
+  llvm::TargetOptions options;
+  llvm::CodeGenOptLevel level = opt_level <= 0   ? llvm::CodeGenOptLevel::None
+                                : opt_level == 1 ? llvm::CodeGenOptLevel::Less
+                                : opt_level == 2 ? llvm::CodeGenOptLevel::Default
+                                                 : llvm::CodeGenOptLevel::Aggressive;
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple.getTriple(), t.cpu.empty() ? "generic" : t.cpu, t.features,
+                                  options, llvm::Reloc::PIC_, std::nullopt, level));
+  if (!tm) throw CompileError("codegen", {}, "LLVM cannot generate code for '" + t.triple + "'");
+  return tm;
+}
+
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level) {
+  m.setTargetTriple(tm.getTargetTriple().getTriple());
+  m.setDataLayout(tm.createDataLayout());
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = opt_level >= 2;
+  tuning.SLPVectorization = opt_level >= 2;
+  llvm::PassBuilder pb(&tm, tuning);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::OptimizationLevel level = opt_level <= 0   ? llvm::OptimizationLevel::O0
+                                  : opt_level == 1 ? llvm::OptimizationLevel::O1
+                                  : opt_level == 2 ? llvm::OptimizationLevel::O2
+                                                   : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm = level == llvm::OptimizationLevel::O0
+                                    ? pb.buildO0DefaultPipeline(level)
+                                    : pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(m, mam);
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,110 @@
+// CPU code generation: loop IR to LLVM IR, optimized for a target CPU, run
+// in-process through ORC's LLJIT. No LLVM type appears in this header.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/interp.h"
+#include "kiln/loop_ir.h"
+
+namespace kiln::codegen {
+
+// What to generate code for. Data, never a global: the host is one value of it.
+struct Target {
+  std::string triple;    // "x86_64-linux-gnu", "aarch64-linux-gnu"
+  std::string cpu;       // "skylake-avx512", "neoverse-n1"; "" = the triple's generic CPU
+  std::string features;  // "+avx2,+fma"; "" = the CPU's own
+  static Target host();  // this machine: its triple, CPU name and features
+};
+
+struct Options {
+  Target target = Target::host();
+  int opt_level = 3;       // 0..3: LLVM's O0..O3 pipeline
+  bool fast_math = false;  // lets LLVM reassociate float arithmetic
+};
+
+// The symbol every kernel is entered through, with kiln's packed-argument ABI
+// (runtime/include/kiln/runtime.h): int32_t NAME(const kiln_value* args, int32_t nargs),
+// args = run-time params (i64) in order, then one pointer per buffer argument.
+std::string entry_symbol(const ir::LoweredFunc& f);
+
+// The LLVM IR of f, after the optimization pipeline (`kiln emit --stage llvm`).
+std::string emit_llvm(const ir::LoweredFunc& f, const Options& opts = {});
+// The target's assembly for f (`kiln emit --stage asm`).
+std::string emit_asm(const ir::LoweredFunc& f, const Options& opts = {});
+// A relocatable object file for f, for any target LLVM was built with.
+std::vector<char> emit_object(const ir::LoweredFunc& f, const Options& opts = {});
+
+// A kernel compiled into this process. Its code is freed when the last copy
+// of the handle goes away.
+class Kernel {
+ public:
+  // Calls the entry point with packed arguments; returns its status (0 = ok).
+  int32_t call(const void* args, int32_t nargs) const;
+  // Packs f's params and buffers from `b` (as the interpreters take them) and calls it.
+  void run(interp::Bindings& b) const;
+  const ir::LoweredFunc& func() const;
+
+  struct State;
+  explicit Kernel(std::shared_ptr<const State> s) : state_(std::move(s)) {}
+
+ private:
+  std::shared_ptr<const State> state_;
+};
+
+// Compiles f for the host with LLVM's ORC LLJIT. One JIT engine serves every
+// compilation in the process. Throws CompileError (stage "codegen") when f
+// uses something the CPU backend cannot generate.
+Kernel jit_compile(const ir::LoweredFunc& f, const Options& opts = {});
+
+// ---------------------------------------------------------------------------
+// Shared objects and artifacts: code for any target, to be loaded elsewhere.
+
+// A position-independent shared object holding f's entry point, for
+// opts.target (any triple LLVM was built with: x86_64-linux-gnu,
+// aarch64-linux-gnu, ...), linked in-process with lld. It needs no library:
+// it has no DT_NEEDED entry, and its only undefined symbols are the
+// runtime's (kiln_parallel_launch, kiln_alloc, kiln_free) and, for a kernel
+// whose math intrinsics LLVM turns into calls, libm's (expf, logf, ...),
+// which shared_object_imports lists. Throws CompileError (stage "link")
+// when lld fails or the result would need anything else.
+std::vector<char> compile_shared_object(const ir::LoweredFunc& f, const Options& opts = {});
+
+// The undefined symbols of a shared object made by compile_shared_object,
+// sorted: what whoever loads it must provide.
+std::vector<std::string> shared_object_imports(const std::vector<char>& so);
+
+// One argument of an artifact's entry point, in the packed ABI's order.
+struct ArtifactArg {
+  enum class Kind : uint8_t { Param, Buffer } kind = Kind::Param;
+  std::string name;
+  ir::DType dtype = ir::kIndexType;  // params are i64
+  ir::BufKind role = ir::BufKind::Input;  // buffers: Input or Output
+  std::vector<std::string> shape;     // buffers: extents in the run-time params, as text
+};
+
+// A compiled kernel that describes itself (DESIGN.md section 5): what it was
+// compiled for, how to call it, its code, and the hash it is cached under.
+struct Artifact {
+  std::string name;  // the func's
+  std::string triple, cpu, features;  // Options::target
+  int opt_level = 3;
+  bool fast_math = false;
+  std::string entry;               // entry_symbol(f)
+  std::vector<ArtifactArg> args;   // run-time params, then buffers
+  std::vector<std::string> imports;  // symbols the loader must provide
+  std::vector<char> code;          // the shared object
+  std::string hash;  // FNV-1a 64 of the metadata and the code, 16 hex digits
+
+  // The metadata (everything but the code) as one JSON object, for
+  // `kiln compile`'s out.so.json and for agents.
+  std::string metadata_json() const;
+};
+
+// Compiles f to a shared object for opts.target and describes it.
+Artifact compile_artifact(const ir::LoweredFunc& f, const Options& opts = {});
+
+}  // namespace kiln::codegen

@@ -1,0 +1,165 @@
+// Loop tags in the CPU backend: vectorize makes LLVM vector code, parallel runs
+// on the runtime's pool with any thread count, unroll_explicit unrolls in kiln;
+// and the packed entry point checks its argument count.
+#include "kiln/codegen.h"
+#include "kiln/runtime.h"
+#include "programs.h"
+
+namespace kiln::testing {
+namespace {
+
+const char* kScale = R"(func scale {
+  param N = 64;
+  input a : f32[N];
+  output b : f32[N];
+  compute s(i) in 0 <= i < N: b[i] = a[i] * 3.0 + 1.0;
+})";
+
+ir::LoweredFunc lowered_func(const std::string& program, const ir::Overrides& set = {}) {
+  return poly::lower(poly::schedule(parse_one(program, set)));
+}
+
+interp::Mismatch run_against_reference(const std::string& program, const ir::Overrides& set = {},
+                                       int opt = 3) {
+  ir::Func f = parse_one(program, set);
+  interp::Bindings in = interp::random_bindings(f, interp::param_values(f), 3);
+  interp::Bindings expected = in, actual = in;
+  interp::run_reference(f, expected);
+  codegen::Options o;
+  o.opt_level = opt;
+  codegen::jit_compile(poly::lower(poly::schedule(f)), o).run(actual);
+  return interp::compare_outputs(f, expected, actual);
+}
+
+TEST(Vectorize, ConstantExtentBecomesOneVector) {
+  std::string p = with_schedule(kScale, "s.split(i, 16, io, ii); s.tag(ii, vectorize);");
+  codegen::Options o;
+  o.opt_level = 0;  // what kiln emits, before LLVM's own vectorizers run
+  std::string ir_text = codegen::emit_llvm(lowered_func(p), o);
+  EXPECT_NE(ir_text.find("load <16 x float>"), std::string::npos) << ir_text;
+  EXPECT_NE(ir_text.find("store <16 x float>"), std::string::npos) << ir_text;
+  EXPECT_TRUE(run_against_reference(p).ok);
+}
+
+TEST(Vectorize, PartialVectorsRunAScalarTail) {
+  // 13 elements in tiles of 8: the second tile has 5, a variable extent.
+  std::string p = with_schedule(kScale, "s.split(i, 8, io, ii); s.tag(ii, vectorize);");
+  codegen::Options o;
+  o.opt_level = 0;
+  std::string ir_text = codegen::emit_llvm(lowered_func(p, {{"N", 13}}), o);
+  EXPECT_NE(ir_text.find("<8 x float>"), std::string::npos) << ir_text;
+  EXPECT_NE(ir_text.find("ii.rest"), std::string::npos) << ir_text;
+  for (int opt : {0, 3}) EXPECT_TRUE(run_against_reference(p, {{"N", 13}}, opt).ok);
+}
+
+TEST(Vectorize, StridedAndGuardedReadsUseGatherAndMasks) {
+  // Reads a column (stride N) and a padded window (a guarded read).
+  const char* program = R"(func t {
+    param N = 12;
+    input a : f32[N, N];
+    output b : f32[N, N];
+    compute s(i, j) in 0 <= i < N, 0 <= j < N:
+      b[i, j] = a[j, i] + select(j >= 1, a[i, j - 1], 0.0);
+  })";
+  std::string p = with_schedule(program, "s.split(j, 4, jo, ji); s.tag(ji, vectorize);");
+  codegen::Options o;
+  o.opt_level = 0;
+  std::string ir_text = codegen::emit_llvm(lowered_func(p), o);
+  EXPECT_NE(ir_text.find("llvm.masked.gather"), std::string::npos) << ir_text;
+  EXPECT_NE(ir_text.find("llvm.masked.load"), std::string::npos) << ir_text;
+  for (int opt : {0, 3}) EXPECT_TRUE(run_against_reference(p, {}, opt).ok);
+}
+
+TEST(Parallel, SameResultWithOneAndTwoThreads) {
+  std::string p =
+      with_schedule(read_example("matmul"),
+                    "C.tile(i, j, 8, 8, io, jo, ii, ji); C.tag(io, parallel); C_init.tag(i, "
+                    "parallel);");
+  ir::Overrides sizes = {{"M", 37}, {"N", 19}, {"K", 11}};
+  int before = kiln_runtime_threads();
+  for (int threads : {1, 2}) {
+    kiln_runtime_set_threads(threads);
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    EXPECT_TRUE(run_against_reference(p, sizes).ok);
+  }
+  kiln_runtime_set_threads(before);
+  codegen::Options o;
+  o.opt_level = 0;
+  std::string ir_text = codegen::emit_llvm(lowered_func(p, sizes), o);
+  EXPECT_NE(ir_text.find("call i32 @kiln_parallel_launch"), std::string::npos) << ir_text;
+}
+
+TEST(Parallel, NestedParallelLoopsRunInsideTheOuterOnes) {
+  std::string p =
+      with_schedule(kScale, "s.split(i, 8, io, ii); s.tag(io, parallel); s.tag(ii, parallel);");
+  EXPECT_TRUE(run_against_reference(p, {{"N", 30}}).ok);
+}
+
+TEST(UnrollExplicit, CopiesTheBodyForEachIteration) {
+  std::string p = with_schedule(kScale, "s.split(i, 4, io, ii); s.tag(ii, unroll_explicit);");
+  codegen::Options o;
+  o.opt_level = 0;
+  std::string ir_text = codegen::emit_llvm(lowered_func(p), o);
+  EXPECT_EQ(ir_text.find("ii.head"), std::string::npos) << "no loop is left for ii";
+  size_t stores = 0;
+  for (size_t at = ir_text.find("store float"); at != std::string::npos;
+       at = ir_text.find("store float", at + 1))
+    ++stores;
+  EXPECT_EQ(stores, 4u) << ir_text;
+  EXPECT_TRUE(run_against_reference(p).ok);
+}
+
+TEST(UnrollExplicit, NeedsConstantBounds) {
+  std::string p = with_schedule(kScale, "s.split(i, 4, io, ii); s.tag(ii, unroll_explicit);");
+  try {
+    codegen::jit_compile(lowered_func(p, {{"N", 13}}));
+    FAIL() << "a loop with a variable extent was unrolled";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), "codegen");
+    EXPECT_NE(e.message().find("tagged unroll_explicit but its bounds"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Unroll, IsAHintToLlvm) {
+  std::string p = with_schedule(kScale, "s.split(i, 4, io, ii); s.tag(ii, unroll);");
+  codegen::Options o;
+  o.opt_level = 0;
+  EXPECT_NE(codegen::emit_llvm(lowered_func(p), o).find("llvm.loop.unroll.enable"),
+            std::string::npos);
+  EXPECT_TRUE(run_against_reference(p).ok);
+}
+
+TEST(EntryPoint, RefusesTheWrongArgumentCount) {
+  codegen::Kernel k = codegen::jit_compile(lowered_func(kScale));
+  kiln_value args[2] = {};
+  EXPECT_EQ(k.call(args, 1), KILN_ERR_ARGS);
+  EXPECT_EQ(k.call(args, 3), KILN_ERR_ARGS);
+}
+
+TEST(EntryPoint, RunTimeParamsComeFirst) {
+  ir::Func f = parse_one(read_example("segment_sum"));
+  auto params = interp::param_values(f, {{"m", 6}});
+  interp::Bindings in = interp::random_bindings(f, params, 1), expected = in;
+  interp::run_reference(f, expected);
+  codegen::Kernel k = codegen::jit_compile(poly::lower(poly::schedule(f)));
+  kiln_value args[4];
+  args[0].i64 = 6;
+  args[1].ptr = in.buffers.at("offsets").data();
+  args[2].ptr = in.buffers.at("x").data();
+  args[3].ptr = in.buffers.at("y").data();
+  ASSERT_EQ(k.call(args, 4), KILN_OK);
+  EXPECT_TRUE(interp::compare_outputs(f, expected, in).ok);
+}
+
+TEST(Jit, KernelsAreFreedWhenDropped) {
+  ir::LoweredFunc f = lowered_func(kScale);
+  for (int i = 0; i < 50; ++i) {
+    codegen::Kernel k = codegen::jit_compile(f);
+    kiln_value args[2] = {};
+    EXPECT_EQ(k.call(args, 0), KILN_ERR_ARGS);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing
