@@ -106,11 +106,14 @@ class FunctionBuilder {
   FunctionBuilder(const ir::LoweredFunc& f, const Options& opts, llvm::LLVMContext& ctx,
                   llvm::Module& m)
       : f_(f), opts_(opts), ctx_(ctx), m_(m), b_(ctx) {
-    if (opts.fast_math) {
-      llvm::FastMathFlags fmf;
+    // a * b + c may become one fused multiply-add (as clang's default
+    // -ffp-contract=on does); reassociation only with fast math.
+    llvm::FastMathFlags fmf;
+    if (opts.fast_math)
       fmf.setFast();
-      b_.setFastMathFlags(fmf);
-    }
+    else
+      fmf.setAllowContract(true);
+    b_.setFastMathFlags(fmf);
   }
 
   void build() {
@@ -787,8 +790,33 @@ class FunctionBuilder {
     return 8;
   }
 
+  // The body once, on lanes v, v + 1, ..., v + w - 1.
+  void vector_body(const ir::For& n, llvm::Value* v, int w) {
+    lanes_ = w;
+    lane_var_ = n.var;
+    lane_base_ = v;
+    std::vector<llvm::Constant*> steps;
+    for (int k = 0; k < w; ++k) steps.push_back(b_.getInt64(static_cast<uint64_t>(k)));
+    llvm::Value* lanes = b_.CreateAdd(b_.CreateVectorSplat(static_cast<unsigned>(w), v),
+                                      llvm::ConstantVector::get(steps), n.var);
+    auto saved = bind(n.var, lanes);
+    stmt(n.body);
+    restore(n.var, saved);
+    lanes_ = 0;
+    lane_var_.clear();
+    lane_base_ = nullptr;
+  }
+
   void vectorized(const ir::For& n, llvm::Value* lo, llvm::Value* hi) {
     int w = vector_width(n);
+    auto* a = ir::as<ir::IntImm>(n.min);
+    auto* b = ir::as<ir::IntImm>(n.end);
+    if (a && b && b->value - a->value == w) {
+      // Exactly one vector: no loop at all, so the loops around it see
+      // straight-line code (LLVM then keeps accumulators in registers).
+      vector_body(n, lo, w);
+      return;
+    }
     // Main part: whole vectors while v + w <= hi.
     llvm::Value* last = b_.CreateSub(hi, b_.getInt64(w - 1));
     llvm::BasicBlock* pre = b_.GetInsertBlock();
@@ -801,21 +829,7 @@ class FunctionBuilder {
     v->addIncoming(lo, pre);
     b_.CreateCondBr(b_.CreateICmpSLT(v, last), inside, tail);
     b_.SetInsertPoint(inside);
-    {
-      lanes_ = w;
-      lane_var_ = n.var;
-      lane_base_ = v;
-      std::vector<llvm::Constant*> steps;
-      for (int k = 0; k < w; ++k) steps.push_back(b_.getInt64(static_cast<uint64_t>(k)));
-      llvm::Value* lanes = b_.CreateAdd(b_.CreateVectorSplat(static_cast<unsigned>(w), v),
-                                        llvm::ConstantVector::get(steps), n.var);
-      auto saved = bind(n.var, lanes);
-      stmt(n.body);
-      restore(n.var, saved);
-      lanes_ = 0;
-      lane_var_.clear();
-      lane_base_ = nullptr;
-    }
+    vector_body(n, v, w);
     llvm::Value* next = b_.CreateAdd(v, b_.getInt64(w), "", false, true);
     b_.CreateBr(head);
     v->addIncoming(next, b_.GetInsertBlock());
@@ -831,14 +845,19 @@ class FunctionBuilder {
   // A parallel loop: its body becomes a function of (begin, end, closure)
   // that the runtime's thread pool calls on chunks of the iterations.
   void parallel(const ir::For& n, llvm::Value* lo, llvm::Value* hi) {
-    // Everything in scope travels in the closure.
-    std::vector<std::pair<std::string, llvm::Value*>> vals(vars_.begin(), vars_.end());
+    // Everything in scope travels in the closure, except constants, which
+    // stay constants (a row stride LLVM knows lets it keep rows apart).
+    std::vector<std::pair<std::string, llvm::Value*>> vals;
+    for (auto& [name, v] : vars_)
+      if (!llvm::isa<llvm::Constant>(v)) vals.emplace_back(name, v);
     std::vector<std::pair<std::string, BufInfo>> bufs(bufs_.begin(), bufs_.end());
+    auto travels = [](llvm::Value* v) { return !llvm::isa<llvm::Constant>(v); };
     std::vector<llvm::Type*> fields = {b_.getInt64Ty()};  // lo
     for (auto& [name, v] : vals) fields.push_back(v->getType());
     for (auto& [name, bi] : bufs) {
       fields.push_back(b_.getPtrTy());
-      for (size_t k = 0; k < bi.shape.size(); ++k) fields.push_back(b_.getInt64Ty());
+      for (auto* sz : bi.shape)
+        if (travels(sz)) fields.push_back(b_.getInt64Ty());
     }
     llvm::StructType* closure_ty = llvm::StructType::get(ctx_, fields);
     // In the entry block, so a parallel loop inside a serial one reuses one slot.
@@ -852,7 +871,8 @@ class FunctionBuilder {
     for (auto& [name, v] : vals) put(v);
     for (auto& [name, bi] : bufs) {
       put(bi.ptr);
-      for (auto* s : bi.shape) put(s);
+      for (auto* sz : bi.shape)
+        if (travels(sz)) put(sz);
     }
 
     auto* task_ty = llvm::FunctionType::get(
@@ -862,29 +882,57 @@ class FunctionBuilder {
         entry_symbol(f_) + "_par_" + n.var + "_" + std::to_string(++outlined_), m_);
     decorate(task);
 
-    // Build the task with its own state, then come back.
+    // The loop body goes in its own function whose buffer pointers are
+    // noalias again (they were lost passing through the closure); the task
+    // unpacks the closure and calls it, and LLVM inlines it back.
+    std::vector<llvm::Type*> body_params = {b_.getInt64Ty(), b_.getInt64Ty(), b_.getInt64Ty()};
+    for (auto& [name, v] : vals) body_params.push_back(v->getType());
+    for (auto& [name, bi] : bufs) {
+      body_params.push_back(b_.getPtrTy());
+      for (auto* sz : bi.shape)
+        if (travels(sz)) body_params.push_back(b_.getInt64Ty());
+    }
+    llvm::Function* inner =
+        llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), body_params, false),
+                               llvm::Function::InternalLinkage, task->getName() + "_body", m_);
+    decorate(inner);
+    inner->addFnAttr(llvm::Attribute::AlwaysInline);
+
+    // Build both with their own state, then come back.
     llvm::Function* saved_fn = fn_;
     llvm::IRBuilderBase::InsertPoint saved_ip = b_.saveIP();
     auto saved_vars = vars_;
     auto saved_bufs = bufs_;
+
     fn_ = task;
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", task));
     llvm::Value* cl = task->getArg(2);
     f = 0;
-    auto get = [&](llvm::Type* t) {
-      return b_.CreateLoad(t, b_.CreateStructGEP(closure_ty, cl, f++));
-    };
-    llvm::Value* tlo = get(b_.getInt64Ty());
-    vars_.clear();
-    for (auto& [name, v] : vals) vars_[name] = get(v->getType());
+    std::vector<llvm::Value*> call_args = {task->getArg(0), task->getArg(1)};
+    for (llvm::Type* t : fields)
+      call_args.push_back(b_.CreateLoad(t, b_.CreateStructGEP(closure_ty, cl, f++)));
+    b_.CreateCall(inner, call_args);
+    b_.CreateRetVoid();
+
+    fn_ = inner;
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", inner));
+    unsigned a = 2;
+    llvm::Value* tlo = inner->getArg(a++);
+    std::map<std::string, llvm::Value*> constants;
+    for (auto& [name, v] : vars_)
+      if (llvm::isa<llvm::Constant>(v)) constants[name] = v;
+    vars_ = constants;
+    for (auto& [name, v] : vals) vars_[name] = inner->getArg(a++);
     bufs_.clear();
     for (auto& [name, bi] : bufs) {
       BufInfo copy = bi;
-      copy.ptr = get(b_.getPtrTy());
-      for (auto& s : copy.shape) s = get(b_.getInt64Ty());
+      inner->addParamAttr(a, llvm::Attribute::NoAlias);
+      copy.ptr = inner->getArg(a++);
+      for (auto& sz : copy.shape)
+        if (travels(sz)) sz = inner->getArg(a++);
       bufs_[name] = copy;
     }
-    counted(task->getArg(0), task->getArg(1), 1, n.var + ".it", [&](llvm::Value* it) {
+    counted(inner->getArg(0), inner->getArg(1), 1, n.var + ".it", [&](llvm::Value* it) {
       llvm::Value* v = b_.CreateAdd(tlo, b_.CreateMul(it, b_.getInt64(n.step)), n.var);
       auto saved = bind(n.var, v);
       stmt(n.body);
