@@ -107,14 +107,19 @@ struct ComputeDecl {
   std::optional<ReductionAst> reduction;
 };
 
+// `option fast_math;`: a switch on how the func may be compiled.
+struct OptionDecl {
+  Ident name;
+};
+
 struct ScheduleDecl {
   Pos pos;  // the `schedule` keyword
   std::vector<ir::ScheduleCommand> commands;
   std::vector<KnobDecl> knobs;
 };
 
-using Item =
-    std::variant<ParamDecl, ConstraintDecl, BufferDecl, KnobDecl, ComputeDecl, ScheduleDecl>;
+using Item = std::variant<ParamDecl, ConstraintDecl, BufferDecl, KnobDecl, ComputeDecl,
+                          ScheduleDecl, OptionDecl>;
 
 struct FuncDecl {
   Ident name;

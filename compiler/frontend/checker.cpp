@@ -242,6 +242,13 @@ class FuncChecker {
     }
   }
 
+  void check(const OptionDecl& d) {
+    if (d.name.name != "fast_math")
+      fail(d.name.pos, "unknown option " + q(d.name.name) + "; the options are: fast_math");
+    if (func_.fast_math) fail(d.name.pos, "option " + q(d.name.name) + " is given twice");
+    func_.fast_math = true;
+  }
+
   void check(const KnobDecl& d) {
     Decl decl;
     decl.kind = Decl::Kind::Knob;

@@ -16,11 +16,22 @@ struct Keyword {
   Tok kind;
 };
 constexpr Keyword kKeywords[] = {
-    {"func", Tok::KwFunc},   {"param", Tok::KwParam},     {"constraint", Tok::KwConstraint},
-    {"input", Tok::KwInput}, {"output", Tok::KwOutput},   {"temp", Tok::KwTemp},
-    {"knob", Tok::KwKnob},   {"compute", Tok::KwCompute}, {"schedule", Tok::KwSchedule},
-    {"in", Tok::KwIn},       {"and", Tok::KwAnd},         {"or", Tok::KwOr},
-    {"not", Tok::KwNot},     {"true", Tok::KwTrue},       {"false", Tok::KwFalse},
+    {"func", Tok::KwFunc},
+    {"param", Tok::KwParam},
+    {"constraint", Tok::KwConstraint},
+    {"input", Tok::KwInput},
+    {"output", Tok::KwOutput},
+    {"temp", Tok::KwTemp},
+    {"knob", Tok::KwKnob},
+    {"option", Tok::KwOption},
+    {"compute", Tok::KwCompute},
+    {"schedule", Tok::KwSchedule},
+    {"in", Tok::KwIn},
+    {"and", Tok::KwAnd},
+    {"or", Tok::KwOr},
+    {"not", Tok::KwNot},
+    {"true", Tok::KwTrue},
+    {"false", Tok::KwFalse},
 };
 
 struct Punct {

@@ -24,6 +24,7 @@ enum class Tok : uint8_t {
   KwOutput,
   KwTemp,
   KwKnob,
+  KwOption,
   KwCompute,
   KwSchedule,
   KwIn,

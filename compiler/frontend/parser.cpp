@@ -129,13 +129,22 @@ class Parser {
       case Tok::KwSchedule:
         f.items.emplace_back(parse_schedule());
         return;
+      case Tok::KwOption: {
+        advance();  // option
+        OptionDecl o;
+        o.name = expect_ident("an option name after 'option'");
+        expect(Tok::Semi, "';' after the option");
+        f.items.emplace_back(std::move(o));
+        return;
+      }
       default:
         break;
     }
     if (at(Tok::Ident) && peek(1).kind == Tok::Dot) {
       fail_expected("an item (schedule commands go inside 'schedule { ... }')");
     }
-    fail_expected("an item (param, constraint, input, output, temp, knob, compute or schedule)");
+    fail_expected(
+        "an item (param, constraint, input, output, temp, knob, compute, option or schedule)");
   }
 
   void parse_params(FuncDecl& f) {

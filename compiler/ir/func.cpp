@@ -189,6 +189,7 @@ std::string to_string(const Func& f) {
     }
     os << ";\n";
   }
+  if (f.fast_math) os << "  option fast_math;\n";
   if (!f.bufs.empty()) os << "\n";
   for (const Buf& b : f.bufs) print_buf(os, b);
   if (!f.comps.empty()) os << "\n";

@@ -627,6 +627,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
   ir::LoweredFunc out;
   out.name = m.func.name;
   out.params = m.runtime_params;
+  out.fast_math = m.func.fast_math;
   for (auto it = m.func.bufs.rbegin(); it != m.func.bufs.rend(); ++it) {
     if (it->kind != ir::BufKind::Temp) continue;
     if (placed.count(it->name)) continue;

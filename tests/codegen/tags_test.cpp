@@ -130,6 +130,20 @@ TEST(Unroll, IsAHintToLlvm) {
   EXPECT_TRUE(run_against_reference(p).ok);
 }
 
+// Reassociation only where the operator asks for it.
+TEST(FastMath, OnlyWhenTheOperatorAllowsIt) {
+  codegen::Options o;
+  o.opt_level = 0;
+  std::string strict = codegen::emit_llvm(lowered_func(kScale), o);
+  EXPECT_EQ(strict.find("fmul fast"), std::string::npos) << strict;
+  EXPECT_NE(strict.find("fmul contract"), std::string::npos) << strict;
+  std::string program = kScale;
+  program.insert(program.find('{') + 1, "\n  option fast_math;");
+  std::string fast = codegen::emit_llvm(lowered_func(program), o);
+  EXPECT_NE(fast.find("fmul fast"), std::string::npos) << fast;
+  EXPECT_TRUE(run_against_reference(program).ok);
+}
+
 TEST(EntryPoint, RefusesTheWrongArgumentCount) {
   codegen::Kernel k = codegen::jit_compile(lowered_func(kScale));
   kiln_value args[2] = {};

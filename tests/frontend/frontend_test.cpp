@@ -612,6 +612,24 @@ TEST(Frontend, SeveralFuncsInOneFile) {
   EXPECT_EQ(m.funcs[1].comps[0].name, "c");
 }
 
+TEST(Frontend, FastMathIsAnOptionOffByDefault) {
+  const char* plain =
+      "func a { param N; output y : f32[N]; compute c(i) in 0 <= i < N: y[i] = 1.0; }";
+  EXPECT_FALSE(frontend::parse_module(plain).funcs[0].fast_math);
+  ir::Module m = frontend::parse_module(
+      "func a { option fast_math; param N; output y : f32[N];\n"
+      "  compute c(i) in 0 <= i < N: y[i] = 1.0; }");
+  EXPECT_TRUE(m.funcs[0].fast_math);
+  EXPECT_NE(ir::to_string(m.funcs[0]).find("  option fast_math;\n"), std::string::npos);
+  try {
+    frontend::parse_module("func a { option turbo; }", "o.kiln");
+    FAIL();
+  } catch (const CompileError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "o.kiln:1:17: validate error: unknown option 'turbo'; the options are: fast_math");
+  }
+}
+
 TEST(Frontend, CommentsAndWhitespace) {
   ir::Func f = parse_func(
       "// a line comment\n"

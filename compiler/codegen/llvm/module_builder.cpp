@@ -109,7 +109,7 @@ class FunctionBuilder {
     // a * b + c may become one fused multiply-add (as clang's default
     // -ffp-contract=on does); reassociation only with fast math.
     llvm::FastMathFlags fmf;
-    if (opts.fast_math)
+    if (opts.fast_math || f.fast_math)
       fmf.setFast();
     else
       fmf.setAllowContract(true);

@@ -312,6 +312,8 @@ struct Func {
   std::vector<Comp> comps;
   std::vector<Knob> knobs;
   std::vector<ScheduleCommand> schedule;
+  // `option fast_math;`: float arithmetic may be reassociated (off by default).
+  bool fast_math = false;
   SourceLoc where;
 
   const Buf* find_buf(const std::string& n) const;

@@ -125,11 +125,20 @@ struct LoweredFunc {
   std::vector<std::string> params;  // run-time params (Vars in the body), in declaration order
   std::vector<Buf> args;            // input and output buffers, in declaration order
   Stmt body;                        // temporaries are Alloc nodes inside
+  bool fast_math = false;           // the func's `option fast_math`
 };
 
 // Prints loop IR as C-like pseudo code (`kiln emit --stage loops`).
 std::string to_string(const Stmt& s, int indent = 0);
 std::string to_string(const LoweredFunc& f);
+
+// The floating-point operations one run of f performs: for each Store, the
+// float +, -, * and / in its value (a multiply-add counts 2), times the
+// number of times it runs. `params` gives the run-time params' values.
+// Returns -1 when that number is unknown: a loop bound or condition read from
+// a buffer (data-dependent bounds), a run-time param without a value, or a
+// nest too irregular to count quickly.
+int64_t flop_count(const LoweredFunc& f, const std::map<std::string, int64_t>& params = {});
 
 // Statement visitors and mutators, in the style of the expression ones.
 class StmtVisitor : public IRVisitor {
