@@ -54,13 +54,10 @@ class Engine {
     llvm::orc::JITDylib& lib = jit_->getMainJITDylib();
     // The runtime generated code calls, by address: no need to export them.
     llvm::orc::SymbolMap runtime;
-    auto add = [&](const char* name, void* address) {
-      runtime[jit_->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
-                                              llvm::JITSymbolFlags::Exported};
-    };
-    add("kiln_parallel_launch", reinterpret_cast<void*>(&kiln_parallel_launch));
-    add("kiln_alloc", reinterpret_cast<void*>(&kiln_alloc));
-    add("kiln_free", reinterpret_cast<void*>(&kiln_free));
+    for (const kiln_runtime_symbol* s = kiln_runtime_symbols(); s->name; ++s)
+      runtime[jit_->mangleAndIntern(s->name)] = {
+          llvm::orc::ExecutorAddr::fromPtr(reinterpret_cast<void*>(s->address)),
+          llvm::JITSymbolFlags::Exported};
     if (auto e = lib.define(llvm::orc::absoluteSymbols(std::move(runtime))))
       throw CompileError("codegen", {},
                          "cannot give the JIT kiln's runtime: " + message(std::move(e)));

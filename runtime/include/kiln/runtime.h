@@ -1,0 +1,70 @@
+/* kiln's C runtime: what generated kernels, the JIT and agents call at run time. */
+#ifndef KILN_RUNTIME_H
+#define KILN_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The packed-argument ABI every kernel entry point has. args: the run-time
+   params (i64) first, in declaration order, then one pointer per buffer
+   argument (inputs and outputs), in declaration order. Returns 0, or a
+   nonzero error code (KILN_ERR_ARGS when nargs is wrong). */
+typedef union kiln_value {
+  void* ptr;
+  int64_t i64;
+  double f64;
+} kiln_value;
+typedef int32_t (*kiln_entry_fn)(const kiln_value* args, int32_t nargs);
+enum { KILN_OK = 0, KILN_ERR_ARGS = 1, KILN_ERR_ALLOC = 2 };
+
+/* Runs fn(begin, end, closure) over [0, n) split into contiguous chunks across the pool
+   (the calling thread takes part). A call made from inside a task runs serially in that task,
+   and so does a call made while another thread's launch holds the pool. Returns KILN_OK once
+   every index has run, KILN_ERR_ARGS when fn is NULL or n < 0. */
+typedef void (*kiln_task_fn)(int64_t begin, int64_t end, void* closure);
+int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n);
+
+/* Threads a launch uses (>= 1), the calling thread included. */
+int kiln_runtime_threads(void);
+
+/* Replaces the pool with one of n threads (0 = the default: KILN_NUM_THREADS, else one per
+   physical core allowed to the process). Returns the count in effect. Must not be called while
+   a launch runs; called from inside a task it changes nothing. */
+int kiln_runtime_set_threads(int n);
+
+/* 1 when every worker the pool planned a CPU for is pinned to it, 0 when pinning was not
+   allowed (the pool then runs unpinned) or there is no worker to pin. */
+int kiln_runtime_pinned(void);
+
+/* Nanoseconds from CLOCK_MONOTONIC. */
+uint64_t kiln_now_ns(void);
+
+/* Writes back and evicts every cache line of [p, p + bytes) from all cache levels, then fences:
+   clflushopt (or clflush) on x86-64, dc civac on aarch64, a fence only elsewhere. */
+void kiln_cache_flush(const void* p, size_t bytes);
+
+/* An aligned buffer (align 0 means 64; smaller alignments are raised to 64; align must be a
+   power of two) of at least bytes bytes, or NULL. Free it with kiln_free. */
+void* kiln_alloc(size_t bytes, size_t align);
+void kiln_free(void* p);
+
+/* Every function generated code may call, by name, for a JIT to define them in its symbol
+   table. Ends with an entry whose name is NULL. The address has a generic function type (ISO C
+   converts function pointers only to other function pointer types): cast it back, or to an
+   integer address, before use. */
+typedef void (*kiln_runtime_fn)(void);
+typedef struct kiln_runtime_symbol {
+  const char* name;
+  kiln_runtime_fn address;
+} kiln_runtime_symbol;
+const kiln_runtime_symbol* kiln_runtime_symbols(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_RUNTIME_H */

@@ -1,0 +1,351 @@
+/* The thread pool behind kiln_parallel_launch: workers created once, pinned, woken per launch. */
+#define _GNU_SOURCE
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "kiln/runtime.h"
+#include "topology.h"
+
+/* How long a waiting thread spins before it sleeps: long enough to bridge back-to-back launches
+   and the ragged end of a balanced one, short enough not to hold a core someone else needs. A
+   pool with more threads than the CPUs it may use does not spin at all: there a spinning thread
+   only keeps the one it waits for off the CPU. */
+#define KILN_SPIN_NS 50000u
+
+typedef struct kiln_worker {
+  pthread_t thread;
+  int index;     /* which chunk it runs: 1 .. nthreads - 1 (the launching thread runs 0) */
+  int cpu;       /* the CPU it is pinned to, or -1 */
+  uint64_t seen; /* the generation when it was created */
+} kiln_worker;
+
+/* One pool per process. A launch or a resize owns it through `busy`; the job fields are written
+   by the owner before `generation` is bumped and read by workers after they see the bump, and the
+   owner waits for every worker to finish before it writes them again. */
+typedef struct kiln_pool {
+  _Alignas(64) _Atomic uint64_t generation; /* bumped once per launch; workers wait on it */
+  _Alignas(64) atomic_int unfinished;       /* workers still running this launch */
+  atomic_int caller_waiting;                /* the launching thread sleeps on `done` */
+  _Alignas(64) atomic_int sleepers;         /* workers asleep on `wake` */
+  atomic_int busy;
+  atomic_int ready;    /* 1 once the workers exist */
+  atomic_int nthreads; /* workers + 1 */
+  atomic_int pinned;
+  kiln_task_fn fn;
+  void* closure;
+  int64_t n;
+  int stopping;
+  uint64_t spin_ns;
+  kiln_worker* workers;
+  pthread_mutex_t mutex;
+  pthread_cond_t wake;
+  pthread_cond_t done;
+} kiln_pool;
+
+static kiln_pool g_pool = {
+    .nthreads = 1,
+    .mutex = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+};
+
+/* Serializes creating and replacing the workers, and fork against both. */
+static pthread_mutex_t g_setup = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_fork_handlers = PTHREAD_ONCE_INIT;
+
+/* Set on workers for their whole life and on a launching thread while it runs its own chunk: a
+   launch made where it is set runs serially. */
+static _Thread_local int t_in_task;
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Chunk `index` of [0, n) split into nthreads contiguous chunks whose sizes differ by at most
+   one (the first n % nthreads chunks take one more). */
+static void run_chunk(kiln_task_fn fn, void* closure, int64_t n, int nthreads, int index) {
+  int64_t base = n / nthreads;
+  int64_t extra = n % nthreads;
+  int64_t begin = index * base + (index < extra ? index : extra);
+  int64_t end = begin + base + (index < extra ? 1 : 0);
+  if (begin < end) {
+    fn(begin, end, closure);
+  }
+}
+
+static void run_serially(kiln_task_fn fn, void* closure, int64_t n) {
+  int outer = t_in_task;
+  t_in_task = 1;
+  fn(0, n, closure);
+  t_in_task = outer;
+}
+
+/* Spins until the generation moves past `seen` or the spin budget runs out; returns what it saw
+   last. */
+static uint64_t spin_for_generation(kiln_pool* pool, uint64_t seen) {
+  uint64_t start = kiln_now_ns();
+  for (unsigned i = 1;; i++) {
+    uint64_t generation = atomic_load_explicit(&pool->generation, memory_order_acquire);
+    if (generation != seen || ((i & 63) == 0 && kiln_now_ns() - start >= pool->spin_ns)) {
+      return generation;
+    }
+    cpu_relax();
+  }
+}
+
+/* Returns the next generation after `seen`, spinning first, then sleeping. A launcher bumps the
+   generation before it reads `sleepers`, and a worker counts itself in `sleepers` before it reads
+   the generation (all sequentially consistent), so one of them always sees the other. */
+static uint64_t wait_for_launch(kiln_pool* pool, uint64_t seen) {
+  uint64_t generation = spin_for_generation(pool, seen);
+  if (generation != seen) {
+    return generation;
+  }
+  pthread_mutex_lock(&pool->mutex);
+  atomic_fetch_add(&pool->sleepers, 1);
+  while ((generation = atomic_load(&pool->generation)) == seen) {
+    pthread_cond_wait(&pool->wake, &pool->mutex);
+  }
+  atomic_fetch_sub(&pool->sleepers, 1);
+  pthread_mutex_unlock(&pool->mutex);
+  return generation;
+}
+
+/* The launching thread's wait for the workers, with the same handshake as wait_for_launch. */
+static void wait_for_workers(kiln_pool* pool) {
+  uint64_t start = kiln_now_ns();
+  for (unsigned i = 1; atomic_load_explicit(&pool->unfinished, memory_order_acquire) != 0; i++) {
+    if ((i & 63) == 0 && kiln_now_ns() - start >= pool->spin_ns) {
+      break;
+    }
+    cpu_relax();
+  }
+  if (atomic_load_explicit(&pool->unfinished, memory_order_acquire) == 0) {
+    return;
+  }
+  pthread_mutex_lock(&pool->mutex);
+  atomic_store(&pool->caller_waiting, 1);
+  while (atomic_load(&pool->unfinished) != 0) {
+    pthread_cond_wait(&pool->done, &pool->mutex);
+  }
+  atomic_store(&pool->caller_waiting, 0);
+  pthread_mutex_unlock(&pool->mutex);
+}
+
+static void* worker_main(void* arg) {
+  kiln_pool* pool = &g_pool;
+  const kiln_worker* self = arg;
+  int index = self->index;
+  uint64_t seen = self->seen;
+  t_in_task = 1;
+  for (;;) {
+    seen = wait_for_launch(pool, seen);
+    if (pool->stopping) {
+      return NULL;
+    }
+    run_chunk(pool->fn, pool->closure, pool->n,
+              atomic_load_explicit(&pool->nthreads, memory_order_relaxed), index);
+    if (atomic_fetch_sub(&pool->unfinished, 1) == 1 && atomic_load(&pool->caller_waiting)) {
+      pthread_mutex_lock(&pool->mutex);
+      pthread_cond_signal(&pool->done);
+      pthread_mutex_unlock(&pool->mutex);
+    }
+  }
+}
+
+/* Pins every worker the plan gave a CPU to. If one cannot be pinned (a CPU outside the affinity
+   mask, or a kernel or container that refuses: EINVAL, EPERM), all of them go back to the whole
+   mask, so the pool is pinned entirely or not at all. Returns 1 when pinned. */
+static int pin_workers(kiln_pool* pool, int nworkers, const cpu_set_t* allowed) {
+  int npinned = 0;
+  for (int i = 0; i < nworkers; i++) {
+    kiln_worker* worker = &pool->workers[i];
+    if (worker->cpu < 0) {
+      continue;
+    }
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(worker->cpu, &one);
+    if (!CPU_ISSET(worker->cpu, allowed) ||
+        pthread_setaffinity_np(worker->thread, sizeof one, &one) != 0) {
+      for (int j = 0; j < nworkers; j++) {
+        pthread_setaffinity_np(pool->workers[j].thread, sizeof *allowed, allowed);
+        pool->workers[j].cpu = -1;
+      }
+      return 0;
+    }
+    npinned++;
+  }
+  return npinned > 0;
+}
+
+/* Creates the workers for a pool of `requested` threads (0: the default). Whatever cannot be
+   created (no memory, no more threads) leaves a smaller pool; the smallest is the caller alone. */
+static void start_workers(kiln_pool* pool, int requested) {
+  kiln_thread_plan* plan = malloc(sizeof *plan);
+  int nworkers = 0;
+  if (plan != NULL) {
+    kiln_plan_threads(requested, plan);
+    pool->spin_ns = plan->nthreads > CPU_COUNT(&plan->allowed) ? 0 : KILN_SPIN_NS;
+    pool->workers =
+        plan->nthreads > 1 ? calloc((size_t)plan->nthreads - 1, sizeof *pool->workers) : NULL;
+  }
+  if (pool->workers != NULL) {
+    /* Workers start with every signal blocked, so signals go to the program's own threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    uint64_t generation = atomic_load(&pool->generation);
+    for (; nworkers < plan->nthreads - 1; nworkers++) {
+      kiln_worker* worker = &pool->workers[nworkers];
+      worker->index = nworkers + 1;
+      worker->cpu = plan->cpu[nworkers + 1];
+      worker->seen = generation;
+      if (pthread_create(&worker->thread, NULL, worker_main, worker) != 0) {
+        break;
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+  }
+  atomic_store(&pool->pinned, nworkers > 0 ? pin_workers(pool, nworkers, &plan->allowed) : 0);
+  atomic_store(&pool->nthreads, nworkers + 1);
+  free(plan);
+}
+
+static void stop_workers(kiln_pool* pool) {
+  int nworkers = atomic_load(&pool->nthreads) - 1;
+  if (nworkers > 0) {
+    pool->stopping = 1;
+    atomic_fetch_add(&pool->generation, 1);
+    pthread_mutex_lock(&pool->mutex);
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->mutex);
+    for (int i = 0; i < nworkers; i++) {
+      pthread_join(pool->workers[i].thread, NULL);
+    }
+    pool->stopping = 0;
+  }
+  free(pool->workers);
+  pool->workers = NULL;
+  atomic_store(&pool->nthreads, 1);
+  atomic_store(&pool->pinned, 0);
+}
+
+static void before_fork(void) { pthread_mutex_lock(&g_setup); }
+
+static void after_fork_in_parent(void) { pthread_mutex_unlock(&g_setup); }
+
+/* The child of a fork has only the thread that forked: it forgets the parent's workers (their
+   memory is left, as they may have held its locks) and builds its own pool on first use. */
+static void after_fork_in_child(void) {
+  kiln_pool* pool = &g_pool;
+  pthread_mutex_init(&g_setup, NULL);
+  pthread_mutex_init(&pool->mutex, NULL);
+  pthread_cond_init(&pool->wake, NULL);
+  pthread_cond_init(&pool->done, NULL);
+  pool->workers = NULL;
+  pool->stopping = 0;
+  atomic_store(&pool->unfinished, 0);
+  atomic_store(&pool->caller_waiting, 0);
+  atomic_store(&pool->sleepers, 0);
+  atomic_store(&pool->busy, 0);
+  atomic_store(&pool->nthreads, 1);
+  atomic_store(&pool->pinned, 0);
+  atomic_store(&pool->ready, 0);
+}
+
+static void register_fork_handlers(void) {
+  pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+}
+
+static kiln_pool* ready_pool(void) {
+  kiln_pool* pool = &g_pool;
+  if (!atomic_load_explicit(&pool->ready, memory_order_acquire)) {
+    pthread_once(&g_fork_handlers, register_fork_handlers);
+    pthread_mutex_lock(&g_setup);
+    if (!atomic_load_explicit(&pool->ready, memory_order_relaxed)) {
+      start_workers(pool, 0);
+      atomic_store_explicit(&pool->ready, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&g_setup);
+  }
+  return pool;
+}
+
+int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
+  if (fn == NULL || n < 0) {
+    return KILN_ERR_ARGS;
+  }
+  if (n == 0) {
+    return KILN_OK;
+  }
+  if (t_in_task || n == 1) {
+    run_serially(fn, closure, n);
+    return KILN_OK;
+  }
+  kiln_pool* pool = ready_pool();
+  int idle = 0;
+  if (!atomic_compare_exchange_strong(&pool->busy, &idle, 1)) {
+    /* Another thread's launch holds the pool: run here rather than wait for it. */
+    run_serially(fn, closure, n);
+    return KILN_OK;
+  }
+  int nthreads = atomic_load_explicit(&pool->nthreads, memory_order_relaxed);
+  if (nthreads == 1) {
+    atomic_store_explicit(&pool->busy, 0, memory_order_release);
+    run_serially(fn, closure, n);
+    return KILN_OK;
+  }
+  pool->fn = fn;
+  pool->closure = closure;
+  pool->n = n;
+  atomic_store_explicit(&pool->unfinished, nthreads - 1, memory_order_relaxed);
+  atomic_fetch_add(&pool->generation, 1);
+  if (atomic_load(&pool->sleepers) > 0) {
+    pthread_mutex_lock(&pool->mutex);
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->mutex);
+  }
+  t_in_task = 1;
+  run_chunk(fn, closure, n, nthreads, 0);
+  t_in_task = 0;
+  wait_for_workers(pool);
+  atomic_store_explicit(&pool->busy, 0, memory_order_release);
+  return KILN_OK;
+}
+
+int kiln_runtime_threads(void) { return atomic_load(&ready_pool()->nthreads); }
+
+int kiln_runtime_pinned(void) { return atomic_load(&ready_pool()->pinned); }
+
+int kiln_runtime_set_threads(int n) {
+  if (t_in_task || n < 0) {
+    return kiln_runtime_threads();
+  }
+  kiln_pool* pool = &g_pool;
+  pthread_once(&g_fork_handlers, register_fork_handlers);
+  pthread_mutex_lock(&g_setup);
+  /* A launch from another thread may still hold the pool: wait for it to let go. */
+  int idle = 0;
+  while (!atomic_compare_exchange_weak(&pool->busy, &idle, 1)) {
+    idle = 0;
+    sched_yield();
+  }
+  if (atomic_load(&pool->ready)) {
+    stop_workers(pool);
+  }
+  start_workers(pool, n);
+  atomic_store_explicit(&pool->ready, 1, memory_order_release);
+  int nthreads = atomic_load(&pool->nthreads);
+  atomic_store_explicit(&pool->busy, 0, memory_order_release);
+  pthread_mutex_unlock(&g_setup);
+  return nthreads;
+}

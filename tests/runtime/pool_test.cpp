@@ -1,0 +1,208 @@
+// kiln_parallel_launch: every index runs exactly once, in contiguous chunks balanced across the
+// pool, under repeated, nested and concurrent launches and any thread count.
+#include <gtest/gtest.h>
+#include <kiln/runtime.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "coverage.h"
+
+namespace kiln::testing {
+namespace {
+
+// Each test leaves the pool at its default size.
+class ParallelLaunch : public ::testing::Test {
+ protected:
+  void TearDown() override { kiln_runtime_set_threads(0); }
+};
+
+TEST_F(ParallelLaunch, CoversEveryIndexExactlyOnce) {
+  const int64_t threads = kiln_runtime_threads();
+  ASSERT_GE(threads, 1);
+  for (int64_t n : {int64_t{0}, int64_t{1}, threads - 1, threads, threads + 1, int64_t{1000003}}) {
+    if (n < 0) continue;
+    SCOPED_TRACE("n = " + std::to_string(n));
+    Coverage c(n);
+    ASSERT_EQ(kiln_parallel_launch(Coverage::task, &c, n), KILN_OK);
+    EXPECT_EQ(c.first_wrong(), -1);
+  }
+}
+
+TEST_F(ParallelLaunch, SplitsIntoContiguousChunksThatDifferByAtMostOne) {
+  for (int threads : {1, 2, 3, 4}) {
+    ASSERT_EQ(kiln_runtime_set_threads(threads), threads);
+    for (int64_t n : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{64}, int64_t{1001}}) {
+      SCOPED_TRACE("threads = " + std::to_string(threads) + ", n = " + std::to_string(n));
+      Chunks chunks;
+      ASSERT_EQ(kiln_parallel_launch(Chunks::task, &chunks, n), KILN_OK);
+      std::vector<Chunks::Chunk> sorted = chunks.sorted();
+      ASSERT_EQ(static_cast<int64_t>(sorted.size()), std::min<int64_t>(n, threads));
+      int64_t next = 0;
+      std::set<pthread_t> runners;
+      for (const auto& chunk : sorted) {
+        EXPECT_EQ(chunk.begin, next);
+        const int64_t size = chunk.end - chunk.begin;
+        EXPECT_TRUE(size == n / threads || size == n / threads + 1) << "chunk size " << size;
+        next = chunk.end;
+        runners.insert(chunk.thread);
+      }
+      EXPECT_EQ(next, n);
+      // Each chunk has a thread of its own: the split is static, one chunk per thread.
+      EXPECT_EQ(runners.size(), sorted.size());
+    }
+  }
+}
+
+TEST_F(ParallelLaunch, TheCallingThreadTakesPart) {
+  const int threads = kiln_runtime_threads();
+  Chunks chunks;
+  ASSERT_EQ(kiln_parallel_launch(Chunks::task, &chunks, threads), KILN_OK);
+  std::vector<Chunks::Chunk> sorted = chunks.sorted();
+  ASSERT_FALSE(sorted.empty());
+  EXPECT_TRUE(pthread_equal(sorted.front().thread, pthread_self()));
+}
+
+TEST_F(ParallelLaunch, TenThousandRepeatedLaunches) {
+  constexpr int64_t kLaunches = 10000;
+  constexpr int64_t kN = 97;
+  struct Sum {
+    std::atomic<int64_t> indices{0};
+    std::atomic<int64_t> calls{0};
+  } sum;
+  auto task = [](int64_t begin, int64_t end, void* closure) {
+    auto* s = static_cast<Sum*>(closure);
+    int64_t local = 0;
+    for (int64_t i = begin; i < end; ++i) local += i;
+    s->indices.fetch_add(local);
+    s->calls.fetch_add(1);
+  };
+  for (int64_t launch = 0; launch < kLaunches; ++launch) {
+    ASSERT_EQ(kiln_parallel_launch(task, &sum, kN), KILN_OK) << "launch " << launch;
+  }
+  EXPECT_EQ(sum.indices.load(), kLaunches * (kN * (kN - 1) / 2));
+  EXPECT_EQ(sum.calls.load(), kLaunches * std::min<int64_t>(kN, kiln_runtime_threads()));
+}
+
+// An inner launch from a task runs serially, on the task's thread, over its whole range.
+struct Nested {
+  static constexpr int64_t kRows = 37;
+  static constexpr int64_t kCols = 1001;
+
+  struct Row {
+    Nested* nested;
+    int64_t r;
+    pthread_t outer_thread;
+  };
+
+  static void inner(int64_t begin, int64_t end, void* closure) {
+    auto* row = static_cast<Row*>(closure);
+    if (begin != 0 || end != kCols || !pthread_equal(pthread_self(), row->outer_thread)) {
+      row->nested->not_serial.fetch_add(1);
+    }
+    for (int64_t j = begin; j < end; ++j) {
+      row->nested->cells.hits[static_cast<size_t>(row->r * kCols + j)].fetch_add(1);
+    }
+  }
+
+  static void outer(int64_t begin, int64_t end, void* closure) {
+    auto* nested = static_cast<Nested*>(closure);
+    for (int64_t r = begin; r < end; ++r) {
+      Row row{nested, r, pthread_self()};
+      if (kiln_parallel_launch(inner, &row, kCols) != KILN_OK) nested->errors.fetch_add(1);
+    }
+  }
+
+  Coverage cells{kRows * kCols};
+  std::atomic<int> not_serial{0};
+  std::atomic<int> errors{0};
+};
+
+TEST_F(ParallelLaunch, NestedLaunchRunsSeriallyInsideTheTask) {
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE("threads = " + std::to_string(threads));
+    ASSERT_EQ(kiln_runtime_set_threads(threads), threads);
+    Nested nested;
+    ASSERT_EQ(kiln_parallel_launch(Nested::outer, &nested, Nested::kRows), KILN_OK);
+    EXPECT_EQ(nested.errors.load(), 0);
+    EXPECT_EQ(nested.not_serial.load(), 0);
+    EXPECT_EQ(nested.cells.first_wrong(), -1);
+  }
+}
+
+TEST_F(ParallelLaunch, OneAndTwoThreadsGiveIdenticalResults) {
+  constexpr int64_t kN = 200003;
+  auto compute = [](int threads) {
+    EXPECT_EQ(kiln_runtime_set_threads(threads), threads);
+    EXPECT_EQ(kiln_runtime_threads(), threads);
+    std::vector<double> out(kN);
+    auto task = [](int64_t begin, int64_t end, void* closure) {
+      auto* o = static_cast<std::vector<double>*>(closure);
+      for (int64_t i = begin; i < end; ++i) {
+        double x = static_cast<double>(i);
+        (*o)[static_cast<size_t>(i)] = x * x / 3.0 - x * 0.25;
+      }
+    };
+    EXPECT_EQ(kiln_parallel_launch(task, &out, kN), KILN_OK);
+    return out;
+  };
+  std::vector<double> one = compute(1);
+  std::vector<double> two = compute(2);
+  EXPECT_TRUE(one == two);
+}
+
+TEST_F(ParallelLaunch, SetThreadsReportsTheCountInEffect) {
+  EXPECT_EQ(kiln_runtime_set_threads(1), 1);
+  EXPECT_EQ(kiln_runtime_threads(), 1);
+  EXPECT_EQ(kiln_runtime_set_threads(5), 5);
+  EXPECT_EQ(kiln_runtime_threads(), 5);
+  EXPECT_TRUE(launch_covers_once(12345));
+  const int fallback = kiln_runtime_threads();
+  EXPECT_EQ(kiln_runtime_set_threads(-3), fallback) << "a negative count changes nothing";
+  const int by_default = kiln_runtime_set_threads(0);
+  EXPECT_GE(by_default, 1);
+  EXPECT_EQ(kiln_runtime_threads(), by_default);
+}
+
+TEST_F(ParallelLaunch, SetThreadsFromInsideATaskChangesNothing) {
+  ASSERT_EQ(kiln_runtime_set_threads(2), 2);
+  std::atomic<int> answered{-1};
+  auto task = [](int64_t, int64_t, void* closure) {
+    static_cast<std::atomic<int>*>(closure)->store(kiln_runtime_set_threads(7));
+  };
+  ASSERT_EQ(kiln_parallel_launch(task, &answered, 1), KILN_OK);
+  EXPECT_EQ(answered.load(), 2);
+  EXPECT_EQ(kiln_runtime_threads(), 2);
+}
+
+TEST_F(ParallelLaunch, ConcurrentLaunchesFromTwoThreadsBothComplete) {
+  std::atomic<int> failures{0};
+  auto client = [&failures] {
+    for (int i = 0; i < 500; ++i) {
+      if (!launch_covers_once(1000 + i)) failures.fetch_add(1);
+    }
+  };
+  std::thread a(client);
+  std::thread b(client);
+  a.join();
+  b.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(ParallelLaunch, BadArgumentsAreRefused) {
+  EXPECT_EQ(kiln_parallel_launch(nullptr, nullptr, 10), KILN_ERR_ARGS);
+  std::atomic<int> calls{0};
+  auto task = [](int64_t, int64_t, void* closure) {
+    static_cast<std::atomic<int>*>(closure)->fetch_add(1);
+  };
+  EXPECT_EQ(kiln_parallel_launch(task, &calls, -1), KILN_ERR_ARGS);
+  EXPECT_EQ(kiln_parallel_launch(task, &calls, 0), KILN_OK);
+  EXPECT_EQ(calls.load(), 0) << "an empty range runs no task";
+}
+
+}  // namespace
+}  // namespace kiln::testing
