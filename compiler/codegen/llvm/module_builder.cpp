@@ -106,14 +106,13 @@ class FunctionBuilder {
   FunctionBuilder(const ir::LoweredFunc& f, const Options& opts, llvm::LLVMContext& ctx,
                   llvm::Module& m)
       : f_(f), opts_(opts), ctx_(ctx), m_(m), b_(ctx) {
-    // a * b + c may become one fused multiply-add (as clang's default
-    // -ffp-contract=on does); reassociation only with fast math.
-    llvm::FastMathFlags fmf;
-    if (opts.fast_math || f.fast_math)
+    // IEEE order unless the operator allows fast math: then LLVM may fuse
+    // a * b + c and reassociate.
+    if (opts.fast_math || f.fast_math) {
+      llvm::FastMathFlags fmf;
       fmf.setFast();
-    else
-      fmf.setAllowContract(true);
-    b_.setFastMathFlags(fmf);
+      b_.setFastMathFlags(fmf);
+    }
   }
 
   void build() {
@@ -506,20 +505,29 @@ class FunctionBuilder {
     return it->second;
   }
 
-  // Row-major element offset.
-  llvm::Value* flat_index(BufInfo& buf, const std::vector<ir::Expr>& idx) {
+  // The address of buf[idx] (a vector of addresses when an index varies
+  // across lanes). Row-major, one GEP per dimension: LLVM's alias analysis
+  // then sees that rows i and i + 1 are a constant distance apart, which a
+  // single flattened index hides (and with it the chance to keep a tile of
+  // accumulators in registers).
+  llvm::Value* element_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx) {
     if (idx.size() != buf.shape.size()) fail("wrong number of indices for a buffer");
-    if (idx.empty()) return b_.getInt64(0);
-    llvm::Value* acc = to_i64(expr(idx[0]));
-    for (size_t k = 1; k < idx.size(); ++k) {
-      llvm::Value* ext = buf.shape[k];
+    llvm::Type* mt = mem_type(buf.dtype);
+    llvm::Value* p = buf.ptr;
+    for (size_t k = 0; k < idx.size(); ++k) {
+      llvm::Value* stride = b_.getInt64(1);
+      for (size_t d = k + 1; d < idx.size(); ++d)
+        stride = b_.CreateMul(stride, buf.shape[d], "", /*HasNUW=*/false, /*HasNSW=*/true);
       llvm::Value* i = to_i64(expr(idx[k]));
-      unify(acc, ext);
-      acc = b_.CreateMul(acc, ext);
-      unify(acc, i);
-      acc = b_.CreateAdd(acc, i);
+      llvm::Value* off = i;
+      if (k + 1 < idx.size()) {
+        llvm::Value* st = stride;
+        unify(off, st);
+        off = b_.CreateMul(off, st, "", false, true);
+      }
+      p = b_.CreateInBoundsGEP(mt, p, off);
     }
-    return acc;
+    return p;
   }
 
   // How a vectorized access walks memory: 1 = contiguous lanes.
@@ -535,13 +543,13 @@ class FunctionBuilder {
     return derivative(idx.back(), lane_var_, unknown);
   }
 
-  // The flat index of lane 0, computed as scalar code.
-  llvm::Value* lane0_index(BufInfo& buf, const std::vector<ir::Expr>& idx) {
+  // The address of lane 0's element, computed as scalar code.
+  llvm::Value* lane0_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx) {
     int saved = lanes_;
     llvm::Value* saved_var = vars_[lane_var_];
     lanes_ = 0;
     vars_[lane_var_] = lane_base_;
-    llvm::Value* i = flat_index(buf, idx);
+    llvm::Value* i = element_ptr(buf, idx);
     vars_[lane_var_] = saved_var;
     lanes_ = saved;
     return i;
@@ -555,7 +563,7 @@ class FunctionBuilder {
     llvm::Value* v = nullptr;
     if (lanes_ && stride && *stride == 0) {
       // Uniform across lanes; under a mask, guard the scalar load by "any lane".
-      llvm::Value* at = b_.CreateInBoundsGEP(mt, buf.ptr, lane0_index(buf, n.indices));
+      llvm::Value* at = lane0_ptr(buf, n.indices);
       if (mask_) {
         llvm::Value* any = b_.CreateOrReduce(mask_);
         v = branch(
@@ -564,26 +572,25 @@ class FunctionBuilder {
         v = b_.CreateLoad(mt, at);
       }
     } else if (lanes_ && stride && *stride == 1) {
-      llvm::Value* at = b_.CreateInBoundsGEP(mt, buf.ptr, lane0_index(buf, n.indices));
+      llvm::Value* at = lane0_ptr(buf, n.indices);
       llvm::Type* vt = vec_of(mt);
       if (mask_)
         v = b_.CreateMaskedLoad(vt, at, align, mask_, llvm::Constant::getNullValue(vt));
       else
         v = b_.CreateAlignedLoad(vt, at, align);
     } else {
-      llvm::Value* i = flat_index(buf, n.indices);
-      if (is_vec(i)) {
-        llvm::Value* ptrs = b_.CreateInBoundsGEP(mt, buf.ptr, i);
+      llvm::Value* at = element_ptr(buf, n.indices);
+      if (is_vec(at)) {
+        llvm::Value* ptrs = at;
         llvm::Type* vt = vec_of(mt);
         llvm::Value* m = mask_ ? mask_ : llvm::Constant::getAllOnesValue(vec_of(b_.getInt1Ty()));
         v = b_.CreateMaskedGather(vt, ptrs, align, m, llvm::Constant::getNullValue(vt));
       } else if (mask_) {
-        llvm::Value* at = b_.CreateInBoundsGEP(mt, buf.ptr, i);
         llvm::Value* any = b_.CreateOrReduce(mask_);
         v = branch(
             any, true, [&] { return b_.CreateLoad(mt, at); }, llvm::Constant::getNullValue(mt));
       } else {
-        v = b_.CreateAlignedLoad(mt, b_.CreateInBoundsGEP(mt, buf.ptr, i), align);
+        v = b_.CreateAlignedLoad(mt, at, align);
       }
     }
     if (buf.dtype == ir::DType::Bool)
@@ -593,7 +600,6 @@ class FunctionBuilder {
 
   void store(const ir::Store& n) {
     BufInfo& buf = buffer(n.buf);
-    llvm::Type* mt = mem_type(buf.dtype);
     llvm::Align align(elem_size(buf.dtype));
     llvm::Value* v = expr(n.value);
     auto to_mem = [&](llvm::Value* x) {
@@ -601,13 +607,13 @@ class FunctionBuilder {
     };
     auto stride = lane_stride(n.indices);
     if (lanes_ && stride && *stride == 1) {
-      llvm::Value* at = b_.CreateInBoundsGEP(mt, buf.ptr, lane0_index(buf, n.indices));
+      llvm::Value* at = lane0_ptr(buf, n.indices);
       b_.CreateAlignedStore(to_mem(splat(v)), at, align);
       return;
     }
-    llvm::Value* i = flat_index(buf, n.indices);
-    if (is_vec(i)) {
-      llvm::Value* ptrs = b_.CreateInBoundsGEP(mt, buf.ptr, i);
+    llvm::Value* at = element_ptr(buf, n.indices);
+    if (is_vec(at)) {
+      llvm::Value* ptrs = at;
       b_.CreateMaskedScatter(to_mem(splat(v)), ptrs, align,
                              llvm::Constant::getAllOnesValue(vec_of(b_.getInt1Ty())));
       return;
@@ -615,7 +621,7 @@ class FunctionBuilder {
     if (is_vec(v))
       fail("vectorized loop '" + lane_var_ + "' stores different lanes to one element of '" +
            n.buf + "'");
-    b_.CreateAlignedStore(to_mem(v), b_.CreateInBoundsGEP(mt, buf.ptr, i), align);
+    b_.CreateAlignedStore(to_mem(v), at, align);
   }
 
   // ---------------------------------------------------------------------
@@ -782,11 +788,13 @@ class FunctionBuilder {
 
   // Lanes of a vector: the loop's extent when it is a small constant, else a
   // fixed width with a scalar loop for the remainder.
+  static constexpr int kMaxLanes = 16;
   int vector_width(const ir::For& n) {
     auto* a = ir::as<ir::IntImm>(n.min);
     auto* b = ir::as<ir::IntImm>(n.end);
-    if (a && b && b->value - a->value >= 1 && b->value - a->value <= 64)
+    if (a && b && b->value - a->value >= 1 && b->value - a->value <= kMaxLanes)
       return static_cast<int>(b->value - a->value);
+    if (a && b && (b->value - a->value) % kMaxLanes == 0) return kMaxLanes;
     return 8;
   }
 
@@ -811,10 +819,10 @@ class FunctionBuilder {
     int w = vector_width(n);
     auto* a = ir::as<ir::IntImm>(n.min);
     auto* b = ir::as<ir::IntImm>(n.end);
-    if (a && b && b->value - a->value == w) {
-      // Exactly one vector: no loop at all, so the loops around it see
+    if (a && b && (b->value - a->value) % w == 0 && (b->value - a->value) / w <= 4) {
+      // A few whole vectors: no loop at all, so the loops around it see
       // straight-line code (LLVM then keeps accumulators in registers).
-      vector_body(n, lo, w);
+      for (int64_t at = a->value; at < b->value; at += w) vector_body(n, b_.getInt64(at), w);
       return;
     }
     // Main part: whole vectors while v + w <= hi.
