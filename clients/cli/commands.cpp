@@ -1,5 +1,5 @@
-// The check, emit and interp commands: load each file, pick its funcs, apply
-// --set, then call the compiler library one stage after another.
+// The check, emit, interp, run and compile commands: load each file, pick its
+// funcs, apply --set, then call the compiler library one stage after another.
 #include "commands.h"
 
 #include <fmt/format.h>
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -17,12 +18,14 @@
 #include <vector>
 
 #include "json.h"
+#include "kiln/codegen.h"
 #include "kiln/error.h"
 #include "kiln/frontend.h"
 #include "kiln/interp.h"
 #include "kiln/ir.h"
 #include "kiln/loop_ir.h"
 #include "kiln/poly.h"
+#include "kiln/runtime.h"
 #include "run_params.h"
 
 namespace kiln::cli {
@@ -203,38 +206,155 @@ std::vector<OutputSum> checksums(const ir::Func& f, const interp::Bindings& b) {
   return sums;
 }
 
-// One run of `kiln interp` on one func.
+// What `kiln run --bench` measured.
+struct BenchResult {
+  int repeat = 0, number = 0;  // repeats of `number` runs each
+  int threads = 0;             // of the runtime's pool
+  double median_s = 0;         // per run
+  double min_s = 0;            // per run, the fastest repeat
+  int64_t flops = -1;          // per run; -1 = unknown
+};
+
+// One run of `kiln interp` or `kiln run` on one func.
 struct InterpResult {
   std::map<std::string, int64_t> params;  // every param's value in this run
   std::vector<std::string> chosen;        // run-time params kiln gave a value
   std::vector<OutputSum> outputs;
   std::optional<interp::Mismatch> mismatch;  // with --check
+  std::optional<BenchResult> bench;          // run --bench
 };
 
-InterpResult interpret(const Prepared& p, const Options& o) {
-  const ir::Func& f = p.func;
-  // Compile first: a schedule kiln refuses should not wait for the reference run.
-  ir::LoweredFunc lowered = timed_lower(timed_schedule(f, !o.no_schedule));
-  RunParams run_params = run_param_values(f, p.runtime_params);
-  for (const std::string& name : run_params.chosen) {
-    spdlog::debug("{}: run-time param {} not given; using {}", f.name, name,
-                  run_params.values.at(name));
-  }
-  std::map<std::string, int64_t> params = interp::param_values(f, run_params.values);
-  interp::Bindings actual =
-      timed(f.name, "random inputs", [&] { return interp::random_bindings(f, params, o.seed); });
-  interp::Bindings expected;
-  if (o.check) {
-    expected = actual;
-    timed(f.name, "reference interpreter", [&] { interp::run_reference(f, expected); });
-  }
-  timed(f.name, "loop interpreter", [&] { interp::run_loops(lowered, actual); });
+// A func lowered, with values for its run-time params and random inputs:
+// what interp and run both start from.
+struct RunSetup {
+  ir::LoweredFunc lowered;
+  RunParams run_params;
+  std::map<std::string, int64_t> params;  // every param's value
+  interp::Bindings inputs;
+};
 
+RunSetup set_up_run(const Prepared& p, const Options& o) {
+  const ir::Func& f = p.func;
+  RunSetup s;
+  // Compile first: a schedule kiln refuses should not wait for the reference run.
+  s.lowered = timed_lower(timed_schedule(f, !o.no_schedule));
+  s.run_params = run_param_values(f, p.runtime_params);
+  for (const std::string& name : s.run_params.chosen) {
+    spdlog::debug("{}: run-time param {} not given; using {}", f.name, name,
+                  s.run_params.values.at(name));
+  }
+  s.params = interp::param_values(f, s.run_params.values);
+  s.inputs =
+      timed(f.name, "random inputs", [&] { return interp::random_bindings(f, s.params, o.seed); });
+  return s;
+}
+
+// The result of a run that produced `actual`; with --check, the reference
+// interpreter runs on the same inputs and the outputs are compared.
+InterpResult result_of(const Prepared& p, const Options& o, const RunSetup& s,
+                       const interp::Bindings& actual) {
+  const ir::Func& f = p.func;
   InterpResult r;
-  r.params = params;
-  r.chosen = run_params.chosen;
+  r.params = s.params;
+  r.chosen = s.run_params.chosen;
   r.outputs = checksums(f, actual);
-  if (o.check) r.mismatch = interp::compare_outputs(f, expected, actual);
+  if (o.check) {
+    interp::Bindings expected = s.inputs;
+    timed(f.name, "reference interpreter", [&] { interp::run_reference(f, expected); });
+    r.mismatch = interp::compare_outputs(f, expected, actual);
+  }
+  return r;
+}
+
+InterpResult interpret(const Prepared& p, const Options& o) {
+  RunSetup s = set_up_run(p, o);
+  interp::Bindings actual = s.inputs;
+  timed(p.func.name, "loop interpreter", [&] { interp::run_loops(s.lowered, actual); });
+  return result_of(p, o, s, actual);
+}
+
+// The code generator's options from --target, --cpu, --features and -O. With
+// no --target, the code is for this machine: --cpu replaces its CPU (and that
+// CPU's own features are used), --features adds to or removes from them.
+codegen::Options codegen_options(const Options& o) {
+  codegen::Options c;
+  c.opt_level = o.opt_level;
+  if (o.target) {
+    c.target = codegen::Target{*o.target, o.cpu.value_or(""), o.features.value_or("")};
+  } else if (o.cpu) {
+    c.target.cpu = *o.cpu;
+    c.target.features = o.features.value_or("");
+  } else if (o.features) {
+    c.target.features += (c.target.features.empty() ? "" : ",") + *o.features;
+  }
+  return c;
+}
+
+// The packed arguments of f's entry point for the buffers of `b`.
+std::vector<kiln_value> packed_args(const ir::LoweredFunc& f, interp::Bindings& b) {
+  std::vector<kiln_value> args;
+  for (const std::string& p : f.params) {
+    kiln_value v;
+    v.i64 = b.params.at(p);
+    args.push_back(v);
+  }
+  for (const ir::Buf& buf : f.args) {
+    kiln_value v;
+    v.ptr = b.buffers.at(buf.name).data();
+    args.push_back(v);
+  }
+  return args;
+}
+
+// Times a compiled kernel: one warm-up run, then `repeat` timed repeats of
+// `number` runs each (number chosen from the warm-up so that a repeat takes
+// about 50 ms when --number is not given). The inputs are a copy: a kernel
+// that accumulates into its output may change it from run to run.
+BenchResult bench(const codegen::Kernel& k, const RunSetup& s, const Options& o) {
+  interp::Bindings b = s.inputs;
+  std::vector<kiln_value> args = packed_args(s.lowered, b);
+  auto nargs = static_cast<int32_t>(args.size());
+  auto run_once = [&] {
+    if (int32_t rc = k.call(args.data(), nargs); rc != 0) {
+      throw CompileError("run", {}, fmt::format("{} returned error {}", s.lowered.name, rc));
+    }
+  };
+  constexpr uint64_t kRepeatTargetNs = 50'000'000;
+  uint64_t start = kiln_now_ns();
+  run_once();
+  uint64_t warm = std::max<uint64_t>(kiln_now_ns() - start, 1);
+
+  BenchResult r;
+  r.repeat = o.repeat;
+  r.number = o.number > 0
+                 ? o.number
+                 : static_cast<int>(std::clamp<uint64_t>(kRepeatTargetNs / warm, 1, 1'000'000));
+  std::vector<double> per_run;
+  for (int rep = 0; rep < r.repeat; ++rep) {
+    uint64_t t0 = kiln_now_ns();
+    for (int n = 0; n < r.number; ++n) run_once();
+    per_run.push_back(static_cast<double>(kiln_now_ns() - t0) * 1e-9 / r.number);
+  }
+  std::sort(per_run.begin(), per_run.end());
+  size_t mid = per_run.size() / 2;
+  r.median_s = per_run.size() % 2 ? per_run[mid] : (per_run[mid - 1] + per_run[mid]) / 2;
+  r.min_s = per_run.front();
+  r.threads = kiln_runtime_threads();
+  r.flops = ir::flop_count(s.lowered, s.params);
+  return r;
+}
+
+InterpResult run_compiled(const Prepared& p, const Options& o) {
+  const ir::Func& f = p.func;
+  RunSetup s = set_up_run(p, o);
+  codegen::Kernel k = timed(f.name, "JIT compilation",
+                            [&] { return codegen::jit_compile(s.lowered, codegen_options(o)); });
+  interp::Bindings actual = s.inputs;
+  timed(f.name, "compiled run", [&] { k.run(actual); });
+  InterpResult r = result_of(p, o, s, actual);
+  if (o.bench && (!r.mismatch || r.mismatch->ok)) {
+    r.bench = timed(f.name, "benchmark", [&] { return bench(k, s, o); });
+  }
   return r;
 }
 
@@ -259,9 +379,33 @@ std::string mismatch_json(const interp::Mismatch& m) {
       .done();
 }
 
+// GFLOP/s, when the flop count is known.
+std::optional<double> gflops(const BenchResult& b) {
+  if (b.flops < 0 || b.median_s <= 0) return std::nullopt;
+  return static_cast<double>(b.flops) / b.median_s * 1e-9;
+}
+
+std::string bench_json(const BenchResult& b) {
+  JsonObject obj;
+  obj.num("median_s", b.median_s).num("min_s", b.min_s);
+  obj.integer("repeat", b.repeat).integer("number", b.number).integer("threads", b.threads);
+  if (b.flops >= 0) {
+    obj.integer("flops", b.flops);
+  } else {
+    obj.null("flops");
+  }
+  if (std::optional<double> g = gflops(b)) {
+    obj.num("gflops", *g);
+  } else {
+    obj.null("gflops");
+  }
+  return obj.done();
+}
+
 // The --json line for one func (or a file that failed as a whole: func empty).
+// `kiln run` adds the "bench" key.
 std::string result_json(const std::string& file, const std::string& func, const InterpResult* r,
-                        const std::string* error) {
+                        const std::string* error, bool with_bench = false) {
   JsonObject obj;
   obj.str("file", file);
   if (func.empty()) {
@@ -290,6 +434,13 @@ std::string result_json(const std::string& file, const std::string& func, const 
     obj.null("params");
     obj.null("outputs");
   }
+  if (with_bench) {
+    if (r != nullptr && r->bench) {
+      obj.raw("bench", bench_json(*r->bench));
+    } else {
+      obj.null("bench");
+    }
+  }
   if (error != nullptr) {
     obj.str("error", *error);
   } else {
@@ -305,6 +456,22 @@ std::string chosen_suffix(const InterpResult& r) {
     values.push_back(fmt::format("{}={}", name, r.params.at(name)));
   }
   return values.empty() ? "" : fmt::format(" with {}", fmt::join(values, ", "));
+}
+
+// "412 us", "3.25 ms": a time per run with a unit that fits.
+std::string duration(double seconds) {
+  if (seconds < 1e-6) return fmt::format("{:.4g} ns", seconds * 1e9);
+  if (seconds < 1e-3) return fmt::format("{:.4g} us", seconds * 1e6);
+  if (seconds < 1) return fmt::format("{:.4g} ms", seconds * 1e3);
+  return fmt::format("{:.4g} s", seconds);
+}
+
+void print_bench_text(const Prepared& p, const BenchResult& b) {
+  std::optional<double> g = gflops(b);
+  fmt::print("bench {}: {} per run (median of {} x {}, {}), {}\n", p.func.name,
+             duration(b.median_s), b.repeat, count(static_cast<size_t>(b.number), "run"),
+             count(static_cast<size_t>(b.threads), "thread"),
+             g ? fmt::format("{:.3g} GFLOP/s", *g) : std::string("flop count unknown"));
 }
 
 void print_interp_text(const Prepared& p, const InterpResult& r) {
@@ -359,13 +526,85 @@ int run_emit(const Options& o) {
           case Stage::Loops:
             text = ir::to_string(timed_lower(timed_schedule(f, !o.no_schedule)));
             break;
+          case Stage::Llvm:
+            text = codegen::emit_llvm(timed_lower(timed_schedule(f, !o.no_schedule)),
+                                      codegen_options(o));
+            break;
+          case Stage::Asm:
+            text = codegen::emit_asm(timed_lower(timed_schedule(f, !o.no_schedule)),
+                                     codegen_options(o));
+            break;
         }
         if (many) {
-          // A comment line in both .kiln and the C-like loop syntax.
-          fmt::print("{}// {}: func {}\n", first ? "" : "\n", p.file, f.name);
+          // A comment line in .kiln, the C-like loop syntax, LLVM IR, or the assembly.
+          std::string_view comment = "//";
+          if (*o.stage == Stage::Llvm) comment = ";";
+          if (*o.stage == Stage::Asm && codegen_options(o).target.triple.starts_with("x86"))
+            comment = "#";
+          fmt::print("{}{} {}: func {}\n", first ? "" : "\n", comment, p.file, f.name);
         }
         first = false;
         fmt::print("{}{}", text, text.ends_with('\n') ? "" : "\n");
+        return true;
+      },
+      print_error);
+}
+
+int run_run(const Options& o) {
+  if (o.threads) {
+    int n = kiln_runtime_set_threads(*o.threads);
+    spdlog::debug("run: {} thread(s) in the runtime's pool", n);
+  }
+  FailFn fail = print_error;
+  if (o.json) {
+    fail = [](const std::string& file, const std::string& func, const std::string& message) {
+      fmt::print("{}\n", result_json(file, func, nullptr, &message, true));
+    };
+  }
+  return for_each_func(
+      o,
+      [&](const Prepared& p, bool) {
+        InterpResult r = run_compiled(p, o);
+        if (o.json) {
+          fmt::print("{}\n", result_json(p.file, p.func.name, &r, nullptr, true));
+        } else {
+          // The checksums unless a check or a benchmark says more.
+          if (r.mismatch || !r.bench) print_interp_text(p, r);
+          if (r.bench) print_bench_text(p, *r.bench);
+        }
+        return !r.mismatch || r.mismatch->ok;
+      },
+      fail);
+}
+
+int run_compile(const Options& o) {
+  codegen::Options opts = codegen_options(o);
+  spdlog::debug("compile: for {} (cpu '{}', features '{}'), -O{}", opts.target.triple,
+                opts.target.cpu, opts.target.features, opts.opt_level);
+  return for_each_func(
+      o,
+      [&](const Prepared& p, bool many) {
+        const ir::Func& f = p.func;
+        if (many && o.output) {
+          throw CompileError("validate", SourceLoc{p.file, 0, 0},
+                             fmt::format("-o {} names one file, but more than one func is "
+                                         "selected; choose {} with --func",
+                                         *o.output, f.name));
+        }
+        ir::LoweredFunc lowered = timed_lower(timed_schedule(f, !o.no_schedule));
+        codegen::Artifact a = timed(f.name, "shared object",
+                                    [&] { return codegen::compile_artifact(lowered, opts); });
+        std::string so = o.output.value_or(f.name + ".so"), meta = so + ".json";
+        auto write = [&](const std::string& path, std::string_view bytes) {
+          std::ofstream out(path, std::ios::binary | std::ios::trunc);
+          out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+          out.close();
+          if (!out) throw CompileError("compile", SourceLoc{path, 0, 0}, "cannot write the file");
+        };
+        write(so, std::string_view(a.code.data(), a.code.size()));
+        write(meta, a.metadata_json() + "\n");
+        fmt::print("ok  {}: {} and {} ({}{}, {} bytes, hash {})\n", f.name, so, meta, a.triple,
+                   a.cpu.empty() ? "" : ", " + a.cpu, a.code.size(), a.hash);
         return true;
       },
       print_error);

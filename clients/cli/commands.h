@@ -7,8 +7,10 @@
 
 namespace kiln::cli {
 
-int run_check(const Options& o);   // kiln check
-int run_emit(const Options& o);    // kiln emit --stage ...
-int run_interp(const Options& o);  // kiln interp [--check] [--json]
+int run_check(const Options& o);    // kiln check
+int run_emit(const Options& o);     // kiln emit --stage ...
+int run_interp(const Options& o);   // kiln interp [--check] [--json]
+int run_run(const Options& o);      // kiln run [--check] [--bench] [--json]
+int run_compile(const Options& o);  // kiln compile [--target TRIPLE] [-o FILE]
 
 }  // namespace kiln::cli

@@ -31,6 +31,10 @@ int run(const kiln::cli::Options& o) {
       return kiln::cli::run_emit(o);
     case Command::Interp:
       return kiln::cli::run_interp(o);
+    case Command::Run:
+      return kiln::cli::run_run(o);
+    case Command::Compile:
+      return kiln::cli::run_compile(o);
     case Command::None:
       break;
   }

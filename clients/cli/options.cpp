@@ -15,18 +15,32 @@ namespace {
 struct OptionSpec {
   std::string_view name;
   std::string_view value;  // empty: a flag
-  bool check, emit, interp;
+  bool check, emit, interp, run, compile;
 };
 
-constexpr std::array<OptionSpec, 8> kOptions = {{
-    {"--func", "NAME", true, true, true},
-    {"--set", "NAME=INT", true, true, true},
-    {"--stage", "STAGE", false, true, false},
-    {"--no-schedule", "", false, true, true},
-    {"--check", "", false, false, true},
-    {"--json", "", false, false, true},
-    {"--seed", "N", false, false, true},
-    {"--verbose", "", true, true, true},
+constexpr std::array<OptionSpec, 21> kOptions = {{
+    // name            value       check  emit   interp run    compile
+    {"--func", "NAME", true, true, true, true, true},
+    {"--set", "NAME=INT", true, true, true, true, true},
+    {"--stage", "STAGE", false, true, false, false, false},
+    {"--no-schedule", "", false, true, true, true, true},
+    {"--check", "", false, false, true, true, false},
+    {"--json", "", false, false, true, true, false},
+    {"--seed", "N", false, false, true, true, false},
+    {"--verbose", "", true, true, true, true, true},
+    {"--bench", "", false, false, false, true, false},
+    {"--repeat", "R", false, false, false, true, false},
+    {"--number", "N", false, false, false, true, false},
+    {"--threads", "N", false, false, false, true, false},
+    {"-O0", "", false, true, false, true, true},
+    {"-O1", "", false, true, false, true, true},
+    {"-O2", "", false, true, false, true, true},
+    {"-O3", "", false, true, false, true, true},
+    {"--target", "TRIPLE", false, true, false, false, true},
+    {"--cpu", "NAME", false, true, false, false, true},
+    {"--features", "FEATURES", false, true, false, false, true},
+    {"-o", "FILE", false, false, false, false, true},
+    {"--output", "FILE", false, false, false, false, true},
 }};
 
 bool accepts(const OptionSpec& o, Command c) {
@@ -37,6 +51,10 @@ bool accepts(const OptionSpec& o, Command c) {
       return o.emit;
     case Command::Interp:
       return o.interp;
+    case Command::Run:
+      return o.run;
+    case Command::Compile:
+      return o.compile;
     case Command::None:
       return false;
   }
@@ -54,8 +72,12 @@ std::optional<Command> command_from_name(std::string_view name) {
   if (name == "check") return Command::Check;
   if (name == "emit") return Command::Emit;
   if (name == "interp") return Command::Interp;
+  if (name == "run") return Command::Run;
+  if (name == "compile") return Command::Compile;
   return std::nullopt;
 }
+
+constexpr const char* kCommandList = "check, emit, interp, run or compile";
 
 bool is_identifier(std::string_view s) {
   auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
@@ -103,9 +125,28 @@ Stage parse_stage(Command c, std::string_view text) {
   if (text == "ir") return Stage::Ir;
   if (text == "schedule") return Stage::Schedule;
   if (text == "loops") return Stage::Loops;
+  if (text == "llvm") return Stage::Llvm;
+  if (text == "asm") return Stage::Asm;
   throw UsageError(c, fmt::format("--stage '{}': unknown stage (expected one of: ast, ir, "
-                                  "schedule, loops)",
+                                  "schedule, loops, llvm, asm)",
                                   text));
+}
+
+// A count option's value: an integer of at least `min`.
+int parse_count(Command c, std::string_view option, std::string_view text, int min) {
+  std::optional<int> v = parse_int<int>(text);
+  if (!v || *v < min) {
+    throw UsageError(c,
+                     fmt::format("{} '{}': expected an integer of at least {}", option, text, min));
+  }
+  return *v;
+}
+
+// --target, --cpu, --features, -o: a value that may not be empty.
+std::string parse_text(Command c, std::string_view option, std::string_view text,
+                       std::string_view what) {
+  if (text.empty()) throw UsageError(c, fmt::format("{}: expected {}, got ''", option, what));
+  return std::string(text);
 }
 
 void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
@@ -132,6 +173,24 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.seed = *seed;
   } else if (name == "--verbose") {
     o.verbose = true;
+  } else if (name == "--bench") {
+    o.bench = true;
+  } else if (name == "--repeat") {
+    o.repeat = parse_count(c, name, value, 1);
+  } else if (name == "--number") {
+    o.number = parse_count(c, name, value, 1);
+  } else if (name == "--threads") {
+    o.threads = parse_count(c, name, value, 1);
+  } else if (name.size() == 3 && name.starts_with("-O")) {
+    o.opt_level = name[2] - '0';
+  } else if (name == "--target") {
+    o.target = parse_text(c, name, value, "a target triple such as aarch64-linux-gnu");
+  } else if (name == "--cpu") {
+    o.cpu = parse_text(c, name, value, "a CPU name such as neoverse-n1");
+  } else if (name == "--features") {
+    o.features = parse_text(c, name, value, "CPU features such as +avx2,+fma");
+  } else if (name == "-o" || name == "--output") {
+    o.output = parse_text(c, name, value, "an output file name");
   }
 }
 
@@ -145,6 +204,10 @@ const char* command_name(Command c) {
       return "emit";
     case Command::Interp:
       return "interp";
+    case Command::Run:
+      return "run";
+    case Command::Compile:
+      return "compile";
     case Command::None:
       return "";
   }
@@ -161,6 +224,10 @@ const char* stage_name(Stage s) {
       return "schedule";
     case Stage::Loops:
       return "loops";
+    case Stage::Llvm:
+      return "llvm";
+    case Stage::Asm:
+      return "asm";
   }
   return "";
 }
@@ -179,18 +246,17 @@ Options parse_command_line(int argc, const char* const* argv) {
           if (i + 1 < argc) {
             std::optional<Command> c = command_from_name(argv[i + 1]);
             if (!c)
-              throw UsageError(Command::None, fmt::format("help: unknown command '{}' "
-                                                          "(expected check, emit or interp)",
-                                                          argv[i + 1]));
+              throw UsageError(Command::None,
+                               fmt::format("help: unknown command '{}' (expected {})", argv[i + 1],
+                                           kCommandList));
             o.command = *c;
           }
           return o;
         }
         std::optional<Command> c = command_from_name(arg);
         if (!c) {
-          throw UsageError(
-              Command::None,
-              fmt::format("unknown command '{}' (expected check, emit or interp)", arg));
+          throw UsageError(Command::None,
+                           fmt::format("unknown command '{}' (expected {})", arg, kCommandList));
         }
         o.command = *c;
       } else {
@@ -225,10 +291,10 @@ Options parse_command_line(int argc, const char* const* argv) {
       continue;
     }
     if (o.command == Command::None) {
-      throw UsageError(Command::None, spec ? fmt::format("option '{}' must come after a command "
-                                                         "(check, emit or interp)",
-                                                         name)
-                                           : fmt::format("unknown option '{}'", name));
+      throw UsageError(
+          Command::None,
+          spec ? fmt::format("option '{}' must come after a command ({})", name, kCommandList)
+               : fmt::format("unknown option '{}'", name));
     }
     if (!spec || !accepts(*spec, o.command)) {
       throw UsageError(o.command, fmt::format("unknown option '{}' for 'kiln {}'", name,
@@ -252,13 +318,23 @@ Options parse_command_line(int argc, const char* const* argv) {
 
   if (o.help || o.version) return o;
   if (o.command == Command::None) {
-    throw UsageError(Command::None, "missing command (expected check, emit or interp)");
+    throw UsageError(Command::None, fmt::format("missing command (expected {})", kCommandList));
   }
   if (o.files.empty()) {
     throw UsageError(o.command, "missing FILE (expected one or more .kiln files)");
   }
   if (o.command == Command::Emit && !o.stage) {
-    throw UsageError(o.command, "missing --stage (expected one of: ast, ir, schedule, loops)");
+    throw UsageError(o.command,
+                     "missing --stage (expected one of: ast, ir, schedule, loops, llvm, asm)");
+  }
+  // The target and the optimization level matter once there is machine code.
+  if (o.command == Command::Emit && *o.stage != Stage::Llvm && *o.stage != Stage::Asm &&
+      (o.target || o.cpu || o.features || o.opt_level != 3)) {
+    const char* what = o.target ? "--target" : o.cpu ? "--cpu" : o.features ? "--features" : "-O";
+    throw UsageError(o.command, fmt::format("{} applies to --stage llvm and asm only", what));
+  }
+  if (o.command == Command::Run && !o.bench && (o.repeat != 5 || o.number != 0)) {
+    throw UsageError(o.command, "--repeat and --number apply to --bench only");
   }
   return o;
 }
@@ -268,11 +344,20 @@ std::string synopsis(Command c) {
     case Command::Check:
       return "usage: kiln check FILE... [--func NAME] [--set NAME=INT]...";
     case Command::Emit:
-      return "usage: kiln emit FILE... --stage {ast,ir,schedule,loops} [--func NAME] "
-             "[--no-schedule] [--set NAME=INT]...";
+      return "usage: kiln emit FILE... --stage {ast,ir,schedule,loops,llvm,asm} [--func NAME] "
+             "[--no-schedule] [--set NAME=INT]...\n"
+             "       [--target TRIPLE] [--cpu NAME] [--features F] [-O0..-O3]";
     case Command::Interp:
       return "usage: kiln interp FILE... [--check] [--json] [--func NAME] [--seed N] "
              "[--no-schedule] [--set NAME=INT]...";
+    case Command::Run:
+      return "usage: kiln run FILE... [--check] [--bench [--repeat R] [--number N]] "
+             "[--threads N] [-O0..-O3] [--json]\n"
+             "       [--func NAME] [--seed N] [--no-schedule] [--set NAME=INT]...";
+    case Command::Compile:
+      return "usage: kiln compile FILE... [--target TRIPLE] [--cpu NAME] [--features F] "
+             "[-o FILE] [-O0..-O3]\n"
+             "       [--func NAME] [--no-schedule] [--set NAME=INT]...";
     case Command::None:
       break;
   }
@@ -287,6 +372,13 @@ std::string help_text(Command c) {
       "                  param's value is used when the operator runs\n"
       "  --verbose       debug logs of every stage on stderr\n"
       "  -h, --help      this help\n";
+  const char* target =
+      "  --target TRIPLE the target triple (default: this machine), for example\n"
+      "                  x86_64-linux-gnu or aarch64-linux-gnu\n"
+      "  --cpu NAME      the CPU to tune for (default: this machine's with no --target,\n"
+      "                  the triple's generic CPU with one)\n"
+      "  --features F    CPU features to add or remove, for example +avx2,-avx512f\n"
+      "  -O0..-O3        LLVM's optimization level (default -O3)\n";
   const char* exits =
       "\nExit status: 0 ok, 1 the input is wrong or a check failed, 2 usage error.\n";
   switch (c) {
@@ -303,10 +395,12 @@ std::string help_text(Command c) {
              "  ast       the parsed program in .kiln syntax (after --set)\n"
              "  ir        each computation's iteration domain and accesses (isl notation)\n"
              "  schedule  each computation's schedule, loop names, tags and dependences\n"
-             "  loops     the lowered loop nest\n\nOptions:\n"
+             "  loops     the lowered loop nest\n"
+             "  llvm      the LLVM IR, after LLVM's optimization pipeline\n"
+             "  asm       the target's assembly\n\nOptions:\n"
              "  --stage STAGE   which stage to print (required)\n"
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
-             common + exits;
+             std::string(target) + common + exits;
     case Command::Interp:
       return synopsis(c) +
              "\n\nRuns every func on reproducible random inputs with the loop-IR interpreter\n"
@@ -320,6 +414,37 @@ std::string help_text(Command c) {
              "  --seed N        seed of the random inputs (default 0)\n"
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
              common + exits;
+    case Command::Run:
+      return synopsis(c) +
+             "\n\nCompiles every func for this machine with LLVM's JIT and runs it on the\n"
+             "random inputs `interp` uses, printing a checksum of each output. With --check\n"
+             "it compares the outputs with the reference interpreter:\n"
+             "  ok  matmul: 1 output matches (max abs error 0)\n"
+             "With --bench it times the kernel: one warm-up run, then R repeats of N runs,\n"
+             "and prints the median time per run, and GFLOP/s when the flop count is known:\n"
+             "  bench matmul: 0.412 ms per run (median of 5 x 24 runs, 2 threads), "
+             "10.2 GFLOP/s\n\nOptions:\n"
+             "  --check         compare against the reference interpreter\n"
+             "  --bench         time the kernel\n"
+             "  --repeat R      timed repeats (default 5)\n"
+             "  --number N      runs per repeat (default: enough for about 50 ms)\n"
+             "  --threads N     threads of the runtime's pool (default: one per core)\n"
+             "  -O0..-O3        LLVM's optimization level (default -O3)\n"
+             "  --json          one JSON object per func on stdout instead of text\n"
+             "  --seed N        seed of the random inputs (default 0)\n"
+             "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
+             common + exits;
+    case Command::Compile:
+      return synopsis(c) +
+             "\n\nCompiles every func into a position-independent shared object for a\n"
+             "target (linked in-process by lld; it needs no C library), and writes its\n"
+             "metadata (triple, CPU, entry symbol, arguments, hash) beside it as JSON:\n"
+             "  ok  matmul: matmul.so and matmul.so.json (aarch64-linux-gnu, 5432 bytes)\n\n"
+             "Options:\n"
+             "  -o FILE         the shared object (default: FUNC.so); one func only\n" +
+             std::string(target) +
+             "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" + common +
+             exits;
     case Command::None:
       break;
   }
@@ -327,8 +452,11 @@ std::string help_text(Command c) {
          "\n\nkiln compiles tensor operators written in the .kiln language.\n\n"
          "Commands:\n"
          "  check    parse, apply the schedule and check its legality\n"
-         "  emit     print a stage of compilation: ast, ir, schedule or loops\n"
-         "  interp   run the lowered loops; --check compares with the reference\n\n"
+         "  emit     print a stage of compilation: ast, ir, schedule, loops, llvm or asm\n"
+         "  interp   run the lowered loops; --check compares with the reference\n"
+         "  run      compile for this machine and run; --check compares with the\n"
+         "           reference, --bench times it\n"
+         "  compile  compile into a shared object for any target\n\n"
          "Options:\n"
          "  --verbose       debug logs of every stage on stderr\n"
          "  --version       print the version\n"

@@ -11,10 +11,10 @@
 
 namespace kiln::cli {
 
-enum class Command { None, Check, Emit, Interp };
+enum class Command { None, Check, Emit, Interp, Run, Compile };
 
 // What `emit --stage` prints.
-enum class Stage { Ast, Ir, Schedule, Loops };
+enum class Stage { Ast, Ir, Schedule, Loops, Llvm, Asm };
 
 struct Options {
   Command command = Command::None;
@@ -28,9 +28,21 @@ struct Options {
   bool no_schedule = false;         // --no-schedule: the algorithm's own order
 
   std::optional<Stage> stage;  // emit
-  bool check = false;          // interp --check
-  bool json = false;           // interp --json
-  uint64_t seed = 0;           // interp --seed
+  bool check = false;          // interp, run --check
+  bool json = false;           // interp, run --json
+  uint64_t seed = 0;           // interp, run --seed
+
+  bool bench = false;          // run --bench
+  int repeat = 5;              // run --repeat: timed repeats
+  int number = 0;              // run --number: runs per repeat; 0 = from the warm-up run
+  std::optional<int> threads;  // run --threads: size of the runtime's thread pool
+  int opt_level = 3;           // -O0..-O3: run, compile, emit --stage llvm|asm
+
+  // compile, emit --stage llvm|asm: the target (default: this machine).
+  std::optional<std::string> target;    // --target TRIPLE
+  std::optional<std::string> cpu;       // --cpu NAME
+  std::optional<std::string> features;  // --features +f1,-f2
+  std::optional<std::string> output;    // compile -o FILE
 };
 
 // A command line kiln cannot make sense of. `command` says whose usage to
@@ -50,8 +62,8 @@ class UsageError : public std::runtime_error {
 // funcs exist is for the commands to find out.
 Options parse_command_line(int argc, const char* const* argv);
 
-const char* command_name(Command c);  // "check", "emit", "interp"; "" for None
-const char* stage_name(Stage s);      // "ast", "ir", "schedule", "loops"
+const char* command_name(Command c);  // "check", "emit", "interp", "run", "compile"; "" for None
+const char* stage_name(Stage s);      // "ast", "ir", "schedule", "loops", "llvm", "asm"
 
 // The one-line synopsis of a command (or of kiln for None), for usage errors.
 std::string synopsis(Command c);

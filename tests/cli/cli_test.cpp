@@ -239,7 +239,8 @@ TEST(CliUsage, HelpPrintsCommandsAndExitsZero) {
   Result r = kiln({"--help"});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "usage: kiln"));
-  for (const char* cmd : {"check", "emit", "interp"}) EXPECT_TRUE(Contains(r.out, cmd));
+  for (const char* cmd : {"check", "emit", "interp", "run", "compile"})
+    EXPECT_TRUE(Contains(r.out, cmd));
   EXPECT_EQ(r.err, "");
 }
 
@@ -273,7 +274,7 @@ TEST(CliUsage, UnknownCommandIsNamed) {
   Result r = kiln({"frobnicate", data("matmul_small.kiln")});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(Contains(r.err, "unknown command 'frobnicate'"));
-  EXPECT_TRUE(Contains(r.err, "check, emit or interp"));
+  EXPECT_TRUE(Contains(r.err, "check, emit, interp, run or compile"));
 }
 
 TEST(CliUsage, UnknownOptionIsNamedWithTheCommandsUsage) {
@@ -316,10 +317,32 @@ TEST(CliUsage, EmitNeedsAKnownStage) {
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(Contains(r.err, "missing --stage"));
 
-  r = kiln({"emit", data("matmul_small.kiln"), "--stage", "asm"});
+  r = kiln({"emit", data("matmul_small.kiln"), "--stage", "bytecode"});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(Contains(r.err, "unknown stage"));
-  EXPECT_TRUE(Contains(r.err, "ast, ir, schedule, loops"));
+  EXPECT_TRUE(Contains(r.err, "ast, ir, schedule, loops, llvm, asm"));
+}
+
+TEST(CliUsage, TargetOptionsNeedMachineCode) {
+  Result r = kiln(
+      {"emit", data("matmul_small.kiln"), "--stage", "loops", "--target", "aarch64-linux-gnu"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "--target applies to --stage llvm and asm only"));
+
+  r = kiln({"run", data("matmul_small.kiln"), "--target", "aarch64-linux-gnu"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "unknown option '--target' for 'kiln run'"));
+}
+
+TEST(CliUsage, RunCountsMustBePositive) {
+  for (const char* opt : {"--threads", "--repeat", "--number"}) {
+    Result r = kiln({"run", data("matmul_small.kiln"), "--bench", opt, "0"});
+    EXPECT_EQ(r.status, 2) << opt;
+    EXPECT_TRUE(Contains(r.err, std::string(opt) + " '0': expected an integer of at least 1"));
+  }
+  Result r = kiln({"run", data("matmul_small.kiln"), "--repeat", "3"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "--repeat and --number apply to --bench only"));
 }
 
 TEST(CliUsage, SeedMustBeANumber) {
@@ -638,6 +661,247 @@ TEST(CliInterp, RunTimeParamMustMeetTheConstraints) {
   r = kiln({"interp", data("rare_size.kiln"), "--check", "--set", "n=999"});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "ok  rare: 1 output matches"));
+}
+
+// ---------------------------------------------------------------------------
+// run
+
+TEST(CliRun, CheckPassesForEveryExample) {
+  std::string dir = std::string(KILN_SOURCE_DIR) + "/examples/";
+  std::vector<std::string> args = {"run", "--check"};
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".kiln") args.push_back(e.path().string());
+  ASSERT_GE(args.size(), 7u);
+  Result r = kiln(args);
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> out = lines(r.out);
+  EXPECT_EQ(out.size(), args.size() - 2) << r.out;
+  for (const std::string& line : out)
+    EXPECT_TRUE(Matches(line, R"(^ok  \w+: 1 output matches \(max abs error \S+\))")) << line;
+}
+
+TEST(CliRun, ParallelLoopsMatchWithOneAndTwoThreads) {
+  for (const char* threads : {"1", "2"}) {
+    Result r =
+        kiln({"run", data("matmul_small.kiln"), "--check", "--threads", threads, "--set", "M=13"});
+    EXPECT_EQ(r.status, 0) << threads << ": " << r.err;
+    EXPECT_TRUE(Contains(r.out, "ok  matmul: 1 output matches")) << threads;
+  }
+}
+
+TEST(CliRun, EveryOptimizationLevelMatches) {
+  for (const char* level : {"-O0", "-O1", "-O2", "-O3"}) {
+    Result r = kiln({"run", data("matmul_small.kiln"), "--check", level, "--seed", "3"});
+    EXPECT_EQ(r.status, 0) << level << ": " << r.err;
+    EXPECT_TRUE(Contains(r.out, "ok  matmul: 1 output matches")) << level;
+  }
+}
+
+TEST(CliRun, ComputesWhatTheLoopInterpreterComputes) {
+  // Same inputs, same checksums (the sums of f32 outputs of identical arithmetic).
+  Result run = kiln({"run", data("two_funcs.kiln"), "--json", "--seed", "4"});
+  Result interp = kiln({"interp", data("two_funcs.kiln"), "--json", "--seed", "4"});
+  EXPECT_EQ(run.status, 0) << run.err;
+  std::vector<Json> a = json_lines(run.out), b = json_lines(interp.out);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    for (auto& [name, out] : b[k].object["outputs"].object) {
+      EXPECT_NEAR(a[k].object["outputs"].object[name].object["checksum"].number,
+                  out.object["checksum"].number, 1e-4)
+          << name;
+    }
+  }
+}
+
+TEST(CliRun, RunTimeParamsArePickedAsForInterp) {
+  Result r = kiln({"run", data("runtime_param.kiln"), "--check"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(
+      Matches(r.out, R"(^ok  axpy: 1 output matches \(max abs error \S+\) with n=[0-9]+\n$)"));
+
+  r = kiln({"run", data("runtime_param.kiln"), "--check", "--set", "n=1000"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Matches(r.out, R"(^ok  axpy: 1 output matches \(max abs error \S+\)\n$)"));
+
+  r = kiln({"run", data("runtime_param.kiln"), "--set", "n=0"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "n > 0"));
+}
+
+TEST(CliRun, IllegalScheduleIsRefusedBeforeCompiling) {
+  Result r = kiln({"run", data("illegal_schedule.kiln"), "--check"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "legality error"));
+}
+
+TEST(CliRun, BenchPrintsTheMedianAndGflops) {
+  Result r = kiln({"run", data("matmul_small.kiln"), "--bench", "--repeat", "3", "--number", "4",
+                   "--threads", "1"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Matches(r.out, R"(^bench matmul: [0-9.]+ (ns|us|ms|s) per run \(median of 3 x 4 )"
+                             R"(runs, 1 thread\), [0-9.e+]+ GFLOP/s\n$)"))
+      << r.out;
+
+  // With --check the comparison comes first; a run-time param's size is said there.
+  r = kiln({"run", data("runtime_param.kiln"), "--check", "--bench", "--repeat", "1"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> out = lines(r.out);
+  ASSERT_EQ(out.size(), 2u) << r.out;
+  EXPECT_TRUE(Contains(out[0], "ok  axpy: 1 output matches"));
+  EXPECT_TRUE(Matches(out[1], R"(^bench axpy: .* GFLOP/s$)")) << out[1];
+}
+
+TEST(CliRun, BenchWithoutAFlopCountSaysSo) {
+  // segment_sum's loop bounds are read from its input: its flop count is not known statically.
+  Result r = kiln({"run", std::string(KILN_SOURCE_DIR) + "/examples/segment_sum.kiln", "--bench",
+                   "--repeat", "1", "--number", "1"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Matches(r.out, R"(^bench segment_sum: .* flop count unknown\n$)")) << r.out;
+}
+
+TEST(CliRun, JsonCarriesTheBenchmark) {
+  Result r = kiln({"run", data("matmul_small.kiln"), "--check", "--bench", "--json", "--repeat",
+                   "2", "--number", "3", "--threads", "2"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::vector<Json> objects = json_lines(r.out);
+  ASSERT_EQ(objects.size(), 1u) << r.out;
+  Json& o = objects[0];
+  EXPECT_TRUE(o.object["ok"].boolean);
+  EXPECT_EQ(o.object["mismatch"].kind, Json::Null);
+  ASSERT_EQ(o.object["bench"].kind, Json::Object) << r.out;
+  auto& b = o.object["bench"].object;
+  EXPECT_GT(b["median_s"].number, 0);
+  EXPECT_LE(b["min_s"].number, b["median_s"].number);
+  EXPECT_EQ(b["repeat"].number, 2);
+  EXPECT_EQ(b["number"].number, 3);
+  EXPECT_EQ(b["threads"].number, 2);
+  EXPECT_EQ(b["flops"].number, 2 * 16 * 12 * 8);
+  EXPECT_GT(b["gflops"].number, 0);
+
+  // Without --bench the key is there, null.
+  r = kiln({"run", data("matmul_small.kiln"), "--json"});
+  objects = json_lines(r.out);
+  ASSERT_EQ(objects.size(), 1u) << r.out;
+  EXPECT_EQ(objects[0].object["bench"].kind, Json::Null);
+  EXPECT_EQ(objects[0].object["max_abs_error"].kind, Json::Null);
+}
+
+// ---------------------------------------------------------------------------
+// compile
+
+// e_machine of an ELF file, 0 when it is not one.
+uint16_t elf_machine(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char header[20] = {};
+  in.read(header, sizeof header);
+  if (!in || std::string(header, 4) !=
+                 "\x7f"
+                 "ELF")
+    return 0;
+  return static_cast<uint16_t>(static_cast<unsigned char>(header[18]) |
+                               static_cast<unsigned char>(header[19]) << 8);
+}
+
+TEST(CliCompile, SharedObjectsForX86AndAarch64) {
+  TempFile so;
+  for (auto [triple, machine] :
+       {std::pair<std::string, uint16_t>{"x86_64-linux-gnu", 62}, {"aarch64-linux-gnu", 183}}) {
+    Result r = kiln({"compile", data("matmul_small.kiln"), "--target", triple, "-o", so.path});
+    EXPECT_EQ(r.status, 0) << triple << ": " << r.err;
+    EXPECT_TRUE(Matches(r.out, "^ok  matmul: .* and .*\\.json \\(" + triple +
+                                   ", [0-9]+ bytes, hash [0-9a-f]{16}\\)\n$"))
+        << r.out;
+    EXPECT_EQ(elf_machine(so.path), machine) << triple;
+
+    std::ifstream in(so.path + ".json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::unique_ptr<Json> meta = JsonParser(text).parse();
+    ASSERT_TRUE(meta != nullptr) << text;
+    auto& m = meta->object;
+    EXPECT_EQ(m["triple"].string, triple);
+    EXPECT_EQ(m["entry"].string, "kiln_matmul");
+    EXPECT_EQ(m["hash"].string.size(), 16u);
+    ASSERT_EQ(m["args"].array.size(), 3u);
+    EXPECT_EQ(m["args"].array[0].object["name"].string, "A");
+    EXPECT_EQ(m["args"].array[0].object["dtype"].string, "f32");
+    EXPECT_EQ(m["args"].array[2].object["role"].string, "output");
+    EXPECT_EQ(m["args"].array[2].object["shape"].array.size(), 2u);
+    for (Json& name : m["imports"].array) EXPECT_TRUE(Contains(name.string, "kiln_"));
+    unlink((so.path + ".json").c_str());
+  }
+}
+
+TEST(CliCompile, CpuAndOptimizationLevelAreRecorded) {
+  TempFile so;
+  Result r = kiln({"compile", data("runtime_param.kiln"), "--target", "aarch64-linux-gnu", "--cpu",
+                   "neoverse-n1", "-O1", "--output", so.path});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "(aarch64-linux-gnu, neoverse-n1, "));
+  std::ifstream in(so.path + ".json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::unique_ptr<Json> meta = JsonParser(text).parse();
+  ASSERT_TRUE(meta != nullptr) << text;
+  EXPECT_EQ(meta->object["cpu"].string, "neoverse-n1");
+  EXPECT_EQ(meta->object["opt_level"].number, 1);
+  // The run-time param comes first, then the buffers, with shapes in n.
+  auto& args = meta->object["args"].array;
+  ASSERT_EQ(args.size(), 4u);
+  EXPECT_EQ(args[0].object["kind"].string, "param");
+  EXPECT_EQ(args[0].object["name"].string, "n");
+  EXPECT_EQ(args[1].object["shape"].array.at(0).string, "n");
+  unlink((so.path + ".json").c_str());
+}
+
+TEST(CliCompile, OneOutputFileNeedsOneFunc) {
+  Result r = kiln({"compile", data("two_funcs.kiln"), "-o", testing::TempDir() + "unused.so"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "more than one func is selected; choose scale with --func"));
+}
+
+TEST(CliCompile, UnknownTargetIsACompileError) {
+  TempFile so;
+  Result r =
+      kiln({"compile", data("matmul_small.kiln"), "--target", "pdp11-unknown-none", "-o", so.path});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "unknown target triple 'pdp11-unknown-none'"));
+}
+
+// ---------------------------------------------------------------------------
+// emit llvm and asm
+
+TEST(CliEmit, LlvmHoldsTheEntryPoint) {
+  Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "llvm"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Matches(r.out, R"(define [^\n]*@kiln_matmul\(ptr)")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "kiln_parallel_launch"));  // the parallel loop
+
+  r = kiln({"emit", data("matmul_small.kiln"), "--stage", "llvm", "--target", "aarch64-linux-gnu",
+            "-O0"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "target triple = \"aarch64"));
+}
+
+TEST(CliEmit, AsmIsForTheTarget) {
+  Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "asm", "--target",
+                   "aarch64-linux-gnu", "--cpu", "cortex-a72"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "kiln_matmul:"));
+  EXPECT_TRUE(Matches(r.out, R"(\bldr\b)")) << "no aarch64 load in:\n" << r.out;
+
+  r = kiln({"emit", data("matmul_small.kiln"), "--stage", "asm", "--target", "x86_64-linux-gnu",
+            "--features", "+avx2"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "kiln_matmul:"));
+  EXPECT_TRUE(Matches(r.out, R"(\b(mov|vmov)\w*\b)"));
+}
+
+TEST(CliEmit, SeveralFuncsOfLlvmGetCommentHeadings) {
+  Result r = kiln({"emit", data("two_funcs.kiln"), "--stage", "llvm"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "; " + data("two_funcs.kiln") + ": func scale"));
+  EXPECT_TRUE(Contains(r.out, "@kiln_scale("));
+  EXPECT_TRUE(Contains(r.out, "@kiln_shifted("));
 }
 
 }  // namespace

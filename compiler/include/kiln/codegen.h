@@ -81,23 +81,23 @@ std::vector<std::string> shared_object_imports(const std::vector<char>& so);
 struct ArtifactArg {
   enum class Kind : uint8_t { Param, Buffer } kind = Kind::Param;
   std::string name;
-  ir::DType dtype = ir::kIndexType;  // params are i64
+  ir::DType dtype = ir::kIndexType;       // params are i64
   ir::BufKind role = ir::BufKind::Input;  // buffers: Input or Output
-  std::vector<std::string> shape;     // buffers: extents in the run-time params, as text
+  std::vector<std::string> shape;         // buffers: extents in the run-time params, as text
 };
 
 // A compiled kernel that describes itself (DESIGN.md section 5): what it was
 // compiled for, how to call it, its code, and the hash it is cached under.
 struct Artifact {
-  std::string name;  // the func's
+  std::string name;                   // the func's
   std::string triple, cpu, features;  // Options::target
   int opt_level = 3;
   bool fast_math = false;
-  std::string entry;               // entry_symbol(f)
-  std::vector<ArtifactArg> args;   // run-time params, then buffers
+  std::string entry;                 // entry_symbol(f)
+  std::vector<ArtifactArg> args;     // run-time params, then buffers
   std::vector<std::string> imports;  // symbols the loader must provide
-  std::vector<char> code;          // the shared object
-  std::string hash;  // FNV-1a 64 of the metadata and the code, 16 hex digits
+  std::vector<char> code;            // the shared object
+  std::string hash;                  // FNV-1a 64 of the metadata and the code, 16 hex digits
 
   // The metadata (everything but the code) as one JSON object, for
   // `kiln compile`'s out.so.json and for agents.

@@ -1,0 +1,154 @@
+// Shared objects for any target: a freestanding object file from LLVM, linked in-process by lld.
+#include <lld/Common/Driver.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/Object/ELFObjectFile.h>
+#include <llvm/Object/ObjectFile.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/raw_ostream.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <set>
+
+#include "module_builder.h"
+#include "target_machine.h"
+
+LLD_HAS_DRIVER(elf)
+
+namespace kiln::codegen {
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { throw CompileError("link", {}, msg); }
+
+// What a loaded kernel may ask of its loader: the runtime, and the libm
+// functions LLVM lowers math intrinsics it cannot inline to (exp, log, sin,
+// cos, pow; sqrt, floor, ceil and fabs are instructions on x86-64 and aarch64,
+// but a generic CPU may still call them).
+bool allowed_import(const std::string& name) {
+  static const std::set<std::string> runtime = {"kiln_parallel_launch", "kiln_alloc", "kiln_free"};
+  static const std::set<std::string> libm = {"expf",   "exp",   "logf",  "log",  "sinf",  "sin",
+                                             "cosf",   "cos",   "powf",  "pow",  "sqrtf", "sqrt",
+                                             "floorf", "floor", "ceilf", "ceil", "fabsf", "fabs"};
+  return runtime.count(name) > 0 || libm.count(name) > 0;
+}
+
+// The object file for f, built so that it calls no C library function of its
+// own accord: "no-builtins" keeps LLVM from turning loops into memset and
+// memcpy calls, which a kernel loaded without libc could not resolve.
+std::vector<char> freestanding_object(const ir::LoweredFunc& f, const Options& opts) {
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = build_module(f, opts, ctx);
+  for (llvm::Function& fn : *m) {
+    if (!fn.isDeclaration()) fn.addFnAttr("no-builtins");
+  }
+  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(opts.target, opts.opt_level);
+  optimize(*m, *tm, opts.opt_level);
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    throw CompileError("codegen", {}, "LLVM cannot emit object files for " + opts.target.triple);
+  pm.run(*m);
+  return std::vector<char>(buffer.begin(), buffer.end());
+}
+
+// A folder of our own under the system's temporary folder, removed with its
+// contents when the value goes away: lld reads and writes files only.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "kiln-link-XXXXXX").string();
+    if (mkdtemp(templ.data()) == nullptr)
+      fail("cannot make a temporary folder for the linker in " +
+           std::filesystem::temp_directory_path().string());
+    path_ = templ;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void write_file(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) fail("cannot write " + path);
+}
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("the linker wrote no " + path);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// lld keeps global state while it links: one link at a time in the process.
+// After a crash it may refuse to run again, and then every later link fails.
+std::mutex lld_mutex;
+bool lld_usable = true;
+
+std::vector<char> link_shared(const std::vector<char>& object, const std::string& soname) {
+  ScratchDir dir;
+  std::string obj = dir.file("kernel.o"), so = dir.file(soname);
+  write_file(obj, object);
+  std::vector<const char*> args = {
+      "ld.lld", "-shared", "-soname", soname.c_str(), "--hash-style=both",
+      "-z",     "now",     "-o",      so.c_str(),     obj.c_str()};
+  std::string out_text, err_text;
+  llvm::raw_string_ostream out(out_text), err(err_text);
+  {
+    std::lock_guard<std::mutex> guard(lld_mutex);
+    if (!lld_usable) fail("the in-process linker failed earlier and cannot run again");
+    lld::Result r = lld::lldMain(args, out, err, {{lld::Gnu, &lld::elf::link}});
+    if (!r.canRunAgain) lld_usable = false;
+    out.flush();
+    err.flush();
+    if (r.retCode != 0) fail("lld could not link " + soname + ": " + err_text);
+  }
+  return read_file(so);
+}
+
+}  // namespace
+
+std::vector<std::string> shared_object_imports(const std::vector<char>& so) {
+  llvm::MemoryBufferRef ref(llvm::StringRef(so.data(), so.size()), "kernel.so");
+  auto file = llvm::object::ObjectFile::createObjectFile(ref);
+  if (!file) fail("not an object file: " + llvm::toString(file.takeError()));
+  const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(file->get());
+  if (elf == nullptr) fail("not an ELF shared object");
+  std::set<std::string> names;
+  for (const llvm::object::ELFSymbolRef& sym : elf->getDynamicSymbolIterators()) {
+    llvm::Expected<uint32_t> flags = sym.getFlags();
+    llvm::Expected<llvm::StringRef> name = sym.getName();
+    if (!flags || !name) {
+      llvm::consumeError(flags.takeError());
+      llvm::consumeError(name.takeError());
+      fail("unreadable dynamic symbol table");
+    }
+    if ((*flags & llvm::object::SymbolRef::SF_Undefined) && !name->empty())
+      names.insert(name->str());
+  }
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+std::vector<char> compile_shared_object(const ir::LoweredFunc& f, const Options& opts) {
+  std::vector<char> so = link_shared(freestanding_object(f, opts), "lib" + entry_symbol(f) + ".so");
+  for (const std::string& name : shared_object_imports(so)) {
+    if (!allowed_import(name))
+      fail("the shared object of " + f.name + " for " + opts.target.triple + " needs '" + name +
+           "', which neither kiln's runtime nor libm provides");
+  }
+  return so;
+}
+
+}  // namespace kiln::codegen
