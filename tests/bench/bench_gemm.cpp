@@ -1,0 +1,145 @@
+// GEMM benchmark: kiln's hand-scheduled fp32 matmul (kernels/gemm.kiln) and OpenBLAS's
+// cblas_sgemm, side by side in one process, on the same inputs, for square sizes and
+// thread counts. One JSON line per case on stdout.
+#include <cblas.h>
+
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_support.h"
+#include "kiln/runtime.h"
+
+// OpenBLAS's own; declared again for a cblas.h from another BLAS, which lacks it.
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace {
+
+using kiln::bench::Options;
+
+const char* const kUsage =
+    "usage: bench_gemm [--quick] [--sizes 512,1024,2048] [--threads 1,2] [--repeat R]\n"
+    "                  [--set KNOB=INT]... [--kernel FILE] [--case TEXT]\n"
+    "\n"
+    "Times kiln's matmul (tests/bench/kernels/gemm.kiln, func gemm) and OpenBLAS's\n"
+    "cblas_sgemm on the same row-major fp32 inputs, C = A * B with M = N = K, and prints\n"
+    "one JSON line per size and thread count:\n"
+    "  {\"bench\":\"gemm_512_t1\", \"kiln_gflops\":..., \"baseline\":\"openblas\",\n"
+    "   \"baseline_gflops\":..., \"ratio\":..., \"max_rel_error\":..., ...}\n"
+    "Each side runs once to warm up, then R times; the median time counts.\n"
+    "max_rel_error is max |kiln - openblas| / max |openblas|. Exit status 1 when a\n"
+    "case fails or kiln's result differs by more than 1e-4.\n"
+    "\n"
+    "  --quick         the smallest size only\n"
+    "  --sizes LIST    the sizes M = N = K (default 512,1024,2048)\n"
+    "  --threads LIST  thread counts for both libraries (default 1,2)\n"
+    "  --repeat R      timed runs (default 20 up to 512, 10 up to 1024, 5 above)\n"
+    "  --set KNOB=INT  a schedule knob of gemm.kiln (MB, NB, KB, MR, NR)\n"
+    "  --kernel FILE   another .kiln file with a func gemm(A, B, C)\n"
+    "  --case TEXT     only cases whose name contains TEXT\n";
+
+int default_repeat(int64_t n) { return n <= 512 ? 20 : n <= 1024 ? 10 : 5; }
+
+// The arrays of one size: inputs, and each side's output.
+struct Arrays {
+  kiln::bench::Floats a, b, c_kiln, c_blas;
+  explicit Arrays(int64_t n)
+      : a(size_t(n * n)), b(size_t(n * n)), c_kiln(size_t(n * n)), c_blas(size_t(n * n)) {
+    kiln::bench::fill_random(a, 1);
+    kiln::bench::fill_random(b, 2);
+  }
+};
+
+// Times both sides of one case into r; returns why it could not, if it could not.
+std::optional<std::string> time_case(int64_t n, const kiln::codegen::Kernel& kernel, Arrays& arrays,
+                                     kiln::bench::Result& r) {
+  std::fprintf(stderr, "bench_gemm: %s (%d timed runs)\n", r.bench.c_str(), r.repeat);
+  openblas_set_num_threads(r.threads);
+  int blas_n = int(n);
+  r.baseline_seconds = kiln::bench::median_seconds(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_n, blas_n, blas_n, 1.0f,
+                    arrays.a.data(), blas_n, arrays.b.data(), blas_n, 0.0f, arrays.c_blas.data(),
+                    blas_n);
+      },
+      1, r.repeat);
+  kiln::bench::settle();  // OpenBLAS's threads spin a while after a call
+
+  if (kiln_runtime_set_threads(r.threads) != r.threads) {
+    return "kiln: the runtime would not run " + std::to_string(r.threads) + " threads";
+  }
+  kiln_value args[3];
+  args[0].ptr = arrays.a.data();
+  args[1].ptr = arrays.b.data();
+  args[2].ptr = arrays.c_kiln.data();
+  kiln::bench::fill_nan(arrays.c_kiln);
+  int32_t status = 0;
+  r.kiln_seconds =
+      kiln::bench::median_seconds([&] { status |= kernel.call(args, 3); }, 1, r.repeat);
+  kiln::bench::settle();
+  if (status != 0) return "kiln: the kernel returned " + std::to_string(status);
+
+  r.max_rel_error = kiln::bench::max_rel_error(arrays.c_kiln, arrays.c_blas);
+  return std::nullopt;
+}
+
+// Runs one size at every thread count; returns false when a case failed.
+bool run_size(const Options& opts, int64_t n, const std::vector<int>& threads) {
+  auto name = [n](int t) { return "gemm_" + std::to_string(n) + "_t" + std::to_string(t); };
+  std::vector<int> todo;
+  for (int t : threads) {
+    if (name(t).find(opts.filter) != std::string::npos) todo.push_back(t);
+  }
+  if (todo.empty()) return true;
+
+  Arrays arrays(n);
+  std::optional<kiln::bench::CompiledKernel> k;
+  std::string compile_error;
+  try {
+    k = kiln::bench::compile_kernel(kiln::bench::kernel_path(opts, "gemm.kiln"), "gemm",
+                                    {{"M", n}, {"N", n}, {"K", n}}, opts.knobs);
+  } catch (const std::exception& e) {
+    compile_error = "kiln: " + std::string(e.what());
+  }
+
+  bool ok = true;
+  for (int t : todo) {
+    kiln::bench::Result r;
+    r.bench = name(t);
+    r.baseline = "openblas";
+    r.threads = t;
+    r.repeat = opts.repeat ? opts.repeat : default_repeat(n);
+    r.gflop = 2.0 * double(n) * double(n) * double(n) * 1e-9;
+    if (k) {
+      r.compile_ms = k->compile_ms;
+      r.error = time_case(n, k->kernel, arrays, r);
+    } else {
+      r.error = compile_error;
+    }
+    if (r.error) {
+      ok = false;
+    } else if (!(r.max_rel_error <= kiln::bench::kTolerance)) {
+      std::fprintf(stderr, "bench_gemm: %s: kiln's result differs from OpenBLAS's (%g)\n",
+                   r.bench.c_str(), r.max_rel_error);
+      ok = false;
+    }
+    kiln::bench::print_json(r);
+  }
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opts = kiln::bench::parse_options(argc, argv, kUsage);
+  std::vector<int64_t> sizes = opts.sizes;
+  if (sizes.empty())
+    sizes = opts.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 1024, 2048};
+  std::vector<int> threads = opts.threads.empty() ? std::vector<int>{1, 2} : opts.threads;
+
+  bool ok = true;
+  for (int64_t n : sizes) ok = run_size(opts, n, threads) && ok;
+  return ok ? 0 : 1;
+}

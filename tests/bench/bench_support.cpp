@@ -1,0 +1,220 @@
+// What the benchmarks share: options, kernel compilation, timing, arrays, JSON lines.
+#include "bench_support.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "kiln/frontend.h"
+#include "kiln/poly.h"
+#include "kiln/runtime.h"
+
+namespace kiln::bench {
+namespace {
+
+[[noreturn]] void usage_error(const std::string& problem, const std::string& usage) {
+  std::fprintf(stderr, "%s\n%s", problem.c_str(), usage.c_str());
+  std::exit(2);
+}
+
+int64_t parse_int(const std::string& text, const std::string& what, const std::string& usage) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) {
+    usage_error(what + ": expected an integer, found '" + text + "'", usage);
+  }
+  return v;
+}
+
+std::vector<int64_t> parse_list(const std::string& text, const std::string& what,
+                                const std::string& usage) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    int64_t v = parse_int(item, what, usage);
+    if (v <= 0) usage_error(what + ": values must be positive, found " + item, usage);
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// A JSON number with `digits` significant digits (JSON has no inf or nan: null).
+std::string json_number(double v, int digits) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv, const std::string& usage) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(arg + " needs a value", usage);
+      return argv[++i];
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::printf("%s", usage.c_str());
+      std::exit(0);
+    } else if (arg == "--quick") {
+      o.quick = true;
+    } else if (arg == "--threads") {
+      for (int64_t t : parse_list(value(), "--threads", usage)) o.threads.push_back(int(t));
+    } else if (arg == "--sizes") {
+      o.sizes = parse_list(value(), "--sizes", usage);
+    } else if (arg == "--repeat") {
+      o.repeat = int(parse_int(value(), "--repeat", usage));
+      if (o.repeat < 1) usage_error("--repeat must be at least 1", usage);
+    } else if (arg == "--set") {
+      std::string v = value();
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) usage_error("--set: expected NAME=INT", usage);
+      o.knobs[v.substr(0, eq)] = parse_int(v.substr(eq + 1), "--set " + v.substr(0, eq), usage);
+    } else if (arg == "--kernel") {
+      o.kernel = value();
+    } else if (arg == "--case") {
+      o.filter = value();
+    } else {
+      usage_error("unknown option '" + arg + "'", usage);
+    }
+  }
+  return o;
+}
+
+std::string kernel_path(const Options& opts, const std::string& file) {
+  if (!opts.kernel.empty()) return opts.kernel;
+  return std::string(KILN_BENCH_KERNELS) + "/" + file;
+}
+
+CompiledKernel compile_kernel(const std::string& path, const std::string& func,
+                              const ir::Overrides& overrides, const ir::Overrides& knobs) {
+  uint64_t start = kiln_now_ns();
+  ir::Module m = frontend::parse_file(path);
+  const ir::Func* f = m.find(func);
+  if (!f) throw std::runtime_error(path + ": no func '" + func + "'");
+  for (const auto& [name, value] : knobs) {
+    if (f->find_param(name)) {
+      throw std::runtime_error("--set " + name + ": '" + name +
+                               "' is a param, which the benchmark sets; only knobs can be set");
+    }
+  }
+  ir::Func set = ir::apply_overrides(ir::apply_overrides(*f, overrides), knobs);
+  ir::LoweredFunc lowered = poly::lower(poly::schedule(set));
+  codegen::Kernel kernel = codegen::jit_compile(lowered);
+  return {std::move(kernel), double(kiln_now_ns() - start) * 1e-6};
+}
+
+double median_seconds(const std::function<void()>& fn, int warmup, int repeat) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> times;
+  for (int i = 0; i < repeat; ++i) {
+    uint64_t start = kiln_now_ns();
+    fn();
+    times.push_back(double(kiln_now_ns() - start) * 1e-9);
+  }
+  std::sort(times.begin(), times.end());
+  size_t n = times.size();
+  return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
+void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
+Floats::Floats(size_t n) : size_(n) {
+  data_ = static_cast<float*>(kiln_alloc(std::max<size_t>(n, 1) * sizeof(float), 64));
+  if (!data_) throw std::bad_alloc();
+}
+
+Floats::~Floats() { kiln_free(data_); }
+
+void fill_random(Floats& a, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (size_t i = 0; i < a.size(); ++i) a.data()[i] = dist(rng);
+}
+
+void fill_nan(Floats& a) {
+  std::fill(a.data(), a.data() + a.size(), std::numeric_limits<float>::quiet_NaN());
+}
+
+double max_rel_error(const Floats& got, const Floats& ref) {
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double d = std::fabs(double(got.data()[i]) - double(ref.data()[i]));
+    if (!(d <= max_diff)) max_diff = d;  // a NaN sticks
+    max_ref = std::max(max_ref, std::fabs(double(ref.data()[i])));
+  }
+  if (max_ref == 0) return max_diff;
+  return max_diff / max_ref;
+}
+
+void print_json(const Result& r) {
+  std::string line = "{\"bench\":" + json_string(r.bench);
+  if (r.error) {
+    line += ",\"baseline\":" + json_string(r.baseline) + ",\"error\":" + json_string(*r.error);
+  } else {
+    double kiln_gflops = r.gflop / r.kiln_seconds;
+    double baseline_gflops = r.gflop / r.baseline_seconds;
+    line += ",\"kiln_gflops\":" + json_number(kiln_gflops, 4);
+    line += ",\"baseline\":" + json_string(r.baseline);
+    line += ",\"baseline_gflops\":" + json_number(baseline_gflops, 4);
+    line += ",\"ratio\":" + json_number(kiln_gflops / baseline_gflops, 3);
+    line += ",\"max_rel_error\":" + json_number(r.max_rel_error, 3);
+    line += ",\"threads\":" + std::to_string(r.threads);
+    line += ",\"repeat\":" + std::to_string(r.repeat);
+    line += ",\"kiln_ms\":" + json_number(r.kiln_seconds * 1e3, 4);
+    line += ",\"baseline_ms\":" + json_number(r.baseline_seconds * 1e3, 4);
+    line += ",\"compile_ms\":" + json_number(r.compile_ms, 4);
+  }
+  line += "}";
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace kiln::bench

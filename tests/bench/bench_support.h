@@ -1,0 +1,94 @@
+// What the benchmarks share: their options, compiling a .kiln kernel, timing, host
+// arrays, the error against a baseline, and the one JSON line each case prints.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/codegen.h"
+#include "kiln/ir.h"
+
+namespace kiln::bench {
+
+// The command line every benchmark accepts (`--help` prints it).
+struct Options {
+  bool quick = false;          // --quick: the smallest cases only, for smoke runs
+  std::vector<int> threads;    // --threads 1,2: thread counts (empty: the benchmark's own)
+  int repeat = 0;              // --repeat R: timed runs per case (0: the benchmark's own)
+  ir::Overrides knobs;         // --set NAME=VALUE: applied after the benchmark's own values
+  std::string kernel;          // --kernel FILE: another .kiln file with the same func
+  std::string filter;          // --case TEXT: only the cases whose name contains TEXT
+  std::vector<int64_t> sizes;  // --sizes 512,1024: the problem sizes, where a benchmark has them
+};
+
+// Parses argv. `--help` prints `usage` and exits 0; a bad option prints the problem and
+// `usage` on stderr and exits 2.
+Options parse_options(int argc, char** argv, const std::string& usage);
+
+// The kernel directory of this source tree (tests/bench/kernels), or `opts.kernel`.
+std::string kernel_path(const Options& opts, const std::string& file);
+
+// A kernel compiled for this machine from a .kiln file, its params and knobs set by
+// `overrides` (the benchmark's) and then its knobs by `knobs` (the command line's; a
+// param there is an error, since the benchmark's arrays have the benchmark's sizes).
+struct CompiledKernel {
+  codegen::Kernel kernel;
+  double compile_ms = 0;  // parse, schedule, lower and JIT
+};
+CompiledKernel compile_kernel(const std::string& path, const std::string& func,
+                              const ir::Overrides& overrides, const ir::Overrides& knobs);
+
+// Runs `fn` `warmup` times, then `repeat` timed times; returns the median in seconds.
+double median_seconds(const std::function<void()>& fn, int warmup, int repeat);
+
+// Lets another library's spinning worker threads go to sleep before the next timing.
+void settle();
+
+// A 64-byte aligned float array from the runtime's allocator.
+class Floats {
+ public:
+  explicit Floats(size_t n);
+  ~Floats();
+  Floats(const Floats&) = delete;
+  Floats& operator=(const Floats&) = delete;
+
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  float* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Uniform values in [-1, 1), the same for the same seed.
+void fill_random(Floats& a, uint64_t seed);
+
+// Every element NaN: an output the kernel leaves unwritten then fails the comparison.
+void fill_nan(Floats& a);
+
+// max |got - ref| / max |ref| over the arrays (0 when ref is all zeros and got equals it).
+double max_rel_error(const Floats& got, const Floats& ref);
+
+// One case's result, printed as one JSON line on stdout.
+struct Result {
+  std::string bench;     // "gemm_512_t1"
+  std::string baseline;  // "openblas", "onednn"
+  int threads = 1;
+  int repeat = 0;
+  double gflop = 0;  // the work of one run
+  double kiln_seconds = 0, baseline_seconds = 0;
+  double compile_ms = 0;
+  double max_rel_error = 0;
+  std::optional<std::string> error;  // why the case could not run; no timings then
+};
+void print_json(const Result& r);
+
+// The largest max_rel_error the benchmarks accept as a match.
+inline constexpr double kTolerance = 1e-4;
+
+}  // namespace kiln::bench

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Runs kiln's benchmarks against vendor libraries: every group, or the ones named.
+set -euo pipefail
+
+# The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
+# built as the CMake target bench_G.
+GROUPS_ALL=(gemm conv)
+
+usage() {
+  cat <<EOF
+usage: tests/bench/run.sh [GROUP...] [--quick] [--build-dir DIR] [-- BENCH_OPTIONS...]
+
+Builds the benchmark programs if needed, then runs each group (default: all of
+${GROUPS_ALL[*]}). Each case prints one JSON line on stdout, kiln and the vendor
+library timed side by side in the same process:
+  {"bench":"gemm_512_t1","kiln_gflops":...,"baseline":"openblas","baseline_gflops":...,"ratio":...,...}
+Progress goes to stderr.
+
+  GROUP            gemm (kiln vs OpenBLAS sgemm), conv (kiln vs oneDNN conv2d)
+  --quick          the smallest cases only, for a smoke run
+  --build-dir DIR  the CMake build folder (default: \$KILN_BUILD_DIR or build)
+  -- OPTIONS       passed to every benchmark program (see build/tests/bench/bench_gemm --help)
+
+Exit status: 0 when every case ran and matched its baseline, 1 otherwise, 2 usage error.
+EOF
+}
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build_dir=${KILN_BUILD_DIR:-build}
+groups=()
+bench_args=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -h | --help) usage; exit 0 ;;
+    --quick) bench_args+=(--quick) ;;
+    --build-dir)
+      [[ $# -ge 2 ]] || { echo "run.sh: --build-dir needs a folder" >&2; exit 2; }
+      build_dir=$2
+      shift
+      ;;
+    --) shift; bench_args+=("$@"); break ;;
+    -*) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+    *)
+      if [[ " ${GROUPS_ALL[*]} " != *" $1 "* ]]; then
+        echo "run.sh: unknown group '$1' (groups: ${GROUPS_ALL[*]})" >&2
+        exit 2
+      fi
+      groups+=("$1")
+      ;;
+  esac
+  shift
+done
+[[ ${#groups[@]} -gt 0 ]] || groups=("${GROUPS_ALL[@]}")
+[[ $build_dir = /* ]] || build_dir=$root/$build_dir
+
+# A build folder that is not configured yet gets an optimized one.
+if [[ ! -f $build_dir/CMakeCache.txt ]]; then
+  echo "run.sh: configuring $build_dir (Release)" >&2
+  generator=()
+  command -v ninja > /dev/null && generator=(-G Ninja)
+  cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >&2
+fi
+
+# Build what is needed; a group whose baseline library is missing has no target (CMake
+# said so when it configured) and is skipped.
+targets=()
+available=$(cmake --build "$build_dir" --target help 2>/dev/null || true)
+for g in "${groups[@]}"; do
+  if grep -Eq "(^|[^[:alnum:]_])bench_$g([^[:alnum:]_]|$)" <<< "$available"; then
+    targets+=("bench_$g")
+  else
+    echo "run.sh: skipping $g: no target bench_$g in $build_dir (its baseline library is missing)" >&2
+  fi
+done
+[[ ${#targets[@]} -gt 0 ]] || exit 1
+cmake --build "$build_dir" --target "${targets[@]}" >&2
+
+echo "run.sh: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs)," \
+  "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" >&2
+status=0
+for t in "${targets[@]}"; do
+  echo "run.sh: $t ${bench_args[*]}" >&2
+  "$build_dir/tests/bench/$t" "${bench_args[@]}" || status=1
+done
+exit $status
