@@ -27,6 +27,9 @@ heading "Parsing each example and checking its schedule is legal (kiln check)"
 heading "Running each example, scheduled, against the reference interpreter (kiln interp --check)"
 "$kiln" interp "${examples[@]}" --check
 
+heading "Compiling each example for this CPU (LLVM, in-process JIT) and checking it (kiln run --check)"
+"$kiln" run "${examples[@]}" --check
+
 matmul=examples/matmul.kiln
 if [ ! -f "$matmul" ]; then
   echo "quickstart: $matmul is missing" >&2
@@ -38,6 +41,9 @@ heading "$matmul: the loop nest of the algorithm alone (emit --stage loops --no-
 
 heading "$matmul: the same after its schedule (emit --stage loops)"
 "$kiln" emit "$matmul" --stage loops
+
+heading "$matmul: timed on this machine (kiln run --bench)"
+"$kiln" run "$matmul" --bench
 
 echo
 echo "Next: '$kiln --help', docs/cli.md and docs/language.md; ./deploy/test.sh runs every test."

@@ -49,7 +49,8 @@ if [ ${#examples[@]} -eq 0 ]; then
   step "examples: at least one in examples/" false
 fi
 for example in "${examples[@]}"; do
-  step "example $example matches the reference" build/clients/cli/kiln interp "$example" --check
+  step "example $example: loop nest matches the reference" build/clients/cli/kiln interp "$example" --check
+  step "example $example: compiled kernel matches the reference" build/clients/cli/kiln run "$example" --check
 done
 
 # Every C and C++ source kiln owns, minus build trees.
