@@ -1,6 +1,7 @@
 // Expressions: type-checking constructors, the .kiln printer, equality, substitution, visitors.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -611,6 +612,91 @@ Expr IRMutator::mutate_let(const Expr& e, const Let& n) {
   Expr b = mutate(n.body);
   if (v == n.value && b == n.body) return e;
   return let(n.var, v, b);
+}
+
+namespace {
+
+int64_t floor_div_int(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+std::optional<int64_t> eval_int_in(const Expr& e, const std::map<std::string, int64_t>& env) {
+  if (const auto* n = as<IntImm>(e)) return n->value;
+  if (const auto* n = as<Var>(e)) {
+    auto it = env.find(n->name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  }
+  if (const auto* n = as<Cast>(e)) {
+    if (is_float(n->type) || is_float(n->value->type)) return std::nullopt;
+    std::optional<int64_t> v = eval_int_in(n->value, env);
+    if (v && n->type == DType::Bool) return *v != 0;
+    return v;
+  }
+  if (const auto* n = as<Unary>(e)) {
+    std::optional<int64_t> a = eval_int_in(n->a, env);
+    if (!a) return std::nullopt;
+    return n->op == UnaryOp::Neg ? -*a : int64_t{*a == 0};
+  }
+  if (const auto* n = as<Select>(e)) {
+    std::optional<int64_t> c = eval_int_in(n->cond, env);
+    if (!c) return std::nullopt;
+    return eval_int_in(*c != 0 ? n->t : n->f, env);
+  }
+  if (const auto* n = as<Let>(e)) {
+    std::optional<int64_t> v = eval_int_in(n->value, env);
+    if (!v) return std::nullopt;
+    std::map<std::string, int64_t> inner = env;
+    inner[n->var] = *v;
+    std::optional<int64_t> r = eval_int_in(n->body, inner);
+    return r;
+  }
+  const auto* n = as<Binary>(e);
+  if (n == nullptr || is_float(n->a->type)) return std::nullopt;
+  std::optional<int64_t> a = eval_int_in(n->a, env), b = eval_int_in(n->b, env);
+  if (!a || !b) return std::nullopt;
+  switch (n->op) {
+    case BinaryOp::Add:
+      return *a + *b;
+    case BinaryOp::Sub:
+      return *a - *b;
+    case BinaryOp::Mul:
+      return *a * *b;
+    case BinaryOp::Div:
+      if (*b == 0) return std::nullopt;
+      return floor_div_int(*a, *b);
+    case BinaryOp::Mod:
+      if (*b == 0) return std::nullopt;
+      return *a - floor_div_int(*a, *b) * *b;
+    case BinaryOp::Min:
+      return std::min(*a, *b);
+    case BinaryOp::Max:
+      return std::max(*a, *b);
+    case BinaryOp::Lt:
+      return *a < *b;
+    case BinaryOp::Le:
+      return *a <= *b;
+    case BinaryOp::Gt:
+      return *a > *b;
+    case BinaryOp::Ge:
+      return *a >= *b;
+    case BinaryOp::Eq:
+      return *a == *b;
+    case BinaryOp::Ne:
+      return *a != *b;
+    case BinaryOp::And:
+      return *a != 0 && *b != 0;
+    case BinaryOp::Or:
+      return *a != 0 || *b != 0;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int64_t> eval_int(const Expr& e, const std::map<std::string, int64_t>& env) {
+  return eval_int_in(e, env);
 }
 
 }  // namespace kiln::ir

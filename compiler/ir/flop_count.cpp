@@ -14,11 +14,6 @@ namespace {
 // loops) is enumerated down to the loops whose trip counts no longer vary.
 constexpr int64_t kStepBudget = int64_t{1} << 24;
 
-int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
 // Float Add, Sub, Mul and Div nodes in e: a multiply-add counts 2.
 int64_t float_ops(const Expr& e) {
   struct Count : IRVisitor {
@@ -137,79 +132,7 @@ class FlopCounter {
   }
 
   // An integer expression of known values; nullopt for anything else.
-  std::optional<int64_t> eval(const Expr& e) {
-    if (const auto* n = as<IntImm>(e)) return n->value;
-    if (const auto* n = as<Var>(e)) {
-      auto it = env_.find(n->name);
-      if (it == env_.end()) return std::nullopt;
-      return it->second;
-    }
-    if (const auto* n = as<Cast>(e)) {
-      if (is_float(n->type)) return std::nullopt;
-      std::optional<int64_t> v = eval(n->value);
-      if (v && n->type == DType::Bool) return *v != 0;
-      return v;
-    }
-    if (const auto* n = as<Unary>(e)) {
-      std::optional<int64_t> a = eval(n->a);
-      if (!a) return std::nullopt;
-      return n->op == UnaryOp::Neg ? -*a : int64_t{*a == 0};
-    }
-    if (const auto* n = as<Select>(e)) {
-      std::optional<int64_t> c = eval(n->cond);
-      if (!c) return std::nullopt;
-      return eval(*c != 0 ? n->t : n->f);
-    }
-    if (const auto* n = as<Let>(e)) {
-      std::optional<int64_t> v = eval(n->value);
-      if (!v) return std::nullopt;
-      auto saved =
-          env_.find(n->var) == env_.end() ? std::nullopt : std::optional<int64_t>(env_[n->var]);
-      env_[n->var] = *v;
-      std::optional<int64_t> r = eval(n->body);
-      restore(n->var, saved);
-      return r;
-    }
-    const auto* n = as<Binary>(e);
-    if (n == nullptr || is_float(n->a->type)) return std::nullopt;
-    std::optional<int64_t> a = eval(n->a), b = eval(n->b);
-    if (!a || !b) return std::nullopt;
-    switch (n->op) {
-      case BinaryOp::Add:
-        return *a + *b;
-      case BinaryOp::Sub:
-        return *a - *b;
-      case BinaryOp::Mul:
-        return *a * *b;
-      case BinaryOp::Div:
-        if (*b == 0) return std::nullopt;
-        return floor_div(*a, *b);
-      case BinaryOp::Mod:
-        if (*b == 0) return std::nullopt;
-        return *a - floor_div(*a, *b) * *b;
-      case BinaryOp::Min:
-        return std::min(*a, *b);
-      case BinaryOp::Max:
-        return std::max(*a, *b);
-      case BinaryOp::Lt:
-        return *a < *b;
-      case BinaryOp::Le:
-        return *a <= *b;
-      case BinaryOp::Gt:
-        return *a > *b;
-      case BinaryOp::Ge:
-        return *a >= *b;
-      case BinaryOp::Eq:
-        return *a == *b;
-      case BinaryOp::Ne:
-        return *a != *b;
-      case BinaryOp::And:
-        return *a != 0 && *b != 0;
-      case BinaryOp::Or:
-        return *a != 0 || *b != 0;
-    }
-    return std::nullopt;
-  }
+  std::optional<int64_t> eval(const Expr& e) const { return eval_int(e, env_); }
 
   std::map<std::string, int64_t> env_;
   int64_t steps_ = 0;

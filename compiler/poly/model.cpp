@@ -270,52 +270,9 @@ std::map<std::string, ir::StoreTarget> stored_values(const ir::Func& f) {
 
 }  // namespace
 
-// The value of an expression made only of integer literals and compile-time params.
 std::optional<int64_t> const_value(const ir::Expr& e,
                                    const std::map<std::string, int64_t>& consts) {
-  if (auto* i = ir::as<ir::IntImm>(e)) return i->value;
-  if (auto* v = ir::as<ir::Var>(e)) {
-    auto it = consts.find(v->name);
-    if (it != consts.end()) return it->second;
-    return std::nullopt;
-  }
-  if (auto* c = ir::as<ir::Cast>(e)) {
-    if (ir::is_int(c->type)) return const_value(c->value, consts);
-    return std::nullopt;
-  }
-  if (auto* u = ir::as<ir::Unary>(e)) {
-    if (u->op != ir::UnaryOp::Neg) return std::nullopt;
-    auto a = const_value(u->a, consts);
-    if (!a) return std::nullopt;
-    return -*a;
-  }
-  if (auto* b = ir::as<ir::Binary>(e)) {
-    auto x = const_value(b->a, consts), y = const_value(b->b, consts);
-    if (!x || !y) return std::nullopt;
-    switch (b->op) {
-      case ir::BinaryOp::Add:
-        return *x + *y;
-      case ir::BinaryOp::Sub:
-        return *x - *y;
-      case ir::BinaryOp::Mul:
-        return *x * *y;
-      case ir::BinaryOp::Div:
-        if (*y == 0) return std::nullopt;
-        return (*x / *y) - ((*x % *y != 0) && ((*x < 0) != (*y < 0)));
-      case ir::BinaryOp::Mod: {
-        if (*y == 0) return std::nullopt;
-        int64_t r = *x % *y;
-        return (r != 0 && ((r < 0) != (*y < 0))) ? r + *y : r;
-      }
-      case ir::BinaryOp::Min:
-        return std::min(*x, *y);
-      case ir::BinaryOp::Max:
-        return std::max(*x, *y);
-      default:
-        return std::nullopt;
-    }
-  }
-  return std::nullopt;
+  return ir::eval_int(e, consts);
 }
 
 std::vector<isl::map> maps_of(const isl::union_map& u) {

@@ -165,6 +165,13 @@ bool is_math_intrinsic(const std::string& name, size_t* arity = nullptr);
 // Prints an expression in .kiln syntax, fully parenthesized only where needed.
 std::string to_string(const Expr& e);
 
+// The value of an integer (or bool, as 0/1) expression whose names are all
+// bound in `env`: literals, Vars, integer casts, arithmetic (Div and Mod
+// round toward negative infinity), comparisons, logic, select and let.
+// nullopt when it reads anything else (a buffer, a float, an unbound name)
+// or divides by zero.
+std::optional<int64_t> eval_int(const Expr& e, const std::map<std::string, int64_t>& env);
+
 // Structural equality (same kinds, ops, names, values and types).
 bool equal(const Expr& a, const Expr& b);
 
