@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include "kiln/interp.h"
 #include "kiln/ir.h"
 #include "kiln/loop_ir.h"
+#include "kiln/passes.h"
 #include "kiln/poly.h"
 #include "kiln/runtime.h"
 #include "run_params.h"
@@ -187,6 +189,20 @@ ir::LoweredFunc timed_lower(const poly::ScheduledFunc& s) {
   return timed(s.func().name, "lowering", [&] { return poly::lower(s); });
 }
 
+// kiln's pass pipeline at -O<level>, with --print-after, --time-passes,
+// --disable-pass and --require-pass; what they print goes to stderr, beside
+// the IR or the results on stdout.
+ir::LoweredFunc timed_passes(const ir::LoweredFunc& f, const Options& o) {
+  passes::PassContext ctx;
+  ctx.opt_level = o.opt_level;
+  ctx.required = o.required_passes;
+  ctx.disabled = o.disabled_passes;
+  ctx.print_after = o.print_after;
+  ctx.time_passes = o.time_passes;
+  ctx.log = &std::cerr;
+  return timed(f.name, "passes", [&] { return passes::run_pipeline(f, ctx); });
+}
+
 // The sum of an output's elements: a cheap fingerprint of a run.
 struct OutputSum {
   std::string buf;
@@ -347,8 +363,9 @@ BenchResult bench(const codegen::Kernel& k, const RunSetup& s, const Options& o)
 InterpResult run_compiled(const Prepared& p, const Options& o) {
   const ir::Func& f = p.func;
   RunSetup s = set_up_run(p, o);
-  codegen::Kernel k = timed(f.name, "JIT compilation",
-                            [&] { return codegen::jit_compile(s.lowered, codegen_options(o)); });
+  codegen::Kernel k = timed(f.name, "JIT compilation", [&] {
+    return codegen::jit_compile(timed_passes(s.lowered, o), codegen_options(o));
+  });
   interp::Bindings actual = s.inputs;
   timed(f.name, "compiled run", [&] { k.run(actual); });
   InterpResult r = result_of(p, o, s, actual);
@@ -523,16 +540,23 @@ int run_emit(const Options& o) {
           case Stage::Schedule:
             text = timed_schedule(f, !o.no_schedule).describe_schedule();
             break;
-          case Stage::Loops:
-            text = ir::to_string(timed_lower(timed_schedule(f, !o.no_schedule)));
+          case Stage::Loops: {
+            // Without -O or a pass option: the loops exactly as lowering leaves them.
+            ir::LoweredFunc lowered = timed_lower(timed_schedule(f, !o.no_schedule));
+            bool optimize = o.opt_level_given || !o.print_after.empty() || o.time_passes ||
+                            !o.required_passes.empty() || !o.disabled_passes.empty();
+            text = ir::to_string(optimize ? timed_passes(lowered, o) : lowered);
             break;
+          }
           case Stage::Llvm:
-            text = codegen::emit_llvm(timed_lower(timed_schedule(f, !o.no_schedule)),
-                                      codegen_options(o));
+            text =
+                codegen::emit_llvm(timed_passes(timed_lower(timed_schedule(f, !o.no_schedule)), o),
+                                   codegen_options(o));
             break;
           case Stage::Asm:
-            text = codegen::emit_asm(timed_lower(timed_schedule(f, !o.no_schedule)),
-                                     codegen_options(o));
+            text =
+                codegen::emit_asm(timed_passes(timed_lower(timed_schedule(f, !o.no_schedule)), o),
+                                  codegen_options(o));
             break;
         }
         if (many) {
@@ -591,7 +615,7 @@ int run_compile(const Options& o) {
                                          "selected; choose {} with --func",
                                          *o.output, f.name));
         }
-        ir::LoweredFunc lowered = timed_lower(timed_schedule(f, !o.no_schedule));
+        ir::LoweredFunc lowered = timed_passes(timed_lower(timed_schedule(f, !o.no_schedule)), o);
         codegen::Artifact a = timed(f.name, "shared object",
                                     [&] { return codegen::compile_artifact(lowered, opts); });
         std::string so = o.output.value_or(f.name + ".so"), meta = so + ".json";

@@ -2,10 +2,14 @@
 #include "options.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <array>
 #include <charconv>
 #include <string_view>
+#include <vector>
+
+#include "kiln/passes.h"
 
 namespace kiln::cli {
 namespace {
@@ -18,7 +22,7 @@ struct OptionSpec {
   bool check, emit, interp, run, compile;
 };
 
-constexpr std::array<OptionSpec, 21> kOptions = {{
+constexpr std::array<OptionSpec, 25> kOptions = {{
     // name            value       check  emit   interp run    compile
     {"--func", "NAME", true, true, true, true, true},
     {"--set", "NAME=INT", true, true, true, true, true},
@@ -36,6 +40,10 @@ constexpr std::array<OptionSpec, 21> kOptions = {{
     {"-O1", "", false, true, false, true, true},
     {"-O2", "", false, true, false, true, true},
     {"-O3", "", false, true, false, true, true},
+    {"--print-after", "PASS", false, true, false, true, true},
+    {"--time-passes", "", false, true, false, true, true},
+    {"--disable-pass", "NAME", false, true, false, true, true},
+    {"--require-pass", "NAME", false, true, false, true, true},
     {"--target", "TRIPLE", false, true, false, false, true},
     {"--cpu", "NAME", false, true, false, false, true},
     {"--features", "FEATURES", false, true, false, false, true},
@@ -149,6 +157,20 @@ std::string parse_text(Command c, std::string_view option, std::string_view text
   return std::string(text);
 }
 
+// --print-after, --disable-pass, --require-pass: a registered pass (or `all`).
+std::string parse_pass_name(Command c, std::string_view option, std::string_view text,
+                            bool allow_all) {
+  std::vector<std::string> known;
+  for (const passes::PassInfo& p : passes::registry()) {
+    if (p.name == text) return std::string(text);
+    known.push_back(p.name);
+  }
+  if (allow_all && text == "all") return "all";
+  if (allow_all) known.push_back("all");
+  throw UsageError(c, fmt::format("{} '{}': unknown pass (expected one of: {})", option, text,
+                                  fmt::join(known, ", ")));
+}
+
 void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
   Command c = o.command;
   std::string_view name = spec.name;
@@ -183,6 +205,15 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.threads = parse_count(c, name, value, 1);
   } else if (name.size() == 3 && name.starts_with("-O")) {
     o.opt_level = name[2] - '0';
+    o.opt_level_given = true;
+  } else if (name == "--print-after") {
+    o.print_after.insert(parse_pass_name(c, name, value, true));
+  } else if (name == "--time-passes") {
+    o.time_passes = true;
+  } else if (name == "--disable-pass") {
+    o.disabled_passes.insert(parse_pass_name(c, name, value, false));
+  } else if (name == "--require-pass") {
+    o.required_passes.insert(parse_pass_name(c, name, value, false));
   } else if (name == "--target") {
     o.target = parse_text(c, name, value, "a target triple such as aarch64-linux-gnu");
   } else if (name == "--cpu") {
@@ -327,11 +358,25 @@ Options parse_command_line(int argc, const char* const* argv) {
     throw UsageError(o.command,
                      "missing --stage (expected one of: ast, ir, schedule, loops, llvm, asm)");
   }
-  // The target and the optimization level matter once there is machine code.
-  if (o.command == Command::Emit && *o.stage != Stage::Llvm && *o.stage != Stage::Asm &&
-      (o.target || o.cpu || o.features || o.opt_level != 3)) {
-    const char* what = o.target ? "--target" : o.cpu ? "--cpu" : o.features ? "--features" : "-O";
-    throw UsageError(o.command, fmt::format("{} applies to --stage llvm and asm only", what));
+  // The target matters once there is machine code; the opt level and the
+  // passes once there are loops.
+  if (o.command == Command::Emit) {
+    bool machine = *o.stage == Stage::Llvm || *o.stage == Stage::Asm;
+    bool loops = machine || *o.stage == Stage::Loops;
+    if (!machine && (o.target || o.cpu || o.features)) {
+      const char* what = o.target ? "--target" : o.cpu ? "--cpu" : "--features";
+      throw UsageError(o.command, fmt::format("{} applies to --stage llvm and asm only", what));
+    }
+    if (!loops && (o.opt_level_given || !o.print_after.empty() || o.time_passes ||
+                   !o.disabled_passes.empty() || !o.required_passes.empty())) {
+      const char* what = o.opt_level_given            ? "-O"
+                         : !o.print_after.empty()     ? "--print-after"
+                         : o.time_passes              ? "--time-passes"
+                         : !o.disabled_passes.empty() ? "--disable-pass"
+                                                      : "--require-pass";
+      throw UsageError(o.command,
+                       fmt::format("{} applies to --stage loops, llvm and asm only", what));
+    }
   }
   if (o.command == Command::Run && !o.bench && (o.repeat != 5 || o.number != 0)) {
     throw UsageError(o.command, "--repeat and --number apply to --bench only");
@@ -346,18 +391,24 @@ std::string synopsis(Command c) {
     case Command::Emit:
       return "usage: kiln emit FILE... --stage {ast,ir,schedule,loops,llvm,asm} [--func NAME] "
              "[--no-schedule] [--set NAME=INT]...\n"
-             "       [--target TRIPLE] [--cpu NAME] [--features F] [-O0..-O3]";
+             "       [--target TRIPLE] [--cpu NAME] [--features F] [-O0..-O3]\n"
+             "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
+             "[--require-pass NAME]...";
     case Command::Interp:
       return "usage: kiln interp FILE... [--check] [--json] [--func NAME] [--seed N] "
              "[--no-schedule] [--set NAME=INT]...";
     case Command::Run:
       return "usage: kiln run FILE... [--check] [--bench [--repeat R] [--number N]] "
              "[--threads N] [-O0..-O3] [--json]\n"
-             "       [--func NAME] [--seed N] [--no-schedule] [--set NAME=INT]...";
+             "       [--func NAME] [--seed N] [--no-schedule] [--set NAME=INT]...\n"
+             "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
+             "[--require-pass NAME]...";
     case Command::Compile:
       return "usage: kiln compile FILE... [--target TRIPLE] [--cpu NAME] [--features F] "
              "[-o FILE] [-O0..-O3]\n"
-             "       [--func NAME] [--no-schedule] [--set NAME=INT]...";
+             "       [--func NAME] [--no-schedule] [--set NAME=INT]...\n"
+             "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
+             "[--require-pass NAME]...";
     case Command::None:
       break;
   }
@@ -377,8 +428,17 @@ std::string help_text(Command c) {
       "                  x86_64-linux-gnu or aarch64-linux-gnu\n"
       "  --cpu NAME      the CPU to tune for (default: this machine's with no --target,\n"
       "                  the triple's generic CPU with one)\n"
-      "  --features F    CPU features to add or remove, for example +avx2,-avx512f\n"
-      "  -O0..-O3        LLVM's optimization level (default -O3)\n";
+      "  --features F    CPU features to add or remove, for example +avx2,-avx512f\n";
+  const char* pass_options =
+      "  -O0..-O3        kiln's pass pipeline and LLVM's optimization level (default\n"
+      "                  -O3); -O0 runs no kiln pass unless one is required\n"
+      "  --print-after PASS\n"
+      "                  print the loops after PASS on stderr (repeatable; `all`)\n"
+      "  --time-passes   print the time of each pass on stderr\n"
+      "  --disable-pass NAME\n"
+      "                  never run pass NAME (repeatable; wins over --require-pass)\n"
+      "  --require-pass NAME\n"
+      "                  run pass NAME at any -O level (repeatable)\n";
   const char* exits =
       "\nExit status: 0 ok, 1 the input is wrong or a check failed, 2 usage error.\n";
   switch (c) {
@@ -395,12 +455,13 @@ std::string help_text(Command c) {
              "  ast       the parsed program in .kiln syntax (after --set)\n"
              "  ir        each computation's iteration domain and accesses (isl notation)\n"
              "  schedule  each computation's schedule, loop names, tags and dependences\n"
-             "  loops     the lowered loop nest\n"
+             "  loops     the lowered loop nest; with -O or a pass option, after kiln's\n"
+             "            passes at that level\n"
              "  llvm      the LLVM IR, after LLVM's optimization pipeline\n"
              "  asm       the target's assembly\n\nOptions:\n"
              "  --stage STAGE   which stage to print (required)\n"
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
-             std::string(target) + common + exits;
+             std::string(target) + pass_options + common + exits;
     case Command::Interp:
       return synopsis(c) +
              "\n\nRuns every func on reproducible random inputs with the loop-IR interpreter\n"
@@ -428,8 +489,8 @@ std::string help_text(Command c) {
              "  --bench         time the kernel\n"
              "  --repeat R      timed repeats (default 5)\n"
              "  --number N      runs per repeat (default: enough for about 50 ms)\n"
-             "  --threads N     threads of the runtime's pool (default: one per core)\n"
-             "  -O0..-O3        LLVM's optimization level (default -O3)\n"
+             "  --threads N     threads of the runtime's pool (default: one per core)\n" +
+             std::string(pass_options) +
              "  --json          one JSON object per func on stdout instead of text\n"
              "  --seed N        seed of the random inputs (default 0)\n"
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
@@ -442,7 +503,7 @@ std::string help_text(Command c) {
              "  ok  matmul: matmul.so and matmul.so.json (aarch64-linux-gnu, 5432 bytes)\n\n"
              "Options:\n"
              "  -o FILE         the shared object (default: FUNC.so); one func only\n" +
-             std::string(target) +
+             std::string(target) + pass_options +
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" + common +
              exits;
     case Command::None:

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,11 +33,18 @@ struct Options {
   bool json = false;           // interp, run --json
   uint64_t seed = 0;           // interp, run --seed
 
-  bool bench = false;          // run --bench
-  int repeat = 5;              // run --repeat: timed repeats
-  int number = 0;              // run --number: runs per repeat; 0 = from the warm-up run
-  std::optional<int> threads;  // run --threads: size of the runtime's thread pool
-  int opt_level = 3;           // -O0..-O3: run, compile, emit --stage llvm|asm
+  bool bench = false;            // run --bench
+  int repeat = 5;                // run --repeat: timed repeats
+  int number = 0;                // run --number: runs per repeat; 0 = from the warm-up run
+  std::optional<int> threads;    // run --threads: size of the runtime's thread pool
+  int opt_level = 3;             // -O0..-O3: run, compile, emit --stage loops|llvm|asm
+  bool opt_level_given = false;  // -O appeared: emit --stage loops shows the optimized loops
+
+  // run, compile, emit --stage loops|llvm|asm: the pass pipeline (DESIGN.md section 4).
+  std::set<std::string> print_after;      // --print-after PASS (repeatable; `all`)
+  bool time_passes = false;               // --time-passes
+  std::set<std::string> disabled_passes;  // --disable-pass NAME (repeatable)
+  std::set<std::string> required_passes;  // --require-pass NAME (repeatable)
 
   // compile, emit --stage llvm|asm: the target (default: this machine).
   std::optional<std::string> target;    // --target TRIPLE

@@ -689,6 +689,56 @@ TEST(CliRun, ParallelLoopsMatchWithOneAndTwoThreads) {
   }
 }
 
+TEST(CliPasses, EmitLoopsRunsThePassesOnlyWhenAsked) {
+  Result plain = kiln({"emit", data("matmul_small.kiln"), "--stage", "loops"});
+  Result o0 = kiln({"emit", data("matmul_small.kiln"), "--stage", "loops", "-O0"});
+  Result o2 = kiln({"emit", data("matmul_small.kiln"), "--stage", "loops", "-O2"});
+  EXPECT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(o2.status, 0) << o2.err;
+  EXPECT_EQ(o0.out, plain.out);  // -O0 runs no pass
+  EXPECT_TRUE(Contains(o2.out, "for ("));
+}
+
+TEST(CliPasses, PrintAfterAndTimePassesWriteToStderr) {
+  Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "loops", "--print-after",
+                   "simplify", "--time-passes"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.err, "// after simplify\n")) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(pass simplify: [0-9]+\.[0-9]{2} ms)")))
+      << r.err;
+  EXPECT_TRUE(Contains(r.err, "for (io = 0; io < 4; io += 1) {")) << r.err;
+
+  r = kiln({"emit", data("matmul_small.kiln"), "--stage", "loops", "-O1", "--disable-pass",
+            "simplify", "--print-after=all"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(Contains(r.err, "// after simplify"));
+}
+
+TEST(CliPasses, UnknownPassIsAUsageError) {
+  Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "loops", "--print-after", "nope"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "--print-after 'nope': unknown pass")) << r.err;
+  r = kiln({"run", data("matmul_small.kiln"), "--require-pass", "nope"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "--require-pass 'nope': unknown pass")) << r.err;
+}
+
+TEST(CliPasses, PassOptionsNeedLoops) {
+  Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "ast", "-O2"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "-O applies to --stage loops, llvm and asm only")) << r.err;
+  r = kiln({"interp", data("matmul_small.kiln"), "--time-passes"});
+  EXPECT_EQ(r.status, 2);
+}
+
+TEST(CliPasses, RequiredPassRunsAtO0AndStillMatches) {
+  Result r = kiln({"run", data("matmul_small.kiln"), "--check", "-O0", "--require-pass", "simplify",
+                   "--time-passes"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "ok  matmul: 1 output matches"));
+  EXPECT_TRUE(Contains(r.err, "pass simplify: ")) << r.err;
+}
+
 TEST(CliRun, EveryOptimizationLevelMatches) {
   for (const char* level : {"-O0", "-O1", "-O2", "-O3"}) {
     Result r = kiln({"run", data("matmul_small.kiln"), "--check", level, "--seed", "3"});
