@@ -1,0 +1,833 @@
+// Common subexpression elimination (seed 004: TVM's CSE, with normalized commutative operands).
+#include "cse.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace kiln::passes {
+namespace {
+
+using namespace kiln::ir;  // NOLINT: a pass over the whole IR
+
+using Names = std::set<std::string>;
+
+// ---------------------------------------------------------------------------
+// What may be put in a variable
+
+// A load reads memory that a store may change, and a call that is not a math
+// intrinsic may have side effects: neither is shared, nor anything holding one.
+bool forbidden_node(const Expr& e) {
+  switch (e->kind) {
+    case ExprKind::Load:
+    case ExprKind::Access:
+      return true;
+    case ExprKind::Call:
+      return !is_math_intrinsic(static_cast<const Call&>(*e).name);
+    default:
+      return false;
+  }
+}
+
+// Integer division by zero (or of the smallest value by -1) traps, so such a
+// division is only evaluated earlier where it was evaluated anyway.
+bool trapping_node(const Expr& e) {
+  const auto* b = as<Binary>(e);
+  if (!b || !is_int(b->type) || (b->op != BinaryOp::Div && b->op != BinaryOp::Mod)) return false;
+  const auto* d = as<IntImm>(b->b);
+  return !d || d->value == 0 || d->value == -1;
+}
+
+template <typename Pred>
+bool contains(const Expr& e, Pred pred) {
+  struct Finder : IRVisitor {
+    Pred pred;
+    bool found = false;
+    explicit Finder(Pred p) : pred(std::move(p)) {}
+    void check(const Expr& x) { found = found || pred(x); }
+    void visit_cast(const Cast& n) override { check(n.value), IRVisitor::visit_cast(n); }
+    void visit_unary(const Unary& n) override { check(n.a), IRVisitor::visit_unary(n); }
+    void visit_binary(const Binary& n) override {
+      check(n.a), check(n.b), IRVisitor::visit_binary(n);
+    }
+    void visit_select(const Select& n) override {
+      check(n.cond), check(n.t), check(n.f), IRVisitor::visit_select(n);
+    }
+    void visit_call(const Call& n) override {
+      for (const Expr& a : n.args) check(a);
+      IRVisitor::visit_call(n);
+    }
+    void visit_access(const Access& n) override {
+      for (const Expr& a : n.indices) check(a);
+      IRVisitor::visit_access(n);
+    }
+    void visit_load(const Load& n) override {
+      for (const Expr& a : n.indices) check(a);
+      IRVisitor::visit_load(n);
+    }
+    void visit_let(const Let& n) override {
+      check(n.value), check(n.body), IRVisitor::visit_let(n);
+    }
+  };
+  if (pred(e)) return true;
+  Finder f(std::move(pred));
+  f.visit(e);
+  return f.found;
+}
+
+bool may_trap(const Expr& e) { return contains(e, trapping_node); }
+bool speculatable(const Expr& e) {
+  return !contains(e, [](const Expr& x) { return forbidden_node(x) || trapping_node(x); });
+}
+
+// Eligible as in seed 004: not a constant, a variable, a let, nor anything that
+// reads memory or calls a function with side effects. (kiln has no vector
+// ramps or broadcasts in the loop IR; vectorization happens in codegen.)
+bool eligible(const Expr& e) {
+  switch (e->kind) {
+    case ExprKind::IntImm:
+    case ExprKind::FloatImm:
+    case ExprKind::Var:
+    case ExprKind::Let:
+      return false;
+    default:
+      return !contains(e, forbidden_node);
+  }
+}
+
+size_t complexity(const Expr& e) {
+  struct Counter : IRVisitor {
+    size_t n = 0;
+    void count(const Expr&) { ++n; }
+    void visit_cast(const Cast& x) override { count(x.value), IRVisitor::visit_cast(x); }
+    void visit_unary(const Unary& x) override { count(x.a), IRVisitor::visit_unary(x); }
+    void visit_binary(const Binary& x) override {
+      count(x.a), count(x.b), IRVisitor::visit_binary(x);
+    }
+    void visit_select(const Select& x) override {
+      n += 3;
+      IRVisitor::visit_select(x);
+    }
+    void visit_call(const Call& x) override {
+      n += x.args.size();
+      IRVisitor::visit_call(x);
+    }
+    void visit_access(const Access& x) override {
+      n += x.indices.size();
+      IRVisitor::visit_access(x);
+    }
+    void visit_load(const Load& x) override {
+      n += x.indices.size();
+      IRVisitor::visit_load(x);
+    }
+    void visit_let(const Let& x) override {
+      n += 2;
+      IRVisitor::visit_let(x);
+    }
+  };
+  Counter c;
+  c.visit(e);
+  return c.n + 1;
+}
+
+// ---------------------------------------------------------------------------
+// Free variables
+
+void free_vars(const Expr& e, Names& bound, Names& out) {
+  switch (e->kind) {
+    case ExprKind::IntImm:
+    case ExprKind::FloatImm:
+      return;
+    case ExprKind::Var: {
+      const auto& n = static_cast<const Var&>(*e);
+      if (!bound.count(n.name)) out.insert(n.name);
+      return;
+    }
+    case ExprKind::Cast:
+      return free_vars(static_cast<const Cast&>(*e).value, bound, out);
+    case ExprKind::Unary:
+      return free_vars(static_cast<const Unary&>(*e).a, bound, out);
+    case ExprKind::Binary: {
+      const auto& n = static_cast<const Binary&>(*e);
+      free_vars(n.a, bound, out);
+      return free_vars(n.b, bound, out);
+    }
+    case ExprKind::Select: {
+      const auto& n = static_cast<const Select&>(*e);
+      free_vars(n.cond, bound, out);
+      free_vars(n.t, bound, out);
+      return free_vars(n.f, bound, out);
+    }
+    case ExprKind::Call:
+      for (const Expr& a : static_cast<const Call&>(*e).args) free_vars(a, bound, out);
+      return;
+    case ExprKind::Access:
+      for (const Expr& a : static_cast<const Access&>(*e).indices) free_vars(a, bound, out);
+      return;
+    case ExprKind::Load:
+      for (const Expr& a : static_cast<const Load&>(*e).indices) free_vars(a, bound, out);
+      return;
+    case ExprKind::Let: {
+      const auto& n = static_cast<const Let&>(*e);
+      free_vars(n.value, bound, out);
+      bool fresh = bound.insert(n.var).second;
+      free_vars(n.body, bound, out);
+      if (fresh) bound.erase(n.var);
+      return;
+    }
+  }
+}
+
+Names free_vars(const Expr& e) {
+  Names bound, out;
+  free_vars(e, bound, out);
+  return out;
+}
+
+// Free variables of a statement, and every name it uses or binds (for fresh names).
+struct StmtNames : StmtVisitor {
+  std::vector<std::string> bound;
+  Names free, all;
+  void expr(const Expr& e) {
+    Names b(bound.begin(), bound.end()), out;
+    free_vars(e, b, out);
+    free.insert(out.begin(), out.end());
+    struct All : IRVisitor {
+      Names* all;
+      void visit_var(const Var& n) override { all->insert(n.name); }
+      void visit_let(const Let& n) override {
+        all->insert(n.var);
+        IRVisitor::visit_let(n);
+      }
+    } a;
+    a.all = &all;
+    a.visit(e);
+  }
+  void scoped(const std::string& name, const Stmt& body) {
+    all.insert(name);
+    bound.push_back(name);
+    visit(body);
+    bound.pop_back();
+  }
+  void visit_for(const For& n) override {
+    expr(n.min), expr(n.end);
+    scoped(n.var, n.body);
+  }
+  void visit_if(const IfThenElse& n) override {
+    expr(n.cond);
+    visit(n.then_case);
+    if (n.else_case) visit(n.else_case);
+  }
+  void visit_let_stmt(const LetStmt& n) override {
+    expr(n.value);
+    scoped(n.var, n.body);
+  }
+  void visit_store(const Store& n) override {
+    for (const Expr& i : n.indices) expr(i);
+    expr(n.value);
+  }
+  void visit_alloc(const Alloc& n) override {
+    for (const Expr& i : n.shape) expr(i);
+    visit(n.body);
+  }
+  void visit_evaluate(const Evaluate& n) override { expr(n.value); }
+};
+
+// ---------------------------------------------------------------------------
+// Normalized keys: two computations with the same key compute the same value.
+// Integer +, *, min, max and boolean &&, || chains are flattened and their
+// operands sorted (&&, || only when no operand can fault, since they
+// short-circuit); float + and * only sort the two operands of one operation
+// (reassociating floats changes results); == and != sort their operands.
+
+class Keyer {
+ public:
+  const std::string& key(const Expr& e) {
+    auto it = memo_.find(e.get());
+    if (it != memo_.end()) return it->second.second;
+    std::string k = compute(e);
+    return memo_.emplace(e.get(), std::make_pair(e, std::move(k))).first->second.second;
+  }
+
+ private:
+  // Holding the Expr keeps its address from being reused by another node.
+  std::unordered_map<const ExprNode*, std::pair<Expr, std::string>> memo_;
+
+  static bool reassociates(const Binary& n) {
+    switch (n.op) {
+      case BinaryOp::Add:
+      case BinaryOp::Mul:
+      case BinaryOp::Min:
+      case BinaryOp::Max:
+        return is_int(n.type);
+      case BinaryOp::And:
+      case BinaryOp::Or:
+        return speculatable(n.a) && speculatable(n.b);
+      default:
+        return false;
+    }
+  }
+  static bool swaps(const Binary& n) {
+    return n.op == BinaryOp::Eq || n.op == BinaryOp::Ne ||
+           (is_float(n.type) && (n.op == BinaryOp::Add || n.op == BinaryOp::Mul));
+  }
+  static void flatten(const Expr& e, BinaryOp op, std::vector<Expr>& out) {
+    const auto* b = as<Binary>(e);
+    if (b && b->op == op && reassociates(*b)) {
+      flatten(b->a, op, out);
+      flatten(b->b, op, out);
+    } else {
+      out.push_back(e);
+    }
+  }
+  std::string list(const std::vector<Expr>& es) {
+    std::string s;
+    for (const Expr& x : es) s += key(x) + ",";
+    return s;
+  }
+
+  std::string compute(const Expr& e) {
+    std::string t = dtype_name(e->type);
+    switch (e->kind) {
+      case ExprKind::IntImm:
+        return "#" + t + ":" + std::to_string(static_cast<const IntImm&>(*e).value);
+      case ExprKind::FloatImm: {
+        double v = static_cast<const FloatImm&>(*e).value;
+        return "#" + t + ":" + std::to_string(std::bit_cast<uint64_t>(v));
+      }
+      case ExprKind::Var:
+        return "$" + static_cast<const Var&>(*e).name + ":" + t;
+      case ExprKind::Cast:
+        return "cast:" + t + "(" + key(static_cast<const Cast&>(*e).value) + ")";
+      case ExprKind::Unary: {
+        const auto& n = static_cast<const Unary&>(*e);
+        return (n.op == UnaryOp::Neg ? "neg(" : "not(") + key(n.a) + ")";
+      }
+      case ExprKind::Binary: {
+        const auto& n = static_cast<const Binary&>(*e);
+        std::vector<std::string> ks;
+        if (reassociates(n)) {
+          std::vector<Expr> ops;
+          flatten(e, n.op, ops);
+          for (const Expr& x : ops) ks.push_back(key(x));
+          std::sort(ks.begin(), ks.end());
+        } else {
+          ks = {key(n.a), key(n.b)};
+          if (swaps(n)) std::sort(ks.begin(), ks.end());
+        }
+        std::string s = std::string("(") + binary_op_symbol(n.op) + ":" + t;
+        for (const std::string& k : ks) s += " " + k;
+        return s + ")";
+      }
+      case ExprKind::Select: {
+        const auto& n = static_cast<const Select&>(*e);
+        return "select(" + key(n.cond) + "," + key(n.t) + "," + key(n.f) + ")";
+      }
+      case ExprKind::Call: {
+        const auto& n = static_cast<const Call&>(*e);
+        return "call " + n.name + ":" + t + "(" + list(n.args) + ")";
+      }
+      case ExprKind::Access: {
+        const auto& n = static_cast<const Access&>(*e);
+        return "access " + n.comp + ":" + t + "[" + list(n.indices) + "]";
+      }
+      case ExprKind::Load: {
+        const auto& n = static_cast<const Load&>(*e);
+        return "load " + n.buf + ":" + t + "[" + list(n.indices) + "]";
+      }
+      case ExprKind::Let: {
+        const auto& n = static_cast<const Let&>(*e);
+        return "let " + n.var + "=" + key(n.value) + " in " + key(n.body);
+      }
+    }
+    return "?";
+  }
+};
+
+// ---------------------------------------------------------------------------
+// The table of computations done by a statement or an expression
+
+struct Computation {
+  Expr expr;  // the first occurrence, which the let will hold
+  std::string key;
+  size_t count = 0;
+  bool unconditional = false;  // some occurrence runs on every path through the scope
+  Names inner;                 // names bound inside the scope around some occurrence
+  size_t size = 0;             // complexity: larger ones are considered first
+};
+
+class Table {
+ public:
+  std::vector<Computation> items;
+
+  void add(const Computation& c) {
+    auto it = index_.find(c.key);
+    if (it == index_.end()) {
+      index_.emplace(c.key, items.size());
+      items.push_back(c);
+      return;
+    }
+    Computation& old = items[it->second];
+    old.count += c.count;
+    old.unconditional = old.unconditional || c.unconditional;
+    old.inner.insert(c.inner.begin(), c.inner.end());
+  }
+  const Computation* find(const std::string& key) const {
+    auto it = index_.find(key);
+    return it == index_.end() ? nullptr : &items[it->second];
+  }
+  // What both branches of an if or a select compute: it runs on both paths,
+  // so it may move above the branch.
+  void add_common(const Table& a, const Table& b) {
+    for (const Computation& c : a.items) {
+      const Computation* d = b.find(c.key);
+      if (!d) continue;
+      Computation both = c;
+      both.count += d->count;
+      both.unconditional = c.unconditional && d->unconditional;
+      both.inner.insert(d->inner.begin(), d->inner.end());
+      add(both);
+    }
+  }
+
+ private:
+  std::unordered_map<std::string, size_t> index_;
+};
+
+class Collector {
+ public:
+  explicit Collector(Keyer& keyer) : keyer_(keyer) {}
+
+  // `conditional`: the occurrence may not run on every path (a loop body, one
+  // side of && or ||); `inner`: names bound between the scope and here.
+  void expr(const Expr& e, bool conditional, const Names& inner, Table& t) {
+    if (eligible(e)) {
+      t.add({e, keyer_.key(e), 1, !conditional, inner, complexity(e)});
+      return;
+    }
+    children(e, conditional, inner, t);
+  }
+
+  void children(const Expr& e, bool conditional, const Names& inner, Table& t) {
+    switch (e->kind) {
+      case ExprKind::IntImm:
+      case ExprKind::FloatImm:
+      case ExprKind::Var:
+        return;
+      case ExprKind::Cast:
+        return expr(static_cast<const Cast&>(*e).value, conditional, inner, t);
+      case ExprKind::Unary:
+        return expr(static_cast<const Unary&>(*e).a, conditional, inner, t);
+      case ExprKind::Binary: {
+        const auto& n = static_cast<const Binary&>(*e);
+        bool short_circuit = n.op == BinaryOp::And || n.op == BinaryOp::Or;
+        expr(n.a, conditional, inner, t);
+        return expr(n.b, conditional || short_circuit, inner, t);
+      }
+      case ExprKind::Select: {
+        const auto& n = static_cast<const Select&>(*e);
+        expr(n.cond, conditional, inner, t);
+        Table tt, tf;
+        expr(n.t, conditional, inner, tt);
+        expr(n.f, conditional, inner, tf);
+        return t.add_common(tt, tf);
+      }
+      case ExprKind::Call:
+        for (const Expr& a : static_cast<const Call&>(*e).args) expr(a, conditional, inner, t);
+        return;
+      case ExprKind::Access:
+        for (const Expr& a : static_cast<const Access&>(*e).indices) {
+          expr(a, conditional, inner, t);
+        }
+        return;
+      case ExprKind::Load:
+        for (const Expr& a : static_cast<const Load&>(*e).indices) expr(a, conditional, inner, t);
+        return;
+      case ExprKind::Let: {
+        const auto& n = static_cast<const Let&>(*e);
+        expr(n.value, conditional, inner, t);
+        Names in = inner;
+        in.insert(n.var);
+        return expr(n.body, conditional, in, t);
+      }
+    }
+  }
+
+  void stmt(const Stmt& s, bool conditional, const Names& inner, Table& t) {
+    switch (s->kind) {
+      case StmtKind::For: {
+        const auto& n = static_cast<const For&>(*s);
+        expr(n.min, conditional, inner, t);
+        expr(n.end, conditional, inner, t);
+        Names in = inner;
+        in.insert(n.var);
+        return stmt(n.body, true, in, t);  // the loop may run zero times
+      }
+      case StmtKind::If: {
+        const auto& n = static_cast<const IfThenElse&>(*s);
+        expr(n.cond, conditional, inner, t);
+        if (!n.else_case) return;
+        Table tt, tf;
+        stmt(n.then_case, conditional, inner, tt);
+        stmt(n.else_case, conditional, inner, tf);
+        return t.add_common(tt, tf);
+      }
+      case StmtKind::LetStmt: {
+        const auto& n = static_cast<const LetStmt&>(*s);
+        expr(n.value, conditional, inner, t);
+        Names in = inner;
+        in.insert(n.var);
+        return stmt(n.body, conditional, in, t);
+      }
+      case StmtKind::Store: {
+        const auto& n = static_cast<const Store&>(*s);
+        for (const Expr& i : n.indices) expr(i, conditional, inner, t);
+        return expr(n.value, conditional, inner, t);
+      }
+      case StmtKind::Alloc: {
+        const auto& n = static_cast<const Alloc&>(*s);
+        for (const Expr& i : n.shape) expr(i, conditional, inner, t);
+        return stmt(n.body, conditional, inner, t);
+      }
+      case StmtKind::Block:
+        for (const Stmt& x : static_cast<const Block&>(*s).stmts) stmt(x, conditional, inner, t);
+        return;
+      case StmtKind::Evaluate:
+        return expr(static_cast<const Evaluate&>(*s).value, conditional, inner, t);
+    }
+  }
+
+ private:
+  Keyer& keyer_;
+};
+
+// ---------------------------------------------------------------------------
+// Replacing a computation by a variable
+
+// Replaces every occurrence of the computation with key `key` by `replacement`,
+// except under a binder that rebinds one of the computation's variables.
+class Replacer : public StmtMutator {
+ public:
+  Replacer(Keyer& keyer, std::string key, Names vars, Expr replacement)
+      : keyer_(keyer),
+        key_(std::move(key)),
+        vars_(std::move(vars)),
+        with_(std::move(replacement)) {}
+
+ protected:
+  bool hit(const Expr& e) { return eligible(e) && keyer_.key(e) == key_; }
+  Expr mutate_cast(const Expr& e, const Cast& n) override {
+    return hit(e) ? with_ : IRMutator::mutate_cast(e, n);
+  }
+  Expr mutate_unary(const Expr& e, const Unary& n) override {
+    return hit(e) ? with_ : IRMutator::mutate_unary(e, n);
+  }
+  Expr mutate_binary(const Expr& e, const Binary& n) override {
+    return hit(e) ? with_ : IRMutator::mutate_binary(e, n);
+  }
+  Expr mutate_select(const Expr& e, const Select& n) override {
+    return hit(e) ? with_ : IRMutator::mutate_select(e, n);
+  }
+  Expr mutate_call(const Expr& e, const Call& n) override {
+    return hit(e) ? with_ : IRMutator::mutate_call(e, n);
+  }
+  Expr mutate_let(const Expr& e, const Let& n) override {
+    if (!vars_.count(n.var)) return IRMutator::mutate_let(e, n);
+    Expr v = mutate(n.value);
+    return v == n.value ? e : std::make_shared<Let>(n.var, v, n.body, n.type);
+  }
+  Stmt mutate_for(const Stmt& s, const For& n) override {
+    if (!vars_.count(n.var)) return StmtMutator::mutate_for(s, n);
+    Expr lo = mutate(n.min), hi = mutate(n.end);
+    if (lo == n.min && hi == n.end) return s;
+    return std::make_shared<For>(n.var, lo, hi, n.step, n.tag, n.body);
+  }
+  Stmt mutate_let_stmt(const Stmt& s, const LetStmt& n) override {
+    if (!vars_.count(n.var)) return StmtMutator::mutate_let_stmt(s, n);
+    Expr v = mutate(n.value);
+    return v == n.value ? s : std::make_shared<LetStmt>(n.var, v, n.body);
+  }
+
+ private:
+  Keyer& keyer_;
+  std::string key_;
+  Names vars_;
+  Expr with_;
+};
+
+// ---------------------------------------------------------------------------
+// The pass
+
+class Eliminator : public StmtMutator {
+ public:
+  Eliminator(const CseOptions& options, Names taken, const Names& free)
+      : min_uses_(static_cast<size_t>(std::max(2, options.min_uses))), taken_(std::move(taken)) {
+    for (const std::string& v : free) context_.push_back({v, std::nullopt});
+  }
+
+  // Seed 004's VisitStmt: share what this statement computes repeatedly, as
+  // far out as its variables allow, then again (the new variables may make
+  // more sharing possible), and only when nothing is left, look inside.
+  Stmt stmt(const Stmt& s) {
+    Stmt result = s;
+    for (;;) {
+      Table table;
+      Collector(keyer_).stmt(result, false, {}, table);
+      std::optional<Introduced> made =
+          share(table, [&](const std::string& key, const Names& fv, const Expr& with) {
+            result = Replacer(keyer_, key, fv, with).mutate(result);
+          });
+      if (!made) break;
+      result = std::make_shared<LetStmt>(made->name, made->value, result);
+    }
+    return StmtMutator::mutate(result);
+  }
+
+  // The same for an expression, with Let instead of LetStmt.
+  Expr expr(const Expr& e) {
+    Expr result = e;
+    for (;;) {
+      Table table;
+      Collector(keyer_).expr(result, false, {}, table);
+      std::optional<Introduced> made =
+          share(table, [&](const std::string& key, const Names& fv, const Expr& with) {
+            result = Replacer(keyer_, key, fv, with).mutate(result);
+          });
+      if (!made) break;
+      result = let(made->name, made->value, result);
+    }
+    return IRMutator::mutate(result);
+  }
+
+ protected:
+  // Children are visited through stmt() and expr() so that each gets its own
+  // table; binders extend the context of what is in scope.
+  Expr mutate_cast(const Expr& e, const Cast& n) override {
+    Expr v = expr(n.value);
+    return v == n.value ? e : std::make_shared<Cast>(n.type, v);
+  }
+  Expr mutate_unary(const Expr& e, const Unary& n) override {
+    Expr a = expr(n.a);
+    return a == n.a ? e : std::make_shared<Unary>(n.op, a, n.type);
+  }
+  Expr mutate_binary(const Expr& e, const Binary& n) override {
+    Expr a = expr(n.a), b = expr(n.b);
+    return a == n.a && b == n.b ? e : std::make_shared<Binary>(n.op, a, b, n.type);
+  }
+  Expr mutate_select(const Expr& e, const Select& n) override {
+    Expr c = expr(n.cond), t = expr(n.t), f = expr(n.f);
+    if (c == n.cond && t == n.t && f == n.f) return e;
+    return std::make_shared<Select>(c, t, f, n.type);
+  }
+  Expr mutate_call(const Expr& e, const Call& n) override {
+    bool changed = false;
+    std::vector<Expr> args = all(n.args, &changed);
+    return changed ? std::make_shared<Call>(n.name, std::move(args), n.type) : e;
+  }
+  Expr mutate_access(const Expr& e, const Access& n) override {
+    bool changed = false;
+    std::vector<Expr> idx = all(n.indices, &changed);
+    return changed ? std::make_shared<Access>(n.comp, std::move(idx), n.type) : e;
+  }
+  Expr mutate_load(const Expr& e, const Load& n) override {
+    bool changed = false;
+    std::vector<Expr> idx = all(n.indices, &changed);
+    return changed ? std::make_shared<Load>(n.buf, std::move(idx), n.type) : e;
+  }
+  Expr mutate_let(const Expr& e, const Let& n) override {
+    Expr v = expr(n.value);
+    Context saved = context_;
+    bind(n.var, n.value);
+    Expr body = expr(n.body);
+    context_ = std::move(saved);
+    return v == n.value && body == n.body ? e : std::make_shared<Let>(n.var, v, body, n.type);
+  }
+
+  Stmt mutate_for(const Stmt& s, const For& n) override {
+    Expr lo = expr(n.min), hi = expr(n.end);
+    Context saved = context_;
+    bind(n.var, std::nullopt);
+    Stmt body = stmt(n.body);
+    context_ = std::move(saved);
+    if (lo == n.min && hi == n.end && body == n.body) return s;
+    return std::make_shared<For>(n.var, lo, hi, n.step, n.tag, body);
+  }
+  Stmt mutate_if(const Stmt& s, const IfThenElse& n) override {
+    Expr c = expr(n.cond);
+    Stmt t = stmt(n.then_case);
+    Stmt f = n.else_case ? stmt(n.else_case) : nullptr;
+    if (c == n.cond && t == n.then_case && f == n.else_case) return s;
+    return std::make_shared<IfThenElse>(c, t, f);
+  }
+  Stmt mutate_let_stmt(const Stmt& s, const LetStmt& n) override {
+    Expr v = expr(n.value);
+    Context saved = context_;
+    bind(n.var, n.value);
+    Stmt body = stmt(n.body);
+    context_ = std::move(saved);
+    return v == n.value && body == n.body ? s : std::make_shared<LetStmt>(n.var, v, body);
+  }
+  Stmt mutate_store(const Stmt& s, const Store& n) override {
+    bool changed = false;
+    std::vector<Expr> idx = all(n.indices, &changed);
+    Expr v = expr(n.value);
+    if (!changed && v == n.value) return s;
+    return std::make_shared<Store>(n.buf, std::move(idx), v, n.comp, n.instance);
+  }
+  Stmt mutate_alloc(const Stmt& s, const Alloc& n) override {
+    bool changed = false;
+    std::vector<Expr> shape = all(n.shape, &changed);
+    Stmt body = stmt(n.body);
+    if (!changed && body == n.body) return s;
+    return std::make_shared<Alloc>(n.buf, n.dtype, std::move(shape), n.loc, body);
+  }
+  Stmt mutate_block(const Stmt& s, const Block& n) override {
+    bool changed = false;
+    std::vector<Stmt> out;
+    for (const Stmt& x : n.stmts) {
+      out.push_back(stmt(x));
+      changed = changed || out.back() != x;
+    }
+    return changed ? std::make_shared<Block>(std::move(out)) : s;
+  }
+  Stmt mutate_evaluate(const Stmt& s, const Evaluate& n) override {
+    Expr v = expr(n.value);
+    return v == n.value ? s : std::make_shared<Evaluate>(v);
+  }
+
+ private:
+  // The variables in scope, with the value of those bound by a let (seed
+  // 004's context).
+  struct Binding {
+    std::string name;
+    std::optional<Expr> value;
+  };
+  using Context = std::vector<Binding>;
+
+  struct Introduced {
+    std::string name;
+    Expr value;
+  };
+
+  std::vector<Expr> all(const std::vector<Expr>& es, bool* changed) {
+    std::vector<Expr> out;
+    for (const Expr& e : es) {
+      out.push_back(expr(e));
+      *changed = *changed || out.back() != e;
+    }
+    return out;
+  }
+
+  // A new binder hides an older one of the same name, and makes the values
+  // that read that name mean something else here.
+  void bind(const std::string& name, std::optional<Expr> value) {
+    for (Binding& b : context_) {
+      if (b.value && (b.name == name || free_vars(*b.value).count(name))) b.value.reset();
+    }
+    context_.push_back({name, std::move(value)});
+  }
+
+  bool in_scope(const Names& vars) const {
+    for (const std::string& v : vars) {
+      auto it = std::find_if(context_.begin(), context_.end(),
+                             [&](const Binding& b) { return b.name == v; });
+      if (it == context_.end()) return false;
+    }
+    return true;
+  }
+
+  std::optional<std::string> holding(const std::string& key) {
+    for (auto it = context_.rbegin(); it != context_.rend(); ++it) {
+      if (it->value && eligible(*it->value) && keyer_.key(*it->value) == key) return it->name;
+    }
+    return std::nullopt;
+  }
+
+  std::string fresh_name() {
+    std::string name;
+    do {
+      name = "cse_var_" + std::to_string(++counter_);
+    } while (taken_.count(name));
+    taken_.insert(name);
+    return name;
+  }
+
+  // Seed 004's loop over the computations, largest first: a computation
+  // already held by a variable in scope is replaced by it; one computed
+  // min_uses times whose variables are all in scope gets a new variable (the
+  // caller wraps the let around the scope and starts again); any other one
+  // lends its direct subcomputations to the list.
+  template <typename Replace>
+  std::optional<Introduced> share(const Table& table, Replace replace) {
+    std::vector<Computation> work = table.items;
+    std::stable_sort(work.begin(), work.end(),
+                     [](const Computation& a, const Computation& b) { return a.size > b.size; });
+    for (size_t i = 0; i < work.size(); ++i) {
+      const Computation c = work[i];
+      Names fv = free_vars(c.expr);
+      bool defined = in_scope(fv) && std::none_of(fv.begin(), fv.end(), [&](const std::string& v) {
+                       return c.inner.count(v) > 0;
+                     });
+      if (defined) {
+        if (std::optional<std::string> held = holding(c.key)) {
+          replace(c.key, fv, var(*held, c.expr->type));
+          continue;
+        }
+        if (c.count >= min_uses_ && (c.unconditional || !may_trap(c.expr))) {
+          std::string name = fresh_name();
+          replace(c.key, fv, var(name, c.expr->type));
+          return Introduced{name, c.expr};
+        }
+      }
+      Table sub;
+      Collector(keyer_).children(c.expr, !c.unconditional, c.inner, sub);
+      for (Computation s : sub.items) {
+        s.count *= c.count;
+        auto same = std::find_if(work.begin(), work.end(),
+                                 [&](const Computation& w) { return w.key == s.key; });
+        if (same != work.end()) {
+          same->count += s.count;
+          same->unconditional = same->unconditional || s.unconditional;
+          same->inner.insert(s.inner.begin(), s.inner.end());
+          continue;
+        }
+        auto at = std::find_if(work.begin() + static_cast<std::ptrdiff_t>(i) + 1, work.end(),
+                               [&](const Computation& w) { return s.size > w.size; });
+        work.insert(at, s);
+      }
+    }
+    return std::nullopt;
+  }
+
+  size_t min_uses_;
+  Names taken_;
+  Context context_;
+  Keyer keyer_;
+  int counter_ = 0;
+};
+
+}  // namespace
+
+Stmt cse(const Stmt& s, const CseOptions& options) {
+  if (!s) return s;
+  StmtNames names;
+  names.visit(s);
+  return Eliminator(options, names.all, names.free).stmt(s);
+}
+
+Expr cse(const Expr& e, const CseOptions& options) {
+  if (!e) return e;
+  Names bound, free;
+  free_vars(e, bound, free);
+  StmtNames names;
+  names.visit(std::make_shared<Evaluate>(e));
+  return Eliminator(options, names.all, free).expr(e);
+}
+
+}  // namespace kiln::passes
