@@ -275,7 +275,9 @@ class FunctionBuilder {
         auto* n = ir::as<ir::Let>(e);
         llvm::Value* v = expr(n->value);
         auto saved = bind(n->var, v);
+        auto def = define_lane_value(n->var, n->value, v);
         llvm::Value* r = expr(n->body);
+        undefine_lane_value(n->var, def);
         restore(n->var, saved);
         return r;
       }
@@ -531,10 +533,40 @@ class FunctionBuilder {
   }
 
   // How a vectorized access walks memory: 1 = contiguous lanes.
-  std::optional<int64_t> lane_stride(const std::vector<ir::Expr>& idx) {
+  // A let inside a vectorized loop whose value varies across lanes: its
+  // definition, in terms of the lane variable, so that an index using it can
+  // still be seen to be contiguous (CSE and LICM introduce such lets).
+  std::optional<ir::Expr> define_lane_value(const std::string& name, const ir::Expr& value,
+                                            llvm::Value* v) {
+    std::optional<ir::Expr> old;
+    auto it = lane_defs_.find(name);
+    if (it != lane_defs_.end()) old = it->second;
+    if (lanes_ && is_vec(v) && ir::is_int(value->type))
+      lane_defs_[name] = ir::substitute(value, lane_defs_);
+    else
+      lane_defs_.erase(name);
+    return old;
+  }
+  void undefine_lane_value(const std::string& name, const std::optional<ir::Expr>& old) {
+    if (old)
+      lane_defs_[name] = *old;
+    else
+      lane_defs_.erase(name);
+  }
+
+  std::vector<ir::Expr> with_lane_defs(const std::vector<ir::Expr>& idx) {
+    if (lane_defs_.empty()) return idx;
+    std::vector<ir::Expr> out;
+    for (const auto& e : idx) out.push_back(ir::substitute(e, lane_defs_));
+    return out;
+  }
+
+  std::optional<int64_t> lane_stride(const std::vector<ir::Expr>& raw) {
     if (!lanes_) return std::nullopt;
+    std::vector<ir::Expr> idx = with_lane_defs(raw);
     std::set<std::string> unknown = varying_;
     unknown.erase(lane_var_);
+    for (const auto& [name, def] : lane_defs_) unknown.erase(name);
     for (size_t k = 0; k + 1 < idx.size(); ++k) {
       auto d = derivative(idx[k], lane_var_, unknown);
       if (!d || *d != 0) return std::nullopt;
@@ -549,7 +581,7 @@ class FunctionBuilder {
     llvm::Value* saved_var = vars_[lane_var_];
     lanes_ = 0;
     vars_[lane_var_] = lane_base_;
-    llvm::Value* i = element_ptr(buf, idx);
+    llvm::Value* i = element_ptr(buf, with_lane_defs(idx));
     vars_[lane_var_] = saved_var;
     lanes_ = saved;
     return i;
@@ -644,7 +676,9 @@ class FunctionBuilder {
         llvm::Value* v = expr(n->value);
         v->setName(n->var);
         auto saved = bind(n->var, v);
+        auto def = define_lane_value(n->var, n->value, v);
         stmt(n->body);
+        undefine_lane_value(n->var, def);
         restore(n->var, saved);
         return;
       }
@@ -977,6 +1011,7 @@ class FunctionBuilder {
   llvm::Value* lane_base_ = nullptr;
   std::set<std::string> varying_;
   llvm::Value* mask_ = nullptr;
+  std::map<std::string, ir::Expr> lane_defs_;  // varying integer lets, by definition
 };
 
 }  // namespace
