@@ -183,6 +183,16 @@ TEST(EntryPoint, RunTimeParamsComeFirst) {
   EXPECT_TRUE(interp::compare_outputs(f, expected, in).ok);
 }
 
+// A second kernel with the same entry symbol while the first is alive is an
+// error, reported, not a hang.
+TEST(Jit, ASymbolClashIsAnErrorNotAHang) {
+  ir::LoweredFunc f = lowered_func(kScale);
+  codegen::Kernel first = codegen::jit_compile(f);
+  EXPECT_THROW(codegen::jit_compile(f), CompileError);
+  kiln_value args[2] = {};
+  EXPECT_EQ(first.call(args, 0), KILN_ERR_ARGS);
+}
+
 TEST(Jit, KernelsAreFreedWhenDropped) {
   ir::LoweredFunc f = lowered_func(kScale);
   for (int i = 0; i < 50; ++i) {

@@ -96,10 +96,12 @@ Kernel jit_compile(const ir::LoweredFunc& f, const Options& opts_in) {
   optimize(*m, *tm, opts.opt_level);
 
   Engine& engine = Engine::get();
-  std::lock_guard<std::mutex> guard(engine.lock());
-  llvm::orc::LLJIT& jit = engine.jit();
+  // Declared before the lock: if linking fails, the state (whose destructor
+  // takes the lock to free the code) is destroyed after the lock is released.
   auto state = std::make_shared<Kernel::State>();
   state->func = f;
+  std::lock_guard<std::mutex> guard(engine.lock());
+  llvm::orc::LLJIT& jit = engine.jit();
   state->tracker = jit.getMainJITDylib().createResourceTracker();
   if (auto e = jit.addIRModule(state->tracker,
                                llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
