@@ -4,7 +4,7 @@ set -euo pipefail
 
 # The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
 # built as the CMake target bench_G.
-GROUPS_ALL=(gemm conv)
+GROUPS_ALL=(gemm conv licm)
 
 usage() {
   cat <<EOF
@@ -14,9 +14,11 @@ Builds the benchmark programs if needed, then runs each group (default: all of
 ${GROUPS_ALL[*]}). Each case prints one JSON line on stdout, kiln and the vendor
 library timed side by side in the same process:
   {"bench":"gemm_512_t1","kiln_gflops":...,"baseline":"openblas","baseline_gflops":...,"ratio":...,...}
+(licm instead compares kiln with itself: {"bench":"licm_matmul_256","t0_ms":...,"t1_ms":...,"speedup":...}.)
 Progress goes to stderr.
 
-  GROUP            gemm (kiln vs OpenBLAS sgemm), conv (kiln vs oneDNN conv2d)
+  GROUP            gemm (kiln vs OpenBLAS sgemm), conv (kiln vs oneDNN conv2d),
+                   licm (kiln with LICM + CSE off vs on: T0 / T1 per case, then a summary)
   --quick          the smallest cases only, for a smoke run
   --build-dir DIR  the CMake build folder (default: \$KILN_BUILD_DIR or build)
   -- OPTIONS       passed to every benchmark program (see build/tests/bench/bench_gemm --help)
