@@ -230,16 +230,26 @@ Stmt StmtMutator::mutate(const Stmt& s) {
   return s;
 }
 
+std::vector<Expr> StmtMutator::mutate_stmt_exprs(const std::vector<Expr>& es, bool* changed) {
+  std::vector<Expr> out;
+  out.reserve(es.size());
+  for (const Expr& e : es) {
+    out.push_back(mutate_stmt_expr(e));
+    if (out.back() != e) *changed = true;
+  }
+  return out;
+}
+
 Stmt StmtMutator::mutate_for(const Stmt& s, const For& n) {
-  Expr lo = mutate(n.min);
-  Expr hi = mutate(n.end);
+  Expr lo = mutate_stmt_expr(n.min);
+  Expr hi = mutate_stmt_expr(n.end);
   Stmt body = mutate(n.body);
   if (lo == n.min && hi == n.end && body == n.body) return s;
   return std::make_shared<For>(n.var, lo, hi, n.step, n.tag, body);
 }
 
 Stmt StmtMutator::mutate_if(const Stmt& s, const IfThenElse& n) {
-  Expr c = mutate(n.cond);
+  Expr c = mutate_stmt_expr(n.cond);
   Stmt t = mutate(n.then_case);
   Stmt e = mutate(n.else_case);
   if (c == n.cond && t == n.then_case && e == n.else_case) return s;
@@ -247,7 +257,7 @@ Stmt StmtMutator::mutate_if(const Stmt& s, const IfThenElse& n) {
 }
 
 Stmt StmtMutator::mutate_let_stmt(const Stmt& s, const LetStmt& n) {
-  Expr v = mutate(n.value);
+  Expr v = mutate_stmt_expr(n.value);
   Stmt body = mutate(n.body);
   if (v == n.value && body == n.body) return s;
   return std::make_shared<LetStmt>(n.var, v, body);
@@ -257,13 +267,13 @@ Stmt StmtMutator::mutate_let_stmt(const Stmt& s, const LetStmt& n) {
 // point after loop variables are substituted.
 Stmt StmtMutator::mutate_store(const Stmt& s, const Store& n) {
   bool changed = false;
-  std::vector<Expr> idx = mutate_all(n.indices, &changed);
-  Expr v = mutate(n.value);
+  std::vector<Expr> idx = mutate_stmt_exprs(n.indices, &changed);
+  Expr v = mutate_stmt_expr(n.value);
   std::vector<std::pair<std::string, Expr>> inst;
   inst.reserve(n.instance.size());
   bool inst_changed = false;
   for (const auto& [name, e] : n.instance) {
-    inst.emplace_back(name, mutate(e));
+    inst.emplace_back(name, mutate_stmt_expr(e));
     if (inst.back().second != e) inst_changed = true;
   }
   if (!changed && !inst_changed && v == n.value) return s;
@@ -272,7 +282,7 @@ Stmt StmtMutator::mutate_store(const Stmt& s, const Store& n) {
 
 Stmt StmtMutator::mutate_alloc(const Stmt& s, const Alloc& n) {
   bool changed = false;
-  std::vector<Expr> shape = mutate_all(n.shape, &changed);
+  std::vector<Expr> shape = mutate_stmt_exprs(n.shape, &changed);
   Stmt body = mutate(n.body);
   if (!changed && body == n.body) return s;
   return std::make_shared<Alloc>(n.buf, n.dtype, std::move(shape), n.loc, body);
@@ -291,7 +301,7 @@ Stmt StmtMutator::mutate_block(const Stmt& s, const Block& n) {
 }
 
 Stmt StmtMutator::mutate_evaluate(const Stmt& s, const Evaluate& n) {
-  Expr v = mutate(n.value);
+  Expr v = mutate_stmt_expr(n.value);
   if (v == n.value) return s;
   return std::make_shared<Evaluate>(v);
 }

@@ -126,75 +126,50 @@ bool reassociable(BinaryOp op, DType t) {
   }
 }
 
-class Normalizer {
+class Normalizer : public ir::StmtMutator {
  public:
-  Stmt stmt(const Stmt& s) {
-    if (!s) return s;
-    switch (s->kind) {
-      case StmtKind::For: {
-        const auto& n = static_cast<const For&>(*s);
-        Expr lo = expr(n.min), hi = expr(n.end);
-        ++depth_;
-        auto saved = bind(n.var, depth_);
-        Stmt body = stmt(n.body);
-        restore(n.var, saved);
-        --depth_;
-        if (lo == n.min && hi == n.end && body == n.body) return s;
-        return std::make_shared<For>(n.var, lo, hi, n.step, n.tag, body);
-      }
-      case StmtKind::LetStmt: {
-        const auto& n = static_cast<const LetStmt&>(*s);
-        Expr v = expr(n.value);
-        auto saved = bind(n.var, rank(v));
-        Stmt body = stmt(n.body);
-        restore(n.var, saved);
-        if (v == n.value && body == n.body) return s;
-        return std::make_shared<LetStmt>(n.var, v, body);
-      }
-      case StmtKind::If: {
-        const auto& n = static_cast<const IfThenElse&>(*s);
-        Expr c = expr(n.cond);
-        Stmt t = stmt(n.then_case), e = stmt(n.else_case);
-        // condCollapse on statements: if (c1) { if (c2) A } -> if (c1 && c2) A.
-        const auto* inner = as<IfThenElse>(t);
-        if (!e && inner && !inner->else_case && speculatable(inner->cond)) {
-          return std::make_shared<IfThenElse>(reassociate(binary(BinaryOp::And, c, inner->cond)),
-                                              inner->then_case, nullptr);
-        }
-        if (c == n.cond && t == n.then_case && e == n.else_case) return s;
-        return std::make_shared<IfThenElse>(c, t, e);
-      }
-      case StmtKind::Store: {
-        const auto& n = static_cast<const Store&>(*s);
-        std::vector<Expr> idx;
-        bool changed = false;
-        for (const Expr& i : n.indices) {
-          idx.push_back(expr(i));
-          changed |= idx.back() != i;
-        }
-        Expr v = expr(n.value);
-        if (!changed && v == n.value) return s;
-        return std::make_shared<Store>(n.buf, idx, v, n.comp, n.instance);
-      }
-      case StmtKind::Alloc: {
-        const auto& n = static_cast<const Alloc&>(*s);
-        Stmt body = stmt(n.body);
-        if (body == n.body) return s;
-        return std::make_shared<Alloc>(n.buf, n.dtype, n.shape, n.loc, body);
-      }
-      case StmtKind::Block: {
-        const auto& n = static_cast<const Block&>(*s);
-        std::vector<Stmt> out;
-        for (const Stmt& x : n.stmts) out.push_back(stmt(x));
-        return block(ifconcat(std::move(out)));
-      }
-      case StmtKind::Evaluate: {
-        const auto& n = static_cast<const Evaluate&>(*s);
-        Expr v = expr(n.value);
-        return v == n.value ? s : std::make_shared<Evaluate>(v);
-      }
+  Stmt stmt(const Stmt& s) { return mutate(s); }
+
+ protected:
+  Expr mutate_stmt_expr(const Expr& e) override { return expr(e); }
+
+  Stmt mutate_for(const Stmt& s, const For& n) override {
+    Expr lo = expr(n.min), hi = expr(n.end);
+    ++depth_;
+    auto saved = bind(n.var, depth_);
+    Stmt body = stmt(n.body);
+    restore(n.var, saved);
+    --depth_;
+    if (lo == n.min && hi == n.end && body == n.body) return s;
+    return std::make_shared<For>(n.var, lo, hi, n.step, n.tag, body);
+  }
+
+  Stmt mutate_let_stmt(const Stmt& s, const LetStmt& n) override {
+    Expr v = expr(n.value);
+    auto saved = bind(n.var, rank(v));
+    Stmt body = stmt(n.body);
+    restore(n.var, saved);
+    if (v == n.value && body == n.body) return s;
+    return std::make_shared<LetStmt>(n.var, v, body);
+  }
+
+  Stmt mutate_if(const Stmt& s, const IfThenElse& n) override {
+    Expr c = expr(n.cond);
+    Stmt t = stmt(n.then_case), e = stmt(n.else_case);
+    // condCollapse on statements: if (c1) { if (c2) A } -> if (c1 && c2) A.
+    const auto* inner = as<IfThenElse>(t);
+    if (!e && inner && !inner->else_case && speculatable(inner->cond)) {
+      return std::make_shared<IfThenElse>(reassociate(binary(BinaryOp::And, c, inner->cond)),
+                                          inner->then_case, nullptr);
     }
-    return s;
+    if (c == n.cond && t == n.then_case && e == n.else_case) return s;
+    return std::make_shared<IfThenElse>(c, t, e);
+  }
+
+  Stmt mutate_block(const Stmt&, const Block& n) override {
+    std::vector<Stmt> out;
+    for (const Stmt& x : n.stmts) out.push_back(stmt(x));
+    return block(ifconcat(std::move(out)));
   }
 
  private:
@@ -375,78 +350,36 @@ void collect_names(const Stmt& s, std::set<std::string>* names) {
   c.visit(s);
 }
 
-class Hoister {
+class Hoister : public ir::StmtMutator {
  public:
   Hoister(const LicmOptions& o, std::set<std::string> used) : opt_(o), used_(std::move(used)) {}
 
-  Stmt stmt(const Stmt& s) {
-    if (!s) return s;
-    switch (s->kind) {
-      case StmtKind::For:
-        return loop(s, static_cast<const For&>(*s));
-      case StmtKind::LetStmt: {
-        const auto& n = static_cast<const LetStmt&>(*s);
-        int lv = level(n.value);
-        bool hoist = depth_ > 0 && lv < depth_ && !level_.count(n.var) && speculatable(n.value) &&
-                     (cost(n.value) == 0 || effective_cost(n.value) >= opt_.threshold);
-        if (hoist) {
-          // The statement moves whole; its value's own invariant parts may go further out.
-          frames_[static_cast<size_t>(lv)].emplace_back(n.var, expr_at(n.value, lv));
-          level_[n.var] = lv;
-          Stmt body = stmt(n.body);
-          level_.erase(n.var);
-          return body;
-        }
-        // Not moved: the name is defined here, so whatever reads it stays below.
-        Expr v = expr(n.value);
-        auto saved = bind(n.var, depth_);
-        Stmt body = stmt(n.body);
-        restore(n.var, saved);
-        if (v == n.value && body == n.body) return s;
-        return std::make_shared<LetStmt>(n.var, v, body);
-      }
-      case StmtKind::If: {
-        const auto& n = static_cast<const IfThenElse&>(*s);
-        Expr c = expr(n.cond);
-        Stmt t = stmt(n.then_case), e = stmt(n.else_case);
-        if (c == n.cond && t == n.then_case && e == n.else_case) return s;
-        return std::make_shared<IfThenElse>(c, t, e);
-      }
-      case StmtKind::Store: {
-        const auto& n = static_cast<const Store&>(*s);
-        std::vector<Expr> idx;
-        bool changed = false;
-        for (const Expr& i : n.indices) {
-          idx.push_back(expr(i));
-          changed |= idx.back() != i;
-        }
-        Expr v = expr(n.value);
-        if (!changed && v == n.value) return s;
-        return std::make_shared<Store>(n.buf, idx, v, n.comp, n.instance);
-      }
-      case StmtKind::Alloc: {
-        const auto& n = static_cast<const Alloc&>(*s);
-        Stmt body = stmt(n.body);
-        if (body == n.body) return s;
-        return std::make_shared<Alloc>(n.buf, n.dtype, n.shape, n.loc, body);
-      }
-      case StmtKind::Block: {
-        const auto& n = static_cast<const Block&>(*s);
-        std::vector<Stmt> out;
-        bool changed = false;
-        for (const Stmt& x : n.stmts) {
-          out.push_back(stmt(x));
-          changed |= out.back() != x;
-        }
-        return changed ? block(std::move(out)) : s;
-      }
-      case StmtKind::Evaluate: {
-        const auto& n = static_cast<const Evaluate&>(*s);
-        Expr v = expr(n.value);
-        return v == n.value ? s : std::make_shared<Evaluate>(v);
-      }
+  Stmt stmt(const Stmt& s) { return mutate(s); }
+
+ protected:
+  Expr mutate_stmt_expr(const Expr& e) override { return expr(e); }
+
+  Stmt mutate_for(const Stmt& s, const For& n) override { return loop(s, n); }
+
+  Stmt mutate_let_stmt(const Stmt& s, const LetStmt& n) override {
+    int lv = level(n.value);
+    bool hoist = depth_ > 0 && lv < depth_ && !level_.count(n.var) && speculatable(n.value) &&
+                 (cost(n.value) == 0 || effective_cost(n.value) >= opt_.threshold);
+    if (hoist) {
+      // The statement moves whole; its value's own invariant parts may go further out.
+      frames_[static_cast<size_t>(lv)].emplace_back(n.var, expr_at(n.value, lv));
+      level_[n.var] = lv;
+      Stmt body = stmt(n.body);
+      level_.erase(n.var);
+      return body;
     }
-    return s;
+    // Not moved: the name is defined here, so whatever reads it stays below.
+    Expr v = expr(n.value);
+    auto saved = bind(n.var, depth_);
+    Stmt body = stmt(n.body);
+    restore(n.var, saved);
+    if (v == n.value && body == n.body) return s;
+    return std::make_shared<LetStmt>(n.var, v, body);
   }
 
  private:

@@ -169,6 +169,13 @@ class StmtMutator : public IRMutator {
   virtual Stmt mutate_alloc(const Stmt& s, const Alloc& n);
   virtual Stmt mutate_block(const Stmt& s, const Block& n);
   virtual Stmt mutate_evaluate(const Stmt& s, const Evaluate& n);
+  // Every expression the default statement hooks meet (bounds, conditions,
+  // values, indices, shapes) goes through here; a pass with its own
+  // expression rewriting overrides this one hook instead of every statement.
+  virtual Expr mutate_stmt_expr(const Expr& e) { return mutate(e); }
+
+ private:
+  std::vector<Expr> mutate_stmt_exprs(const std::vector<Expr>& es, bool* changed);
 };
 
 }  // namespace kiln::ir
