@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "kiln/codegen.h"
 #include "kiln/error.h"
 #include "kiln/frontend.h"
+#include "kiln/graph.h"
 #include "kiln/interp.h"
 #include "kiln/ir.h"
 #include "kiln/loop_ir.h"
@@ -90,6 +92,15 @@ std::vector<const ir::Func*> select_funcs(const ir::Module& m, const std::string
   SourceLoc where{file, 0, 0};
   std::vector<const ir::Func*> funcs;
   if (m.funcs.empty()) throw CompileError("validate", where, "the file defines no func");
+  if (o.graph) {
+    if (!o.overrides.empty()) {
+      throw CompileError("validate", where,
+                         fmt::format("--set {}: --set applies to funcs; a graph binds its "
+                                     "operators' params in its calls (op(x, NAME = INT))",
+                                     o.overrides.begin()->first));
+    }
+    return funcs;
+  }
   if (o.func) {
     const ir::Func* f = m.find(*o.func);
     if (!f) {
@@ -119,6 +130,38 @@ std::vector<const ir::Func*> select_funcs(const ir::Module& m, const std::string
   return funcs;
 }
 
+// The graphs of `m` that the options select: none with --func, the one
+// --graph names (CompileError when the file has no such graph), else all.
+std::vector<const ir::Graph*> select_graphs(const ir::Module& m, const std::string& file,
+                                            const Options& o) {
+  std::vector<const ir::Graph*> graphs;
+  if (o.func) return graphs;
+  if (o.graph) {
+    const ir::Graph* g = m.find_graph(*o.graph);
+    if (!g) {
+      std::vector<std::string> names;
+      for (const ir::Graph& h : m.graphs) names.push_back(h.name);
+      throw CompileError(
+          "validate", SourceLoc{file, 0, 0},
+          fmt::format("--graph {}: no graph of that name ({})", *o.graph,
+                      names.empty() ? std::string("the file defines none")
+                                    : fmt::format("expected one of: {}", fmt::join(names, ", "))));
+    }
+    graphs.push_back(g);
+    return graphs;
+  }
+  for (const ir::Graph& g : m.graphs) graphs.push_back(&g);
+  return graphs;
+}
+
+// A graph to process, with the file it came from and the module's funcs.
+struct GraphJob {
+  std::string file;
+  const ir::Graph* graph;
+  const ir::Module* module;
+};
+using GraphFn = std::function<bool(const GraphJob&, bool many)>;
+
 // Splits the --set values between f's compile-time params and knobs (given to
 // ir::apply_overrides, which checks knob candidates) and its run-time params
 // (kept for interp::param_values). Names f does not have are for other funcs.
@@ -142,7 +185,8 @@ Prepared prepare(const std::string& file, const ir::Func& f, const Options& o) {
 // the next func or file. `each` gets whether more than one func is being
 // processed, and returns false for a failed check. Returns the exit status.
 int for_each_func(const Options& o, const std::function<bool(const Prepared&, bool many)>& each,
-                  const FailFn& fail) {
+                  const FailFn& fail, const GraphFn& each_graph = nullptr,
+                  bool graphs_only = false) {
   bool all_ok = true;
   auto internal = [](const std::string& where, const std::exception& e) {
     return fmt::format("{}: internal error: {} (this is a bug in kiln; please report it)", where,
@@ -151,9 +195,15 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
   for (const std::string& file : o.files) {
     ir::Module module;
     std::vector<const ir::Func*> funcs;
+    std::vector<const ir::Graph*> graphs;
     try {
       module = timed(file, "parse", [&] { return frontend::parse_file(file); });
       funcs = select_funcs(module, file, o);
+      if (graphs_only) funcs.clear();
+      if (each_graph) graphs = select_graphs(module, file, o);
+      if (graphs_only && graphs.empty()) {
+        throw CompileError("validate", SourceLoc{file, 0, 0}, "the file defines no graph");
+      }
     } catch (const CompileError& e) {
       fail(file, "", e.what());
       all_ok = false;
@@ -163,7 +213,7 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
       all_ok = false;
       continue;
     }
-    bool many = o.files.size() > 1 || funcs.size() > 1;
+    bool many = o.files.size() > 1 || funcs.size() + graphs.size() > 1;
     for (const ir::Func* f : funcs) {
       try {
         Prepared p = prepare(file, *f, o);
@@ -173,6 +223,17 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
         all_ok = false;
       } catch (const std::exception& e) {
         fail(file, f->name, internal(fmt::format("{}: func {}", file, f->name), e));
+        all_ok = false;
+      }
+    }
+    for (const ir::Graph* g : graphs) {
+      try {
+        if (!each_graph(GraphJob{file, g, &module}, many)) all_ok = false;
+      } catch (const CompileError& e) {
+        fail(file, "graph " + g->name, e.what());
+        all_ok = false;
+      } catch (const std::exception& e) {
+        fail(file, "graph " + g->name, internal(fmt::format("{}: graph {}", file, g->name), e));
         all_ok = false;
       }
     }
@@ -192,7 +253,7 @@ ir::LoweredFunc timed_lower(const poly::ScheduledFunc& s) {
 // kiln's pass pipeline at -O<level>, with --print-after, --time-passes,
 // --disable-pass and --require-pass; what they print goes to stderr, beside
 // the IR or the results on stdout.
-ir::LoweredFunc timed_passes(const ir::LoweredFunc& f, const Options& o) {
+passes::PassContext pass_context(const Options& o) {
   passes::PassContext ctx;
   ctx.opt_level = o.opt_level;
   ctx.required = o.required_passes;
@@ -200,6 +261,17 @@ ir::LoweredFunc timed_passes(const ir::LoweredFunc& f, const Options& o) {
   ctx.print_after = o.print_after;
   ctx.time_passes = o.time_passes;
   ctx.log = &std::cerr;
+  return ctx;
+}
+
+// Whether -O or a pass option asks emit for optimized output.
+bool optimizing(const Options& o) {
+  return o.opt_level_given || !o.print_after.empty() || o.time_passes ||
+         !o.required_passes.empty() || !o.disabled_passes.empty();
+}
+
+ir::LoweredFunc timed_passes(const ir::LoweredFunc& f, const Options& o) {
+  passes::PassContext ctx = pass_context(o);
   return timed(f.name, "passes", [&] { return passes::run_pipeline(f, ctx); });
 }
 
@@ -326,15 +398,10 @@ std::vector<kiln_value> packed_args(const ir::LoweredFunc& f, interp::Bindings& 
 // `number` runs each (number chosen from the warm-up so that a repeat takes
 // about 50 ms when --number is not given). The inputs are a copy: a kernel
 // that accumulates into its output may change it from run to run.
-BenchResult bench(const codegen::Kernel& k, const RunSetup& s, const Options& o) {
-  interp::Bindings b = s.inputs;
-  std::vector<kiln_value> args = packed_args(s.lowered, b);
-  auto nargs = static_cast<int32_t>(args.size());
-  auto run_once = [&] {
-    if (int32_t rc = k.call(args.data(), nargs); rc != 0) {
-      throw CompileError("run", {}, fmt::format("{} returned error {}", s.lowered.name, rc));
-    }
-  };
+// Times `run_once`: one warm-up run, then `repeat` timed repeats of `number`
+// runs each (number chosen from the warm-up so that a repeat takes about
+// 50 ms when --number is not given).
+BenchResult measure(const std::function<void()>& run_once, const Options& o) {
   constexpr uint64_t kRepeatTargetNs = 50'000'000;
   uint64_t start = kiln_now_ns();
   run_once();
@@ -356,6 +423,22 @@ BenchResult bench(const codegen::Kernel& k, const RunSetup& s, const Options& o)
   r.median_s = per_run.size() % 2 ? per_run[mid] : (per_run[mid - 1] + per_run[mid]) / 2;
   r.min_s = per_run.front();
   r.threads = kiln_runtime_threads();
+  return r;
+}
+
+// Times a compiled kernel. The inputs are a copy: a kernel that accumulates
+// into its output may change it from run to run.
+BenchResult bench(const codegen::Kernel& k, const RunSetup& s, const Options& o) {
+  interp::Bindings b = s.inputs;
+  std::vector<kiln_value> args = packed_args(s.lowered, b);
+  auto nargs = static_cast<int32_t>(args.size());
+  BenchResult r = measure(
+      [&] {
+        if (int32_t rc = k.call(args.data(), nargs); rc != 0) {
+          throw CompileError("run", {}, fmt::format("{} returned error {}", s.lowered.name, rc));
+        }
+      },
+      o);
   r.flops = ir::flop_count(s.lowered, s.params);
   return r;
 }
@@ -419,6 +502,24 @@ std::string bench_json(const BenchResult& b) {
   return obj.done();
 }
 
+// "ok", "max_abs_error" and "mismatch" of a --json line: a run failed
+// (`error`), did not run (`mismatch` null) or was (not) checked.
+void check_fields(JsonObject& obj, const std::string* error,
+                  const std::optional<interp::Mismatch>* mismatch) {
+  bool checked = mismatch != nullptr && mismatch->has_value();
+  obj.boolean("ok", error == nullptr && mismatch != nullptr && (!checked || (*mismatch)->ok));
+  if (checked) {
+    obj.num("max_abs_error", (*mismatch)->abs_error);
+  } else {
+    obj.null("max_abs_error");
+  }
+  if (checked && !(*mismatch)->ok) {
+    obj.raw("mismatch", mismatch_json(**mismatch));
+  } else {
+    obj.null("mismatch");
+  }
+}
+
 // The --json line for one func (or a file that failed as a whole: func empty).
 // `kiln run` adds the "bench" key.
 std::string result_json(const std::string& file, const std::string& func, const InterpResult* r,
@@ -430,18 +531,7 @@ std::string result_json(const std::string& file, const std::string& func, const 
   } else {
     obj.str("func", func);
   }
-  bool ok = error == nullptr && r != nullptr && (!r->mismatch || r->mismatch->ok);
-  obj.boolean("ok", ok);
-  if (r != nullptr && r->mismatch) {
-    obj.num("max_abs_error", r->mismatch->abs_error);
-  } else {
-    obj.null("max_abs_error");
-  }
-  if (r != nullptr && r->mismatch && !r->mismatch->ok) {
-    obj.raw("mismatch", mismatch_json(*r->mismatch));
-  } else {
-    obj.null("mismatch");
-  }
+  check_fields(obj, error, r ? &r->mismatch : nullptr);
   if (r != nullptr) {
     JsonObject params;
     for (const auto& [name, value] : r->params) params.integer(name, value);
@@ -508,6 +598,93 @@ void print_interp_text(const Prepared& p, const InterpResult& r) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Graphs
+
+std::string graph_summary(const ir::Graph& g) {
+  size_t inputs = 0, consts = 0;
+  for (const ir::GraphTensor& t : g.tensors) {
+    inputs += t.kind == ir::TensorKind::Input;
+    consts += t.kind == ir::TensorKind::Const;
+  }
+  return fmt::format("{}, {}, {}, {}", count(g.calls.size(), "call"), count(inputs, "input"),
+                     count(consts, "const"), count(g.outputs.size(), "output"));
+}
+
+// One run of a graph: its outputs and, with --check, the comparison with the
+// reference interpreter on the graph as written.
+struct GraphResult {
+  std::vector<OutputSum> outputs;
+  std::optional<interp::Mismatch> mismatch;
+  std::optional<BenchResult> bench;
+  size_t calls_before = 0, calls_after = 0, kernels = 0;
+};
+
+std::vector<OutputSum> graph_checksums(const ir::Graph& g, const interp::Tensors& t) {
+  std::vector<OutputSum> sums;
+  for (const std::string& name : g.outputs) {
+    const interp::HostBuffer& h = t.at(name);
+    OutputSum s{name, h.shape(), 0};
+    for (int64_t i = 0; i < h.size(); ++i) s.checksum += h.get_f(i);
+    sums.push_back(std::move(s));
+  }
+  return sums;
+}
+
+void check_graph_result(const GraphJob& j, const Options& o, const interp::Tensors& inputs,
+                        const interp::Tensors& actual, GraphResult& r) {
+  r.outputs = graph_checksums(*j.graph, actual);
+  if (!o.check) return;
+  interp::Tensors expected = timed(j.graph->name, "reference interpreter",
+                                   [&] { return interp::run_reference(*j.graph, inputs); });
+  r.mismatch = interp::compare_buffers(j.graph->outputs, expected, actual);
+}
+
+std::string graph_json(const std::string& file, const std::string& graph, const GraphResult* r,
+                       const std::string* error, bool with_bench) {
+  JsonObject obj;
+  obj.str("file", file).str("graph", graph);
+  check_fields(obj, error, r ? &r->mismatch : nullptr);
+  if (r != nullptr) {
+    obj.integer("calls", static_cast<int64_t>(r->calls_before));
+    obj.integer("calls_after_passes", static_cast<int64_t>(r->calls_after));
+    obj.raw("outputs", outputs_json(r->outputs));
+  } else {
+    obj.null("calls").null("calls_after_passes").null("outputs");
+  }
+  if (with_bench) {
+    if (r != nullptr && r->bench) {
+      obj.raw("bench", bench_json(*r->bench));
+    } else {
+      obj.null("bench");
+    }
+  }
+  if (error != nullptr) {
+    obj.str("error", *error);
+  } else {
+    obj.null("error");
+  }
+  return obj.done();
+}
+
+void print_graph_text(const GraphJob& j, const GraphResult& r, const char* what) {
+  const std::string& name = j.graph->name;
+  std::string passes =
+      fmt::format("{} -> {} after graph passes", count(r.calls_before, "call"), r.calls_after);
+  if (!r.mismatch) {
+    for (const OutputSum& s : r.outputs) {
+      fmt::print("graph {}: {}[{}] checksum {:.10g} ({})\n", name, s.buf, fmt::join(s.shape, ", "),
+                 s.checksum, passes);
+    }
+  } else if (r.mismatch->ok) {
+    size_t n = r.outputs.size();
+    fmt::print("ok  graph {}: {} {} (max abs error {}; {}, {})\n", name, count(n, "output"),
+               n == 1 ? "matches" : "match", r.mismatch->abs_error, passes, what);
+  } else {
+    print_error(j.file, name, fmt::format("FAIL graph {}: {}", name, r.mismatch->describe()));
+  }
+}
+
 }  // namespace
 
 int run_check(const Options& o) {
@@ -519,59 +696,95 @@ int run_check(const Options& o) {
                    count(p.func.schedule.size(), "schedule command"));
         return true;
       },
-      print_error);
+      print_error,
+      [](const GraphJob& j, bool) {
+        // Every call's operator, with its params bound, scheduled and checked.
+        for (const ir::GraphCall& c : j.graph->calls) timed_schedule(c.op, true);
+        fmt::print("ok  graph {}: {}\n", j.graph->name, graph_summary(*j.graph));
+        return true;
+      });
 }
+
+namespace {
+
+// One stage of f's compilation, as `kiln emit --stage` prints it.
+std::string stage_text(const ir::Func& f, const Options& o) {
+  switch (*o.stage) {
+    case Stage::Ast:
+      return ir::to_string(f);
+    case Stage::Ir:
+      return timed_schedule(f, !o.no_schedule).describe_domains();
+    case Stage::Schedule:
+      return timed_schedule(f, !o.no_schedule).describe_schedule();
+    case Stage::Loops: {
+      // Without -O or a pass option: the loops exactly as lowering leaves them.
+      ir::LoweredFunc lowered = timed_lower(timed_schedule(f, !o.no_schedule));
+      return ir::to_string(optimizing(o) ? timed_passes(lowered, o) : lowered);
+    }
+    case Stage::Llvm:
+      return codegen::emit_llvm(timed_passes(timed_lower(timed_schedule(f, !o.no_schedule)), o),
+                                codegen_options(o));
+    case Stage::Asm:
+      return codegen::emit_asm(timed_passes(timed_lower(timed_schedule(f, !o.no_schedule)), o),
+                               codegen_options(o));
+    case Stage::Graph:
+      break;
+  }
+  return "";
+}
+
+}  // namespace
 
 int run_emit(const Options& o) {
   spdlog::debug("emit: stage {}{}", stage_name(*o.stage), o.no_schedule ? ", no schedule" : "");
   bool first = true;
+  // A comment line in .kiln, the C-like loop syntax, LLVM IR, or the assembly.
+  std::string_view comment = "//";
+  if (*o.stage == Stage::Llvm) comment = ";";
+  if (*o.stage == Stage::Asm && codegen_options(o).target.triple.starts_with("x86")) comment = "#";
+  auto print = [&](bool many, const std::string& header, const std::string& text) {
+    if (many) fmt::print("{}{} {}\n", first ? "" : "\n", comment, header);
+    first = false;
+    fmt::print("{}{}", text, text.ends_with('\n') ? "" : "\n");
+  };
   return for_each_func(
       o,
       [&](const Prepared& p, bool many) {
-        const ir::Func& f = p.func;
-        std::string text;
-        switch (*o.stage) {
-          case Stage::Ast:
-            text = ir::to_string(f);
-            break;
-          case Stage::Ir:
-            text = timed_schedule(f, !o.no_schedule).describe_domains();
-            break;
-          case Stage::Schedule:
-            text = timed_schedule(f, !o.no_schedule).describe_schedule();
-            break;
-          case Stage::Loops: {
-            // Without -O or a pass option: the loops exactly as lowering leaves them.
-            ir::LoweredFunc lowered = timed_lower(timed_schedule(f, !o.no_schedule));
-            bool optimize = o.opt_level_given || !o.print_after.empty() || o.time_passes ||
-                            !o.required_passes.empty() || !o.disabled_passes.empty();
-            text = ir::to_string(optimize ? timed_passes(lowered, o) : lowered);
-            break;
-          }
-          case Stage::Llvm:
-            text =
-                codegen::emit_llvm(timed_passes(timed_lower(timed_schedule(f, !o.no_schedule)), o),
-                                   codegen_options(o));
-            break;
-          case Stage::Asm:
-            text =
-                codegen::emit_asm(timed_passes(timed_lower(timed_schedule(f, !o.no_schedule)), o),
-                                  codegen_options(o));
-            break;
+        if (*o.stage == Stage::Graph) {
+          throw CompileError("validate", SourceLoc{p.file, 0, 0},
+                             fmt::format("--stage graph: {} is a func, not a graph", p.func.name));
         }
-        if (many) {
-          // A comment line in .kiln, the C-like loop syntax, LLVM IR, or the assembly.
-          std::string_view comment = "//";
-          if (*o.stage == Stage::Llvm) comment = ";";
-          if (*o.stage == Stage::Asm && codegen_options(o).target.triple.starts_with("x86"))
-            comment = "#";
-          fmt::print("{}{} {}: func {}\n", first ? "" : "\n", comment, p.file, f.name);
-        }
-        first = false;
-        fmt::print("{}{}", text, text.ends_with('\n') ? "" : "\n");
+        print(many, fmt::format("{}: func {}", p.file, p.func.name), stage_text(p.func, o));
         return true;
       },
-      print_error);
+      print_error,
+      [&](const GraphJob& j, bool many) {
+        const ir::Graph& g = *j.graph;
+        ir::Graph shown =
+            optimizing(o)
+                ? timed(g.name, "graph passes",
+                        [&] { return graph::optimize(g, pass_context(o), codegen_options(o)); })
+                : g;
+        if (*o.stage == Stage::Graph) {
+          std::string text = ir::to_string(shown);
+          // The operators the passes made are not in the file: show them.
+          std::set<std::string> printed;
+          for (const ir::GraphCall& c : shown.calls) {
+            if (j.module->find(c.op.name) || !printed.insert(c.op.name).second) continue;
+            text += "\n" + ir::to_string(c.op);
+          }
+          print(many, fmt::format("{}: graph {}", j.file, g.name), text);
+          return true;
+        }
+        for (size_t k = 0; k < shown.calls.size(); ++k) {
+          const ir::Func& op = shown.calls[k].op;
+          print(true, fmt::format("{}: graph {}, call {}: {}", j.file, g.name, k + 1, op.name),
+                stage_text(op, o));
+        }
+        return true;
+      },
+      // Only graphs have the graph stage (a --func with it is refused above).
+      *o.stage == Stage::Graph && !o.func);
 }
 
 int run_run(const Options& o) {
@@ -582,7 +795,11 @@ int run_run(const Options& o) {
   FailFn fail = print_error;
   if (o.json) {
     fail = [](const std::string& file, const std::string& func, const std::string& message) {
-      fmt::print("{}\n", result_json(file, func, nullptr, &message, true));
+      if (func.starts_with("graph ")) {
+        fmt::print("{}\n", graph_json(file, func.substr(6), nullptr, &message, true));
+      } else {
+        fmt::print("{}\n", result_json(file, func, nullptr, &message, true));
+      }
     };
   }
   return for_each_func(
@@ -598,7 +815,35 @@ int run_run(const Options& o) {
         }
         return !r.mismatch || r.mismatch->ok;
       },
-      fail);
+      fail,
+      [&](const GraphJob& j, bool) {
+        const ir::Graph& g = *j.graph;
+        graph::CompiledGraph cg = timed(g.name, "graph compilation", [&] {
+          return graph::compile(g, pass_context(o), codegen_options(o));
+        });
+        interp::Tensors inputs = interp::random_graph_inputs(g, o.seed);
+        interp::Tensors actual = timed(g.name, "compiled run", [&] { return cg.run(inputs); });
+        GraphResult r;
+        r.calls_before = g.calls.size();
+        r.calls_after = cg.graph().calls.size();
+        r.kernels = cg.kernel_count();
+        check_graph_result(j, o, inputs, actual, r);
+        if (o.bench && (!r.mismatch || r.mismatch->ok)) {
+          r.bench = timed(g.name, "benchmark", [&] { return measure([&] { cg.run(inputs); }, o); });
+        }
+        if (o.json) {
+          fmt::print("{}\n", graph_json(j.file, g.name, &r, nullptr, true));
+        } else {
+          if (r.mismatch || !r.bench) print_graph_text(j, r, count(r.kernels, "kernel").c_str());
+          if (r.bench) {
+            fmt::print("bench graph {}: {} per run (median of {} x {}, {})\n", g.name,
+                       duration(r.bench->median_s), r.bench->repeat,
+                       count(static_cast<size_t>(r.bench->number), "run"),
+                       count(static_cast<size_t>(r.bench->threads), "thread"));
+          }
+        }
+        return !r.mismatch || r.mismatch->ok;
+      });
 }
 
 int run_compile(const Options& o) {
@@ -638,7 +883,11 @@ int run_interp(const Options& o) {
   FailFn fail = print_error;
   if (o.json) {
     fail = [](const std::string& file, const std::string& func, const std::string& message) {
-      fmt::print("{}\n", result_json(file, func, nullptr, &message));
+      if (func.starts_with("graph ")) {
+        fmt::print("{}\n", graph_json(file, func.substr(6), nullptr, &message, false));
+      } else {
+        fmt::print("{}\n", result_json(file, func, nullptr, &message));
+      }
     };
   }
   return for_each_func(
@@ -652,7 +901,30 @@ int run_interp(const Options& o) {
         }
         return !r.mismatch || r.mismatch->ok;
       },
-      fail);
+      fail,
+      [&](const GraphJob& j, bool) {
+        // The graph passes with the reference interpreter folding constants,
+        // then each operator's lowered loops interpreted.
+        const ir::Graph& g = *j.graph;
+        passes::PassContext ctx = pass_context(o);
+        ctx.log = nullptr;
+        ir::Graph optimized = passes::run_graph_pipeline(g, ctx);
+        interp::Tensors inputs = interp::random_graph_inputs(g, o.seed);
+        interp::Tensors actual = interp::run_graph(
+            optimized, inputs, [&](size_t, const ir::GraphCall& c, interp::Bindings& b) {
+              interp::run_loops(timed_lower(timed_schedule(c.op, !o.no_schedule)), b);
+            });
+        GraphResult r;
+        r.calls_before = g.calls.size();
+        r.calls_after = optimized.calls.size();
+        check_graph_result(j, o, inputs, actual, r);
+        if (o.json) {
+          fmt::print("{}\n", graph_json(j.file, g.name, &r, nullptr, false));
+        } else {
+          print_graph_text(j, r, "loop interpreter");
+        }
+        return !r.mismatch || r.mismatch->ok;
+      });
 }
 
 }  // namespace kiln::cli

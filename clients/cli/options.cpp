@@ -22,9 +22,10 @@ struct OptionSpec {
   bool check, emit, interp, run, compile;
 };
 
-constexpr std::array<OptionSpec, 25> kOptions = {{
+constexpr std::array<OptionSpec, 26> kOptions = {{
     // name            value       check  emit   interp run    compile
     {"--func", "NAME", true, true, true, true, true},
+    {"--graph", "NAME", true, true, true, true, false},
     {"--set", "NAME=INT", true, true, true, true, true},
     {"--stage", "STAGE", false, true, false, false, false},
     {"--no-schedule", "", false, true, true, true, true},
@@ -135,8 +136,9 @@ Stage parse_stage(Command c, std::string_view text) {
   if (text == "loops") return Stage::Loops;
   if (text == "llvm") return Stage::Llvm;
   if (text == "asm") return Stage::Asm;
+  if (text == "graph") return Stage::Graph;
   throw UsageError(c, fmt::format("--stage '{}': unknown stage (expected one of: ast, ir, "
-                                  "schedule, loops, llvm, asm)",
+                                  "schedule, loops, llvm, asm, graph)",
                                   text));
 }
 
@@ -165,6 +167,10 @@ std::string parse_pass_name(Command c, std::string_view option, std::string_view
     if (p.name == text) return std::string(text);
     known.push_back(p.name);
   }
+  for (const passes::GraphPassInfo& p : passes::graph_registry()) {
+    if (p.name == text) return std::string(text);
+    known.push_back(p.name);
+  }
   if (allow_all && text == "all") return "all";
   if (allow_all) known.push_back("all");
   throw UsageError(c, fmt::format("{} '{}': unknown pass (expected one of: {})", option, text,
@@ -179,6 +185,9 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.func = std::string(value);
   } else if (name == "--set") {
     parse_set(c, value, o.overrides);
+  } else if (name == "--graph") {
+    if (value.empty()) throw UsageError(c, "--graph: expected a graph name, got ''");
+    o.graph = std::string(value);
   } else if (name == "--stage") {
     o.stage = parse_stage(c, value);
   } else if (name == "--no-schedule") {
@@ -259,6 +268,8 @@ const char* stage_name(Stage s) {
       return "llvm";
     case Stage::Asm:
       return "asm";
+    case Stage::Graph:
+      return "graph";
   }
   return "";
 }
@@ -355,14 +366,14 @@ Options parse_command_line(int argc, const char* const* argv) {
     throw UsageError(o.command, "missing FILE (expected one or more .kiln files)");
   }
   if (o.command == Command::Emit && !o.stage) {
-    throw UsageError(o.command,
-                     "missing --stage (expected one of: ast, ir, schedule, loops, llvm, asm)");
+    throw UsageError(
+        o.command, "missing --stage (expected one of: ast, ir, schedule, loops, llvm, asm, graph)");
   }
   // The target matters once there is machine code; the opt level and the
   // passes once there are loops.
   if (o.command == Command::Emit) {
     bool machine = *o.stage == Stage::Llvm || *o.stage == Stage::Asm;
-    bool loops = machine || *o.stage == Stage::Loops;
+    bool loops = machine || *o.stage == Stage::Loops || *o.stage == Stage::Graph;
     if (!machine && (o.target || o.cpu || o.features)) {
       const char* what = o.target ? "--target" : o.cpu ? "--cpu" : "--features";
       throw UsageError(o.command, fmt::format("{} applies to --stage llvm and asm only", what));
@@ -375,8 +386,11 @@ Options parse_command_line(int argc, const char* const* argv) {
                          : !o.disabled_passes.empty() ? "--disable-pass"
                                                       : "--require-pass";
       throw UsageError(o.command,
-                       fmt::format("{} applies to --stage loops, llvm and asm only", what));
+                       fmt::format("{} applies to --stage loops, llvm, asm and graph only", what));
     }
+  }
+  if (o.func && o.graph) {
+    throw UsageError(o.command, "--func and --graph each select what to process; give one");
   }
   if (o.command == Command::Run && !o.bench && (o.repeat != 5 || o.number != 0)) {
     throw UsageError(o.command, "--repeat and --number apply to --bench only");
@@ -387,20 +401,23 @@ Options parse_command_line(int argc, const char* const* argv) {
 std::string synopsis(Command c) {
   switch (c) {
     case Command::Check:
-      return "usage: kiln check FILE... [--func NAME] [--set NAME=INT]...";
+      return "usage: kiln check FILE... [--func NAME | --graph NAME] [--set NAME=INT]...";
     case Command::Emit:
-      return "usage: kiln emit FILE... --stage {ast,ir,schedule,loops,llvm,asm} [--func NAME] "
+      return "usage: kiln emit FILE... --stage {ast,ir,schedule,loops,llvm,asm,graph} [--func NAME "
+             "| "
+             "--graph NAME] "
              "[--no-schedule] [--set NAME=INT]...\n"
              "       [--target TRIPLE] [--cpu NAME] [--features F] [-O0..-O3]\n"
              "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
              "[--require-pass NAME]...";
     case Command::Interp:
-      return "usage: kiln interp FILE... [--check] [--json] [--func NAME] [--seed N] "
+      return "usage: kiln interp FILE... [--check] [--json] [--func NAME | --graph NAME] [--seed "
+             "N] "
              "[--no-schedule] [--set NAME=INT]...";
     case Command::Run:
       return "usage: kiln run FILE... [--check] [--bench [--repeat R] [--number N]] "
              "[--threads N] [-O0..-O3] [--json]\n"
-             "       [--func NAME] [--seed N] [--no-schedule] [--set NAME=INT]...\n"
+             "       [--func NAME | --graph NAME] [--seed N] [--no-schedule] [--set NAME=INT]...\n"
              "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
              "[--require-pass NAME]...";
     case Command::Compile:
@@ -418,7 +435,9 @@ std::string synopsis(Command c) {
 
 std::string help_text(Command c) {
   const char* common =
-      "  --func NAME     only the func called NAME (default: every func in the file)\n"
+      "  --func NAME     only the func called NAME (default: every func and graph in\n"
+      "                  the file)\n"
+      "  --graph NAME    only the graph called NAME (not for compile)\n"
       "  --set NAME=INT  give a param or knob this value (repeatable); a run-time\n"
       "                  param's value is used when the operator runs\n"
       "  --verbose       debug logs of every stage on stderr\n"
@@ -433,7 +452,8 @@ std::string help_text(Command c) {
       "  -O0..-O3        kiln's pass pipeline and LLVM's optimization level (default\n"
       "                  -O3); -O0 runs no kiln pass unless one is required\n"
       "  --print-after PASS\n"
-      "                  print the loops after PASS on stderr (repeatable; `all`)\n"
+      "                  print the loops (or, for a graph pass, the graph) after PASS\n"
+      "                  on stderr (repeatable; `all`)\n"
       "  --time-passes   print the time of each pass on stderr\n"
       "  --disable-pass NAME\n"
       "                  never run pass NAME (repeatable; wins over --require-pass)\n"
@@ -458,7 +478,11 @@ std::string help_text(Command c) {
              "  loops     the lowered loop nest; with -O or a pass option, after kiln's\n"
              "            passes at that level\n"
              "  llvm      the LLVM IR, after LLVM's optimization pipeline\n"
-             "  asm       the target's assembly\n\nOptions:\n"
+             "  asm       the target's assembly\n"
+             "  graph     each graph; with -O or a pass option, after the graph passes,\n"
+             "            followed by the operators they made (fused ones)\n"
+             "For a graph, the other stages print each call's operator, after the graph\n"
+             "passes when -O or a pass option is given.\n\nOptions:\n"
              "  --stage STAGE   which stage to print (required)\n"
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
              std::string(target) + pass_options + common + exits;
@@ -484,7 +508,10 @@ std::string help_text(Command c) {
              "With --bench it times the kernel: one warm-up run, then R repeats of N runs,\n"
              "and prints the median time per run, and GFLOP/s when the flop count is known:\n"
              "  bench matmul: 0.412 ms per run (median of 5 x 24 runs, 2 threads), "
-             "10.2 GFLOP/s\n\nOptions:\n"
+             "10.2 GFLOP/s\n"
+             "A graph runs after the graph passes (constant folding with the JIT, operator\n"
+             "CSE, dead-operator removal, elementwise fusion), each operator compiled; --check\n"
+             "compares with the reference interpreter on the graph as written.\n\nOptions:\n"
              "  --check         compare against the reference interpreter\n"
              "  --bench         time the kernel\n"
              "  --repeat R      timed repeats (default 5)\n"
@@ -513,7 +540,8 @@ std::string help_text(Command c) {
          "\n\nkiln compiles tensor operators written in the .kiln language.\n\n"
          "Commands:\n"
          "  check    parse, apply the schedule and check its legality\n"
-         "  emit     print a stage of compilation: ast, ir, schedule, loops, llvm or asm\n"
+         "  emit     print a stage of compilation: ast, ir, schedule, loops, llvm, asm\n"
+         "           or graph\n"
          "  interp   run the lowered loops; --check compares with the reference\n"
          "  run      compile for this machine and run; --check compares with the\n"
          "           reference, --bench times it\n"

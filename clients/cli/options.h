@@ -15,7 +15,7 @@ namespace kiln::cli {
 enum class Command { None, Check, Emit, Interp, Run, Compile };
 
 // What `emit --stage` prints.
-enum class Stage { Ast, Ir, Schedule, Loops, Llvm, Asm };
+enum class Stage { Ast, Ir, Schedule, Loops, Llvm, Asm, Graph };
 
 struct Options {
   Command command = Command::None;
@@ -24,9 +24,10 @@ struct Options {
   bool verbose = false;  // --verbose: debug logs on stderr
 
   std::vector<std::string> files;
-  std::optional<std::string> func;  // --func NAME: only this func of each file
-  ir::Overrides overrides;          // --set NAME=INT, last one wins
-  bool no_schedule = false;         // --no-schedule: the algorithm's own order
+  std::optional<std::string> func;   // --func NAME: only this func of each file
+  std::optional<std::string> graph;  // --graph NAME: only this graph of each file
+  ir::Overrides overrides;           // --set NAME=INT, last one wins
+  bool no_schedule = false;          // --no-schedule: the algorithm's own order
 
   std::optional<Stage> stage;  // emit
   bool check = false;          // interp, run --check

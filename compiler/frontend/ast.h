@@ -126,8 +126,43 @@ struct FuncDecl {
   std::vector<Item> items;
 };
 
+// ---- graphs
+
+// `input x : f32[1, 64];` or `const w : f32[64] = INIT;`.
+struct TensorDecl {
+  ir::TensorKind kind = ir::TensorKind::Input;
+  Ident name;
+  ir::DType dtype = ir::DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<Pos> shape_pos;
+  ir::ConstInit init;  // Const
+  Pos init_pos;        // Const: the first token of the initializer
+};
+
+// `y, z = op(a, b, P = 3);`
+struct CallDecl {
+  std::vector<Ident> results;
+  Ident op;
+  std::vector<Ident> args;
+  std::vector<std::pair<Ident, int64_t>> bindings;  // P = 3
+  std::vector<Pos> binding_value_pos;
+};
+
+// `output y, z;`
+struct OutputDecl {
+  std::vector<Ident> names;
+};
+
+using GraphItem = std::variant<TensorDecl, CallDecl, OutputDecl>;
+
+struct GraphDecl {
+  Ident name;
+  std::vector<GraphItem> items;
+};
+
 struct ModuleDecl {
   std::vector<FuncDecl> funcs;
+  std::vector<GraphDecl> graphs;
 };
 
 }  // namespace kiln::frontend

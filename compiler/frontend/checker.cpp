@@ -491,6 +491,15 @@ ir::Module check(const Source& src, const ModuleDecl& module) {
     }
     m.funcs.push_back(FuncChecker(src, f).run());
   }
+  for (const GraphDecl& g : module.graphs) {
+    auto [it, fresh] = seen.emplace(g.name.name, g.name.pos);
+    if (!fresh) {
+      src.validate_error(g.name.pos, "duplicate name " + q(g.name.name) + ": already declared at " +
+                                         at_pos(it->second) +
+                                         " (funcs and graphs share one namespace)");
+    }
+    m.graphs.push_back(check_graph(src, g, m));
+  }
   return m;
 }
 

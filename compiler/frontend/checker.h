@@ -9,4 +9,7 @@ namespace kiln::frontend {
 // Throws CompileError (stage "validate") at the first problem.
 ir::Module check(const Source& src, const ModuleDecl& module);
 
+// Checks one graph against the (already checked) funcs of its module.
+ir::Graph check_graph(const Source& src, const GraphDecl& graph, const ir::Module& module);
+
 }  // namespace kiln::frontend

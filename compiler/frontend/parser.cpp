@@ -46,7 +46,11 @@ class Parser {
                        "expected 'func', found end of file (a .kiln file holds one or more funcs)");
     }
     while (!at(Tok::End)) {
-      if (!at(Tok::KwFunc)) fail_expected("'func' to start a function");
+      if (at_ident("graph") && peek(1).kind == Tok::Ident) {
+        m.graphs.push_back(parse_graph());
+        continue;
+      }
+      if (!at(Tok::KwFunc)) fail_expected("'func' to start a function or 'graph' to start a graph");
       m.funcs.push_back(parse_func());
     }
     return m;
@@ -145,6 +149,160 @@ class Parser {
     }
     fail_expected(
         "an item (param, constraint, input, output, temp, knob, compute, option or schedule)");
+  }
+
+  // ---- graphs
+
+  GraphDecl parse_graph() {
+    advance();  // graph
+    GraphDecl g;
+    g.name = expect_ident("a graph name after 'graph'");
+    Pos open = expect(Tok::LBrace, "'{' after the graph name " + q(g.name.name)).pos;
+    while (!accept(Tok::RBrace)) {
+      if (at(Tok::End)) {
+        fail_expected("'}' to close graph " + q(g.name.name) + " (opened at " + at_pos(open) + ")");
+      }
+      if (at(Tok::KwInput) || at_ident("const")) {
+        g.items.emplace_back(parse_tensor());
+      } else if (at(Tok::KwOutput)) {
+        advance();  // output
+        OutputDecl o;
+        do {
+          o.names.push_back(expect_ident("a tensor name after 'output'"));
+        } while (accept(Tok::Comma));
+        expect(Tok::Semi, "',' or ';' after the outputs");
+        g.items.emplace_back(std::move(o));
+      } else if (at(Tok::Ident)) {
+        g.items.emplace_back(parse_call());
+      } else {
+        fail_expected("a graph item (input, const, output, or a call `y = op(x);`)");
+      }
+    }
+    return g;
+  }
+
+  TensorDecl parse_tensor() {
+    TensorDecl t;
+    bool is_const = !at(Tok::KwInput);
+    t.kind = is_const ? ir::TensorKind::Const : ir::TensorKind::Input;
+    std::string kw(advance().text);
+    t.name = expect_ident("a tensor name after " + q(kw));
+    std::string name = q(t.name.name);
+    expect(Tok::Colon, "':' and a type after tensor " + name);
+    std::optional<ir::DType> dt;
+    if (at(Tok::Ident)) dt = ir::dtype_from_name(std::string(peek().text));
+    if (!dt) fail_expected("a type (bool, i32, i64, f32 or f64) for tensor " + name);
+    advance();
+    t.dtype = *dt;
+    expect(Tok::LBracket, "'[' and the shape of tensor " + name + " (use [] for a scalar)");
+    if (!accept(Tok::RBracket)) {
+      for (;;) {
+        Pos p;
+        t.shape.push_back(parse_signed_int("an integer extent in the shape of tensor " + name, &p));
+        t.shape_pos.push_back(p);
+        if (accept(Tok::Comma)) continue;
+        if (accept(Tok::RBracket)) break;
+        fail_expected("',' or ']' in the shape of tensor " + name +
+                      " (a graph's shapes are integers)");
+      }
+    }
+    if (is_const) {
+      expect(Tok::Assign, "'=' and the values of const " + name);
+      t.init_pos = peek().pos;
+      t.init = parse_const_init(name);
+    }
+    expect(Tok::Semi, "';' after tensor " + name);
+    return t;
+  }
+
+  // A number with an optional minus sign: an integer or a float, or true/false.
+  double parse_number(const std::string& what) {
+    if (accept(Tok::KwTrue)) return 1;
+    if (accept(Tok::KwFalse)) return 0;
+    bool negative = at(Tok::Minus) && (peek(1).kind == Tok::Int || peek(1).kind == Tok::Float);
+    if (negative) advance();
+    double v = 0;
+    if (at(Tok::Int)) {
+      v = static_cast<double>(advance().int_value);
+    } else if (at(Tok::Float)) {
+      v = advance().float_value;
+    } else {
+      fail_expected(what);
+    }
+    return negative ? -v : v;
+  }
+
+  // fill(V) | random(SEED) | random(SEED, LO, HI) | [V, ...] | V
+  ir::ConstInit parse_const_init(const std::string& name) {
+    ir::ConstInit init;
+    if (at_ident("fill") && peek(1).kind == Tok::LParen) {
+      advance();
+      advance();
+      init.kind = ir::ConstInit::Kind::Fill;
+      init.fill = parse_number("a number in fill(...) of " + name);
+      expect(Tok::RParen, "')' after the value of fill");
+    } else if (at_ident("random") && peek(1).kind == Tok::LParen) {
+      advance();
+      advance();
+      init.kind = ir::ConstInit::Kind::Random;
+      int64_t seed = parse_signed_int("an integer seed in random(...) of " + name);
+      if (seed < 0) src_.parse_error(toks_[p_ - 1].pos, "the seed of random(...) must be >= 0");
+      init.seed = static_cast<uint64_t>(seed);
+      if (accept(Tok::Comma)) {
+        init.lo = parse_number("the low bound in random(SEED, LO, HI) of " + name);
+        expect(Tok::Comma, "',' and the high bound in random(SEED, LO, HI)");
+        init.hi = parse_number("the high bound in random(SEED, LO, HI) of " + name);
+      }
+      expect(Tok::RParen, "')' to close random(...)");
+    } else if (accept(Tok::LBracket)) {
+      init.kind = ir::ConstInit::Kind::Values;
+      if (!accept(Tok::RBracket)) {
+        for (;;) {
+          init.values.push_back(parse_number("a number in the values of " + name));
+          if (accept(Tok::Comma)) continue;
+          if (accept(Tok::RBracket)) break;
+          fail_expected("',' or ']' in the values of " + name);
+        }
+      }
+    } else {
+      init.kind = ir::ConstInit::Kind::Fill;
+      init.fill =
+          parse_number("the values of const " + name +
+                       ": a number, fill(V), random(SEED), random(SEED, LO, HI) or [V, ...]");
+    }
+    return init;
+  }
+
+  CallDecl parse_call() {
+    CallDecl c;
+    do {
+      c.results.push_back(expect_ident("a tensor name"));
+    } while (accept(Tok::Comma));
+    expect(Tok::Assign, "'=' and an operator call after " + q(c.results.back().name));
+    c.op = expect_ident("an operator (a func of this file) to call");
+    expect(Tok::LParen, "'(' and the arguments of " + q(c.op.name));
+    if (!accept(Tok::RParen)) {
+      for (;;) {
+        Ident a = expect_ident("a tensor, or PARAM = VALUE, as an argument of " + q(c.op.name));
+        if (accept(Tok::Assign)) {
+          Pos vp;
+          int64_t v = parse_signed_int("an integer value for param " + q(a.name), &vp);
+          c.bindings.emplace_back(a, v);
+          c.binding_value_pos.push_back(vp);
+        } else {
+          if (!c.bindings.empty()) {
+            src_.parse_error(a.pos, "tensor argument " + q(a.name) +
+                                        " after a param binding: tensors come first");
+          }
+          c.args.push_back(a);
+        }
+        if (accept(Tok::Comma)) continue;
+        if (accept(Tok::RParen)) break;
+        fail_expected("',' or ')' in the arguments of " + q(c.op.name));
+      }
+    }
+    expect(Tok::Semi, "';' after the call of " + q(c.op.name));
+    return c;
   }
 
   void parse_params(FuncDecl& f) {

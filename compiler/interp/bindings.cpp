@@ -42,9 +42,12 @@ uint64_t stable_hash(const std::string& s) {
   return h;
 }
 
-void fill_random(HostBuffer& out, const ir::Buf& b, const std::map<std::string, int64_t>& params,
-                 uint64_t seed) {
-  std::mt19937_64 rng(seed ^ stable_hash(b.name));
+}  // namespace
+
+void fill_random_named(HostBuffer& out, const ir::Buf& b,
+                       const std::map<std::string, int64_t>& params, uint64_t seed,
+                       const std::string& name) {
+  std::mt19937_64 rng(seed ^ stable_hash(name));
   ParamEvaluator ev(params, " in the value range of buffer " + b.name, b.where);
   const ir::ValueSpec& spec = b.values;
   if (ir::is_float(b.dtype)) {
@@ -87,6 +90,8 @@ void fill_random(HostBuffer& out, const ir::Buf& b, const std::map<std::string, 
     }
   }
 }
+
+namespace {
 
 std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t>& shape) {
   std::vector<int64_t> idx(shape.size());
@@ -143,7 +148,7 @@ Bindings random_bindings(const ir::Func& f, const std::map<std::string, int64_t>
   for (const ir::Buf& b : f.bufs) {
     if (b.kind == ir::BufKind::Temp) continue;
     HostBuffer buf(b.dtype, buffer_shape(b, params));
-    if (b.kind == ir::BufKind::Input) fill_random(buf, b, params, seed);
+    if (b.kind == ir::BufKind::Input) fill_random_named(buf, b, params, seed, b.name);
     out.buffers[b.name] = std::move(buf);
   }
   return out;
@@ -151,18 +156,30 @@ Bindings random_bindings(const ir::Func& f, const std::map<std::string, int64_t>
 
 Mismatch compare_outputs(const ir::Func& f, const Bindings& expected, const Bindings& actual,
                          double rtol, double atol) {
+  std::vector<std::string> names;
+  for (const ir::Buf& b : f.bufs) {
+    if (b.kind == ir::BufKind::Output) names.push_back(b.name);
+  }
+  return compare_buffers(names, expected.buffers, actual.buffers, rtol, atol);
+}
+
+Mismatch compare_buffers(const std::vector<std::string>& names,
+                         const std::map<std::string, HostBuffer>& expected,
+                         const std::map<std::string, HostBuffer>& actual, double rtol,
+                         double atol) {
   Mismatch worst;      // the largest error among failing elements
   Mismatch worst_any;  // the largest error overall, reported when all pass
-  for (const ir::Buf& b : f.bufs) {
-    if (b.kind != ir::BufKind::Output) continue;
-    auto e = expected.buffers.find(b.name);
-    auto a = actual.buffers.find(b.name);
-    if (e == expected.buffers.end() || a == actual.buffers.end()) {
+  for (const std::string& name : names) {
+    ir::Buf b;  // only the name, for the messages below
+    b.name = name;
+    auto e = expected.find(b.name);
+    auto a = actual.find(b.name);
+    if (e == expected.end() || a == actual.end()) {
       Mismatch m;
       m.ok = false;
       m.buffer = b.name;
-      m.problem = e == expected.buffers.end() ? "missing from the expected run"
-                                              : "missing from the actual run";
+      m.problem =
+          e == expected.end() ? "missing from the expected run" : "missing from the actual run";
       return m;
     }
     const HostBuffer& eb = e->second;

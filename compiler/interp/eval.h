@@ -93,3 +93,13 @@ class Evaluator {
 };
 
 }  // namespace kiln::interp::detail
+
+namespace kiln::interp {
+
+// Fills `out` with reproducible random values honoring b's value spec; the
+// stream depends on the seed and `name` only.
+void fill_random_named(HostBuffer& out, const ir::Buf& b,
+                       const std::map<std::string, int64_t>& params, uint64_t seed,
+                       const std::string& name);
+
+}  // namespace kiln::interp

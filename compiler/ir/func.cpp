@@ -22,6 +22,13 @@ const Buf* Func::find_buf(const std::string& n) const { return find_named(bufs, 
 const Comp* Func::find_comp(const std::string& n) const { return find_named(comps, n); }
 const Param* Func::find_param(const std::string& n) const { return find_named(params, n); }
 const Knob* Func::find_knob(const std::string& n) const { return find_named(knobs, n); }
+std::vector<const Buf*> Func::bufs_of_kind(BufKind kind) const {
+  std::vector<const Buf*> out;
+  for (const Buf& b : bufs) {
+    if (b.kind == kind) out.push_back(&b);
+  }
+  return out;
+}
 const Func* Module::find(const std::string& name) const { return find_named(funcs, name); }
 
 const char* buf_kind_name(BufKind k) {

@@ -674,10 +674,93 @@ TEST(CliRun, CheckPassesForEveryExample) {
   ASSERT_GE(args.size(), 7u);
   Result r = kiln(args);
   EXPECT_EQ(r.status, 0) << r.err;
+  // One line per func and per graph, each a match.
   std::vector<std::string> out = lines(r.out);
-  EXPECT_EQ(out.size(), args.size() - 2) << r.out;
+  EXPECT_GE(out.size(), args.size() - 2) << r.out;
   for (const std::string& line : out)
-    EXPECT_TRUE(Matches(line, R"(^ok  \w+: 1 output matches \(max abs error \S+\))")) << line;
+    EXPECT_TRUE(Matches(line, R"(^ok  (graph )?\w+: \d+ outputs? match(es)? \(max abs error \S+)"))
+        << line;
+}
+
+// ---------------------------------------------------------------------------
+// graphs
+
+std::string example(const char* name) {
+  return std::string(KILN_SOURCE_DIR) + "/examples/" + name + ".kiln";
+}
+
+TEST(CliGraph, RunCheckComparesTheOptimizedGraphWithTheReference) {
+  Result r = kiln({"run", example("conv_bn_relu"), "--graph", "block", "--check"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "ok  graph block: 1 output matches (max abs error 0; 4 calls -> 1 after graph "
+            "passes, 1 kernel)\n");
+  r = kiln({"run", example("conv_bn_relu"), "--graph", "block", "--check", "-O0"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "4 calls -> 4 after graph passes, 4 kernels")) << r.out;
+  r = kiln({"interp", example("conv_bn_relu"), "--graph", "block", "--check"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "ok  graph block: 1 output matches")) << r.out;
+}
+
+TEST(CliGraph, JsonLineDescribesTheGraphRun) {
+  Result r = kiln({"run", example("conv_bn_relu"), "--graph", "block", "--check", "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Matches(r.out, R"(^\{"file":"[^"]+","graph":"block","ok":true,"max_abs_error":0,)"
+                             R"("mismatch":null,"calls":4,"calls_after_passes":1,"outputs":\{"r":)"
+                             R"(\{"shape":\[1,32,14,14\],"checksum":[-0-9.e]+\}\},"bench":null,)"
+                             R"("error":null\}\n$)"))
+      << r.out;
+}
+
+TEST(CliGraph, EmitGraphShowsEachPassAndTheFusedOperator) {
+  Result r = kiln({"emit", example("conv_bn_relu"), "--stage", "graph"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "  scale, shift = bn_coefficients(gamma, beta, mean, var, F = 32);"))
+      << r.out;
+  r = kiln({"emit", example("conv_bn_relu"), "--stage", "graph", "-O2", "--print-after",
+            "fold_constants", "--print-after", "fuse_elementwise"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out,
+                       "  r = conv2d_channel_affine_relu(x, w, scale, shift, N = 1, C = 16, "
+                       "H = 14, W = 14, F = 32);"))
+      << r.out;
+  EXPECT_TRUE(Contains(r.out, "func conv2d_channel_affine_relu {")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "    relu.after(channel_affine, xi);")) << r.out;
+  EXPECT_TRUE(Contains(r.err, "// after fold_constants\ngraph block {")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "  const scale : f32[32] = [")) << r.err;
+  EXPECT_TRUE(
+      Contains(r.err, "// fuse_elementwise: channel_affine into conv2d (inside loop xo of O)"))
+      << r.err;
+  // The other stages print each call's operator.
+  r = kiln({"emit", example("conv_bn_relu"), "--graph", "block", "--stage", "loops", "-O2"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "graph block, call 1: conv2d_channel_affine_relu")) << r.out;
+}
+
+TEST(CliGraph, SelectionErrors) {
+  Result r = kiln({"run", example("conv_bn_relu"), "--graph", "nope"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "--graph nope: no graph of that name (expected one of: block)"))
+      << r.err;
+  r = kiln({"run", example("matmul"), "--graph", "g"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "--graph g: no graph of that name (the file defines none)")) << r.err;
+  r = kiln({"emit", example("matmul"), "--stage", "graph"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "the file defines no graph")) << r.err;
+  r = kiln({"run", example("conv_bn_relu"), "--graph", "block", "--set", "N=2"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err,
+                       "--set N: --set applies to funcs; a graph binds its operators' "
+                       "params in its calls"))
+      << r.err;
+  r = kiln({"run", example("conv_bn_relu"), "--graph", "block", "--func", "relu"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "--func and --graph each select what to process; give one")) << r.err;
+  r = kiln({"run", example("conv_bn_relu"), "--graph", "block", "--disable-pass", "fold"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "fold_constants")) << r.err;  // the list of known passes
 }
 
 TEST(CliRun, ParallelLoopsMatchWithOneAndTwoThreads) {
@@ -726,7 +809,7 @@ TEST(CliPasses, UnknownPassIsAUsageError) {
 TEST(CliPasses, PassOptionsNeedLoops) {
   Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "ast", "-O2"});
   EXPECT_EQ(r.status, 2);
-  EXPECT_TRUE(Contains(r.err, "-O applies to --stage loops, llvm and asm only")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "-O applies to --stage loops, llvm, asm and graph only")) << r.err;
   r = kiln({"interp", data("matmul_small.kiln"), "--time-passes"});
   EXPECT_EQ(r.status, 2);
 }

@@ -299,7 +299,7 @@ TEST(Func, FindsByName) {
   EXPECT_EQ(f.find_comp("C_init")->iters.size(), 2u);
   EXPECT_EQ(f.find_param("X"), nullptr);
   EXPECT_EQ(f.find_knob("TI")->value, 32);
-  Module m{{f}};
+  Module m{{f}, {}};
   EXPECT_EQ(m.find("matmul")->name, "matmul");
   EXPECT_EQ(m.find("conv"), nullptr);
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -86,5 +87,36 @@ struct Mismatch {
 // within rtol * |expected| + atol.
 Mismatch compare_outputs(const ir::Func& f, const Bindings& expected, const Bindings& actual,
                          double rtol = 1e-5, double atol = 1e-6);
+
+// The same comparison for the buffers named, as two runs of a graph give them.
+Mismatch compare_buffers(const std::vector<std::string>& names,
+                         const std::map<std::string, HostBuffer>& expected,
+                         const std::map<std::string, HostBuffer>& actual, double rtol = 1e-5,
+                         double atol = 1e-6);
+
+// ---------------------------------------------------------------------------
+// Graphs
+
+using Tensors = std::map<std::string, HostBuffer>;
+
+// The values of a graph constant, as its ConstInit says.
+HostBuffer const_value(const ir::GraphTensor& t);
+
+// A buffer for every input of g with reproducible random values: each input
+// honors the value spec of the first operator that reads it (a CSR row
+// pointer stays sorted and in range).
+Tensors random_graph_inputs(const ir::Graph& g, uint64_t seed);
+
+// Runs one call: `b` holds the call's op params and a buffer for each of its
+// inputs and outputs (by the op's buffer names); the runner fills the outputs.
+using CallRunner = std::function<void(size_t call_index, const ir::GraphCall& call, Bindings& b)>;
+
+// Runs g call by call in order with `run_call`, from `inputs` (one buffer per
+// graph input, checked against its dtype and shape: CompileError, stage
+// "interp", otherwise). Returns the graph's outputs by tensor name.
+Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& run_call);
+
+// run_graph with the reference interpreter for every call: the oracle.
+Tensors run_reference(const ir::Graph& g, const Tensors& inputs);
 
 }  // namespace kiln::interp

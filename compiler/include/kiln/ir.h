@@ -327,12 +327,79 @@ struct Func {
   const Comp* find_comp(const std::string& n) const;
   const Param* find_param(const std::string& n) const;
   const Knob* find_knob(const std::string& n) const;
+  // Its buffers of one kind, in declaration order (an operator's inputs or outputs).
+  std::vector<const Buf*> bufs_of_kind(BufKind kind) const;
 };
 
-// A .kiln file: one or more funcs.
+// ---------------------------------------------------------------------------
+// Graphs: several operators connected by tensors (conv -> batch norm -> relu).
+
+// A tensor of a graph: an input (given at run time), a constant (its values
+// known at compile time) or the result of a call. Shapes are concrete.
+enum class TensorKind : uint8_t { Input, Const, Value };
+const char* tensor_kind_name(TensorKind k);
+
+// How a constant's values are made.
+struct ConstInit {
+  enum class Kind : uint8_t {
+    Fill,    // every element `fill`
+    Random,  // uniform in [lo, hi) from `seed`, reproducibly (integers: [lo, hi) rounded down)
+    Values,  // `values`, row-major (literals, and what constant folding computed)
+  } kind = Kind::Fill;
+  double fill = 0;
+  uint64_t seed = 0;
+  double lo = -1, hi = 1;
+  std::vector<double> values;  // integers are exact up to 2^53
+};
+
+struct GraphTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // empty = a scalar
+  TensorKind kind = TensorKind::Input;
+  ConstInit init;  // Const only
+  SourceLoc where;
+};
+
+// One operator application: `y = conv2d(x, w, stride = 2);`. `op` is the
+// callee with every param bound to its value in this call, so a call is
+// self-contained: graph passes may replace it by a new operator (a fused one)
+// without a func of that name in the file.
+struct GraphCall {
+  Func op;
+  std::vector<std::string> args;     // one tensor per input buffer of op, in declaration order
+  std::vector<std::string> results;  // one tensor per output buffer of op, in declaration order
+  SourceLoc where;
+};
+
+// A graph: its tensors, the calls in a valid execution order (every argument
+// defined before it is used) and the tensors it returns.
+struct Graph {
+  std::string name;
+  std::vector<GraphTensor> tensors;
+  std::vector<GraphCall> calls;
+  std::vector<std::string> outputs;
+  SourceLoc where;
+
+  const GraphTensor* find_tensor(const std::string& n) const;
+};
+
+// The tensors `op`'s input and output buffers have in a call: each buffer's
+// shape under op's (all bound) params. Throws CompileError (stage
+// "validate") for a run-time param or a negative extent.
+std::vector<int64_t> bound_shape(const Func& op, const Buf& b);
+
+// Prints a graph in .kiln syntax (`kiln emit --stage graph`). A call prints
+// every param it binds; a constant with more than `max_values` values
+// prints its first ones and the count.
+std::string to_string(const Graph& g, size_t max_values = 8);
+
+// A .kiln file: funcs, and graphs that call them.
 struct Module {
   std::vector<Func> funcs;
+  std::vector<Graph> graphs;
   const Func* find(const std::string& name) const;
+  const Graph* find_graph(const std::string& name) const;
 };
 
 // Values for params and knobs given on the command line (`--set NAME=VALUE`).

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/interp.h"
+#include "kiln/ir.h"
 #include "kiln/loop_ir.h"
 
 namespace kiln::passes {
@@ -23,6 +25,10 @@ struct PassContext {
   std::set<std::string> print_after;  // print the IR after these passes ("all" = every pass)
   bool time_passes = false;           // report each pass's time
   std::ostream* log = nullptr;        // where printing and timing go (null: nowhere)
+  // How fold_constants runs an operator at compile time: `b` holds op's
+  // params and its input and output buffers. kiln passes the JIT; unset, the
+  // reference interpreter runs it.
+  std::function<void(const ir::Func& op, interp::Bindings& b)> evaluate;
 };
 
 struct PassInfo {
@@ -46,5 +52,29 @@ ir::LoweredFunc run_pipeline(const ir::LoweredFunc& f, const PassContext& ctx);
 
 // The names of the passes run_pipeline would run under ctx, in order.
 std::vector<std::string> pipeline(const PassContext& ctx);
+
+// ---------------------------------------------------------------------------
+// Graph passes: on a graph of operators, before each operator is scheduled.
+// They share the PassContext and its names with the loop passes (one
+// --disable-pass, --print-after, ... for both).
+
+struct GraphPassInfo {
+  std::string name;  // "fold_constants", "eliminate_common_operators", ...
+  int opt_level = 1;
+  std::vector<std::string> prerequisites;
+  std::string description;
+  std::function<ir::Graph(const ir::Graph&, const PassContext&)> run;
+};
+
+// Every graph pass, in pipeline order.
+const std::vector<GraphPassInfo>& graph_registry();
+
+// Runs the graph passes ctx enables, in order, printing the graph after those
+// in ctx.print_after. Throws CompileError (stage "passes") for an unknown
+// pass name in ctx, and whatever a pass throws (fold_constants runs code).
+ir::Graph run_graph_pipeline(const ir::Graph& g, const PassContext& ctx);
+
+// The names of the graph passes run_graph_pipeline would run under ctx.
+std::vector<std::string> graph_pipeline(const PassContext& ctx);
 
 }  // namespace kiln::passes

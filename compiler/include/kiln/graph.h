@@ -1,0 +1,47 @@
+// Graphs of operators, compiled: the graph passes with the JIT as the
+// constant evaluator, then every operator scheduled, lowered, optimized and
+// compiled, and run one after another (DESIGN.md section 4, graph level).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kiln/codegen.h"
+#include "kiln/interp.h"
+#include "kiln/ir.h"
+#include "kiln/passes.h"
+
+namespace kiln::graph {
+
+// Runs op once on the host through the JIT (scheduled, lowered, the loop
+// passes of `ctx`, compiled with `opts`): how fold_constants evaluates an
+// operator at compile time.
+void jit_evaluate(const ir::Func& op, interp::Bindings& b, const passes::PassContext& ctx,
+                  const codegen::Options& opts);
+
+// The graph passes of ctx with jit_evaluate as the constant evaluator.
+ir::Graph optimize(const ir::Graph& g, const passes::PassContext& ctx,
+                   const codegen::Options& opts);
+
+// A graph whose operators are compiled into this process.
+class CompiledGraph {
+ public:
+  // Runs every call in order on `inputs` (one buffer per graph input) and
+  // returns the outputs by name. Throws CompileError (stage "interp") for a
+  // missing or mistyped input, stage "codegen" when a kernel reports an error.
+  interp::Tensors run(const interp::Tensors& inputs) const;
+  const ir::Graph& graph() const;  // after the graph passes
+  size_t kernel_count() const;     // distinct kernels: identical operators share one
+
+  struct State;
+  explicit CompiledGraph(std::shared_ptr<const State> s) : state_(std::move(s)) {}
+
+ private:
+  std::shared_ptr<const State> state_;
+};
+
+// optimize(), then every operator through poly, the loop passes and the JIT.
+CompiledGraph compile(const ir::Graph& g, const passes::PassContext& ctx,
+                      const codegen::Options& opts);
+
+}  // namespace kiln::graph

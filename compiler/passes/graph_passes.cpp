@@ -1,0 +1,589 @@
+// The graph passes: constant folding, operator CSE, dead-operator removal and
+// elementwise epilogue fusion (graph_passes.h says what each does).
+#include "graph_passes.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "kiln/error.h"
+#include "kiln/poly.h"
+
+namespace kiln::passes {
+
+namespace {
+
+bool is_output(const ir::Graph& g, const std::string& t) {
+  return std::find(g.outputs.begin(), g.outputs.end(), t) != g.outputs.end();
+}
+
+ir::GraphTensor* find_tensor(ir::Graph& g, const std::string& n) {
+  for (ir::GraphTensor& t : g.tensors) {
+    if (t.name == n) return &t;
+  }
+  return nullptr;
+}
+
+// Replaces tensor names in every call's arguments.
+void rename_args(ir::Graph& g, const std::map<std::string, std::string>& to) {
+  for (ir::GraphCall& c : g.calls) {
+    for (std::string& a : c.args) {
+      auto it = to.find(a);
+      if (it != to.end()) a = it->second;
+    }
+  }
+}
+
+// A pass's decision, shown beside the graph printed after it.
+void log_line(const PassContext& ctx, const std::string& pass, const std::string& line) {
+  if (ctx.log != nullptr && (ctx.print_after.count(pass) || ctx.print_after.count("all")))
+    *ctx.log << "// " << pass << ": " << line << "\n";
+}
+
+// Renames buffers (loads and stores) and substitutes names in expressions.
+class Rewriter final : public ir::IRMutator {
+ public:
+  Rewriter(std::map<std::string, std::string> bufs, std::map<std::string, ir::Expr> vars,
+           std::map<std::string, std::string> comps = {})
+      : bufs_(std::move(bufs)), vars_(std::move(vars)), comps_(std::move(comps)) {}
+
+  ir::Expr rewrite(const ir::Expr& e) { return ir::substitute(mutate(e), vars_); }
+  std::string buf(const std::string& b) const {
+    auto it = bufs_.find(b);
+    return it == bufs_.end() ? b : it->second;
+  }
+
+ protected:
+  ir::Expr mutate_load(const ir::Expr& e, const ir::Load& n) override {
+    bool changed = false;
+    std::vector<ir::Expr> idx = mutate_all(n.indices, &changed);
+    std::string b = buf(n.buf);
+    if (!changed && b == n.buf) return e;
+    return ir::load(b, std::move(idx), n.type);
+  }
+  ir::Expr mutate_access(const ir::Expr& e, const ir::Access& n) override {
+    bool changed = false;
+    std::vector<ir::Expr> idx = mutate_all(n.indices, &changed);
+    auto it = comps_.find(n.comp);
+    if (!changed && it == comps_.end()) return e;
+    return ir::access(it == comps_.end() ? n.comp : it->second, std::move(idx), n.type);
+  }
+
+ private:
+  std::map<std::string, std::string> bufs_;
+  std::map<std::string, ir::Expr> vars_;
+  std::map<std::string, std::string> comps_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// fold_constants
+
+ir::Graph fold_constants(const ir::Graph& g, const PassContext& ctx) {
+  ir::Graph out = g;
+  out.calls.clear();
+  std::set<std::string> constant;
+  for (const ir::GraphTensor& t : g.tensors) {
+    if (t.kind == ir::TensorKind::Const) constant.insert(t.name);
+  }
+  for (const ir::GraphCall& c : g.calls) {
+    bool foldable = std::all_of(c.args.begin(), c.args.end(),
+                                [&](const std::string& a) { return constant.count(a) != 0; });
+    if (!foldable) {
+      out.calls.push_back(c);
+      continue;
+    }
+    // A graph of this call alone, its arguments as constants, run on the host.
+    ir::Graph one;
+    one.name = g.name;
+    one.where = g.where;
+    for (const std::string& a : c.args) {
+      if (!one.find_tensor(a)) one.tensors.push_back(*out.find_tensor(a));
+    }
+    one.calls.push_back(c);
+    one.outputs = c.results;
+    interp::Tensors values =
+        interp::run_graph(one, {}, [&](size_t, const ir::GraphCall& call, interp::Bindings& b) {
+          if (ctx.evaluate) {
+            ctx.evaluate(call.op, b);
+          } else {
+            interp::run_reference(call.op, b);
+          }
+        });
+    for (const std::string& r : c.results) {
+      ir::GraphTensor& t = *find_tensor(out, r);
+      const interp::HostBuffer& v = values.at(r);
+      t.kind = ir::TensorKind::Const;
+      t.init = ir::ConstInit{};
+      t.init.kind = ir::ConstInit::Kind::Values;
+      t.init.values.resize(static_cast<size_t>(v.size()));
+      for (int64_t k = 0; k < v.size(); ++k) {
+        t.init.values[static_cast<size_t>(k)] =
+            ir::is_float(v.dtype()) ? v.get_f(k) : static_cast<double>(v.get_i(k));
+      }
+      constant.insert(r);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// eliminate_common_operators
+
+namespace {
+
+// What makes two calls compute the same thing: the algorithm and the
+// arguments. Not the func's name, schedule or knobs, nor the names of its
+// buffers and computations: those are renamed by kind and position.
+std::string call_key(const ir::GraphCall& c) {
+  ir::Func algo = c.op;
+  algo.name.clear();
+  algo.schedule.clear();
+  algo.knobs.clear();
+  std::map<std::string, std::string> bufs, comps;
+  std::map<ir::BufKind, int> seen;
+  for (ir::Buf& b : algo.bufs) {
+    std::string n = fmt::format("{}{}", ir::buf_kind_name(b.kind), seen[b.kind]++);
+    bufs[b.name] = n;
+    b.name = n;
+  }
+  for (size_t k = 0; k < algo.comps.size(); ++k) comps[algo.comps[k].name] = fmt::format("c{}", k);
+  Rewriter rw(bufs, {}, comps);
+  for (ir::Comp& comp : algo.comps) {
+    comp.name = comps[comp.name];
+    comp.value = rw.rewrite(comp.value);
+    for (ir::Expr& d : comp.domain) d = rw.rewrite(d);
+    if (comp.store) {
+      comp.store->buf = rw.buf(comp.store->buf);
+      for (ir::Expr& i : comp.store->indices) i = rw.rewrite(i);
+    }
+  }
+  return ir::to_string(algo) + "\n(" + fmt::format("{}", fmt::join(c.args, ", ")) + ")";
+}
+
+std::string const_key(const ir::GraphTensor& t) {
+  std::ostringstream os;
+  os.precision(17);
+  os << ir::dtype_name(t.dtype) << "[" << fmt::format("{}", fmt::join(t.shape, ",")) << "] "
+     << static_cast<int>(t.init.kind) << " ";
+  switch (t.init.kind) {
+    case ir::ConstInit::Kind::Fill:
+      os << t.init.fill;
+      break;
+    case ir::ConstInit::Kind::Random:
+      os << t.init.seed << " " << t.init.lo << " " << t.init.hi;
+      break;
+    case ir::ConstInit::Kind::Values:
+      for (double v : t.init.values) os << v << ",";
+      break;
+  }
+  return os.str();
+}
+
+}  // namespace
+
+ir::Graph eliminate_common_operators(const ir::Graph& g) {
+  ir::Graph out = g;
+  std::map<std::string, std::string> replace;  // dropped tensor -> the one kept
+  std::map<std::string, std::string> seen_const;
+  for (const ir::GraphTensor& t : g.tensors) {
+    if (t.kind != ir::TensorKind::Const) continue;
+    auto [it, fresh] = seen_const.emplace(const_key(t), t.name);
+    if (!fresh && !is_output(g, t.name)) replace[t.name] = it->second;
+  }
+  rename_args(out, replace);
+  std::vector<ir::GraphCall> kept;
+  std::map<std::string, size_t> seen_call;
+  for (ir::GraphCall& c : out.calls) {
+    for (std::string& a : c.args) {
+      auto it = replace.find(a);
+      if (it != replace.end()) a = it->second;
+    }
+    std::string key = call_key(c);
+    auto it = seen_call.find(key);
+    bool returns = std::any_of(c.results.begin(), c.results.end(),
+                               [&](const std::string& r) { return is_output(g, r); });
+    if (it == seen_call.end() || returns) {
+      seen_call.emplace(key, kept.size());
+      kept.push_back(std::move(c));
+      continue;
+    }
+    const ir::GraphCall& first = kept[it->second];
+    for (size_t r = 0; r < c.results.size(); ++r) replace[c.results[r]] = first.results[r];
+  }
+  out.calls = std::move(kept);
+  std::erase_if(out.tensors, [&](const ir::GraphTensor& t) { return replace.count(t.name) != 0; });
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// remove_unused_operators
+
+ir::Graph remove_unused_operators(const ir::Graph& g) {
+  std::set<std::string> live(g.outputs.begin(), g.outputs.end());
+  std::vector<bool> keep(g.calls.size(), false);
+  for (size_t k = g.calls.size(); k-- > 0;) {
+    const ir::GraphCall& c = g.calls[k];
+    keep[k] = std::any_of(c.results.begin(), c.results.end(),
+                          [&](const std::string& r) { return live.count(r) != 0; });
+    if (keep[k]) live.insert(c.args.begin(), c.args.end());
+  }
+  ir::Graph out = g;
+  out.calls.clear();
+  std::set<std::string> defined;
+  for (size_t k = 0; k < g.calls.size(); ++k) {
+    if (!keep[k]) continue;
+    out.calls.push_back(g.calls[k]);
+    defined.insert(g.calls[k].results.begin(), g.calls[k].results.end());
+  }
+  std::erase_if(out.tensors, [&](const ir::GraphTensor& t) {
+    switch (t.kind) {
+      case ir::TensorKind::Input:
+        return false;
+      case ir::TensorKind::Const:
+        return live.count(t.name) == 0;
+      case ir::TensorKind::Value:
+        return defined.count(t.name) == 0;
+    }
+    return false;
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// fuse_elementwise
+
+namespace {
+
+// Whether every load of `buf` in e reads exactly [iters...].
+class IdentityReads final : public ir::IRVisitor {
+ public:
+  IdentityReads(std::string buf, const std::vector<std::string>& iters)
+      : buf_(std::move(buf)), iters_(iters) {}
+  bool ok = true;
+  bool any_access = false;
+
+ protected:
+  void visit_load(const ir::Load& n) override {
+    if (n.buf == buf_) {
+      if (n.indices.size() != iters_.size()) ok = false;
+      for (size_t q = 0; ok && q < n.indices.size(); ++q) {
+        const auto* v = ir::as<ir::Var>(n.indices[q]);
+        if (!v || v->name != iters_[q]) ok = false;
+      }
+    }
+    IRVisitor::visit_load(n);
+  }
+  void visit_access(const ir::Access& n) override {
+    any_access = true;
+    IRVisitor::visit_access(n);
+  }
+
+ private:
+  std::string buf_;
+  const std::vector<std::string>& iters_;
+};
+
+std::map<std::string, int64_t> param_env(const ir::Func& f) {
+  std::map<std::string, int64_t> env;
+  for (const ir::Param& p : f.params) {
+    if (p.value) env[p.name] = *p.value;
+  }
+  return env;
+}
+
+// The one computation of an elementwise operator writing `out` (of the given
+// shape) from `in`, or null when g is not elementwise in `in`.
+const ir::Comp* elementwise_comp(const ir::Func& g, const std::string& in,
+                                 const std::vector<int64_t>& shape) {
+  std::vector<const ir::Buf*> outs = g.bufs_of_kind(ir::BufKind::Output);
+  if (outs.size() != 1 || g.comps.size() != 1 || !g.bufs_of_kind(ir::BufKind::Temp).empty())
+    return nullptr;
+  const ir::Comp& e = g.comps[0];
+  if (!e.store || e.store->buf != outs[0]->name || e.iters.size() != shape.size()) return nullptr;
+  for (size_t q = 0; q < e.iters.size(); ++q) {
+    const auto* v = ir::as<ir::Var>(e.store->indices[q]);
+    if (!v || v->name != e.iters[q]) return nullptr;
+  }
+  // The domain is exactly the box 0 <= it_q < shape[q].
+  std::map<std::string, int64_t> env = param_env(g);
+  std::vector<int> lower(shape.size(), 0), upper(shape.size(), 0);
+  for (const ir::Expr& c : e.domain) {
+    const auto* b = ir::as<ir::Binary>(c);
+    if (!b) return nullptr;
+    auto iter_index = [&](const ir::Expr& x) -> int {
+      const auto* v = ir::as<ir::Var>(x);
+      if (!v) return -1;
+      auto it = std::find(e.iters.begin(), e.iters.end(), v->name);
+      return it == e.iters.end() ? -1 : static_cast<int>(it - e.iters.begin());
+    };
+    if (b->op == ir::BinaryOp::Le && ir::eval_int(b->a, env) == 0 && iter_index(b->b) >= 0) {
+      ++lower[static_cast<size_t>(iter_index(b->b))];
+    } else if (b->op == ir::BinaryOp::Lt && iter_index(b->a) >= 0 &&
+               ir::eval_int(b->b, env) == shape[static_cast<size_t>(iter_index(b->a))]) {
+      ++upper[static_cast<size_t>(iter_index(b->a))];
+    } else {
+      return nullptr;
+    }
+  }
+  for (size_t q = 0; q < shape.size(); ++q) {
+    if (lower[q] != 1 || upper[q] != 1) return nullptr;
+  }
+  IdentityReads reads(in, e.iters);
+  reads.visit(e.value);
+  if (!reads.ok || reads.any_access) return nullptr;
+  return &e;
+}
+
+std::string fresh(const std::string& base, const std::set<std::string>& taken) {
+  if (!taken.count(base)) return base;
+  for (int k = 2;; ++k) {
+    std::string n = base + "_" + std::to_string(k);
+    if (!taken.count(n)) return n;
+  }
+}
+
+ir::ScheduleArg name_arg(const std::string& n) {
+  ir::ScheduleArg a;
+  a.kind = ir::ScheduleArg::Kind::Name;
+  a.text = n;
+  return a;
+}
+
+// W's loop commands replayed on E, whose loops start as `loops` (W's first
+// dimensions). Commands that name a loop E does not have are left out, or
+// narrowed (reorder). Returns E's loops afterwards, outermost first.
+std::vector<std::string> replay(const ir::Func& f, const std::string& w, const std::string& e,
+                                std::vector<std::string> loops,
+                                std::vector<ir::ScheduleCommand>& out) {
+  auto has = [&](const std::string& n) {
+    return std::find(loops.begin(), loops.end(), n) != loops.end();
+  };
+  auto at = [&](const std::string& n) {
+    return static_cast<size_t>(std::find(loops.begin(), loops.end(), n) - loops.begin());
+  };
+  auto text = [](const ir::ScheduleCommand& c, size_t k) {
+    return k < c.args.size() && c.args[k].kind == ir::ScheduleArg::Kind::Name ? c.args[k].text
+                                                                              : std::string();
+  };
+  for (const ir::ScheduleCommand& c : f.schedule) {
+    if (c.target != w) continue;
+    ir::ScheduleCommand copy = c;
+    copy.target = e;
+    if (c.op == "split" && c.args.size() == 4 && has(text(c, 0))) {
+      size_t p = at(text(c, 0));
+      loops[p] = text(c, 3);
+      loops.insert(loops.begin() + static_cast<std::ptrdiff_t>(p), text(c, 2));
+    } else if (c.op == "tile" && c.args.size() == 8 && has(text(c, 0)) && has(text(c, 1)) &&
+               at(text(c, 1)) == at(text(c, 0)) + 1) {
+      size_t p = at(text(c, 0));
+      loops.erase(loops.begin() + static_cast<std::ptrdiff_t>(p),
+                  loops.begin() + static_cast<std::ptrdiff_t>(p) + 2);
+      loops.insert(loops.begin() + static_cast<std::ptrdiff_t>(p),
+                   {text(c, 4), text(c, 5), text(c, 6), text(c, 7)});
+    } else if (c.op == "fuse" && c.args.size() == 3 && has(text(c, 0)) && has(text(c, 1)) &&
+               at(text(c, 1)) == at(text(c, 0)) + 1) {
+      size_t p = at(text(c, 0));
+      loops.erase(loops.begin() + static_cast<std::ptrdiff_t>(p) + 1);
+      loops[p] = text(c, 2);
+    } else if (c.op == "reorder") {
+      std::vector<std::string> names;
+      for (size_t k = 0; k < c.args.size(); ++k) {
+        if (has(text(c, k))) names.push_back(text(c, k));
+      }
+      if (names.size() < 2) continue;
+      std::vector<size_t> slots;
+      for (const std::string& n : names) slots.push_back(at(n));
+      std::sort(slots.begin(), slots.end());
+      bool same = true;
+      for (size_t k = 0; k < names.size(); ++k) same = same && loops[slots[k]] == names[k];
+      if (same) continue;  // already in this order for E
+      for (size_t k = 0; k < names.size(); ++k) loops[slots[k]] = names[k];
+      copy.args.clear();
+      for (const std::string& n : names) copy.args.push_back(name_arg(n));
+    } else if ((c.op == "tag" || c.op == "separate") && has(text(c, 0))) {
+      // Same loops: nothing to track.
+    } else {
+      continue;
+    }
+    out.push_back(std::move(copy));
+  }
+  return loops;
+}
+
+struct Fusion {
+  ir::Func op;
+  std::string placement;  // "inside loop xo of O", "after the loops of O"
+};
+
+// Builds the fused operator of producer f (whose output `fout` is the
+// consumer's input) and elementwise consumer g, with the deepest legal
+// placement. Null when no placement is legal.
+std::optional<Fusion> fuse(const ir::Func& f, const std::string& fout, const ir::Func& g,
+                           const std::string& gin, const ir::Comp& e_comp) {
+  // The last computation that writes fout, storing to fout[its first dims].
+  const ir::Comp* w = nullptr;
+  for (const ir::Comp& c : f.comps) {
+    if (c.store && c.store->buf == fout) w = &c;
+  }
+  size_t rank = e_comp.iters.size();
+  if (!w || w->iters.size() < rank || w->store->indices.size() != rank) return std::nullopt;
+  for (size_t q = 0; q < rank; ++q) {
+    const auto* v = ir::as<ir::Var>(w->store->indices[q]);
+    if (!v || v->name != w->iters[q]) return std::nullopt;
+  }
+
+  ir::Func base = f;
+  base.name = f.name + "_" + g.name;
+  base.fast_math = f.fast_math && g.fast_math;
+  std::set<std::string> taken;
+  for (const ir::Buf& b : f.bufs) taken.insert(b.name);
+  for (const ir::Comp& c : f.comps) taken.insert(c.name);
+  for (const ir::Param& p : f.params) taken.insert(p.name);
+  for (const ir::Knob& k : f.knobs) taken.insert(k.name);
+  std::map<std::string, std::string> buf_names{{gin, fout}};
+  for (const ir::Buf& b : g.bufs) {
+    if (b.kind != ir::BufKind::Input || b.name == gin) continue;
+    std::string n = fresh(b.name, taken);
+    taken.insert(n);
+    buf_names[b.name] = n;
+    ir::Buf nb = b;
+    nb.name = n;
+    nb.shape.clear();
+    for (int64_t x : ir::bound_shape(g, b)) nb.shape.push_back(ir::int_imm(x));
+    nb.values = {};  // in g's params; the values come from the graph anyway
+    base.bufs.push_back(std::move(nb));
+  }
+  std::map<std::string, ir::Expr> vars;
+  for (const auto& [name, value] : param_env(g)) vars[name] = ir::int_imm(value);
+  for (size_t q = 0; q < rank; ++q) vars[e_comp.iters[q]] = ir::var(w->iters[q]);
+  Rewriter rw(buf_names, vars);
+  ir::Comp e;
+  e.name = fresh(g.name, taken);
+  e.iters.assign(w->iters.begin(), w->iters.begin() + static_cast<std::ptrdiff_t>(rank));
+  for (const ir::Expr& c : e_comp.domain) e.domain.push_back(rw.rewrite(c));
+  e.value = rw.rewrite(e_comp.value);
+  e.store = ir::StoreTarget{fout, {}};
+  for (const std::string& it : e.iters) e.store->indices.push_back(ir::var(it));
+  e.where = e_comp.where;
+  base.comps.push_back(e);
+
+  // Candidates, best first: E with W's loop schedule inside each shared loop
+  // from the deepest out; then without it; then after everything.
+  struct Candidate {
+    std::vector<ir::ScheduleCommand> commands;
+    std::string placement;
+  };
+  std::vector<Candidate> candidates;
+  for (bool with_replay : {true, false}) {
+    std::vector<ir::ScheduleCommand> cmds;
+    std::vector<std::string> loops(e.iters);
+    if (with_replay) loops = replay(f, w->name, e.name, loops, cmds);
+    if (with_replay && cmds.empty()) continue;  // the same as without
+    for (size_t level = loops.size(); level-- > 0;) {
+      ir::ScheduleCommand after;
+      after.target = e.name;
+      after.op = "after";
+      after.args = {name_arg(w->name), name_arg(loops[level])};
+      after.where = e.where;
+      Candidate c{cmds, fmt::format("inside loop {} of {}", loops[level], w->name)};
+      c.commands.push_back(after);
+      candidates.push_back(std::move(c));
+    }
+  }
+  candidates.push_back({{}, fmt::format("after the loops of {}", f.name)});
+
+  for (const Candidate& c : candidates) {
+    ir::Func op = base;
+    // Loop commands for E go before the first memory command: memory schedules
+    // come after the loop schedules they depend on.
+    auto memory = std::find_if(op.schedule.begin(), op.schedule.end(), [](const auto& s) {
+      return s.op == "store" || s.op == "store_at" || s.op == "cache_identity" || s.op == "cache" ||
+             s.op == "set_loc" || s.op == "alloc_at";
+    });
+    op.schedule.insert(memory, c.commands.begin(), c.commands.end());
+    try {
+      poly::schedule(op, true);
+      return Fusion{std::move(op), c.placement};
+    } catch (const CompileError&) {
+      // Illegal or malformed here: try the next placement.
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ir::Graph fuse_elementwise(const ir::Graph& g, const PassContext& ctx) {
+  ir::Graph out = g;
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::map<std::string, int> readers;
+    for (const ir::GraphCall& c : out.calls) {
+      for (const std::string& a : c.args) ++readers[a];
+    }
+    for (size_t ci = 0; !changed && ci < out.calls.size(); ++ci) {
+      const ir::GraphCall& consumer = out.calls[ci];
+      if (consumer.results.size() != 1) continue;
+      std::vector<const ir::Buf*> g_ins = consumer.op.bufs_of_kind(ir::BufKind::Input);
+      for (size_t ai = 0; !changed && ai < consumer.args.size(); ++ai) {
+        const std::string t = consumer.args[ai];  // a copy: the call is replaced below
+        if (readers[t] != 1 || is_output(out, t)) continue;
+        // The producer: the call defining t, before every other argument's
+        // definition is needed (the fused call takes the producer's place).
+        size_t pi = 0, ri = 0;
+        bool found = false;
+        for (; pi < ci && !found; ++pi) {
+          for (ri = 0; ri < out.calls[pi].results.size(); ++ri) {
+            if (out.calls[pi].results[ri] == t) {
+              found = true;
+              break;
+            }
+          }
+        }
+        if (!found) continue;
+        --pi;
+        const ir::GraphCall& producer = out.calls[pi];
+        std::set<std::string> later;  // results of calls from the producer on
+        for (size_t k = pi; k < ci; ++k)
+          later.insert(out.calls[k].results.begin(), out.calls[k].results.end());
+        bool args_ready = std::all_of(consumer.args.begin(), consumer.args.end(),
+                                      [&](const auto& a) { return a == t || later.count(a) == 0; });
+        const ir::GraphTensor* tt = out.find_tensor(t);
+        const ir::GraphTensor* rt = out.find_tensor(consumer.results.at(0));
+        if (!args_ready || !tt || !rt || tt->dtype != rt->dtype || tt->shape != rt->shape) continue;
+        const ir::Comp* e = elementwise_comp(consumer.op, g_ins[ai]->name, tt->shape);
+        if (!e) continue;
+        std::vector<const ir::Buf*> f_outs = producer.op.bufs_of_kind(ir::BufKind::Output);
+        std::optional<Fusion> fused =
+            fuse(producer.op, f_outs[ri]->name, consumer.op, g_ins[ai]->name, *e);
+        if (!fused) continue;
+        log_line(
+            ctx, "fuse_elementwise",
+            fmt::format("{} into {} ({})", consumer.op.name, producer.op.name, fused->placement));
+        ir::GraphCall call;
+        call.op = std::move(fused->op);
+        call.where = producer.where;
+        call.args = producer.args;
+        for (size_t k = 0; k < consumer.args.size(); ++k) {
+          if (k != ai) call.args.push_back(consumer.args[k]);
+        }
+        call.results = producer.results;
+        call.results[ri] = consumer.results[0];
+        out.calls[pi] = std::move(call);
+        out.calls.erase(out.calls.begin() + static_cast<std::ptrdiff_t>(ci));
+        std::erase_if(out.tensors, [&](const ir::GraphTensor& x) { return x.name == t; });
+        changed = true;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln::passes
