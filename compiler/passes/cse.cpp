@@ -402,11 +402,12 @@ class Table {
 
 class Collector {
  public:
-  explicit Collector(Keyer& keyer) : keyer_(keyer) {}
+  Collector(Keyer& keyer, int small_loop) : keyer_(keyer), small_loop_(small_loop) {}
 
   // `conditional`: the occurrence may not run on every path (a loop body, one
   // side of && or ||); `inner`: names bound between the scope and here.
   void expr(const Expr& e, bool conditional, const Names& inner, Table& t) {
+    if (pinned_) return;  // shared only within its unrolled loop, when that loop is the scope
     if (eligible(e)) {
       t.add({e, keyer_.key(e), 1, !conditional, inner, complexity(e)});
       return;
@@ -459,6 +460,16 @@ class Collector {
     }
   }
 
+  // A serial loop of constant extent <= small_loop: LLVM unrolls it completely.
+  bool unrolled(const For& n) const {
+    const auto* lo = as<IntImm>(n.min);
+    const auto* hi = as<IntImm>(n.end);
+    bool serial =
+        n.tag == LoopTag::None || n.tag == LoopTag::Unroll || n.tag == LoopTag::UnrollExplicit;
+    return small_loop_ > 0 && serial && lo && hi && n.step > 0 &&
+           (hi->value - lo->value + n.step - 1) / n.step <= small_loop_;
+  }
+
   void stmt(const Stmt& s, bool conditional, const Names& inner, Table& t) {
     switch (s->kind) {
       case StmtKind::For: {
@@ -467,7 +478,11 @@ class Collector {
         expr(n.end, conditional, inner, t);
         Names in = inner;
         in.insert(n.var);
-        return stmt(n.body, true, in, t);  // the loop may run zero times
+        bool saved = pinned_;
+        pinned_ = unrolled(n);
+        stmt(n.body, true, in, t);  // the loop may run zero times
+        pinned_ = saved;
+        return;
       }
       case StmtKind::If: {
         const auto& n = static_cast<const IfThenElse&>(*s);
@@ -505,6 +520,8 @@ class Collector {
 
  private:
   Keyer& keyer_;
+  int small_loop_;
+  bool pinned_ = false;  // inside a loop that `unrolled` accepts, below the scope
 };
 
 // ---------------------------------------------------------------------------
@@ -567,7 +584,9 @@ class Replacer : public StmtMutator {
 class Eliminator : public StmtMutator {
  public:
   Eliminator(const CseOptions& options, Names taken, const Names& free)
-      : min_uses_(static_cast<size_t>(std::max(2, options.min_uses))), taken_(std::move(taken)) {
+      : min_uses_(static_cast<size_t>(std::max(2, options.min_uses))),
+        small_loop_(options.small_loop),
+        taken_(std::move(taken)) {
     for (const std::string& v : free) context_.push_back({v, std::nullopt});
   }
 
@@ -578,7 +597,7 @@ class Eliminator : public StmtMutator {
     Stmt result = s;
     for (;;) {
       Table table;
-      Collector(keyer_).stmt(result, false, {}, table);
+      Collector(keyer_, small_loop_).stmt(result, false, {}, table);
       std::optional<Introduced> made =
           share(table, [&](const std::string& key, const Names& fv, const Expr& with) {
             result = Replacer(keyer_, key, fv, with).mutate(result);
@@ -594,7 +613,7 @@ class Eliminator : public StmtMutator {
     Expr result = e;
     for (;;) {
       Table table;
-      Collector(keyer_).expr(result, false, {}, table);
+      Collector(keyer_, small_loop_).expr(result, false, {}, table);
       std::optional<Introduced> made =
           share(table, [&](const std::string& key, const Names& fv, const Expr& with) {
             result = Replacer(keyer_, key, fv, with).mutate(result);
@@ -786,7 +805,7 @@ class Eliminator : public StmtMutator {
         }
       }
       Table sub;
-      Collector(keyer_).children(c.expr, !c.unconditional, c.inner, sub);
+      Collector(keyer_, small_loop_).children(c.expr, !c.unconditional, c.inner, sub);
       for (Computation s : sub.items) {
         s.count *= c.count;
         auto same = std::find_if(work.begin(), work.end(),
@@ -806,6 +825,7 @@ class Eliminator : public StmtMutator {
   }
 
   size_t min_uses_;
+  int small_loop_;
   Names taken_;
   Context context_;
   Keyer keyer_;

@@ -9,6 +9,13 @@ struct CseOptions {
   // A computation is put in a variable when it is computed at least this many
   // times in one scope.
   int min_uses = 2;
+  // When > 0 (CPU targets, set by the pass pipeline): a computation whose
+  // innermost loop is a serial loop (untagged or tagged unroll) of constant
+  // extent <= small_loop is only shared inside that loop, never through a
+  // variable bound outside it. LLVM unrolls such a loop completely and needs
+  // each copy's index as base + constant within the copy (see LicmOptions::
+  // unrolled_serial_loops); `let cse_var = xo * 4` before the loop hides it.
+  int small_loop = 0;
 };
 
 // Puts every computation that is done at least `min_uses` times within a scope

@@ -394,8 +394,11 @@ class Hoister : public ir::StmtMutator {
     Expr lo = expr(n.min), hi = expr(n.end);  // evaluated once, outside the loop
     const auto* clo = as<IntImm>(lo);
     const auto* chi = as<IntImm>(hi);
+    bool serial =
+        n.tag == LoopTag::None || n.tag == LoopTag::Unroll || n.tag == LoopTag::UnrollExplicit;
     bool small = clo && chi && n.step > 0 &&
-                 (chi->value - clo->value + n.step - 1) / n.step <= opt_.small_loop;
+                 (chi->value - clo->value + n.step - 1) / n.step <= opt_.small_loop &&
+                 (opt_.gpu || (opt_.unrolled_serial_loops && serial));
     ++depth_;
     frames_.emplace_back();
     small_.push_back(small);
@@ -503,7 +506,7 @@ class Hoister : public ir::StmtMutator {
     return c;
   }
   int effective_cost(const Expr& e) const {
-    if (opt_.gpu && !small_.empty() && small_.back()) return 0;  // the backend unrolls it
+    if (!small_.empty() && small_.back()) return 0;  // the backend unrolls it
     return cost(e);
   }
 
@@ -580,7 +583,7 @@ class Hoister : public ir::StmtMutator {
   int counter_ = 0;
   int depth_ = 0;
   std::vector<Lets> frames_;  // frames_[k]: lets placed just before the loop at depth k + 1
-  std::vector<bool> small_;   // small_[k]: the loop at depth k + 1 has a small constant extent
+  std::vector<bool> small_;   // small_[k]: the loop at depth k + 1 is one the backend unrolls
   std::map<std::string, int> level_;
 };
 

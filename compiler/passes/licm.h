@@ -31,6 +31,14 @@ struct LicmOptions {
   // constant extent <= small_loop costs 0 (and is left alone).
   bool gpu = false;
   int small_loop = 8;
+  // CPU targets (set by the pass pipeline): the same for serial loops (untagged
+  // or tagged unroll) of constant extent <= small_loop, which LLVM unrolls
+  // completely. LLVM then needs each copy's index as base + constant in the
+  // copy itself: a base hoisted into a let before the loop (xo * 4 in
+  // `licm_var + xi`) becomes `or disjoint C, base` after unrolling, which
+  // BasicAA cannot take apart, so GVN and DSE keep every load and store of
+  // neighbouring elements (maxpool: 2.3x slower).
+  bool unrolled_serial_loops = false;
 };
 
 // Rewrites s into a form where invariant parts are visible to licm: ranks every

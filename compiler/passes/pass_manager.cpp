@@ -26,13 +26,18 @@ const std::vector<PassInfo>& registry() {
        [](const ir::Stmt& s, const PassContext& ctx) {
          LicmOptions o;
          o.gpu = ctx.target_kind == "gpu";
+         o.unrolled_serial_loops = !o.gpu;
          return licm(normalize(s), o);
        }},
       {"cse",
        2,
        {},
        "share repeated pure computations through lets, operands normalized",
-       [](const ir::Stmt& s, const PassContext&) { return cse(s); }},
+       [](const ir::Stmt& s, const PassContext& ctx) {
+         CseOptions o;
+         if (ctx.target_kind != "gpu") o.small_loop = LicmOptions().small_loop;
+         return cse(s, o);
+       }},
   };
   return all;
 }

@@ -283,5 +283,20 @@ TEST(Cse, TheLoopInterpreterGivesIdenticalResultsBeforeAndAfter) {
   }
 }
 
+// CPU (the pipeline sets small_loop): xo * 4 + xi in two 4-iteration serial
+// loops, which LLVM unrolls; xo * 4 is not bound before them, only what
+// repeats inside one loop is shared there (maxpool).
+TEST(Cse, OnCpusSmallSerialLoopsShareOnlyInside) {
+  Expr idx = v("xo") * c(4) + v("xi");
+  Stmt s = loop("xo", v("n"),
+                block({loop("xi", c(4), store("B", idx, c(0))),
+                       loop("xi", c(4), store("B", idx, bin(BinaryOp::Add, idx, c(1))))}));
+  std::string pinned = to_string(cse(s, {.small_loop = 8}));
+  EXPECT_EQ(pinned.find("= xo * 4;"), std::string::npos) << pinned;
+  EXPECT_NE(pinned.find("let cse_var_1 = xo * 4 + xi;"), std::string::npos) << pinned;
+  std::string shared = after(s);
+  EXPECT_NE(shared.find("let cse_var_1 = xo * 4;"), std::string::npos) << shared;
+}
+
 }  // namespace
 }  // namespace kiln::passes

@@ -164,6 +164,22 @@ TEST(Licm, OnGpusSmallConstantLoopsCostNothing) {
   EXPECT_NE(licm(big, {.gpu = true}), big);
 }
 
+// CPU (the pipeline sets unrolled_serial_loops): LLVM unrolls a small serial
+// loop completely and needs each copy's index as base + constant in the copy,
+// so the base xo * 4 of O[xo * 4 + xi] stays in the loop (maxpool).
+TEST(Licm, OnCpusSmallSerialLoopsKeepTheirIndexBase) {
+  Stmt s = loop("xo", c(0), v("n"), loop("xi", 4, store("B", v("xo") * c(4) + v("xi"), c(0))));
+  EXPECT_EQ(licm(s, {.unrolled_serial_loops = true}), s);
+  EXPECT_NE(licm(s), s);
+  // A vectorized loop is not unrolled by LLVM, nor is a long one: hoist.
+  Stmt vec = loop("xo", c(0), v("n"),
+                  std::make_shared<For>("xi", c(0), c(4), 1, LoopTag::Vectorize,
+                                        store("B", v("xo") * c(4) + v("xi"), c(0))));
+  EXPECT_NE(licm(vec, {.unrolled_serial_loops = true}), vec);
+  Stmt big = loop("xo", c(0), v("n"), loop("xi", 64, store("B", v("xo") * c(64) + v("xi"), c(0))));
+  EXPECT_NE(licm(big, {.unrolled_serial_loops = true}), big);
+}
+
 TEST(Licm, NeverHoistsLoads) {
   // A[0] is invariant in the expression but the store to A changes it.
   Stmt s = loop("j", 8, store("A", v("j"), load("A", {c(0)}, DType::I64) + c(1)));
