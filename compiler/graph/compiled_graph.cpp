@@ -42,6 +42,7 @@ ir::Graph optimize(const ir::Graph& g, const passes::PassContext& ctx,
 struct CompiledGraph::State {
   ir::Graph graph;
   std::vector<codegen::Kernel> kernels;  // one per call
+  interp::Tensors constants;             // made once, not on every run
   size_t distinct = 0;
 };
 
@@ -49,6 +50,7 @@ CompiledGraph compile(const ir::Graph& g, const passes::PassContext& ctx,
                       const codegen::Options& opts) {
   auto s = std::make_shared<CompiledGraph::State>();
   s->graph = optimize(g, ctx, opts);
+  s->constants = interp::graph_constants(s->graph);
   std::map<std::string, size_t> by_text;  // an operator's text (with its schedule) -> kernel
   for (const ir::GraphCall& c : s->graph.calls) {
     std::string text = ir::to_string(c.op);
@@ -65,10 +67,10 @@ CompiledGraph compile(const ir::Graph& g, const passes::PassContext& ctx,
 }
 
 interp::Tensors CompiledGraph::run(const interp::Tensors& inputs) const {
-  return interp::run_graph(state_->graph, inputs,
-                           [this](size_t k, const ir::GraphCall&, interp::Bindings& b) {
-                             state_->kernels.at(k).run(b);
-                           });
+  return interp::run_graph(
+      state_->graph, inputs,
+      [this](size_t k, const ir::GraphCall&, interp::Bindings& b) { state_->kernels.at(k).run(b); },
+      &state_->constants);
 }
 
 const ir::Graph& CompiledGraph::graph() const { return state_->graph; }

@@ -96,11 +96,22 @@ Tensors random_graph_inputs(const ir::Graph& g, uint64_t seed) {
   return out;
 }
 
-Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& run_call) {
+Tensors graph_constants(const ir::Graph& g) {
+  Tensors out;
+  for (const ir::GraphTensor& t : g.tensors) {
+    if (t.kind == ir::TensorKind::Const) out[t.name] = const_value(t);
+  }
+  return out;
+}
+
+Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& run_call,
+                  const Tensors* constants) {
   Tensors values;
   for (const ir::GraphTensor& t : g.tensors) {
     if (t.kind == ir::TensorKind::Const) {
-      values[t.name] = const_value(t);
+      auto made = constants != nullptr ? constants->find(t.name) : Tensors::const_iterator{};
+      values[t.name] =
+          constants != nullptr && made != constants->end() ? made->second : const_value(t);
     } else if (t.kind == ir::TensorKind::Input) {
       auto it = inputs.find(t.name);
       if (it == inputs.end()) {

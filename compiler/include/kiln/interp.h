@@ -113,8 +113,14 @@ using CallRunner = std::function<void(size_t call_index, const ir::GraphCall& ca
 
 // Runs g call by call in order with `run_call`, from `inputs` (one buffer per
 // graph input, checked against its dtype and shape: CompileError, stage
-// "interp", otherwise). Returns the graph's outputs by tensor name.
-Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& run_call);
+// "interp", otherwise). The constants are made from their initializers, or
+// taken from `constants` when given (made once by whoever runs g often).
+// Returns the graph's outputs by tensor name.
+Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& run_call,
+                  const Tensors* constants = nullptr);
+
+// The values of every constant of g, by name.
+Tensors graph_constants(const ir::Graph& g);
 
 // run_graph with the reference interpreter for every call: the oracle.
 Tensors run_reference(const ir::Graph& g, const Tensors& inputs);
