@@ -67,18 +67,6 @@ bool fits(ir::DType t, double v) {
   return true;
 }
 
-// Floor division and modulo, as the IR defines them for integers.
-int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if (a % b != 0 && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-int64_t floor_mod(int64_t a, int64_t b) {
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
-}
-
 }  // namespace
 
 std::string quote(const Source& src, const Ast& e) { return src.quote(e.start.offset, e.end); }
@@ -499,27 +487,22 @@ Value Typer::fold(ir::BinaryOp op, const Value& a, const Value& b, const Ast& at
       case ir::BinaryOp::Div:
         if (y == 0) by_zero();
         if (x == std::numeric_limits<int64_t>::min() && y == -1) overflow();
-        return int_const(floor_div(x, y));
+        return int_const(ir::floor_div(x, y));
       case ir::BinaryOp::Mod:
         if (y == 0) by_zero();
         if (y == -1) return int_const(0);
-        return int_const(floor_mod(x, y));
+        return int_const(ir::floor_mod(x, y));
       case ir::BinaryOp::Min:
         return int_const(std::min(x, y));
       case ir::BinaryOp::Max:
         return int_const(std::max(x, y));
       case ir::BinaryOp::Lt:
-        return typed(ir::bool_imm(x < y));
       case ir::BinaryOp::Le:
-        return typed(ir::bool_imm(x <= y));
       case ir::BinaryOp::Gt:
-        return typed(ir::bool_imm(x > y));
       case ir::BinaryOp::Ge:
-        return typed(ir::bool_imm(x >= y));
       case ir::BinaryOp::Eq:
-        return typed(ir::bool_imm(x == y));
       case ir::BinaryOp::Ne:
-        return typed(ir::bool_imm(x != y));
+        return typed(ir::bool_imm(ir::compare(op, x, y)));
       case ir::BinaryOp::And:
       case ir::BinaryOp::Or:
         break;
@@ -552,17 +535,12 @@ Value Typer::fold(ir::BinaryOp op, const Value& a, const Value& b, const Ast& at
       r = std::max(x, y);
       break;
     case ir::BinaryOp::Lt:
-      return typed(ir::bool_imm(x < y));
     case ir::BinaryOp::Le:
-      return typed(ir::bool_imm(x <= y));
     case ir::BinaryOp::Gt:
-      return typed(ir::bool_imm(x > y));
     case ir::BinaryOp::Ge:
-      return typed(ir::bool_imm(x >= y));
     case ir::BinaryOp::Eq:
-      return typed(ir::bool_imm(x == y));
     case ir::BinaryOp::Ne:
-      return typed(ir::bool_imm(x != y));
+      return typed(ir::bool_imm(ir::compare(op, x, y)));
     case ir::BinaryOp::And:
     case ir::BinaryOp::Or:
       fail(at.pos, "bad constant operator");

@@ -57,20 +57,6 @@ Value convert(const Value& v, DType t) {
   return Value::of_int(t, v.i);
 }
 
-int64_t floor_div(int64_t a, int64_t b) {
-  if (b == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(a));  // no overflow trap
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-int64_t floor_mod(int64_t a, int64_t b) {
-  if (b == -1) return 0;
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
-}
-
 std::string format_index(const std::vector<int64_t>& idx) {
   return fmt::format("{}", fmt::join(idx, ", "));
 }
@@ -246,17 +232,12 @@ Value Evaluator::eval_binary(const ir::Binary& n, const ir::Expr& e) {
       case BinaryOp::Max:
         return Value::of_float(t, x < y ? y : x);
       case BinaryOp::Lt:
-        return Value::of_bool(x < y);
       case BinaryOp::Le:
-        return Value::of_bool(x <= y);
       case BinaryOp::Gt:
-        return Value::of_bool(x > y);
       case BinaryOp::Ge:
-        return Value::of_bool(x >= y);
       case BinaryOp::Eq:
-        return Value::of_bool(x == y);
       case BinaryOp::Ne:
-        return Value::of_bool(x != y);
+        return Value::of_bool(ir::compare(n.op, x, y));
       default:
         break;
     }
@@ -275,23 +256,18 @@ Value Evaluator::eval_binary(const ir::Binary& n, const ir::Expr& e) {
     case BinaryOp::Div:
     case BinaryOp::Mod:
       if (y == 0) fail("division by zero in " + ir::to_string(e));
-      return Value::of_int(t, n.op == BinaryOp::Div ? floor_div(x, y) : floor_mod(x, y));
+      return Value::of_int(t, n.op == BinaryOp::Div ? ir::floor_div(x, y) : ir::floor_mod(x, y));
     case BinaryOp::Min:
       return Value::of_int(t, std::min(x, y));
     case BinaryOp::Max:
       return Value::of_int(t, std::max(x, y));
     case BinaryOp::Lt:
-      return Value::of_bool(x < y);
     case BinaryOp::Le:
-      return Value::of_bool(x <= y);
     case BinaryOp::Gt:
-      return Value::of_bool(x > y);
     case BinaryOp::Ge:
-      return Value::of_bool(x >= y);
     case BinaryOp::Eq:
-      return Value::of_bool(x == y);
     case BinaryOp::Ne:
-      return Value::of_bool(x != y);
+      return Value::of_bool(ir::compare(n.op, x, y));
     default:
       break;
   }

@@ -31,10 +31,8 @@ struct Value {
 
 Value convert(const Value& v, ir::DType t);
 
-// Integer division and modulo rounding toward negative infinity; b != 0.
-int64_t floor_div(int64_t a, int64_t b);
-int64_t floor_mod(int64_t a, int64_t b);
-inline int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+// Integer division rounding toward positive infinity; b != 0.
+inline int64_t ceil_div(int64_t a, int64_t b) { return -ir::floor_div(-a, b); }
 
 // Row-major helpers.
 std::string format_index(const std::vector<int64_t>& idx);    // "1, 2"

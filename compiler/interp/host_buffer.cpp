@@ -10,20 +10,6 @@ namespace kiln::interp {
 
 namespace {
 
-size_t element_width(ir::DType t) {
-  switch (t) {
-    case ir::DType::Bool:
-      return 1;
-    case ir::DType::I32:
-    case ir::DType::F32:
-      return 4;
-    case ir::DType::I64:
-    case ir::DType::F64:
-      return 8;
-  }
-  return 8;
-}
-
 template <typename T>
 T read_as(const std::vector<unsigned char>& bytes, int64_t flat) {
   T v;
@@ -59,7 +45,7 @@ HostBuffer::HostBuffer(ir::DType dtype, std::vector<int64_t> shape)
     if (extent < 0) throw std::invalid_argument("HostBuffer with a negative extent");
     size_ *= extent;
   }
-  bytes_.assign(static_cast<size_t>(size_) * element_width(dtype_), 0);
+  bytes_.assign(static_cast<size_t>(size_) * ir::dtype_bytes(dtype_), 0);
 }
 
 double HostBuffer::get_f(int64_t flat) const {

@@ -403,7 +403,7 @@ class ReferenceInterpreter final : public detail::Evaluator {
       if (s.coef > 0) {
         lo = std::max(lo, detail::ceil_div(m, s.coef));
       } else {
-        hi = std::min(hi, detail::floor_div(m, s.coef));
+        hi = std::min(hi, ir::floor_div(m, s.coef));
       }
     }
     frames_.back().values.push_back(lo);

@@ -14,6 +14,20 @@ namespace kiln::ir {
 // ---------------------------------------------------------------------------
 // Names
 
+size_t dtype_bytes(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return 1;
+    case DType::I32:
+    case DType::F32:
+      return 4;
+    case DType::I64:
+    case DType::F64:
+      return 8;
+  }
+  return 8;
+}
+
 const char* dtype_name(DType t) {
   switch (t) {
     case DType::Bool:
@@ -614,12 +628,21 @@ Expr IRMutator::mutate_let(const Expr& e, const Let& n) {
   return let(n.var, v, b);
 }
 
-namespace {
-
-int64_t floor_div_int(int64_t a, int64_t b) {
+int64_t floor_div(int64_t a, int64_t b) {
+  if (b == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(a));  // no overflow trap
   int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
 }
+
+int64_t floor_mod(int64_t a, int64_t b) {
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+namespace {
 
 std::optional<int64_t> eval_int_in(const Expr& e, const std::map<std::string, int64_t>& env) {
   if (const auto* n = as<IntImm>(e)) return n->value;
@@ -665,26 +688,21 @@ std::optional<int64_t> eval_int_in(const Expr& e, const std::map<std::string, in
       return *a * *b;
     case BinaryOp::Div:
       if (*b == 0) return std::nullopt;
-      return floor_div_int(*a, *b);
+      return floor_div(*a, *b);
     case BinaryOp::Mod:
       if (*b == 0) return std::nullopt;
-      return *a - floor_div_int(*a, *b) * *b;
+      return floor_mod(*a, *b);
     case BinaryOp::Min:
       return std::min(*a, *b);
     case BinaryOp::Max:
       return std::max(*a, *b);
     case BinaryOp::Lt:
-      return *a < *b;
     case BinaryOp::Le:
-      return *a <= *b;
     case BinaryOp::Gt:
-      return *a > *b;
     case BinaryOp::Ge:
-      return *a >= *b;
     case BinaryOp::Eq:
-      return *a == *b;
     case BinaryOp::Ne:
-      return *a != *b;
+      return compare(n->op, *a, *b);
     case BinaryOp::And:
       return *a != 0 && *b != 0;
     case BinaryOp::Or:

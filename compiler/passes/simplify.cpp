@@ -148,11 +148,6 @@ Opt mul(Opt a, int64_t c) {
   if (!a || __builtin_mul_overflow(*a, c, &r)) return std::nullopt;
   return r;
 }
-int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
 
 Interval scale(const Interval& i, int64_t c) {
   if (c >= 0) return {mul(i.min, c), mul(i.max, c)};
@@ -331,12 +326,12 @@ Interval atom_bounds(const Expr& e, const Bounds& known) {
       if (!c || *c <= 0) return {};
       Interval x = bounds_of(b.a, known);
       if (b.op == BinaryOp::Div) {
-        return {x.min ? Opt(floor_div(*x.min, *c)) : std::nullopt,
-                x.max ? Opt(floor_div(*x.max, *c)) : std::nullopt};
+        return {x.min ? Opt(ir::floor_div(*x.min, *c)) : std::nullopt,
+                x.max ? Opt(ir::floor_div(*x.max, *c)) : std::nullopt};
       }
       if (b.op == BinaryOp::Mod) {
-        if (x.min && x.max && floor_div(*x.min, *c) == floor_div(*x.max, *c)) {
-          return {floor_mod(*x.min, *c), floor_mod(*x.max, *c)};
+        if (x.min && x.max && ir::floor_div(*x.min, *c) == ir::floor_div(*x.max, *c)) {
+          return {ir::floor_mod(*x.min, *c), ir::floor_mod(*x.max, *c)};
         }
         return {0, *c - 1};
       }
@@ -497,17 +492,12 @@ class ExprSimplifier : public ir::IRMutator {
       case BinaryOp::Div:
         return num(p / q);
       case BinaryOp::Lt:
-        return ir::bool_imm(p < q);
       case BinaryOp::Le:
-        return ir::bool_imm(p <= q);
       case BinaryOp::Gt:
-        return ir::bool_imm(p > q);
       case BinaryOp::Ge:
-        return ir::bool_imm(p >= q);
       case BinaryOp::Eq:
-        return ir::bool_imm(p == q);
       case BinaryOp::Ne:
-        return ir::bool_imm(p != q);
+        return ir::bool_imm(ir::compare(op, p, q));
       default:
         return nullptr;  // fmod, and min/max of signed zeros and NaNs, are left to run time
     }
@@ -594,8 +584,8 @@ class ExprSimplifier : public ir::IRMutator {
         r.add_term(term.atom, term.coeff);
       }
     }
-    q.constant = floor_div(l.constant, *c);
-    r.constant = floor_mod(l.constant, *c);
+    q.constant = ir::floor_div(l.constant, *c);
+    r.constant = ir::floor_mod(l.constant, *c);
     if (!factored) {  // nothing to take out: only a decided range helps
       r = l;
       q = Linear{};
@@ -603,8 +593,8 @@ class ExprSimplifier : public ir::IRMutator {
     Expr rest = rebuild(r, t);
     Interval range = bounds_of(rest, known_);
     Expr result;
-    if (range.min && range.max && floor_div(*range.min, *c) == floor_div(*range.max, *c)) {
-      int64_t m = floor_div(*range.min, *c);
+    if (range.min && range.max && ir::floor_div(*range.min, *c) == ir::floor_div(*range.max, *c)) {
+      int64_t m = ir::floor_div(*range.min, *c);
       if (op == BinaryOp::Div) {
         q.constant += m;
         result = rebuild(q, t);

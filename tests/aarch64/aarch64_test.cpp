@@ -110,20 +110,6 @@ Exit run(const std::vector<std::string>& argv_s, const std::vector<std::string>&
   return r;
 }
 
-size_t elem_bytes(ir::DType t) {
-  switch (t) {
-    case ir::DType::Bool:
-      return 1;
-    case ir::DType::I32:
-    case ir::DType::F32:
-      return 4;
-    case ir::DType::I64:
-    case ir::DType::F64:
-      return 8;
-  }
-  return 0;
-}
-
 void write_bytes(const std::string& path, const void* data, size_t n) {
   std::ofstream out(path, std::ios::binary);
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
@@ -149,7 +135,7 @@ void write_bytes(const std::string& path, const void* data, size_t n) {
       continue;
     }
     const interp::HostBuffer& h = inputs.buffers.at(arg.name);
-    size_t bytes = static_cast<size_t>(h.size()) * elem_bytes(h.dtype());
+    size_t bytes = static_cast<size_t>(h.size()) * ir::dtype_bytes(h.dtype());
     write_bytes(dir.file(arg.name + ".in"), h.data(), bytes);
     job << "buffer " << arg.name << " " << bytes << " " << dir.file(arg.name + ".in") << " "
         << (arg.role == ir::BufKind::Output ? dir.file(arg.name + ".out") : "-") << "\n";
@@ -171,7 +157,7 @@ void write_bytes(const std::string& path, const void* data, size_t n) {
     interp::HostBuffer& h = actual.buffers.at(arg.name);
     std::ifstream in(dir.file(arg.name + ".out"), std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (bytes.size() != static_cast<size_t>(h.size()) * elem_bytes(h.dtype()))
+    if (bytes.size() != static_cast<size_t>(h.size()) * ir::dtype_bytes(h.dtype()))
       return ::testing::AssertionFailure()
              << "the loader wrote " << bytes.size() << " bytes of " << arg.name;
     std::memcpy(h.data(), bytes.data(), bytes.size());

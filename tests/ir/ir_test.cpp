@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "kiln/error.h"
 #include "kiln/loop_ir.h"
 
@@ -37,6 +40,27 @@ TEST(SourceLoc, UnknownPositionPrintsFileOrInput) {
 }
 
 // --- printing ---------------------------------------------------------------
+
+// The integer semantics every folder and interpreter shares.
+TEST(IntegerSemantics, FloorDivisionModuloAndComparisons) {
+  EXPECT_EQ(floor_div(-7, 2), -4);
+  EXPECT_EQ(floor_mod(-7, 2), 1);
+  EXPECT_EQ(floor_div(7, -2), -4);
+  EXPECT_EQ(floor_mod(7, -2), -1);
+  EXPECT_EQ(floor_div(6, 3), 2);
+  EXPECT_EQ(floor_mod(6, -3), 0);
+  int64_t lowest = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(floor_div(lowest, -1), lowest);  // wraps, no trap
+  EXPECT_EQ(floor_mod(lowest, -1), 0);
+  EXPECT_EQ(eval_int(binary(BinaryOp::Div, int_imm(lowest), int_imm(-1)), {}), lowest);
+  EXPECT_TRUE(compare(BinaryOp::Le, 2, 2));
+  EXPECT_FALSE(compare(BinaryOp::Ne, 1.5, 1.5));
+  EXPECT_FALSE(compare(BinaryOp::Eq, NAN, NAN));
+  EXPECT_TRUE(compare(BinaryOp::Ne, NAN, NAN));
+  EXPECT_EQ(dtype_bytes(DType::Bool), 1u);
+  EXPECT_EQ(dtype_bytes(DType::I32), 4u);
+  EXPECT_EQ(dtype_bytes(DType::F64), 8u);
+}
 
 TEST(ExprPrinting, ParenthesizesOnlyWherePrecedenceRequires) {
   EXPECT_EQ(to_string(i() + j() * k()), "i + j * k");

@@ -130,8 +130,8 @@ class FunctionBuilder {
     for (size_t k = 0; k < f_.args.size(); ++k) {
       unsigned a = static_cast<unsigned>(f_.params.size() + k);
       body->addParamAttr(a, llvm::Attribute::NoAlias);
-      body->addParamAttr(
-          a, llvm::Attribute::getWithAlignment(ctx_, llvm::Align(elem_size(f_.args[k].dtype))));
+      body->addParamAttr(a, llvm::Attribute::getWithAlignment(
+                                ctx_, llvm::Align(ir::dtype_bytes(f_.args[k].dtype))));
     }
     fn_ = body;
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", body));
@@ -181,17 +181,6 @@ class FunctionBuilder {
   // ---------------------------------------------------------------------
   // Types and constants
 
-  static uint64_t elem_size(ir::DType t) {
-    switch (t) {
-      case ir::DType::Bool:
-        return 1;
-      case ir::DType::I32:
-      case ir::DType::F32:
-        return 4;
-      default:
-        return 8;
-    }
-  }
   llvm::Type* reg_type(ir::DType t) {
     switch (t) {
       case ir::DType::Bool:
@@ -590,7 +579,7 @@ class FunctionBuilder {
   llvm::Value* load(const ir::Load& n) {
     BufInfo& buf = buffer(n.buf);
     llvm::Type* mt = mem_type(buf.dtype);
-    llvm::Align align(elem_size(buf.dtype));
+    llvm::Align align(ir::dtype_bytes(buf.dtype));
     auto stride = lane_stride(n.indices);
     llvm::Value* v = nullptr;
     if (lanes_ && stride && *stride == 0) {
@@ -632,7 +621,7 @@ class FunctionBuilder {
 
   void store(const ir::Store& n) {
     BufInfo& buf = buffer(n.buf);
-    llvm::Align align(elem_size(buf.dtype));
+    llvm::Align align(ir::dtype_bytes(buf.dtype));
     llvm::Value* v = expr(n.value);
     auto to_mem = [&](llvm::Value* x) {
       return buf.dtype == ir::DType::Bool ? b_.CreateZExt(x, like(b_.getInt8Ty(), x)) : x;
@@ -719,7 +708,7 @@ class FunctionBuilder {
       info.shape.push_back(ext);
       count = b_.CreateMul(count, ext);
     }
-    llvm::Value* bytes = b_.CreateMul(count, b_.getInt64(elem_size(n.dtype)));
+    llvm::Value* bytes = b_.CreateMul(count, b_.getInt64(ir::dtype_bytes(n.dtype)));
     bool on_stack = n.loc == ir::MemLoc::Stack;
     llvm::Value* saved_stack = nullptr;
     if (on_stack) {

@@ -1,6 +1,7 @@
 // The algorithm IR: Func, Buf, Comp and the expressions they are made of (DESIGN.md section 3).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -17,7 +18,9 @@ namespace kiln::ir {
 
 enum class DType : uint8_t { Bool, I32, I64, F32, F64 };
 
-const char* dtype_name(DType t);  // "bool", "i32", "i64", "f32", "f64"
+const char* dtype_name(DType t);
+size_t dtype_bytes(DType t);  // one element in memory: bool 1, i32/f32 4, i64/f64 8  // "bool",
+                              // "i32", "i64", "f32", "f64"
 std::optional<DType> dtype_from_name(const std::string& name);
 inline bool is_float(DType t) { return t == DType::F32 || t == DType::F64; }
 inline bool is_int(DType t) { return t == DType::I32 || t == DType::I64; }
@@ -66,6 +69,32 @@ enum class BinaryOp : uint8_t {
 const char* binary_op_symbol(BinaryOp op);  // "+", "<=", "&&", "min", ...
 bool is_comparison(BinaryOp op);
 bool is_commutative(BinaryOp op);
+
+// a OP b for a comparison OP (is_comparison(op)): what every constant folder
+// and interpreter of kiln computes for it.
+template <typename T>
+bool compare(BinaryOp op, T a, T b) {
+  switch (op) {
+    case BinaryOp::Lt:
+      return a < b;
+    case BinaryOp::Le:
+      return a <= b;
+    case BinaryOp::Gt:
+      return a > b;
+    case BinaryOp::Ge:
+      return a >= b;
+    case BinaryOp::Eq:
+      return a == b;
+    default:
+      return a != b;  // Ne
+  }
+}
+
+// kiln's integer division and modulo: the quotient rounds toward negative
+// infinity and the remainder takes the divisor's sign. b must not be 0;
+// dividing the smallest int64 by -1 wraps instead of trapping.
+int64_t floor_div(int64_t a, int64_t b);
+int64_t floor_mod(int64_t a, int64_t b);
 
 struct ExprNode {
   ExprKind kind;
