@@ -178,26 +178,21 @@ bool run_shape(const Options& opts, const Shape& s, const std::vector<int>& thre
   if (todo.empty()) return true;
 
   Arrays arrays(s);
-  std::optional<kiln::bench::CompiledKernel> k;
-  std::string compile_error;
-  try {
-    k = kiln::bench::compile_kernel(kiln::bench::kernel_path(opts, "conv2d.kiln"), "conv2d",
-                                    {{"N", s.n},
-                                     {"C", s.c},
-                                     {"H", s.h},
-                                     {"W", s.w},
-                                     {"F", s.f},
-                                     {"KH", s.kh},
-                                     {"KW", s.kw},
-                                     {"S", s.stride},
-                                     {"P", s.pad},
-                                     {"OH", s.oh()},
-                                     {"OW", s.ow()},
-                                     {"TX", s.tx}},
-                                    opts.knobs);
-  } catch (const std::exception& e) {
-    compile_error = "kiln: " + std::string(e.what());
-  }
+  kiln::bench::KernelOrError k =
+      kiln::bench::try_compile_kernel(kiln::bench::kernel_path(opts, "conv2d.kiln"), "conv2d",
+                                      {{"N", s.n},
+                                       {"C", s.c},
+                                       {"H", s.h},
+                                       {"W", s.w},
+                                       {"F", s.f},
+                                       {"KH", s.kh},
+                                       {"KW", s.kw},
+                                       {"S", s.stride},
+                                       {"P", s.pad},
+                                       {"OH", s.oh()},
+                                       {"OW", s.ow()},
+                                       {"TX", s.tx}},
+                                      opts.knobs);
 
   bool ok = true;
   for (int t : todo) {
@@ -207,20 +202,10 @@ bool run_shape(const Options& opts, const Shape& s, const std::vector<int>& thre
     r.threads = t;
     r.repeat = opts.repeat ? opts.repeat : s.repeat;
     r.gflop = s.gflop();
-    if (k) {
-      r.compile_ms = k->compile_ms;
-      r.error = time_case(s, k->kernel, arrays, r);
-    } else {
-      r.error = compile_error;
-    }
-    if (r.error) {
-      ok = false;
-    } else if (!(r.max_rel_error <= kiln::bench::kTolerance)) {
-      std::fprintf(stderr, "bench_conv: %s: kiln's result differs from oneDNN's (%g)\n",
-                   r.bench.c_str(), r.max_rel_error);
-      ok = false;
-    }
-    kiln::bench::print_json(r);
+    auto time = [&](const kiln::codegen::Kernel& kernel, kiln::bench::Result& res) {
+      return time_case(s, kernel, arrays, res);
+    };
+    ok = kiln::bench::finish_case(r, k, time, "bench_conv", "oneDNN") && ok;
   }
   return ok;
 }

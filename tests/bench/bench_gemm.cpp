@@ -95,14 +95,9 @@ bool run_size(const Options& opts, int64_t n, const std::vector<int>& threads) {
   if (todo.empty()) return true;
 
   Arrays arrays(n);
-  std::optional<kiln::bench::CompiledKernel> k;
-  std::string compile_error;
-  try {
-    k = kiln::bench::compile_kernel(kiln::bench::kernel_path(opts, "gemm.kiln"), "gemm",
-                                    {{"M", n}, {"N", n}, {"K", n}}, opts.knobs);
-  } catch (const std::exception& e) {
-    compile_error = "kiln: " + std::string(e.what());
-  }
+  kiln::bench::KernelOrError k =
+      kiln::bench::try_compile_kernel(kiln::bench::kernel_path(opts, "gemm.kiln"), "gemm",
+                                      {{"M", n}, {"N", n}, {"K", n}}, opts.knobs);
 
   bool ok = true;
   for (int t : todo) {
@@ -112,20 +107,10 @@ bool run_size(const Options& opts, int64_t n, const std::vector<int>& threads) {
     r.threads = t;
     r.repeat = opts.repeat ? opts.repeat : default_repeat(n);
     r.gflop = 2.0 * double(n) * double(n) * double(n) * 1e-9;
-    if (k) {
-      r.compile_ms = k->compile_ms;
-      r.error = time_case(n, k->kernel, arrays, r);
-    } else {
-      r.error = compile_error;
-    }
-    if (r.error) {
-      ok = false;
-    } else if (!(r.max_rel_error <= kiln::bench::kTolerance)) {
-      std::fprintf(stderr, "bench_gemm: %s: kiln's result differs from OpenBLAS's (%g)\n",
-                   r.bench.c_str(), r.max_rel_error);
-      ok = false;
-    }
-    kiln::bench::print_json(r);
+    auto time = [&](const kiln::codegen::Kernel& kernel, kiln::bench::Result& res) {
+      return time_case(n, kernel, arrays, res);
+    };
+    ok = kiln::bench::finish_case(r, k, time, "bench_gemm", "OpenBLAS") && ok;
   }
   return ok;
 }

@@ -129,22 +129,6 @@ std::vector<std::vector<Case>> all_cases() {
   return ops;
 }
 
-// A kernel's packed arguments, pointing into `b`: run-time params, then buffers.
-std::vector<kiln_value> pack(const kiln::ir::LoweredFunc& f, kiln::interp::Bindings& b) {
-  std::vector<kiln_value> args;
-  for (const std::string& p : f.params) {
-    kiln_value v;
-    v.i64 = b.params.at(p);
-    args.push_back(v);
-  }
-  for (const kiln::ir::Buf& buf : f.args) {
-    kiln_value v;
-    v.ptr = b.buffers.at(buf.name).data();
-    args.push_back(v);
-  }
-  return args;
-}
-
 // max |got - ref| / max |ref| over each output buffer; the largest over the buffers.
 double max_rel_error(const kiln::ir::Func& f, const kiln::interp::Bindings& got,
                      const kiln::interp::Bindings& ref) {
@@ -208,7 +192,8 @@ Timing run_case(const Options& opts, const Case& c) {
   std::map<std::string, int64_t> params = kiln::interp::param_values(f, c.runtime);
   kiln::interp::Bindings b0 = kiln::interp::random_bindings(f, params, 1);
   kiln::interp::Bindings b1 = b0;
-  std::vector<kiln_value> a0 = pack(f0, b0), a1 = pack(f1, b1);
+  std::vector<kiln_value> a0 = kiln::codegen::pack_arguments(f0, b0),
+                          a1 = kiln::codegen::pack_arguments(f1, b1);
   auto call = [](const kiln::codegen::Kernel& k, const std::vector<kiln_value>& a) {
     uint64_t start = kiln_now_ns();
     int32_t status = k.call(a.data(), int32_t(a.size()));

@@ -194,6 +194,39 @@ double max_rel_error(const Floats& got, const Floats& ref) {
   return max_diff / max_ref;
 }
 
+KernelOrError try_compile_kernel(const std::string& path, const std::string& func,
+                                 const ir::Overrides& overrides, const ir::Overrides& knobs) {
+  KernelOrError k;
+  try {
+    k.compiled = compile_kernel(path, func, overrides, knobs);
+  } catch (const std::exception& e) {
+    k.error = "kiln: " + std::string(e.what());
+  }
+  return k;
+}
+
+bool finish_case(
+    Result& r, const KernelOrError& k,
+    const std::function<std::optional<std::string>(const codegen::Kernel&, Result&)>& time_case,
+    const char* program, const char* baseline_name) {
+  bool ok = true;
+  if (k.compiled) {
+    r.compile_ms = k.compiled->compile_ms;
+    r.error = time_case(k.compiled->kernel, r);
+  } else {
+    r.error = k.error;
+  }
+  if (r.error) {
+    ok = false;
+  } else if (!(r.max_rel_error <= kTolerance)) {
+    std::fprintf(stderr, "%s: %s: kiln's result differs from %s's (%g)\n", program, r.bench.c_str(),
+                 baseline_name, r.max_rel_error);
+    ok = false;
+  }
+  print_json(r);
+  return ok;
+}
+
 void print_json(const Result& r) {
   std::string line = "{\"bench\":" + json_string(r.bench);
   if (r.error) {

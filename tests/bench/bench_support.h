@@ -91,4 +91,24 @@ void print_json(const Result& r);
 // The largest max_rel_error the benchmarks accept as a match.
 inline constexpr double kTolerance = 1e-4;
 
+// A kernel compiled once for several cases (compile_kernel), or why it could
+// not be ("kiln: " and the error): each case then reports that error.
+struct KernelOrError {
+  std::optional<CompiledKernel> compiled;
+  std::string error;
+};
+KernelOrError try_compile_kernel(const std::string& path, const std::string& func,
+                                 const ir::Overrides& overrides, const ir::Overrides& knobs);
+
+// Finishes a case whose name, baseline, threads, repeat and gflop are set:
+// times it with `time_case` (which fills the timings and max_rel_error, or
+// returns why it could not run), or takes k's compile error; a result beyond
+// kTolerance is reported on stderr as "PROGRAM: CASE: kiln's result differs
+// from BASELINE's (ERR)". Prints the JSON line and returns whether the case
+// ran and matched.
+bool finish_case(
+    Result& r, const KernelOrError& k,
+    const std::function<std::optional<std::string>(const codegen::Kernel&, Result&)>& time_case,
+    const char* program, const char* baseline_name);
+
 }  // namespace kiln::bench

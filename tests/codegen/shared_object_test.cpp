@@ -141,11 +141,7 @@ TEST_P(SharedObjects, HostSharedObjectMatchesTheReference) {
   interp::Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 5);
   interp::Bindings expected = in, actual = in;
   interp::run_reference(f, expected);
-  std::vector<kiln_value> args;
-  for (const std::string& p : lowered.params)
-    args.push_back(kiln_value{.i64 = actual.params.at(p)});
-  for (const ir::Buf& b : lowered.args)
-    args.push_back(kiln_value{.ptr = actual.buffers.at(b.name).data()});
+  std::vector<kiln_value> args = codegen::pack_arguments(lowered, actual);
   EXPECT_EQ(entry(args.data(), static_cast<int32_t>(args.size())), KILN_OK);
   EXPECT_EQ(entry(args.data(), static_cast<int32_t>(args.size()) + 1), KILN_ERR_ARGS);
   interp::Mismatch mm = interp::compare_outputs(f, expected, actual);

@@ -121,8 +121,7 @@ int32_t Kernel::call(const void* args, int32_t nargs) const {
 
 const ir::LoweredFunc& Kernel::func() const { return state_->func; }
 
-void Kernel::run(interp::Bindings& b) const {
-  const ir::LoweredFunc& f = state_->func;
+std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, interp::Bindings& b) {
   std::vector<kiln_value> args;
   for (const auto& p : f.params) {
     auto it = b.params.find(p);
@@ -144,6 +143,12 @@ void Kernel::run(interp::Bindings& b) const {
     v.ptr = it->second.data();
     args.push_back(v);
   }
+  return args;
+}
+
+void Kernel::run(interp::Bindings& b) const {
+  const ir::LoweredFunc& f = state_->func;
+  std::vector<kiln_value> args = pack_arguments(f, b);
   int32_t rc = call(args.data(), static_cast<int32_t>(args.size()));
   if (rc != 0) throw CompileError("codegen", {}, f.name + " returned error " + std::to_string(rc));
 }

@@ -9,6 +9,7 @@
 
 #include "kiln/interp.h"
 #include "kiln/loop_ir.h"
+#include "kiln/runtime.h"
 
 namespace kiln::codegen {
 
@@ -38,13 +39,19 @@ std::string emit_asm(const ir::LoweredFunc& f, const Options& opts = {});
 // A relocatable object file for f, for any target LLVM was built with.
 std::vector<char> emit_object(const ir::LoweredFunc& f, const Options& opts = {});
 
+// The packed arguments of f's entry point for the params and buffers of `b`:
+// run-time params (i64) in order, then one pointer per buffer argument,
+// pointing into b's buffers. Throws CompileError (stage "codegen") for a
+// missing param or buffer, or a buffer whose shape or type is not f's.
+std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, interp::Bindings& b);
+
 // A kernel compiled into this process. Its code is freed when the last copy
 // of the handle goes away.
 class Kernel {
  public:
   // Calls the entry point with packed arguments; returns its status (0 = ok).
   int32_t call(const void* args, int32_t nargs) const;
-  // Packs f's params and buffers from `b` (as the interpreters take them) and calls it.
+  // Calls it with pack_arguments(func(), b); a status other than 0 is a CompileError.
   void run(interp::Bindings& b) const;
   const ir::LoweredFunc& func() const;
 
