@@ -282,16 +282,23 @@ struct OutputSum {
   double checksum = 0;
 };
 
-std::vector<OutputSum> checksums(const ir::Func& f, const interp::Bindings& b) {
+// The checksums of the buffers named, in order.
+std::vector<OutputSum> checksums(const std::vector<std::string>& names,
+                                 const std::map<std::string, interp::HostBuffer>& buffers) {
   std::vector<OutputSum> sums;
-  for (const ir::Buf& buf : f.bufs) {
-    if (buf.kind != ir::BufKind::Output) continue;
-    const interp::HostBuffer& h = b.buffers.at(buf.name);
-    OutputSum s{buf.name, h.shape(), 0};
+  for (const std::string& name : names) {
+    const interp::HostBuffer& h = buffers.at(name);
+    OutputSum s{name, h.shape(), 0};
     for (int64_t i = 0; i < h.size(); ++i) s.checksum += h.get_f(i);
     sums.push_back(std::move(s));
   }
   return sums;
+}
+
+std::vector<OutputSum> checksums(const ir::Func& f, const interp::Bindings& b) {
+  std::vector<std::string> outputs;
+  for (const ir::Buf* buf : f.bufs_of_kind(ir::BufKind::Output)) outputs.push_back(buf->name);
+  return checksums(outputs, b.buffers);
 }
 
 // What `kiln run --bench` measured.
@@ -378,22 +385,6 @@ codegen::Options codegen_options(const Options& o) {
   return c;
 }
 
-// The packed arguments of f's entry point for the buffers of `b`.
-std::vector<kiln_value> packed_args(const ir::LoweredFunc& f, interp::Bindings& b) {
-  std::vector<kiln_value> args;
-  for (const std::string& p : f.params) {
-    kiln_value v;
-    v.i64 = b.params.at(p);
-    args.push_back(v);
-  }
-  for (const ir::Buf& buf : f.args) {
-    kiln_value v;
-    v.ptr = b.buffers.at(buf.name).data();
-    args.push_back(v);
-  }
-  return args;
-}
-
 // Times a compiled kernel: one warm-up run, then `repeat` timed repeats of
 // `number` runs each (number chosen from the warm-up so that a repeat takes
 // about 50 ms when --number is not given). The inputs are a copy: a kernel
@@ -430,7 +421,7 @@ BenchResult measure(const std::function<void()>& run_once, const Options& o) {
 // into its output may change it from run to run.
 BenchResult bench(const codegen::Kernel& k, const RunSetup& s, const Options& o) {
   interp::Bindings b = s.inputs;
-  std::vector<kiln_value> args = packed_args(s.lowered, b);
+  std::vector<kiln_value> args = codegen::pack_arguments(s.lowered, b);
   auto nargs = static_cast<int32_t>(args.size());
   BenchResult r = measure(
       [&] {
@@ -520,6 +511,23 @@ void check_fields(JsonObject& obj, const std::string* error,
   }
 }
 
+// "bench" (when `with_bench`) and "error", the last fields of a --json line.
+void end_fields(JsonObject& obj, bool with_bench, const std::optional<BenchResult>* bench,
+                const std::string* error) {
+  if (with_bench) {
+    if (bench != nullptr && bench->has_value()) {
+      obj.raw("bench", bench_json(**bench));
+    } else {
+      obj.null("bench");
+    }
+  }
+  if (error != nullptr) {
+    obj.str("error", *error);
+  } else {
+    obj.null("error");
+  }
+}
+
 // The --json line for one func (or a file that failed as a whole: func empty).
 // `kiln run` adds the "bench" key.
 std::string result_json(const std::string& file, const std::string& func, const InterpResult* r,
@@ -541,18 +549,7 @@ std::string result_json(const std::string& file, const std::string& func, const 
     obj.null("params");
     obj.null("outputs");
   }
-  if (with_bench) {
-    if (r != nullptr && r->bench) {
-      obj.raw("bench", bench_json(*r->bench));
-    } else {
-      obj.null("bench");
-    }
-  }
-  if (error != nullptr) {
-    obj.str("error", *error);
-  } else {
-    obj.null("error");
-  }
+  end_fields(obj, with_bench, r ? &r->bench : nullptr, error);
   return obj.done();
 }
 
@@ -620,20 +617,9 @@ struct GraphResult {
   size_t calls_before = 0, calls_after = 0, kernels = 0;
 };
 
-std::vector<OutputSum> graph_checksums(const ir::Graph& g, const interp::Tensors& t) {
-  std::vector<OutputSum> sums;
-  for (const std::string& name : g.outputs) {
-    const interp::HostBuffer& h = t.at(name);
-    OutputSum s{name, h.shape(), 0};
-    for (int64_t i = 0; i < h.size(); ++i) s.checksum += h.get_f(i);
-    sums.push_back(std::move(s));
-  }
-  return sums;
-}
-
 void check_graph_result(const GraphJob& j, const Options& o, const interp::Tensors& inputs,
                         const interp::Tensors& actual, GraphResult& r) {
-  r.outputs = graph_checksums(*j.graph, actual);
+  r.outputs = checksums(j.graph->outputs, actual);
   if (!o.check) return;
   interp::Tensors expected = timed(j.graph->name, "reference interpreter",
                                    [&] { return interp::run_reference(*j.graph, inputs); });
@@ -652,18 +638,7 @@ std::string graph_json(const std::string& file, const std::string& graph, const 
   } else {
     obj.null("calls").null("calls_after_passes").null("outputs");
   }
-  if (with_bench) {
-    if (r != nullptr && r->bench) {
-      obj.raw("bench", bench_json(*r->bench));
-    } else {
-      obj.null("bench");
-    }
-  }
-  if (error != nullptr) {
-    obj.str("error", *error);
-  } else {
-    obj.null("error");
-  }
+  end_fields(obj, with_bench, r ? &r->bench : nullptr, error);
   return obj.done();
 }
 

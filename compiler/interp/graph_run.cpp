@@ -52,21 +52,7 @@ HostBuffer const_value(const ir::GraphTensor& t) {
   return out;
 }
 
-namespace {
-
-std::map<std::string, int64_t> op_params(const ir::Func& op) {
-  std::map<std::string, int64_t> env;
-  for (const ir::Param& p : op.params) {
-    if (!p.value) {
-      throw CompileError("interp", p.where,
-                         fmt::format("param {} of {} has no value in this call", p.name, op.name));
-    }
-    env[p.name] = *p.value;
-  }
-  return env;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Tensors random_graph_inputs(const ir::Graph& g, uint64_t seed) {
   Tensors out;
@@ -84,7 +70,7 @@ Tensors random_graph_inputs(const ir::Graph& g, uint64_t seed) {
       if (spec) break;
     }
     if (spec) {
-      fill_random_named(buf, *spec, op_params(*reader), seed, t.name);
+      fill_random_named(buf, *spec, param_values(*reader), seed, t.name);
     } else {
       ir::Buf plain;
       plain.name = t.name;
@@ -131,7 +117,7 @@ Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& r
   for (size_t k = 0; k < g.calls.size(); ++k) {
     const ir::GraphCall& c = g.calls[k];
     Bindings b;
-    b.params = op_params(c.op);
+    b.params = param_values(c.op);
     std::vector<const ir::Buf*> ins = c.op.bufs_of_kind(ir::BufKind::Input);
     std::vector<const ir::Buf*> outs = c.op.bufs_of_kind(ir::BufKind::Output);
     for (size_t i = 0; i < ins.size(); ++i) {

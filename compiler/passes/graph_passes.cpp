@@ -29,16 +29,6 @@ ir::GraphTensor* find_tensor(ir::Graph& g, const std::string& n) {
   return nullptr;
 }
 
-// Replaces tensor names in every call's arguments.
-void rename_args(ir::Graph& g, const std::map<std::string, std::string>& to) {
-  for (ir::GraphCall& c : g.calls) {
-    for (std::string& a : c.args) {
-      auto it = to.find(a);
-      if (it != to.end()) a = it->second;
-    }
-  }
-}
-
 // A pass's decision, shown beside the graph printed after it.
 void log_line(const PassContext& ctx, const std::string& pass, const std::string& line) {
   if (ctx.log != nullptr && (ctx.print_after.count(pass) || ctx.print_after.count("all")))
@@ -197,7 +187,6 @@ ir::Graph eliminate_common_operators(const ir::Graph& g) {
     auto [it, fresh] = seen_const.emplace(const_key(t), t.name);
     if (!fresh && !is_output(g, t.name)) replace[t.name] = it->second;
   }
-  rename_args(out, replace);
   std::vector<ir::GraphCall> kept;
   std::map<std::string, size_t> seen_call;
   for (ir::GraphCall& c : out.calls) {
@@ -290,14 +279,6 @@ class IdentityReads final : public ir::IRVisitor {
   const std::vector<std::string>& iters_;
 };
 
-std::map<std::string, int64_t> param_env(const ir::Func& f) {
-  std::map<std::string, int64_t> env;
-  for (const ir::Param& p : f.params) {
-    if (p.value) env[p.name] = *p.value;
-  }
-  return env;
-}
-
 // The one computation of an elementwise operator writing `out` (of the given
 // shape) from `in`, or null when g is not elementwise in `in`.
 const ir::Comp* elementwise_comp(const ir::Func& g, const std::string& in,
@@ -312,7 +293,7 @@ const ir::Comp* elementwise_comp(const ir::Func& g, const std::string& in,
     if (!v || v->name != e.iters[q]) return nullptr;
   }
   // The domain is exactly the box 0 <= it_q < shape[q].
-  std::map<std::string, int64_t> env = param_env(g);
+  std::map<std::string, int64_t> env = interp::param_values(g);
   std::vector<int> lower(shape.size(), 0), upper(shape.size(), 0);
   for (const ir::Expr& c : e.domain) {
     const auto* b = ir::as<ir::Binary>(c);
@@ -461,7 +442,7 @@ std::optional<Fusion> fuse(const ir::Func& f, const std::string& fout, const ir:
     base.bufs.push_back(std::move(nb));
   }
   std::map<std::string, ir::Expr> vars;
-  for (const auto& [name, value] : param_env(g)) vars[name] = ir::int_imm(value);
+  for (const auto& [name, value] : interp::param_values(g)) vars[name] = ir::int_imm(value);
   for (size_t q = 0; q < rank; ++q) vars[e_comp.iters[q]] = ir::var(w->iters[q]);
   Rewriter rw(buf_names, vars);
   ir::Comp e;
