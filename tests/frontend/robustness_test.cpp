@@ -12,7 +12,7 @@
 namespace kiln {
 namespace {
 
-// Uses every construct of the language.
+// Uses every construct of the language, graphs included.
 const char* kProgram = R"(# Every construct, once.
 func spmv {
   param m, n, nnz;
@@ -50,6 +50,16 @@ func conv {
     out.set_loc(gpu_shared);
   }
 }
+
+graph net {
+  input im : f32[3, 8, 8];
+  const k : f64[3, 3] = [1.0, -2, 3e-1, 0, 0, 0, 1, 1, 1];
+  const k2 : f64[3, 3] = random(7, -0.5, 0.5);
+  const k3 : f64[3, 3] = fill(true);
+  o = conv(im, k, H = 8, W = 8);
+  p = conv(im, k2);
+  output o, p;
+}
 )";
 
 // Parses text; fails the test if anything but CompileError escapes.
@@ -72,6 +82,7 @@ void parse_expecting_only_compile_errors(const std::string& text) {
 TEST(Robustness, TheProgramIsValid) {
   ir::Module m = frontend::parse_module(kProgram);
   EXPECT_EQ(m.funcs.size(), 2u);
+  EXPECT_EQ(m.graphs.size(), 1u);
 }
 
 TEST(Robustness, EveryPrefix) {

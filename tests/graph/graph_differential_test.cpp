@@ -94,15 +94,18 @@ graph mlp {
   expect_same_at_every_level(m.graphs.at(0), 2);
 }
 
-TEST(GraphDifferential, IdenticalOperatorsShareOneKernel) {
-  ir::Module m = frontend::parse_module(R"(
+// Starts with a newline, so that the graph after it begins on line 8.
+constexpr const char* kRelu = R"(
 func relu {
   param N;
   input x : f32[N];
   output y : f32[N];
   compute r(i) in 0 <= i < N: y[i] = max(x[i], 0.0);
 }
-graph g {
+)";
+
+TEST(GraphDifferential, IdenticalOperatorsShareOneKernel) {
+  ir::Module m = frontend::parse_module(std::string(kRelu) + R"(graph g {
   input a : f32[64];
   input b : f32[64];
   ra = relu(a);
@@ -117,14 +120,7 @@ graph g {
 }
 
 TEST(GraphDifferential, AMissingOrMistypedInputIsAnError) {
-  ir::Module m = frontend::parse_module(R"(
-func relu {
-  param N;
-  input x : f32[N];
-  output y : f32[N];
-  compute r(i) in 0 <= i < N: y[i] = max(x[i], 0.0);
-}
-graph g {
+  ir::Module m = frontend::parse_module(std::string(kRelu) + R"(graph g {
   input a : f32[8];
   r = relu(a);
   output r;
