@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "kiln/error.h"
 #include "kiln/ir.h"
@@ -27,6 +28,10 @@ const GraphTensor* Graph::find_tensor(const std::string& n) const {
     if (t.name == n) return &t;
   }
   return nullptr;
+}
+
+GraphTensor* Graph::find_tensor(const std::string& n) {
+  return const_cast<GraphTensor*>(std::as_const(*this).find_tensor(n));
 }
 
 const Graph* Module::find_graph(const std::string& name) const {

@@ -22,13 +22,6 @@ bool is_output(const ir::Graph& g, const std::string& t) {
   return std::find(g.outputs.begin(), g.outputs.end(), t) != g.outputs.end();
 }
 
-ir::GraphTensor* find_tensor(ir::Graph& g, const std::string& n) {
-  for (ir::GraphTensor& t : g.tensors) {
-    if (t.name == n) return &t;
-  }
-  return nullptr;
-}
-
 // A pass's decision, shown beside the graph printed after it.
 void log_line(const PassContext& ctx, const std::string& pass, const std::string& line) {
   if (ctx.log != nullptr && (ctx.print_after.count(pass) || ctx.print_after.count("all")))
@@ -107,7 +100,7 @@ ir::Graph fold_constants(const ir::Graph& g, const PassContext& ctx) {
           }
         });
     for (const std::string& r : c.results) {
-      ir::GraphTensor& t = *find_tensor(out, r);
+      ir::GraphTensor& t = *out.find_tensor(r);
       const interp::HostBuffer& v = values.at(r);
       t.kind = ir::TensorKind::Const;
       t.init = ir::ConstInit{};

@@ -411,6 +411,7 @@ struct Graph {
   SourceLoc where;
 
   const GraphTensor* find_tensor(const std::string& n) const;
+  GraphTensor* find_tensor(const std::string& n);
 };
 
 // The tensors `op`'s input and output buffers have in a call: each buffer's
