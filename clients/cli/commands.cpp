@@ -19,13 +19,14 @@
 #include <type_traits>
 #include <vector>
 
-#include "json.h"
 #include "kiln/codegen.h"
+#include "kiln/compile.h"
 #include "kiln/error.h"
 #include "kiln/frontend.h"
 #include "kiln/graph.h"
 #include "kiln/interp.h"
 #include "kiln/ir.h"
+#include "kiln/json.h"
 #include "kiln/loop_ir.h"
 #include "kiln/passes.h"
 #include "kiln/poly.h"
@@ -91,10 +92,10 @@ std::vector<const ir::Func*> select_funcs(const ir::Module& m, const std::string
                                           const Options& o) {
   SourceLoc where{file, 0, 0};
   std::vector<const ir::Func*> funcs;
-  if (m.funcs.empty()) throw CompileError("validate", where, "the file defines no func");
+  if (m.funcs.empty()) throw CompileError(ErrorStage::Validate, where, "the file defines no func");
   if (o.graph) {
     if (!o.overrides.empty()) {
-      throw CompileError("validate", where,
+      throw CompileError(ErrorStage::Validate, where,
                          fmt::format("--set {}: --set applies to funcs; a graph binds its "
                                      "operators' params in its calls (op(x, NAME = INT))",
                                      o.overrides.begin()->first));
@@ -106,7 +107,7 @@ std::vector<const ir::Func*> select_funcs(const ir::Module& m, const std::string
     if (!f) {
       std::vector<std::string> names;
       for (const ir::Func& g : m.funcs) names.push_back(g.name);
-      throw CompileError("validate", where,
+      throw CompileError(ErrorStage::Validate, where,
                          fmt::format("--func {}: no func of that name (expected one of: {})",
                                      *o.func, fmt::join(names, ", ")));
     }
@@ -122,7 +123,7 @@ std::vector<const ir::Func*> select_funcs(const ir::Module& m, const std::string
     if (!known) {
       std::vector<std::string> described;
       for (const ir::Func* f : funcs) described.push_back(names_in(*f));
-      throw CompileError("validate", where,
+      throw CompileError(ErrorStage::Validate, where,
                          fmt::format("--set {}={}: no param or knob named '{}' ({})", name, value,
                                      name, fmt::join(described, "; ")));
     }
@@ -142,7 +143,7 @@ std::vector<const ir::Graph*> select_graphs(const ir::Module& m, const std::stri
       std::vector<std::string> names;
       for (const ir::Graph& h : m.graphs) names.push_back(h.name);
       throw CompileError(
-          "validate", SourceLoc{file, 0, 0},
+          ErrorStage::Validate, SourceLoc{file, 0, 0},
           fmt::format("--graph {}: no graph of that name ({})", *o.graph,
                       names.empty() ? std::string("the file defines none")
                                     : fmt::format("expected one of: {}", fmt::join(names, ", "))));
@@ -202,7 +203,8 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
       if (graphs_only) funcs.clear();
       if (each_graph) graphs = select_graphs(module, file, o);
       if (graphs_only && graphs.empty()) {
-        throw CompileError("validate", SourceLoc{file, 0, 0}, "the file defines no graph");
+        throw CompileError(ErrorStage::Validate, SourceLoc{file, 0, 0},
+                           "the file defines no graph");
       }
     } catch (const CompileError& e) {
       fail(file, "", e.what());
@@ -241,27 +243,29 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
   return all_ok ? 0 : 1;
 }
 
-poly::ScheduledFunc timed_schedule(const ir::Func& f, bool apply_commands) {
-  return timed(f.name, apply_commands ? "schedule and legality" : "polyhedral model",
-               [&] { return poly::schedule(f, apply_commands); });
-}
-
-ir::LoweredFunc timed_lower(const poly::ScheduledFunc& s) {
-  return timed(s.func().name, "lowering", [&] { return poly::lower(s); });
-}
-
-// kiln's pass pipeline at -O<level>, with --print-after, --time-passes,
-// --disable-pass and --require-pass; what they print goes to stderr, beside
-// the IR or the results on stdout.
-passes::PassContext pass_context(const Options& o) {
-  passes::PassContext ctx;
-  ctx.opt_level = o.opt_level;
-  ctx.required = o.required_passes;
-  ctx.disabled = o.disabled_passes;
-  ctx.print_after = o.print_after;
-  ctx.time_passes = o.time_passes;
-  ctx.log = &std::cerr;
-  return ctx;
+// The compile options of the command line: the target (--target, --cpu,
+// --features; this machine's by default: --cpu replaces its CPU and that CPU's
+// own features are used, --features adds to or removes from them), -O,
+// --no-schedule, the pass options, and --print-after and --time-passes
+// printing to stderr beside the IR or results on stdout.
+CompileOptions compile_options(const Options& o) {
+  CompileOptions c;
+  c.opt_level = o.opt_level;
+  c.apply_schedule = !o.no_schedule;
+  if (o.target) {
+    c.target = Target{*o.target, o.cpu.value_or(""), o.features.value_or("")};
+  } else if (o.cpu) {
+    c.target.cpu = *o.cpu;
+    c.target.features = o.features.value_or("");
+  } else if (o.features) {
+    c.target.features += (c.target.features.empty() ? "" : ",") + *o.features;
+  }
+  c.passes.required = o.required_passes;
+  c.passes.disabled = o.disabled_passes;
+  if (!o.print_after.empty() || o.time_passes) {
+    c.instrument = passes::print_and_time(o.print_after, o.time_passes, std::cerr);
+  }
+  return c;
 }
 
 // Whether -O or a pass option asks emit for optimized output.
@@ -270,9 +274,33 @@ bool optimizing(const Options& o) {
          !o.required_passes.empty() || !o.disabled_passes.empty();
 }
 
-ir::LoweredFunc timed_passes(const ir::LoweredFunc& f, const Options& o) {
-  passes::PassContext ctx = pass_context(o);
-  return timed(f.name, "passes", [&] { return passes::run_pipeline(f, ctx); });
+// Compiles f (its overrides applied) up to `output` with `c`, logging how
+// long each stage took (seen with --verbose).
+CompileResult compile_logged(const ir::Func& f, const CompileOptions& c, CompileOutput output) {
+  CompileResult r =
+      compile(CompileRequest{.func = f, .overrides = {}, .options = c, .output = output});
+  for (const StageTime& t : r.times) spdlog::debug("{}: {} took {:.3f} ms", f.name, t.stage, t.ms);
+  return r;
+}
+
+CompileResult compile_logged(const ir::Func& f, const Options& o, CompileOutput output) {
+  return compile_logged(f, compile_options(o), output);
+}
+
+// `kiln check` and the graph checks: the schedule applied and checked, whatever --no-schedule says.
+void check_schedule(const ir::Func& f, const Options& o) {
+  CompileOptions c = compile_options(o);
+  c.apply_schedule = true;
+  compile_logged(f, c, CompileOutput::Schedule);
+}
+
+// The loops the loop interpreter runs: as lowering leaves them, no pass run.
+ir::LoweredFunc interpreted_loops(const ir::Func& f, const Options& o) {
+  CompileOptions c = compile_options(o);
+  c.opt_level = 0;
+  c.passes = {};
+  c.instrument = nullptr;
+  return compile_logged(f, c, CompileOutput::Loops).lowered;
 }
 
 // The sum of an output's elements: a cheap fingerprint of a run.
@@ -322,17 +350,21 @@ struct InterpResult {
 // A func lowered, with values for its run-time params and random inputs:
 // what interp and run both start from.
 struct RunSetup {
-  ir::LoweredFunc lowered;
+  CompileResult compiled;
   RunParams run_params;
   std::map<std::string, int64_t> params;  // every param's value
   interp::Bindings inputs;
 };
 
-RunSetup set_up_run(const Prepared& p, const Options& o) {
+RunSetup set_up_run(const Prepared& p, const Options& o, CompileOutput output) {
   const ir::Func& f = p.func;
   RunSetup s;
   // Compile first: a schedule kiln refuses should not wait for the reference run.
-  s.lowered = timed_lower(timed_schedule(f, !o.no_schedule));
+  if (output == CompileOutput::Loops) {
+    s.compiled.lowered = interpreted_loops(f, o);
+  } else {
+    s.compiled = compile_logged(f, o, output);
+  }
   s.run_params = run_param_values(f, p.runtime_params);
   for (const std::string& name : s.run_params.chosen) {
     spdlog::debug("{}: run-time param {} not given; using {}", f.name, name,
@@ -362,27 +394,10 @@ InterpResult result_of(const Prepared& p, const Options& o, const RunSetup& s,
 }
 
 InterpResult interpret(const Prepared& p, const Options& o) {
-  RunSetup s = set_up_run(p, o);
+  RunSetup s = set_up_run(p, o, CompileOutput::Loops);
   interp::Bindings actual = s.inputs;
-  timed(p.func.name, "loop interpreter", [&] { interp::run_loops(s.lowered, actual); });
+  timed(p.func.name, "loop interpreter", [&] { interp::run_loops(s.compiled.lowered, actual); });
   return result_of(p, o, s, actual);
-}
-
-// The code generator's options from --target, --cpu, --features and -O. With
-// no --target, the code is for this machine: --cpu replaces its CPU (and that
-// CPU's own features are used), --features adds to or removes from them.
-codegen::Options codegen_options(const Options& o) {
-  codegen::Options c;
-  c.opt_level = o.opt_level;
-  if (o.target) {
-    c.target = codegen::Target{*o.target, o.cpu.value_or(""), o.features.value_or("")};
-  } else if (o.cpu) {
-    c.target.cpu = *o.cpu;
-    c.target.features = o.features.value_or("");
-  } else if (o.features) {
-    c.target.features += (c.target.features.empty() ? "" : ",") + *o.features;
-  }
-  return c;
 }
 
 // Times a compiled kernel: one warm-up run, then `repeat` timed repeats of
@@ -421,25 +436,24 @@ BenchResult measure(const std::function<void()>& run_once, const Options& o) {
 // into its output may change it from run to run.
 BenchResult bench(const codegen::Kernel& k, const RunSetup& s, const Options& o) {
   interp::Bindings b = s.inputs;
-  std::vector<kiln_value> args = codegen::pack_arguments(s.lowered, b);
+  const ir::LoweredFunc& f = s.compiled.lowered;
+  std::vector<kiln_value> args = codegen::pack_arguments(f, b);
   auto nargs = static_cast<int32_t>(args.size());
   BenchResult r = measure(
       [&] {
         if (int32_t rc = k.call(args.data(), nargs); rc != 0) {
-          throw CompileError("run", {}, fmt::format("{} returned error {}", s.lowered.name, rc));
+          throw CompileError(ErrorStage::Run, {}, fmt::format("{} returned error {}", f.name, rc));
         }
       },
       o);
-  r.flops = ir::flop_count(s.lowered, s.params);
+  r.flops = ir::flop_count(f, s.params);
   return r;
 }
 
 InterpResult run_compiled(const Prepared& p, const Options& o) {
   const ir::Func& f = p.func;
-  RunSetup s = set_up_run(p, o);
-  codegen::Kernel k = timed(f.name, "JIT compilation", [&] {
-    return codegen::jit_compile(timed_passes(s.lowered, o), codegen_options(o));
-  });
+  RunSetup s = set_up_run(p, o, CompileOutput::Kernel);
+  const codegen::Kernel& k = *s.compiled.kernel;
   interp::Bindings actual = s.inputs;
   timed(f.name, "compiled run", [&] { k.run(actual); });
   InterpResult r = result_of(p, o, s, actual);
@@ -665,16 +679,16 @@ void print_graph_text(const GraphJob& j, const GraphResult& r, const char* what)
 int run_check(const Options& o) {
   return for_each_func(
       o,
-      [](const Prepared& p, bool) {
-        timed_schedule(p.func, true);
+      [&](const Prepared& p, bool) {
+        check_schedule(p.func, o);
         fmt::print("ok  {}: {}, {}\n", p.func.name, count(p.func.comps.size(), "computation"),
                    count(p.func.schedule.size(), "schedule command"));
         return true;
       },
       print_error,
-      [](const GraphJob& j, bool) {
+      [&](const GraphJob& j, bool) {
         // Every call's operator, with its params bound, scheduled and checked.
-        for (const ir::GraphCall& c : j.graph->calls) timed_schedule(c.op, true);
+        for (const ir::GraphCall& c : j.graph->calls) check_schedule(c.op, o);
         fmt::print("ok  graph {}: {}\n", j.graph->name, graph_summary(*j.graph));
         return true;
       });
@@ -688,20 +702,18 @@ std::string stage_text(const ir::Func& f, const Options& o) {
     case Stage::Ast:
       return ir::to_string(f);
     case Stage::Ir:
-      return timed_schedule(f, !o.no_schedule).describe_domains();
+      return compile_logged(f, o, CompileOutput::Schedule).scheduled->describe_domains();
     case Stage::Schedule:
-      return timed_schedule(f, !o.no_schedule).describe_schedule();
+      return compile_logged(f, o, CompileOutput::Schedule).scheduled->describe_schedule();
     case Stage::Loops: {
       // Without -O or a pass option: the loops exactly as lowering leaves them.
-      ir::LoweredFunc lowered = timed_lower(timed_schedule(f, !o.no_schedule));
-      return ir::to_string(optimizing(o) ? timed_passes(lowered, o) : lowered);
+      if (!optimizing(o)) return ir::to_string(interpreted_loops(f, o));
+      return ir::to_string(compile_logged(f, o, CompileOutput::Loops).optimized);
     }
     case Stage::Llvm:
-      return codegen::emit_llvm(timed_passes(timed_lower(timed_schedule(f, !o.no_schedule)), o),
-                                codegen_options(o));
+      return compile_logged(f, o, CompileOutput::LlvmIr).text;
     case Stage::Asm:
-      return codegen::emit_asm(timed_passes(timed_lower(timed_schedule(f, !o.no_schedule)), o),
-                               codegen_options(o));
+      return compile_logged(f, o, CompileOutput::Assembly).text;
     case Stage::Graph:
       break;
   }
@@ -716,7 +728,7 @@ int run_emit(const Options& o) {
   // A comment line in .kiln, the C-like loop syntax, LLVM IR, or the assembly.
   std::string_view comment = "//";
   if (*o.stage == Stage::Llvm) comment = ";";
-  if (*o.stage == Stage::Asm && codegen_options(o).target.triple.starts_with("x86")) comment = "#";
+  if (*o.stage == Stage::Asm && compile_options(o).target.triple.starts_with("x86")) comment = "#";
   auto print = [&](bool many, const std::string& header, const std::string& text) {
     if (many) fmt::print("{}{} {}\n", first ? "" : "\n", comment, header);
     first = false;
@@ -726,7 +738,7 @@ int run_emit(const Options& o) {
       o,
       [&](const Prepared& p, bool many) {
         if (*o.stage == Stage::Graph) {
-          throw CompileError("validate", SourceLoc{p.file, 0, 0},
+          throw CompileError(ErrorStage::Validate, SourceLoc{p.file, 0, 0},
                              fmt::format("--stage graph: {} is a func, not a graph", p.func.name));
         }
         print(many, fmt::format("{}: func {}", p.file, p.func.name), stage_text(p.func, o));
@@ -735,11 +747,10 @@ int run_emit(const Options& o) {
       print_error,
       [&](const GraphJob& j, bool many) {
         const ir::Graph& g = *j.graph;
-        ir::Graph shown =
-            optimizing(o)
-                ? timed(g.name, "graph passes",
-                        [&] { return graph::optimize(g, pass_context(o), codegen_options(o)); })
-                : g;
+        ir::Graph shown = optimizing(o)
+                              ? timed(g.name, "graph passes",
+                                      [&] { return graph::optimize(g, compile_options(o)); })
+                              : g;
         if (*o.stage == Stage::Graph) {
           std::string text = ir::to_string(shown);
           // The operators the passes made are not in the file: show them.
@@ -793,9 +804,8 @@ int run_run(const Options& o) {
       fail,
       [&](const GraphJob& j, bool) {
         const ir::Graph& g = *j.graph;
-        graph::CompiledGraph cg = timed(g.name, "graph compilation", [&] {
-          return graph::compile(g, pass_context(o), codegen_options(o));
-        });
+        graph::CompiledGraph cg = timed(g.name, "graph compilation",
+                                        [&] { return graph::compile(g, compile_options(o)); });
         interp::Tensors inputs = interp::random_graph_inputs(g, o.seed);
         interp::Tensors actual = timed(g.name, "compiled run", [&] { return cg.run(inputs); });
         GraphResult r;
@@ -822,33 +832,33 @@ int run_run(const Options& o) {
 }
 
 int run_compile(const Options& o) {
-  codegen::Options opts = codegen_options(o);
-  spdlog::debug("compile: for {} (cpu '{}', features '{}'), -O{}", opts.target.triple,
-                opts.target.cpu, opts.target.features, opts.opt_level);
+  CompileOptions c = compile_options(o);
+  spdlog::debug("compile: for {} (cpu '{}', features '{}'), -O{}", c.target.triple, c.target.cpu,
+                c.target.features, c.opt_level);
   return for_each_func(
       o,
       [&](const Prepared& p, bool many) {
         const ir::Func& f = p.func;
         if (many && o.output) {
-          throw CompileError("validate", SourceLoc{p.file, 0, 0},
+          throw CompileError(ErrorStage::Validate, SourceLoc{p.file, 0, 0},
                              fmt::format("-o {} names one file, but more than one func is "
                                          "selected; choose {} with --func",
                                          *o.output, f.name));
         }
-        ir::LoweredFunc lowered = timed_passes(timed_lower(timed_schedule(f, !o.no_schedule)), o);
-        codegen::Artifact a = timed(f.name, "shared object",
-                                    [&] { return codegen::compile_artifact(lowered, opts); });
+        codegen::Artifact a = *compile_logged(f, c, CompileOutput::Artifact).artifact;
         std::string so = o.output.value_or(f.name + ".so"), meta = so + ".json";
         auto write = [&](const std::string& path, std::string_view bytes) {
           std::ofstream out(path, std::ios::binary | std::ios::trunc);
           out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
           out.close();
-          if (!out) throw CompileError("compile", SourceLoc{path, 0, 0}, "cannot write the file");
+          if (!out) {
+            throw CompileError(ErrorStage::Output, SourceLoc{path, 0, 0}, "cannot write the file");
+          }
         };
         write(so, std::string_view(a.code.data(), a.code.size()));
         write(meta, a.metadata_json() + "\n");
-        fmt::print("ok  {}: {} and {} ({}{}, {} bytes, hash {})\n", f.name, so, meta, a.triple,
-                   a.cpu.empty() ? "" : ", " + a.cpu, a.code.size(), a.hash);
+        fmt::print("ok  {}: {} and {} ({}{}, {} bytes, key {})\n", f.name, so, meta, a.triple,
+                   a.cpu.empty() ? "" : ", " + a.cpu, a.code.size(), a.key);
         return true;
       },
       print_error);
@@ -881,13 +891,13 @@ int run_interp(const Options& o) {
         // The graph passes with the reference interpreter folding constants,
         // then each operator's lowered loops interpreted.
         const ir::Graph& g = *j.graph;
-        passes::PassContext ctx = pass_context(o);
-        ctx.log = nullptr;
-        ir::Graph optimized = passes::run_graph_pipeline(g, ctx);
+        CompileOptions c = compile_options(o);
+        c.instrument = nullptr;
+        ir::Graph optimized = passes::run_graph_pipeline(g, pass_context(c));
         interp::Tensors inputs = interp::random_graph_inputs(g, o.seed);
         interp::Tensors actual = interp::run_graph(
-            optimized, inputs, [&](size_t, const ir::GraphCall& c, interp::Bindings& b) {
-              interp::run_loops(timed_lower(timed_schedule(c.op, !o.no_schedule)), b);
+            optimized, inputs, [&](size_t, const ir::GraphCall& call, interp::Bindings& b) {
+              interp::run_loops(interpreted_loops(call.op, o), b);
             });
         GraphResult r;
         r.calls_before = g.calls.size();

@@ -49,7 +49,7 @@ RunParams run_param_values(const ir::Func& f, const std::map<std::string, int64_
   if (const ir::Constraint* c = broken_constraint(f, all)) {
     std::vector<std::string> values;
     for (const auto& [name, value] : all) values.push_back(fmt::format("{}={}", name, value));
-    throw CompileError("interp", c->where,
+    throw CompileError(ErrorStage::Interp, c->where,
                        fmt::format("the constraint {} of {} does not hold for {}",
                                    ir::to_string(c->cond), f.name, fmt::join(values, ", ")));
   }
@@ -71,7 +71,7 @@ RunParams run_param_values(const ir::Func& f, const std::map<std::string, int64_
     if (k == digit.size()) break;
   }
   const ir::Param& p = *missing.front();
-  throw CompileError("interp", p.where,
+  throw CompileError(ErrorStage::Interp, p.where,
                      fmt::format("run-time param {} of {} needs a value: no size kiln tries "
                                  "satisfies the constraints; give one with --set {}=INT",
                                  p.name, f.name, p.name));

@@ -284,7 +284,7 @@ class FuncChecker {
     for (const ir::ScheduleCommand& c : func_.schedule) {
       if (scope_.comp(c.target)) continue;
       if (const Decl* d = scope_.name(c.target); d && d->kind == Decl::Kind::Buffer) continue;
-      throw CompileError("validate", c.where,
+      throw CompileError(ErrorStage::Validate, c.where,
                          "schedule command " + q(c.target + "." + c.op) + " names " + q(c.target) +
                              ", which is neither a computation nor a buffer of " + q(func_.name) +
                              scope_.suggest(c.target));

@@ -23,18 +23,18 @@ ir::Module parse_module(std::string_view text, const std::string& filename) {
 ir::Module parse_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    throw CompileError("parse", SourceLoc{path, 0, 0},
+    throw CompileError(ErrorStage::Parse, SourceLoc{path, 0, 0},
                        "cannot read " + path + ": it is a directory");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw CompileError("parse", SourceLoc{path, 0, 0},
+    throw CompileError(ErrorStage::Parse, SourceLoc{path, 0, 0},
                        "cannot open " + path + ": " + std::strerror(errno));
   }
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) {
-    throw CompileError("parse", SourceLoc{path, 0, 0}, "cannot read " + path);
+    throw CompileError(ErrorStage::Parse, SourceLoc{path, 0, 0}, "cannot read " + path);
   }
   return parse_module(text.str(), path);
 }

@@ -30,10 +30,10 @@ class Source {
   std::string quote(size_t begin, size_t end, size_t limit = 40) const;
 
   [[noreturn]] void parse_error(Pos p, const std::string& message) const {
-    throw CompileError("parse", loc(p), message);
+    throw CompileError(ErrorStage::Parse, loc(p), message);
   }
   [[noreturn]] void validate_error(Pos p, const std::string& message) const {
-    throw CompileError("validate", loc(p), message);
+    throw CompileError(ErrorStage::Validate, loc(p), message);
   }
 
  private:

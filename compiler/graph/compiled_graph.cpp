@@ -1,42 +1,32 @@
-// A graph compiled operator by operator through the whole pipeline.
-#include <fmt/format.h>
-
+// A graph compiled operator by operator through the compile pipeline.
 #include <map>
 
-#include "kiln/error.h"
+#include "kiln/compile.h"
 #include "kiln/graph.h"
-#include "kiln/poly.h"
 
 namespace kiln::graph {
 
 namespace {
 
-codegen::Kernel compile_op(const ir::Func& op, const passes::PassContext& ctx,
-                           const codegen::Options& opts) {
-  ir::LoweredFunc lowered = poly::lower(poly::schedule(op, true));
-  codegen::Options o = opts;
-  o.fast_math = op.fast_math;
-  return codegen::jit_compile(passes::run_pipeline(lowered, ctx), o);
+CompileRequest kernel_request(const ir::Func& op, const CompileOptions& opts) {
+  return CompileRequest{
+      .func = op, .overrides = {}, .options = opts, .output = CompileOutput::Kernel};
 }
 
 }  // namespace
 
-void jit_evaluate(const ir::Func& op, interp::Bindings& b, const passes::PassContext& ctx,
-                  const codegen::Options& opts) {
+void jit_evaluate(const ir::Func& op, interp::Bindings& b, const CompileOptions& opts) {
   // The operator's own loop passes run quietly: what the user asked to see
   // printed is the graph's compilation, not this evaluation.
-  passes::PassContext quiet = ctx;
-  quiet.log = nullptr;
-  compile_op(op, quiet, opts).run(b);
+  CompileOptions quiet = opts;
+  quiet.instrument = nullptr;
+  compile(kernel_request(op, quiet)).kernel->run(b);
 }
 
-ir::Graph optimize(const ir::Graph& g, const passes::PassContext& ctx,
-                   const codegen::Options& opts) {
-  passes::PassContext with_jit = ctx;
-  with_jit.evaluate = [ctx, opts](const ir::Func& op, interp::Bindings& b) {
-    jit_evaluate(op, b, ctx, opts);
-  };
-  return passes::run_graph_pipeline(g, with_jit);
+ir::Graph optimize(const ir::Graph& g, const CompileOptions& opts) {
+  passes::PassContext ctx = pass_context(opts);
+  ctx.evaluate = [opts](const ir::Func& op, interp::Bindings& b) { jit_evaluate(op, b, opts); };
+  return passes::run_graph_pipeline(g, ctx);
 }
 
 struct CompiledGraph::State {
@@ -46,21 +36,19 @@ struct CompiledGraph::State {
   size_t distinct = 0;
 };
 
-CompiledGraph compile(const ir::Graph& g, const passes::PassContext& ctx,
-                      const codegen::Options& opts) {
+CompiledGraph compile(const ir::Graph& g, const CompileOptions& opts) {
   auto s = std::make_shared<CompiledGraph::State>();
-  s->graph = optimize(g, ctx, opts);
+  s->graph = optimize(g, opts);
   s->constants = interp::graph_constants(s->graph);
-  std::map<std::string, size_t> by_text;  // an operator's text (with its schedule) -> kernel
+  std::map<std::string, size_t> by_key;  // compile cache key -> kernel: equal operators share one
   for (const ir::GraphCall& c : s->graph.calls) {
-    std::string text = ir::to_string(c.op);
-    auto it = by_text.find(text);
-    if (it != by_text.end()) {
+    CompileRequest r = kernel_request(c.op, opts);
+    auto [it, added] = by_key.emplace(cache_key(r), s->kernels.size());
+    if (!added) {
       s->kernels.push_back(s->kernels[it->second]);
       continue;
     }
-    by_text.emplace(text, s->kernels.size());
-    s->kernels.push_back(compile_op(c.op, ctx, opts));
+    s->kernels.push_back(*compile(r).kernel);
     ++s->distinct;
   }
   return CompiledGraph(std::move(s));

@@ -56,7 +56,7 @@ void fill_random_named(HostBuffer& out, const ir::Buf& b,
     if (!spec.hi && hi <= lo) hi = lo + 2.0;
     if (!spec.lo && hi <= lo) lo = hi - 2.0;
     if (hi < lo) {
-      throw CompileError("interp", b.where,
+      throw CompileError(ErrorStage::Interp, b.where,
                          fmt::format("empty value range [{}, {}) for buffer {}", lo, hi, b.name));
     }
     std::uniform_real_distribution<double> dist(lo, hi);
@@ -70,7 +70,7 @@ void fill_random_named(HostBuffer& out, const ir::Buf& b,
     if (!spec.hi && hi <= lo) hi = lo + 16;
     if (!spec.lo && hi <= lo) lo = hi - 16;
     if (hi <= lo && out.size() > 0) {
-      throw CompileError("interp", b.where,
+      throw CompileError(ErrorStage::Interp, b.where,
                          fmt::format("empty value range [{}, {}) for buffer {}", lo, hi, b.name));
     }
     std::uniform_int_distribution<int64_t> dist(lo, std::max(lo, hi - 1));
@@ -111,7 +111,7 @@ std::map<std::string, int64_t> param_values(const ir::Func& f,
     auto it = runtime_params.find(p.name);
     if (p.value) {
       if (it != runtime_params.end() && it->second != *p.value) {
-        throw CompileError("interp", p.where,
+        throw CompileError(ErrorStage::Interp, p.where,
                            fmt::format("param {} is {} at compile time; a run cannot make it {}",
                                        p.name, *p.value, it->second));
       }
@@ -119,7 +119,7 @@ std::map<std::string, int64_t> param_values(const ir::Func& f,
     } else if (it != runtime_params.end()) {
       out[p.name] = it->second;
     } else {
-      throw CompileError("interp", p.where,
+      throw CompileError(ErrorStage::Interp, p.where,
                          fmt::format("no value for run-time param {} of {}", p.name, f.name));
     }
   }
@@ -132,7 +132,7 @@ std::vector<int64_t> buffer_shape(const ir::Buf& b, const std::map<std::string, 
   for (size_t d = 0; d < b.shape.size(); ++d) {
     int64_t extent = ev.eval_int(b.shape[d]);
     if (extent < 0) {
-      throw CompileError("interp", b.where,
+      throw CompileError(ErrorStage::Interp, b.where,
                          fmt::format("buffer {} has negative extent {} in dimension {} ({})",
                                      b.name, extent, d, ir::to_string(b.shape[d])));
     }

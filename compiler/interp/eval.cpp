@@ -100,7 +100,7 @@ const Value* Evaluator::lookup(const std::string& name) const {
 }
 
 void Evaluator::fail(const std::string& message) {
-  throw CompileError("interp", error_loc(), message + context());
+  throw CompileError(ErrorStage::Interp, error_loc(), message + context());
 }
 
 std::string Evaluator::describe_element(const std::string& buf, const std::vector<int64_t>& idx,

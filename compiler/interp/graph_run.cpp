@@ -35,7 +35,7 @@ HostBuffer const_value(const ir::GraphTensor& t) {
     }
     case ir::ConstInit::Kind::Values:
       if (static_cast<int64_t>(c.values.size()) != out.size()) {
-        throw CompileError("interp", t.where,
+        throw CompileError(ErrorStage::Interp, t.where,
                            fmt::format("const {} has {} elements but {} values", t.name, out.size(),
                                        c.values.size()));
       }
@@ -101,11 +101,11 @@ Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& r
     } else if (t.kind == ir::TensorKind::Input) {
       auto it = inputs.find(t.name);
       if (it == inputs.end()) {
-        throw CompileError("interp", t.where,
+        throw CompileError(ErrorStage::Interp, t.where,
                            fmt::format("graph {}: no value for input {}", g.name, t.name));
       }
       if (it->second.dtype() != t.dtype || it->second.shape() != t.shape) {
-        throw CompileError("interp", t.where,
+        throw CompileError(ErrorStage::Interp, t.where,
                            fmt::format("graph {}: input {} must be {}{}, got {}{}", g.name, t.name,
                                        ir::dtype_name(t.dtype), detail::format_shape(t.shape),
                                        ir::dtype_name(it->second.dtype()),
@@ -123,7 +123,7 @@ Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& r
     for (size_t i = 0; i < ins.size(); ++i) {
       auto it = values.find(c.args.at(i));
       if (it == values.end()) {
-        throw CompileError("interp", c.where,
+        throw CompileError(ErrorStage::Interp, c.where,
                            fmt::format("graph {}: {} reads {} before it has a value", g.name,
                                        c.op.name, c.args.at(i)));
       }
@@ -140,7 +140,7 @@ Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& r
   for (const std::string& name : g.outputs) {
     auto it = values.find(name);
     if (it == values.end()) {
-      throw CompileError("interp", g.where,
+      throw CompileError(ErrorStage::Interp, g.where,
                          fmt::format("graph {}: output {} has no value", g.name, name));
     }
     out[name] = it->second;

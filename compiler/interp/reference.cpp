@@ -255,7 +255,7 @@ std::map<std::string, int64_t> run_params(const ir::Func& f, const Bindings& b) 
   for (const ir::Param& p : f.params) {
     if (out.count(p.name)) continue;
     if (!p.value) {
-      throw CompileError("interp", p.where,
+      throw CompileError(ErrorStage::Interp, p.where,
                          fmt::format("no value for run-time param {} of {}", p.name, f.name));
     }
     out[p.name] = *p.value;
@@ -278,7 +278,7 @@ class ReferenceInterpreter final : public detail::Evaluator {
         for (size_t d = 0; d < c.iters.size(); ++d) {
           const IterBounds& ib = iters[d];
           if (!ib.has_lower || !ib.has_upper) {
-            throw CompileError("interp", c.where,
+            throw CompileError(ErrorStage::Interp, c.where,
                                fmt::format("unbounded domain: iterator {} of {} has no {} bound",
                                            c.iters[d], c.name, ib.has_lower ? "upper" : "lower"));
           }
@@ -367,11 +367,11 @@ class ReferenceInterpreter final : public detail::Evaluator {
       auto it = bindings_.buffers.find(b.name);
       if (it == bindings_.buffers.end()) {
         throw CompileError(
-            "interp", b.where,
+            ErrorStage::Interp, b.where,
             fmt::format("no buffer given for {} {}", ir::buf_kind_name(b.kind), b.name));
       }
       if (it->second.dtype() != b.dtype || it->second.shape() != shape) {
-        throw CompileError("interp", b.where,
+        throw CompileError(ErrorStage::Interp, b.where,
                            fmt::format("buffer {} is {}{} but {} declares it {}{}", b.name,
                                        ir::dtype_name(it->second.dtype()),
                                        detail::format_shape(it->second.shape()), f_.name,

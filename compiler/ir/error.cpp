@@ -13,15 +13,43 @@ std::string SourceLoc::str() const {
   return s;
 }
 
+const char* error_stage_name(ErrorStage s) {
+  switch (s) {
+    case ErrorStage::Parse:
+      return "parse";
+    case ErrorStage::Validate:
+      return "validate";
+    case ErrorStage::Schedule:
+      return "schedule";
+    case ErrorStage::Legality:
+      return "legality";
+    case ErrorStage::Lower:
+      return "lower";
+    case ErrorStage::Passes:
+      return "passes";
+    case ErrorStage::Codegen:
+      return "codegen";
+    case ErrorStage::Link:
+      return "link";
+    case ErrorStage::Interp:
+      return "interp";
+    case ErrorStage::Run:
+      return "run";
+    case ErrorStage::Output:
+      return "output";
+  }
+  return "?";
+}
+
 namespace {
-std::string render(const std::string& stage, const SourceLoc& loc, const std::string& message) {
-  return loc.str() + ": " + stage + " error: " + message;
+std::string render(ErrorStage stage, const SourceLoc& loc, const std::string& message) {
+  return loc.str() + ": " + error_stage_name(stage) + " error: " + message;
 }
 }  // namespace
 
-CompileError::CompileError(std::string stage, SourceLoc loc, std::string message)
+CompileError::CompileError(ErrorStage stage, SourceLoc loc, std::string message)
     : std::runtime_error(render(stage, loc, message)),
-      stage_(std::move(stage)),
+      stage_(stage),
       loc_(std::move(loc)),
       message_(std::move(message)) {}
 

@@ -69,6 +69,84 @@ std::optional<MemLoc> mem_loc_from_name(const std::string& name) {
   return std::nullopt;
 }
 
+namespace {
+constexpr ScheduleOp kScheduleOps[] = {
+    ScheduleOp::Split,   ScheduleOp::Fuse,   ScheduleOp::Reorder,       ScheduleOp::Tile,
+    ScheduleOp::Skew,    ScheduleOp::Shift,  ScheduleOp::After,         ScheduleOp::Separate,
+    ScheduleOp::Inline,  ScheduleOp::Tag,    ScheduleOp::ApplySch,      ScheduleOp::Store,
+    ScheduleOp::StoreAt, ScheduleOp::SetLoc, ScheduleOp::CacheIdentity, ScheduleOp::Cache,
+    ScheduleOp::AllocAt,
+};
+}  // namespace
+
+const char* schedule_op_name(ScheduleOp op) {
+  switch (op) {
+    case ScheduleOp::Split:
+      return "split";
+    case ScheduleOp::Fuse:
+      return "fuse";
+    case ScheduleOp::Reorder:
+      return "reorder";
+    case ScheduleOp::Tile:
+      return "tile";
+    case ScheduleOp::Skew:
+      return "skew";
+    case ScheduleOp::Shift:
+      return "shift";
+    case ScheduleOp::After:
+      return "after";
+    case ScheduleOp::Separate:
+      return "separate";
+    case ScheduleOp::Inline:
+      return "inline";
+    case ScheduleOp::Tag:
+      return "tag";
+    case ScheduleOp::ApplySch:
+      return "apply_sch";
+    case ScheduleOp::Store:
+      return "store";
+    case ScheduleOp::StoreAt:
+      return "store_at";
+    case ScheduleOp::SetLoc:
+      return "set_loc";
+    case ScheduleOp::CacheIdentity:
+      return "cache_identity";
+    case ScheduleOp::Cache:
+      return "cache";
+    case ScheduleOp::AllocAt:
+      return "alloc_at";
+  }
+  return "?";
+}
+
+std::optional<ScheduleOp> schedule_op_from_name(std::string_view name) {
+  for (ScheduleOp op : kScheduleOps) {
+    if (name == schedule_op_name(op)) return op;
+  }
+  return std::nullopt;
+}
+
+std::string schedule_op_list() {
+  std::string out;
+  for (ScheduleOp op : kScheduleOps)
+    out += (out.empty() ? "" : ", ") + std::string(schedule_op_name(op));
+  return out;
+}
+
+bool is_memory_schedule(ScheduleOp op) {
+  switch (op) {
+    case ScheduleOp::Store:
+    case ScheduleOp::StoreAt:
+    case ScheduleOp::SetLoc:
+    case ScheduleOp::CacheIdentity:
+    case ScheduleOp::Cache:
+    case ScheduleOp::AllocAt:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // --set NAME=VALUE
 
@@ -89,7 +167,7 @@ Func apply_overrides(const Func& f, const Overrides& overrides) {
     if (knob != out.knobs.end()) {
       if (!knob->candidates.empty() && std::find(knob->candidates.begin(), knob->candidates.end(),
                                                  value) == knob->candidates.end()) {
-        throw CompileError("validate", knob->where,
+        throw CompileError(ErrorStage::Validate, knob->where,
                            fmt::format("value {} for knob {} is not one of its candidates [{}]",
                                        value, name, fmt::join(knob->candidates, ", ")));
       }
@@ -100,7 +178,7 @@ Func apply_overrides(const Func& f, const Overrides& overrides) {
     for (const Param& p : f.params) known.push_back(p.name);
     for (const Knob& k : f.knobs) known.push_back(k.name);
     throw CompileError(
-        "validate", f.where,
+        ErrorStage::Validate, f.where,
         fmt::format(
             "--set {}: func {} has no param or knob named {} (known: {})", name, f.name, name,
             known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))));

@@ -50,13 +50,13 @@ std::vector<int64_t> bound_shape(const Func& op, const Buf& b) {
   for (const Expr& e : b.shape) {
     std::optional<int64_t> v = eval_int(e, env);
     if (!v) {
-      throw CompileError("validate", b.where,
+      throw CompileError(ErrorStage::Validate, b.where,
                          fmt::format("the shape of {}'s buffer {} depends on a param with no "
                                      "value: {}",
                                      op.name, b.name, to_string(e)));
     }
     if (*v < 0) {
-      throw CompileError("validate", b.where,
+      throw CompileError(ErrorStage::Validate, b.where,
                          fmt::format("{}'s buffer {} has a negative extent {} = {}", op.name,
                                      b.name, to_string(e), *v));
     }

@@ -1,5 +1,5 @@
 // Common subexpression elimination (seed 004: TVM's CSE, with normalized commutative operands).
-#include "cse.h"
+#include "kiln/passes/cse.h"
 
 #include <algorithm>
 #include <bit>
@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/analysis.h"
+
 namespace kiln::passes {
 namespace {
 
@@ -20,71 +22,6 @@ using Names = std::set<std::string>;
 
 // ---------------------------------------------------------------------------
 // What may be put in a variable
-
-// A load reads memory that a store may change, and a call that is not a math
-// intrinsic may have side effects: neither is shared, nor anything holding one.
-bool forbidden_node(const Expr& e) {
-  switch (e->kind) {
-    case ExprKind::Load:
-    case ExprKind::Access:
-      return true;
-    case ExprKind::Call:
-      return !is_math_intrinsic(static_cast<const Call&>(*e).name);
-    default:
-      return false;
-  }
-}
-
-// Integer division by zero (or of the smallest value by -1) traps, so such a
-// division is only evaluated earlier where it was evaluated anyway.
-bool trapping_node(const Expr& e) {
-  const auto* b = as<Binary>(e);
-  if (!b || !is_int(b->type) || (b->op != BinaryOp::Div && b->op != BinaryOp::Mod)) return false;
-  const auto* d = as<IntImm>(b->b);
-  return !d || d->value == 0 || d->value == -1;
-}
-
-template <typename Pred>
-bool contains(const Expr& e, Pred pred) {
-  struct Finder : IRVisitor {
-    Pred pred;
-    bool found = false;
-    explicit Finder(Pred p) : pred(std::move(p)) {}
-    void check(const Expr& x) { found = found || pred(x); }
-    void visit_cast(const Cast& n) override { check(n.value), IRVisitor::visit_cast(n); }
-    void visit_unary(const Unary& n) override { check(n.a), IRVisitor::visit_unary(n); }
-    void visit_binary(const Binary& n) override {
-      check(n.a), check(n.b), IRVisitor::visit_binary(n);
-    }
-    void visit_select(const Select& n) override {
-      check(n.cond), check(n.t), check(n.f), IRVisitor::visit_select(n);
-    }
-    void visit_call(const Call& n) override {
-      for (const Expr& a : n.args) check(a);
-      IRVisitor::visit_call(n);
-    }
-    void visit_access(const Access& n) override {
-      for (const Expr& a : n.indices) check(a);
-      IRVisitor::visit_access(n);
-    }
-    void visit_load(const Load& n) override {
-      for (const Expr& a : n.indices) check(a);
-      IRVisitor::visit_load(n);
-    }
-    void visit_let(const Let& n) override {
-      check(n.value), check(n.body), IRVisitor::visit_let(n);
-    }
-  };
-  if (pred(e)) return true;
-  Finder f(std::move(pred));
-  f.visit(e);
-  return f.found;
-}
-
-bool may_trap(const Expr& e) { return contains(e, trapping_node); }
-bool speculatable(const Expr& e) {
-  return !contains(e, [](const Expr& x) { return forbidden_node(x) || trapping_node(x); });
-}
 
 // Eligible as in seed 004: not a constant, a variable, a let, nor anything that
 // reads memory or calls a function with side effects. (kiln has no vector
@@ -97,7 +34,9 @@ bool eligible(const Expr& e) {
     case ExprKind::Let:
       return false;
     default:
-      return !contains(e, forbidden_node);
+      // A load reads memory that a store may change, and a call that is not
+      // a math intrinsic may have side effects: neither is shared.
+      return !reads_memory(e) && !calls_unknown(e);
   }
 }
 
@@ -135,109 +74,6 @@ size_t complexity(const Expr& e) {
   c.visit(e);
   return c.n + 1;
 }
-
-// ---------------------------------------------------------------------------
-// Free variables
-
-void free_vars(const Expr& e, Names& bound, Names& out) {
-  switch (e->kind) {
-    case ExprKind::IntImm:
-    case ExprKind::FloatImm:
-      return;
-    case ExprKind::Var: {
-      const auto& n = static_cast<const Var&>(*e);
-      if (!bound.count(n.name)) out.insert(n.name);
-      return;
-    }
-    case ExprKind::Cast:
-      return free_vars(static_cast<const Cast&>(*e).value, bound, out);
-    case ExprKind::Unary:
-      return free_vars(static_cast<const Unary&>(*e).a, bound, out);
-    case ExprKind::Binary: {
-      const auto& n = static_cast<const Binary&>(*e);
-      free_vars(n.a, bound, out);
-      return free_vars(n.b, bound, out);
-    }
-    case ExprKind::Select: {
-      const auto& n = static_cast<const Select&>(*e);
-      free_vars(n.cond, bound, out);
-      free_vars(n.t, bound, out);
-      return free_vars(n.f, bound, out);
-    }
-    case ExprKind::Call:
-      for (const Expr& a : static_cast<const Call&>(*e).args) free_vars(a, bound, out);
-      return;
-    case ExprKind::Access:
-      for (const Expr& a : static_cast<const Access&>(*e).indices) free_vars(a, bound, out);
-      return;
-    case ExprKind::Load:
-      for (const Expr& a : static_cast<const Load&>(*e).indices) free_vars(a, bound, out);
-      return;
-    case ExprKind::Let: {
-      const auto& n = static_cast<const Let&>(*e);
-      free_vars(n.value, bound, out);
-      bool fresh = bound.insert(n.var).second;
-      free_vars(n.body, bound, out);
-      if (fresh) bound.erase(n.var);
-      return;
-    }
-  }
-}
-
-Names free_vars(const Expr& e) {
-  Names bound, out;
-  free_vars(e, bound, out);
-  return out;
-}
-
-// Free variables of a statement, and every name it uses or binds (for fresh names).
-struct StmtNames : StmtVisitor {
-  std::vector<std::string> bound;
-  Names free, all;
-  void expr(const Expr& e) {
-    Names b(bound.begin(), bound.end()), out;
-    free_vars(e, b, out);
-    free.insert(out.begin(), out.end());
-    struct All : IRVisitor {
-      Names* all;
-      void visit_var(const Var& n) override { all->insert(n.name); }
-      void visit_let(const Let& n) override {
-        all->insert(n.var);
-        IRVisitor::visit_let(n);
-      }
-    } a;
-    a.all = &all;
-    a.visit(e);
-  }
-  void scoped(const std::string& name, const Stmt& body) {
-    all.insert(name);
-    bound.push_back(name);
-    visit(body);
-    bound.pop_back();
-  }
-  void visit_for(const For& n) override {
-    expr(n.min), expr(n.end);
-    scoped(n.var, n.body);
-  }
-  void visit_if(const IfThenElse& n) override {
-    expr(n.cond);
-    visit(n.then_case);
-    if (n.else_case) visit(n.else_case);
-  }
-  void visit_let_stmt(const LetStmt& n) override {
-    expr(n.value);
-    scoped(n.var, n.body);
-  }
-  void visit_store(const Store& n) override {
-    for (const Expr& i : n.indices) expr(i);
-    expr(n.value);
-  }
-  void visit_alloc(const Alloc& n) override {
-    for (const Expr& i : n.shape) expr(i);
-    visit(n.body);
-  }
-  void visit_evaluate(const Evaluate& n) override { expr(n.value); }
-};
 
 // ---------------------------------------------------------------------------
 // Normalized keys: two computations with the same key compute the same value.
@@ -836,18 +672,12 @@ class Eliminator : public StmtMutator {
 
 Stmt cse(const Stmt& s, const CseOptions& options) {
   if (!s) return s;
-  StmtNames names;
-  names.visit(s);
-  return Eliminator(options, names.all, names.free).stmt(s);
+  return Eliminator(options, names_in(s), free_vars(s)).stmt(s);
 }
 
 Expr cse(const Expr& e, const CseOptions& options) {
   if (!e) return e;
-  Names bound, free;
-  free_vars(e, bound, free);
-  StmtNames names;
-  names.visit(std::make_shared<Evaluate>(e));
-  return Eliminator(options, names.all, free).expr(e);
+  return Eliminator(options, names_in(e), free_vars(e)).expr(e);
 }
 
 }  // namespace kiln::passes

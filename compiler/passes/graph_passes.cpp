@@ -1,6 +1,6 @@
 // The graph passes: constant folding, operator CSE, dead-operator removal and
 // elementwise epilogue fusion (graph_passes.h says what each does).
-#include "graph_passes.h"
+#include "kiln/passes/graph_passes.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,10 +22,9 @@ bool is_output(const ir::Graph& g, const std::string& t) {
   return std::find(g.outputs.begin(), g.outputs.end(), t) != g.outputs.end();
 }
 
-// A pass's decision, shown beside the graph printed after it.
+// A pass's decision, for the instrument (printed beside the graph after the pass).
 void log_line(const PassContext& ctx, const std::string& pass, const std::string& line) {
-  if (ctx.log != nullptr && (ctx.print_after.count(pass) || ctx.print_after.count("all")))
-    *ctx.log << "// " << pass << ": " << line << "\n";
+  if (ctx.instrument) ctx.instrument(PassEvent{.pass = pass, .remark = line});
 }
 
 // Renames buffers (loads and stores) and substitutes names in expressions.
@@ -350,23 +349,23 @@ std::vector<std::string> replay(const ir::Func& f, const std::string& w, const s
     if (c.target != w) continue;
     ir::ScheduleCommand copy = c;
     copy.target = e;
-    if (c.op == "split" && c.args.size() == 4 && has(text(c, 0))) {
+    if (c.is(ir::ScheduleOp::Split) && c.args.size() == 4 && has(text(c, 0))) {
       size_t p = at(text(c, 0));
       loops[p] = text(c, 3);
       loops.insert(loops.begin() + static_cast<std::ptrdiff_t>(p), text(c, 2));
-    } else if (c.op == "tile" && c.args.size() == 8 && has(text(c, 0)) && has(text(c, 1)) &&
-               at(text(c, 1)) == at(text(c, 0)) + 1) {
+    } else if (c.is(ir::ScheduleOp::Tile) && c.args.size() == 8 && has(text(c, 0)) &&
+               has(text(c, 1)) && at(text(c, 1)) == at(text(c, 0)) + 1) {
       size_t p = at(text(c, 0));
       loops.erase(loops.begin() + static_cast<std::ptrdiff_t>(p),
                   loops.begin() + static_cast<std::ptrdiff_t>(p) + 2);
       loops.insert(loops.begin() + static_cast<std::ptrdiff_t>(p),
                    {text(c, 4), text(c, 5), text(c, 6), text(c, 7)});
-    } else if (c.op == "fuse" && c.args.size() == 3 && has(text(c, 0)) && has(text(c, 1)) &&
-               at(text(c, 1)) == at(text(c, 0)) + 1) {
+    } else if (c.is(ir::ScheduleOp::Fuse) && c.args.size() == 3 && has(text(c, 0)) &&
+               has(text(c, 1)) && at(text(c, 1)) == at(text(c, 0)) + 1) {
       size_t p = at(text(c, 0));
       loops.erase(loops.begin() + static_cast<std::ptrdiff_t>(p) + 1);
       loops[p] = text(c, 2);
-    } else if (c.op == "reorder") {
+    } else if (c.is(ir::ScheduleOp::Reorder)) {
       std::vector<std::string> names;
       for (size_t k = 0; k < c.args.size(); ++k) {
         if (has(text(c, k))) names.push_back(text(c, k));
@@ -381,7 +380,7 @@ std::vector<std::string> replay(const ir::Func& f, const std::string& w, const s
       for (size_t k = 0; k < names.size(); ++k) loops[slots[k]] = names[k];
       copy.args.clear();
       for (const std::string& n : names) copy.args.push_back(name_arg(n));
-    } else if ((c.op == "tag" || c.op == "separate") && has(text(c, 0))) {
+    } else if ((c.is(ir::ScheduleOp::Tag) || c.is(ir::ScheduleOp::Separate)) && has(text(c, 0))) {
       // Same loops: nothing to track.
     } else {
       continue;
@@ -463,7 +462,7 @@ std::optional<Fusion> fuse(const ir::Func& f, const std::string& fout, const ir:
     for (size_t level = loops.size(); level-- > 0;) {
       ir::ScheduleCommand after;
       after.target = e.name;
-      after.op = "after";
+      after.op = ir::schedule_op_name(ir::ScheduleOp::After);
       after.args = {name_arg(w->name), name_arg(loops[level])};
       after.where = e.where;
       Candidate c{cmds, fmt::format("inside loop {} of {}", loops[level], w->name)};
@@ -478,8 +477,8 @@ std::optional<Fusion> fuse(const ir::Func& f, const std::string& fout, const ir:
     // Loop commands for E go before the first memory command: memory schedules
     // come after the loop schedules they depend on.
     auto memory = std::find_if(op.schedule.begin(), op.schedule.end(), [](const auto& s) {
-      return s.op == "store" || s.op == "store_at" || s.op == "cache_identity" || s.op == "cache" ||
-             s.op == "set_loc" || s.op == "alloc_at";
+      std::optional<ir::ScheduleOp> k = s.kind();
+      return k && ir::is_memory_schedule(*k);
     });
     op.schedule.insert(memory, c.commands.begin(), c.commands.end());
     try {

@@ -1,6 +1,6 @@
 // Loop-invariant code motion: Normalize (Algorithm 2 of seed 000), then hoisting with a cost model
 // (Algorithm 1).
-#include "licm.h"
+#include "kiln/passes/licm.h"
 
 #include <algorithm>
 #include <climits>
@@ -12,101 +12,12 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/analysis.h"
+
 namespace kiln::passes {
 namespace {
 
 using namespace kiln::ir;  // NOLINT: a pass is all IR
-
-// Rebuilds e with f applied to each direct child; returns e itself when no
-// child changed. Let bodies are the caller's business (scopes differ).
-Expr map_children(const Expr& e, const std::function<Expr(const Expr&)>& f) {
-  switch (e->kind) {
-    case ExprKind::IntImm:
-    case ExprKind::FloatImm:
-    case ExprKind::Var:
-      return e;
-    case ExprKind::Cast: {
-      const auto& n = static_cast<const Cast&>(*e);
-      Expr v = f(n.value);
-      return v == n.value ? e : std::make_shared<Cast>(n.type, v);
-    }
-    case ExprKind::Unary: {
-      const auto& n = static_cast<const Unary&>(*e);
-      Expr a = f(n.a);
-      return a == n.a ? e : std::make_shared<Unary>(n.op, a, n.type);
-    }
-    case ExprKind::Binary: {
-      const auto& n = static_cast<const Binary&>(*e);
-      Expr a = f(n.a), b = f(n.b);
-      return a == n.a && b == n.b ? e : std::make_shared<Binary>(n.op, a, b, n.type);
-    }
-    case ExprKind::Select: {
-      const auto& n = static_cast<const Select&>(*e);
-      Expr c = f(n.cond), t = f(n.t), fl = f(n.f);
-      return c == n.cond && t == n.t && fl == n.f ? e : std::make_shared<Select>(c, t, fl, n.type);
-    }
-    case ExprKind::Call:
-    case ExprKind::Access:
-    case ExprKind::Load: {
-      const std::vector<Expr>* args = nullptr;
-      if (const auto* c = as<Call>(e)) args = &c->args;
-      if (const auto* a = as<Access>(e)) args = &a->indices;
-      if (const auto* l = as<Load>(e)) args = &l->indices;
-      std::vector<Expr> out;
-      bool changed = false;
-      for (const Expr& x : *args) {
-        out.push_back(f(x));
-        changed |= out.back() != x;
-      }
-      if (!changed) return e;
-      if (const auto* c = as<Call>(e)) return std::make_shared<Call>(c->name, out, e->type);
-      if (const auto* a = as<Access>(e)) return std::make_shared<Access>(a->comp, out, e->type);
-      return std::make_shared<Load>(static_cast<const Load&>(*e).buf, out, e->type);
-    }
-    case ExprKind::Let: {
-      const auto& n = static_cast<const Let&>(*e);
-      Expr v = f(n.value), b = f(n.body);
-      return v == n.value && b == n.body ? e : std::make_shared<Let>(n.var, v, b, n.type);
-    }
-  }
-  return e;
-}
-
-// Whether e may be evaluated where the original program would not have
-// evaluated it (earlier, or when the loop runs zero times, or past a guard):
-// it reads no memory and cannot divide by zero.
-bool speculatable(const Expr& e) {
-  bool ok = true;
-  std::function<void(const Expr&)> walk = [&](const Expr& x) {
-    if (!ok) return;
-    switch (x->kind) {
-      case ExprKind::Load:
-      case ExprKind::Access:
-        ok = false;
-        return;
-      case ExprKind::Call:
-        if (!is_math_intrinsic(static_cast<const Call&>(*x).name)) ok = false;
-        break;
-      case ExprKind::Binary: {
-        const auto& n = static_cast<const Binary&>(*x);
-        if (n.op == BinaryOp::Div || n.op == BinaryOp::Mod) {
-          const auto* ci = as<IntImm>(n.b);
-          const auto* cf = as<FloatImm>(n.b);
-          if (!(ci && ci->value != 0) && !(cf && cf->value != 0)) ok = false;
-        }
-        break;
-      }
-      default:
-        break;
-    }
-    map_children(x, [&](const Expr& c) {
-      walk(c);
-      return c;
-    });
-  };
-  walk(e);
-  return ok;
-}
 
 // ---------------------------------------------------------------------------
 // Normalize
@@ -208,10 +119,7 @@ class Normalizer : public ir::StmtMutator {
       }
       default: {
         int r = 0;
-        map_children(e, [&](const Expr& c) {
-          r = std::max(r, rank(c));
-          return c;
-        });
+        for_each_child(e, [&](const Expr& c) { r = std::max(r, rank(c)); });
         return r;
       }
     }
@@ -329,27 +237,6 @@ class Normalizer : public ir::StmtMutator {
 
 constexpr int kNever = INT_MAX / 2;  // the level of something that is never invariant
 
-void collect_names(const Stmt& s, std::set<std::string>* names) {
-  struct Collector : StmtVisitor {
-    std::set<std::string>* names;
-    void visit_var(const Var& n) override { names->insert(n.name); }
-    void visit_let(const Let& n) override {
-      names->insert(n.var);
-      IRVisitor::visit_let(n);
-    }
-    void visit_for(const For& n) override {
-      names->insert(n.var);
-      StmtVisitor::visit_for(n);
-    }
-    void visit_let_stmt(const LetStmt& n) override {
-      names->insert(n.var);
-      StmtVisitor::visit_let_stmt(n);
-    }
-  } c;
-  c.names = names;
-  c.visit(s);
-}
-
 class Hoister : public ir::StmtMutator {
  public:
   Hoister(const LicmOptions& o, std::set<std::string> used) : opt_(o), used_(std::move(used)) {}
@@ -404,6 +291,10 @@ class Hoister : public ir::StmtMutator {
     small_.push_back(small);
     auto saved = bind(n.var, depth_);
     Stmt body = stmt(n.body);
+    const auto* branch = as<IfThenElse>(body);
+    // Measured while the loop's own variable is bound: a condition that reads
+    // it is not invariant in this loop.
+    bool invariant_branch = branch != nullptr && level(branch->cond) < depth_;
     restore(n.var, saved);
     Lets lets = std::move(frames_.back());
     frames_.pop_back();
@@ -411,9 +302,7 @@ class Hoister : public ir::StmtMutator {
     --depth_;
 
     Stmt result;
-    const auto* branch = as<IfThenElse>(body);
-    if (branch && !gpu_bound(n.tag) && level(branch->cond) <= depth_ &&
-        speculatable(branch->cond)) {
+    if (invariant_branch && !gpu_bound(n.tag) && speculatable(branch->cond)) {
       // HoistIfThenElse: for i { if (c) A else B } -> if (c) for i A else for i B.
       auto in_loop = [&](const Stmt& b) -> Stmt {
         return b ? std::make_shared<For>(n.var, lo, hi, n.step, n.tag, b) : nullptr;
@@ -455,10 +344,7 @@ class Hoister : public ir::StmtMutator {
       }
       default: {
         int l = 0;
-        map_children(e, [&](const Expr& c) {
-          l = std::max(l, level(c));
-          return c;
-        });
+        for_each_child(e, [&](const Expr& c) { l = std::max(l, level(c)); });
         return l;
       }
     }
@@ -499,10 +385,7 @@ class Hoister : public ir::StmtMutator {
   // cost(e) = 0 for constants and names, cost(op) + the operands' costs otherwise.
   int cost(const Expr& e) const {
     int c = op_cost(e);
-    map_children(e, [&](const Expr& x) {
-      c += cost(x);
-      return x;
-    });
+    for_each_child(e, [&](const Expr& x) { c += cost(x); });
     return c;
   }
   int effective_cost(const Expr& e) const {
@@ -592,9 +475,7 @@ class Hoister : public ir::StmtMutator {
 Stmt normalize(const Stmt& s) { return Normalizer().stmt(s); }
 
 Stmt licm(const Stmt& s, const LicmOptions& options) {
-  std::set<std::string> used;
-  collect_names(s, &used);
-  return Hoister(options, std::move(used)).stmt(s);
+  return Hoister(options, names_in(s)).stmt(s);
 }
 
 }  // namespace kiln::passes

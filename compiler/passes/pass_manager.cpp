@@ -2,12 +2,14 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <ostream>
+#include <type_traits>
 
-#include "cse.h"
-#include "graph_passes.h"
 #include "kiln/passes.h"
-#include "licm.h"
-#include "simplify.h"
+#include "kiln/passes/cse.h"
+#include "kiln/passes/graph_passes.h"
+#include "kiln/passes/licm.h"
+#include "kiln/passes/simplify.h"
 
 namespace kiln::passes {
 
@@ -23,21 +25,12 @@ const std::vector<PassInfo>& registry() {
        {"simplify"},
        "normalize (rank-based reassociation, condCollapse, ifconcat), then hoist invariant "
        "expressions, statements and if-conditions out of loops",
-       [](const ir::Stmt& s, const PassContext& ctx) {
-         LicmOptions o;
-         o.gpu = ctx.target_kind == "gpu";
-         o.unrolled_serial_loops = !o.gpu;
-         return licm(normalize(s), o);
-       }},
+       [](const ir::Stmt& s, const PassContext& ctx) { return licm(normalize(s), ctx.licm()); }},
       {"cse",
        2,
        {},
        "share repeated pure computations through lets, operands normalized",
-       [](const ir::Stmt& s, const PassContext& ctx) {
-         CseOptions o;
-         if (ctx.target_kind != "gpu") o.small_loop = LicmOptions().small_loop;
-         return cse(s, o);
-       }},
+       [](const ir::Stmt& s, const PassContext& ctx) { return cse(s, ctx.cse()); }},
   };
   return all;
 }
@@ -92,33 +85,34 @@ void check_names(const std::set<std::string>& names, const char* what, bool allo
     std::string known;
     for (const PassInfo& p : registry()) known += (known.empty() ? "" : ", ") + p.name;
     for (const GraphPassInfo& p : graph_registry()) known += ", " + p.name;
-    throw CompileError("passes", {},
+    throw CompileError(ErrorStage::Passes, {},
                        fmt::format("unknown pass '{}' in {} (known passes: {})", n, what, known));
   }
 }
 
 template <typename Info>
 std::vector<std::string> select(const std::vector<Info>& reg, const PassContext& ctx) {
-  check_names(ctx.required, "required passes", false);
-  check_names(ctx.disabled, "disabled passes", false);
-  check_names(ctx.print_after, "print-after", true);
+  const std::set<std::string>& required = ctx.options.required;
+  const std::set<std::string>& disabled = ctx.options.disabled;
+  check_names(required, "required passes", false);
+  check_names(disabled, "disabled passes", false);
   // A pass runs when its level allows or it is required; what it requires
   // runs with it; a disabled pass never runs. Iterate to the fixed point,
   // since requirements may chain.
   std::set<std::string> enabled;
   for (const Info& p : reg) {
-    if (p.opt_level <= ctx.opt_level || ctx.required.count(p.name) != 0) enabled.insert(p.name);
+    if (p.opt_level <= ctx.opt_level || required.count(p.name) != 0) enabled.insert(p.name);
   }
   for (bool grew = true; grew;) {
     grew = false;
     for (const Info& p : reg) {
-      if (enabled.count(p.name) == 0 || ctx.disabled.count(p.name) != 0) continue;
+      if (enabled.count(p.name) == 0 || disabled.count(p.name) != 0) continue;
       for (const std::string& r : p.prerequisites) grew = enabled.insert(r).second || grew;
     }
   }
   std::vector<std::string> out;
   for (const Info& p : reg) {
-    if (enabled.count(p.name) != 0 && ctx.disabled.count(p.name) == 0) out.push_back(p.name);
+    if (enabled.count(p.name) != 0 && disabled.count(p.name) == 0) out.push_back(p.name);
   }
   return out;
 }
@@ -131,40 +125,73 @@ std::vector<std::string> graph_pipeline(const PassContext& ctx) {
   return select(graph_registry(), ctx);
 }
 
+// Runs one pass of either kind and tells the instrument what it left.
+template <typename IR, typename Run>
+void run_instrumented(const std::string& name, IR& ir, const PassContext& ctx, Run&& run) {
+  auto start = std::chrono::steady_clock::now();
+  run(ir);
+  std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+  if (!ctx.instrument) return;
+  PassEvent e{.pass = name, .ms = took.count()};
+  if constexpr (std::is_same_v<IR, ir::Graph>) {
+    e.graph = &ir;
+  } else {
+    e.func = &ir;
+  }
+  ctx.instrument(e);
+}
+
 ir::Graph run_graph_pipeline(const ir::Graph& g, const PassContext& ctx) {
   ir::Graph out = g;
-  bool print_all = ctx.print_after.count("all") != 0;
   for (const std::string& name : graph_pipeline(ctx)) {
     const GraphPassInfo& p = *find_in(graph_registry(), name);
-    auto start = std::chrono::steady_clock::now();
-    out = p.run(out, ctx);
-    std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
-    if (ctx.log == nullptr) continue;
-    if (ctx.time_passes) *ctx.log << fmt::format("pass {}: {:.2f} ms\n", name, took.count());
-    if (print_all || ctx.print_after.count(name) != 0) {
-      *ctx.log << "// after " << name << "\n" << ir::to_string(out);
-    }
+    run_instrumented(name, out, ctx, [&](ir::Graph& graph) { graph = p.run(graph, ctx); });
   }
   return out;
 }
 
 ir::LoweredFunc run_pipeline(const ir::LoweredFunc& f, const PassContext& ctx) {
   ir::LoweredFunc out = f;
-  bool print_all = ctx.print_after.count("all") != 0;
   for (const std::string& name : pipeline(ctx)) {
     const PassInfo& p = *find_pass(name);
-    auto start = std::chrono::steady_clock::now();
-    out.body = p.run(out.body, ctx);
-    std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
-    if (ctx.log == nullptr) continue;
-    if (ctx.time_passes) *ctx.log << fmt::format("pass {}: {:.2f} ms\n", name, took.count());
-    if (print_all || ctx.print_after.count(name) != 0) {
-      std::string text = ir::to_string(out.body);
-      if (text.empty() || text.back() != '\n') text += '\n';
-      *ctx.log << "// after " << name << "\n" << text;
-    }
+    run_instrumented(name, out, ctx,
+                     [&](ir::LoweredFunc& func) { func.body = p.run(func.body, ctx); });
   }
   return out;
 }
+
+PassInstrument print_and_time(std::set<std::string> print_after, bool time, std::ostream& log) {
+  check_names(print_after, "print-after", true);
+  return [print_after = std::move(print_after), time, &log](const PassEvent& e) {
+    std::string pass(e.pass);
+    bool print = print_after.count("all") != 0 || print_after.count(pass) != 0;
+    if (e.func == nullptr && e.graph == nullptr) {
+      if (print) log << "// " << pass << ": " << e.remark << "\n";
+      return;
+    }
+    if (time) log << fmt::format("pass {}: {:.2f} ms\n", pass, e.ms);
+    if (!print) return;
+    std::string text = e.graph != nullptr ? ir::to_string(*e.graph) : ir::to_string(e.func->body);
+    if (text.empty() || text.back() != '\n') text += '\n';
+    log << "// after " << pass << "\n" << text;
+  };
+}
+
+LicmOptions licm_defaults(const Target& t) {
+  LicmOptions o;
+  o.gpu = t.is_gpu();
+  o.unrolled_serial_loops = !o.gpu;
+  return o;
+}
+
+CseOptions cse_defaults(const Target& t) {
+  CseOptions o;
+  if (!t.is_gpu()) o.small_loop = LicmOptions().small_loop;
+  return o;
+}
+
+LicmOptions PassContext::licm() const { return options.licm.value_or(licm_defaults(target)); }
+
+CseOptions PassContext::cse() const { return options.cse.value_or(cse_defaults(target)); }
 
 }  // namespace kiln::passes

@@ -1,5 +1,5 @@
 // Simplify: constant folding, algebraic identities, bounds-aware division and modulo, dead code.
-#include "simplify.h"
+#include "kiln/passes/simplify.h"
 
 #include <cmath>
 #include <memory>

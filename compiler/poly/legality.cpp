@@ -158,7 +158,7 @@ void check_legality(const ScheduledFunc::Impl& m, const ir::ScheduleCommand* cmd
   if (!v) return;
   std::string blame;
   if (cmd) blame = "'" + cmd->target + "." + cmd->op + "' ";
-  throw CompileError("legality", cmd ? cmd->where : m.func.where,
+  throw CompileError(ErrorStage::Legality, cmd ? cmd->where : m.func.where,
                      "schedule command " + blame + v->message);
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <set>
 
+#include "kiln/analysis.h"
 #include "model.h"
 
 namespace kiln::poly {
@@ -18,7 +19,7 @@ namespace {
 using Impl = ScheduledFunc::Impl;
 
 [[noreturn]] void fail(const SourceLoc& where, const std::string& msg) {
-  throw CompileError("lower", where, msg);
+  throw CompileError(ErrorStage::Lower, where, msg);
 }
 
 // e with compile-time params replaced by their values, folded to a literal
@@ -421,12 +422,7 @@ class AstLowering {
   }
 
   bool all_bound(const ir::Expr& e, const std::set<std::string>& bound) {
-    struct Free : ir::IRVisitor {
-      std::set<std::string> names;
-      void visit_var(const ir::Var& v) override { names.insert(v.name); }
-    } free_vars;
-    free_vars.visit(e);
-    for (const auto& n : free_vars.names) {
+    for (const auto& n : ir::free_vars(e)) {
       if (bound.count(n)) continue;
       if (std::find(m_.runtime_params.begin(), m_.runtime_params.end(), n) !=
           m_.runtime_params.end())
@@ -518,10 +514,10 @@ void check_allocations(const Impl& m, const ir::Stmt& body) {
       if (!b || b->kind != ir::BufKind::Temp || live.count(buf)) return;
       for (const auto& s : m->alloc_sites)
         if (s.buf == buf)
-          throw CompileError("lower", s.where,
+          throw CompileError(ErrorStage::Lower, s.where,
                              "temp buffer '" + buf + "' is used outside loop '" + s.loop_name +
                                  "' of '" + s.comps[0] + "', where it is allocated");
-      throw CompileError("lower", m->func.where,
+      throw CompileError(ErrorStage::Lower, m->func.where,
                          "temp buffer '" + buf + "' is used outside the place it is allocated");
     }
     void visit_alloc(const ir::Alloc& n) override {
@@ -620,7 +616,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     placed = lowering.placed_;
   } catch (const isl::exception& e) {
     throw CompileError(
-        "lower", m.func.where,
+        ErrorStage::Lower, m.func.where,
         std::string("isl could not generate code for ") + m.func.name + ": " + e.what());
   }
 

@@ -17,7 +17,7 @@ namespace {
 using Impl = ScheduledFunc::Impl;
 
 [[noreturn]] void fail(const SourceLoc& where, const std::string& msg) {
-  throw CompileError("schedule", where, msg);
+  throw CompileError(ErrorStage::Schedule, where, msg);
 }
 
 int64_t to_int(isl_val* v) {
@@ -124,7 +124,7 @@ ir::Expr aff_to_expr(const isl::aff& a, const std::vector<ir::Expr>& inputs) {
 // of c's loops down to L. kiln checks that it is one-to-one and stays inside
 // the copy for everything the loop reads.
 void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
-  const bool manual = cmd.op == "cache";
+  const bool manual = cmd.is(ir::ScheduleOp::Cache);
   if (!manual && cmd.args.size() != 3)
     fail(cmd.where, "cache_identity expects 3 arguments: cache_identity(BUFFER, LOOP, LOCATION)");
   if (manual && cmd.args.size() != 5)

@@ -41,7 +41,7 @@ std::string isl_name(const std::string& name) {
 namespace {
 
 [[noreturn]] void fail(const SourceLoc& where, const std::string& msg) {
-  throw CompileError("schedule", where, msg);
+  throw CompileError(ErrorStage::Schedule, where, msg);
 }
 
 std::string num(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v); }
@@ -191,11 +191,12 @@ class ValueResolver : public ir::IRMutator {
  protected:
   ir::Expr mutate_access(const ir::Expr& e, const ir::Access& n) override {
     if (++depth_ > 64)
-      throw CompileError("schedule", f_.where,
+      throw CompileError(ErrorStage::Schedule, f_.where,
                          "computations read each other in a cycle through '" + n.comp + "'");
     const ir::Comp* c = f_.find_comp(n.comp);
     if (!c)
-      throw CompileError("schedule", f_.where, "read of unknown computation '" + n.comp + "'");
+      throw CompileError(ErrorStage::Schedule, f_.where,
+                         "read of unknown computation '" + n.comp + "'");
     bool changed = false;
     std::vector<ir::Expr> idx = mutate_all(n.indices, &changed);
     std::map<std::string, ir::Expr> sub;
@@ -224,7 +225,7 @@ class ValueResolver : public ir::IRMutator {
 std::map<std::string, ir::StoreTarget> stored_values(const ir::Func& f) {
   std::map<std::string, ir::StoreTarget> out;
   for (const auto& cmd : f.schedule) {
-    if (cmd.op != "store" && cmd.op != "store_at") continue;
+    if (!cmd.is(ir::ScheduleOp::Store) && !cmd.is(ir::ScheduleOp::StoreAt)) continue;
     const ir::Comp* c = f.find_comp(cmd.target);
     if (!c) fail(cmd.where, "'" + cmd.target + "' is not a computation of " + f.name);
     if (c->store)
@@ -241,7 +242,7 @@ std::map<std::string, ir::StoreTarget> stored_values(const ir::Func& f) {
       fail(cmd.where, std::string("'") + c->name + "' has type " + ir::dtype_name(c->value->type) +
                           " but buffer '" + b->name + "' holds " + ir::dtype_name(b->dtype));
     ir::StoreTarget t{b->name, {}};
-    if (cmd.op == "store") {
+    if (cmd.is(ir::ScheduleOp::Store)) {
       if (cmd.args.size() != 1) fail(cmd.where, "store expects one argument: store(BUFFER)");
       for (const auto& it : c->iters) t.indices.push_back(ir::var(it));
     } else {
@@ -341,13 +342,14 @@ std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_c
     std::string conds;
     for (const auto& c : F.constraints) {
       auto t = ap.cond(c.cond);
-      if (!t) throw CompileError("schedule", c.where, "constraint is not affine in params");
+      if (!t)
+        throw CompileError(ErrorStage::Schedule, c.where, "constraint is not affine in params");
       conds += (conds.empty() ? "" : " and ") + ("(" + *t + ")");
     }
     std::string text = param_list(*m) + " -> { : " + (conds.empty() ? "1 = 1" : conds) + " }";
     m->context = isl::set(ctx, text);
     if (m->context.is_empty())
-      throw CompileError("schedule", F.where,
+      throw CompileError(ErrorStage::Schedule, F.where,
                          "the constraints of " + F.name + " cannot all hold for the param values");
   }
 
@@ -381,7 +383,7 @@ std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_c
         size_t before = c.data_params.size();
         auto t = ap.cond(cond);
         if (!t)
-          throw CompileError("schedule", comp.where,
+          throw CompileError(ErrorStage::Schedule, comp.where,
                              "domain condition '" + ir::to_string(cond) + "' of " + comp.name +
                                  " is not affine in its iterators and params");
         exact += (exact.empty() ? "" : " and ") + ("(" + *t + ")");
@@ -399,7 +401,7 @@ std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_c
       c.domain_approx = isl::set(ctx, param_list(*m) + " -> { " + tup + " : " +
                                           (approx.empty() ? "1 = 1" : approx) + " }");
     } catch (const isl::exception& e) {
-      throw CompileError("schedule", comp.where,
+      throw CompileError(ErrorStage::Schedule, comp.where,
                          "cannot build the domain of " + comp.name + ": " + e.what());
     }
     c.domain = c.domain.intersect_params(m->context);

@@ -16,7 +16,7 @@ using Impl = ScheduledFunc::Impl;
 using Arg = ir::ScheduleArg;
 
 [[noreturn]] void fail(const SourceLoc& where, const std::string& msg) {
-  throw CompileError("schedule", where, msg);
+  throw CompileError(ErrorStage::Schedule, where, msg);
 }
 
 std::string joined(const std::vector<std::string>& names) {
@@ -435,7 +435,13 @@ void remap_static(Impl& m, const std::string& except, const std::vector<int64_t>
 }
 
 void apply_command(Impl& m, const ir::ScheduleCommand& cmd) {
-  if (cmd.op == "set_loc") {
+  using ir::ScheduleOp;
+  std::optional<ScheduleOp> op = cmd.kind();
+  if (!op) {
+    fail(cmd.where,
+         "unknown schedule command '" + cmd.op + "'; commands are " + ir::schedule_op_list());
+  }
+  if (*op == ScheduleOp::SetLoc) {
     if (!m.func.find_buf(cmd.target))
       fail(cmd.where,
            "set_loc applies to a buffer; '" + cmd.target + "' is not a buffer of " + m.func.name);
@@ -448,9 +454,9 @@ void apply_command(Impl& m, const ir::ScheduleCommand& cmd) {
       fail(cmd.where, "'" + cmd.target + "' is a buffer; " + cmd.op + " applies to computations");
     fail(cmd.where, "unknown computation '" + cmd.target + "' in " + m.func.name);
   }
-  if (cmd.op == "store" || cmd.op == "store_at") return;  // applied when the model was built
+  if (*op == ScheduleOp::Store || *op == ScheduleOp::StoreAt) return;  // applied with the model
   CompModel* c = m.find(cmd.target);
-  if (cmd.op == "inline") {
+  if (*op == ScheduleOp::Inline) {
     expect_args(cmd, 0, "inline()");
     if (comp->store)
       fail(cmd.where, "'" + comp->name + "' writes buffer '" + comp->store->buf +
@@ -462,33 +468,43 @@ void apply_command(Impl& m, const ir::ScheduleCommand& cmd) {
     fail(cmd.where, "'" + cmd.target +
                         "' is a value computation inlined into its users, so it has no loops to " +
                         cmd.op + "; store it first (store_at)");
-  if (c->memory_scheduled && cmd.op != "tag" && cmd.op != "cache_identity" && cmd.op != "cache" &&
-      cmd.op != "alloc_at")
+  // A tag names a loop; every other loop schedule changes the loops a memory schedule used.
+  if (c->memory_scheduled && *op != ScheduleOp::Tag && !ir::is_memory_schedule(*op))
     fail(cmd.where, "loop schedules of '" + c->name +
                         "' must come before its memory schedules (line " +
                         std::to_string(c->memory_scheduled->line) + "), which depend on its loops");
-  static const std::map<std::string, void (*)(Impl&, CompModel&, const ir::ScheduleCommand&)>
-      commands = {{"cache_identity", cmd_cache_identity},
-                  {"cache", cmd_cache_identity},
-                  {"alloc_at", cmd_alloc_at},
-                  {"split", cmd_split},
-                  {"tile", cmd_tile},
-                  {"reorder", cmd_reorder},
-                  {"fuse", cmd_fuse},
-                  {"skew", cmd_skew},
-                  {"shift", cmd_shift},
-                  {"after", cmd_after},
-                  {"separate", cmd_separate},
-                  {"tag", cmd_tag},
-                  {"apply_sch", cmd_apply_sch}};
-  auto it = commands.find(cmd.op);
-  if (it == commands.end()) {
-    fail(cmd.where,
-         "unknown schedule command '" + cmd.op +
-             "'; commands are split, fuse, reorder, tile, skew, shift, after, separate, "
-             "inline, tag, apply_sch, store, store_at, set_loc, cache_identity, cache, alloc_at");
+  switch (*op) {
+    case ScheduleOp::CacheIdentity:
+    case ScheduleOp::Cache:
+      return cmd_cache_identity(m, *c, cmd);
+    case ScheduleOp::AllocAt:
+      return cmd_alloc_at(m, *c, cmd);
+    case ScheduleOp::Split:
+      return cmd_split(m, *c, cmd);
+    case ScheduleOp::Tile:
+      return cmd_tile(m, *c, cmd);
+    case ScheduleOp::Reorder:
+      return cmd_reorder(m, *c, cmd);
+    case ScheduleOp::Fuse:
+      return cmd_fuse(m, *c, cmd);
+    case ScheduleOp::Skew:
+      return cmd_skew(m, *c, cmd);
+    case ScheduleOp::Shift:
+      return cmd_shift(m, *c, cmd);
+    case ScheduleOp::After:
+      return cmd_after(m, *c, cmd);
+    case ScheduleOp::Separate:
+      return cmd_separate(m, *c, cmd);
+    case ScheduleOp::Tag:
+      return cmd_tag(m, *c, cmd);
+    case ScheduleOp::ApplySch:
+      return cmd_apply_sch(m, *c, cmd);
+    case ScheduleOp::SetLoc:
+    case ScheduleOp::Store:
+    case ScheduleOp::StoreAt:
+    case ScheduleOp::Inline:
+      return;  // handled above
   }
-  it->second(m, *c, cmd);
 }
 
 }  // namespace kiln::poly

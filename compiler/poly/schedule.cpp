@@ -52,7 +52,7 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands) {
     }
   } catch (const isl::exception& e) {
     throw CompileError(
-        "schedule", f.where,
+        ErrorStage::Schedule, f.where,
         std::string("isl could not apply the schedule of ") + f.name + ": " + e.what());
   }
   return ScheduledFunc(std::move(m));

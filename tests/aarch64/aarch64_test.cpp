@@ -18,6 +18,7 @@
 
 #include "example_cases.h"
 #include "kiln/codegen.h"
+#include "kiln/compile.h"
 #include "programs.h"
 
 extern char** environ;
@@ -122,9 +123,9 @@ void write_bytes(const std::string& path, const void* data, size_t n) {
                                                         const std::string& cpu = "") {
   Scratch dir;
   if (!dir.ok()) return ::testing::AssertionFailure() << "no temporary folder";
-  codegen::Options opts;
-  opts.target = codegen::Target{"aarch64-linux-gnu", cpu, ""};
-  codegen::Artifact a = codegen::compile_artifact(poly::lower(poly::schedule(f)), opts);
+  CompileRequest r{.func = f, .output = CompileOutput::Artifact};
+  r.options.target = Target{"aarch64-linux-gnu", cpu, ""};
+  codegen::Artifact a = *compile(r).artifact;
   write_bytes(dir.file("kernel.so"), a.code.data(), a.code.size());
 
   // The job: the artifact's argument list with this run's values and files.

@@ -16,10 +16,10 @@
 
 #include "bench_support.h"
 #include "kiln/codegen.h"
+#include "kiln/compile.h"
 #include "kiln/frontend.h"
 #include "kiln/interp.h"
-#include "kiln/passes.h"
-#include "kiln/poly.h"
+#include "kiln/json.h"
 #include "kiln/runtime.h"
 
 namespace {
@@ -168,26 +168,20 @@ Timing run_case(const Options& opts, const Case& c) {
   const kiln::ir::Func* found = m.find(c.func);
   if (!found) throw std::runtime_error(c.path + ": no func '" + c.func + "'");
   kiln::ir::Func f = kiln::ir::apply_overrides(*found, c.params);
-  kiln::ir::LoweredFunc lowered = kiln::poly::lower(kiln::poly::schedule(f));
 
-  kiln::passes::PassContext ctx0;
-  ctx0.opt_level = 2;
-  ctx0.disabled = {"licm", "cse"};
-  kiln::passes::PassContext ctx1;
-  ctx1.opt_level = 2;
-  kiln::ir::LoweredFunc f0 = kiln::passes::run_pipeline(lowered, ctx0);
-  kiln::ir::LoweredFunc f1 = kiln::passes::run_pipeline(lowered, ctx1);
+  // T0 without LICM and CSE, T1 with them; the pipeline is otherwise kiln's own.
   // Distinct names, so that the two entry points are distinct JIT symbols.
-  f0.name += "_t0";
-  f1.name += "_t1";
+  kiln::CompileRequest r0{.func = f}, r1{.func = f};
+  r0.func.name += "_t0";
+  r1.func.name += "_t1";
+  r0.options.passes.disabled = {"licm", "cse"};
+  kiln::CompileResult c0 = kiln::compile(r0), c1 = kiln::compile(r1);
+  const kiln::ir::LoweredFunc &f0 = c0.optimized, &f1 = c1.optimized;
   if (std::getenv("KILN_LICM_DUMP")) {
     std::fprintf(stderr, "--- %s T0\n%s\n--- %s T1\n%s\n", c.name.c_str(),
                  kiln::ir::to_string(f0).c_str(), c.name.c_str(), kiln::ir::to_string(f1).c_str());
   }
-  kiln::codegen::Options copts;
-  copts.opt_level = 3;
-  kiln::codegen::Kernel k0 = kiln::codegen::jit_compile(f0, copts);
-  kiln::codegen::Kernel k1 = kiln::codegen::jit_compile(f1, copts);
+  const kiln::codegen::Kernel &k0 = *c0.kernel, &k1 = *c1.kernel;
 
   std::map<std::string, int64_t> params = kiln::interp::param_values(f, c.runtime);
   kiln::interp::Bindings b0 = kiln::interp::random_bindings(f, params, 1);
@@ -216,13 +210,6 @@ Timing run_case(const Options& opts, const Case& c) {
   t.t0_seconds = median(s0);
   t.t1_seconds = median(s1);
   return t;
-}
-
-std::string number(double v, int digits) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-  return buf;
 }
 
 void print_line(const std::string& line) {
@@ -257,7 +244,7 @@ int main(int argc, char** argv) {
         t = run_case(opts, c);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_licm: %s: %s\n", c.name.c_str(), e.what());
-        print_line("{\"bench\":\"" + c.name + "\",\"error\":\"see stderr\"}");
+        print_line(kiln::JsonObject().str("bench", c.name).str("error", "see stderr").done());
         ok = false;
         continue;
       }
@@ -267,10 +254,14 @@ int main(int argc, char** argv) {
                      t->max_rel_error);
         ok = false;
       }
-      print_line("{\"bench\":\"" + c.name + "\",\"t0_ms\":" + number(t->t0_seconds * 1e3, 4) +
-                 ",\"t1_ms\":" + number(t->t1_seconds * 1e3, 4) + ",\"speedup\":" +
-                 number(speedup, 4) + ",\"max_rel_error\":" + number(t->max_rel_error, 3) +
-                 ",\"repeat\":" + std::to_string(t->repeat) + "}");
+      print_line(kiln::JsonObject()
+                     .str("bench", c.name)
+                     .num("t0_ms", t->t0_seconds * 1e3, 4)
+                     .num("t1_ms", t->t1_seconds * 1e3, 4)
+                     .num("speedup", speedup, 4)
+                     .num("max_rel_error", t->max_rel_error, 3)
+                     .integer("repeat", t->repeat)
+                     .done());
       ++cases;
       if (speedup > 1.01) ++improved;
       log_sum += std::log(speedup);
@@ -281,12 +272,15 @@ int main(int argc, char** argv) {
     }
   }
   if (cases > 0) {
-    print_line("{\"bench\":\"licm_summary\",\"cases\":" + std::to_string(cases) +
-               ",\"improved_over_1pct\":" + std::to_string(improved) +
-               ",\"share_improved\":" + number(double(improved) / cases, 4) +
-               ",\"geomean_speedup\":" + number(std::exp(log_sum / cases), 4) +
-               ",\"worst_speedup\":" + number(worst, 4) + ",\"worst_case\":\"" + worst_case +
-               "\"}");
+    print_line(kiln::JsonObject()
+                   .str("bench", "licm_summary")
+                   .integer("cases", cases)
+                   .integer("improved_over_1pct", improved)
+                   .num("share_improved", double(improved) / cases, 4)
+                   .num("geomean_speedup", std::exp(log_sum / cases), 4)
+                   .num("worst_speedup", worst, 4)
+                   .str("worst_case", worst_case)
+                   .done());
   }
   return ok ? 0 : 1;
 }

@@ -11,8 +11,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "kiln/compile.h"
 #include "kiln/frontend.h"
-#include "kiln/poly.h"
+#include "kiln/json.h"
 #include "kiln/runtime.h"
 
 namespace kiln::bench {
@@ -51,43 +52,6 @@ std::vector<int64_t> parse_list(const std::string& text, const std::string& what
     start = comma + 1;
   }
   return out;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-// A JSON number with `digits` significant digits (JSON has no inf or nan: null).
-std::string json_number(double v, int digits) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-  return buf;
 }
 
 }  // namespace
@@ -145,9 +109,9 @@ CompiledKernel compile_kernel(const std::string& path, const std::string& func,
                                "' is a param, which the benchmark sets; only knobs can be set");
     }
   }
-  ir::Func set = ir::apply_overrides(ir::apply_overrides(*f, overrides), knobs);
-  ir::LoweredFunc lowered = poly::lower(poly::schedule(set));
-  codegen::Kernel kernel = codegen::jit_compile(lowered);
+  // The benchmark's own values first, then the command line's knobs over them.
+  CompileRequest r{.func = ir::apply_overrides(*f, overrides), .overrides = knobs};
+  codegen::Kernel kernel = *compile(r).kernel;
   return {std::move(kernel), double(kiln_now_ns() - start) * 1e-6};
 }
 
@@ -228,25 +192,24 @@ bool finish_case(
 }
 
 void print_json(const Result& r) {
-  std::string line = "{\"bench\":" + json_string(r.bench);
+  JsonObject line;
+  line.str("bench", r.bench);
   if (r.error) {
-    line += ",\"baseline\":" + json_string(r.baseline) + ",\"error\":" + json_string(*r.error);
+    line.str("baseline", r.baseline).str("error", *r.error);
   } else {
     double kiln_gflops = r.gflop / r.kiln_seconds;
     double baseline_gflops = r.gflop / r.baseline_seconds;
-    line += ",\"kiln_gflops\":" + json_number(kiln_gflops, 4);
-    line += ",\"baseline\":" + json_string(r.baseline);
-    line += ",\"baseline_gflops\":" + json_number(baseline_gflops, 4);
-    line += ",\"ratio\":" + json_number(kiln_gflops / baseline_gflops, 3);
-    line += ",\"max_rel_error\":" + json_number(r.max_rel_error, 3);
-    line += ",\"threads\":" + std::to_string(r.threads);
-    line += ",\"repeat\":" + std::to_string(r.repeat);
-    line += ",\"kiln_ms\":" + json_number(r.kiln_seconds * 1e3, 4);
-    line += ",\"baseline_ms\":" + json_number(r.baseline_seconds * 1e3, 4);
-    line += ",\"compile_ms\":" + json_number(r.compile_ms, 4);
+    line.num("kiln_gflops", kiln_gflops, 4);
+    line.str("baseline", r.baseline);
+    line.num("baseline_gflops", baseline_gflops, 4);
+    line.num("ratio", kiln_gflops / baseline_gflops, 3);
+    line.num("max_rel_error", r.max_rel_error, 3);
+    line.integer("threads", r.threads).integer("repeat", r.repeat);
+    line.num("kiln_ms", r.kiln_seconds * 1e3, 4);
+    line.num("baseline_ms", r.baseline_seconds * 1e3, 4);
+    line.num("compile_ms", r.compile_ms, 4);
   }
-  line += "}";
-  std::printf("%s\n", line.c_str());
+  std::printf("%s\n", line.done().c_str());
   std::fflush(stdout);
 }
 

@@ -943,7 +943,7 @@ TEST(CliCompile, SharedObjectsForX86AndAarch64) {
     Result r = kiln({"compile", data("matmul_small.kiln"), "--target", triple, "-o", so.path});
     EXPECT_EQ(r.status, 0) << triple << ": " << r.err;
     EXPECT_TRUE(Matches(r.out, "^ok  matmul: .* and .*\\.json \\(" + triple +
-                                   ", [0-9]+ bytes, hash [0-9a-f]{16}\\)\n$"))
+                                   ", [0-9]+ bytes, key [0-9a-f]{64}\\)\n$"))
         << r.out;
     EXPECT_EQ(elf_machine(so.path), machine) << triple;
 
@@ -954,7 +954,10 @@ TEST(CliCompile, SharedObjectsForX86AndAarch64) {
     auto& m = meta->object;
     EXPECT_EQ(m["triple"].string, triple);
     EXPECT_EQ(m["entry"].string, "kiln_matmul");
-    EXPECT_EQ(m["hash"].string.size(), 16u);
+    EXPECT_TRUE(Matches(m["key"].string, "^[0-9a-f]{64}$")) << m["key"].string;
+    EXPECT_TRUE(Matches(m["code_sha256"].string, "^[0-9a-f]{64}$")) << m["code_sha256"].string;
+    EXPECT_EQ(m["fast_math"].kind, Json::Bool);
+    EXPECT_FALSE(m["fast_math"].boolean);
     ASSERT_EQ(m["args"].array.size(), 3u);
     EXPECT_EQ(m["args"].array[0].object["name"].string, "A");
     EXPECT_EQ(m["args"].array[0].object["dtype"].string, "f32");
@@ -983,6 +986,22 @@ TEST(CliCompile, CpuAndOptimizationLevelAreRecorded) {
   EXPECT_EQ(args[0].object["kind"].string, "param");
   EXPECT_EQ(args[0].object["name"].string, "n");
   EXPECT_EQ(args[1].object["shape"].array.at(0).string, "n");
+  unlink((so.path + ".json").c_str());
+}
+
+// The artifact records the fast-math setting the func was compiled with: the
+// benchmark GEMM declares `option fast_math`.
+TEST(CliCompile, FastMathFuncIsRecordedAsFastMath) {
+  TempFile so;
+  Result r = kiln({"compile", std::string(KILN_SOURCE_DIR) + "/tests/bench/kernels/gemm.kiln",
+                   "--func", "gemm", "-o", so.path});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream in(so.path + ".json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::unique_ptr<Json> meta = JsonParser(text).parse();
+  ASSERT_TRUE(meta != nullptr) << text;
+  EXPECT_EQ(meta->object["fast_math"].kind, Json::Bool) << text;
+  EXPECT_TRUE(meta->object["fast_math"].boolean) << text;
   unlink((so.path + ".json").c_str());
 }
 

@@ -1,8 +1,9 @@
 // The CPU backend against the oracle: every example, under every schedule of
-// the differential suite, JIT-compiled at each optimization level, computes
-// what the reference interpreter computes.
+// the differential suite, compiled by kiln's pipeline (passes and LLVM) at each
+// optimization level, computes what the reference interpreter computes.
 #include "example_cases.h"
 #include "kiln/codegen.h"
+#include "kiln/compile.h"
 #include "programs.h"
 
 namespace kiln::testing {
@@ -11,9 +12,9 @@ namespace {
 interp::Mismatch jit_differential(const ir::Func& f, const interp::Bindings& inputs, int opt) {
   interp::Bindings expected = inputs, actual = inputs;
   interp::run_reference(f, expected);
-  codegen::Options opts;
-  opts.opt_level = opt;
-  codegen::jit_compile(poly::lower(poly::schedule(f)), opts).run(actual);
+  CompileRequest r{.func = f};
+  r.options.opt_level = opt;
+  compile(r).kernel->run(actual);
   return interp::compare_outputs(f, expected, actual);
 }
 

@@ -1,7 +1,7 @@
 // Shared objects and artifacts: for x86-64 and aarch64 every example links into an ELF shared
 // object of the right machine that needs no library and imports only the runtime; the x86-64
 // one, loaded with dlopen, computes what the reference interpreter computes; the artifact
-// describes itself and hashes stably.
+// describes itself and is keyed stably.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -14,6 +14,8 @@
 
 #include "example_cases.h"
 #include "kiln/codegen.h"
+#include "kiln/compile.h"
+#include "kiln/digest.h"
 #include "kiln/runtime.h"
 #include "programs.h"
 
@@ -183,7 +185,7 @@ TEST(SharedObject, MathIntrinsicsImportLibm) {
     compute s(i) in 0 <= i < N: b[i] = log(1.0 + exp(a[i]));
   })";
   ir::LoweredFunc f = poly::lower(poly::schedule(parse_one(program)));
-  codegen::Artifact a = codegen::compile_artifact(f, for_triple("aarch64-linux-gnu"));
+  codegen::Artifact a = codegen::compile_artifact(f, for_triple("aarch64-linux-gnu"), "");
   EXPECT_EQ(a.imports, (std::vector<std::string>{"expf", "logf"}));
 }
 
@@ -199,11 +201,12 @@ TEST(Artifact, DescribesItsTargetEntryAndArguments) {
     compute acc(i, j) in 0 <= i < m, offsets[i] <= j < offsets[i + 1]: y[i] += x[j];
     schedule { acc.after(y_init, i); y_init.tag(i, parallel); acc.tag(i, parallel); }
   })";
-  ir::LoweredFunc f = poly::lower(poly::schedule(parse_one(program)));
-  codegen::Options o = for_triple("aarch64-linux-gnu");
-  o.target.cpu = "neoverse-n1";
-  o.opt_level = 2;
-  codegen::Artifact a = codegen::compile_artifact(f, o);
+  CompileRequest r{.func = parse_one(program), .output = CompileOutput::Artifact};
+  r.options.target = Target{"aarch64-linux-gnu", "neoverse-n1", ""};
+  r.options.opt_level = 2;
+  CompileResult result = compile(r);
+  const ir::LoweredFunc& f = result.optimized;
+  const codegen::Artifact& a = *result.artifact;
   EXPECT_EQ(a.name, "seg");
   EXPECT_EQ(a.triple, "aarch64-linux-gnu");
   EXPECT_EQ(a.cpu, "neoverse-n1");
@@ -221,32 +224,43 @@ TEST(Artifact, DescribesItsTargetEntryAndArguments) {
   EXPECT_EQ(a.args[3].name, "y");
   EXPECT_EQ(a.args[3].role, ir::BufKind::Output);
   EXPECT_EQ(a.imports, (std::vector<std::string>{"kiln_parallel_launch"}));
-  EXPECT_EQ(a.hash.size(), 16u);
+  EXPECT_FALSE(a.fast_math);
+  EXPECT_EQ(a.key, result.key);
+  EXPECT_EQ(a.key.size(), 64u);
+  EXPECT_EQ(a.code_sha256, sha256_hex(std::string_view(a.code.data(), a.code.size())));
 
   std::string json = a.metadata_json();
   for (const char* part :
        {R"("name":"seg")", R"("triple":"aarch64-linux-gnu")", R"("cpu":"neoverse-n1")",
         R"("opt_level":2)", R"({"kind":"param","name":"m","dtype":"i64"})",
         R"({"kind":"buffer","name":"offsets","dtype":"i32","role":"input","shape":["m + 1"]})",
-        R"("imports":["kiln_parallel_launch"])"}) {
+        R"("imports":["kiln_parallel_launch"])", R"("fast_math":false)"}) {
     EXPECT_NE(json.find(part), std::string::npos) << part << " not in " << json;
   }
-  EXPECT_NE(json.find("\"hash\":\"" + a.hash + "\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"key\":\"" + a.key + "\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"code_sha256\":\"" + a.code_sha256 + "\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"entry\":\"" + a.entry + "\""), std::string::npos) << json;
 }
 
-TEST(Artifact, HashIsStableAndTellsTargetsApart) {
-  ir::LoweredFunc f = lowered_example(example_cases().front());
-  codegen::Artifact a1 = codegen::compile_artifact(f, for_triple("aarch64-linux-gnu"));
-  codegen::Artifact a2 = codegen::compile_artifact(f, for_triple("aarch64-linux-gnu"));
-  codegen::Artifact x86 = codegen::compile_artifact(f, for_triple("x86_64-linux-gnu"));
-  codegen::Options o0 = for_triple("aarch64-linux-gnu");
-  o0.opt_level = 0;
-  codegen::Artifact a0 = codegen::compile_artifact(f, o0);
+TEST(Artifact, KeyAndCodeAreStableAndTellTargetsApart) {
+  const ExampleCase& c = example_cases().front();
+  auto artifact = [&](const std::string& triple, int opt_level) {
+    CompileRequest r{.func = parse_one(read_example(c.example), c.params.front()),
+                     .output = CompileOutput::Artifact};
+    r.options.target = Target{triple, "", ""};
+    r.options.opt_level = opt_level;
+    return *compile(r).artifact;
+  };
+  codegen::Artifact a1 = artifact("aarch64-linux-gnu", 3);
+  codegen::Artifact a2 = artifact("aarch64-linux-gnu", 3);
+  codegen::Artifact x86 = artifact("x86_64-linux-gnu", 3);
+  codegen::Artifact a0 = artifact("aarch64-linux-gnu", 0);
   EXPECT_EQ(a1.code, a2.code) << "linking is not deterministic";
-  EXPECT_EQ(a1.hash, a2.hash);
-  EXPECT_NE(a1.hash, x86.hash);
-  EXPECT_NE(a1.hash, a0.hash);
+  EXPECT_EQ(a1.code_sha256, a2.code_sha256);
+  EXPECT_EQ(a1.key, a2.key);
+  EXPECT_NE(a1.key, x86.key);
+  EXPECT_NE(a1.code_sha256, x86.code_sha256);
+  EXPECT_NE(a1.key, a0.key);
 }
 
 TEST(SharedObject, UnknownTripleIsACompileError) {

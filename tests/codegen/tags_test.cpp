@@ -132,7 +132,7 @@ TEST(UnrollExplicit, NeedsConstantBounds) {
     codegen::jit_compile(lowered_func(p, {{"N", 13}}));
     FAIL() << "a loop with a variable extent was unrolled";
   } catch (const CompileError& e) {
-    EXPECT_EQ(e.stage(), "codegen");
+    EXPECT_EQ(e.stage(), ErrorStage::Codegen);
     EXPECT_NE(e.message().find("tagged unroll_explicit but its bounds"), std::string::npos)
         << e.what();
   }

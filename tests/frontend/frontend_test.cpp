@@ -656,7 +656,7 @@ TEST(Frontend, ParseFileReadsAndNamesTheFile) {
     frontend::parse_file(path);
     FAIL() << "no error for a missing file";
   } catch (const CompileError& e) {
-    EXPECT_EQ(e.stage(), "parse");
+    EXPECT_EQ(e.stage(), ErrorStage::Parse);
     EXPECT_EQ(std::string(e.what()),
               path + ": parse error: cannot open " + path + ": No such file or directory");
   }

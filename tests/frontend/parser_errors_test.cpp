@@ -450,7 +450,7 @@ TEST(ParserErrors, StageAndLocationAreStructured) {
                            "matmul.kiln");
     FAIL();
   } catch (const CompileError& e) {
-    EXPECT_EQ(e.stage(), "parse");
+    EXPECT_EQ(e.stage(), ErrorStage::Parse);
     EXPECT_EQ(e.loc().file, "matmul.kiln");
     EXPECT_EQ(e.loc().line, 6);
     EXPECT_EQ(e.loc().col, 41);
@@ -460,7 +460,7 @@ TEST(ParserErrors, StageAndLocationAreStructured) {
     frontend::parse_module(std::string(kHead) + "  compute c(i) in 0 <= i < N: y[i] = i;\n}");
     FAIL();
   } catch (const CompileError& e) {
-    EXPECT_EQ(e.stage(), "validate");
+    EXPECT_EQ(e.stage(), ErrorStage::Validate);
     EXPECT_EQ(e.loc().file, "<input>");
     EXPECT_EQ(e.loc().str(), "<input>:6:38");
   }

@@ -68,7 +68,7 @@ void parse_expecting_only_compile_errors(const std::string& text) {
     frontend::parse_module(text, "fuzz.kiln");
   } catch (const CompileError& e) {
     ASSERT_FALSE(e.message().empty());
-    ASSERT_TRUE(e.stage() == "parse" || e.stage() == "validate") << e.what();
+    ASSERT_TRUE(e.stage() == ErrorStage::Parse || e.stage() == ErrorStage::Validate) << e.what();
     ASSERT_EQ(e.loc().file, "fuzz.kiln");
     int lines = 1 + static_cast<int>(std::count(text.begin(), text.end(), '\n'));
     ASSERT_GE(e.loc().line, 1) << e.what();

@@ -18,11 +18,9 @@ void expect_same_at_every_level(const ir::Graph& g, size_t calls_at_o2) {
   interp::Tensors expected = interp::run_reference(g, inputs);
   for (int level = 0; level <= 3; ++level) {
     SCOPED_TRACE("-O" + std::to_string(level));
-    passes::PassContext ctx;
-    ctx.opt_level = level;
-    codegen::Options opts;
+    CompileOptions opts;
     opts.opt_level = level;
-    graph::CompiledGraph cg = graph::compile(g, ctx, opts);
+    graph::CompiledGraph cg = graph::compile(g, opts);
     if (level >= 2) {
       EXPECT_EQ(cg.graph().calls.size(), calls_at_o2);
     }
@@ -114,7 +112,7 @@ TEST(GraphDifferential, IdenticalOperatorsShareOneKernel) {
 }
 )",
                                         "g.kiln");
-  graph::CompiledGraph cg = graph::compile(m.graphs[0], {}, {});
+  graph::CompiledGraph cg = graph::compile(m.graphs[0], {});
   EXPECT_EQ(cg.graph().calls.size(), 2u);
   EXPECT_EQ(cg.kernel_count(), 1u);
 }
@@ -127,7 +125,7 @@ TEST(GraphDifferential, AMissingOrMistypedInputIsAnError) {
 }
 )",
                                         "g.kiln");
-  graph::CompiledGraph cg = graph::compile(m.graphs[0], {}, {});
+  graph::CompiledGraph cg = graph::compile(m.graphs[0], {});
   try {
     cg.run({});
     FAIL() << "ran without its input";

@@ -1,6 +1,6 @@
 // The graph passes, each on a small graph with the exact graph it leaves,
 // and the graph pipeline's levels and names.
-#include "passes/graph_passes.h"
+#include "kiln/passes/graph_passes.h"
 
 #include <gtest/gtest.h>
 
@@ -226,8 +226,7 @@ graph g {
 )");
   std::ostringstream log;
   PassContext ctx;
-  ctx.log = &log;
-  ctx.print_after = {"fuse_elementwise"};
+  ctx.instrument = print_and_time({"fuse_elementwise"}, false, log);
   ir::Graph fused = fuse_elementwise(g, ctx);
   ASSERT_EQ(fused.calls.size(), 1u);
   EXPECT_EQ(ir::to_string(fused),
@@ -281,8 +280,7 @@ graph g {
   mv.schedule.push_back(reorder);
   std::ostringstream log;
   PassContext ctx;
-  ctx.log = &log;
-  ctx.print_after = {"all"};
+  ctx.instrument = print_and_time({"all"}, false, log);
   ir::Graph fused = fuse_elementwise(g, ctx);
   ASSERT_EQ(fused.calls.size(), 1u);
   EXPECT_EQ(log.str(), "// fuse_elementwise: relu into matvec (after the loops of matvec)\n");
@@ -342,16 +340,16 @@ TEST(GraphPipeline, LevelsAndPrerequisites) {
             (std::vector<std::string>{"fold_constants", "eliminate_common_operators",
                                       "remove_unused_operators", "fuse_elementwise"}));
   ctx.opt_level = 0;
-  ctx.required = {"fuse_elementwise"};
+  ctx.options.required = {"fuse_elementwise"};
   EXPECT_EQ(graph_pipeline(ctx),
             (std::vector<std::string>{"remove_unused_operators", "fuse_elementwise"}));
   // One context serves both pipelines: a graph pass's name is known to the
   // loop pipeline and the other way round.
-  ctx.disabled = {"cse"};
+  ctx.options.disabled = {"cse"};
   EXPECT_NO_THROW(graph_pipeline(ctx));
-  ctx.disabled = {"fold_constants"};
+  ctx.options.disabled = {"fold_constants"};
   EXPECT_NO_THROW(pipeline(ctx));
-  ctx.disabled = {"fold_constant"};
+  ctx.options.disabled = {"fold_constant"};
   EXPECT_THROW(graph_pipeline(ctx), CompileError);
 }
 
@@ -367,9 +365,7 @@ graph g {
 )");
   std::ostringstream log;
   PassContext ctx;
-  ctx.log = &log;
-  ctx.print_after = {"fold_constants"};
-  ctx.time_passes = true;
+  ctx.instrument = print_and_time({"fold_constants"}, true, log);
   run_graph_pipeline(g, ctx);
   std::string text = log.str();
   EXPECT_NE(text.find("// after fold_constants\ngraph g {\n"), std::string::npos) << text;

@@ -73,7 +73,7 @@ std::string error_of(const std::function<void()>& run) {
   try {
     run();
   } catch (const CompileError& e) {
-    EXPECT_EQ(e.stage(), "interp");
+    EXPECT_EQ(e.stage(), ErrorStage::Interp);
     return e.what();
   }
   return "no error";

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "kiln/error.h"
 #include "kiln/loop_ir.h"
@@ -27,10 +28,42 @@ Buf buf(const std::string& name, std::vector<Expr> shape, BufKind kind) {
 // --- errors -----------------------------------------------------------------
 
 TEST(CompileError, RendersLocationStageAndMessage) {
-  CompileError e("parse", SourceLoc{"a.kiln", 3, 7}, "expected ';'");
+  CompileError e(ErrorStage::Parse, SourceLoc{"a.kiln", 3, 7}, "expected ';'");
   EXPECT_STREQ(e.what(), "a.kiln:3:7: parse error: expected ';'");
-  EXPECT_EQ(e.stage(), "parse");
+  EXPECT_EQ(e.stage(), ErrorStage::Parse);
   EXPECT_EQ(e.message(), "expected ';'");
+}
+
+TEST(CompileError, EveryStageHasItsName) {
+  std::set<std::string> names;
+  for (ErrorStage s :
+       {ErrorStage::Parse, ErrorStage::Validate, ErrorStage::Schedule, ErrorStage::Legality,
+        ErrorStage::Lower, ErrorStage::Passes, ErrorStage::Codegen, ErrorStage::Link,
+        ErrorStage::Interp, ErrorStage::Run, ErrorStage::Output}) {
+    std::string name = error_stage_name(s);
+    EXPECT_NE(name, "?");
+    EXPECT_TRUE(names.insert(name).second) << name << " twice";
+  }
+  EXPECT_STREQ(error_stage_name(ErrorStage::Legality), "legality");
+  CompileError e(ErrorStage::Output, SourceLoc{"k.so", 0, 0}, "cannot write the file");
+  EXPECT_STREQ(e.what(), "k.so: output error: cannot write the file");
+}
+
+TEST(ScheduleOp, NamesRoundTripAndUnknownNamesAreNone) {
+  std::string list = ir::schedule_op_list();
+  EXPECT_EQ(list,
+            "split, fuse, reorder, tile, skew, shift, after, separate, inline, tag, apply_sch, "
+            "store, store_at, set_loc, cache_identity, cache, alloc_at");
+  for (ir::ScheduleOp op : {ir::ScheduleOp::Split, ir::ScheduleOp::ApplySch,
+                            ir::ScheduleOp::CacheIdentity, ir::ScheduleOp::AllocAt}) {
+    EXPECT_EQ(ir::schedule_op_from_name(ir::schedule_op_name(op)), op);
+  }
+  EXPECT_FALSE(ir::schedule_op_from_name("twist").has_value());
+  EXPECT_TRUE(ir::is_memory_schedule(ir::ScheduleOp::Cache));
+  EXPECT_FALSE(ir::is_memory_schedule(ir::ScheduleOp::Tag));
+  ir::ScheduleCommand c;
+  c.op = "split";
+  EXPECT_TRUE(c.is(ir::ScheduleOp::Split));
 }
 
 TEST(SourceLoc, UnknownPositionPrintsFileOrInput) {
@@ -340,7 +373,7 @@ TEST(ApplyOverrides, RefusesUnknownNamesAndNonCandidates) {
     apply_overrides(matmul(), {{"Q", 1}});
     FAIL();
   } catch (const CompileError& e) {
-    EXPECT_EQ(e.stage(), "validate");
+    EXPECT_EQ(e.stage(), ErrorStage::Validate);
     EXPECT_STREQ(e.what(),
                  "mm.kiln:1:1: validate error: --set Q: func matmul has no param or knob named Q "
                  "(known: M, N, K, TI)");

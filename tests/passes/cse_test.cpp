@@ -1,5 +1,5 @@
 // Specifications of common subexpression elimination: seed 004's examples, normalization, safety.
-#include "passes/cse.h"
+#include "kiln/passes/cse.h"
 
 #include <gtest/gtest.h>
 

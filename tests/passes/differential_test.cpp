@@ -3,7 +3,7 @@
 // unsimplified loop nest computes.
 #include "example_cases.h"
 #include "kiln/passes.h"
-#include "passes/simplify.h"
+#include "kiln/passes/simplify.h"
 #include "programs.h"
 
 namespace kiln::testing {

@@ -1,5 +1,5 @@
 // Specifications of loop-invariant code motion (seed 000): normalization, the cost model, hoisting.
-#include "passes/licm.h"
+#include "kiln/passes/licm.h"
 
 #include <gtest/gtest.h>
 
@@ -235,6 +235,17 @@ TEST(Licm, HoistsInvariantIfOutOfTheLoop) {
   Stmt r = loop("i", c(0), v("n"),
                 if_(lt(c(2), load("A", {c(0)}, DType::I64)), store("A", v("i"), c(1))));
   EXPECT_EQ(licm(r), r);
+}
+
+// A condition on the loop's own variable is not invariant in it, even when it
+// is the loop's whole body (segment_sum under `separate` gave
+// `if (m + i % 5 >= i + 5) for (i ...)`, reading i before its loop).
+TEST(Licm, KeepsAnIfOnTheLoopVariableInsideTheLoop) {
+  Expr cond = binary(BinaryOp::Ge, v("m") + binary(BinaryOp::Mod, v("i"), c(5)), v("i") + c(5));
+  Stmt s = loop("i", c(0), v("m"), if_(cond, store("B", v("i"), c(0))));
+  EXPECT_EQ(licm(s), s);
+  Stmt nested = if_(lt(c(4), v("m")), s);
+  EXPECT_EQ(licm(nested), nested);
 }
 
 // ---------------------------------------------------------------------------

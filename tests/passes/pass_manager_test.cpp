@@ -2,6 +2,7 @@
 // unknown names, and what --print-after and --time-passes write.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -71,47 +72,51 @@ TEST(PassManager, O1AndAboveSimplify) {
       "    B[io * 4 + ii] = A[io];\n  }\n}\n";
   EXPECT_EQ(ir::to_string(run_pipeline(tiled_copy(), at(2)).body), normalized);
   PassContext gpu = at(2);
-  gpu.target_kind = "gpu";
+  gpu.target = Target{"nvptx64-nvidia-cuda", "sm_90", ""};
   EXPECT_EQ(ir::to_string(run_pipeline(tiled_copy(), gpu).body), normalized);
 }
 
 TEST(PassManager, RequiredRunsAtO0) {
   PassContext ctx = at(0);
-  ctx.required = {"simplify"};
+  ctx.options.required = {"simplify"};
   EXPECT_EQ(pipeline(ctx), std::vector<std::string>{"simplify"});
   EXPECT_EQ(ir::to_string(run_pipeline(tiled_copy(), ctx).body), kSimplified);
 }
 
 TEST(PassManager, DisabledWinsOverRequired) {
   PassContext ctx = at(3);
-  ctx.required = {"simplify"};
-  ctx.disabled = {"simplify"};
+  ctx.options.required = {"simplify"};
+  ctx.options.disabled = {"simplify"};
   for (const std::string& name : pipeline(ctx)) EXPECT_NE(name, "simplify");
   ir::LoweredFunc f = tiled_copy();
   std::vector<std::string> rest = pipeline(ctx);
-  ctx.disabled.insert(rest.begin(), rest.end());
+  ctx.options.disabled.insert(rest.begin(), rest.end());
   EXPECT_EQ(run_pipeline(f, ctx).body, f.body);
 }
 
 TEST(PassManager, UnknownNamesAreCompileErrors) {
-  for (auto field : {&PassContext::required, &PassContext::disabled, &PassContext::print_after}) {
-    PassContext ctx;
-    (ctx.*field).insert("no_such_pass");
+  auto expect_error = [](const std::function<void()>& fn) {
     try {
-      run_pipeline(tiled_copy(), ctx);
+      fn();
       ADD_FAILURE() << "no error";
     } catch (const CompileError& e) {
-      EXPECT_EQ(e.stage(), "passes");
+      EXPECT_EQ(e.stage(), ErrorStage::Passes);
       EXPECT_NE(e.message().find("no_such_pass"), std::string::npos) << e.message();
     }
+  };
+  for (auto field : {&PassOptions::required, &PassOptions::disabled}) {
+    PassContext ctx;
+    (ctx.options.*field).insert("no_such_pass");
+    expect_error([&] { run_pipeline(tiled_copy(), ctx); });
   }
+  std::ostringstream log;
+  expect_error([&] { print_and_time({"no_such_pass"}, false, log); });
 }
 
 TEST(PassManager, PrintAfterWritesTheIrAfterThePass) {
   std::ostringstream log;
   PassContext ctx = at(1);
-  ctx.print_after = {"simplify"};
-  ctx.log = &log;
+  ctx.instrument = print_and_time({"simplify"}, false, log);
   run_pipeline(tiled_copy(), ctx);
   EXPECT_EQ(log.str(), std::string("// after simplify\n") + kSimplified);
 }
@@ -119,8 +124,7 @@ TEST(PassManager, PrintAfterWritesTheIrAfterThePass) {
 TEST(PassManager, PrintAfterAllPrintsEveryPass) {
   std::ostringstream log;
   PassContext ctx = at(3);
-  ctx.print_after = {"all"};
-  ctx.log = &log;
+  ctx.instrument = print_and_time({"all"}, false, log);
   run_pipeline(tiled_copy(), ctx);
   for (const std::string& name : pipeline(ctx)) {
     EXPECT_NE(log.str().find("// after " + name + "\n"), std::string::npos) << name;
@@ -130,8 +134,7 @@ TEST(PassManager, PrintAfterAllPrintsEveryPass) {
 TEST(PassManager, TimePassesWritesOneLinePerPass) {
   std::ostringstream log;
   PassContext ctx = at(3);
-  ctx.time_passes = true;
-  ctx.log = &log;
+  ctx.instrument = print_and_time({}, true, log);
   run_pipeline(tiled_copy(), ctx);
   std::istringstream lines(log.str());
   std::string line;
@@ -143,11 +146,45 @@ TEST(PassManager, TimePassesWritesOneLinePerPass) {
   EXPECT_EQ(n, pipeline(ctx).size());
 }
 
-TEST(PassManager, NoLogMeansSilence) {
+TEST(PassManager, TheInstrumentSeesEveryPassAndItsIr) {
   PassContext ctx = at(3);
-  ctx.time_passes = true;
-  ctx.print_after = {"all"};
+  std::vector<std::string> seen;
+  ctx.instrument = [&](const PassEvent& e) {
+    ASSERT_NE(e.func, nullptr);
+    EXPECT_EQ(e.graph, nullptr);
+    EXPECT_GE(e.ms, 0);
+    seen.emplace_back(e.pass);
+  };
+  ir::LoweredFunc out = run_pipeline(tiled_copy(), ctx);
+  EXPECT_EQ(seen, pipeline(ctx));
+}
+
+TEST(PassManager, NoInstrumentMeansSilence) {
+  PassContext ctx = at(3);
   EXPECT_EQ(ir::to_string(run_pipeline(tiled_copy(), ctx).body).empty(), false);
+}
+
+TEST(PassManager, LicmAndCseOptionsComeFromTheTargetUnlessGiven) {
+  PassContext cpu = at(2), gpu = at(2);
+  gpu.target = Target{"nvptx64-nvidia-cuda", "sm_90", ""};
+  EXPECT_FALSE(cpu.licm().gpu);
+  EXPECT_TRUE(cpu.licm().unrolled_serial_loops);
+  EXPECT_GT(cpu.cse().small_loop, 0);
+  EXPECT_TRUE(gpu.licm().gpu);
+  EXPECT_FALSE(gpu.licm().unrolled_serial_loops);
+  EXPECT_EQ(gpu.cse().small_loop, 0);
+  LicmOptions tuned;
+  tuned.threshold = 5;
+  cpu.options.licm = tuned;
+  EXPECT_EQ(cpu.licm(), tuned);
+  // Options given win over the target's: without unrolled_serial_loops, LICM
+  // takes the outer loop's part of the index out of the 4-iteration loop,
+  // which the CPU default leaves inside (O1AndAboveSimplify).
+  cpu.options.licm = LicmOptions{};
+  cpu.options.disabled = {"cse"};
+  std::string hoisted = ir::to_string(run_pipeline(tiled_copy(), cpu).body);
+  EXPECT_NE(hoisted.find("io * 4"), std::string::npos) << hoisted;
+  EXPECT_EQ(hoisted.find("B[io * 4 + ii]"), std::string::npos) << hoisted;
 }
 
 }  // namespace

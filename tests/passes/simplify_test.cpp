@@ -1,5 +1,5 @@
 // Simplify: each rule on hand-built IR, with the exact output it must give.
-#include "passes/simplify.h"
+#include "kiln/passes/simplify.h"
 
 #include <gtest/gtest.h>
 

@@ -89,7 +89,7 @@ TEST(DataDependentBounds, LoopOverDataBoundCannotLeaveItsRowLoop) {
     poly::lower(poly::schedule(f));
     FAIL() << "expected a lowering error";
   } catch (const CompileError& e) {
-    EXPECT_EQ(e.stage(), "lower");
+    EXPECT_EQ(e.stage(), ErrorStage::Lower);
     EXPECT_NE(e.message().find("cannot generate code for 'acc'"), std::string::npos) << e.what();
     EXPECT_NE(e.message().find("offsets[i]"), std::string::npos) << e.what();
   }

@@ -96,7 +96,7 @@ TEST_P(IllegalSchedule, IsRefusedWithItsReason) {
     poly::schedule(f);
     FAIL() << "schedule was accepted: " << c.schedule;
   } catch (const CompileError& e) {
-    EXPECT_EQ(e.stage(), "legality") << e.what();
+    EXPECT_EQ(e.stage(), ErrorStage::Legality) << e.what();
     EXPECT_NE(e.message().find("'" + c.command + "'"), std::string::npos) << e.what();
     for (const auto& m : c.mentions) EXPECT_NE(e.message().find(m), std::string::npos) << e.what();
     EXPECT_TRUE(e.loc().known()) << "the error points at the command: " << e.what();
@@ -152,7 +152,7 @@ TEST_P(MalformedCommand, IsRefused) {
     poly::schedule(f);
     FAIL() << "accepted: " << c.schedule;
   } catch (const CompileError& e) {
-    EXPECT_EQ(e.stage(), "schedule") << e.what();
+    EXPECT_EQ(e.stage(), ErrorStage::Schedule) << e.what();
     EXPECT_NE(e.message().find(c.message), std::string::npos) << e.what();
     EXPECT_TRUE(e.loc().known()) << e.what();
   }

@@ -346,7 +346,7 @@ TEST(Primitives, AllocAtRefusesATemporaryUsedOutsideItsLoop) {
     scheduled(kFused, "square.store(sq); square.alloc_at(sq, i);");
     FAIL();
   } catch (const CompileError& e) {
-    EXPECT_EQ(e.stage(), "lower");
+    EXPECT_EQ(e.stage(), ErrorStage::Lower);
     EXPECT_EQ(e.message(),
               "temp buffer 'sq' is used outside loop 'i' of 'square', where it is allocated");
   }

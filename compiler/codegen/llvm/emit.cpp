@@ -1,49 +1,30 @@
 // Text and object output of the CPU backend: optimized LLVM IR, assembly, object files.
-#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/Support/raw_ostream.h>
 
-#include "module_builder.h"
 #include "target_machine.h"
 
 namespace kiln::codegen {
-namespace {
-
-std::string machine_code(const ir::LoweredFunc& f, const Options& opts,
-                         llvm::CodeGenFileType type) {
-  llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = build_module(f, opts, ctx);
-  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(opts.target, opts.opt_level);
-  optimize(*m, *tm, opts.opt_level);
-  llvm::SmallVector<char, 0> buffer;
-  llvm::raw_svector_ostream os(buffer);
-  llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, os, nullptr, type))
-    throw CompileError("codegen", {},
-                       "LLVM cannot emit this kind of file for " + opts.target.triple);
-  pm.run(*m);
-  return std::string(buffer.begin(), buffer.end());
-}
-
-}  // namespace
 
 std::string emit_llvm(const ir::LoweredFunc& f, const Options& opts) {
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = build_module(f, opts, ctx);
-  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(opts.target, opts.opt_level);
-  optimize(*m, *tm, opts.opt_level);
+  OptimizedModule m = optimized_module(f, opts, ctx);
   std::string text;
   llvm::raw_string_ostream os(text);
-  m->print(os, nullptr);
+  m.module->print(os, nullptr);
   return text;
 }
 
 std::string emit_asm(const ir::LoweredFunc& f, const Options& opts) {
-  return machine_code(f, opts, llvm::CodeGenFileType::AssemblyFile);
+  llvm::LLVMContext ctx;
+  OptimizedModule m = optimized_module(f, opts, ctx);
+  std::vector<char> text = machine_code(m, llvm::CodeGenFileType::AssemblyFile);
+  return std::string(text.begin(), text.end());
 }
 
 std::vector<char> emit_object(const ir::LoweredFunc& f, const Options& opts) {
-  std::string bytes = machine_code(f, opts, llvm::CodeGenFileType::ObjectFile);
-  return std::vector<char>(bytes.begin(), bytes.end());
+  llvm::LLVMContext ctx;
+  OptimizedModule m = optimized_module(f, opts, ctx);
+  return machine_code(m, llvm::CodeGenFileType::ObjectFile);
 }
 
 }  // namespace kiln::codegen

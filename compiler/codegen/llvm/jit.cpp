@@ -8,7 +8,6 @@
 #include <mutex>
 
 #include "kiln/runtime.h"
-#include "module_builder.h"
 #include "target_machine.h"
 
 namespace kiln::codegen {
@@ -41,7 +40,7 @@ class Engine {
     initialize_llvm();
     auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
     if (!jtmb)
-      throw CompileError("codegen", {},
+      throw CompileError(ErrorStage::Codegen, {},
                          "cannot describe this machine to LLVM: " + message(jtmb.takeError()));
     Target host = Target::host();
     jtmb->setCPU(host.cpu);
@@ -49,7 +48,8 @@ class Engine {
     jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
     if (!jit)
-      throw CompileError("codegen", {}, "cannot start LLVM's JIT: " + message(jit.takeError()));
+      throw CompileError(ErrorStage::Codegen, {},
+                         "cannot start LLVM's JIT: " + message(jit.takeError()));
     jit_ = std::move(*jit);
     llvm::orc::JITDylib& lib = jit_->getMainJITDylib();
     // The runtime generated code calls, by address: no need to export them.
@@ -59,13 +59,13 @@ class Engine {
           llvm::orc::ExecutorAddr::fromPtr(reinterpret_cast<void*>(s->address)),
           llvm::JITSymbolFlags::Exported};
     if (auto e = lib.define(llvm::orc::absoluteSymbols(std::move(runtime))))
-      throw CompileError("codegen", {},
+      throw CompileError(ErrorStage::Codegen, {},
                          "cannot give the JIT kiln's runtime: " + message(std::move(e)));
     // libc and libm (memset, memcpy, expf, ... that LLVM may call).
     auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
         jit_->getDataLayout().getGlobalPrefix());
     if (!process)
-      throw CompileError("codegen", {},
+      throw CompileError(ErrorStage::Codegen, {},
                          "cannot search this process's symbols: " + message(process.takeError()));
     lib.addGenerator(std::move(*process));
   }
@@ -87,13 +87,11 @@ Kernel jit_compile(const ir::LoweredFunc& f, const Options& opts_in) {
   Options opts = opts_in;
   Target host = Target::host();
   if (opts.target.triple != host.triple)
-    throw CompileError("codegen", {},
+    throw CompileError(ErrorStage::Codegen, {},
                        "the JIT runs code for this machine (" + host.triple + "), not for " +
                            opts.target.triple + "; use kiln compile for other targets");
   auto ctx = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> m = build_module(f, opts, *ctx);
-  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(opts.target, opts.opt_level);
-  optimize(*m, *tm, opts.opt_level);
+  std::unique_ptr<llvm::Module> m = optimized_module(f, opts, *ctx).module;
 
   Engine& engine = Engine::get();
   // Declared before the lock: if linking fails, the state (whose destructor
@@ -105,11 +103,12 @@ Kernel jit_compile(const ir::LoweredFunc& f, const Options& opts_in) {
   state->tracker = jit.getMainJITDylib().createResourceTracker();
   if (auto e = jit.addIRModule(state->tracker,
                                llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
-    throw CompileError("codegen", {}, "the JIT refused " + f.name + ": " + message(std::move(e)));
+    throw CompileError(ErrorStage::Codegen, {},
+                       "the JIT refused " + f.name + ": " + message(std::move(e)));
   auto sym = jit.lookup(entry_symbol(f));
   if (!sym) {
     std::string why = message(sym.takeError());
-    throw CompileError("codegen", {}, "cannot link " + f.name + ": " + why);
+    throw CompileError(ErrorStage::Codegen, {}, "cannot link " + f.name + ": " + why);
   }
   state->entry = sym->toPtr<kiln_entry_fn>();
   return Kernel(std::move(state));
@@ -126,7 +125,8 @@ std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, interp::Binding
   for (const auto& p : f.params) {
     auto it = b.params.find(p);
     if (it == b.params.end())
-      throw CompileError("codegen", {}, "no value for run-time param '" + p + "' of " + f.name);
+      throw CompileError(ErrorStage::Codegen, {},
+                         "no value for run-time param '" + p + "' of " + f.name);
     kiln_value v;
     v.i64 = it->second;
     args.push_back(v);
@@ -134,10 +134,10 @@ std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, interp::Binding
   for (const auto& buf : f.args) {
     auto it = b.buffers.find(buf.name);
     if (it == b.buffers.end())
-      throw CompileError("codegen", {}, "no buffer '" + buf.name + "' for " + f.name);
+      throw CompileError(ErrorStage::Codegen, {}, "no buffer '" + buf.name + "' for " + f.name);
     std::vector<int64_t> want = interp::buffer_shape(buf, b.params);
     if (it->second.shape() != want || it->second.dtype() != buf.dtype)
-      throw CompileError("codegen", {},
+      throw CompileError(ErrorStage::Codegen, {},
                          "buffer '" + buf.name + "' has the wrong shape or type for " + f.name);
     kiln_value v;
     v.ptr = it->second.data();
@@ -150,7 +150,8 @@ void Kernel::run(interp::Bindings& b) const {
   const ir::LoweredFunc& f = state_->func;
   std::vector<kiln_value> args = pack_arguments(f, b);
   int32_t rc = call(args.data(), static_cast<int32_t>(args.size()));
-  if (rc != 0) throw CompileError("codegen", {}, f.name + " returned error " + std::to_string(rc));
+  if (rc != 0)
+    throw CompileError(ErrorStage::Codegen, {}, f.name + " returned error " + std::to_string(rc));
 }
 
 }  // namespace kiln::codegen

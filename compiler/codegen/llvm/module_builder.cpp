@@ -13,25 +13,18 @@
 #include <optional>
 #include <set>
 
+#include "kiln/analysis.h"
+
 namespace kiln::codegen {
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw CompileError("codegen", {}, msg); }
+[[noreturn]] void fail(const std::string& msg) { throw CompileError(ErrorStage::Codegen, {}, msg); }
 
 struct BufInfo {
   llvm::Value* ptr = nullptr;
   ir::DType dtype = ir::DType::F32;
   std::vector<llvm::Value*> shape;  // i64 extents
 };
-
-bool contains_load(const ir::Expr& e) {
-  struct V : ir::IRVisitor {
-    bool found = false;
-    void visit_load(const ir::Load&) override { found = true; }
-  } v;
-  v.visit(e);
-  return v.found;
-}
 
 // d(e)/d(var) when e is affine in var with a constant coefficient; nullopt
 // when it is not, or when it reads a name whose derivative is unknown.
@@ -108,7 +101,7 @@ class FunctionBuilder {
       : f_(f), opts_(opts), ctx_(ctx), m_(m), b_(ctx) {
     // IEEE order unless the operator allows fast math: then LLVM may fuse
     // a * b + c and reassociate.
-    if (opts.fast_math || f.fast_math) {
+    if (f.fast_math) {
       llvm::FastMathFlags fmf;
       fmf.setFast();
       b_.setFastMathFlags(fmf);
@@ -378,7 +371,7 @@ class FunctionBuilder {
   llvm::Value* logic(const ir::Binary& n) {
     bool is_and = n.op == ir::BinaryOp::And;
     llvm::Value* a = expr(n.a);
-    if (!contains_load(n.b)) {
+    if (!ir::reads_memory(n.b)) {
       llvm::Value* b = expr(n.b);
       unify(a, b);
       return is_and ? b_.CreateAnd(a, b) : b_.CreateOr(a, b);
@@ -425,7 +418,7 @@ class FunctionBuilder {
 
   llvm::Value* select(const ir::Select& n) {
     llvm::Value* c = expr(n.cond);
-    bool guarded = contains_load(n.t) || contains_load(n.f);
+    bool guarded = ir::reads_memory(n.t) || ir::reads_memory(n.f);
     if (!guarded) {
       llvm::Value* t = expr(n.t);
       llvm::Value* f = expr(n.f);

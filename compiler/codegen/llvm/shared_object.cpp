@@ -1,6 +1,5 @@
 // Shared objects for any target: a freestanding object file from LLVM, linked in-process by lld.
 #include <lld/Common/Driver.h>
-#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -15,7 +14,6 @@
 #include <mutex>
 #include <set>
 
-#include "module_builder.h"
 #include "target_machine.h"
 
 LLD_HAS_DRIVER(elf)
@@ -23,7 +21,7 @@ LLD_HAS_DRIVER(elf)
 namespace kiln::codegen {
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw CompileError("link", {}, msg); }
+[[noreturn]] void fail(const std::string& msg) { throw CompileError(ErrorStage::Link, {}, msg); }
 
 // What a loaded kernel may ask of its loader: the runtime, and the libm
 // functions LLVM lowers math intrinsics it cannot inline to (exp, log, sin,
@@ -35,26 +33,6 @@ bool allowed_import(const std::string& name) {
                                              "cosf",   "cos",   "powf",  "pow",  "sqrtf", "sqrt",
                                              "floorf", "floor", "ceilf", "ceil", "fabsf", "fabs"};
   return runtime.count(name) > 0 || libm.count(name) > 0;
-}
-
-// The object file for f, built so that it calls no C library function of its
-// own accord: "no-builtins" keeps LLVM from turning loops into memset and
-// memcpy calls, which a kernel loaded without libc could not resolve.
-std::vector<char> freestanding_object(const ir::LoweredFunc& f, const Options& opts) {
-  llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = build_module(f, opts, ctx);
-  for (llvm::Function& fn : *m) {
-    if (!fn.isDeclaration()) fn.addFnAttr("no-builtins");
-  }
-  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(opts.target, opts.opt_level);
-  optimize(*m, *tm, opts.opt_level);
-  llvm::SmallVector<char, 0> buffer;
-  llvm::raw_svector_ostream os(buffer);
-  llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
-    throw CompileError("codegen", {}, "LLVM cannot emit object files for " + opts.target.triple);
-  pm.run(*m);
-  return std::vector<char>(buffer.begin(), buffer.end());
 }
 
 // A folder of our own under the system's temporary folder, removed with its
@@ -142,7 +120,10 @@ std::vector<std::string> shared_object_imports(const std::vector<char>& so) {
 }
 
 std::vector<char> compile_shared_object(const ir::LoweredFunc& f, const Options& opts) {
-  std::vector<char> so = link_shared(freestanding_object(f, opts), "lib" + entry_symbol(f) + ".so");
+  llvm::LLVMContext ctx;
+  OptimizedModule m = optimized_module(f, opts, ctx, Builtins::Freestanding);
+  std::vector<char> object = machine_code(m, llvm::CodeGenFileType::ObjectFile);
+  std::vector<char> so = link_shared(object, "lib" + entry_symbol(f) + ".so");
   for (const std::string& name : shared_object_imports(so)) {
     if (!allowed_import(name))
       fail("the shared object of " + f.name + " for " + opts.target.triple + " needs '" + name +

@@ -3,13 +3,18 @@
 
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
 #include <mutex>
+
+#include "module_builder.h"
 
 namespace kiln::codegen {
 
@@ -24,25 +29,14 @@ void initialize_llvm() {
   });
 }
 
-Target Target::host() {
-  Target t;
-  t.triple = llvm::sys::getProcessTriple();
-  t.cpu = llvm::sys::getHostCPUName().str();
-  std::string features;
-  for (const auto& [name, on] : llvm::sys::getHostCPUFeatures()) {
-    features += (features.empty() ? "" : ",") + std::string(on ? "+" : "-") + name.str();
-  }
-  t.features = features;
-  return t;
-}
-
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int opt_level) {
   initialize_llvm();
   std::string error;
   llvm::Triple triple(llvm::Triple::normalize(t.triple));
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple.getTriple(), error);
   if (!target)
-    throw CompileError("codegen", {}, "unknown target triple '" + t.triple + "': " + error);
+    throw CompileError(ErrorStage::Codegen, {},
+                       "unknown target triple '" + t.triple + "': " + error);
   llvm::TargetOptions options;
   llvm::CodeGenOptLevel level = opt_level <= 0   ? llvm::CodeGenOptLevel::None
                                 : opt_level == 1 ? llvm::CodeGenOptLevel::Less
@@ -51,7 +45,8 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int op
   std::unique_ptr<llvm::TargetMachine> tm(
       target->createTargetMachine(triple.getTriple(), t.cpu.empty() ? "generic" : t.cpu, t.features,
                                   options, llvm::Reloc::PIC_, std::nullopt, level));
-  if (!tm) throw CompileError("codegen", {}, "LLVM cannot generate code for '" + t.triple + "'");
+  if (!tm)
+    throw CompileError(ErrorStage::Codegen, {}, "LLVM cannot generate code for '" + t.triple + "'");
   return tm;
 }
 
@@ -81,4 +76,48 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level) {
   mpm.run(m, mam);
 }
 
+OptimizedModule optimized_module(const ir::LoweredFunc& f, const Options& opts,
+                                 llvm::LLVMContext& ctx, Builtins builtins) {
+  OptimizedModule out;
+  out.module = build_module(f, opts, ctx);
+  if (builtins == Builtins::Freestanding) {
+    for (llvm::Function& fn : *out.module) {
+      if (!fn.isDeclaration()) fn.addFnAttr("no-builtins");
+    }
+  }
+  out.machine = make_target_machine(opts.target, opts.opt_level);
+  optimize(*out.module, *out.machine, opts.opt_level);
+  return out;
+}
+
+std::vector<char> machine_code(OptimizedModule& m, llvm::CodeGenFileType type) {
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (m.machine->addPassesToEmitFile(pm, os, nullptr, type)) {
+    throw CompileError(
+        ErrorStage::Codegen, {},
+        "LLVM cannot emit this kind of file for " + m.machine->getTargetTriple().getTriple());
+  }
+  pm.run(*m.module);
+  return std::vector<char>(buffer.begin(), buffer.end());
+}
+
 }  // namespace kiln::codegen
+
+std::string kiln::codegen::backend_version() { return std::string("LLVM ") + LLVM_VERSION_STRING; }
+
+// kiln/target.h declares it; LLVM knows the host. Asked once: every default
+// CompileOptions starts from it.
+kiln::Target kiln::Target::host() {
+  static const Target host = [] {
+    Target t;
+    t.triple = llvm::sys::getProcessTriple();
+    t.cpu = llvm::sys::getHostCPUName().str();
+    for (const auto& [name, on] : llvm::sys::getHostCPUFeatures()) {
+      t.features += (t.features.empty() ? "" : ",") + std::string(on ? "+" : "-") + name.str();
+    }
+    return t;
+  }();
+  return host;
+}

@@ -5,6 +5,7 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include <memory>
+#include <vector>
 
 #include "kiln/codegen.h"
 
@@ -20,5 +21,22 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int op
 // Sets m's triple and data layout for tm and runs LLVM's O<opt_level>
 // pipeline on it.
 void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level);
+
+// What every output of the backend starts from: f's module (build_module),
+// optimized for opts.target, and the TargetMachine it was optimized for.
+struct OptimizedModule {
+  std::unique_ptr<llvm::Module> module;
+  std::unique_ptr<llvm::TargetMachine> machine;
+};
+// Freestanding: the module may call no C library function of LLVM's own
+// accord ("no-builtins" keeps loops from becoming memset and memcpy calls),
+// for code loaded where there is no libc.
+enum class Builtins : uint8_t { Allowed, Freestanding };
+OptimizedModule optimized_module(const ir::LoweredFunc& f, const Options& opts,
+                                 llvm::LLVMContext& ctx, Builtins builtins = Builtins::Allowed);
+
+// The assembly or object file of an optimized module. Throws CompileError
+// (stage Codegen) when the target cannot emit that kind of file.
+std::vector<char> machine_code(OptimizedModule& m, llvm::CodeGenFileType type);
 
 }  // namespace kiln::codegen

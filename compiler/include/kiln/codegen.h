@@ -10,21 +10,17 @@
 #include "kiln/interp.h"
 #include "kiln/loop_ir.h"
 #include "kiln/runtime.h"
+#include "kiln/target.h"
 
 namespace kiln::codegen {
 
-// What to generate code for. Data, never a global: the host is one value of it.
-struct Target {
-  std::string triple;    // "x86_64-linux-gnu", "aarch64-linux-gnu"
-  std::string cpu;       // "skylake-avx512", "neoverse-n1"; "" = the triple's generic CPU
-  std::string features;  // "+avx2,+fma"; "" = the CPU's own
-  static Target host();  // this machine: its triple, CPU name and features
-};
+using kiln::Target;
 
+// How LLVM compiles. Whether float arithmetic may be reassociated is the
+// func's own `option fast_math` (LoweredFunc::fast_math), decided nowhere else.
 struct Options {
   Target target = Target::host();
-  int opt_level = 3;       // 0..3: LLVM's O0..O3 pipeline
-  bool fast_math = false;  // lets LLVM reassociate float arithmetic
+  int opt_level = 3;  // 0..3: LLVM's O0..O3 pipeline
 };
 
 // The symbol every kernel is entered through, with kiln's packed-argument ABI
@@ -94,24 +90,29 @@ struct ArtifactArg {
 };
 
 // A compiled kernel that describes itself (DESIGN.md section 5): what it was
-// compiled for, how to call it, its code, and the hash it is cached under.
+// compiled for, how to call it, its code, and the key it is cached under.
 struct Artifact {
   std::string name;                   // the func's
   std::string triple, cpu, features;  // Options::target
   int opt_level = 3;
-  bool fast_math = false;
+  bool fast_math = false;            // the func's `option fast_math`, as compiled
   std::string entry;                 // entry_symbol(f)
   std::vector<ArtifactArg> args;     // run-time params, then buffers
   std::vector<std::string> imports;  // symbols the loader must provide
   std::vector<char> code;            // the shared object
-  std::string hash;                  // FNV-1a 64 of the metadata and the code, 16 hex digits
+  std::string code_sha256;           // SHA-256 of `code`: what a loader checks the bytes by
+  std::string key;                   // the compile cache key (kiln/compile.h) it was made under
 
   // The metadata (everything but the code) as one JSON object, for
   // `kiln compile`'s out.so.json and for agents.
   std::string metadata_json() const;
 };
 
-// Compiles f to a shared object for opts.target and describes it.
-Artifact compile_artifact(const ir::LoweredFunc& f, const Options& opts = {});
+// Compiles f to a shared object for opts.target and describes it; `key` is
+// the cache key of the request it answers (kiln::compile sets it).
+Artifact compile_artifact(const ir::LoweredFunc& f, const Options& opts, std::string key);
+
+// The code generator and its version ("LLVM 19.1.7"): part of every cache key.
+std::string backend_version();
 
 }  // namespace kiln::codegen

@@ -1,6 +1,8 @@
-// Errors the compiler reports: a message with the source position it is about.
+// Errors the compiler reports: a message, the stage that found it, and the
+// source position it is about.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -17,20 +19,36 @@ struct SourceLoc {
   std::string str() const;
 };
 
+// The stage of kiln that found a problem, in pipeline order. Each is named in
+// messages as error_stage_name gives it.
+enum class ErrorStage : uint8_t {
+  Parse,     // "parse": the text does not fit the grammar
+  Validate,  // "validate": names, types, non-affine domains; --func, --set, graph calls
+  Schedule,  // "schedule": a malformed schedule command (unknown loop, bad factor, ...)
+  Legality,  // "legality": a schedule command that breaks a dependence
+  Lower,     // "lower": the schedule cannot become loops (data-dependent bounds out of order)
+  Passes,    // "passes": an unknown pass name in a pass option
+  Codegen,   // "codegen": LLVM cannot generate the code, or an unknown target triple
+  Link,      // "link": lld failed, or a shared object would need a library
+  Interp,    // "interp": an interpreter found an out-of-bounds access, a bad input or binding
+  Run,       // "run": a compiled kernel returned an error status
+  Output,    // "output": a result cannot be written (kiln compile -o)
+};
+const char* error_stage_name(ErrorStage s);
+
 // Every stage of the compiler reports bad input by throwing a CompileError.
-// It carries where (loc), which stage found it (stage: "parse", "validate",
-// "schedule", "legality", "lower", "interp") and what is wrong (message).
+// It carries where (loc), which stage found it and what is wrong (message).
 // what() renders all three as "file:line:col: stage error: message".
 class CompileError : public std::runtime_error {
  public:
-  CompileError(std::string stage, SourceLoc loc, std::string message);
+  CompileError(ErrorStage stage, SourceLoc loc, std::string message);
 
-  const std::string& stage() const { return stage_; }
+  ErrorStage stage() const { return stage_; }
   const SourceLoc& loc() const { return loc_; }
   const std::string& message() const { return message_; }
 
  private:
-  std::string stage_;
+  ErrorStage stage_;
   SourceLoc loc_;
   std::string message_;
 };

@@ -7,21 +7,19 @@
 #include <vector>
 
 #include "kiln/codegen.h"
+#include "kiln/compile.h"
 #include "kiln/interp.h"
 #include "kiln/ir.h"
-#include "kiln/passes.h"
 
 namespace kiln::graph {
 
-// Runs op once on the host through the JIT (scheduled, lowered, the loop
-// passes of `ctx`, compiled with `opts`): how fold_constants evaluates an
-// operator at compile time.
-void jit_evaluate(const ir::Func& op, interp::Bindings& b, const passes::PassContext& ctx,
-                  const codegen::Options& opts);
+// Runs op once on the host, compiled by kiln::compile with `opts` (its
+// instrument left out): how fold_constants evaluates an operator at compile time.
+void jit_evaluate(const ir::Func& op, interp::Bindings& b, const CompileOptions& opts);
 
-// The graph passes of ctx with jit_evaluate as the constant evaluator.
-ir::Graph optimize(const ir::Graph& g, const passes::PassContext& ctx,
-                   const codegen::Options& opts);
+// The graph passes of opts' level and pass options, jit_evaluate folding the
+// constants, opts' instrument watching.
+ir::Graph optimize(const ir::Graph& g, const CompileOptions& opts);
 
 // A graph whose operators are compiled into this process.
 class CompiledGraph {
@@ -40,8 +38,7 @@ class CompiledGraph {
   std::shared_ptr<const State> state_;
 };
 
-// optimize(), then every operator through poly, the loop passes and the JIT.
-CompiledGraph compile(const ir::Graph& g, const passes::PassContext& ctx,
-                      const codegen::Options& opts);
+// optimize(), then every distinct operator through kiln::compile into this process.
+CompiledGraph compile(const ir::Graph& g, const CompileOptions& opts);
 
 }  // namespace kiln::graph

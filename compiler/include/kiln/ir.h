@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/error.h"
@@ -333,11 +334,43 @@ struct ScheduleArg {
   std::vector<ScheduleArg> list;  // a bracketed list `[a, b]` (Kind::Name with empty text)
   SourceLoc where;
 };
+
+// The schedule commands (DESIGN.md section 3): loop schedules, then memory schedules.
+enum class ScheduleOp : uint8_t {
+  Split,
+  Fuse,
+  Reorder,
+  Tile,
+  Skew,
+  Shift,
+  After,
+  Separate,
+  Inline,
+  Tag,
+  ApplySch,
+  Store,
+  StoreAt,
+  SetLoc,
+  CacheIdentity,
+  Cache,
+  AllocAt,
+};
+const char* schedule_op_name(ScheduleOp op);  // "split", "apply_sch", "cache_identity", ...
+std::optional<ScheduleOp> schedule_op_from_name(std::string_view name);
+// Every command, in the order above: "split, fuse, ..., alloc_at", for messages.
+std::string schedule_op_list();
+// store, store_at, set_loc, cache_identity, cache, alloc_at: where values live, not loop order.
+bool is_memory_schedule(ScheduleOp op);
+
 struct ScheduleCommand {
   std::string target;  // a computation or buffer name
-  std::string op;      // split, fuse, reorder, tile, ...
+  std::string op;      // as written: split, fuse, reorder, tile, ...
   std::vector<ScheduleArg> args;
   SourceLoc where;
+
+  // The command op names; nullopt for a name that is no command (poly refuses it).
+  std::optional<ScheduleOp> kind() const { return schedule_op_from_name(op); }
+  bool is(ScheduleOp o) const { return kind() == o; }
 };
 
 struct Func {

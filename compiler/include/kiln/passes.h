@@ -5,30 +5,71 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/interp.h"
 #include "kiln/ir.h"
 #include "kiln/loop_ir.h"
+#include "kiln/passes/cse.h"
+#include "kiln/passes/licm.h"
+#include "kiln/target.h"
 
 namespace kiln::passes {
 
-// What the passes are allowed and asked to do, as Relay's PassContext.
+// Which passes run beyond those of the opt level, and how they are tuned:
+// what a user or a tuner chooses. All of it is part of the compile cache key.
+struct PassOptions {
+  std::set<std::string> required;   // run even above opt_level
+  std::set<std::string> disabled;   // never run (wins over required)
+  std::optional<LicmOptions> licm;  // LICM's cost model; unset: the target's (licm_defaults)
+  std::optional<CseOptions> cse;    // CSE's rules; unset: the target's (cse_defaults)
+
+  friend bool operator==(const PassOptions&, const PassOptions&) = default;
+};
+
+// The options LICM and CSE get for a target when PassOptions leaves them unset:
+// on GPUs, expressions in small constant loops cost nothing (the backend
+// unrolls them); on CPUs, small serial loops keep their index bases inside.
+LicmOptions licm_defaults(const Target& t);
+CseOptions cse_defaults(const Target& t);
+
+// What a pass instrument is told: after a pass, the IR it left and how long
+// it took; or a remark a pass makes on its way ("fused relu into conv").
+struct PassEvent {
+  std::string_view pass{};
+  double ms = 0;                          // after a pass
+  const ir::LoweredFunc* func = nullptr;  // after a loop pass: the func it left
+  const ir::Graph* graph = nullptr;       // after a graph pass: the graph it left
+  std::string_view remark{};              // a remark: func and graph are null
+};
+// Sees every pass run and changes nothing: printing, timing, kilnd's stage log.
+using PassInstrument = std::function<void(const PassEvent&)>;
+
+// The instrument behind `--print-after` and `--time-passes`: prints to `log`
+// the IR after each pass in print_after ("all" = every pass) with those
+// passes' remarks, and, when `time`, every pass's time. Throws CompileError
+// (stage Passes) for a name in print_after that is no pass.
+PassInstrument print_and_time(std::set<std::string> print_after, bool time, std::ostream& log);
+
+// Everything a pass is given besides the IR, as Relay's PassContext.
 struct PassContext {
-  int opt_level = 2;                  // 0..3: a pass runs when its level <= opt_level
-  std::set<std::string> required;     // run even above opt_level
-  std::set<std::string> disabled;     // never run (wins over required)
-  std::string target_kind = "cpu";    // "cpu" or "gpu": cost models differ (LICM)
-  std::set<std::string> print_after;  // print the IR after these passes ("all" = every pass)
-  bool time_passes = false;           // report each pass's time
-  std::ostream* log = nullptr;        // where printing and timing go (null: nowhere)
+  int opt_level = 2;  // 0..3: a pass runs when its level <= opt_level
+  Target target;      // cost models differ between CPUs and GPUs (LICM, CSE)
+  PassOptions options;
+  PassInstrument instrument;  // unset: nobody watches
   // How fold_constants runs an operator at compile time: `b` holds op's
   // params and its input and output buffers. kiln passes the JIT; unset, the
   // reference interpreter runs it.
   std::function<void(const ir::Func& op, interp::Bindings& b)> evaluate;
+
+  // LICM's and CSE's options: options.licm and options.cse, or the target's defaults.
+  LicmOptions licm() const;
+  CseOptions cse() const;
 };
 
 struct PassInfo {
@@ -46,8 +87,8 @@ const std::vector<PassInfo>& registry();
 
 // Runs the pipeline on f: the registered passes in order, each when it is
 // enabled by ctx (opt level, required, disabled; a pass's requirements run
-// when it does). Prints and times as ctx asks. Throws CompileError (stage
-// "passes") for an unknown pass name in ctx.
+// when it does), telling ctx.instrument after each. Throws CompileError
+// (stage Passes) for an unknown pass name in ctx.
 ir::LoweredFunc run_pipeline(const ir::LoweredFunc& f, const PassContext& ctx);
 
 // The names of the passes run_pipeline would run under ctx, in order.
@@ -69,9 +110,9 @@ struct GraphPassInfo {
 // Every graph pass, in pipeline order.
 const std::vector<GraphPassInfo>& graph_registry();
 
-// Runs the graph passes ctx enables, in order, printing the graph after those
-// in ctx.print_after. Throws CompileError (stage "passes") for an unknown
-// pass name in ctx, and whatever a pass throws (fold_constants runs code).
+// Runs the graph passes ctx enables, in order, telling ctx.instrument after
+// each. Throws CompileError (stage Passes) for an unknown pass name in ctx,
+// and whatever a pass throws (fold_constants runs code).
 ir::Graph run_graph_pipeline(const ir::Graph& g, const PassContext& ctx);
 
 // The names of the graph passes run_graph_pipeline would run under ctx.

@@ -16,6 +16,8 @@ struct CseOptions {
   // each copy's index as base + constant within the copy (see LicmOptions::
   // unrolled_serial_loops); `let cse_var = xo * 4` before the loop hides it.
   int small_loop = 0;
+
+  friend bool operator==(const CseOptions&, const CseOptions&) = default;
 };
 
 // Puts every computation that is done at least `min_uses` times within a scope

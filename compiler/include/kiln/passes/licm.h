@@ -39,6 +39,8 @@ struct LicmOptions {
   // BasicAA cannot take apart, so GVN and DSE keep every load and store of
   // neighbouring elements (maxpool: 2.3x slower).
   bool unrolled_serial_loops = false;
+
+  friend bool operator==(const LicmOptions&, const LicmOptions&) = default;
 };
 
 // Rewrites s into a form where invariant parts are visible to licm: ranks every

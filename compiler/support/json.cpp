@@ -1,11 +1,11 @@
-// The JSON writer of json.h.
-#include "json.h"
+// The JSON writer of kiln/json.h.
+#include "kiln/json.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-namespace kiln::cli {
+namespace kiln {
 
 namespace {
 
@@ -76,8 +76,9 @@ std::string json_string(std::string_view s) {
   return out;
 }
 
-std::string json_number(double v) {
+std::string json_number(double v, int significant) {
   if (!std::isfinite(v)) return "null";
+  if (significant > 0) return fmt::format("{:.{}g}", v, significant);
   return fmt::format("{}", v);
 }
 
@@ -93,8 +94,8 @@ JsonObject& JsonObject::str(std::string_view key, std::string_view value) {
   return raw(key, json_string(value));
 }
 
-JsonObject& JsonObject::num(std::string_view key, double value) {
-  return raw(key, json_number(value));
+JsonObject& JsonObject::num(std::string_view key, double value, int significant) {
+  return raw(key, json_number(value, significant));
 }
 
 JsonObject& JsonObject::integer(std::string_view key, int64_t value) {
@@ -107,13 +108,25 @@ JsonObject& JsonObject::boolean(std::string_view key, bool value) {
 
 JsonObject& JsonObject::null(std::string_view key) { return raw(key, "null"); }
 
-std::string json_int_array(const std::vector<int64_t>& values) {
+std::string json_array(const std::vector<std::string>& json_values) {
   std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i) {
+  for (size_t i = 0; i < json_values.size(); ++i) {
     if (i > 0) out += ',';
-    out += std::to_string(values[i]);
+    out += json_values[i];
   }
   return out + "]";
 }
 
-}  // namespace kiln::cli
+std::string json_int_array(const std::vector<int64_t>& values) {
+  std::vector<std::string> items;
+  for (int64_t v : values) items.push_back(std::to_string(v));
+  return json_array(items);
+}
+
+std::string json_string_array(const std::vector<std::string>& values) {
+  std::vector<std::string> items;
+  for (const std::string& v : values) items.push_back(json_string(v));
+  return json_array(items);
+}
+
+}  // namespace kiln

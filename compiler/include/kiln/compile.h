@@ -1,0 +1,88 @@
+// The compile pipeline (DESIGN.md sections 1 and 5): one operator from the IR
+// the frontend validated to loop IR, LLVM IR, assembly, a kernel in this
+// process, or an artifact for any target. compile() in compiler/pipeline/
+// compile.cpp runs the stages in order, one call each, and is the only place
+// they are strung together: the CLI, kilnd, compiled graphs, the tests and
+// the benchmarks all compile through it, so equal requests give equal results.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/codegen.h"
+#include "kiln/ir.h"
+#include "kiln/loop_ir.h"
+#include "kiln/passes.h"
+#include "kiln/poly.h"
+#include "kiln/target.h"
+
+namespace kiln {
+
+// Where the pipeline stops, and so what compile() returns.
+enum class CompileOutput : uint8_t {
+  Schedule,  // the schedule applied and checked against the dependences (`kiln check`)
+  Loops,     // loop IR after the passes (`kiln emit --stage loops`, the loop interpreter)
+  LlvmIr,    // LLVM IR after LLVM's optimizer, as text
+  Assembly,  // the target's assembly, as text
+  Kernel,    // machine code loaded into this process (the target must be the host)
+  Artifact,  // a shared object for the target, with what describes it
+};
+const char* compile_output_name(CompileOutput o);  // "schedule", "loops", "llvm", ...
+
+// How an operator is compiled: everything but the operator itself. A graph's
+// operators are all compiled with one CompileOptions.
+struct CompileOptions {
+  Target target = Target::host();
+  int opt_level = 3;           // 0..3: the pass pipeline's level and LLVM's
+  bool apply_schedule = true;  // false: the algorithm's own loop order (--no-schedule)
+  passes::PassOptions passes;  // passes required or disabled beyond the level, their options
+  passes::PassInstrument instrument{};  // sees each pass; changes nothing, not in the key
+};
+
+struct CompileRequest {
+  ir::Func func{};            // as the frontend (or OperatorDef validation) made it
+  ir::Overrides overrides{};  // compile-time params and knobs: --set, or a tuner's point
+  CompileOptions options{};
+  CompileOutput output = CompileOutput::Kernel;
+};
+
+// How long one stage took.
+struct StageTime {
+  const char* stage;  // "overrides", "schedule", "lower", "passes", "codegen"
+  double ms = 0;
+};
+
+struct CompileResult {
+  std::string key;                               // cache_key(request): known before any stage ran
+  ir::Func func;                                 // the operator with the overrides applied
+  std::optional<poly::ScheduledFunc> scheduled;  // output Schedule only
+  ir::LoweredFunc lowered;                    // the loops as lowering left them (Loops and beyond)
+  ir::LoweredFunc optimized;                  // after the passes (Loops and beyond)
+  std::string text;                           // LlvmIr, Assembly
+  std::optional<codegen::Kernel> kernel;      // Kernel
+  std::optional<codegen::Artifact> artifact;  // Artifact; its key is `key`
+  std::vector<StageTime> times;               // in the order the stages ran
+};
+
+// Runs the pipeline up to request.output: the overrides, the polyhedral
+// schedule with its legality check, lowering, the passes of opt_level, then
+// LLVM. Throws CompileError naming the stage that refused the operator.
+CompileResult compile(const CompileRequest& request);
+
+// The compile cache key: SHA-256 (hex) over the canonical printed operator
+// after validation and overrides, the override values, the target, the opt
+// level, whether the schedule is applied, the pass options, fast math, the
+// output and compiler_version(). Equal requests have equal keys; a change to
+// any of these changes it. Throws CompileError as the overrides do.
+std::string cache_key(const CompileRequest& request);
+
+// The context compile() runs the loop passes under (and a graph its graph passes).
+passes::PassContext pass_context(const CompileOptions& options);
+
+// kiln's version and its code generator's ("kiln 0.1.0, LLVM 19.1.7"): part
+// of every cache key, so that a new compiler never serves an old artifact.
+std::string compiler_version();
+
+}  // namespace kiln

@@ -1,0 +1,143 @@
+// kiln's Lower.cpp: the compile pipeline, stage by stage (kiln/compile.h).
+#include "kiln/compile.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <utility>
+
+#include "kiln/digest.h"
+#include "kiln/error.h"
+
+namespace kiln {
+namespace {
+
+// Times each stage into `times` as it runs.
+class StageClock {
+ public:
+  explicit StageClock(std::vector<StageTime>& times) : times_(times) {}
+
+  template <typename F>
+  auto operator()(const char* stage, F&& run) {
+    auto start = std::chrono::steady_clock::now();
+    struct Record {
+      StageClock& clock;
+      const char* stage;
+      std::chrono::steady_clock::time_point start;
+      ~Record() {
+        std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+        clock.times_.push_back(StageTime{stage, ms.count()});
+      }
+    } record{*this, stage, start};
+    return run();
+  }
+
+ private:
+  std::vector<StageTime>& times_;
+};
+
+// The key over a func whose overrides are already applied.
+std::string key_of(const CompileRequest& r, const ir::Func& func) {
+  const CompileOptions& o = r.options;
+  Sha256 h;
+  h.add("kiln compile key 1").add(compiler_version());
+  h.add(ir::to_string(func));
+  h.add("target").add(o.target.triple).add(o.target.cpu).add(o.target.features);
+  h.add(fmt::format("O{} schedule={} fast_math={} output={}", o.opt_level, o.apply_schedule,
+                    func.fast_math, compile_output_name(r.output)));
+  for (const std::string& p : o.passes.required) h.add("require").add(p);
+  for (const std::string& p : o.passes.disabled) h.add("disable").add(p);
+  if (const std::optional<passes::LicmOptions>& l = o.passes.licm) {
+    h.add(fmt::format("licm {} {} {} {} {} {} {} {} {} {} {} {} {}", l->threshold, l->cost_add,
+                      l->cost_mul, l->cost_div, l->cost_min_max, l->cost_compare, l->cost_select,
+                      l->cost_cast, l->cost_call, l->gpu, l->small_loop, l->unrolled_serial_loops,
+                      "end"));
+  }
+  if (const std::optional<passes::CseOptions>& c = o.passes.cse) {
+    h.add(fmt::format("cse {} {}", c->min_uses, c->small_loop));
+  }
+  return h.hex();
+}
+
+}  // namespace
+
+const char* compile_output_name(CompileOutput o) {
+  switch (o) {
+    case CompileOutput::Schedule:
+      return "schedule";
+    case CompileOutput::Loops:
+      return "loops";
+    case CompileOutput::LlvmIr:
+      return "llvm";
+    case CompileOutput::Assembly:
+      return "asm";
+    case CompileOutput::Kernel:
+      return "kernel";
+    case CompileOutput::Artifact:
+      return "artifact";
+  }
+  return "?";
+}
+
+passes::PassContext pass_context(const CompileOptions& options) {
+  passes::PassContext ctx;
+  ctx.opt_level = options.opt_level;
+  ctx.target = options.target;
+  ctx.options = options.passes;
+  ctx.instrument = options.instrument;
+  return ctx;
+}
+
+std::string compiler_version() {
+  return fmt::format("kiln {}, {}", KILN_VERSION, codegen::backend_version());
+}
+
+std::string cache_key(const CompileRequest& request) {
+  return key_of(request, ir::apply_overrides(request.func, request.overrides));
+}
+
+CompileResult compile(const CompileRequest& request) {
+  const CompileOptions& o = request.options;
+  CompileResult out;
+  StageClock clock(out.times);
+
+  out.func =
+      clock("overrides", [&] { return ir::apply_overrides(request.func, request.overrides); });
+  out.key = key_of(request, out.func);
+
+  poly::ScheduledFunc scheduled =
+      clock("schedule", [&] { return poly::schedule(out.func, o.apply_schedule); });
+  if (request.output == CompileOutput::Schedule) {
+    out.scheduled = std::move(scheduled);
+    return out;
+  }
+
+  out.lowered = clock("lower", [&] { return poly::lower(scheduled); });
+  out.optimized =
+      clock("passes", [&] { return passes::run_pipeline(out.lowered, pass_context(o)); });
+  if (request.output == CompileOutput::Loops) return out;
+
+  codegen::Options llvm{o.target, o.opt_level};
+  clock("codegen", [&] {
+    switch (request.output) {
+      case CompileOutput::LlvmIr:
+        out.text = codegen::emit_llvm(out.optimized, llvm);
+        break;
+      case CompileOutput::Assembly:
+        out.text = codegen::emit_asm(out.optimized, llvm);
+        break;
+      case CompileOutput::Kernel:
+        out.kernel = codegen::jit_compile(out.optimized, llvm);
+        break;
+      case CompileOutput::Artifact:
+        out.artifact = codegen::compile_artifact(out.optimized, llvm, out.key);
+        break;
+      case CompileOutput::Schedule:
+      case CompileOutput::Loops:
+        break;
+    }
+  });
+  return out;
+}
+
+}  // namespace kiln

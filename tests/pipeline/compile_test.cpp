@@ -1,0 +1,223 @@
+// The compile pipeline (kiln/compile.h): where each output stops, the stage
+// times, the fast-math setting an artifact records, the errors of each stage,
+// and the cache key: equal for equal requests, different when any input to it
+// differs.
+#include "kiln/compile.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kiln/error.h"
+#include "programs.h"
+
+namespace kiln::testing {
+namespace {
+
+const char* kScale = R"(func scale {
+  param N = 64;
+  input x : f32[N];
+  output y : f32[N];
+  knob S = 8 in [4, 8, 16];
+  compute c(i) in 0 <= i < N: y[i] = x[i] * 2.0 + 1.0;
+  schedule { c.split(i, S, io, ii); }
+})";
+
+CompileRequest request(CompileOutput output, const char* program = kScale) {
+  return CompileRequest{.func = parse_one(program), .output = output};
+}
+
+std::vector<std::string> stages(const CompileResult& r) {
+  std::vector<std::string> out;
+  for (const StageTime& t : r.times) {
+    EXPECT_GE(t.ms, 0) << t.stage;
+    out.emplace_back(t.stage);
+  }
+  return out;
+}
+
+TEST(Compile, EachOutputStopsWhereItShould) {
+  CompileResult s = compile(request(CompileOutput::Schedule));
+  ASSERT_TRUE(s.scheduled.has_value());
+  EXPECT_EQ(stages(s), (std::vector<std::string>{"overrides", "schedule"}));
+  EXPECT_EQ(s.optimized.body, nullptr);
+
+  CompileResult l = compile(request(CompileOutput::Loops));
+  EXPECT_FALSE(l.scheduled.has_value());
+  EXPECT_EQ(stages(l), (std::vector<std::string>{"overrides", "schedule", "lower", "passes"}));
+  ASSERT_NE(l.lowered.body, nullptr);
+  ASSERT_NE(l.optimized.body, nullptr);
+  EXPECT_FALSE(l.kernel || l.artifact);
+
+  std::vector<std::string> all{"overrides", "schedule", "lower", "passes", "codegen"};
+  CompileResult ir = compile(request(CompileOutput::LlvmIr));
+  EXPECT_NE(ir.text.find("define"), std::string::npos) << ir.text;
+  EXPECT_EQ(stages(ir), all);
+  CompileResult as = compile(request(CompileOutput::Assembly));
+  EXPECT_NE(as.text.find(codegen::entry_symbol(as.optimized)), std::string::npos);
+
+  CompileResult k = compile(request(CompileOutput::Kernel));
+  ASSERT_TRUE(k.kernel.has_value());
+  EXPECT_FALSE(k.artifact.has_value());
+  EXPECT_EQ(stages(k), all);
+
+  CompileResult a = compile(request(CompileOutput::Artifact));
+  ASSERT_TRUE(a.artifact.has_value());
+  EXPECT_EQ(a.artifact->key, a.key);
+}
+
+TEST(Compile, TheKernelComputesWhatTheReferenceDoes) {
+  CompileRequest r = request(CompileOutput::Kernel);
+  r.overrides = {{"S", 16}, {"N", 100}};
+  CompileResult c = compile(r);
+  EXPECT_EQ(c.func.find_knob("S")->value, 16);
+  EXPECT_EQ(c.func.find_param("N")->value, 100);
+  interp::Bindings in = interp::random_bindings(c.func, interp::param_values(c.func), 3);
+  interp::Bindings expected = in, actual = in;
+  interp::run_reference(c.func, expected);
+  c.kernel->run(actual);
+  interp::Mismatch mm = interp::compare_outputs(c.func, expected, actual);
+  EXPECT_TRUE(mm.ok) << mm.describe();
+}
+
+TEST(Compile, OptLevelZeroLeavesTheLoopsAsLowered) {
+  CompileRequest r = request(CompileOutput::Loops);
+  r.options.opt_level = 0;
+  CompileResult c = compile(r);
+  EXPECT_EQ(c.optimized.body, c.lowered.body);
+}
+
+TEST(Compile, ArtifactRecordsTheFastMathTheFuncUses) {
+  std::string fast = kScale;
+  fast.insert(fast.find('{') + 1, "\n  option fast_math;");
+  for (bool fast_math : {false, true}) {
+    CompileRequest r{.func = parse_one(fast_math ? fast : std::string(kScale)),
+                     .output = CompileOutput::Artifact};
+    r.options.target = Target{"aarch64-linux-gnu", "", ""};
+    codegen::Artifact a = *compile(r).artifact;
+    EXPECT_EQ(a.fast_math, fast_math);
+    std::string json = a.metadata_json();
+    EXPECT_NE(json.find(fast_math ? R"("fast_math":true)" : R"("fast_math":false)"),
+              std::string::npos)
+        << json;
+  }
+}
+
+TEST(Compile, EachStageReportsItsOwnErrors) {
+  auto stage_of = [](const CompileRequest& r) {
+    try {
+      compile(r);
+    } catch (const CompileError& e) {
+      return e.stage();
+    }
+    ADD_FAILURE() << "no error";
+    return ErrorStage::Output;
+  };
+  CompileRequest bad_knob = request(CompileOutput::Kernel);
+  bad_knob.overrides = {{"S", 5}};
+  EXPECT_EQ(stage_of(bad_knob), ErrorStage::Validate);
+
+  CompileRequest bad_loop{.func = parse_one(with_schedule(kScale, "c.split(j, 4, jo, ji);"))};
+  EXPECT_EQ(stage_of(bad_loop), ErrorStage::Schedule);
+
+  CompileRequest bad_pass = request(CompileOutput::Loops);
+  bad_pass.options.passes.disabled = {"no_such_pass"};
+  EXPECT_EQ(stage_of(bad_pass), ErrorStage::Passes);
+
+  CompileRequest foreign_jit = request(CompileOutput::Kernel);
+  foreign_jit.options.target = Target{
+      Target::host().triple.starts_with("aarch64") ? "x86_64-linux-gnu" : "aarch64-linux-gnu", "",
+      ""};
+  EXPECT_EQ(stage_of(foreign_jit), ErrorStage::Codegen);
+}
+
+// ---------------------------------------------------------------------------
+// The cache key
+
+TEST(CacheKey, IsKnownBeforeCompilingAndIsTheResultsKey) {
+  CompileRequest r = request(CompileOutput::Artifact);
+  std::string key = cache_key(r);
+  EXPECT_EQ(key.size(), 64u);
+  EXPECT_EQ(key.find_first_not_of("0123456789abcdef"), std::string::npos) << key;
+  EXPECT_EQ(compile(r).key, key);
+}
+
+TEST(CacheKey, EqualRequestsHaveEqualKeys) {
+  EXPECT_EQ(cache_key(request(CompileOutput::Kernel)), cache_key(request(CompileOutput::Kernel)));
+  // The canonical text, not the file's spelling: spacing and comments do not count.
+  std::string spaced = kScale;
+  spaced.insert(spaced.find("input"), "// a comment\n\n   ");
+  EXPECT_EQ(cache_key(request(CompileOutput::Kernel)),
+            cache_key(request(CompileOutput::Kernel, spaced.c_str())));
+  // An override given to compile and one applied beforehand are the same request.
+  CompileRequest given = request(CompileOutput::Kernel);
+  given.overrides = {{"S", 4}};
+  CompileRequest applied{.func = ir::apply_overrides(parse_one(kScale), {{"S", 4}})};
+  EXPECT_EQ(cache_key(given), cache_key(applied));
+  // What only watches the compilation is not part of the key.
+  CompileRequest watched = request(CompileOutput::Kernel);
+  watched.options.instrument = [](const passes::PassEvent&) {};
+  EXPECT_EQ(cache_key(watched), cache_key(request(CompileOutput::Kernel)));
+}
+
+TEST(CacheKey, DiffersWhenAnyInputDiffers) {
+  using Change = std::function<void(CompileRequest&)>;
+  std::vector<std::pair<std::string, Change>> changes = {
+      {"knob value",
+       [](CompileRequest& r) {
+         r.overrides = {{"S", 16}};
+       }},
+      {"param value",
+       [](CompileRequest& r) {
+         r.overrides = {{"N", 65}};
+       }},
+      {"algorithm",
+       [](CompileRequest& r) {
+         r.func = parse_one(std::string(kScale).replace(std::string(kScale).find("2.0"), 3, "3.0"));
+       }},
+      {"schedule", [](CompileRequest& r) { r.func.schedule.clear(); }},
+      {"func name", [](CompileRequest& r) { r.func.name = "scale2"; }},
+      {"fast math", [](CompileRequest& r) { r.func.fast_math = true; }},
+      {"triple", [](CompileRequest& r) { r.options.target.triple = "aarch64-linux-gnu"; }},
+      {"cpu", [](CompileRequest& r) { r.options.target.cpu = "x86-64-v2"; }},
+      {"features", [](CompileRequest& r) { r.options.target.features += ",-avx2"; }},
+      {"opt level", [](CompileRequest& r) { r.options.opt_level = 2; }},
+      {"no schedule", [](CompileRequest& r) { r.options.apply_schedule = false; }},
+      {"required pass", [](CompileRequest& r) { r.options.passes.required = {"simplify"}; }},
+      {"disabled pass", [](CompileRequest& r) { r.options.passes.disabled = {"licm"}; }},
+      {"licm options",
+       [](CompileRequest& r) {
+         passes::LicmOptions o;
+         o.cost_div = 4;
+         r.options.passes.licm = o;
+       }},
+      {"cse options",
+       [](CompileRequest& r) {
+         passes::CseOptions o;
+         o.min_uses = 3;
+         r.options.passes.cse = o;
+       }},
+      {"output", [](CompileRequest& r) { r.output = CompileOutput::Artifact; }},
+  };
+  std::string base = cache_key(request(CompileOutput::Kernel));
+  std::set<std::string> seen{base};
+  for (const auto& [what, change] : changes) {
+    CompileRequest r = request(CompileOutput::Kernel);
+    change(r);
+    std::string key = cache_key(r);
+    EXPECT_NE(key, base) << what;
+    EXPECT_TRUE(seen.insert(key).second) << what << " collides with another change";
+  }
+}
+
+TEST(CacheKey, NamesTheCompilerVersion) {
+  std::string v = compiler_version();
+  EXPECT_NE(v.find("kiln "), std::string::npos) << v;
+  EXPECT_NE(v.find("LLVM "), std::string::npos) << v;
+}
+
+}  // namespace
+}  // namespace kiln::testing
