@@ -10,7 +10,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libxgboost-dev xgboost
   libprotobuf-c-dev protobuf-c-compiler
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
-  libsqlite3-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
+  libsqlite3-dev libssl-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
 )
 CROSS_PACKAGES=(libprotobuf-c-dev:arm64)
 
