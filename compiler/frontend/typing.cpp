@@ -474,6 +474,7 @@ Value Typer::fold(ir::BinaryOp op, const Value& a, const Value& b, const Ast& at
   auto by_zero = [&]() { fail(at.pos, "division by zero in " + q(quote(src_, at))); };
   if (a.konst == Value::Const::Int && b.konst == Value::Const::Int) {
     int64_t x = a.i, y = b.i, r = 0;
+    if (ir::is_comparison(op)) return typed(ir::bool_imm(ir::compare(op, x, y)));
     switch (op) {
       case ir::BinaryOp::Add:
         if (__builtin_add_overflow(x, y, &r)) overflow();
@@ -496,20 +497,13 @@ Value Typer::fold(ir::BinaryOp op, const Value& a, const Value& b, const Ast& at
         return int_const(std::min(x, y));
       case ir::BinaryOp::Max:
         return int_const(std::max(x, y));
-      case ir::BinaryOp::Lt:
-      case ir::BinaryOp::Le:
-      case ir::BinaryOp::Gt:
-      case ir::BinaryOp::Ge:
-      case ir::BinaryOp::Eq:
-      case ir::BinaryOp::Ne:
-        return typed(ir::bool_imm(ir::compare(op, x, y)));
-      case ir::BinaryOp::And:
-      case ir::BinaryOp::Or:
+      default:  // And and Or: bool operands, never folded here
         break;
     }
     fail(at.pos, "bad constant operator");
   }
   double x = as_double(a), y = as_double(b), r = 0;
+  if (ir::is_comparison(op)) return typed(ir::bool_imm(ir::compare(op, x, y)));
   switch (op) {
     case ir::BinaryOp::Add:
       r = x + y;
@@ -534,15 +528,7 @@ Value Typer::fold(ir::BinaryOp op, const Value& a, const Value& b, const Ast& at
     case ir::BinaryOp::Max:
       r = std::max(x, y);
       break;
-    case ir::BinaryOp::Lt:
-    case ir::BinaryOp::Le:
-    case ir::BinaryOp::Gt:
-    case ir::BinaryOp::Ge:
-    case ir::BinaryOp::Eq:
-    case ir::BinaryOp::Ne:
-      return typed(ir::bool_imm(ir::compare(op, x, y)));
-    case ir::BinaryOp::And:
-    case ir::BinaryOp::Or:
+    default:  // And and Or
       fail(at.pos, "bad constant operator");
   }
   if (!std::isfinite(r)) {

@@ -216,6 +216,7 @@ Value Evaluator::eval_binary(const ir::Binary& n, const ir::Expr& e) {
   if (ir::is_float(a.type)) {
     double x = a.f, y = b.f;
     DType t = a.type;
+    if (is_comparison(n.op)) return Value::of_bool(ir::compare(n.op, x, y));
     switch (n.op) {
       case BinaryOp::Add:
         return Value::of_float(t, x + y);
@@ -231,13 +232,6 @@ Value Evaluator::eval_binary(const ir::Binary& n, const ir::Expr& e) {
         return Value::of_float(t, y < x ? y : x);
       case BinaryOp::Max:
         return Value::of_float(t, x < y ? y : x);
-      case BinaryOp::Lt:
-      case BinaryOp::Le:
-      case BinaryOp::Gt:
-      case BinaryOp::Ge:
-      case BinaryOp::Eq:
-      case BinaryOp::Ne:
-        return Value::of_bool(ir::compare(n.op, x, y));
       default:
         break;
     }
@@ -246,6 +240,7 @@ Value Evaluator::eval_binary(const ir::Binary& n, const ir::Expr& e) {
   int64_t x = a.i, y = b.i;
   uint64_t ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
   DType t = a.type;
+  if (is_comparison(n.op)) return Value::of_bool(ir::compare(n.op, x, y));
   switch (n.op) {
     case BinaryOp::Add:
       return Value::of_int(t, static_cast<int64_t>(ux + uy));
@@ -261,13 +256,6 @@ Value Evaluator::eval_binary(const ir::Binary& n, const ir::Expr& e) {
       return Value::of_int(t, std::min(x, y));
     case BinaryOp::Max:
       return Value::of_int(t, std::max(x, y));
-    case BinaryOp::Lt:
-    case BinaryOp::Le:
-    case BinaryOp::Gt:
-    case BinaryOp::Ge:
-    case BinaryOp::Eq:
-    case BinaryOp::Ne:
-      return Value::of_bool(ir::compare(n.op, x, y));
     default:
       break;
   }

@@ -679,6 +679,7 @@ std::optional<int64_t> eval_int_in(const Expr& e, const std::map<std::string, in
   if (n == nullptr || is_float(n->a->type)) return std::nullopt;
   std::optional<int64_t> a = eval_int_in(n->a, env), b = eval_int_in(n->b, env);
   if (!a || !b) return std::nullopt;
+  if (is_comparison(n->op)) return compare(n->op, *a, *b);
   switch (n->op) {
     case BinaryOp::Add:
       return *a + *b;
@@ -696,17 +697,12 @@ std::optional<int64_t> eval_int_in(const Expr& e, const std::map<std::string, in
       return std::min(*a, *b);
     case BinaryOp::Max:
       return std::max(*a, *b);
-    case BinaryOp::Lt:
-    case BinaryOp::Le:
-    case BinaryOp::Gt:
-    case BinaryOp::Ge:
-    case BinaryOp::Eq:
-    case BinaryOp::Ne:
-      return compare(n->op, *a, *b);
     case BinaryOp::And:
       return *a != 0 && *b != 0;
     case BinaryOp::Or:
       return *a != 0 || *b != 0;
+    default:  // comparisons, above
+      break;
   }
   return std::nullopt;
 }

@@ -253,14 +253,6 @@ class Collector {
 
   void children(const Expr& e, bool conditional, const Names& inner, Table& t) {
     switch (e->kind) {
-      case ExprKind::IntImm:
-      case ExprKind::FloatImm:
-      case ExprKind::Var:
-        return;
-      case ExprKind::Cast:
-        return expr(static_cast<const Cast&>(*e).value, conditional, inner, t);
-      case ExprKind::Unary:
-        return expr(static_cast<const Unary&>(*e).a, conditional, inner, t);
       case ExprKind::Binary: {
         const auto& n = static_cast<const Binary&>(*e);
         bool short_circuit = n.op == BinaryOp::And || n.op == BinaryOp::Or;
@@ -275,17 +267,6 @@ class Collector {
         expr(n.f, conditional, inner, tf);
         return t.add_common(tt, tf);
       }
-      case ExprKind::Call:
-        for (const Expr& a : static_cast<const Call&>(*e).args) expr(a, conditional, inner, t);
-        return;
-      case ExprKind::Access:
-        for (const Expr& a : static_cast<const Access&>(*e).indices) {
-          expr(a, conditional, inner, t);
-        }
-        return;
-      case ExprKind::Load:
-        for (const Expr& a : static_cast<const Load&>(*e).indices) expr(a, conditional, inner, t);
-        return;
       case ExprKind::Let: {
         const auto& n = static_cast<const Let&>(*e);
         expr(n.value, conditional, inner, t);
@@ -293,6 +274,9 @@ class Collector {
         in.insert(n.var);
         return expr(n.body, conditional, in, t);
       }
+      default:
+        for_each_child(e, [&](const Expr& c) { expr(c, conditional, inner, t); });
+        return;
     }
   }
 
@@ -463,38 +447,16 @@ class Eliminator : public StmtMutator {
  protected:
   // Children are visited through stmt() and expr() so that each gets its own
   // table; binders extend the context of what is in scope.
-  Expr mutate_cast(const Expr& e, const Cast& n) override {
-    Expr v = expr(n.value);
-    return v == n.value ? e : std::make_shared<Cast>(n.type, v);
+  Expr children(const Expr& e) {
+    return map_children(e, [this](const Expr& c) { return expr(c); });
   }
-  Expr mutate_unary(const Expr& e, const Unary& n) override {
-    Expr a = expr(n.a);
-    return a == n.a ? e : std::make_shared<Unary>(n.op, a, n.type);
-  }
-  Expr mutate_binary(const Expr& e, const Binary& n) override {
-    Expr a = expr(n.a), b = expr(n.b);
-    return a == n.a && b == n.b ? e : std::make_shared<Binary>(n.op, a, b, n.type);
-  }
-  Expr mutate_select(const Expr& e, const Select& n) override {
-    Expr c = expr(n.cond), t = expr(n.t), f = expr(n.f);
-    if (c == n.cond && t == n.t && f == n.f) return e;
-    return std::make_shared<Select>(c, t, f, n.type);
-  }
-  Expr mutate_call(const Expr& e, const Call& n) override {
-    bool changed = false;
-    std::vector<Expr> args = all(n.args, &changed);
-    return changed ? std::make_shared<Call>(n.name, std::move(args), n.type) : e;
-  }
-  Expr mutate_access(const Expr& e, const Access& n) override {
-    bool changed = false;
-    std::vector<Expr> idx = all(n.indices, &changed);
-    return changed ? std::make_shared<Access>(n.comp, std::move(idx), n.type) : e;
-  }
-  Expr mutate_load(const Expr& e, const Load& n) override {
-    bool changed = false;
-    std::vector<Expr> idx = all(n.indices, &changed);
-    return changed ? std::make_shared<Load>(n.buf, std::move(idx), n.type) : e;
-  }
+  Expr mutate_cast(const Expr& e, const Cast&) override { return children(e); }
+  Expr mutate_unary(const Expr& e, const Unary&) override { return children(e); }
+  Expr mutate_binary(const Expr& e, const Binary&) override { return children(e); }
+  Expr mutate_select(const Expr& e, const Select&) override { return children(e); }
+  Expr mutate_call(const Expr& e, const Call&) override { return children(e); }
+  Expr mutate_access(const Expr& e, const Access&) override { return children(e); }
+  Expr mutate_load(const Expr& e, const Load&) override { return children(e); }
   Expr mutate_let(const Expr& e, const Let& n) override {
     Expr v = expr(n.value);
     Context saved = context_;

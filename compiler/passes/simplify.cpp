@@ -482,6 +482,7 @@ class ExprSimplifier : public ir::IRMutator {
     auto num = [&](double v) {
       return ir::float_imm(f32 ? static_cast<double>(static_cast<float>(v)) : v, a->type);
     };
+    if (is_comparison(op)) return ir::bool_imm(ir::compare(op, p, q));
     switch (op) {
       case BinaryOp::Add:
         return num(p + q);
@@ -491,13 +492,6 @@ class ExprSimplifier : public ir::IRMutator {
         return num(p * q);
       case BinaryOp::Div:
         return num(p / q);
-      case BinaryOp::Lt:
-      case BinaryOp::Le:
-      case BinaryOp::Gt:
-      case BinaryOp::Ge:
-      case BinaryOp::Eq:
-      case BinaryOp::Ne:
-        return ir::bool_imm(ir::compare(op, p, q));
       default:
         return nullptr;  // fmod, and min/max of signed zeros and NaNs, are left to run time
     }
