@@ -1,0 +1,217 @@
+// Text and JSON output of the commands (report.h).
+#include "report.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kiln/json.h"
+
+namespace kiln::cli {
+namespace {
+
+std::string outputs_json(const std::vector<OutputSum>& outputs) {
+  JsonObject obj;
+  for (const OutputSum& s : outputs) {
+    obj.raw(s.buf,
+            JsonObject().raw("shape", json_int_array(s.shape)).num("checksum", s.checksum).done());
+  }
+  return obj.done();
+}
+
+std::string mismatch_json(const interp::Mismatch& m) {
+  return JsonObject()
+      .str("buffer", m.buffer)
+      .raw("index", json_int_array(m.index))
+      .num("expected", m.expected)
+      .num("actual", m.actual)
+      .num("abs_error", m.abs_error)
+      .num("rel_error", m.rel_error)
+      .str("message", m.describe())
+      .done();
+}
+
+std::string bench_json(const BenchResult& b) {
+  JsonObject obj;
+  obj.num("median_s", b.median_s).num("min_s", b.min_s);
+  obj.integer("repeat", b.repeat).integer("number", b.number).integer("threads", b.threads);
+  if (b.flops >= 0) {
+    obj.integer("flops", b.flops);
+  } else {
+    obj.null("flops");
+  }
+  if (std::optional<double> g = gflops(b)) {
+    obj.num("gflops", *g);
+  } else {
+    obj.null("gflops");
+  }
+  return obj.done();
+}
+
+// "ok", "max_abs_error" and "mismatch" of a --json line: a run failed
+// (`error`), did not run (`mismatch` null) or was (not) checked.
+void check_fields(JsonObject& obj, const std::string* error,
+                  const std::optional<interp::Mismatch>* mismatch) {
+  bool checked = mismatch != nullptr && mismatch->has_value();
+  obj.boolean("ok", error == nullptr && mismatch != nullptr && (!checked || (*mismatch)->ok));
+  if (checked) {
+    obj.num("max_abs_error", (*mismatch)->abs_error);
+  } else {
+    obj.null("max_abs_error");
+  }
+  if (checked && !(*mismatch)->ok) {
+    obj.raw("mismatch", mismatch_json(**mismatch));
+  } else {
+    obj.null("mismatch");
+  }
+}
+
+// "bench" (when `with_bench`) and "error", the last fields of a --json line.
+void end_fields(JsonObject& obj, bool with_bench, const std::optional<BenchResult>* bench,
+                const std::string* error) {
+  if (with_bench) {
+    if (bench != nullptr && bench->has_value()) {
+      obj.raw("bench", bench_json(**bench));
+    } else {
+      obj.null("bench");
+    }
+  }
+  if (error != nullptr) {
+    obj.str("error", *error);
+  } else {
+    obj.null("error");
+  }
+}
+
+// " with m=13" for the run-time params kiln chose, so that a run can be repeated.
+std::string chosen_suffix(const InterpResult& r) {
+  std::vector<std::string> values;
+  for (const std::string& name : r.chosen) {
+    values.push_back(fmt::format("{}={}", name, r.params.at(name)));
+  }
+  return values.empty() ? "" : fmt::format(" with {}", fmt::join(values, ", "));
+}
+
+}  // namespace
+
+std::string count(size_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
+std::vector<OutputSum> checksums(const std::vector<std::string>& names,
+                                 const std::map<std::string, interp::HostBuffer>& buffers) {
+  std::vector<OutputSum> sums;
+  for (const std::string& name : names) {
+    const interp::HostBuffer& h = buffers.at(name);
+    OutputSum s{name, h.shape(), 0};
+    for (int64_t i = 0; i < h.size(); ++i) s.checksum += h.get_f(i);
+    sums.push_back(std::move(s));
+  }
+  return sums;
+}
+
+std::vector<OutputSum> checksums(const ir::Func& f, const interp::Bindings& b) {
+  std::vector<std::string> outputs;
+  for (const ir::Buf* buf : f.bufs_of_kind(ir::BufKind::Output)) outputs.push_back(buf->name);
+  return checksums(outputs, b.buffers);
+}
+
+std::string result_json(const std::string& file, const std::string& func, const InterpResult* r,
+                        const std::string* error, bool with_bench) {
+  JsonObject obj;
+  obj.str("file", file);
+  if (func.empty()) {
+    obj.null("func");
+  } else {
+    obj.str("func", func);
+  }
+  check_fields(obj, error, r ? &r->mismatch : nullptr);
+  if (r != nullptr) {
+    JsonObject params;
+    for (const auto& [name, value] : r->params) params.integer(name, value);
+    obj.raw("params", params.done());
+    obj.raw("outputs", outputs_json(r->outputs));
+  } else {
+    obj.null("params");
+    obj.null("outputs");
+  }
+  end_fields(obj, with_bench, r ? &r->bench : nullptr, error);
+  return obj.done();
+}
+
+std::string graph_json(const std::string& file, const std::string& graph, const GraphResult* r,
+                       const std::string* error, bool with_bench) {
+  JsonObject obj;
+  obj.str("file", file).str("graph", graph);
+  check_fields(obj, error, r ? &r->mismatch : nullptr);
+  if (r != nullptr) {
+    obj.integer("calls", static_cast<int64_t>(r->calls_before));
+    obj.integer("calls_after_passes", static_cast<int64_t>(r->calls_after));
+    obj.raw("outputs", outputs_json(r->outputs));
+  } else {
+    obj.null("calls").null("calls_after_passes").null("outputs");
+  }
+  end_fields(obj, with_bench, r ? &r->bench : nullptr, error);
+  return obj.done();
+}
+
+std::string duration(double seconds) {
+  if (seconds < 1e-6) return fmt::format("{:.4g} ns", seconds * 1e9);
+  if (seconds < 1e-3) return fmt::format("{:.4g} us", seconds * 1e6);
+  if (seconds < 1) return fmt::format("{:.4g} ms", seconds * 1e3);
+  return fmt::format("{:.4g} s", seconds);
+}
+
+void print_bench_text(const Prepared& p, const BenchResult& b) {
+  std::optional<double> g = gflops(b);
+  fmt::print("bench {}: {} per run (median of {} x {}, {}), {}\n", p.func.name,
+             duration(b.median_s), b.repeat, count(static_cast<size_t>(b.number), "run"),
+             count(static_cast<size_t>(b.threads), "thread"),
+             g ? fmt::format("{:.3g} GFLOP/s", *g) : std::string("flop count unknown"));
+}
+
+void print_interp_text(const Prepared& p, const InterpResult& r) {
+  const std::string& name = p.func.name;
+  if (!r.mismatch) {
+    for (const OutputSum& s : r.outputs) {
+      fmt::print("{}: {}[{}] checksum {:.10g}{}\n", name, s.buf, fmt::join(s.shape, ", "),
+                 s.checksum, chosen_suffix(r));
+    }
+  } else if (r.mismatch->ok) {
+    size_t n = r.outputs.size();
+    fmt::print("ok  {}: {} {} (max abs error {}){}\n", name, count(n, "output"),
+               n == 1 ? "matches" : "match", r.mismatch->abs_error, chosen_suffix(r));
+  } else {
+    print_error(p.file, name,
+                fmt::format("FAIL {}: {}{}", name, r.mismatch->describe(), chosen_suffix(r)));
+  }
+}
+
+std::string graph_summary(const ir::Graph& g) {
+  size_t inputs = 0, consts = 0;
+  for (const ir::GraphTensor& t : g.tensors) {
+    inputs += t.kind == ir::TensorKind::Input;
+    consts += t.kind == ir::TensorKind::Const;
+  }
+  return fmt::format("{}, {}, {}, {}", count(g.calls.size(), "call"), count(inputs, "input"),
+                     count(consts, "const"), count(g.outputs.size(), "output"));
+}
+
+void print_graph_text(const GraphJob& j, const GraphResult& r, const char* what) {
+  const std::string& name = j.graph->name;
+  std::string passes =
+      fmt::format("{} -> {} after graph passes", count(r.calls_before, "call"), r.calls_after);
+  if (!r.mismatch) {
+    for (const OutputSum& s : r.outputs) {
+      fmt::print("graph {}: {}[{}] checksum {:.10g} ({})\n", name, s.buf, fmt::join(s.shape, ", "),
+                 s.checksum, passes);
+    }
+  } else if (r.mismatch->ok) {
+    size_t n = r.outputs.size();
+    fmt::print("ok  graph {}: {} {} (max abs error {}; {}, {})\n", name, count(n, "output"),
+               n == 1 ? "matches" : "match", r.mismatch->abs_error, passes, what);
+  } else {
+    print_error(j.file, name, fmt::format("FAIL graph {}: {}", name, r.mismatch->describe()));
+  }
+}
+
+}  // namespace kiln::cli
