@@ -98,7 +98,7 @@ struct RunSetup {
   CompileResult compiled;
   RunParams run_params;
   std::map<std::string, int64_t> params;  // every param's value
-  interp::Bindings inputs;
+  Bindings inputs;
 };
 
 RunSetup set_up_run(const Prepared& p, const Options& o, CompileOutput output) {
@@ -124,14 +124,14 @@ RunSetup set_up_run(const Prepared& p, const Options& o, CompileOutput output) {
 // The result of a run that produced `actual`; with --check, the reference
 // interpreter runs on the same inputs and the outputs are compared.
 InterpResult result_of(const Prepared& p, const Options& o, const RunSetup& s,
-                       const interp::Bindings& actual) {
+                       const Bindings& actual) {
   const ir::Func& f = p.func;
   InterpResult r;
   r.params = s.params;
   r.chosen = s.run_params.chosen;
   r.outputs = checksums(f, actual);
   if (o.check) {
-    interp::Bindings expected = s.inputs;
+    Bindings expected = s.inputs;
     timed(f.name, "reference interpreter", [&] { interp::run_reference(f, expected); });
     r.mismatch = interp::compare_outputs(f, expected, actual);
   }
@@ -140,7 +140,7 @@ InterpResult result_of(const Prepared& p, const Options& o, const RunSetup& s,
 
 InterpResult interpret(const Prepared& p, const Options& o) {
   RunSetup s = set_up_run(p, o, CompileOutput::Loops);
-  interp::Bindings actual = s.inputs;
+  Bindings actual = s.inputs;
   timed(p.func.name, "loop interpreter", [&] { interp::run_loops(s.compiled.lowered, actual); });
   return result_of(p, o, s, actual);
 }
@@ -148,7 +148,7 @@ InterpResult interpret(const Prepared& p, const Options& o) {
 // Times a compiled kernel. The inputs are a copy: a kernel that accumulates
 // into its output may change it from run to run.
 BenchResult bench(const codegen::Kernel& k, const RunSetup& s, const Options& o) {
-  interp::Bindings b = s.inputs;
+  Bindings b = s.inputs;
   const ir::LoweredFunc& f = s.compiled.lowered;
   std::vector<kiln_value> args = codegen::pack_arguments(f, b);
   auto nargs = static_cast<int32_t>(args.size());
@@ -167,7 +167,7 @@ InterpResult run_compiled(const Prepared& p, const Options& o) {
   const ir::Func& f = p.func;
   RunSetup s = set_up_run(p, o, CompileOutput::Kernel);
   const codegen::Kernel& k = *s.compiled.kernel;
-  interp::Bindings actual = s.inputs;
+  Bindings actual = s.inputs;
   timed(f.name, "compiled run", [&] { k.run(actual); });
   InterpResult r = result_of(p, o, s, actual);
   if (o.bench && (!r.mismatch || r.mismatch->ok)) {
@@ -179,12 +179,12 @@ InterpResult run_compiled(const Prepared& p, const Options& o) {
 // ---------------------------------------------------------------------------
 // Graphs
 
-void check_graph_result(const GraphJob& j, const Options& o, const interp::Tensors& inputs,
-                        const interp::Tensors& actual, GraphResult& r) {
+void check_graph_result(const GraphJob& j, const Options& o, const Tensors& inputs,
+                        const Tensors& actual, GraphResult& r) {
   r.outputs = checksums(j.graph->outputs, actual);
   if (!o.check) return;
-  interp::Tensors expected = timed(j.graph->name, "reference interpreter",
-                                   [&] { return interp::run_reference(*j.graph, inputs); });
+  Tensors expected = timed(j.graph->name, "reference interpreter",
+                           [&] { return interp::run_reference(*j.graph, inputs); });
   r.mismatch = interp::compare_buffers(j.graph->outputs, expected, actual);
 }
 
@@ -320,8 +320,8 @@ int run_run(const Options& o) {
         const ir::Graph& g = *j.graph;
         graph::CompiledGraph cg = timed(g.name, "graph compilation",
                                         [&] { return graph::compile(g, compile_options(o)); });
-        interp::Tensors inputs = interp::random_graph_inputs(g, o.seed);
-        interp::Tensors actual = timed(g.name, "compiled run", [&] { return cg.run(inputs); });
+        Tensors inputs = interp::random_graph_inputs(g, o.seed);
+        Tensors actual = timed(g.name, "compiled run", [&] { return cg.run(inputs); });
         GraphResult r;
         r.calls_before = g.calls.size();
         r.calls_after = cg.graph().calls.size();
@@ -409,11 +409,11 @@ int run_interp(const Options& o) {
         CompileOptions c = compile_options(o);
         c.instrument = nullptr;
         ir::Graph optimized = passes::run_graph_pipeline(g, pass_context(c));
-        interp::Tensors inputs = interp::random_graph_inputs(g, o.seed);
-        interp::Tensors actual = interp::run_graph(
-            optimized, inputs, [&](size_t, const ir::GraphCall& call, interp::Bindings& b) {
-              interp::run_loops(interpreted_loops(call.op, o), b);
-            });
+        Tensors inputs = interp::random_graph_inputs(g, o.seed);
+        Tensors actual = interp::run_graph(optimized, inputs,
+                                           [&](size_t, const ir::GraphCall& call, Bindings& b) {
+                                             interp::run_loops(interpreted_loops(call.op, o), b);
+                                           });
         GraphResult r;
         r.calls_before = g.calls.size();
         r.calls_after = optimized.calls.size();

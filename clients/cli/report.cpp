@@ -98,10 +98,10 @@ std::string count(size_t n, std::string_view noun) {
 }
 
 std::vector<OutputSum> checksums(const std::vector<std::string>& names,
-                                 const std::map<std::string, interp::HostBuffer>& buffers) {
+                                 const std::map<std::string, HostBuffer>& buffers) {
   std::vector<OutputSum> sums;
   for (const std::string& name : names) {
-    const interp::HostBuffer& h = buffers.at(name);
+    const HostBuffer& h = buffers.at(name);
     OutputSum s{name, h.shape(), 0};
     for (int64_t i = 0; i < h.size(); ++i) s.checksum += h.get_f(i);
     sums.push_back(std::move(s));
@@ -109,7 +109,7 @@ std::vector<OutputSum> checksums(const std::vector<std::string>& names,
   return sums;
 }
 
-std::vector<OutputSum> checksums(const ir::Func& f, const interp::Bindings& b) {
+std::vector<OutputSum> checksums(const ir::Func& f, const Bindings& b) {
   std::vector<std::string> outputs;
   for (const ir::Buf* buf : f.bufs_of_kind(ir::BufKind::Output)) outputs.push_back(buf->name);
   return checksums(outputs, b.buffers);

@@ -28,9 +28,9 @@ struct OutputSum {
 
 // The checksums of the buffers named, in order.
 std::vector<OutputSum> checksums(const std::vector<std::string>& names,
-                                 const std::map<std::string, interp::HostBuffer>& buffers);
+                                 const std::map<std::string, HostBuffer>& buffers);
 // The checksums of f's outputs.
-std::vector<OutputSum> checksums(const ir::Func& f, const interp::Bindings& b);
+std::vector<OutputSum> checksums(const ir::Func& f, const Bindings& b);
 
 // One run of `kiln interp` or `kiln run` on one func.
 struct InterpResult {

@@ -11,6 +11,7 @@
 
 #include "kiln/error.h"
 #include "kiln/frontend.h"
+#include "kiln/interp.h"
 #include "timing.h"
 
 namespace kiln::cli {

@@ -3,6 +3,7 @@
 
 #include "kiln/compile.h"
 #include "kiln/graph.h"
+#include "kiln/interp.h"
 
 namespace kiln::graph {
 
@@ -15,7 +16,7 @@ CompileRequest kernel_request(const ir::Func& op, const CompileOptions& opts) {
 
 }  // namespace
 
-void jit_evaluate(const ir::Func& op, interp::Bindings& b, const CompileOptions& opts) {
+void jit_evaluate(const ir::Func& op, Bindings& b, const CompileOptions& opts) {
   // The operator's own loop passes run quietly: what the user asked to see
   // printed is the graph's compilation, not this evaluation.
   CompileOptions quiet = opts;
@@ -25,14 +26,14 @@ void jit_evaluate(const ir::Func& op, interp::Bindings& b, const CompileOptions&
 
 ir::Graph optimize(const ir::Graph& g, const CompileOptions& opts) {
   passes::PassContext ctx = pass_context(opts);
-  ctx.evaluate = [opts](const ir::Func& op, interp::Bindings& b) { jit_evaluate(op, b, opts); };
+  ctx.evaluate = [opts](const ir::Func& op, Bindings& b) { jit_evaluate(op, b, opts); };
   return passes::run_graph_pipeline(g, ctx);
 }
 
 struct CompiledGraph::State {
   ir::Graph graph;
   std::vector<codegen::Kernel> kernels;  // one per call
-  interp::Tensors constants;             // made once, not on every run
+  Tensors constants;                     // made once, not on every run
   size_t distinct = 0;
 };
 
@@ -54,10 +55,10 @@ CompiledGraph compile(const ir::Graph& g, const CompileOptions& opts) {
   return CompiledGraph(std::move(s));
 }
 
-interp::Tensors CompiledGraph::run(const interp::Tensors& inputs) const {
+Tensors CompiledGraph::run(const Tensors& inputs) const {
   return interp::run_graph(
       state_->graph, inputs,
-      [this](size_t k, const ir::GraphCall&, interp::Bindings& b) { state_->kernels.at(k).run(b); },
+      [this](size_t k, const ir::GraphCall&, Bindings& b) { state_->kernels.at(k).run(b); },
       &state_->constants);
 }
 

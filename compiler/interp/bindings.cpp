@@ -126,21 +126,6 @@ std::map<std::string, int64_t> param_values(const ir::Func& f,
   return out;
 }
 
-std::vector<int64_t> buffer_shape(const ir::Buf& b, const std::map<std::string, int64_t>& params) {
-  ParamEvaluator ev(params, " in the shape of buffer " + b.name, b.where);
-  std::vector<int64_t> shape;
-  for (size_t d = 0; d < b.shape.size(); ++d) {
-    int64_t extent = ev.eval_int(b.shape[d]);
-    if (extent < 0) {
-      throw CompileError(ErrorStage::Interp, b.where,
-                         fmt::format("buffer {} has negative extent {} in dimension {} ({})",
-                                     b.name, extent, d, ir::to_string(b.shape[d])));
-    }
-    shape.push_back(extent);
-  }
-  return shape;
-}
-
 Bindings random_bindings(const ir::Func& f, const std::map<std::string, int64_t>& params,
                          uint64_t seed) {
   Bindings out;

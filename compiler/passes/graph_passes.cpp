@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "kiln/error.h"
+#include "kiln/interp.h"
 #include "kiln/poly.h"
 
 namespace kiln::passes {
@@ -90,8 +91,8 @@ ir::Graph fold_constants(const ir::Graph& g, const PassContext& ctx) {
     }
     one.calls.push_back(c);
     one.outputs = c.results;
-    interp::Tensors values =
-        interp::run_graph(one, {}, [&](size_t, const ir::GraphCall& call, interp::Bindings& b) {
+    Tensors values =
+        interp::run_graph(one, {}, [&](size_t, const ir::GraphCall& call, Bindings& b) {
           if (ctx.evaluate) {
             ctx.evaluate(call.op, b);
           } else {
@@ -100,7 +101,7 @@ ir::Graph fold_constants(const ir::Graph& g, const PassContext& ctx) {
         });
     for (const std::string& r : c.results) {
       ir::GraphTensor& t = *out.find_tensor(r);
-      const interp::HostBuffer& v = values.at(r);
+      const HostBuffer& v = values.at(r);
       t.kind = ir::TensorKind::Const;
       t.init = ir::ConstInit{};
       t.init.kind = ir::ConstInit::Kind::Values;

@@ -118,9 +118,8 @@ void write_bytes(const std::string& path, const void* data, size_t n) {
 
 // Compiles f for aarch64, runs it under qemu on `inputs` with `threads` threads in the
 // runtime's pool, and compares the outputs with the reference interpreter's.
-::testing::AssertionResult matches_reference_on_aarch64(const ir::Func& f,
-                                                        const interp::Bindings& inputs, int threads,
-                                                        const std::string& cpu = "") {
+::testing::AssertionResult matches_reference_on_aarch64(const ir::Func& f, const Bindings& inputs,
+                                                        int threads, const std::string& cpu = "") {
   Scratch dir;
   if (!dir.ok()) return ::testing::AssertionFailure() << "no temporary folder";
   CompileRequest r{.func = f, .output = CompileOutput::Artifact};
@@ -135,7 +134,7 @@ void write_bytes(const std::string& path, const void* data, size_t n) {
       job << "param " << arg.name << " " << inputs.params.at(arg.name) << "\n";
       continue;
     }
-    const interp::HostBuffer& h = inputs.buffers.at(arg.name);
+    const HostBuffer& h = inputs.buffers.at(arg.name);
     size_t bytes = static_cast<size_t>(h.size()) * ir::dtype_bytes(h.dtype());
     write_bytes(dir.file(arg.name + ".in"), h.data(), bytes);
     job << "buffer " << arg.name << " " << bytes << " " << dir.file(arg.name + ".in") << " "
@@ -152,10 +151,10 @@ void write_bytes(const std::string& path, const void* data, size_t n) {
   if (e.status != 0)
     return ::testing::AssertionFailure() << "the loader exited with " << e.status << ": " << e.err;
 
-  interp::Bindings actual = inputs, expected = inputs;
+  Bindings actual = inputs, expected = inputs;
   for (const codegen::ArtifactArg& arg : a.args) {
     if (arg.kind != codegen::ArtifactArg::Kind::Buffer || arg.role != ir::BufKind::Output) continue;
-    interp::HostBuffer& h = actual.buffers.at(arg.name);
+    HostBuffer& h = actual.buffers.at(arg.name);
     std::ifstream in(dir.file(arg.name + ".out"), std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (bytes.size() != static_cast<size_t>(h.size()) * ir::dtype_bytes(h.dtype()))
@@ -189,7 +188,7 @@ TEST_P(Aarch64EndToEnd, EveryScheduleMatchesTheReference) {
       SCOPED_TRACE("schedule: " + (sched.empty() ? std::string("(none)") : sched) + ", sizes #" +
                    std::to_string(p));
       ir::Func f = parse_one(program, c.params[p]);
-      interp::Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 7);
+      Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 7);
       EXPECT_TRUE(matches_reference_on_aarch64(f, in, 1));
     }
   }
@@ -199,7 +198,7 @@ TEST_P(Aarch64EndToEnd, EveryScheduleMatchesTheReference) {
 TEST_P(Aarch64EndToEnd, OwnScheduleForANamedCpu) {
   const ExampleCase& c = GetParam();
   ir::Func f = parse_one(read_example(c.example), c.params.front());
-  interp::Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 3);
+  Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 3);
   EXPECT_TRUE(matches_reference_on_aarch64(f, in, 1, "neoverse-n1"));
 }
 
@@ -224,7 +223,7 @@ TEST_P(Aarch64EndToEnd, OwnScheduleWithTwoThreads) {
     GTEST_SKIP() << "two-thread aarch64 run skipped: " << threads_unavailable();
   const ExampleCase& c = GetParam();
   ir::Func f = parse_one(read_example(c.example), c.params.front());
-  interp::Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 3);
+  Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 3);
   EXPECT_TRUE(matches_reference_on_aarch64(f, in, 2));
 }
 

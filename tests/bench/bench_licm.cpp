@@ -130,13 +130,13 @@ std::vector<std::vector<Case>> all_cases() {
 }
 
 // max |got - ref| / max |ref| over each output buffer; the largest over the buffers.
-double max_rel_error(const kiln::ir::Func& f, const kiln::interp::Bindings& got,
-                     const kiln::interp::Bindings& ref) {
+double max_rel_error(const kiln::ir::Func& f, const kiln::Bindings& got,
+                     const kiln::Bindings& ref) {
   double worst = 0;
   for (const kiln::ir::Buf& buf : f.bufs) {
     if (buf.kind != kiln::ir::BufKind::Output) continue;
-    const kiln::interp::HostBuffer& g = got.buffers.at(buf.name);
-    const kiln::interp::HostBuffer& r = ref.buffers.at(buf.name);
+    const kiln::HostBuffer& g = got.buffers.at(buf.name);
+    const kiln::HostBuffer& r = ref.buffers.at(buf.name);
     if (g.size() != r.size()) return std::numeric_limits<double>::infinity();
     double max_diff = 0, max_ref = 0;
     for (int64_t i = 0; i < r.size(); ++i) {
@@ -184,8 +184,8 @@ Timing run_case(const Options& opts, const Case& c) {
   const kiln::codegen::Kernel &k0 = *c0.kernel, &k1 = *c1.kernel;
 
   std::map<std::string, int64_t> params = kiln::interp::param_values(f, c.runtime);
-  kiln::interp::Bindings b0 = kiln::interp::random_bindings(f, params, 1);
-  kiln::interp::Bindings b1 = b0;
+  kiln::Bindings b0 = kiln::interp::random_bindings(f, params, 1);
+  kiln::Bindings b1 = b0;
   std::vector<kiln_value> a0 = kiln::codegen::pack_arguments(f0, b0),
                           a1 = kiln::codegen::pack_arguments(f1, b1);
   auto call = [](const kiln::codegen::Kernel& k, const std::vector<kiln_value>& a) {

@@ -9,8 +9,8 @@
 namespace kiln::testing {
 namespace {
 
-interp::Mismatch jit_differential(const ir::Func& f, const interp::Bindings& inputs, int opt) {
-  interp::Bindings expected = inputs, actual = inputs;
+interp::Mismatch jit_differential(const ir::Func& f, const Bindings& inputs, int opt) {
+  Bindings expected = inputs, actual = inputs;
   interp::run_reference(f, expected);
   CompileRequest r{.func = f};
   r.options.opt_level = opt;
@@ -27,7 +27,7 @@ TEST_P(JitDifferential, CompiledKernelMatchesReference) {
     std::string program = sched == "<file>" ? src : with_schedule(src, sched);
     for (size_t p = 0; p < c.params.size(); ++p) {
       ir::Func f = parse_one(program, c.params[p]);
-      interp::Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 11);
+      Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 11);
       // Every level on the first sizes, the default level on the others.
       std::vector<int> levels = p == 0 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{3};
       for (int opt : levels) {
@@ -54,8 +54,8 @@ TEST(JitDataDependentBounds, SegmentSumAtTheEdges) {
     auto params = interp::param_values(f, {{"m", 10}});
     for (int pattern = 0; pattern < 4; ++pattern) {
       SCOPED_TRACE("schedule '" + sched + "', pattern " + std::to_string(pattern));
-      interp::Bindings in = interp::random_bindings(f, params, 5);
-      interp::HostBuffer& off = in.buffers.at("offsets");
+      Bindings in = interp::random_bindings(f, params, 5);
+      HostBuffer& off = in.buffers.at("offsets");
       for (int64_t i = 0; i <= 10; ++i) {
         int64_t v = pattern == 0   ? 4 * i                         // even
                     : pattern == 1 ? 0                             // all empty

@@ -140,8 +140,8 @@ TEST_P(SharedObjects, HostSharedObjectMatchesTheReference) {
   kiln_entry_fn entry;
   std::memcpy(&entry, &sym, sizeof entry);
 
-  interp::Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 5);
-  interp::Bindings expected = in, actual = in;
+  Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 5);
+  Bindings expected = in, actual = in;
   interp::run_reference(f, expected);
   std::vector<kiln_value> args = codegen::pack_arguments(lowered, actual);
   EXPECT_EQ(entry(args.data(), static_cast<int32_t>(args.size())), KILN_OK);

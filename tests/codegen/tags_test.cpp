@@ -23,8 +23,8 @@ ir::LoweredFunc lowered_func(const std::string& program, const ir::Overrides& se
 interp::Mismatch run_against_reference(const std::string& program, const ir::Overrides& set = {},
                                        int opt = 3) {
   ir::Func f = parse_one(program, set);
-  interp::Bindings in = interp::random_bindings(f, interp::param_values(f), 3);
-  interp::Bindings expected = in, actual = in;
+  Bindings in = interp::random_bindings(f, interp::param_values(f), 3);
+  Bindings expected = in, actual = in;
   interp::run_reference(f, expected);
   codegen::Options o;
   o.opt_level = opt;
@@ -171,7 +171,7 @@ TEST(EntryPoint, RefusesTheWrongArgumentCount) {
 TEST(EntryPoint, RunTimeParamsComeFirst) {
   ir::Func f = parse_one(read_example("segment_sum"));
   auto params = interp::param_values(f, {{"m", 6}});
-  interp::Bindings in = interp::random_bindings(f, params, 1), expected = in;
+  Bindings in = interp::random_bindings(f, params, 1), expected = in;
   interp::run_reference(f, expected);
   codegen::Kernel k = codegen::jit_compile(poly::lower(poly::schedule(f)));
   kiln_value args[4];

@@ -14,8 +14,8 @@ namespace kiln {
 namespace {
 
 void expect_same_at_every_level(const ir::Graph& g, size_t calls_at_o2) {
-  interp::Tensors inputs = interp::random_graph_inputs(g, 11);
-  interp::Tensors expected = interp::run_reference(g, inputs);
+  Tensors inputs = interp::random_graph_inputs(g, 11);
+  Tensors expected = interp::run_reference(g, inputs);
   for (int level = 0; level <= 3; ++level) {
     SCOPED_TRACE("-O" + std::to_string(level));
     CompileOptions opts;
@@ -132,8 +132,8 @@ TEST(GraphDifferential, AMissingOrMistypedInputIsAnError) {
   } catch (const CompileError& e) {
     EXPECT_EQ(std::string(e.what()), "g.kiln:9:9: interp error: graph g: no value for input a");
   }
-  interp::Tensors wrong;
-  wrong["a"] = interp::HostBuffer(ir::DType::F32, {9});
+  Tensors wrong;
+  wrong["a"] = HostBuffer(ir::DType::F32, {9});
   try {
     cg.run(wrong);
     FAIL() << "ran with a wrong input";

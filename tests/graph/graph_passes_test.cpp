@@ -1,5 +1,6 @@
 // The graph passes, each on a small graph with the exact graph it leaves,
 // and the graph pipeline's levels and names.
+
 #include "kiln/passes/graph_passes.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 
 #include "kiln/error.h"
 #include "kiln/frontend.h"
+#include "kiln/interp.h"
 #include "kiln/ir.h"
 #include "kiln/passes.h"
 
@@ -87,7 +89,7 @@ graph g {
 )");
   int evaluated = 0;
   PassContext ctx;
-  ctx.evaluate = [&](const ir::Func& op, interp::Bindings& b) {
+  ctx.evaluate = [&](const ir::Func& op, Bindings& b) {
     ++evaluated;
     interp::run_reference(op, b);
   };

@@ -587,6 +587,16 @@ TEST(BufferShape, RefusesNegativeExtents) {
             "<input>: interp error: buffer x has negative extent -3 in dimension 0 (n - 4)");
 }
 
+TEST(BufferShape, NamesTheParamsWithoutAValue) {
+  Buf b = buf("x", DType::F32, {c(2), v("n") * c(3) + v("m")}, BufKind::Input);
+  EXPECT_EQ(buffer_shape(b, {{"n", 2}, {"m", 1}}), (std::vector<int64_t>{2, 7}));
+  EXPECT_EQ(error_of([&] {
+              buffer_shape(b, {{"n", 2}});
+            }),
+            "<input>: interp error: cannot evaluate extent 1 of buffer x (n * 3 + m): no value "
+            "for m");
+}
+
 TEST(ParamValues, CompileTimeValuesCannotBeChangedByARun) {
   Func f = matmul();
   EXPECT_EQ(param_values(f, {{"M", 2}}).at("K"), 4);

@@ -267,14 +267,14 @@ TEST(Cse, TheLoopInterpreterGivesIdenticalResultsBeforeAndAfter) {
   ASSERT_NE(to_string(optimized.body), to_string(fn.body));
 
   auto bindings = [] {
-    interp::Bindings b;
-    b.buffers["A"] = interp::HostBuffer(DType::F32, {24});
+    Bindings b;
+    b.buffers["A"] = HostBuffer(DType::F32, {24});
     for (int64_t k = 0; k < 24; ++k) b.buffers["A"].set_f(k, 0.25 * static_cast<double>(k) - 2.0);
-    b.buffers["out"] = interp::HostBuffer(DType::F32, {24});
-    b.buffers["out2"] = interp::HostBuffer(DType::I64, {24});
+    b.buffers["out"] = HostBuffer(DType::F32, {24});
+    b.buffers["out2"] = HostBuffer(DType::I64, {24});
     return b;
   };
-  interp::Bindings before = bindings(), now = bindings();
+  Bindings before = bindings(), now = bindings();
   interp::run_loops(fn, before);
   interp::run_loops(optimized, now);
   for (int64_t k = 0; k < 24; ++k) {

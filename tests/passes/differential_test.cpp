@@ -22,8 +22,8 @@ TEST_P(SimplifyDifferential, SameResultsAsTheUnsimplifiedLoops) {
       ir::LoweredFunc plain = poly::lower(poly::schedule(f, true));
       ir::LoweredFunc simple = plain;
       simple.body = passes::simplify(plain.body);
-      interp::Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 3);
-      interp::Bindings expected = in, actual = in;
+      Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 3);
+      Bindings expected = in, actual = in;
       interp::run_loops(plain, expected);
       interp::run_loops(simple, actual);
       interp::Mismatch mm = interp::compare_outputs(f, expected, actual, 0.0, 0.0);
@@ -45,13 +45,13 @@ TEST(PipelineDifferential, EveryOptLevelMatches) {
     SCOPED_TRACE(c.example);
     ir::Func f = parse_one(read_example(c.example), c.params.front());
     ir::LoweredFunc plain = poly::lower(poly::schedule(f, true));
-    interp::Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 5);
-    interp::Bindings expected = in;
+    Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 5);
+    Bindings expected = in;
     interp::run_loops(plain, expected);
     for (int level = 0; level <= 3; ++level) {
       passes::PassContext ctx;
       ctx.opt_level = level;
-      interp::Bindings actual = in;
+      Bindings actual = in;
       interp::run_loops(passes::run_pipeline(plain, ctx), actual);
       interp::Mismatch mm = interp::compare_outputs(f, expected, actual, 0.0, 0.0);
       EXPECT_TRUE(mm.ok) << "-O" << level << ": " << mm.describe();

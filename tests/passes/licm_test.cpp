@@ -266,10 +266,10 @@ std::vector<int64_t> run(const Stmt& body, int64_t n, int64_t m) {
   f.params = {"n", "m"};
   f.args = {buf("A", 64, BufKind::Input), buf("B", 4096, BufKind::Output)};
   f.body = body;
-  interp::Bindings b;
+  Bindings b;
   b.params = {{"n", n}, {"m", m}};
-  b.buffers["A"] = interp::HostBuffer(DType::I64, {64});
-  b.buffers["B"] = interp::HostBuffer(DType::I64, {4096});
+  b.buffers["A"] = HostBuffer(DType::I64, {64});
+  b.buffers["B"] = HostBuffer(DType::I64, {4096});
   for (int64_t k = 0; k < 64; ++k) b.buffers["A"].set_i(k, (k * 7) % 13 - 6);
   interp::run_loops(f, b);
   std::vector<int64_t> out;

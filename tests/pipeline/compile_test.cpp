@@ -75,8 +75,8 @@ TEST(Compile, TheKernelComputesWhatTheReferenceDoes) {
   CompileResult c = compile(r);
   EXPECT_EQ(c.func.find_knob("S")->value, 16);
   EXPECT_EQ(c.func.find_param("N")->value, 100);
-  interp::Bindings in = interp::random_bindings(c.func, interp::param_values(c.func), 3);
-  interp::Bindings expected = in, actual = in;
+  Bindings in = interp::random_bindings(c.func, interp::param_values(c.func), 3);
+  Bindings expected = in, actual = in;
   interp::run_reference(c.func, expected);
   c.kernel->run(actual);
   interp::Mismatch mm = interp::compare_outputs(c.func, expected, actual);

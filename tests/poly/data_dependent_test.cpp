@@ -59,9 +59,9 @@ void check_all(const std::string& example, const std::vector<std::string>& sched
     for (std::string pattern :
          {"even", "all_empty", "all_empty_at_end", "one_long_row", "empty_rows"}) {
       SCOPED_TRACE(example + " schedule '" + sched + "' offsets " + pattern);
-      interp::Bindings in = interp::random_bindings(f, params, 3);
+      Bindings in = interp::random_bindings(f, params, 3);
       auto o = offsets(pattern, params.at(rows_param), nnz);
-      interp::HostBuffer& ptr = in.buffers.at(ptr_name);
+      HostBuffer& ptr = in.buffers.at(ptr_name);
       ASSERT_EQ(ptr.size(), rows + 1);
       for (int64_t i = 0; i <= rows; ++i) ptr.set_i(i, o[i]);
       interp::Mismatch mm;

@@ -36,8 +36,8 @@ TEST(Differential, EveryExampleWithoutSchedule) {
   for (const auto& c : example_cases()) {
     SCOPED_TRACE(c.example);
     ir::Func f = parse_one(read_example(c.example), c.params.front());
-    interp::Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 7);
-    interp::Bindings expected = in, actual = in;
+    Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 7);
+    Bindings expected = in, actual = in;
     interp::run_reference(f, expected);
     interp::run_loops(poly::lower(poly::schedule(f, false)), actual);
     interp::Mismatch mm = interp::compare_outputs(f, expected, actual);

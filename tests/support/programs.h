@@ -54,8 +54,8 @@ inline ir::Func parse_one(const std::string& src, const ir::Overrides& set = {})
 
 // Runs the reference interpreter and the scheduled loop nest on the same
 // inputs and returns the comparison.
-inline interp::Mismatch differential(const ir::Func& f, const interp::Bindings& inputs) {
-  interp::Bindings expected = inputs, actual = inputs;
+inline interp::Mismatch differential(const ir::Func& f, const Bindings& inputs) {
+  Bindings expected = inputs, actual = inputs;
   interp::run_reference(f, expected);
   interp::run_loops(poly::lower(poly::schedule(f)), actual);
   return interp::compare_outputs(f, expected, actual);

@@ -120,7 +120,7 @@ int32_t Kernel::call(const void* args, int32_t nargs) const {
 
 const ir::LoweredFunc& Kernel::func() const { return state_->func; }
 
-std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, interp::Bindings& b) {
+std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, Bindings& b) {
   std::vector<kiln_value> args;
   for (const auto& p : f.params) {
     auto it = b.params.find(p);
@@ -135,7 +135,7 @@ std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, interp::Binding
     auto it = b.buffers.find(buf.name);
     if (it == b.buffers.end())
       throw CompileError(ErrorStage::Codegen, {}, "no buffer '" + buf.name + "' for " + f.name);
-    std::vector<int64_t> want = interp::buffer_shape(buf, b.params);
+    std::vector<int64_t> want = buffer_shape(buf, b.params);
     if (it->second.shape() != want || it->second.dtype() != buf.dtype)
       throw CompileError(ErrorStage::Codegen, {},
                          "buffer '" + buf.name + "' has the wrong shape or type for " + f.name);
@@ -146,7 +146,7 @@ std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, interp::Binding
   return args;
 }
 
-void Kernel::run(interp::Bindings& b) const {
+void Kernel::run(Bindings& b) const {
   const ir::LoweredFunc& f = state_->func;
   std::vector<kiln_value> args = pack_arguments(f, b);
   int32_t rc = call(args.data(), static_cast<int32_t>(args.size()));

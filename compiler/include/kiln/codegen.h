@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/interp.h"
+#include "kiln/buffers.h"
 #include "kiln/loop_ir.h"
 #include "kiln/runtime.h"
 #include "kiln/target.h"
@@ -39,7 +39,7 @@ std::vector<char> emit_object(const ir::LoweredFunc& f, const Options& opts = {}
 // run-time params (i64) in order, then one pointer per buffer argument,
 // pointing into b's buffers. Throws CompileError (stage "codegen") for a
 // missing param or buffer, or a buffer whose shape or type is not f's.
-std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, interp::Bindings& b);
+std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, Bindings& b);
 
 // A kernel compiled into this process. Its code is freed when the last copy
 // of the handle goes away.
@@ -48,7 +48,7 @@ class Kernel {
   // Calls the entry point with packed arguments; returns its status (0 = ok).
   int32_t call(const void* args, int32_t nargs) const;
   // Calls it with pack_arguments(func(), b); a status other than 0 is a CompileError.
-  void run(interp::Bindings& b) const;
+  void run(Bindings& b) const;
   const ir::LoweredFunc& func() const;
 
   struct State;

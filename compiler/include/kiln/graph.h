@@ -6,16 +6,16 @@
 #include <memory>
 #include <vector>
 
+#include "kiln/buffers.h"
 #include "kiln/codegen.h"
 #include "kiln/compile.h"
-#include "kiln/interp.h"
 #include "kiln/ir.h"
 
 namespace kiln::graph {
 
 // Runs op once on the host, compiled by kiln::compile with `opts` (its
 // instrument left out): how fold_constants evaluates an operator at compile time.
-void jit_evaluate(const ir::Func& op, interp::Bindings& b, const CompileOptions& opts);
+void jit_evaluate(const ir::Func& op, Bindings& b, const CompileOptions& opts);
 
 // The graph passes of opts' level and pass options, jit_evaluate folding the
 // constants, opts' instrument watching.
@@ -27,7 +27,7 @@ class CompiledGraph {
   // Runs every call in order on `inputs` (one buffer per graph input) and
   // returns the outputs by name. Throws CompileError (stage "interp") for a
   // missing or mistyped input, stage "codegen" when a kernel reports an error.
-  interp::Tensors run(const interp::Tensors& inputs) const;
+  Tensors run(const Tensors& inputs) const;
   const ir::Graph& graph() const;  // after the graph passes
   size_t kernel_count() const;     // distinct kernels: identical operators share one
 

@@ -1,6 +1,7 @@
 // The two interpreters: the reference one (the oracle, the algorithm without its
 // schedule) and the loop-IR one (the scheduled, lowered program), plus the
-// host buffers and random inputs both run on.
+// random inputs and output comparisons of a run. The host data they run on is
+// kiln/buffers.h.
 #pragma once
 
 #include <cstdint>
@@ -9,50 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "kiln/buffers.h"
 #include "kiln/ir.h"
 #include "kiln/loop_ir.h"
 
 namespace kiln::interp {
 
-// A dense row-major array on the host, stored in its dtype's own width so
-// that f32 arithmetic rounds as compiled code does.
-class HostBuffer {
- public:
-  HostBuffer() = default;
-  HostBuffer(ir::DType dtype, std::vector<int64_t> shape);
-
-  ir::DType dtype() const { return dtype_; }
-  const std::vector<int64_t>& shape() const { return shape_; }
-  int64_t size() const { return size_; }  // element count
-  void* data() { return bytes_.data(); }
-  const void* data() const { return bytes_.data(); }
-
-  double get_f(int64_t flat) const;    // any dtype, as double
-  int64_t get_i(int64_t flat) const;   // integer and bool dtypes
-  void set_f(int64_t flat, double v);  // rounds to the dtype
-  void set_i(int64_t flat, int64_t v);
-
- private:
-  ir::DType dtype_ = ir::DType::F32;
-  std::vector<int64_t> shape_;
-  int64_t size_ = 0;
-  std::vector<unsigned char> bytes_;
-};
-
-// Everything a run needs: a value for every param and a buffer for every
-// input and output (temporaries are made by the run itself).
-struct Bindings {
-  std::map<std::string, int64_t> params;
-  std::map<std::string, HostBuffer> buffers;
-};
-
 // Params take their compile-time values; run-time params must be in
 // `runtime_params` (CompileError otherwise, naming the missing one).
 std::map<std::string, int64_t> param_values(
     const ir::Func& f, const std::map<std::string, int64_t>& runtime_params = {});
-
-// Evaluates every buffer's shape under `params` (CompileError on a negative extent).
-std::vector<int64_t> buffer_shape(const ir::Buf& b, const std::map<std::string, int64_t>& params);
 
 // Allocates every input and output of f, fills inputs with reproducible random
 // values honoring each buffer's ValueSpec (range, sorted), and zeroes outputs.
@@ -96,8 +63,6 @@ Mismatch compare_buffers(const std::vector<std::string>& names,
 
 // ---------------------------------------------------------------------------
 // Graphs
-
-using Tensors = std::map<std::string, HostBuffer>;
 
 // The values of a graph constant, as its ConstInit says.
 HostBuffer const_value(const ir::GraphTensor& t);

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/interp.h"
+#include "kiln/buffers.h"
 #include "kiln/ir.h"
 #include "kiln/loop_ir.h"
 #include "kiln/passes/cse.h"
@@ -65,7 +65,7 @@ struct PassContext {
   // How fold_constants runs an operator at compile time: `b` holds op's
   // params and its input and output buffers. kiln passes the JIT; unset, the
   // reference interpreter runs it.
-  std::function<void(const ir::Func& op, interp::Bindings& b)> evaluate;
+  std::function<void(const ir::Func& op, Bindings& b)> evaluate;
 
   // LICM's and CSE's options: options.licm and options.cse, or the target's defaults.
   LicmOptions licm() const;

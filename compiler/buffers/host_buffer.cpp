@@ -1,12 +1,16 @@
-// HostBuffer: a dense row-major array stored in its dtype's own width.
+// HostBuffer, a dense row-major array stored in its dtype's own width, and buffer shapes.
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
-#include "kiln/interp.h"
+#include "kiln/analysis.h"
+#include "kiln/buffers.h"
+#include "kiln/error.h"
 
-namespace kiln::interp {
+namespace kiln {
 
 namespace {
 
@@ -124,4 +128,28 @@ void HostBuffer::set_i(int64_t flat, int64_t v) {
   }
 }
 
-}  // namespace kiln::interp
+std::vector<int64_t> buffer_shape(const ir::Buf& b, const std::map<std::string, int64_t>& params) {
+  std::vector<int64_t> shape;
+  for (size_t d = 0; d < b.shape.size(); ++d) {
+    std::optional<int64_t> extent = ir::eval_int(b.shape[d], params);
+    if (!extent) {
+      std::string missing;
+      for (const std::string& name : ir::free_vars(b.shape[d])) {
+        if (params.count(name) == 0) missing += (missing.empty() ? "" : ", ") + name;
+      }
+      throw CompileError(ErrorStage::Interp, b.where,
+                         fmt::format("cannot evaluate extent {} of buffer {} ({}){}", d, b.name,
+                                     ir::to_string(b.shape[d]),
+                                     missing.empty() ? "" : ": no value for " + missing));
+    }
+    if (*extent < 0) {
+      throw CompileError(ErrorStage::Interp, b.where,
+                         fmt::format("buffer {} has negative extent {} in dimension {} ({})",
+                                     b.name, *extent, d, ir::to_string(b.shape[d])));
+    }
+    shape.push_back(*extent);
+  }
+  return shape;
+}
+
+}  // namespace kiln

@@ -1,0 +1,56 @@
+// Host data of one run: dense arrays in their dtype's own width, the values
+// of a func's params and its buffers (Bindings), a graph's tensors by name,
+// and a buffer's shape under given params. What the interpreters, compiled
+// kernels, graph passes and benchmarks all exchange; no interpreter in here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/ir.h"
+
+namespace kiln {
+
+// A dense row-major array on the host, stored in its dtype's own width so
+// that f32 arithmetic rounds as compiled code does.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(ir::DType dtype, std::vector<int64_t> shape);
+
+  ir::DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t size() const { return size_; }  // element count
+  void* data() { return bytes_.data(); }
+  const void* data() const { return bytes_.data(); }
+
+  double get_f(int64_t flat) const;    // any dtype, as double
+  int64_t get_i(int64_t flat) const;   // integer and bool dtypes
+  void set_f(int64_t flat, double v);  // rounds to the dtype
+  void set_i(int64_t flat, int64_t v);
+
+ private:
+  ir::DType dtype_ = ir::DType::F32;
+  std::vector<int64_t> shape_;
+  int64_t size_ = 0;
+  std::vector<unsigned char> bytes_;
+};
+
+// Everything a run needs: a value for every param and a buffer for every
+// input and output (temporaries are made by the run itself).
+struct Bindings {
+  std::map<std::string, int64_t> params;
+  std::map<std::string, HostBuffer> buffers;
+};
+
+// A graph's tensors by name.
+using Tensors = std::map<std::string, HostBuffer>;
+
+// Evaluates every extent of b's shape under `params`. Throws CompileError
+// (stage Interp) for an extent that is negative or cannot be evaluated (a
+// param without a value).
+std::vector<int64_t> buffer_shape(const ir::Buf& b, const std::map<std::string, int64_t>& params);
+
+}  // namespace kiln
