@@ -8,6 +8,8 @@
 #include <isl/val.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <set>
 
 #include "kiln/analysis.h"
@@ -46,25 +48,46 @@ ir::Expr plus(const ir::Expr& e, int64_t k) {
   return ir::binary(ir::BinaryOp::Add, e, ir::int_imm(k, e->type));
 }
 
+// Calls f on n and, while f returns true for a node, on the nodes below it,
+// top down: isl's foreach_descendant_top_down, on owned handles.
+void for_each_descendant(const isl::ast_node& n,
+                         const std::function<bool(const isl::ast_node&)>& f) {
+  if (!f(n)) return;
+  if (n.isa<isl::ast_node_for>()) {
+    for_each_descendant(n.as<isl::ast_node_for>().body(), f);
+  } else if (n.isa<isl::ast_node_if>()) {
+    isl::ast_node_if i = n.as<isl::ast_node_if>();
+    for_each_descendant(i.then_node(), f);
+    if (i.has_else_node()) for_each_descendant(i.else_node(), f);
+  } else if (n.isa<isl::ast_node_block>()) {
+    isl::ast_node_list children = n.as<isl::ast_node_block>().children();
+    for (unsigned k = 0; k < children.size(); ++k) for_each_descendant(children.at(k), f);
+  } else if (n.isa<isl::ast_node_mark>()) {
+    for_each_descendant(n.as<isl::ast_node_mark>().node(), f);
+  }
+}
+
+// The name of an identifier expression (a loop iterator, a statement).
+std::string id_name(const isl::ast_expr& e) { return e.as<isl::ast_expr_id>().id().name(); }
+
+// The statement a user node runs: the name of its call.
+std::string statement_of(const isl::ast_node_user& n) {
+  return id_name(n.expr().as<isl::ast_expr_op>().arg(0));
+}
+
+// The schedule dim a loop node iterates over: isl's iterator "cK" is dim K.
+int schedule_dim_of(const isl::ast_node_for& n) {
+  return std::stoi(id_name(n.iterator()).substr(1));
+}
+
 // Comp names of the user statements below an AST node.
-std::set<std::string> statements_in(isl_ast_node* node) {
+std::set<std::string> statements_in(const isl::ast_node& node) {
   std::set<std::string> names;
-  isl_ast_node_foreach_descendant_top_down(
-      node,
-      [](isl_ast_node* n, void* user) -> isl_bool {
-        if (isl_ast_node_get_type(n) == isl_ast_node_user) {
-          isl_ast_expr* e = isl_ast_node_user_get_expr(n);
-          isl_ast_expr* f = isl_ast_expr_get_op_arg(e, 0);
-          isl_id* id = isl_ast_expr_get_id(f);
-          static_cast<std::set<std::string>*>(user)->insert(isl_id_get_name(id));
-          isl_id_free(id);
-          isl_ast_expr_free(f);
-          isl_ast_expr_free(e);
-          return isl_bool_false;
-        }
-        return isl_bool_true;
-      },
-      &names);
+  for_each_descendant(node, [&](const isl::ast_node& n) {
+    if (!n.isa<isl::ast_node_user>()) return true;
+    names.insert(statement_of(n.as<isl::ast_node_user>()));
+    return false;
+  });
   return names;
 }
 
@@ -78,35 +101,18 @@ class AstLowering {
     }
   }
 
-  ir::Stmt node(isl_ast_node* n) {
-    switch (isl_ast_node_get_type(n)) {
-      case isl_ast_node_for:
-        return for_node(n);
-      case isl_ast_node_if:
-        return if_node(n);
-      case isl_ast_node_block: {
-        isl_ast_node_list* list = isl_ast_node_block_get_children(n);
-        std::vector<ir::Stmt> stmts;
-        int count = static_cast<int>(isl_ast_node_list_n_ast_node(list));
-        for (int i = 0; i < count; ++i) {
-          isl_ast_node* child = isl_ast_node_list_get_ast_node(list, i);
-          stmts.push_back(node(child));
-          isl_ast_node_free(child);
-        }
-        isl_ast_node_list_free(list);
-        return ir::block(stmts);
-      }
-      case isl_ast_node_mark: {
-        isl_ast_node* child = isl_ast_node_mark_get_node(n);
-        ir::Stmt s = node(child);
-        isl_ast_node_free(child);
-        return s;
-      }
-      case isl_ast_node_user:
-        return user_node(n);
-      default:
-        fail(m_.func.where, "isl produced an AST node kiln does not know");
+  ir::Stmt node(const isl::ast_node& n) {
+    if (n.isa<isl::ast_node_for>()) return for_node(n.as<isl::ast_node_for>());
+    if (n.isa<isl::ast_node_if>()) return if_node(n.as<isl::ast_node_if>());
+    if (n.isa<isl::ast_node_user>()) return user_node(n.as<isl::ast_node_user>());
+    if (n.isa<isl::ast_node_mark>()) return node(n.as<isl::ast_node_mark>().node());
+    if (n.isa<isl::ast_node_block>()) {
+      isl::ast_node_list children = n.as<isl::ast_node_block>().children();
+      std::vector<ir::Stmt> stmts;
+      for (unsigned k = 0; k < children.size(); ++k) stmts.push_back(node(children.at(k)));
+      return ir::block(stmts);
     }
+    fail(m_.func.where, "isl produced an AST node kiln does not know");
   }
 
   // Places `let p = value` for every data-dependent param p at the outermost
@@ -157,43 +163,29 @@ class AstLowering {
     ir::Expr value;
   };
 
-  ir::Expr expr(isl_ast_expr* e) {
-    switch (isl_ast_expr_get_type(e)) {
-      case isl_ast_expr_int: {
-        isl_val* v = isl_ast_expr_get_val(e);
-        int64_t x = isl_val_get_num_si(v);
-        isl_val_free(v);
-        return ir::int_imm(x);
-      }
-      case isl_ast_expr_id: {
-        isl_id* id = isl_ast_expr_get_id(e);
-        std::string name = isl_id_get_name(id);
-        isl_id_free(id);
-        auto it = loop_vars_.find(name);
-        if (it != loop_vars_.end()) return ir::var(it->second);
-        for (const auto& p : m_.runtime_params)
-          if (isl_name(p) == name) return ir::var(p);
-        return ir::var(name);  // a data-dependent param
-      }
-      case isl_ast_expr_op:
-        break;
-      default:
-        fail(m_.func.where, "isl produced an expression kiln does not know");
+  ir::Expr expr(const isl::ast_expr& e) {
+    if (e.isa<isl::ast_expr_int>()) return ir::int_imm(e.as<isl::ast_expr_int>().val().num_si());
+    if (e.isa<isl::ast_expr_id>()) {
+      std::string name = id_name(e);
+      auto it = loop_vars_.find(name);
+      if (it != loop_vars_.end()) return ir::var(it->second);
+      for (const auto& p : m_.runtime_params)
+        if (isl_name(p) == name) return ir::var(p);
+      return ir::var(name);  // a data-dependent param
     }
-    int n = static_cast<int>(isl_ast_expr_op_get_n_arg(e));
+    if (!e.isa<isl::ast_expr_op>())
+      fail(m_.func.where, "isl produced an expression kiln does not know");
+    isl::ast_expr_op op = e.as<isl::ast_expr_op>();
     std::vector<ir::Expr> a;
-    for (int i = 0; i < n; ++i) {
-      isl_ast_expr* arg = isl_ast_expr_op_get_arg(e, i);
-      a.push_back(expr(arg));
-      isl_ast_expr_free(arg);
-    }
+    for (unsigned i = 0; i < op.n_arg(); ++i) a.push_back(expr(op.arg(static_cast<int>(i))));
     using ir::BinaryOp;
     auto fold = [&](BinaryOp op) {
       ir::Expr r = a[0];
       for (size_t i = 1; i < a.size(); ++i) r = ir::binary(op, r, a[i]);
       return r;
     };
-    switch (isl_ast_expr_op_get_type(e)) {
+    // The operator's kind, read through the handle (nothing is taken).
+    switch (isl_ast_expr_op_get_type(op.get())) {
       case isl_ast_expr_op_and:
       case isl_ast_expr_op_and_then:
         return fold(BinaryOp::And);
@@ -253,13 +245,9 @@ class AstLowering {
     return reserved_;
   }
 
-  ir::Stmt for_node(isl_ast_node* n) {
-    isl_ast_expr* it = isl_ast_node_for_get_iterator(n);
-    isl_id* id = isl_ast_expr_get_id(it);
-    std::string iter = isl_id_get_name(id);
-    isl_id_free(id);
-    isl_ast_expr_free(it);
-    int k = std::stoi(iter.substr(1));
+  ir::Stmt for_node(const isl::ast_node_for& n) {
+    std::string iter = id_name(n.iterator());
+    int k = schedule_dim_of(n);
 
     // Name and tag from the computations that share this loop.
     std::string want = "s" + std::to_string(k);
@@ -276,31 +264,19 @@ class AstLowering {
     }
     std::string var = unique_name(want);
 
-    isl_ast_expr* init = isl_ast_node_for_get_init(n);
-    ir::Expr lo = expr(init);
-    isl_ast_expr_free(init);
+    ir::Expr lo = expr(n.init());
     loop_vars_[iter] = var;
     in_scope_.insert(var);
 
-    isl_ast_expr* cond = isl_ast_node_for_get_cond(n);
-    isl_ast_expr_op_type ct = isl_ast_expr_op_get_type(cond);
-    isl_ast_expr* bound_expr = isl_ast_expr_op_get_arg(cond, 1);
-    ir::Expr hi = expr(bound_expr);
-    isl_ast_expr_free(bound_expr);
-    isl_ast_expr_free(cond);
-    if (ct == isl_ast_expr_op_le)
+    isl::ast_expr_op cond = n.cond().as<isl::ast_expr_op>();
+    ir::Expr hi = expr(cond.arg(1));
+    if (cond.isa<isl::ast_expr_op_le>()) {
       hi = plus(hi, 1);
-    else if (ct != isl_ast_expr_op_lt)
+    } else if (!cond.isa<isl::ast_expr_op_lt>()) {
       fail(m_.func.where, "isl produced a loop condition kiln does not lower");
-    isl_ast_expr* inc = isl_ast_node_for_get_inc(n);
-    isl_val* step_val = isl_ast_expr_get_val(inc);
-    int64_t step = isl_val_get_num_si(step_val);
-    isl_val_free(step_val);
-    isl_ast_expr_free(inc);
-
-    isl_ast_node* body_node = isl_ast_node_for_get_body(n);
-    ir::Stmt body = node(body_node);
-    isl_ast_node_free(body_node);
+    }
+    int64_t step = n.inc().as<isl::ast_expr_int>().val().num_si();
+    ir::Stmt body = node(n.body());
     if (k % 2 == 1) {
       std::set<std::string> names = statements_in(n);
       for (const auto& site : m_.alloc_sites) {
@@ -322,29 +298,16 @@ class AstLowering {
     return std::make_shared<ir::For>(var, lo, hi, step, tag, body);
   }
 
-  ir::Stmt if_node(isl_ast_node* n) {
-    isl_ast_expr* c = isl_ast_node_if_get_cond(n);
-    ir::Expr cond = expr(c);
-    isl_ast_expr_free(c);
-    isl_ast_node* t = isl_ast_node_if_get_then_node(n);
-    ir::Stmt then_case = node(t);
-    isl_ast_node_free(t);
-    ir::Stmt else_case;
-    if (isl_ast_node_if_has_else_node(n) == isl_bool_true) {
-      isl_ast_node* e = isl_ast_node_if_get_else_node(n);
-      else_case = node(e);
-      isl_ast_node_free(e);
-    }
+  ir::Stmt if_node(const isl::ast_node_if& n) {
+    ir::Expr cond = expr(n.cond());
+    ir::Stmt then_case = node(n.then_node());
+    ir::Stmt else_case = n.has_else_node() ? node(n.else_node()) : nullptr;
     return std::make_shared<ir::IfThenElse>(cond, then_case, else_case);
   }
 
-  ir::Stmt user_node(isl_ast_node* n) {
-    isl_ast_expr* call = isl_ast_node_user_get_expr(n);
-    isl_ast_expr* f = isl_ast_expr_op_get_arg(call, 0);
-    isl_id* id = isl_ast_expr_get_id(f);
-    std::string name = isl_id_get_name(id);
-    isl_id_free(id);
-    isl_ast_expr_free(f);
+  ir::Stmt user_node(const isl::ast_node_user& n) {
+    isl::ast_expr_op call = n.expr().as<isl::ast_expr_op>();
+    std::string name = statement_of(n);
     auto found = by_isl_name_.find(name);
     if (found == by_isl_name_.end())
       fail(m_.func.where, "isl produced an unknown statement " + name);
@@ -352,19 +315,14 @@ class AstLowering {
     std::map<std::string, ir::Expr> sub = constants_;
     std::vector<std::pair<std::string, ir::Expr>> instance;
     for (size_t k = 0; k < c.iters.size(); ++k) {
-      isl_ast_expr* a = isl_ast_expr_op_get_arg(call, static_cast<int>(k) + 1);
-      ir::Expr v = expr(a);
-      isl_ast_expr_free(a);
+      ir::Expr v = expr(call.arg(static_cast<int>(k) + 1));
       sub[c.iters[k]] = v;
       instance.emplace_back(c.iters[k], v);
     }
-    int n_args = static_cast<int>(isl_ast_expr_op_get_n_arg(call));
+    int n_args = static_cast<int>(call.n_arg());
     for (int k = static_cast<int>(c.iters.size()) + 1; k < n_args; ++k) {
-      isl_ast_expr* a = isl_ast_expr_op_get_arg(call, k);
-      sub[schedule_dim_var(k - 1 - static_cast<int>(c.iters.size()))] = expr(a);
-      isl_ast_expr_free(a);
+      sub[schedule_dim_var(k - 1 - static_cast<int>(c.iters.size()))] = expr(call.arg(k));
     }
-    isl_ast_expr_free(call);
     std::vector<ir::Expr> idx;
     for (const auto& x : c.target.indices) idx.push_back(ir::substitute(x, sub));
     return std::make_shared<ir::Store>(c.target.buf, idx, ir::substitute(c.value, sub), c.name,
@@ -462,32 +420,20 @@ class AstLowering {
 
   // Whether a loop over a schedule dim in (lo, hi] that runs statements of
   // `comps` is nested in n.
-  static bool has_loop_between(isl_ast_node* n, int lo, int hi,
+  static bool has_loop_between(const isl::ast_node& n, int lo, int hi,
                                const std::vector<std::string>& comps) {
-    struct Query {
-      int lo, hi;
-      const std::vector<std::string>* comps;
-      bool found = false;
-    } q{lo, hi, &comps};
-    isl_ast_node_foreach_descendant_top_down(
-        n,
-        [](isl_ast_node* d, void* user) -> isl_bool {
-          auto* q = static_cast<Query*>(user);
-          if (q->found) return isl_bool_false;
-          if (isl_ast_node_get_type(d) != isl_ast_node_for) return isl_bool_true;
-          isl_ast_expr* it = isl_ast_node_for_get_iterator(d);
-          isl_id* id = isl_ast_expr_get_id(it);
-          int k = std::stoi(std::string(isl_id_get_name(id)).substr(1));
-          isl_id_free(id);
-          isl_ast_expr_free(it);
-          if (k > q->lo && k <= q->hi) {
-            std::set<std::string> names = statements_in(d);
-            for (const auto& c : *q->comps) q->found = q->found || names.count(isl_name(c));
-          }
-          return q->found ? isl_bool_false : isl_bool_true;
-        },
-        &q);
-    return q.found;
+    bool found = false;
+    for_each_descendant(n, [&](const isl::ast_node& d) {
+      if (found) return false;
+      if (!d.isa<isl::ast_node_for>()) return true;
+      int k = schedule_dim_of(d.as<isl::ast_node_for>());
+      if (k > lo && k <= hi) {
+        std::set<std::string> names = statements_in(d);
+        for (const auto& c : comps) found = found || names.count(isl_name(c));
+      }
+      return !found;
+    });
+    return found;
   }
 
  public:
@@ -540,36 +486,27 @@ void check_allocations(const Impl& m, const ir::Stmt& body) {
 
 // Each statement's padded schedule, by isl name, for at_each_domain.
 using ScheduleTable = std::map<std::string, isl::map>;
+using ExprList = std::unique_ptr<isl_ast_expr_list, decltype(&isl_ast_expr_list_free)>;
 
 // Turns isl's user node into a call f(iterators..., schedule dims...): the
 // computation's iterators and the value of each of its schedule dims, both as
 // expressions of the loops around it. isl simplifies them with what it knows
 // there (a split's floor(k / 4) becomes the loop ko).
-isl_ast_node* at_each_domain(isl_ast_node* node, isl_ast_build* build, void* user) {
-  const auto& table = *static_cast<const ScheduleTable*>(user);
-  isl_union_map* sched = isl_ast_build_get_schedule(build);
-  isl_map* map = isl_map_reverse(isl_map_from_union_map(sched));
-  isl_pw_multi_aff* iters = isl_pw_multi_aff_from_map(map);
-  isl_ast_expr* call = isl_ast_build_call_from_pw_multi_aff(build, isl_pw_multi_aff_copy(iters));
-  isl_ast_expr* fn = isl_ast_expr_op_get_arg(call, 0);
-  isl_id* id = isl_ast_expr_get_id(fn);
-  const isl::map& own = table.at(isl_id_get_name(id));
-  isl_id_free(id);
-  isl_ast_expr_list* args = isl_ast_expr_list_alloc(isl_ast_build_get_ctx(build), 8);
-  int n = static_cast<int>(isl_ast_expr_op_get_n_arg(call));
-  for (int i = 1; i < n; ++i) args = isl_ast_expr_list_add(args, isl_ast_expr_op_get_arg(call, i));
-  isl_pw_multi_aff* dims = isl_pw_multi_aff_from_map(own.copy());
-  int count = static_cast<int>(isl_pw_multi_aff_dim(dims, isl_dim_out));
-  for (int k = 0; k < count; ++k) {
-    isl_pw_aff* pa = isl_pw_multi_aff_get_at(dims, k);
-    pa = isl_pw_aff_pullback_pw_multi_aff(pa, isl_pw_multi_aff_copy(iters));
-    args = isl_ast_expr_list_add(args, isl_ast_build_expr_from_pw_aff(build, pa));
-  }
-  isl_pw_multi_aff_free(dims);
-  isl_pw_multi_aff_free(iters);
-  isl_ast_expr_free(call);
-  isl_ast_node_free(node);
-  return isl_ast_node_alloc_user(isl_ast_expr_call(fn, args));
+isl::ast_node at_each_domain(const ScheduleTable& table, const isl::ast_build& build) {
+  isl::pw_multi_aff iters = build.schedule().as_map().reverse().as_pw_multi_aff();
+  isl::ast_expr_op call = build.call_from(iters).as<isl::ast_expr_op>();
+  isl::ast_expr fn = call.arg(0);
+  // isl's C++ interface has no expression lists: this one is owned by a
+  // unique_ptr until isl_ast_expr_call takes it.
+  ExprList list(isl_ast_expr_list_alloc(build.ctx().get(), 8), isl_ast_expr_list_free);
+  auto add = [&](isl::ast_expr e) {
+    list.reset(isl_ast_expr_list_add(list.release(), e.release()));
+  };
+  for (unsigned i = 1; i < call.n_arg(); ++i) add(call.arg(static_cast<int>(i)));
+  isl::pw_multi_aff dims = table.at(id_name(fn)).as_pw_multi_aff();
+  int count = static_cast<int>(isl_pw_multi_aff_dim(dims.get(), isl_dim_out));
+  for (int k = 0; k < count; ++k) add(build.expr_from(dims.at(k).pullback(iters)));
+  return isl::manage(isl_ast_node_alloc_user(isl_ast_expr_call(fn.release(), list.release())));
 }
 
 }  // namespace
@@ -586,12 +523,12 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     for (const auto& c : m.comps)
       sched = sched.unite(isl::union_map(padded_schedule(c, dims).intersect_domain(c.domain)));
 
-    isl_ast_build* build = isl_ast_build_from_context(m.context.copy());
-    isl_id_list* names = isl_id_list_alloc(ctx.get(), dims);
-    for (int k = 0; k < dims; ++k)
-      names = isl_id_list_add(names,
-                              isl_id_alloc(ctx.get(), ("c" + std::to_string(k)).c_str(), nullptr));
-    build = isl_ast_build_set_iterators(build, names);
+    isl::ast_build build = isl::ast_build::from_context(m.context);
+    // Iterators c0, c1, ...: schedule dim K is the loop over cK. (No C++ call
+    // for iterators or options: each raw result is managed at once.)
+    isl::id_list names(ctx, dims);
+    for (int k = 0; k < dims; ++k) names = names.add(isl::id(ctx, "c" + std::to_string(k)));
+    build = isl::manage(isl_ast_build_set_iterators(build.release(), names.release()));
     // Static dims take one value per piece of a computation: unrolling them
     // gives each piece (separate) its own copy of the loop nest.
     std::string opts = "{ ";
@@ -601,17 +538,17 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     for (int k = 0; k < dims; k += 2)
       opts += (k ? "; " : "") + tuple + " -> unroll[" + std::to_string(k) + "]";
     opts += " }";
-    build = isl_ast_build_set_options(build, isl_union_map_read_from_str(ctx.get(), opts.c_str()));
+    build = isl::manage(
+        isl_ast_build_set_options(build.release(), isl::union_map(ctx, opts).release()));
     ScheduleTable table;
     for (const auto& c : m.comps) table[isl_name(c.name)] = padded_schedule(c, dims);
-    build = isl_ast_build_set_at_each_domain(build, at_each_domain, &table);
-    isl_ast_node* root = isl_ast_build_node_from_schedule_map(build, sched.release());
-    isl_ast_build_free(build);
-    if (!root) fail(m.func.where, "isl could not build the loop nest of " + m.func.name);
+    build = build.set_at_each_domain(
+        [&](isl::ast_node, isl::ast_build b) { return at_each_domain(table, b); });
+    isl::ast_node root = build.node_from_schedule_map(sched);
+    if (root.is_null()) fail(m.func.where, "isl could not build the loop nest of " + m.func.name);
 
     AstLowering lowering(m);
     ir::Stmt loops = lowering.node(root);
-    isl_ast_node_free(root);
     body = lowering.place_data_params(loops, {});
     placed = lowering.placed_;
   } catch (const isl::exception& e) {
