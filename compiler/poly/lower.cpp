@@ -493,7 +493,7 @@ using ExprList = std::unique_ptr<isl_ast_expr_list, decltype(&isl_ast_expr_list_
 // expressions of the loops around it. isl simplifies them with what it knows
 // there (a split's floor(k / 4) becomes the loop ko).
 isl::ast_node at_each_domain(const ScheduleTable& table, const isl::ast_build& build) {
-  isl::pw_multi_aff iters = build.schedule().as_map().reverse().as_pw_multi_aff();
+  isl::pw_multi_aff iters = pw_multi_aff_from_map(build.schedule().as_map().reverse()).value();
   isl::ast_expr_op call = build.call_from(iters).as<isl::ast_expr_op>();
   isl::ast_expr fn = call.arg(0);
   // isl's C++ interface has no expression lists: this one is owned by a
@@ -503,7 +503,7 @@ isl::ast_node at_each_domain(const ScheduleTable& table, const isl::ast_build& b
     list.reset(isl_ast_expr_list_add(list.release(), e.release()));
   };
   for (unsigned i = 1; i < call.n_arg(); ++i) add(call.arg(static_cast<int>(i)));
-  isl::pw_multi_aff dims = table.at(id_name(fn)).as_pw_multi_aff();
+  isl::pw_multi_aff dims = pw_multi_aff_from_map(table.at(id_name(fn))).value();
   int count = static_cast<int>(isl_pw_multi_aff_dim(dims.get(), isl_dim_out));
   for (int k = 0; k < count; ++k) add(build.expr_from(dims.at(k).pullback(iters)));
   return isl::manage(isl_ast_node_alloc_user(isl_ast_expr_call(fn.release(), list.release())));

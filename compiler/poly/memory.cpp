@@ -113,6 +113,341 @@ ir::Expr aff_to_expr(const isl::aff& a, const std::vector<ir::Expr>& inputs) {
   return sum;
 }
 
+namespace {
+
+// isl's C++ interface has no operations on dims by position: these take and
+// give owned handles around the C calls.
+isl::map project_out_inputs(isl::map m, int first, int n) {
+  return isl::manage(isl_map_project_out(m.release(), isl_dim_in, first, n));
+}
+isl::set project_out(isl::set s, int first, int n) {
+  return isl::manage(isl_set_project_out(s.release(), isl_dim_set, first, n));
+}
+isl::map without_tuple_ids(isl::map m) {
+  return isl::manage(
+      isl_map_reset_tuple_id(isl_map_reset_tuple_id(m.release(), isl_dim_in), isl_dim_out));
+}
+isl::set without_tuple_id(isl::set s) { return isl::manage(isl_set_reset_tuple_id(s.release())); }
+// s as the statement `name` with its dims named `dims`.
+isl::set named(isl::set s, const std::string& name, const std::vector<std::string>& dims) {
+  isl_set* raw = isl_set_set_tuple_name(s.release(), isl_name(name).c_str());
+  for (size_t k = 0; k < dims.size(); ++k) {
+    raw =
+        isl_set_set_dim_name(raw, isl_dim_set, static_cast<unsigned>(k), isl_name(dims[k]).c_str());
+  }
+  return isl::manage(raw);
+}
+// Output dim k of m alone.
+isl::map output_dim(isl::map m, int k) {
+  int n = static_cast<int>(isl_map_dim(m.get(), isl_dim_out));
+  isl_map* raw = isl_map_project_out(m.release(), isl_dim_out, k + 1, n - k - 1);
+  return isl::manage(isl_map_project_out(raw, isl_dim_out, 0, k));
+}
+int outputs_of(const isl::multi_aff& f) {
+  return static_cast<int>(isl_multi_aff_dim(f.get(), isl_dim_out));
+}
+
+// What a cache command asks for, its arguments checked.
+struct CacheRequest {
+  const ir::Buf* src;  // B
+  int loop;            // L, as an index into c's loops
+  ir::MemLoc loc;
+  bool manual;  // cache (shape and map given) rather than cache_identity
+};
+
+CacheRequest parse_cache_request(const Impl& m, const CompModel& c,
+                                 const ir::ScheduleCommand& cmd) {
+  CacheRequest r{};
+  r.manual = cmd.is(ir::ScheduleOp::Cache);
+  if (!r.manual && cmd.args.size() != 3)
+    fail(cmd.where, "cache_identity expects 3 arguments: cache_identity(BUFFER, LOOP, LOCATION)");
+  if (r.manual && cmd.args.size() != 5)
+    fail(cmd.where,
+         "cache expects 5 arguments: cache(BUFFER, LOOP, LOCATION, [SIZES], \"{ [e0, ...] -> "
+         "[c0, ...] }\")");
+  const ir::ScheduleArg& barg = cmd.args[0];
+  if (barg.kind != ir::ScheduleArg::Kind::Name || barg.text.empty())
+    fail(barg.where, "cache_identity: expected the name of the buffer to cache");
+  r.src = m.func.find_buf(barg.text);
+  if (!r.src) fail(barg.where, "unknown buffer '" + barg.text + "'");
+  r.loop = loop_of(c, cmd.args[1], "cache_identity");
+  const ir::ScheduleArg& larg = cmd.args[2];
+  auto loc =
+      larg.kind == ir::ScheduleArg::Kind::Name ? ir::mem_loc_from_name(larg.text) : std::nullopt;
+  if (!loc)
+    fail(larg.where, cmd.op + ": unknown memory location '" + larg.text +
+                         "'; locations are heap, stack, gpu_global, gpu_shared, gpu_local, "
+                         "gpu_constant");
+  r.loc = *loc;
+  if (r.src->shape.empty())
+    fail(barg.where, "cache_identity: '" + r.src->name + "' is a scalar; nothing to cache");
+  return r;
+}
+
+// The values of c's static schedule dims through loop L (prefix), and of the
+// one just inside it (inner): the copy runs at c's place inside L, so c must
+// be one piece there.
+struct StaticPlace {
+  std::vector<int64_t> prefix;
+  int64_t inner = 0;
+};
+
+StaticPlace static_place(const CompModel& c, int p, const ir::ScheduleCommand& cmd) {
+  StaticPlace place;
+  for (int q = 0; q <= p; ++q) {
+    auto v = static_value(c, q);
+    if (!v)
+      fail(cmd.where, "cache_identity: '" + c.name +
+                          "' is split into pieces (separate) above loop '" + c.loop_names[p] + "'");
+    place.prefix.push_back(*v);
+  }
+  auto inner = static_value(c, p + 1);
+  if (!inner)
+    fail(cmd.where, "cache_identity: '" + c.name + "' is split into pieces inside loop '" +
+                        c.loop_names[p] + "'");
+  place.inner = *inner;
+  return place;
+}
+
+// Nobody may write B inside loop L: the copy would go stale.
+void check_not_written_inside(const Impl& m, const CompModel& c, int p, const StaticPlace& place,
+                              const std::string& bname, const ir::ScheduleCommand& cmd) {
+  for (const auto& e : m.comps) {
+    bool shares = e.loops() > p;
+    for (int q = 0; shares && q <= p; ++q) shares = static_value(e, q) == place.prefix[q];
+    if (!shares) continue;
+    for (const auto& w : maps_of(e.writes))
+      if (range_name(w) == isl_name(bname))
+        fail(cmd.where, "cache_identity: '" + e.name + "' writes '" + bname + "' inside loop '" +
+                            c.loop_names[p] +
+                            "', so a copy made at the start of the loop would be stale");
+  }
+}
+
+// What c reads of B, per iteration of L: prefix_of maps c's instances to the
+// schedule dims through L; footprint maps that prefix to the elements read.
+struct Footprint {
+  isl::map prefix_of;
+  isl::map reads;
+  isl::map footprint;
+};
+
+Footprint footprint_of(const Impl& m, const CompModel& c, int p, const std::string& bname,
+                       const ir::ScheduleArg& barg) {
+  isl::ctx ctx = m.ctx.get();
+  const int n = 2 * c.loops() + 1;
+  const int outer = 2 * p + 2;  // schedule dims up to and including loop L
+  isl::union_map reads_b = isl::union_map::empty(ctx);
+  for (const auto& r : maps_of(c.reads))
+    if (range_name(r) == isl_name(bname))
+      reads_b = reads_b.unite(isl::union_map(r.intersect_domain(c.domain)));
+  if (reads_b.is_empty())
+    fail(barg.where, "cache_identity: '" + c.name + "' does not read '" + bname + "'");
+  Footprint f;
+  f.reads = reads_b.as_map();
+  std::string all = "[";
+  for (int k = 0; k < n; ++k) all += (k ? ", x" : "x") + std::to_string(k);
+  std::string cut = "{ " + all + "] -> [";
+  for (int k = 0; k < outer; ++k) cut += (k ? ", x" : "x") + std::to_string(k);
+  cut += "] }";
+  f.prefix_of = c.sched.intersect_domain(c.domain).apply_range(isl::map(ctx, cut));
+  f.footprint = f.prefix_of.reverse().apply_range(f.reads);
+  return f;
+}
+
+// The copy's shape, and index_of(dyn, e): where element e of B goes in the
+// copy during the iteration whose loop variables (through L) are dyn.
+using IndexOf = std::function<std::vector<ir::Expr>(const std::vector<ir::Expr>&,
+                                                    const std::vector<ir::Expr>&)>;
+struct CacheLayout {
+  std::vector<int64_t> sizes;
+  IndexOf index_of;
+};
+
+// cache_identity: the smallest fixed box around what one iteration reads,
+// its origin moving with the loops through L.
+CacheLayout box_layout(const CompModel& c, int p, int rank, const StaticPlace& place,
+                       const Footprint& f, const std::string& bname,
+                       const ir::ScheduleCommand& cmd) {
+  isl::fixed_box box = f.footprint.range_simple_fixed_box_hull();
+  if (!box.is_valid())
+    fail(cmd.where, "cache_identity: the part of '" + bname + "' that one iteration of loop '" +
+                        c.loop_names[p] + "' reads has no size known at compile time");
+  CacheLayout layout;
+  isl::multi_val sz = box.size();
+  for (int k = 0; k < rank; ++k) layout.sizes.push_back(sz.at(k).num_si());
+  // Origin of the box as expressions of the loop prefix, with static dims
+  // replaced by their values.
+  isl::multi_aff offset = box.offset();
+  const int outer = 2 * p + 2;
+  std::vector<int64_t> prefix = place.prefix;
+  layout.index_of = [=](const std::vector<ir::Expr>& dyn, const std::vector<ir::Expr>& e) {
+    std::vector<ir::Expr> inputs;
+    for (int k = 0; k < outer; ++k)
+      inputs.push_back(k % 2 == 0 ? ir::int_imm(prefix[k / 2]) : dyn[k / 2]);
+    std::vector<ir::Expr> at;
+    for (int d = 0; d < rank; ++d) at.push_back(minus(e[d], aff_to_expr(offset.at(d), inputs)));
+    return at;
+  };
+  return layout;
+}
+
+// The copy's sizes from cache's fourth argument: numbers, knobs or compile-time params.
+std::vector<int64_t> cache_sizes(const Impl& m, const ir::ScheduleArg& sarg) {
+  if (sarg.kind != ir::ScheduleArg::Kind::Name || !sarg.text.empty())
+    fail(sarg.where, "cache: the fourth argument is the copy's shape, a list like [32, 8]");
+  std::vector<int64_t> sizes;
+  for (const auto& a : sarg.list) {
+    int64_t v = 0;
+    if (a.kind == ir::ScheduleArg::Kind::Int) {
+      v = a.number;
+    } else if (const ir::Knob* k =
+                   a.kind == ir::ScheduleArg::Kind::Name ? m.func.find_knob(a.text) : nullptr) {
+      v = k->value;
+    } else if (a.kind == ir::ScheduleArg::Kind::Name && m.constants.count(a.text)) {
+      v = m.constants.at(a.text);
+    } else {
+      fail(a.where, "cache: sizes must be numbers, knobs or compile-time params");
+    }
+    if (v <= 0) fail(a.where, "cache: sizes must be positive, got " + std::to_string(v));
+    sizes.push_back(v);
+  }
+  return sizes;
+}
+
+// cache: the shape and the map given by hand, checked to be one affine
+// function, one-to-one on what an iteration reads, and inside the shape.
+CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, const Footprint& f,
+                        const std::string& bname, const ir::ScheduleCommand& cmd) {
+  isl::ctx ctx = m.ctx.get();
+  const int outer = 2 * p + 2;
+  CacheLayout layout;
+  layout.sizes = cache_sizes(m, cmd.args[3]);
+  const std::vector<int64_t>& sizes = layout.sizes;
+  const ir::ScheduleArg& marg = cmd.args[4];
+  if (marg.kind != ir::ScheduleArg::Kind::Text)
+    fail(marg.where, "cache: the fifth argument is an isl map in quotes, from the indices of '" +
+                         bname + "' to the copy's");
+  std::string params;
+  for (int q = 0; q <= p; ++q) params += (q ? ", " : "") + isl_name(c.loop_names[q]);
+  // A malformed map is an error to report, not an exception: the C reader says null.
+  isl_map* raw = isl_map_read_from_str(ctx.get(), ("[" + params + "] -> " + marg.text).c_str());
+  if (!raw) fail(marg.where, "cache: cannot parse the isl map \"" + marg.text + "\"");
+  isl::map user = without_tuple_ids(isl::manage(raw));
+  if (static_cast<int>(user.domain_tuple_dim()) != rank)
+    fail(marg.where, "cache: the map takes " + std::to_string(user.domain_tuple_dim()) +
+                         " indices but '" + bname + "' has " + std::to_string(rank));
+  if (user.range_tuple_dim() != sizes.size())
+    fail(marg.where, "cache: the map gives " + std::to_string(user.range_tuple_dim()) +
+                         " indices but the shape has " + std::to_string(sizes.size()));
+  // What one iteration reads, with the loop variables as params.
+  isl::map fp = f.prefix_of.reverse().apply_range(f.reads);
+  for (int k = outer - 2; k >= 0; k -= 2) fp = project_out_inputs(fp, k, 1);
+  isl::id_list ids(ctx, p + 1);
+  for (int q = 0; q <= p; ++q) ids = ids.add(isl::id(ctx, isl_name(c.loop_names[q])));
+  isl::multi_id mid = isl::manage(
+      isl_multi_id_from_id_list(isl_space_set_alloc(ctx.get(), 0, p + 1), ids.release()));
+  isl::set read = without_tuple_id(fp.bind_domain(mid));
+  isl::map on_read = user.intersect_domain(read);
+  if (!on_read.is_injective())
+    fail(marg.where, "cache: the map sends two elements '" + c.name +
+                         "' reads in one iteration of '" + c.loop_names[p] + "' to the same place");
+  std::string inside = "{ [";
+  for (size_t d = 0; d < sizes.size(); ++d) inside += (d ? ", c" : "c") + std::to_string(d);
+  inside += "] : ";
+  for (size_t d = 0; d < sizes.size(); ++d)
+    inside += (d ? " and 0 <= c" : "0 <= c") + std::to_string(d) + " < " + std::to_string(sizes[d]);
+  inside += " }";
+  if (!on_read.range().is_subset(isl::set(ctx, inside)))
+    fail(marg.where,
+         "cache: the map sends elements that '" + c.name + "' reads outside the copy's shape");
+  std::optional<isl::pw_multi_aff> pma = pw_multi_aff_from_map(user);
+  if (!pma || pma->n_piece() != 1) fail(marg.where, "cache: the map must be one affine function");
+  isl::multi_aff fn = pma->as_multi_aff();
+  std::vector<std::string> loop_names(c.loop_names.begin(), c.loop_names.begin() + p + 1);
+  layout.index_of = [fn, loop_names](const std::vector<ir::Expr>& dyn,
+                                     const std::vector<ir::Expr>& e) {
+    std::map<std::string, ir::Expr> sub;
+    for (size_t q = 0; q < loop_names.size(); ++q) sub[isl_name(loop_names[q])] = dyn[q];
+    std::vector<ir::Expr> at;
+    int n_out = outputs_of(fn);
+    for (int d = 0; d < n_out; ++d) at.push_back(ir::substitute(aff_to_expr(fn.at(d), e), sub));
+    return at;
+  };
+  return layout;
+}
+
+// The copy statement: for every iteration of c's loops through L and every
+// element of B read there, cache[index_of(loops, e)] = B[e], scheduled inside
+// L just before c.
+CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticPlace& place,
+                         const Footprint& f, const CacheLayout& layout, const std::string& bname,
+                         ir::DType dtype, const std::string& cache, int rank) {
+  isl::ctx ctx = m.ctx.get();
+  const int outer = 2 * p + 2;
+  CompModel fill;
+  fill.name = cache + "_fill";
+  for (int q = 0; q <= p; ++q) fill.iters.push_back(c.loop_names[q]);
+  for (int d = 0; d < rank; ++d) fill.iters.push_back(cache + "_" + std::to_string(d));
+  std::vector<ir::Expr> dyn, elem;
+  for (int q = 0; q <= p; ++q) dyn.push_back(ir::var(fill.iters[q]));
+  for (int d = 0; d < rank; ++d) elem.push_back(ir::var(fill.iters[p + 1 + d]));
+  fill.value = ir::load(bname, elem, dtype);
+  fill.target.buf = cache;
+  fill.target.indices = layout.index_of(dyn, elem);
+
+  // Domain: the footprint, with the static dims dropped.
+  isl::set domain = f.footprint.wrap().flatten();
+  for (int k = outer - 2; k >= 0; k -= 2) domain = project_out(domain, k, 1);
+  fill.domain = named(domain, fill.name, fill.iters);
+  fill.domain_approx = fill.domain;
+
+  // Data-dependent params the footprint uses are defined as for c, in terms
+  // of c's iterators; express those through the loop prefix. Each iterator
+  // the prefix determines (one affine function of it) is replaced; the others
+  // (inside L) are not the copy's to know.
+  if (!c.data_params.empty()) {
+    isl::map iters_of = f.prefix_of.reverse();
+    for (int k = outer - 2; k >= 0; k -= 2) iters_of = project_out_inputs(iters_of, k, 1);
+    std::map<std::string, ir::Expr> sub;
+    for (size_t k = 0; k < c.iters.size(); ++k) {
+      std::optional<isl::pw_multi_aff> pma =
+          pw_multi_aff_from_map(output_dim(iters_of, static_cast<int>(k)));
+      if (!pma) continue;
+      isl::pw_aff pa = pma->at(0).coalesce();
+      if (pa.n_piece() != 1 || pa.involves_nan()) continue;
+      // The one piece's function: it holds wherever the copy runs.
+      pa.foreach_piece([&](const isl::set&, const isl::multi_aff& a) {
+        sub[c.iters[k]] = aff_to_expr(a.at(0), dyn);
+      });
+    }
+    for (const auto& dp : c.data_params) {
+      fill.data_params.push_back({dp.name, ir::substitute(dp.value, sub)});
+    }
+  }
+  // The copy adds no dependence the model must check: it reads B, which
+  // nothing writes inside L, and writes a buffer only c reads, after it.
+  fill.reads = isl::union_map::empty(ctx);
+  fill.writes = isl::union_map::empty(ctx);
+
+  // Schedule: c's loops through L, then before c's body inside L.
+  std::string in = isl_name(fill.name) + "[";
+  for (size_t k = 0; k < fill.iters.size(); ++k) in += (k ? ", " : "") + isl_name(fill.iters[k]);
+  in += "]";
+  std::string out = "[";
+  for (int q = 0; q <= p; ++q)
+    out += std::to_string(place.prefix[q]) + ", " + isl_name(fill.iters[q]) + ", ";
+  out += std::to_string(place.inner);
+  for (int d = 0; d < rank; ++d) out += ", " + isl_name(fill.iters[p + 1 + d]) + ", 0";
+  out += "]";
+  fill.sched = isl::map(ctx, "{ " + in + " -> " + out + " }");
+  fill.loop_names = fill.iters;
+  fill.tags.assign(fill.iters.size(), ir::LoopTag::None);
+  return fill;
+}
+
+}  // namespace
+
 // cache_identity(B, L, LOC): for every iteration of loop L of c, copy the part
 // of B that c reads during that iteration into a small buffer right before c
 // runs there, and read it from the copy. The copy's size is the smallest
@@ -124,266 +459,37 @@ ir::Expr aff_to_expr(const isl::aff& a, const std::vector<ir::Expr>& inputs) {
 // of c's loops down to L. kiln checks that it is one-to-one and stays inside
 // the copy for everything the loop reads.
 void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
-  const bool manual = cmd.is(ir::ScheduleOp::Cache);
-  if (!manual && cmd.args.size() != 3)
-    fail(cmd.where, "cache_identity expects 3 arguments: cache_identity(BUFFER, LOOP, LOCATION)");
-  if (manual && cmd.args.size() != 5)
-    fail(cmd.where,
-         "cache expects 5 arguments: cache(BUFFER, LOOP, LOCATION, [SIZES], \"{ [e0, ...] -> "
-         "[c0, ...] }\")");
-  const ir::ScheduleArg& barg = cmd.args[0];
-  if (barg.kind != ir::ScheduleArg::Kind::Name || barg.text.empty())
-    fail(barg.where, "cache_identity: expected the name of the buffer to cache");
-  const ir::Buf* src = m.func.find_buf(barg.text);
-  if (!src) fail(barg.where, "unknown buffer '" + barg.text + "'");
-  const std::string bname = src->name;
-  const ir::DType dtype = src->dtype;
-  const int rank = static_cast<int>(src->shape.size());
-  int p = loop_of(c, cmd.args[1], "cache_identity");
-  const ir::ScheduleArg& larg = cmd.args[2];
-  auto loc =
-      larg.kind == ir::ScheduleArg::Kind::Name ? ir::mem_loc_from_name(larg.text) : std::nullopt;
-  if (!loc)
-    fail(larg.where, cmd.op + ": unknown memory location '" + larg.text +
-                         "'; locations are heap, stack, gpu_global, gpu_shared, gpu_local, "
-                         "gpu_constant");
-  if (rank == 0) fail(barg.where, "cache_identity: '" + bname + "' is a scalar; nothing to cache");
+  const CacheRequest r = parse_cache_request(m, c, cmd);
+  const std::string bname = r.src->name;
+  const ir::DType dtype = r.src->dtype;
+  const int rank = static_cast<int>(r.src->shape.size());
+  const int p = r.loop;
 
-  isl::ctx ctx = m.ctx.get();
-  const int n = 2 * c.loops() + 1;
-  const int outer = 2 * p + 2;  // schedule dims up to and including loop L
-
-  // Nobody may write B inside loop L: the copy would go stale.
-  std::vector<int64_t> prefix;
-  for (int q = 0; q <= p; ++q) {
-    auto v = static_value(c, q);
-    if (!v)
-      fail(cmd.where, "cache_identity: '" + c.name +
-                          "' is split into pieces (separate) above loop '" + c.loop_names[p] + "'");
-    prefix.push_back(*v);
-  }
-  auto inner_static = static_value(c, p + 1);
-  if (!inner_static)
-    fail(cmd.where, "cache_identity: '" + c.name + "' is split into pieces inside loop '" +
-                        c.loop_names[p] + "'");
-  for (const auto& e : m.comps) {
-    bool shares = e.loops() > p;
-    for (int q = 0; shares && q <= p; ++q) shares = static_value(e, q) == prefix[q];
-    if (!shares) continue;
-    for (const auto& w : maps_of(e.writes))
-      if (range_name(w) == isl_name(bname))
-        fail(cmd.where, "cache_identity: '" + e.name + "' writes '" + bname + "' inside loop '" +
-                            c.loop_names[p] +
-                            "', so a copy made at the start of the loop would be stale");
-  }
-
-  // Footprint: schedule prefix (through loop L) -> elements of B that c reads there.
-  isl::union_map reads_b = isl::union_map::empty(ctx);
-  for (const auto& r : maps_of(c.reads))
-    if (range_name(r) == isl_name(bname))
-      reads_b = reads_b.unite(isl::union_map(r.intersect_domain(c.domain)));
-  if (reads_b.is_empty())
-    fail(barg.where, "cache_identity: '" + c.name + "' does not read '" + bname + "'");
-  isl::map reads = isl::manage(isl_map_from_union_map(reads_b.release()));
-  std::vector<std::string> keep;
-  for (int k = 0; k < outer; ++k) keep.push_back("x" + std::to_string(k));
-  std::string all = "[";
-  for (int k = 0; k < n; ++k) all += (k ? ", x" : "x") + std::to_string(k);
-  std::string cut = "{ " + all + "] -> [";
-  for (int k = 0; k < outer; ++k) cut += (k ? ", " : "") + keep[k];
-  cut += "] }";
-  isl::map prefix_of = c.sched.intersect_domain(c.domain).apply_range(isl::map(ctx, cut));
-  isl::map footprint = prefix_of.reverse().apply_range(reads);
-  std::vector<ir::Expr> shape;
-  std::vector<int64_t> sizes;
-  // index_of(dyn, e): where element e of B goes in the copy during the
-  // iteration whose loop variables (through L) are dyn.
-  std::function<std::vector<ir::Expr>(const std::vector<ir::Expr>&, const std::vector<ir::Expr>&)>
-      index_of;
-  if (!manual) {
-    isl::fixed_box box = footprint.range_simple_fixed_box_hull();
-    if (!box.is_valid())
-      fail(cmd.where, "cache_identity: the part of '" + bname + "' that one iteration of loop '" +
-                          c.loop_names[p] + "' reads has no size known at compile time");
-    isl::multi_val sz = box.size();
-    for (int k = 0; k < rank; ++k) sizes.push_back(to_int(isl_multi_val_get_at(sz.get(), k)));
-    // Origin of the box as expressions of the loop prefix, with static dims
-    // replaced by their values.
-    isl::multi_aff offset = box.offset();
-    index_of = [&, offset](const std::vector<ir::Expr>& dyn, const std::vector<ir::Expr>& e) {
-      std::vector<ir::Expr> inputs;
-      for (int k = 0; k < outer; ++k)
-        inputs.push_back(k % 2 == 0 ? ir::int_imm(prefix[k / 2]) : dyn[k / 2]);
-      std::vector<ir::Expr> at;
-      for (int d = 0; d < rank; ++d)
-        at.push_back(
-            minus(e[d], aff_to_expr(isl::manage(isl_multi_aff_get_at(offset.get(), d)), inputs)));
-      return at;
-    };
-  } else {
-    const ir::ScheduleArg& sarg = cmd.args[3];
-    if (sarg.kind != ir::ScheduleArg::Kind::Name || !sarg.text.empty())
-      fail(sarg.where, "cache: the fourth argument is the copy's shape, a list like [32, 8]");
-    for (const auto& a : sarg.list) {
-      int64_t v = 0;
-      if (a.kind == ir::ScheduleArg::Kind::Int) {
-        v = a.number;
-      } else if (const ir::Knob* k =
-                     a.kind == ir::ScheduleArg::Kind::Name ? m.func.find_knob(a.text) : nullptr) {
-        v = k->value;
-      } else if (a.kind == ir::ScheduleArg::Kind::Name && m.constants.count(a.text)) {
-        v = m.constants.at(a.text);
-      } else {
-        fail(a.where, "cache: sizes must be numbers, knobs or compile-time params");
-      }
-      if (v <= 0) fail(a.where, "cache: sizes must be positive, got " + std::to_string(v));
-      sizes.push_back(v);
-    }
-    const ir::ScheduleArg& marg = cmd.args[4];
-    if (marg.kind != ir::ScheduleArg::Kind::Text)
-      fail(marg.where, "cache: the fifth argument is an isl map in quotes, from the indices of '" +
-                           bname + "' to the copy's");
-    std::string params;
-    for (int q = 0; q <= p; ++q) params += (q ? ", " : "") + isl_name(c.loop_names[q]);
-    isl_map* raw = isl_map_read_from_str(ctx.get(), ("[" + params + "] -> " + marg.text).c_str());
-    if (!raw) fail(marg.where, "cache: cannot parse the isl map \"" + marg.text + "\"");
-    raw = isl_map_reset_tuple_id(isl_map_reset_tuple_id(raw, isl_dim_in), isl_dim_out);
-    isl::map user = isl::manage(raw);
-    if (static_cast<int>(user.domain_tuple_dim()) != rank)
-      fail(marg.where, "cache: the map takes " + std::to_string(user.domain_tuple_dim()) +
-                           " indices but '" + bname + "' has " + std::to_string(rank));
-    if (user.range_tuple_dim() != sizes.size())
-      fail(marg.where, "cache: the map gives " + std::to_string(user.range_tuple_dim()) +
-                           " indices but the shape has " + std::to_string(sizes.size()));
-    // What one iteration reads, with the loop variables as params.
-    isl_map* fp = prefix_of.reverse().apply_range(reads).release();
-    for (int k = outer - 2; k >= 0; k -= 2) fp = isl_map_project_out(fp, isl_dim_in, k, 1);
-    isl_id_list* ids = isl_id_list_alloc(ctx.get(), p + 1);
-    for (int q = 0; q <= p; ++q)
-      ids =
-          isl_id_list_add(ids, isl_id_alloc(ctx.get(), isl_name(c.loop_names[q]).c_str(), nullptr));
-    isl_multi_id* mid = isl_multi_id_from_id_list(isl_space_set_alloc(ctx.get(), 0, p + 1), ids);
-    isl::set read = isl::manage(isl_set_reset_tuple_id(isl_map_bind_domain(fp, mid)));
-    isl::map on_read = user.intersect_domain(read);
-    if (!on_read.is_injective())
-      fail(marg.where, "cache: the map sends two elements '" + c.name +
-                           "' reads in one iteration of '" + c.loop_names[p] +
-                           "' to the same place");
-    std::string inside = "{ [";
-    for (size_t d = 0; d < sizes.size(); ++d) inside += (d ? ", c" : "c") + std::to_string(d);
-    inside += "] : ";
-    for (size_t d = 0; d < sizes.size(); ++d)
-      inside +=
-          (d ? " and 0 <= c" : "0 <= c") + std::to_string(d) + " < " + std::to_string(sizes[d]);
-    inside += " }";
-    if (!on_read.range().is_subset(isl::set(ctx, inside)))
-      fail(marg.where,
-           "cache: the map sends elements that '" + c.name + "' reads outside the copy's shape");
-    isl_pw_multi_aff* pma = isl_pw_multi_aff_from_map(user.copy());
-    if (!pma || isl_pw_multi_aff_n_piece(pma) != 1) {
-      isl_pw_multi_aff_free(pma);
-      fail(marg.where, "cache: the map must be one affine function");
-    }
-    isl::multi_aff f = isl::manage(isl_pw_multi_aff_as_multi_aff(pma));
-    std::vector<std::string> loop_names(c.loop_names.begin(), c.loop_names.begin() + p + 1);
-    index_of = [f, loop_names](const std::vector<ir::Expr>& dyn, const std::vector<ir::Expr>& e) {
-      std::map<std::string, ir::Expr> sub;
-      for (size_t q = 0; q < loop_names.size(); ++q) sub[isl_name(loop_names[q])] = dyn[q];
-      std::vector<ir::Expr> at;
-      int n_out = static_cast<int>(isl_multi_aff_dim(f.get(), isl_dim_out));
-      for (int d = 0; d < n_out; ++d)
-        at.push_back(
-            ir::substitute(aff_to_expr(isl::manage(isl_multi_aff_get_at(f.get(), d)), e), sub));
-      return at;
-    };
-  }
-  for (int64_t v : sizes) shape.push_back(ir::int_imm(v));
+  const StaticPlace place = static_place(c, p, cmd);
+  check_not_written_inside(m, c, p, place, bname, cmd);
+  const Footprint f = footprint_of(m, c, p, bname, cmd.args[0]);
+  const CacheLayout layout = r.manual ? user_layout(m, c, p, rank, f, bname, cmd)
+                                      : box_layout(c, p, rank, place, f, bname, cmd);
 
   // The cache buffer, allocated inside loop L.
   std::string cache = fresh_buffer(m.func, bname + "_" + c.name + "_cache");
   ir::Buf buf;
   buf.name = cache;
   buf.dtype = dtype;
-  buf.shape = shape;
+  for (int64_t v : layout.sizes) buf.shape.push_back(ir::int_imm(v));
   buf.kind = ir::BufKind::Temp;
-  buf.loc = *loc;
+  buf.loc = r.loc;
   buf.where = cmd.where;
   m.func.bufs.push_back(buf);
-  m.buf_locs[cache] = *loc;
+  m.buf_locs[cache] = r.loc;
   m.alloc_sites.push_back({cache, {c.name, cache + "_fill"}, p, c.loop_names[p], cmd.where});
 
-  // The copy: one instance per (loop prefix, element read).
-  CompModel fill;
-  fill.name = cache + "_fill";
-  for (int q = 0; q <= p; ++q) fill.iters.push_back(c.loop_names[q]);
-  for (int d = 0; d < rank; ++d) fill.iters.push_back(cache + "_" + std::to_string(d));
-  std::vector<ir::Expr> dyn, elem;
-  for (int q = 0; q <= p; ++q) dyn.push_back(ir::var(fill.iters[q]));
-  for (int d = 0; d < rank; ++d) elem.push_back(ir::var(fill.iters[p + 1 + d]));
-  fill.value = ir::load(bname, elem, dtype);
-  fill.target.buf = cache;
-  fill.target.indices = index_of(dyn, elem);
-  // Domain: the footprint, with the static dims dropped.
-  {
-    isl_map* fp = footprint.copy();
-    isl_set* wrapped = isl_set_flatten(isl_map_wrap(fp));
-    for (int k = outer - 2; k >= 0; k -= 2)
-      wrapped = isl_set_project_out(wrapped, isl_dim_set, k, 1);
-    wrapped = isl_set_set_tuple_name(wrapped, isl_name(fill.name).c_str());
-    for (size_t k = 0; k < fill.iters.size(); ++k)
-      wrapped = isl_set_set_dim_name(wrapped, isl_dim_set, static_cast<unsigned>(k),
-                                     isl_name(fill.iters[k]).c_str());
-    fill.domain = isl::manage(wrapped);
-  }
-  fill.domain_approx = fill.domain;
-  // Data-dependent params the footprint uses are defined as for c, in terms
-  // of c's iterators; express those through the loop prefix.
-  if (!c.data_params.empty()) {
-    isl::map iters_of = prefix_of.reverse();
-    isl_map* im = iters_of.copy();
-    for (int k = outer - 2; k >= 0; k -= 2) im = isl_map_project_out(im, isl_dim_in, k, 1);
-    isl_pw_multi_aff* pma = isl_pw_multi_aff_from_map(im);
-    std::map<std::string, ir::Expr> sub;
-    for (size_t k = 0; k < c.iters.size(); ++k) {
-      isl_pw_aff* pa = isl_pw_aff_coalesce(isl_pw_multi_aff_get_at(pma, static_cast<int>(k)));
-      if (isl_pw_aff_n_piece(pa) == 1 && isl_pw_aff_involves_nan(pa) == isl_bool_false) {
-        isl::aff a = isl::manage(isl_pw_aff_as_aff(pa));
-        sub[c.iters[k]] = aff_to_expr(a, dyn);
-      } else {
-        isl_pw_aff_free(pa);
-      }
-    }
-    isl_pw_multi_aff_free(pma);
-    for (const auto& dp : c.data_params) {
-      ir::Expr v = ir::substitute(dp.value, sub);
-      fill.data_params.push_back({dp.name, v});
-    }
-  }
-  // The copy adds no dependence the model must check: it reads B, which
-  // nothing writes inside L, and writes a buffer only c reads, after it.
-  fill.reads = isl::union_map::empty(ctx);
-  fill.writes = isl::union_map::empty(ctx);
-  // Schedule: c's loops through L, then before c's body inside L.
-  {
-    std::string in = isl_name(fill.name) + "[";
-    for (size_t k = 0; k < fill.iters.size(); ++k) in += (k ? ", " : "") + isl_name(fill.iters[k]);
-    in += "]";
-    std::string out = "[";
-    for (int q = 0; q <= p; ++q)
-      out += std::to_string(prefix[q]) + ", " + isl_name(fill.iters[q]) + ", ";
-    out += std::to_string(*inner_static);
-    for (int d = 0; d < rank; ++d) out += ", " + isl_name(fill.iters[p + 1 + d]) + ", 0";
-    out += "]";
-    fill.sched = isl::map(ctx, "{ " + in + " -> " + out + " }");
-  }
-  fill.loop_names = fill.iters;
-  fill.tags.assign(fill.iters.size(), ir::LoopTag::None);
+  CompModel fill = copy_statement(m, c, p, place, f, layout, bname, dtype, cache, rank);
   fill.memory_scheduled = cmd.where;
 
   // Everything inside L from c's position on moves one slot later.
-  std::vector<int64_t> upto(prefix.begin(), prefix.end());
-  remap_static(m, "", upto, p + 1,
-               "x" + std::to_string(2 * p + 2) + " >= " + std::to_string(*inner_static),
+  remap_static(m, "", place.prefix, p + 1,
+               "x" + std::to_string(2 * p + 2) + " >= " + std::to_string(place.inner),
                "x" + std::to_string(2 * p + 2) + " + 1");
 
   // c reads the copy: B[idx] becomes cache[idx - origin(prefix of c's instance)].
@@ -392,8 +498,9 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   // off the loops rather than recomputed from c's iterators.
   std::vector<ir::Expr> cdyn;
   for (int q = 0; q <= p; ++q) cdyn.push_back(ir::var(schedule_dim_var(2 * q + 1)));
-  RedirectLoads redirect(
-      bname, [&](const ir::Load& l) { return ir::load(cache, index_of(cdyn, l.indices), dtype); });
+  RedirectLoads redirect(bname, [&](const ir::Load& l) {
+    return ir::load(cache, layout.index_of(cdyn, l.indices), dtype);
+  });
   c.value = redirect.mutate(c.value);
   c.memory_scheduled = cmd.where;
   // The copy goes right before c in the list, which is the order isl sees

@@ -285,6 +285,14 @@ std::string range_name(const isl::map& m) {
   const char* n = isl_map_get_tuple_name(m.get(), isl_dim_out);
   return n ? n : "";
 }
+std::optional<isl::pw_multi_aff> pw_multi_aff_from_map(const isl::map& m) {
+  isl_pw_multi_aff* raw = isl_pw_multi_aff_from_map(m.copy());
+  if (raw == nullptr) {
+    isl_ctx_reset_error(m.ctx().get());  // a question answered no, not an error to carry
+    return std::nullopt;
+  }
+  return isl::manage(raw);
+}
 std::string domain_name(const isl::map& m) {
   const char* n = isl_map_get_tuple_name(m.get(), isl_dim_in);
   return n ? n : "";

@@ -148,6 +148,10 @@ std::string to_str(const T& obj) {
 std::vector<isl::map> maps_of(const isl::union_map& u);
 std::string range_name(const isl::map& m);  // "" when the range tuple has no name
 std::string domain_name(const isl::map& m);
+// m as a piecewise function, as isl_pw_multi_aff_from_map makes it (which,
+// unlike map::as_pw_multi_aff, accepts a map that is not single-valued);
+// nullopt when isl cannot.
+std::optional<isl::pw_multi_aff> pw_multi_aff_from_map(const isl::map& m);
 
 // The value of an expression made only of integer literals and compile-time
 // params (`consts`), if it is one.

@@ -24,6 +24,10 @@ const std::vector<std::string> kSpmmSchedules = {
     "Y.reorder(i, j, k); Y.tag(j, parallel);",
     "Y.after(Y_init, i); Y_init.split(i, 5, io, ii); Y.split(i, 5, io, ii); Y.tag(io, parallel);",
     "Y.split(k, 3, ko, ki); Y.reorder(i, j, ko, ki);",
+    // The copies' bounds read ptr[i] with i split: the copy must express i
+    // through the loops io and ii (refused as out of order before).
+    "Y.split(i, 4, io, ii); Y.split(k, 8, ko, ki); Y.cache_identity(val, ko, stack); "
+    "Y.cache_identity(idx, ko, stack);",
 };
 
 // Row pointers for `rows` rows over `nnz` values, shaped by `pattern`.

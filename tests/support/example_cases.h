@@ -56,7 +56,9 @@ inline const std::vector<ExampleCase>& example_cases() {
        {"<file>", "", "Y.reorder(i, j, k); Y.tag(j, parallel);",
         "Y.after(Y_init, i); Y_init.split(i, 5, io, ii); Y.split(i, 5, io, ii); Y.tag(io, "
         "parallel);",
-        "Y.reorder(i, j, k); Y.split(k, 4, ko, ki); Y.cache_identity(idx, ko, heap);"},
+        "Y.reorder(i, j, k); Y.split(k, 4, ko, ki); Y.cache_identity(idx, ko, heap);",
+        "Y.split(i, 4, io, ii); Y.split(k, 8, ko, ki); Y.cache_identity(val, ko, stack); "
+        "Y.tag(io, parallel);"},
        {{}, {{"m", 7}, {"nnz", 9}}}},
       {"trmm",
        {"<file>", "", "upd.reorder(k, i, j);",
