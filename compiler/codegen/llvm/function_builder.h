@@ -1,0 +1,166 @@
+// The builder of one kernel's LLVM function, private to the CPU backend.
+// FunctionBuilder is one class; each group of its methods lives in the file
+// its section comment names, so scalar code, vector lanes and parallel
+// outlining can be read apart.
+#pragma once
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kiln/codegen.h"
+
+namespace kiln::codegen::detail {
+
+// Throws CompileError (stage Codegen).
+[[noreturn]] void fail(const std::string& msg);
+
+struct BufInfo {
+  llvm::Value* ptr = nullptr;
+  ir::DType dtype = ir::DType::F32;
+  std::vector<llvm::Value*> shape;  // i64 extents
+};
+
+// d(e)/d(var) when e is affine in var with a constant coefficient; nullopt
+// when it is not, or when it reads a name whose derivative is unknown.
+std::optional<int64_t> derivative(const ir::Expr& e, const std::string& var,
+                                  const std::set<std::string>& unknown);
+
+// Whether a loop body is straight-line code a vectorized loop can run per lane.
+bool vectorizable_body(const ir::Stmt& s);
+
+class FunctionBuilder {
+ public:
+  FunctionBuilder(const ir::LoweredFunc& f, const Options& opts, llvm::LLVMContext& ctx,
+                  llvm::Module& m)
+      : f_(f), opts_(opts), ctx_(ctx), m_(m), b_(ctx) {
+    // IEEE order unless the operator allows fast math: then LLVM may fuse
+    // a * b + c and reassociate.
+    if (f.fast_math) {
+      llvm::FastMathFlags fmf;
+      fmf.setFast();
+      b_.setFastMathFlags(fmf);
+    }
+  }
+
+  // Builds f's body function and its entry point in the module.
+  void build();
+
+ private:
+  // ---------------------------------------------------------------------
+  // function_builder.cpp: the function and its entry point, types, names in scope, statements and
+  // serial loops
+
+  llvm::Type* reg_type(ir::DType t);
+  llvm::Type* mem_type(ir::DType t);
+  llvm::Type* vec_of(llvm::Type* t);
+  static bool is_vec(llvm::Value* v) { return v->getType()->isVectorTy(); }
+  llvm::Value* splat(llvm::Value* v);
+  void unify(llvm::Value*& a, llvm::Value*& b);
+  // The type t, widened like `like`.
+  llvm::Type* like(llvm::Type* t, llvm::Value* like_v);
+  llvm::Value* to_i64(llvm::Value* v);
+  void decorate(llvm::Function* fn);
+  struct Saved {
+    std::optional<llvm::Value*> value;
+    bool varying = false;
+  };
+  Saved bind(const std::string& name, llvm::Value* v);
+  void restore(const std::string& name, const Saved& s);
+  void stmt(const ir::Stmt& s);
+  void alloc(const ir::Alloc& n);
+  // A counted loop: for (v = lo; v < hi; v += step) body(v).
+  void counted(llvm::Value* lo, llvm::Value* hi, int64_t step, const std::string& name,
+               const std::function<void(llvm::Value*)>& body, llvm::MDNode* loop_md = nullptr);
+  llvm::MDNode* loop_hint(const char* key);
+  void loop(const ir::For& n);
+
+  // ---------------------------------------------------------------------
+  // expressions.cpp: expressions: scalar, or per lane inside a vectorized loop
+
+  llvm::Value* expr(const ir::Expr& e);
+  llvm::Value* cast(const ir::Expr& value, ir::DType to);
+  llvm::Value* binary(const ir::Binary& n);
+  // Integer division and modulo rounding toward negative infinity.
+  llvm::Value* floor_div(llvm::Value* a, llvm::Value* b, bool mod);
+  // and / or: the right side runs only when it decides the result, if it reads memory.
+  llvm::Value* logic(const ir::Binary& n);
+  // Evaluates `then` only when cond is `when`; otherwise the result is `other`.
+  llvm::Value* branch(llvm::Value* cond, bool when, const std::function<llvm::Value*()>& then,
+                      llvm::Value* other);
+  llvm::Value* masked(llvm::Value* lane_mask, const std::function<llvm::Value*()>& fn);
+  llvm::Value* select(const ir::Select& n);
+  llvm::Value* call(const ir::Call& n);
+
+  // ---------------------------------------------------------------------
+  // memory_access.cpp: buffers: addresses, loads and stores (gathers and scatters across lanes)
+
+  BufInfo& buffer(const std::string& name);
+  // The address of buf[idx] (a vector of addresses when an index varies
+  // across lanes). Row-major, one GEP per dimension: LLVM's alias analysis
+  // then sees that rows i and i + 1 are a constant distance apart, which a
+  // single flattened index hides (and with it the chance to keep a tile of
+  // accumulators in registers).
+  llvm::Value* element_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx);
+  // The address of lane 0's element, computed as scalar code.
+  llvm::Value* lane0_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx);
+  llvm::Value* load(const ir::Load& n);
+  void store(const ir::Store& n);
+
+  // ---------------------------------------------------------------------
+  // vector_lanes.cpp: vectorized loops: lanes, lane-varying lets and the stride of an access
+
+  // A let inside a vectorized loop whose value varies across lanes: its
+  // definition, in terms of the lane variable, so that an index using it can
+  // still be seen to be contiguous (CSE and LICM introduce such lets).
+  std::optional<ir::Expr> define_lane_value(const std::string& name, const ir::Expr& value,
+                                            llvm::Value* v);
+  void undefine_lane_value(const std::string& name, const std::optional<ir::Expr>& old);
+  std::vector<ir::Expr> with_lane_defs(const std::vector<ir::Expr>& idx);
+  // How a vectorized access walks memory: 1 = contiguous lanes.
+  std::optional<int64_t> lane_stride(const std::vector<ir::Expr>& raw);
+  // Lanes of a vector: the loop's extent when it is a small constant, else a
+  // fixed width with a scalar loop for the remainder.
+  static constexpr int kMaxLanes = 16;
+  int vector_width(const ir::For& n);
+  // The body once, on lanes v, v + 1, ..., v + w - 1.
+  void vector_body(const ir::For& n, llvm::Value* v, int w);
+  void vectorized(const ir::For& n, llvm::Value* lo, llvm::Value* hi);
+
+  // ---------------------------------------------------------------------
+  // parallel_outline.cpp: parallel loops: the body outlined into a function the runtime calls
+
+  // A parallel loop: its body becomes a function of (begin, end, closure)
+  // that the runtime's thread pool calls on chunks of the iterations.
+  void parallel(const ir::For& n, llvm::Value* lo, llvm::Value* hi);
+
+  // ---------------------------------------------------------------------
+  // State
+
+  const ir::LoweredFunc& f_;
+  const Options& opts_;
+  llvm::LLVMContext& ctx_;
+  llvm::Module& m_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  std::map<std::string, llvm::Value*> vars_;
+  std::map<std::string, BufInfo> bufs_;
+  int outlined_ = 0;
+  // Vectorization state: lanes_ > 0 inside a vectorized loop over lane_var_.
+  int lanes_ = 0;
+  std::string lane_var_;
+  llvm::Value* lane_base_ = nullptr;
+  std::set<std::string> varying_;
+  llvm::Value* mask_ = nullptr;
+  std::map<std::string, ir::Expr> lane_defs_;  // varying integer lets, by definition
+};
+
+}  // namespace kiln::codegen::detail

@@ -1,0 +1,113 @@
+// FunctionBuilder's buffers: element addresses, loads and stores; contiguous lanes
+// become vector loads and stores, others gathers and scatters.
+#include "function_builder.h"
+
+namespace kiln::codegen::detail {
+
+BufInfo& FunctionBuilder::buffer(const std::string& name) {
+  auto it = bufs_.find(name);
+  if (it == bufs_.end()) fail("unknown buffer '" + name + "' in " + f_.name);
+  return it->second;
+}
+
+llvm::Value* FunctionBuilder::element_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx) {
+  if (idx.size() != buf.shape.size()) fail("wrong number of indices for a buffer");
+  llvm::Type* mt = mem_type(buf.dtype);
+  llvm::Value* p = buf.ptr;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    llvm::Value* stride = b_.getInt64(1);
+    for (size_t d = k + 1; d < idx.size(); ++d)
+      stride = b_.CreateMul(stride, buf.shape[d], "", /*HasNUW=*/false, /*HasNSW=*/true);
+    llvm::Value* i = to_i64(expr(idx[k]));
+    llvm::Value* off = i;
+    if (k + 1 < idx.size()) {
+      llvm::Value* st = stride;
+      unify(off, st);
+      off = b_.CreateMul(off, st, "", false, true);
+    }
+    p = b_.CreateInBoundsGEP(mt, p, off);
+  }
+  return p;
+}
+
+llvm::Value* FunctionBuilder::lane0_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx) {
+  int saved = lanes_;
+  llvm::Value* saved_var = vars_[lane_var_];
+  lanes_ = 0;
+  vars_[lane_var_] = lane_base_;
+  llvm::Value* i = element_ptr(buf, with_lane_defs(idx));
+  vars_[lane_var_] = saved_var;
+  lanes_ = saved;
+  return i;
+}
+
+llvm::Value* FunctionBuilder::load(const ir::Load& n) {
+  BufInfo& buf = buffer(n.buf);
+  llvm::Type* mt = mem_type(buf.dtype);
+  llvm::Align align(ir::dtype_bytes(buf.dtype));
+  auto stride = lane_stride(n.indices);
+  llvm::Value* v = nullptr;
+  if (lanes_ && stride && *stride == 0) {
+    // Uniform across lanes; under a mask, guard the scalar load by "any lane".
+    llvm::Value* at = lane0_ptr(buf, n.indices);
+    if (mask_) {
+      llvm::Value* any = b_.CreateOrReduce(mask_);
+      v = branch(
+          any, true, [&] { return b_.CreateLoad(mt, at); }, llvm::Constant::getNullValue(mt));
+    } else {
+      v = b_.CreateLoad(mt, at);
+    }
+  } else if (lanes_ && stride && *stride == 1) {
+    llvm::Value* at = lane0_ptr(buf, n.indices);
+    llvm::Type* vt = vec_of(mt);
+    if (mask_)
+      v = b_.CreateMaskedLoad(vt, at, align, mask_, llvm::Constant::getNullValue(vt));
+    else
+      v = b_.CreateAlignedLoad(vt, at, align);
+  } else {
+    llvm::Value* at = element_ptr(buf, n.indices);
+    if (is_vec(at)) {
+      llvm::Value* ptrs = at;
+      llvm::Type* vt = vec_of(mt);
+      llvm::Value* m = mask_ ? mask_ : llvm::Constant::getAllOnesValue(vec_of(b_.getInt1Ty()));
+      v = b_.CreateMaskedGather(vt, ptrs, align, m, llvm::Constant::getNullValue(vt));
+    } else if (mask_) {
+      llvm::Value* any = b_.CreateOrReduce(mask_);
+      v = branch(
+          any, true, [&] { return b_.CreateLoad(mt, at); }, llvm::Constant::getNullValue(mt));
+    } else {
+      v = b_.CreateAlignedLoad(mt, at, align);
+    }
+  }
+  if (buf.dtype == ir::DType::Bool)
+    v = b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+  return v;
+}
+
+void FunctionBuilder::store(const ir::Store& n) {
+  BufInfo& buf = buffer(n.buf);
+  llvm::Align align(ir::dtype_bytes(buf.dtype));
+  llvm::Value* v = expr(n.value);
+  auto to_mem = [&](llvm::Value* x) {
+    return buf.dtype == ir::DType::Bool ? b_.CreateZExt(x, like(b_.getInt8Ty(), x)) : x;
+  };
+  auto stride = lane_stride(n.indices);
+  if (lanes_ && stride && *stride == 1) {
+    llvm::Value* at = lane0_ptr(buf, n.indices);
+    b_.CreateAlignedStore(to_mem(splat(v)), at, align);
+    return;
+  }
+  llvm::Value* at = element_ptr(buf, n.indices);
+  if (is_vec(at)) {
+    llvm::Value* ptrs = at;
+    b_.CreateMaskedScatter(to_mem(splat(v)), ptrs, align,
+                           llvm::Constant::getAllOnesValue(vec_of(b_.getInt1Ty())));
+    return;
+  }
+  if (is_vec(v))
+    fail("vectorized loop '" + lane_var_ + "' stores different lanes to one element of '" + n.buf +
+         "'");
+  b_.CreateAlignedStore(to_mem(v), at, align);
+}
+
+}  // namespace kiln::codegen::detail

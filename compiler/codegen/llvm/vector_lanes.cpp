@@ -1,0 +1,164 @@
+// FunctionBuilder's vectorized loops: lanes, lets that vary across lanes, and the
+// stride of an access, from the derivative of its index in the lane variable.
+#include "function_builder.h"
+
+namespace kiln::codegen::detail {
+
+// d(e)/d(var) when e is affine in var with a constant coefficient; nullopt
+// when it is not, or when it reads a name whose derivative is unknown.
+std::optional<int64_t> derivative(const ir::Expr& e, const std::string& var,
+                                  const std::set<std::string>& unknown) {
+  if (ir::as<ir::IntImm>(e)) return 0;
+  if (auto* v = ir::as<ir::Var>(e)) {
+    if (v->name == var) return 1;
+    if (unknown.count(v->name)) return std::nullopt;
+    return 0;
+  }
+  if (auto* c = ir::as<ir::Cast>(e)) {
+    if (!ir::is_int(c->type) || !ir::is_int(c->value->type)) return std::nullopt;
+    return derivative(c->value, var, unknown);
+  }
+  if (auto* u = ir::as<ir::Unary>(e)) {
+    auto d = derivative(u->a, var, unknown);
+    if (!d || u->op != ir::UnaryOp::Neg) return std::nullopt;
+    return -*d;
+  }
+  if (auto* b = ir::as<ir::Binary>(e)) {
+    auto da = derivative(b->a, var, unknown), db = derivative(b->b, var, unknown);
+    if (!da || !db) return std::nullopt;
+    switch (b->op) {
+      case ir::BinaryOp::Add:
+        return *da + *db;
+      case ir::BinaryOp::Sub:
+        return *da - *db;
+      case ir::BinaryOp::Mul: {
+        auto* ca = ir::as<ir::IntImm>(b->a);
+        auto* cb = ir::as<ir::IntImm>(b->b);
+        if (cb) return *da * cb->value;
+        if (ca) return *db * ca->value;
+        if (*da == 0 && *db == 0) return 0;
+        return std::nullopt;
+      }
+      default:
+        if (*da == 0 && *db == 0) return 0;
+        return std::nullopt;
+    }
+  }
+  // Loads, selects, calls: uniform only if nothing below varies.
+  struct Uses : ir::IRVisitor {
+    const std::string* var;
+    const std::set<std::string>* unknown;
+    bool uses = false;
+    void visit_var(const ir::Var& v) override {
+      if (v.name == *var || unknown->count(v.name)) uses = true;
+    }
+  } uses;
+  uses.var = &var;
+  uses.unknown = &unknown;
+  uses.visit(e);
+  if (uses.uses) return std::nullopt;
+  return 0;
+}
+
+std::optional<ir::Expr> FunctionBuilder::define_lane_value(const std::string& name,
+                                                           const ir::Expr& value, llvm::Value* v) {
+  std::optional<ir::Expr> old;
+  auto it = lane_defs_.find(name);
+  if (it != lane_defs_.end()) old = it->second;
+  if (lanes_ && is_vec(v) && ir::is_int(value->type))
+    lane_defs_[name] = ir::substitute(value, lane_defs_);
+  else
+    lane_defs_.erase(name);
+  return old;
+}
+
+void FunctionBuilder::undefine_lane_value(const std::string& name,
+                                          const std::optional<ir::Expr>& old) {
+  if (old)
+    lane_defs_[name] = *old;
+  else
+    lane_defs_.erase(name);
+}
+
+std::vector<ir::Expr> FunctionBuilder::with_lane_defs(const std::vector<ir::Expr>& idx) {
+  if (lane_defs_.empty()) return idx;
+  std::vector<ir::Expr> out;
+  for (const auto& e : idx) out.push_back(ir::substitute(e, lane_defs_));
+  return out;
+}
+
+std::optional<int64_t> FunctionBuilder::lane_stride(const std::vector<ir::Expr>& raw) {
+  if (!lanes_) return std::nullopt;
+  std::vector<ir::Expr> idx = with_lane_defs(raw);
+  std::set<std::string> unknown = varying_;
+  unknown.erase(lane_var_);
+  for (const auto& [name, def] : lane_defs_) unknown.erase(name);
+  for (size_t k = 0; k + 1 < idx.size(); ++k) {
+    auto d = derivative(idx[k], lane_var_, unknown);
+    if (!d || *d != 0) return std::nullopt;
+  }
+  if (idx.empty()) return 0;
+  return derivative(idx.back(), lane_var_, unknown);
+}
+
+int FunctionBuilder::vector_width(const ir::For& n) {
+  auto* a = ir::as<ir::IntImm>(n.min);
+  auto* b = ir::as<ir::IntImm>(n.end);
+  if (a && b && b->value - a->value >= 1 && b->value - a->value <= kMaxLanes)
+    return static_cast<int>(b->value - a->value);
+  if (a && b && (b->value - a->value) % kMaxLanes == 0) return kMaxLanes;
+  return 8;
+}
+
+void FunctionBuilder::vector_body(const ir::For& n, llvm::Value* v, int w) {
+  lanes_ = w;
+  lane_var_ = n.var;
+  lane_base_ = v;
+  std::vector<llvm::Constant*> steps;
+  for (int k = 0; k < w; ++k) steps.push_back(b_.getInt64(static_cast<uint64_t>(k)));
+  llvm::Value* lanes = b_.CreateAdd(b_.CreateVectorSplat(static_cast<unsigned>(w), v),
+                                    llvm::ConstantVector::get(steps), n.var);
+  auto saved = bind(n.var, lanes);
+  stmt(n.body);
+  restore(n.var, saved);
+  lanes_ = 0;
+  lane_var_.clear();
+  lane_base_ = nullptr;
+}
+
+void FunctionBuilder::vectorized(const ir::For& n, llvm::Value* lo, llvm::Value* hi) {
+  int w = vector_width(n);
+  auto* a = ir::as<ir::IntImm>(n.min);
+  auto* b = ir::as<ir::IntImm>(n.end);
+  if (a && b && (b->value - a->value) % w == 0 && (b->value - a->value) / w <= 4) {
+    // A few whole vectors: no loop at all, so the loops around it see
+    // straight-line code (LLVM then keeps accumulators in registers).
+    for (int64_t at = a->value; at < b->value; at += w) vector_body(n, b_.getInt64(at), w);
+    return;
+  }
+  // Main part: whole vectors while v + w <= hi.
+  llvm::Value* last = b_.CreateSub(hi, b_.getInt64(w - 1));
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* head = llvm::BasicBlock::Create(ctx_, n.var + ".vhead", fn_);
+  auto* inside = llvm::BasicBlock::Create(ctx_, n.var + ".vbody", fn_);
+  auto* tail = llvm::BasicBlock::Create(ctx_, n.var + ".tail", fn_);
+  b_.CreateBr(head);
+  b_.SetInsertPoint(head);
+  llvm::PHINode* v = b_.CreatePHI(b_.getInt64Ty(), 2, n.var + ".v");
+  v->addIncoming(lo, pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(v, last), inside, tail);
+  b_.SetInsertPoint(inside);
+  vector_body(n, v, w);
+  llvm::Value* next = b_.CreateAdd(v, b_.getInt64(w), "", false, true);
+  b_.CreateBr(head);
+  v->addIncoming(next, b_.GetInsertBlock());
+  // The remainder, one element at a time.
+  b_.SetInsertPoint(tail);
+  counted(v, hi, 1, n.var + ".rest", [&](llvm::Value* x) {
+    auto saved = bind(n.var, x);
+    stmt(n.body);
+    restore(n.var, saved);
+  });
+}
+
+}  // namespace kiln::codegen::detail
