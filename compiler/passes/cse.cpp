@@ -84,6 +84,10 @@ size_t complexity(const Expr& e) {
 
 class Keyer {
  public:
+  // normalize: match operands up to commutativity and associativity as above;
+  // false: structurally equal expressions only.
+  explicit Keyer(bool normalize) : normalize_(normalize) {}
+
   const std::string& key(const Expr& e) {
     auto it = memo_.find(e.get());
     if (it != memo_.end()) return it->second.second;
@@ -94,8 +98,10 @@ class Keyer {
  private:
   // Holding the Expr keeps its address from being reused by another node.
   std::unordered_map<const ExprNode*, std::pair<Expr, std::string>> memo_;
+  bool normalize_;
 
-  static bool reassociates(const Binary& n) {
+  bool reassociates(const Binary& n) const {
+    if (!normalize_) return false;
     switch (n.op) {
       case BinaryOp::Add:
       case BinaryOp::Mul:
@@ -109,11 +115,11 @@ class Keyer {
         return false;
     }
   }
-  static bool swaps(const Binary& n) {
-    return n.op == BinaryOp::Eq || n.op == BinaryOp::Ne ||
-           (is_float(n.type) && (n.op == BinaryOp::Add || n.op == BinaryOp::Mul));
+  bool swaps(const Binary& n) const {
+    return normalize_ && (n.op == BinaryOp::Eq || n.op == BinaryOp::Ne ||
+                          (is_float(n.type) && (n.op == BinaryOp::Add || n.op == BinaryOp::Mul)));
   }
-  static void flatten(const Expr& e, BinaryOp op, std::vector<Expr>& out) {
+  void flatten(const Expr& e, BinaryOp op, std::vector<Expr>& out) {
     const auto* b = as<Binary>(e);
     if (b && b->op == op && reassociates(*b)) {
       flatten(b->a, op, out);
@@ -406,7 +412,8 @@ class Eliminator : public StmtMutator {
   Eliminator(const CseOptions& options, Names taken, const Names& free)
       : min_uses_(static_cast<size_t>(std::max(2, options.min_uses))),
         small_loop_(options.small_loop),
-        taken_(std::move(taken)) {
+        taken_(std::move(taken)),
+        keyer_(options.commutative) {
     for (const std::string& v : free) context_.push_back({v, std::nullopt});
   }
 

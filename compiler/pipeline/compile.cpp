@@ -36,6 +36,14 @@ class StageClock {
   std::vector<StageTime>& times_;
 };
 
+// Every field of the pass options is in the key: a field added to them must be
+// added there too, or two different requests would share an artifact.
+// (LicmOptions: ten ints, and two bools that each pad to an int.)
+static_assert(sizeof(passes::LicmOptions) == 12 * sizeof(int),
+              "LicmOptions changed: hash its new field in key_of");
+static_assert(sizeof(passes::CseOptions) == 3 * sizeof(int),
+              "CseOptions changed: hash its new field in key_of");
+
 // The key over a func whose overrides are already applied.
 std::string key_of(const CompileRequest& r, const ir::Func& func) {
   const CompileOptions& o = r.options;
@@ -48,13 +56,12 @@ std::string key_of(const CompileRequest& r, const ir::Func& func) {
   for (const std::string& p : o.passes.required) h.add("require").add(p);
   for (const std::string& p : o.passes.disabled) h.add("disable").add(p);
   if (const std::optional<passes::LicmOptions>& l = o.passes.licm) {
-    h.add(fmt::format("licm {} {} {} {} {} {} {} {} {} {} {} {} {}", l->threshold, l->cost_add,
+    h.add(fmt::format("licm {} {} {} {} {} {} {} {} {} {} {} {}", l->threshold, l->cost_add,
                       l->cost_mul, l->cost_div, l->cost_min_max, l->cost_compare, l->cost_select,
-                      l->cost_cast, l->cost_call, l->gpu, l->small_loop, l->unrolled_serial_loops,
-                      "end"));
+                      l->cost_cast, l->cost_call, l->gpu, l->small_loop, l->unrolled_serial_loops));
   }
   if (const std::optional<passes::CseOptions>& c = o.passes.cse) {
-    h.add(fmt::format("cse {} {}", c->min_uses, c->small_loop));
+    h.add(fmt::format("cse {} {} {}", c->min_uses, c->small_loop, c->commutative));
   }
   return h.hex();
 }

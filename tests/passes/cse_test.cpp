@@ -85,6 +85,22 @@ TEST(Cse, IntegerSumsAreOneComputationWhateverTheirOrderAndGrouping) {
             "buffer[i3] = cse_var_1;\n");
 }
 
+// Without commutative matching (TVM's rule) only equal trees are one
+// computation: x + y is shared as the left of the first two sums, and the
+// third, (z + x) under y, has nothing in common with them.
+TEST(Cse, WithoutCommutativeMatchingOnlyEqualTreesAreShared) {
+  Stmt s = block({store("buffer", v("i1"), (v("x") + v("y")) + v("z")),
+                  store("buffer", v("i2"), v("z") + (v("x") + v("y"))),
+                  store("buffer", v("i3"), v("y") + (v("z") + v("x")))});
+  CseOptions structural;
+  structural.commutative = false;
+  EXPECT_EQ(to_string(cse(s, structural)),
+            "let cse_var_1 = x + y;\n"
+            "buffer[i1] = cse_var_1 + z;\n"
+            "buffer[i2] = z + cse_var_1;\n"
+            "buffer[i3] = y + (z + x);\n");
+}
+
 TEST(Cse, IntegerMinMaxAndLogicChainsAreNormalizedToo) {
   Expr lo = bin(BinaryOp::Min, bin(BinaryOp::Min, v("a"), v("b")), v("c"));
   Expr lo2 = bin(BinaryOp::Min, v("c"), bin(BinaryOp::Min, v("b"), v("a")));

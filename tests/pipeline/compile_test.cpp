@@ -200,6 +200,12 @@ TEST(CacheKey, DiffersWhenAnyInputDiffers) {
          o.min_uses = 3;
          r.options.passes.cse = o;
        }},
+      {"cse commutativity",
+       [](CompileRequest& r) {
+         passes::CseOptions o;
+         o.commutative = false;
+         r.options.passes.cse = o;
+       }},
       {"output", [](CompileRequest& r) { r.output = CompileOutput::Artifact; }},
   };
   std::string base = cache_key(request(CompileOutput::Kernel));

@@ -16,6 +16,10 @@ struct CseOptions {
   // each copy's index as base + constant within the copy (see LicmOptions::
   // unrolled_serial_loops); `let cse_var = xo * 4` before the loop hides it.
   int small_loop = 0;
+  // Match operands up to commutativity and associativity, so that (x + y) + z
+  // and z + (x + y) are one computation (seed 004's step beyond TVM's CSE);
+  // false: only structurally equal expressions are shared.
+  bool commutative = true;
 
   friend bool operator==(const CseOptions&, const CseOptions&) = default;
 };
