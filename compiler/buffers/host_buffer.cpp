@@ -1,5 +1,6 @@
 // HostBuffer, a dense row-major array stored in its dtype's own width, and buffer shapes.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdint>
 #include <cstring>
@@ -150,6 +151,25 @@ std::vector<int64_t> buffer_shape(const ir::Buf& b, const std::map<std::string, 
     shape.push_back(*extent);
   }
   return shape;
+}
+
+HostBuffer& bound_buffer(Bindings& b, const ir::Buf& buf, const std::string& func,
+                         ErrorStage stage) {
+  std::vector<int64_t> shape = buffer_shape(buf, b.params);
+  auto it = b.buffers.find(buf.name);
+  if (it == b.buffers.end()) {
+    throw CompileError(stage, buf.where,
+                       fmt::format("no buffer given for {} {} of {}", ir::buf_kind_name(buf.kind),
+                                   buf.name, func));
+  }
+  if (it->second.dtype() != buf.dtype || it->second.shape() != shape) {
+    throw CompileError(
+        stage, buf.where,
+        fmt::format("buffer {} is {}[{}] but {} declares it {}[{}]", buf.name,
+                    ir::dtype_name(it->second.dtype()), fmt::join(it->second.shape(), ", "), func,
+                    ir::dtype_name(buf.dtype), fmt::join(shape, ", ")));
+  }
+  return it->second;
 }
 
 }  // namespace kiln

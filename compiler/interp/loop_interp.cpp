@@ -22,21 +22,7 @@ class LoopInterpreter final : public detail::Evaluator {
                            fmt::format("no value for param {} of {}", p, f_.name));
       }
     }
-    for (const ir::Buf& b : f_.args) {
-      std::vector<int64_t> shape = buffer_shape(b, params());
-      auto it = bindings_.buffers.find(b.name);
-      if (it == bindings_.buffers.end()) {
-        throw CompileError(ErrorStage::Interp, b.where,
-                           fmt::format("no buffer given for argument {} of {}", b.name, f_.name));
-      }
-      if (it->second.dtype() != b.dtype || it->second.shape() != shape) {
-        throw CompileError(ErrorStage::Interp, b.where,
-                           fmt::format("buffer {} is {}{} but {} takes {}{}", b.name,
-                                       ir::dtype_name(it->second.dtype()),
-                                       detail::format_shape(it->second.shape()), f_.name,
-                                       ir::dtype_name(b.dtype), detail::format_shape(shape)));
-      }
-    }
+    for (const ir::Buf& b : f_.args) bound_buffer(bindings_, b, f_.name);
     exec(f_.body);
   }
 

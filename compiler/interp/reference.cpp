@@ -359,24 +359,11 @@ class ReferenceInterpreter final : public detail::Evaluator {
 
   void check_and_allocate_buffers() {
     for (const ir::Buf& b : f_.bufs) {
-      std::vector<int64_t> shape = buffer_shape(b, params());
       if (b.kind == ir::BufKind::Temp) {
-        temps_[b.name] = HostBuffer(b.dtype, shape);
+        temps_[b.name] = HostBuffer(b.dtype, buffer_shape(b, params()));
         continue;
       }
-      auto it = bindings_.buffers.find(b.name);
-      if (it == bindings_.buffers.end()) {
-        throw CompileError(
-            ErrorStage::Interp, b.where,
-            fmt::format("no buffer given for {} {}", ir::buf_kind_name(b.kind), b.name));
-      }
-      if (it->second.dtype() != b.dtype || it->second.shape() != shape) {
-        throw CompileError(ErrorStage::Interp, b.where,
-                           fmt::format("buffer {} is {}{} but {} declares it {}{}", b.name,
-                                       ir::dtype_name(it->second.dtype()),
-                                       detail::format_shape(it->second.shape()), f_.name,
-                                       ir::dtype_name(b.dtype), detail::format_shape(shape)));
-      }
+      bound_buffer(bindings_, b, f_.name);
     }
   }
 

@@ -587,6 +587,27 @@ TEST(BufferShape, RefusesNegativeExtents) {
             "<input>: interp error: buffer x has negative extent -3 in dimension 0 (n - 4)");
 }
 
+TEST(BoundBuffer, IsCheckedAgainstTheArgumentsTypeAndShape) {
+  Buf b = buf("x", DType::F32, {v("n") * c(2)}, BufKind::Input);
+  Bindings in;
+  in.params = {{"n", 3}};
+  EXPECT_EQ(error_of([&] { bound_buffer(in, b, "f"); }),
+            "<input>: interp error: no buffer given for input x of f");
+  in.buffers["x"] = HostBuffer(DType::F32, {5});
+  EXPECT_EQ(error_of([&] { bound_buffer(in, b, "f"); }),
+            "<input>: interp error: buffer x is f32[5] but f declares it f32[6]");
+  in.buffers["x"] = HostBuffer(DType::I32, {6});
+  try {
+    bound_buffer(in, b, "f", ErrorStage::Codegen);
+    ADD_FAILURE() << "an i32 buffer was taken for an f32 argument";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Codegen);
+    EXPECT_EQ(e.message(), "buffer x is i32[6] but f declares it f32[6]");
+  }
+  in.buffers["x"] = HostBuffer(DType::F32, {6});
+  EXPECT_EQ(&bound_buffer(in, b, "f"), &in.buffers["x"]);
+}
+
 TEST(BufferShape, NamesTheParamsWithoutAValue) {
   Buf b = buf("x", DType::F32, {c(2), v("n") * c(3) + v("m")}, BufKind::Input);
   EXPECT_EQ(buffer_shape(b, {{"n", 2}, {"m", 1}}), (std::vector<int64_t>{2, 7}));

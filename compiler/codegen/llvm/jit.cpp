@@ -132,15 +132,8 @@ std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, Bindings& b) {
     args.push_back(v);
   }
   for (const auto& buf : f.args) {
-    auto it = b.buffers.find(buf.name);
-    if (it == b.buffers.end())
-      throw CompileError(ErrorStage::Codegen, {}, "no buffer '" + buf.name + "' for " + f.name);
-    std::vector<int64_t> want = buffer_shape(buf, b.params);
-    if (it->second.shape() != want || it->second.dtype() != buf.dtype)
-      throw CompileError(ErrorStage::Codegen, {},
-                         "buffer '" + buf.name + "' has the wrong shape or type for " + f.name);
     kiln_value v;
-    v.ptr = it->second.data();
+    v.ptr = bound_buffer(b, buf, f.name, ErrorStage::Codegen).data();
     args.push_back(v);
   }
   return args;

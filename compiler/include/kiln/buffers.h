@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/error.h"
 #include "kiln/ir.h"
 
 namespace kiln {
@@ -52,5 +53,12 @@ using Tensors = std::map<std::string, HostBuffer>;
 // (stage Interp) for an extent that is negative or cannot be evaluated (a
 // param without a value).
 std::vector<int64_t> buffer_shape(const ir::Buf& b, const std::map<std::string, int64_t>& params);
+
+// The buffer `b` binds for argument `buf` of `func`, checked against buf's
+// dtype and its shape under b.params. Throws CompileError (stage `stage`)
+// when it is missing ("no buffer given for input x of f") or differs
+// ("buffer x is f32[4] but f declares it f32[5]").
+HostBuffer& bound_buffer(Bindings& b, const ir::Buf& buf, const std::string& func,
+                         ErrorStage stage = ErrorStage::Interp);
 
 }  // namespace kiln
