@@ -65,6 +65,14 @@ std::string format_shape(const std::vector<int64_t>& shape) {
   return "[" + format_index(shape) + "]";
 }
 
+HostBuffer* run_buffer(std::map<std::string, HostBuffer>& temps, Bindings& b,
+                       const std::string& name) {
+  auto t = temps.find(name);
+  if (t != temps.end()) return &t->second;
+  auto it = b.buffers.find(name);
+  return it == b.buffers.end() ? nullptr : &it->second;
+}
+
 Value load_element(const HostBuffer& b, int64_t flat) {
   if (ir::is_float(b.dtype())) return Value::of_float(b.dtype(), b.get_f(flat));
   return Value::of_int(b.dtype(), b.get_i(flat));

@@ -38,6 +38,9 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return -ir::floor_div(-a, b); }
 std::string format_index(const std::vector<int64_t>& idx);    // "1, 2"
 std::string format_shape(const std::vector<int64_t>& shape);  // "[4, 8]"
 Value load_element(const HostBuffer& b, int64_t flat);
+// A buffer of a run by name: one of its temporaries, else one of its bindings; null if neither.
+HostBuffer* run_buffer(std::map<std::string, HostBuffer>& temps, Bindings& b,
+                       const std::string& name);
 void store_element(HostBuffer& b, int64_t flat, const Value& v);
 
 // Evaluates expressions over named values: params (looked up last) and a stack

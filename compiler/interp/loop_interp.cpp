@@ -28,10 +28,7 @@ class LoopInterpreter final : public detail::Evaluator {
 
  protected:
   HostBuffer* find_buffer(const std::string& name) override {
-    auto t = temps_.find(name);
-    if (t != temps_.end()) return &t->second;
-    auto it = bindings_.buffers.find(name);
-    return it == bindings_.buffers.end() ? nullptr : &it->second;
+    return detail::run_buffer(temps_, bindings_, name);
   }
 
   // " in computation init at instance (i=8) with loops io=2, ii=0"

@@ -297,10 +297,7 @@ class ReferenceInterpreter final : public detail::Evaluator {
 
  protected:
   HostBuffer* find_buffer(const std::string& name) override {
-    auto t = temps_.find(name);
-    if (t != temps_.end()) return &t->second;
-    auto it = bindings_.buffers.find(name);
-    return it == bindings_.buffers.end() ? nullptr : &it->second;
+    return detail::run_buffer(temps_, bindings_, name);
   }
 
   Value eval_access(const ir::Access& a, const std::vector<int64_t>& idx) override {

@@ -4,6 +4,7 @@
 #include <isl/set.h>
 #include <isl/val.h>
 
+#include <functional>
 #include <optional>
 
 #include "model.h"
@@ -88,29 +89,49 @@ isl::map carried_at(isl::ctx ctx, int dims, int k) {
   return isl::map(ctx, "{ " + in + "] -> " + out + "] : " + cond + " }");
 }
 
-std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
-  int dims = schedule_dims(m);
-  isl::ctx ctx = m.ctx.get();
-  // x <lex y: the sink runs strictly after the source.
-  isl::map later = isl::manage(isl_map_lex_lt(isl_space_set_alloc(ctx.get(), 0, dims)));
+// One relation of a dependence, between two computations of the model, with
+// their schedules padded to `dims`.
+struct DependencePair {
+  const Dependence& dep;
+  const isl::map& rel;
+  const CompModel& src;
+  const CompModel& dst;
+  isl::map s_src, s_dst;
+};
+
+// Calls check on every pair of every dependence; the first violation it finds.
+std::optional<Violation> first_violation(
+    const ScheduledFunc::Impl& m, int dims,
+    const std::function<std::optional<Violation>(const DependencePair&)>& check) {
   for (const auto& d : m.deps) {
     for (const auto& rel : maps_of(d.relation)) {
       const CompModel* src = m.find(domain_name(rel));
       const CompModel* dst = m.find(range_name(rel));
       if (!src || !dst) continue;
-      isl::map s_src = padded_schedule(*src, dims), s_dst = padded_schedule(*dst, dims);
-      // The schedule vectors of the two ends of each dependence.
-      isl::map times = rel.apply_domain(s_src).apply_range(s_dst);
-      isl::map bad_times = times.subtract(later);
-      if (!bad_times.is_empty()) {
-        isl::map pairs = s_src.apply_range(bad_times).apply_range(s_dst.reverse()).intersect(rel);
-        return Violation{std::string("breaks the ") + kind_name(d.kind) + " dependence from " +
-                         src->name + " to " + dst->name + ": " +
-                         describe_violation(d, pairs, *src, *dst) +
-                         ", but the schedule no longer runs " + src->name + " first"};
-      }
+      DependencePair pair{
+          d, rel, *src, *dst, padded_schedule(*src, dims), padded_schedule(*dst, dims)};
+      if (std::optional<Violation> v = check(pair)) return v;
     }
   }
+  return std::nullopt;
+}
+
+std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
+  int dims = schedule_dims(m);
+  isl::ctx ctx = m.ctx.get();
+  // x <lex y: the sink runs strictly after the source.
+  isl::map later = isl::manage(isl_map_lex_lt(isl_space_set_alloc(ctx.get(), 0, dims)));
+  std::optional<Violation> order = first_violation(m, dims, [&](const DependencePair& p) {
+    // The schedule vectors of the two ends of each dependence.
+    isl::map bad_times = p.rel.apply_domain(p.s_src).apply_range(p.s_dst).subtract(later);
+    if (bad_times.is_empty()) return std::optional<Violation>();
+    isl::map pairs = p.s_src.apply_range(bad_times).apply_range(p.s_dst.reverse()).intersect(p.rel);
+    return std::optional<Violation>(Violation{
+        std::string("breaks the ") + kind_name(p.dep.kind) + " dependence from " + p.src.name +
+        " to " + p.dst.name + ": " + describe_violation(p.dep, pairs, p.src, p.dst) +
+        ", but the schedule no longer runs " + p.src.name + " first"});
+  });
+  if (order) return order;
   // A loop bound to parallel hardware must carry no dependence between any
   // two instances that run inside it, whichever computations they belong to.
   for (const auto& c : m.comps) {
@@ -126,24 +147,20 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
           prefix, isl_set_universe(isl_space_set_alloc(ctx.get(), 0, dims - 2 * p - 1)));
       isl::set in_loop = isl::manage(prefix);
       isl::map carried = carried_at(ctx, dims, 2 * p + 1);
-      for (const auto& d : m.deps) {
-        for (const auto& rel : maps_of(d.relation)) {
-          const CompModel* src = m.find(domain_name(rel));
-          const CompModel* dst = m.find(range_name(rel));
-          if (!src || !dst) continue;
-          isl::map s_src = padded_schedule(*src, dims), s_dst = padded_schedule(*dst, dims);
-          isl::map times =
-              rel.apply_domain(s_src).apply_range(s_dst).intersect_domain(in_loop).intersect(
-                  carried);
-          if (times.is_empty()) continue;
-          isl::map pairs = s_src.apply_range(times).apply_range(s_dst.reverse()).intersect(rel);
-          return Violation{std::string("loop '") + c.loop_names[p] + "' of " + c.name +
-                           " is tagged " + ir::loop_tag_name(t) + " but carries the " +
-                           kind_name(d.kind) + " dependence from " + src->name + " to " +
-                           dst->name + ": " + describe_violation(d, pairs, *src, *dst) +
-                           "; its iterations cannot run at the same time"};
-        }
-      }
+      std::optional<Violation> v = first_violation(m, dims, [&](const DependencePair& d) {
+        isl::map times =
+            d.rel.apply_domain(d.s_src).apply_range(d.s_dst).intersect_domain(in_loop).intersect(
+                carried);
+        if (times.is_empty()) return std::optional<Violation>();
+        isl::map pairs = d.s_src.apply_range(times).apply_range(d.s_dst.reverse()).intersect(d.rel);
+        return std::optional<Violation>(
+            Violation{std::string("loop '") + c.loop_names[p] + "' of " + c.name + " is tagged " +
+                      ir::loop_tag_name(t) + " but carries the " + kind_name(d.dep.kind) +
+                      " dependence from " + d.src.name + " to " + d.dst.name + ": " +
+                      describe_violation(d.dep, pairs, d.src, d.dst) +
+                      "; its iterations cannot run at the same time"});
+      });
+      if (v) return v;
     }
   }
   return std::nullopt;
