@@ -9,6 +9,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/error.h"
@@ -132,6 +133,41 @@ TEST(Compile, EachStageReportsItsOwnErrors) {
       Target::host().triple.starts_with("aarch64") ? "x86_64-linux-gnu" : "aarch64-linux-gnu", "",
       ""};
   EXPECT_EQ(stage_of(foreign_jit), ErrorStage::Codegen);
+}
+
+// kilnd compiles on several workers at once: compilations in parallel give
+// what they give one at a time (isl contexts, LLVM contexts and the linker
+// are per compilation or locked).
+TEST(Compile, CompilationsInParallelGiveWhatTheyGiveAlone) {
+  std::vector<CompileRequest> requests;
+  for (int64_t s : {4, 8, 16}) {
+    for (const char* triple : {"x86_64-linux-gnu", "aarch64-linux-gnu"}) {
+      CompileRequest r = request(CompileOutput::Artifact);
+      r.overrides = {{"S", s}};
+      r.options.target = Target{triple, "", ""};
+      requests.push_back(r);
+    }
+  }
+  std::vector<codegen::Artifact> alone;
+  for (const CompileRequest& r : requests) alone.push_back(*compile(r).artifact);
+  std::vector<codegen::Artifact> together(requests.size());
+  std::vector<std::string> errors(requests.size());
+  std::vector<std::thread> workers;
+  for (size_t k = 0; k < requests.size(); ++k) {
+    workers.emplace_back([&, k] {
+      try {
+        together[k] = *compile(requests[k]).artifact;
+      } catch (const std::exception& e) {
+        errors[k] = e.what();
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  for (size_t k = 0; k < requests.size(); ++k) {
+    EXPECT_EQ(errors[k], "") << k;
+    EXPECT_EQ(together[k].key, alone[k].key) << k;
+    EXPECT_EQ(together[k].code, alone[k].code) << k;
+  }
 }
 
 // ---------------------------------------------------------------------------
