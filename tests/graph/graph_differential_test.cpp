@@ -102,6 +102,31 @@ func relu {
 }
 )";
 
+// One operator called with two sets of params is two kernels of one name,
+// alive together (the JIT refused the second as a duplicate symbol before).
+TEST(GraphDifferential, OneOperatorWithTwoSetsOfParams) {
+  ir::Module m = frontend::parse_module(R"(
+func scale {
+  param N, K;
+  input x : f32[N];
+  output y : f32[N];
+  compute c(i) in 0 <= i < N: y[i] = x[i] * f32(K);
+}
+graph g {
+  input x : f32[8];
+  a = scale(x, N = 8, K = 2);
+  b = scale(a, N = 8, K = 3);
+  output b;
+}
+)",
+                                        "twice.kiln");
+  // -O2 folds the two scales into one operator; -O0 and -O1 keep two kernels.
+  expect_same_at_every_level(m.graphs.at(0), 1);
+  CompileOptions o0;
+  o0.opt_level = 0;
+  EXPECT_EQ(graph::compile(m.graphs.at(0), o0).kernel_count(), 2u);
+}
+
 TEST(GraphDifferential, IdenticalOperatorsShareOneKernel) {
   ir::Module m = frontend::parse_module(std::string(kRelu) + R"(graph g {
   input a : f32[64];

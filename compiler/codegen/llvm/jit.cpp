@@ -1,5 +1,6 @@
-// The in-process JIT: one ORC LLJIT for the process; a Kernel owns its code through a
-// ResourceTracker.
+// The in-process JIT: one ORC LLJIT for the process; a Kernel owns its code in a
+// JITDylib of its own, so kernels of one name (a func under two knob settings,
+// an operator called twice in a graph) live side by side.
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
@@ -14,7 +15,7 @@ namespace kiln::codegen {
 
 struct Kernel::State {
   ir::LoweredFunc func;
-  llvm::orc::ResourceTrackerSP tracker;
+  llvm::orc::JITDylib* dylib = nullptr;  // the kernel's code, linked against the runtime's
   kiln_entry_fn entry = nullptr;
   ~State();
 };
@@ -34,6 +35,8 @@ class Engine {
 
   llvm::orc::LLJIT& jit() { return *jit_; }
   std::mutex& lock() { return mu_; }
+  // A name for the next kernel's JITDylib (called with the lock held).
+  std::string next_dylib_name() { return "kiln.kernel." + std::to_string(++kernels_); }
 
  private:
   Engine() {
@@ -72,14 +75,16 @@ class Engine {
 
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::mutex mu_;
+  uint64_t kernels_ = 0;
 };
 
 }  // namespace
 
 Kernel::State::~State() {
-  if (tracker) {
-    std::lock_guard<std::mutex> guard(Engine::get().lock());
-    llvm::consumeError(tracker->remove());
+  if (dylib) {
+    Engine& engine = Engine::get();
+    std::lock_guard<std::mutex> guard(engine.lock());
+    llvm::consumeError(engine.jit().getExecutionSession().removeJITDylib(*dylib));
   }
 }
 
@@ -100,12 +105,21 @@ Kernel jit_compile(const ir::LoweredFunc& f, const Options& opts_in) {
   state->func = f;
   std::lock_guard<std::mutex> guard(engine.lock());
   llvm::orc::LLJIT& jit = engine.jit();
-  state->tracker = jit.getMainJITDylib().createResourceTracker();
-  if (auto e = jit.addIRModule(state->tracker,
-                               llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
+  llvm::Expected<llvm::orc::JITDylib&> dylib = jit.createJITDylib(engine.next_dylib_name());
+  if (!dylib) {
+    throw CompileError(
+        ErrorStage::Codegen, {},
+        "the JIT cannot make room for " + f.name + ": " + message(dylib.takeError()));
+  }
+  state->dylib = &*dylib;
+  // The kernel links against the main JITDylib, which holds the runtime's
+  // symbols and searches the process for libc and libm.
+  state->dylib->addToLinkOrder(jit.getMainJITDylib());
+  if (auto e =
+          jit.addIRModule(*state->dylib, llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
     throw CompileError(ErrorStage::Codegen, {},
                        "the JIT refused " + f.name + ": " + message(std::move(e)));
-  auto sym = jit.lookup(entry_symbol(f));
+  auto sym = jit.lookup(*state->dylib, entry_symbol(f));
   if (!sym) {
     std::string why = message(sym.takeError());
     throw CompileError(ErrorStage::Codegen, {}, "cannot link " + f.name + ": " + why);
