@@ -170,10 +170,7 @@ Timing run_case(const Options& opts, const Case& c) {
   kiln::ir::Func f = kiln::ir::apply_overrides(*found, c.params);
 
   // T0 without LICM and CSE, T1 with them; the pipeline is otherwise kiln's own.
-  // Distinct names, so that the two entry points are distinct JIT symbols.
   kiln::CompileRequest r0{.func = f}, r1{.func = f};
-  r0.func.name += "_t0";
-  r1.func.name += "_t1";
   r0.options.passes.disabled = {"licm", "cse"};
   kiln::CompileResult c0 = kiln::compile(r0), c1 = kiln::compile(r1);
   const kiln::ir::LoweredFunc &f0 = c0.optimized, &f1 = c1.optimized;
