@@ -5,6 +5,7 @@
 #include <ostream>
 #include <type_traits>
 
+#include "kiln/analysis.h"
 #include "kiln/passes.h"
 #include "kiln/passes/cse.h"
 #include "kiln/passes/graph_passes.h"
@@ -150,12 +151,35 @@ ir::Graph run_graph_pipeline(const ir::Graph& g, const PassContext& ctx) {
   return out;
 }
 
+// Every variable a pass leaves is bound where it is used: by a loop or a let
+// around it, or as one of f's run-time params. A pass that moves a use out of
+// its binder's scope (LICM once hoisted an `if` on a loop's own variable out
+// of that loop) is caught here, naming the pass, instead of miscompiling.
+// `pass` is empty for the pipeline's input.
+void check_bound(const ir::LoweredFunc& f, const std::string& pass) {
+  std::set<std::string> params(f.params.begin(), f.params.end());
+  for (const std::string& name : ir::free_vars(f.body)) {
+    if (params.count(name) != 0) continue;
+    if (pass.empty()) {
+      throw CompileError(
+          ErrorStage::Passes, {},
+          fmt::format("the loops of {} use '{}' where nothing binds it", f.name, name));
+    }
+    throw CompileError(ErrorStage::Passes, {},
+                       fmt::format("pass {} left '{}' unbound in {} (a bug in kiln; please "
+                                   "report it, and --disable-pass {} avoids it)",
+                                   pass, name, f.name, pass));
+  }
+}
+
 ir::LoweredFunc run_pipeline(const ir::LoweredFunc& f, const PassContext& ctx) {
   ir::LoweredFunc out = f;
+  check_bound(out, "");
   for (const std::string& name : pipeline(ctx)) {
     const PassInfo& p = *find_pass(name);
     run_instrumented(name, out, ctx,
                      [&](ir::LoweredFunc& func) { func.body = p.run(func.body, ctx); });
+    check_bound(out, name);
   }
   return out;
 }

@@ -421,6 +421,40 @@ TEST(CliErrors, CheckRefusesEveryIllegalScheduleWithItsReason) {
   }
 }
 
+// tests/data/hostile/ holds inputs that once crashed kiln, miscompiled or
+// answered wrongly (issue 9). Each file says how to run it (`# run:` the
+// command and options, the file going right after the command), the exit
+// status it must give and a line its output must hold, exactly. None may end
+// in a signal.
+TEST(CliHostile, EveryHostileInputGetsItsExpectedAnswer) {
+  std::string dir = std::string(KILN_SOURCE_DIR) + "/tests/data/hostile/";
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".kiln") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 2u);
+  for (const auto& f : files) {
+    SCOPED_TRACE(f);
+    std::ifstream in(f);
+    std::string line, run, status, expect;
+    while (std::getline(in, line)) {
+      if (line.rfind("# run: ", 0) == 0) run = line.substr(7);
+      if (line.rfind("# status: ", 0) == 0) status = line.substr(10);
+      if (line.rfind("# expect: ", 0) == 0) expect = line.substr(10);
+    }
+    ASSERT_FALSE(run.empty() || status.empty() || expect.empty())
+        << "each file needs '# run:', '# status:' and '# expect:' lines";
+    std::istringstream words(run);
+    std::vector<std::string> args;
+    for (std::string w; words >> w;) args.push_back(w);
+    args.insert(args.begin() + 1, f);
+    Result r = kiln(args);
+    EXPECT_LT(r.status, 128) << "killed by signal " << r.status - 128 << "\n" << r.err;
+    EXPECT_EQ(r.status, std::stoi(status)) << r.out << r.err;
+    EXPECT_TRUE(Contains(r.out + r.err, expect));
+  }
+}
+
 TEST(CliErrors, OneBadFileDoesNotStopTheOthers) {
   Result r = kiln({"check", data("parse_error.kiln"), data("matmul_small.kiln")});
   EXPECT_EQ(r.status, 1);

@@ -159,6 +159,23 @@ TEST(PassManager, TheInstrumentSeesEveryPassAndItsIr) {
   EXPECT_EQ(seen, pipeline(ctx));
 }
 
+// Every variable must be bound where it is used, before the pipeline and after
+// every pass: an unbound one is an error naming where it came from, never code.
+TEST(PassManager, AVariableNothingBindsIsAnError) {
+  ir::LoweredFunc f = tiled_copy();
+  f.body = std::make_shared<ir::For>("io", ir::int_imm(0), ir::var("q"), 1, ir::LoopTag::None,
+                                     std::make_shared<ir::Evaluate>(ir::var("io")));
+  try {
+    run_pipeline(f, at(0));
+    ADD_FAILURE() << "accepted";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Passes);
+    EXPECT_EQ(e.message(), "the loops of copy use 'q' where nothing binds it");
+  }
+  f.params = {"q"};
+  EXPECT_NO_THROW(run_pipeline(f, at(3)));
+}
+
 TEST(PassManager, NoInstrumentMeansSilence) {
   PassContext ctx = at(3);
   EXPECT_EQ(ir::to_string(run_pipeline(tiled_copy(), ctx).body).empty(), false);
