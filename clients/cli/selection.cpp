@@ -114,6 +114,13 @@ Prepared prepare(const std::string& file, const ir::Func& f, const Options& o) {
   return p;
 }
 
+// e as the user reads it: an error with no position of its own (a bad
+// target, a kernel's error status) is about the file being processed.
+std::string located(const CompileError& e, const std::string& file) {
+  if (!e.loc().file.empty() || e.loc().known()) return e.what();
+  return CompileError(e.stage(), SourceLoc{file, 0, 0}, e.message()).what();
+}
+
 }  // namespace
 
 void print_error(const std::string&, const std::string&, const std::string& message) {
@@ -142,7 +149,7 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
                            "the file defines no graph");
       }
     } catch (const CompileError& e) {
-      fail(file, "", e.what());
+      fail(file, "", located(e, file));
       all_ok = false;
       continue;
     } catch (const std::exception& e) {
@@ -156,7 +163,7 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
         Prepared p = prepare(file, *f, o);
         if (!each(p, many)) all_ok = false;
       } catch (const CompileError& e) {
-        fail(file, f->name, e.what());
+        fail(file, f->name, located(e, file));
         all_ok = false;
       } catch (const std::exception& e) {
         fail(file, f->name, internal(fmt::format("{}: func {}", file, f->name), e));
@@ -167,7 +174,7 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
       try {
         if (!each_graph(GraphJob{file, g, &module}, many)) all_ok = false;
       } catch (const CompileError& e) {
-        fail(file, "graph " + g->name, e.what());
+        fail(file, "graph " + g->name, located(e, file));
         all_ok = false;
       } catch (const std::exception& e) {
         fail(file, "graph " + g->name, internal(fmt::format("{}: graph {}", file, g->name), e));

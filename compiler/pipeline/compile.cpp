@@ -108,6 +108,10 @@ CompileResult compile(const CompileRequest& request) {
   CompileResult out;
   StageClock clock(out.times);
 
+  // A target kiln cannot generate code for is refused before any work is done.
+  if (request.output != CompileOutput::Schedule && request.output != CompileOutput::Loops) {
+    codegen::check_target(o.target);
+  }
   out.func =
       clock("overrides", [&] { return ir::apply_overrides(request.func, request.overrides); });
   out.key = key_of(request, out.func);

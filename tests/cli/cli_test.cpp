@@ -1039,6 +1039,48 @@ TEST(CliCompile, FastMathFuncIsRecordedAsFastMath) {
   unlink((so.path + ".json").c_str());
 }
 
+// A target, CPU or feature kiln cannot generate code for is refused with a
+// clear error before LLVM sees it: LLVM aborts the process on some (exit 134)
+// and compiles others without a word for machines kiln does not support.
+TEST(CliCompile, TargetsCpusAndFeaturesAreCheckedBeforeLlvm) {
+  TempFile so;
+  std::string file = data("matmul_small.kiln");
+  std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--cpu", "bogus"}, "codegen error: unknown CPU 'bogus' for "},
+      {{"--features", "-64bit-mode"}, "codegen error: feature '-64bit-mode' would take "},
+      {{"--features", "-64bit"}, "codegen error: feature '-64bit' would take "},
+      {{"--features", "+bogus"}, "codegen error: unknown feature 'bogus' for "},
+      {{"--features", "avx2"}, "codegen error: feature 'avx2' for "},
+      {{"--target", "i386-linux-gnu"}, "codegen error: target 'i386-linux-gnu' is not supported"},
+      {{"--target", "armv7-linux-gnueabihf"},
+       "codegen error: target 'armv7-linux-gnueabihf' is not supported"},
+      {{"--target", "aarch64_be-linux-gnu"},
+       "codegen error: target 'aarch64_be-linux-gnu' is not supported"},
+      {{"--target", "x86_64-pc-windows-msvc"},
+       "codegen error: target 'x86_64-pc-windows-msvc' is not supported"},
+      {{"--target", "aarch64-apple-darwin"},
+       "codegen error: target 'aarch64-apple-darwin' is not supported"},
+      {{"--target", "aarch64-linux-gnu", "--cpu", "skylake"},
+       "codegen error: unknown CPU 'skylake' for aarch64-linux-gnu"},
+  };
+  for (const auto& [options, message] : cases) {
+    std::vector<std::string> args = {"compile", file, "-o", so.path};
+    args.insert(args.end(), options.begin(), options.end());
+    Result r = kiln(args);
+    SCOPED_TRACE(options.back());
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_TRUE(Contains(r.err, file + ": " + message)) << r.err;
+    EXPECT_FALSE(Contains(r.err, "LLVM ERROR")) << r.err;
+    EXPECT_FALSE(Contains(r.err, "not a recognized")) << r.err;
+  }
+  // What kiln supports still compiles.
+  EXPECT_EQ(kiln({"compile", file, "-o", so.path, "--target", "aarch64-linux-gnu", "--cpu",
+                  "neoverse-n1", "--features", "+sve"})
+                .status,
+            0);
+  unlink((so.path + ".json").c_str());
+}
+
 TEST(CliCompile, OneOutputFileNeedsOneFunc) {
   Result r = kiln({"compile", data("two_funcs.kiln"), "-o", testing::TempDir() + "unused.so"});
   EXPECT_EQ(r.status, 1);

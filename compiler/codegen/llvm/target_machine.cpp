@@ -5,6 +5,7 @@
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/LegacyPassManager.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/TargetSelect.h>
@@ -12,7 +13,9 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
+#include <memory>
 #include <mutex>
+#include <set>
 
 #include "module_builder.h"
 
@@ -29,14 +32,78 @@ void initialize_llvm() {
   });
 }
 
-std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int opt_level) {
+namespace {
+
+[[noreturn]] void refuse(const std::string& msg) {
+  throw CompileError(ErrorStage::Codegen, {}, msg);
+}
+
+// The LLVM target of t's triple, which must be one kiln supports.
+const llvm::Target& supported_target(const Target& t, llvm::Triple& triple) {
   initialize_llvm();
   std::string error;
-  llvm::Triple triple(llvm::Triple::normalize(t.triple));
+  triple = llvm::Triple(llvm::Triple::normalize(t.triple));
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple.getTriple(), error);
-  if (!target)
-    throw CompileError(ErrorStage::Codegen, {},
-                       "unknown target triple '" + t.triple + "': " + error);
+  if (!target) refuse("unknown target triple '" + t.triple + "': " + error);
+  bool arch = triple.getArch() == llvm::Triple::x86_64 || triple.getArch() == llvm::Triple::aarch64;
+  if (!arch || !triple.isOSLinux() || !triple.isOSBinFormatELF()) {
+    refuse("target '" + t.triple +
+           "' is not supported: kiln generates code for x86-64 and aarch64 (little-endian) "
+           "Linux, as x86_64-linux-gnu or aarch64-linux-gnu");
+  }
+  return *target;
+}
+
+// Features that would take an x86-64 target out of 64-bit mode: LLVM aborts
+// the process on them instead of reporting an error.
+bool changes_mode(const llvm::Triple& triple, const std::string& feature) {
+  if (triple.getArch() != llvm::Triple::x86_64) return false;
+  return feature == "-64bit" || feature == "-64bit-mode" || feature == "+32bit-mode" ||
+         feature == "+16bit-mode";
+}
+
+}  // namespace
+
+void check_target(const Target& t) {
+  llvm::Triple triple;
+  const llvm::Target& target = supported_target(t, triple);
+  // Asked with no CPU, so that LLVM has nothing to warn about on stderr.
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      target.createMCSubtargetInfo(triple.getTriple(), "", ""));
+  if (!sti) refuse("LLVM cannot describe the CPUs of '" + t.triple + "'");
+  if (!t.cpu.empty() && t.cpu != "generic" && !sti->isCPUStringValid(t.cpu)) {
+    std::string some;
+    size_t n = 0;
+    for (const llvm::SubtargetSubTypeKV& cpu : sti->getAllProcessorDescriptions()) {
+      if (n++ < 6) some += std::string(some.empty() ? "" : ", ") + cpu.Key;
+    }
+    refuse("unknown CPU '" + t.cpu + "' for " + t.triple + " (LLVM knows " + std::to_string(n) +
+           ", among them " + some + ")");
+  }
+  std::set<std::string> known;
+  for (const llvm::SubtargetFeatureKV& f : sti->getAllProcessorFeatures()) known.insert(f.Key);
+  llvm::SmallVector<llvm::StringRef, 16> features;
+  llvm::StringRef(t.features).split(features, ',', -1, false);
+  for (llvm::StringRef f : features) {
+    std::string feature = f.trim().str();
+    if (feature.size() < 2 || (feature[0] != '+' && feature[0] != '-')) {
+      refuse("feature '" + feature + "' for " + t.triple +
+             " must be +NAME (turn on) or -NAME (turn off)");
+    }
+    if (known.count(feature.substr(1)) == 0) {
+      refuse("unknown feature '" + feature.substr(1) + "' for " + t.triple);
+    }
+    if (changes_mode(triple, feature)) {
+      refuse("feature '" + feature + "' would take " + t.triple +
+             " out of 64-bit mode, which kiln's code needs");
+    }
+  }
+}
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int opt_level) {
+  check_target(t);
+  llvm::Triple triple;
+  const llvm::Target* target = &supported_target(t, triple);
   llvm::TargetOptions options;
   llvm::CodeGenOptLevel level = opt_level <= 0   ? llvm::CodeGenOptLevel::None
                                 : opt_level == 1 ? llvm::CodeGenOptLevel::Less

@@ -112,6 +112,12 @@ struct Artifact {
 // the cache key of the request it answers (kiln::compile sets it).
 Artifact compile_artifact(const ir::LoweredFunc& f, const Options& opts, std::string key);
 
+// Throws CompileError (stage Codegen) unless kiln generates code for t: an
+// x86-64 or aarch64 Linux triple LLVM knows, a CPU LLVM knows for it (or
+// none), and features LLVM knows, none of which takes x86-64 out of 64-bit
+// mode. Every code generation checks this before LLVM sees the target.
+void check_target(const Target& t);
+
 // The code generator and its version ("LLVM 19.1.7"): part of every cache key.
 std::string backend_version();
 
