@@ -77,10 +77,13 @@ CompileResult compile_logged(const ir::Func& f, const Options& o, CompileOutput 
 }
 
 // `kiln check` and the graph checks: the schedule applied and checked, whatever --no-schedule says.
+// Everything up to code generation runs: a schedule that is legal but cannot
+// become loops (a data-dependent bound read outside the loops that define it)
+// is refused here, not first by `run`.
 void check_schedule(const ir::Func& f, const Options& o) {
   CompileOptions c = compile_options(o);
   c.apply_schedule = true;
-  compile_logged(f, c, CompileOutput::Schedule);
+  compile_logged(f, c, CompileOutput::Loops);
 }
 
 // The loops the loop interpreter runs: as lowering leaves them, no pass run.
@@ -123,26 +126,34 @@ RunSetup set_up_run(const Prepared& p, const Options& o, CompileOutput output) {
 
 // The result of a run that produced `actual`; with --check, the reference
 // interpreter runs on the same inputs and the outputs are compared.
-InterpResult result_of(const Prepared& p, const Options& o, const RunSetup& s,
-                       const Bindings& actual) {
+// With --check, the reference interpreter's run on the same inputs. It runs
+// before the scheduled program: an out-of-bounds access is then reported by
+// the reference, with the access and the instance, before a compiled kernel
+// could make it.
+std::optional<Bindings> reference_run(const Prepared& p, const Options& o, const RunSetup& s) {
+  if (!o.check) return std::nullopt;
+  Bindings expected = s.inputs;
+  timed(p.func.name, "reference interpreter", [&] { interp::run_reference(p.func, expected); });
+  return expected;
+}
+
+InterpResult result_of(const Prepared& p, const RunSetup& s, const Bindings& actual,
+                       const std::optional<Bindings>& expected) {
   const ir::Func& f = p.func;
   InterpResult r;
   r.params = s.params;
   r.chosen = s.run_params.chosen;
   r.outputs = checksums(f, actual);
-  if (o.check) {
-    Bindings expected = s.inputs;
-    timed(f.name, "reference interpreter", [&] { interp::run_reference(f, expected); });
-    r.mismatch = interp::compare_outputs(f, expected, actual);
-  }
+  if (expected) r.mismatch = interp::compare_outputs(f, *expected, actual);
   return r;
 }
 
 InterpResult interpret(const Prepared& p, const Options& o) {
   RunSetup s = set_up_run(p, o, CompileOutput::Loops);
+  std::optional<Bindings> expected = reference_run(p, o, s);
   Bindings actual = s.inputs;
   timed(p.func.name, "loop interpreter", [&] { interp::run_loops(s.compiled.lowered, actual); });
-  return result_of(p, o, s, actual);
+  return result_of(p, s, actual, expected);
 }
 
 // Times a compiled kernel. The inputs are a copy: a kernel that accumulates
@@ -167,9 +178,10 @@ InterpResult run_compiled(const Prepared& p, const Options& o) {
   const ir::Func& f = p.func;
   RunSetup s = set_up_run(p, o, CompileOutput::Kernel);
   const codegen::Kernel& k = *s.compiled.kernel;
+  std::optional<Bindings> expected = reference_run(p, o, s);
   Bindings actual = s.inputs;
   timed(f.name, "compiled run", [&] { k.run(actual); });
-  InterpResult r = result_of(p, o, s, actual);
+  InterpResult r = result_of(p, s, actual, expected);
   if (o.bench && (!r.mismatch || r.mismatch->ok)) {
     r.bench = timed(f.name, "benchmark", [&] { return bench(k, s, o); });
   }
@@ -179,13 +191,19 @@ InterpResult run_compiled(const Prepared& p, const Options& o) {
 // ---------------------------------------------------------------------------
 // Graphs
 
-void check_graph_result(const GraphJob& j, const Options& o, const Tensors& inputs,
+// With --check, the reference interpreter's run of the graph as written,
+// before any compiled kernel runs (as reference_run).
+std::optional<Tensors> graph_reference_run(const GraphJob& j, const Options& o,
+                                           const Tensors& inputs) {
+  if (!o.check) return std::nullopt;
+  return timed(j.graph->name, "reference interpreter",
+               [&] { return interp::run_reference(*j.graph, inputs); });
+}
+
+void check_graph_result(const GraphJob& j, const std::optional<Tensors>& expected,
                         const Tensors& actual, GraphResult& r) {
   r.outputs = checksums(j.graph->outputs, actual);
-  if (!o.check) return;
-  Tensors expected = timed(j.graph->name, "reference interpreter",
-                           [&] { return interp::run_reference(*j.graph, inputs); });
-  r.mismatch = interp::compare_buffers(j.graph->outputs, expected, actual);
+  if (expected) r.mismatch = interp::compare_buffers(j.graph->outputs, *expected, actual);
 }
 
 }  // namespace
@@ -321,12 +339,13 @@ int run_run(const Options& o) {
         graph::CompiledGraph cg = timed(g.name, "graph compilation",
                                         [&] { return graph::compile(g, compile_options(o)); });
         Tensors inputs = interp::random_graph_inputs(g, o.seed);
+        std::optional<Tensors> expected = graph_reference_run(j, o, inputs);
         Tensors actual = timed(g.name, "compiled run", [&] { return cg.run(inputs); });
         GraphResult r;
         r.calls_before = g.calls.size();
         r.calls_after = cg.graph().calls.size();
         r.kernels = cg.kernel_count();
-        check_graph_result(j, o, inputs, actual, r);
+        check_graph_result(j, expected, actual, r);
         if (o.bench && (!r.mismatch || r.mismatch->ok)) {
           r.bench = timed(g.name, "benchmark",
                           [&] { return measure([&] { cg.run(inputs); }, o.repeat, o.number); });
@@ -410,6 +429,7 @@ int run_interp(const Options& o) {
         c.instrument = nullptr;
         ir::Graph optimized = passes::run_graph_pipeline(g, pass_context(c));
         Tensors inputs = interp::random_graph_inputs(g, o.seed);
+        std::optional<Tensors> expected = graph_reference_run(j, o, inputs);
         Tensors actual = interp::run_graph(optimized, inputs,
                                            [&](size_t, const ir::GraphCall& call, Bindings& b) {
                                              interp::run_loops(interpreted_loops(call.op, o), b);
@@ -417,7 +437,7 @@ int run_interp(const Options& o) {
         GraphResult r;
         r.calls_before = g.calls.size();
         r.calls_after = optimized.calls.size();
-        check_graph_result(j, o, inputs, actual, r);
+        check_graph_result(j, expected, actual, r);
         if (o.json) {
           fmt::print("{}\n", graph_json(j.file, g.name, &r, nullptr, false));
         } else {
