@@ -3,6 +3,8 @@
 // chained comparisons on the way.
 #include "checker.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -239,6 +241,14 @@ class FuncChecker {
     auto lo = number(b.values.lo), hi = number(b.values.hi);
     if (lo && hi && (*lo > *hi || (*lo == *hi && !(r.lo_inclusive && r.hi_inclusive)))) {
       fail(r.pos, "the value range of " + name + " is empty");
+    }
+    // The values the range allows must be values of the type: the ends as
+    // written, an exclusive one counting as itself (it bounds the others).
+    double lowest = ir::dtype_min(d.dtype), highest = ir::dtype_max(d.dtype);
+    if ((lo && *lo < lowest - (r.lo_inclusive ? 0.0 : 1.0)) ||
+        (hi && *hi > highest + (r.hi_inclusive ? 0.0 : 1.0))) {
+      fail(r.pos, fmt::format("the value range of {} goes beyond its type {}, which holds {} to {}",
+                              name, ir::dtype_name(d.dtype), lowest, highest));
     }
   }
 

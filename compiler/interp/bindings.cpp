@@ -73,6 +73,16 @@ void fill_random_named(HostBuffer& out, const ir::Buf& b,
       throw CompileError(ErrorStage::Interp, b.where,
                          fmt::format("empty value range [{}, {}) for buffer {}", lo, hi, b.name));
     }
+    // Bounds in params are known only now: the range must still fit the type.
+    if (static_cast<double>(lo) < ir::dtype_min(b.dtype) ||
+        static_cast<double>(hi - 1) > ir::dtype_max(b.dtype)) {
+      throw CompileError(
+          ErrorStage::Interp, b.where,
+          fmt::format("the value range [{}, {}) of buffer {} goes beyond its type {}, which holds "
+                      "{} to {}",
+                      lo, hi, b.name, ir::dtype_name(b.dtype), ir::dtype_min(b.dtype),
+                      ir::dtype_max(b.dtype)));
+    }
     std::uniform_int_distribution<int64_t> dist(lo, std::max(lo, hi - 1));
     for (int64_t k = 0; k < out.size(); ++k) out.set_i(k, dist(rng));
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <stdexcept>
 #include <string_view>
@@ -26,6 +27,38 @@ size_t dtype_bytes(DType t) {
       return 8;
   }
   return 8;
+}
+
+double dtype_min(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return 0;
+    case DType::I32:
+      return static_cast<double>(std::numeric_limits<int32_t>::min());
+    case DType::I64:
+      return static_cast<double>(std::numeric_limits<int64_t>::min());
+    case DType::F32:
+      return -static_cast<double>(std::numeric_limits<float>::max());
+    case DType::F64:
+      return -std::numeric_limits<double>::max();
+  }
+  return 0;
+}
+
+double dtype_max(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return 1;
+    case DType::I32:
+      return static_cast<double>(std::numeric_limits<int32_t>::max());
+    case DType::I64:
+      return static_cast<double>(std::numeric_limits<int64_t>::max());
+    case DType::F32:
+      return static_cast<double>(std::numeric_limits<float>::max());
+    case DType::F64:
+      return std::numeric_limits<double>::max();
+  }
+  return 0;
 }
 
 const char* dtype_name(DType t) {

@@ -19,9 +19,11 @@ namespace kiln::ir {
 
 enum class DType : uint8_t { Bool, I32, I64, F32, F64 };
 
-const char* dtype_name(DType t);
-size_t dtype_bytes(DType t);  // one element in memory: bool 1, i32/f32 4, i64/f64 8  // "bool",
-                              // "i32", "i64", "f32", "f64"
+const char* dtype_name(DType t);  // "bool", "i32", "i64", "f32", "f64"
+size_t dtype_bytes(DType t);      // one element in memory: bool 1, i32/f32 4, i64/f64 8
+// The smallest and largest values t holds (floats: the largest finite ones).
+double dtype_min(DType t);
+double dtype_max(DType t);
 std::optional<DType> dtype_from_name(const std::string& name);
 inline bool is_float(DType t) { return t == DType::F32 || t == DType::F64; }
 inline bool is_int(DType t) { return t == DType::I32 || t == DType::I64; }
