@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <utility>
@@ -94,6 +95,7 @@ class GraphChecker {
                             fmt::format("random values of {} need LO < HI, got [{}, {})",
                                         q(t.name.name), c.lo, c.hi));
       }
+      check_const_type(t);
     }
     ir::GraphTensor out;
     out.name = t.name.name;
@@ -103,6 +105,79 @@ class GraphChecker {
     out.init = t.init;
     out.where = src_.loc(t.name.pos);
     g_.tensors.push_back(std::move(out));
+  }
+
+  // Every value a const is given must be a value of its type: a whole number
+  // for integers and bools (0 or 1), and inside the type's limits.
+  void check_const_type(const TensorDecl& t) {
+    const ir::ConstInit& c = t.init;
+    ir::DType type = t.dtype;
+    auto check = [&](double v, const std::string& which) {
+      bool whole = ir::is_float(type) || std::floor(v) == v;
+      bool inside = std::isfinite(v) && v >= ir::dtype_min(type) && v <= ir::dtype_max(type);
+      if (whole && inside) return;
+      src_.validate_error(
+          t.init_pos,
+          fmt::format(
+              "{} of const {} is {}, which is not {} {} ({})", which, q(t.name.name), v,
+              type == ir::DType::I32 ? "an" : "a", ir::dtype_name(type),
+              whole ? fmt::format("it holds {} to {}", ir::dtype_min(type), ir::dtype_max(type))
+                    : "not a whole number"));
+    };
+    switch (c.kind) {
+      case ir::ConstInit::Kind::Values:
+        for (size_t k = 0; k < c.values.size(); ++k) check(c.values[k], fmt::format("value {}", k));
+        break;
+      case ir::ConstInit::Kind::Fill:
+        check(c.fill, "the fill value");
+        break;
+      case ir::ConstInit::Kind::Random:
+        break;  // drawn inside the type (integers rounded down), checked against specs per call
+    }
+  }
+
+  // A const passed to an operator must meet the value spec of the input it
+  // becomes (a CSR row pointer sorted and inside the values it indexes): the
+  // operator's code relies on it, as it does for run-time inputs.
+  void check_const_argument(const ir::GraphTensor& t, const ir::Buf& in, const ir::Func& op,
+                            const Ident& at) {
+    if (t.kind != ir::TensorKind::Const || t.init.kind == ir::ConstInit::Kind::Random) return;
+    const ir::ValueSpec& spec = in.values;
+    std::map<std::string, int64_t> env;
+    for (const ir::Param& p : op.params) {
+      if (p.value) env[p.name] = *p.value;
+    }
+    auto end = [&](const ir::Expr& e) -> std::optional<double> {
+      if (!e) return std::nullopt;
+      if (const auto* f = ir::as<ir::FloatImm>(e)) return f->value;
+      if (std::optional<int64_t> v = ir::eval_int(e, env)) return static_cast<double>(*v);
+      return std::nullopt;
+    };
+    std::optional<double> lo = end(spec.lo), hi = end(spec.hi);
+    std::vector<double> values = t.init.kind == ir::ConstInit::Kind::Values
+                                     ? t.init.values
+                                     : std::vector<double>{t.init.fill};
+    auto spec_text = [&] {
+      return fmt::format("{}{}, {}{}", spec.lo_inclusive ? "[" : "(", ir::to_string(spec.lo),
+                         ir::to_string(spec.hi), spec.hi_inclusive ? "]" : ")");
+    };
+    for (size_t k = 0; k < values.size(); ++k) {
+      double v = values[k];
+      bool below = lo && (spec.lo_inclusive ? v < *lo : v <= *lo);
+      bool above = hi && (spec.hi_inclusive ? v > *hi : v >= *hi);
+      if (below || above) {
+        src_.validate_error(
+            at.pos, fmt::format("const {} does not meet the value range {} of input {} of {}: "
+                                "value {} is {}",
+                                q(t.name), spec_text(), in.name, q(op.name), k, v));
+      }
+      if (spec.sorted && k > 0 && v < values[k - 1]) {
+        src_.validate_error(
+            at.pos, fmt::format("const {} must be sorted, as input {} of {} is: value {} ({}) "
+                                "is below value {} ({})",
+                                q(t.name), in.name, q(op.name), k, v, k - 1, values[k - 1]));
+      }
+    }
   }
 
   void call(const CallDecl& c) {
@@ -212,6 +287,7 @@ class GraphChecker {
                         bindings_text(), q(args[i]->name),
                         type_text(args[i]->dtype, args[i]->shape)));
       }
+      check_const_argument(*args[i], *call.op.find_buf(ins[i]->name), call.op, c.args[i]);
     }
     for (size_t o = 0; o < outs.size(); ++o) {
       define(c.results[o]);
