@@ -1,6 +1,8 @@
 // The frontend's entry points: text to tokens to syntax tree to checked IR.
 #include "kiln/frontend.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,14 +15,26 @@
 
 namespace kiln::frontend {
 
-ir::Module parse_module(std::string_view text, const std::string& filename) {
+namespace {
+
+[[noreturn]] void too_large(const std::string& filename, const Limits& limits) {
+  throw CompileError(ErrorStage::Parse, SourceLoc{filename, 0, 0},
+                     fmt::format("the source is larger than the limit of {} bytes "
+                                 "(max_source_bytes, docs/limits.md)",
+                                 limits.max_source_bytes));
+}
+
+}  // namespace
+
+ir::Module parse_module(std::string_view text, const std::string& filename, const Limits& limits) {
+  if (text.size() > limits.max_source_bytes) too_large(filename, limits);
   Source src(text, filename);
   std::vector<Token> tokens = lex(src);
   ModuleDecl decl = parse(src, tokens);
   return check(src, decl);
 }
 
-ir::Module parse_file(const std::string& path) {
+ir::Module parse_file(const std::string& path, const Limits& limits) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw CompileError(ErrorStage::Parse, SourceLoc{path, 0, 0},
@@ -31,12 +45,18 @@ ir::Module parse_file(const std::string& path) {
     throw CompileError(ErrorStage::Parse, SourceLoc{path, 0, 0},
                        "cannot open " + path + ": " + std::strerror(errno));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // One byte past the limit is enough to know the file is too large.
+  std::string text;
+  char chunk[1 << 16];
+  while (in && text.size() <= limits.max_source_bytes) {
+    in.read(chunk, sizeof chunk);
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+  }
   if (in.bad()) {
     throw CompileError(ErrorStage::Parse, SourceLoc{path, 0, 0}, "cannot read " + path);
   }
-  return parse_module(text.str(), path);
+  if (text.size() > limits.max_source_bytes) too_large(path, limits);
+  return parse_module(text, path, limits);
 }
 
 }  // namespace kiln::frontend

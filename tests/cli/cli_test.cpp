@@ -455,6 +455,16 @@ TEST(CliHostile, EveryHostileInputGetsItsExpectedAnswer) {
   }
 }
 
+// A source beyond max_source_bytes is refused without reading it all: /dev/zero
+// never ends, and reading 2 GB of it ended in bad_alloc.
+TEST(CliErrors, AnEndlessFileIsRefusedAtTheSizeLimit) {
+  Result r = kiln({"check", "/dev/zero"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err,
+            "/dev/zero: parse error: the source is larger than the limit of 16777216 bytes "
+            "(max_source_bytes, docs/limits.md)\n");
+}
+
 TEST(CliErrors, OneBadFileDoesNotStopTheOthers) {
   Result r = kiln({"check", data("parse_error.kiln"), data("matmul_small.kiln")});
   EXPECT_EQ(r.status, 1);

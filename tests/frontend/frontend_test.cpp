@@ -691,5 +691,23 @@ TEST(Frontend, PrintedFuncParsesBackToTheSame) {
   }
 }
 
+TEST(Frontend, ASourceBeyondTheLimitIsRefusedBeforeParsing) {
+  std::string src =
+      "func f { param N = 4; output y : f32[N]; compute c(i) in 0 <= i < N: y[i] = 1.0; }";
+  Limits small;
+  small.max_source_bytes = src.size();
+  EXPECT_NO_THROW(frontend::parse_module(src, "ok.kiln", small));
+  small.max_source_bytes = src.size() - 1;
+  try {
+    frontend::parse_module(src, "big.kiln", small);
+    ADD_FAILURE() << "accepted";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Parse);
+    EXPECT_EQ(std::string(e.what()),
+              "big.kiln: parse error: the source is larger than the limit of " +
+                  std::to_string(src.size() - 1) + " bytes (max_source_bytes, docs/limits.md)");
+  }
+}
+
 }  // namespace
 }  // namespace kiln
