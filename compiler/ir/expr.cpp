@@ -337,6 +337,12 @@ class Printer {
       case ExprKind::IntImm: {
         const auto& n = static_cast<const IntImm&>(*e);
         if (n.type == DType::Bool) return n.value ? "true" : "false";
+        // The smallest i64 has no literal (9223372036854775808 does not fit):
+        // printed as a sum, it parses back to itself.
+        if (n.value == std::numeric_limits<int64_t>::min()) {
+          *prec = kAdd;
+          return "-9223372036854775807 - 1";
+        }
         if (n.value < 0) *prec = kUnary;
         return std::to_string(n.value);
       }

@@ -709,5 +709,19 @@ TEST(Frontend, ASourceBeyondTheLimitIsRefusedBeforeParsing) {
   }
 }
 
+// The smallest i64 has no literal of its own; printed, it must parse back.
+TEST(Frontend, TheSmallestIntegerPrintsAsTextThatParsesBack) {
+  const char* src = R"(func f {
+  param N = 4;
+  input x : i64[N];
+  output y : i64[N];
+  compute c(i) in 0 <= i < N: y[i] = max(x[i], -9223372036854775807 - 1);
+})";
+  ir::Func f = parse_func(src);
+  std::string printed = ir::to_string(f);
+  EXPECT_NE(printed.find("-9223372036854775807 - 1"), std::string::npos) << printed;
+  EXPECT_EQ(ir::to_string(parse_func(printed)), printed);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -132,6 +132,13 @@ TEST(ExprPrinting, CallsLoadsAccessesCastsSelectsAndLets) {
   EXPECT_EQ(to_string(let("x", i() + c(1), var("x") * var("x"))), "(let x = i + 1 in x * x)");
 }
 
+TEST(ExprPrinting, TheSmallestIntegerIsASumThatParsesBack) {
+  Expr lowest = int_imm(std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(to_string(lowest), "-9223372036854775807 - 1");
+  EXPECT_EQ(to_string(var("x") * lowest), "x * (-9223372036854775807 - 1)");
+  EXPECT_EQ(to_string(int_imm(-5)), "-5");
+}
+
 TEST(ExprPrinting, FloatLiteralsRoundTripAndLookLikeFloats) {
   EXPECT_EQ(to_string(float_imm(0.0)), "0.0");
   EXPECT_EQ(to_string(float_imm(1.5)), "1.5");
