@@ -28,6 +28,20 @@ namespace {
 
 ir::Module parse_module(std::string_view text, const std::string& filename, const Limits& limits) {
   if (text.size() > limits.max_source_bytes) too_large(filename, limits);
+  // CR LF (Windows) and a lone CR (classic Mac OS) end lines too: without
+  // this, a CR-only file was one line and its first comment hid the rest.
+  std::string unified;
+  if (text.find('\r') != std::string_view::npos) {
+    unified.reserve(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] != '\r') {
+        unified += text[i];
+      } else if (i + 1 >= text.size() || text[i + 1] != '\n') {
+        unified += '\n';
+      }
+    }
+    text = unified;
+  }
   Source src(text, filename);
   std::vector<Token> tokens = lex(src);
   ModuleDecl decl = parse(src, tokens);

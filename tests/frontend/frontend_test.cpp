@@ -723,5 +723,30 @@ TEST(Frontend, TheSmallestIntegerPrintsAsTextThatParsesBack) {
   EXPECT_EQ(ir::to_string(parse_func(printed)), printed);
 }
 
+// CR LF and a lone CR end lines as LF does: a CR-only file was one line, so
+// its first comment hid everything after it.
+TEST(Frontend, EveryLineEndingEndsALine) {
+  std::string lf =
+      "# a comment\nfunc f {\n  param N = 4;\n  output y : f32[N];\n"
+      "  compute c(i) in 0 <= i < N: y[i] = 1.0;\n}\n";
+  std::string crlf, cr;
+  for (char c : lf) {
+    crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+    cr += c == '\n' ? '\r' : c;
+  }
+  std::string expected = ir::to_string(parse_func(lf));
+  EXPECT_EQ(ir::to_string(parse_func(crlf)), expected);
+  EXPECT_EQ(ir::to_string(parse_func(cr)), expected);
+  std::string bad = cr;
+  bad.insert(bad.rfind('}'), "  bogus\r");
+  try {
+    frontend::parse_module(bad, "cr.kiln");
+    ADD_FAILURE() << "accepted";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.loc().line, 6);
+    EXPECT_EQ(e.loc().col, 3);
+  }
+}
+
 }  // namespace
 }  // namespace kiln
