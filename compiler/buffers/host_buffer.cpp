@@ -46,11 +46,41 @@ void check_flat(int64_t flat, int64_t size) {
 
 HostBuffer::HostBuffer(ir::DType dtype, std::vector<int64_t> shape)
     : dtype_(dtype), shape_(std::move(shape)), size_(1) {
+  auto type = [&] {
+    return fmt::format("{}[{}]", ir::dtype_name(dtype_), fmt::join(shape_, ", "));
+  };
+  int64_t bytes = static_cast<int64_t>(ir::dtype_bytes(dtype_));
   for (int64_t extent : shape_) {
     if (extent < 0) throw std::invalid_argument("HostBuffer with a negative extent");
-    size_ *= extent;
+    if (__builtin_mul_overflow(size_, extent, &size_)) {
+      throw CompileError(
+          ErrorStage::Interp, {},
+          fmt::format("a buffer of {} has more elements than a 64-bit count holds", type()));
+    }
   }
-  bytes_.assign(static_cast<size_t>(size_) * ir::dtype_bytes(dtype_), 0);
+  int64_t total = 0;
+  if (__builtin_mul_overflow(size_, bytes, &total)) {
+    throw CompileError(
+        ErrorStage::Interp, {},
+        fmt::format("a buffer of {} has more bytes than a 64-bit count holds", type()));
+  }
+  // Zeroing touches every page: past the limit, the kernel's OOM killer would
+  // answer instead of an error.
+  if (static_cast<uint64_t>(total) > kMaxHostBufferBytes) {
+    throw CompileError(ErrorStage::Interp, {},
+                       fmt::format("a buffer of {} needs {} bytes, more than the limit of {} "
+                                   "(host buffer bytes, docs/limits.md)",
+                                   type(), total, kMaxHostBufferBytes));
+  }
+  try {
+    bytes_.assign(static_cast<size_t>(total), 0);
+  } catch (const std::bad_alloc&) {
+    throw CompileError(ErrorStage::Interp, {},
+                       fmt::format("cannot allocate a buffer of {}: {} bytes", type(), total));
+  } catch (const std::length_error&) {
+    throw CompileError(ErrorStage::Interp, {},
+                       fmt::format("cannot allocate a buffer of {}: {} bytes", type(), total));
+  }
 }
 
 double HostBuffer::get_f(int64_t flat) const {

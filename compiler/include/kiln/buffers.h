@@ -14,8 +14,14 @@
 
 namespace kiln {
 
+// The largest host buffer kiln makes for a run (random inputs, outputs,
+// temporaries of the interpreters): 4 GiB.
+inline constexpr uint64_t kMaxHostBufferBytes = uint64_t{4} << 30;
+
 // A dense row-major array on the host, stored in its dtype's own width so
-// that f32 arithmetic rounds as compiled code does.
+// that f32 arithmetic rounds as compiled code does. Making one past
+// kMaxHostBufferBytes, or whose size overflows, throws CompileError (stage
+// Interp) naming its type and shape.
 class HostBuffer {
  public:
   HostBuffer() = default;
