@@ -396,22 +396,34 @@ TEST(CliErrors, IllegalScheduleNamesBothComputations) {
   EXPECT_TRUE(Contains(r.err, "consume"));
 }
 
-// Every file in tests/data/illegal/ holds an illegal schedule and says, on a
-// `# expect:` line, what kiln check must answer: exit 1, a legality error
-// pointing into the schedule, with that text.
-TEST(CliErrors, CheckRefusesEveryIllegalScheduleWithItsReason) {
-  std::string dir = std::string(KILN_SOURCE_DIR) + "/tests/data/illegal/";
+// The .kiln files of a corpus folder under tests/data/, sorted.
+std::vector<std::string> corpus(const std::string& folder) {
+  std::string dir = std::string(KILN_SOURCE_DIR) + "/tests/data/" + folder + "/";
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().extension() == ".kiln") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The text after `# KEY: ` on the last such line of a file ("" if none).
+std::string header(const std::string& file, const std::string& key) {
+  std::ifstream in(file);
+  std::string line, value, prefix = "# " + key + ": ";
+  while (std::getline(in, line))
+    if (line.rfind(prefix, 0) == 0) value = line.substr(prefix.size());
+  return value;
+}
+
+// Every file in tests/data/illegal/ holds an illegal schedule and says, on a
+// `# expect:` line, what kiln check must answer: exit 1, a legality error
+// pointing into the schedule, with that text.
+TEST(CliErrors, CheckRefusesEveryIllegalScheduleWithItsReason) {
+  std::vector<std::string> files = corpus("illegal");
   ASSERT_GE(files.size(), 8u);
   for (const auto& f : files) {
     SCOPED_TRACE(f);
-    std::ifstream in(f);
-    std::string line, expect;
-    while (std::getline(in, line))
-      if (line.rfind("# expect: ", 0) == 0) expect = line.substr(10);
+    std::string expect = header(f, "expect");
     ASSERT_FALSE(expect.empty()) << "no '# expect:' line";
     Result r = kiln({"check", f});
     EXPECT_EQ(r.status, 1);
@@ -427,21 +439,11 @@ TEST(CliErrors, CheckRefusesEveryIllegalScheduleWithItsReason) {
 // status it must give and a line its output must hold, exactly. None may end
 // in a signal.
 TEST(CliHostile, EveryHostileInputGetsItsExpectedAnswer) {
-  std::string dir = std::string(KILN_SOURCE_DIR) + "/tests/data/hostile/";
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".kiln") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
+  std::vector<std::string> files = corpus("hostile");
   ASSERT_GE(files.size(), 2u);
   for (const auto& f : files) {
     SCOPED_TRACE(f);
-    std::ifstream in(f);
-    std::string line, run, status, expect;
-    while (std::getline(in, line)) {
-      if (line.rfind("# run: ", 0) == 0) run = line.substr(7);
-      if (line.rfind("# status: ", 0) == 0) status = line.substr(10);
-      if (line.rfind("# expect: ", 0) == 0) expect = line.substr(10);
-    }
+    std::string run = header(f, "run"), status = header(f, "status"), expect = header(f, "expect");
     ASSERT_FALSE(run.empty() || status.empty() || expect.empty())
         << "each file needs '# run:', '# status:' and '# expect:' lines";
     std::istringstream words(run);
