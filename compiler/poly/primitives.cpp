@@ -385,6 +385,13 @@ void cmd_apply_sch(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
       fail(cmd.args[0].where, "apply_sch: two loops would be named '" + nm + "'");
   c.loop_names = names;
   c.tags.assign(out, ir::LoopTag::None);
+  // Total on the domain: an instance the map leaves out would never run.
+  isl::set dropped = c.domain.subtract(c.sched.domain());
+  if (!dropped.is_empty())
+    fail(cmd.args[0].where, "apply_sch: the map leaves out instances of '" + c.name + "' (" +
+                                to_str(dropped.coalesce()) +
+                                "), which would never run; a schedule map must give every "
+                                "instance a time");
   if (!c.sched.is_injective())
     fail(cmd.args[0].where, "apply_sch: the map is not one-to-one on '" + c.name +
                                 "' (two instances would run at the same time)");
