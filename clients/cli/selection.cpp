@@ -118,7 +118,7 @@ Prepared prepare(const std::string& file, const ir::Func& f, const Options& o) {
 // target, a kernel's error status) is about the file being processed.
 std::string located(const CompileError& e, const std::string& file) {
   if (!e.loc().file.empty() || e.loc().known()) return e.what();
-  return CompileError(e.stage(), SourceLoc{file, 0, 0}, e.message()).what();
+  return fmt::format("{}: {} error: {}", file, error_stage_name(e.stage()), e.message());
 }
 
 }  // namespace

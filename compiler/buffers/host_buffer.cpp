@@ -77,9 +77,6 @@ HostBuffer::HostBuffer(ir::DType dtype, std::vector<int64_t> shape)
   } catch (const std::bad_alloc&) {
     throw CompileError(ErrorStage::Interp, {},
                        fmt::format("cannot allocate a buffer of {}: {} bytes", type(), total));
-  } catch (const std::length_error&) {
-    throw CompileError(ErrorStage::Interp, {},
-                       fmt::format("cannot allocate a buffer of {}: {} bytes", type(), total));
   }
 }
 

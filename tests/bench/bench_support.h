@@ -37,7 +37,7 @@ std::string kernel_path(const Options& opts, const std::string& file);
 // param there is an error, since the benchmark's arrays have the benchmark's sizes).
 struct CompiledKernel {
   codegen::Kernel kernel;
-  double compile_ms = 0;  // parse, schedule, lower and JIT
+  double compile_ms = 0;  // parse and kiln::compile (schedule, lower, passes, JIT)
 };
 CompiledKernel compile_kernel(const std::string& path, const std::string& func,
                               const ir::Overrides& overrides, const ir::Overrides& knobs);

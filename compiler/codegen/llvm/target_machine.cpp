@@ -62,9 +62,7 @@ bool changes_mode(const llvm::Triple& triple, const std::string& feature) {
          feature == "+16bit-mode";
 }
 
-}  // namespace
-
-void check_target(const Target& t) {
+void check_target_with_llvm(const Target& t) {
   llvm::Triple triple;
   const llvm::Target& target = supported_target(t, triple);
   // Asked with no CPU, so that LLVM has nothing to warn about on stderr.
@@ -98,6 +96,24 @@ void check_target(const Target& t) {
              " out of 64-bit mode, which kiln's code needs");
     }
   }
+}
+
+}  // namespace
+
+void check_target(const Target& t) {
+  // Every compilation asks (kiln::compile, then the target machine): a target
+  // accepted once is remembered, so the hot path does not rebuild LLVM's CPU
+  // and feature tables. Refusals are not cached; they end the compilation.
+  static std::mutex mu;
+  static std::set<std::string> accepted;
+  std::string key = t.triple + '\n' + t.cpu + '\n' + t.features;
+  {
+    std::lock_guard<std::mutex> guard(mu);
+    if (accepted.count(key) != 0) return;
+  }
+  check_target_with_llvm(t);
+  std::lock_guard<std::mutex> guard(mu);
+  accepted.insert(std::move(key));
 }
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int opt_level) {
