@@ -389,7 +389,7 @@ class FuncChecker {
                              std::to_string(n) + (n == 1 ? " index" : " indices"));
     }
     ir::DType dt = buf->dtype;
-    ir::StoreTarget target{d.target.name, {}};
+    ir::StoreTarget target{d.target.name, {}, src_.loc(d.target.pos)};
     {
       Typer typer(src_, scope_, body);
       AffineContext actx{"the indices of the store to " + tname, false};
@@ -400,7 +400,7 @@ class FuncChecker {
         check_affine(src_, scope_, actx, a);
       }
     }
-    ir::Expr current = ir::load(target.buf, target.indices, dt);
+    ir::Expr current = ir::load(target.buf, target.indices, dt, target.where);
 
     if (d.reduction) return check_reduction(d, std::move(comp), std::move(target), decl, dt);
 
@@ -465,7 +465,8 @@ class FuncChecker {
 
     for (const Ident& i : r.iters) comp.iters.push_back(i.name);
     comp.domain.insert(comp.domain.end(), inner.begin(), inner.end());
-    comp.value = ir::binary(reduction_op(r.op.name), ir::load(target.buf, target.indices, dt), e);
+    comp.value = ir::binary(reduction_op(r.op.name),
+                            ir::load(target.buf, target.indices, dt, target.where), e);
     comp.store = std::move(target);
 
     decl.dtype = dt;

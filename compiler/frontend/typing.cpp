@@ -219,7 +219,7 @@ Value Typer::load(const Ast& e) {
   for (size_t k = 0; k < e.args.size(); ++k) {
     idx.push_back(as_index(*e.args[k], "index " + std::to_string(k + 1) + " of " + q(e.name)));
   }
-  return typed(ir::load(e.name, std::move(idx), d->dtype));
+  return typed(ir::load(e.name, std::move(idx), d->dtype, src_.loc(e.pos)));
 }
 
 void Typer::require_args(const Ast& e, size_t n) const {
@@ -269,7 +269,7 @@ Value Typer::call(const Ast& e) {
     idx.push_back(as_index(*e.args[k], "index " + std::to_string(k + 1) + " of " + q(e.name)));
     check_affine(src_, scope_, actx, *e.args[k]);
   }
-  return typed(ir::access(e.name, std::move(idx), c->dtype));
+  return typed(ir::access(e.name, std::move(idx), c->dtype, src_.loc(e.pos)));
 }
 
 // ---------------------------------------------------------------------------

@@ -88,13 +88,13 @@ Expr map_children(const Expr& e, const std::function<Expr(const Expr&)>& f) {
       const auto& n = static_cast<const Access&>(*e);
       bool changed = false;
       std::vector<Expr> idx = map_all(n.indices, &changed);
-      return changed ? std::make_shared<Access>(n.comp, std::move(idx), n.type) : e;
+      return changed ? std::make_shared<Access>(n.comp, std::move(idx), n.type, n.where) : e;
     }
     case ExprKind::Load: {
       const auto& n = static_cast<const Load&>(*e);
       bool changed = false;
       std::vector<Expr> idx = map_all(n.indices, &changed);
-      return changed ? std::make_shared<Load>(n.buf, std::move(idx), n.type) : e;
+      return changed ? std::make_shared<Load>(n.buf, std::move(idx), n.type, n.where) : e;
     }
     case ExprKind::Let: {
       const auto& n = static_cast<const Let&>(*e);

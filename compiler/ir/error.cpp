@@ -19,6 +19,8 @@ const char* error_stage_name(ErrorStage s) {
       return "parse";
     case ErrorStage::Validate:
       return "validate";
+    case ErrorStage::Bounds:
+      return "bounds";
     case ErrorStage::Schedule:
       return "schedule";
     case ErrorStage::Legality:

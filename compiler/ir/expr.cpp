@@ -255,12 +255,12 @@ Expr call(const std::string& name, std::vector<Expr> args) {
   return std::make_shared<Call>(name, std::move(args), t);
 }
 
-Expr access(const std::string& comp, std::vector<Expr> indices, DType t) {
-  return std::make_shared<Access>(comp, std::move(indices), t);
+Expr access(const std::string& comp, std::vector<Expr> indices, DType t, SourceLoc where) {
+  return std::make_shared<Access>(comp, std::move(indices), t, std::move(where));
 }
 
-Expr load(const std::string& buf, std::vector<Expr> indices, DType t) {
-  return std::make_shared<Load>(buf, std::move(indices), t);
+Expr load(const std::string& buf, std::vector<Expr> indices, DType t, SourceLoc where) {
+  return std::make_shared<Load>(buf, std::move(indices), t, std::move(where));
 }
 
 Expr let(const std::string& v, Expr value, Expr body) {
@@ -650,14 +650,14 @@ Expr IRMutator::mutate_access(const Expr& e, const Access& n) {
   bool changed = false;
   std::vector<Expr> idx = mutate_all(n.indices, &changed);
   if (!changed) return e;
-  return access(n.comp, std::move(idx), n.type);
+  return access(n.comp, std::move(idx), n.type, n.where);
 }
 
 Expr IRMutator::mutate_load(const Expr& e, const Load& n) {
   bool changed = false;
   std::vector<Expr> idx = mutate_all(n.indices, &changed);
   if (!changed) return e;
-  return load(n.buf, std::move(idx), n.type);
+  return load(n.buf, std::move(idx), n.type, n.where);
 }
 
 Expr IRMutator::mutate_let(const Expr& e, const Let& n) {

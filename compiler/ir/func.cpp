@@ -228,16 +228,25 @@ std::string schedule_arg(const ScheduleArg& a) {
   return "?";
 }
 
+}  // namespace
+
+std::string value_spec_text(const ValueSpec& v) {
+  std::string s;
+  if (v.lo && v.hi) {
+    s = std::string("in ") + (v.lo_inclusive ? "[" : "(") + to_string(v.lo) + ", " +
+        to_string(v.hi) + (v.hi_inclusive ? "]" : ")");
+  }
+  if (v.sorted) s += std::string(s.empty() ? "" : " ") + "sorted";
+  return s;
+}
+
+namespace {
+
 void print_buf(std::ostringstream& os, const Buf& b) {
   os << "  " << buf_kind_name(b.kind) << " " << b.name << " : " << dtype_name(b.dtype) << "["
      << join_exprs(b.shape) << "]";
-  const ValueSpec& v = b.values;
-  if (v.lo && v.hi) {
-    os << " in " << (v.lo_inclusive ? "[" : "(") << to_string(v.lo) << ", " << to_string(v.hi)
-       << (v.hi_inclusive ? "]" : ")");
-  }
-  if (v.sorted) os << " sorted";
-  os << ";\n";
+  std::string spec = value_spec_text(b.values);
+  os << (spec.empty() ? "" : " ") << spec << ";\n";
 }
 
 void print_comp(std::ostringstream& os, const Comp& c) {

@@ -47,14 +47,14 @@ class Rewriter final : public ir::IRMutator {
     std::vector<ir::Expr> idx = mutate_all(n.indices, &changed);
     std::string b = buf(n.buf);
     if (!changed && b == n.buf) return e;
-    return ir::load(b, std::move(idx), n.type);
+    return ir::load(b, std::move(idx), n.type, n.where);
   }
   ir::Expr mutate_access(const ir::Expr& e, const ir::Access& n) override {
     bool changed = false;
     std::vector<ir::Expr> idx = mutate_all(n.indices, &changed);
     auto it = comps_.find(n.comp);
     if (!changed && it == comps_.end()) return e;
-    return ir::access(it == comps_.end() ? n.comp : it->second, std::move(idx), n.type);
+    return ir::access(it == comps_.end() ? n.comp : it->second, std::move(idx), n.type, n.where);
   }
 
  private:
@@ -443,7 +443,7 @@ std::optional<Fusion> fuse(const ir::Func& f, const std::string& fout, const ir:
   e.iters.assign(w->iters.begin(), w->iters.begin() + static_cast<std::ptrdiff_t>(rank));
   for (const ir::Expr& c : e_comp.domain) e.domain.push_back(rw.rewrite(c));
   e.value = rw.rewrite(e_comp.value);
-  e.store = ir::StoreTarget{fout, {}};
+  e.store = ir::StoreTarget{fout, {}, e_comp.where};
   for (const std::string& it : e.iters) e.store->indices.push_back(ir::var(it));
   e.where = e_comp.where;
   base.comps.push_back(e);

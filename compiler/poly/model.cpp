@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "affine_printer.h"
+
 namespace kiln::poly {
 
 IslContext::IslContext() : raw_(isl_ctx_alloc()) {
@@ -43,124 +45,6 @@ namespace {
 [[noreturn]] void fail(const SourceLoc& where, const std::string& msg) {
   throw CompileError(ErrorStage::Schedule, where, msg);
 }
-
-std::string num(int64_t v) { return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v); }
-
-// Prints affine integer expressions and conditions in isl's syntax. Buffer
-// reads become data-dependent params when `data` is given, and make the
-// expression non-affine otherwise.
-class AffinePrinter {
- public:
-  AffinePrinter(const ScheduledFunc::Impl& m, std::set<std::string> iters, const std::string& owner,
-                std::vector<DataParam>* data)
-      : m_(m), iters_(std::move(iters)), owner_(owner), data_(data) {}
-
-  std::optional<std::string> expr(const ir::Expr& e) {
-    if (auto c = const_value(e, m_.constants)) return num(*c);
-    if (auto* v = ir::as<ir::Var>(e)) {
-      if (iters_.count(v->name)) return isl_name(v->name);
-      if (std::find(m_.runtime_params.begin(), m_.runtime_params.end(), v->name) !=
-          m_.runtime_params.end())
-        return isl_name(v->name);
-      return std::nullopt;
-    }
-    if (auto* c = ir::as<ir::Cast>(e)) {
-      if (!ir::is_int(c->type) || !ir::is_int(c->value->type)) return std::nullopt;
-      return expr(c->value);
-    }
-    if (auto* u = ir::as<ir::Unary>(e)) {
-      if (u->op != ir::UnaryOp::Neg) return std::nullopt;
-      auto a = expr(u->a);
-      if (!a) return std::nullopt;
-      return "(-" + *a + ")";
-    }
-    if (ir::as<ir::Load>(e)) {
-      if (!data_) return std::nullopt;
-      for (const auto& p : *data_)
-        if (ir::equal(p.value, e)) return p.name;
-      std::string name = "_" + owner_ + "_" + std::to_string(data_->size());
-      data_->push_back({name, ir::cast(ir::kIndexType, e)});
-      return name;
-    }
-    auto* b = ir::as<ir::Binary>(e);
-    if (!b || !ir::is_int(b->type)) return std::nullopt;
-    auto cb = const_value(b->b, m_.constants);
-    auto ca = const_value(b->a, m_.constants);
-    switch (b->op) {
-      case ir::BinaryOp::Add:
-      case ir::BinaryOp::Sub: {
-        auto x = expr(b->a), y = expr(b->b);
-        if (!x || !y) return std::nullopt;
-        return "(" + *x + (b->op == ir::BinaryOp::Add ? " + " : " - ") + *y + ")";
-      }
-      case ir::BinaryOp::Mul: {
-        if (cb) {
-          auto x = expr(b->a);
-          if (!x) return std::nullopt;
-          return "(" + std::to_string(*cb) + " * " + *x + ")";
-        }
-        if (ca) {
-          auto y = expr(b->b);
-          if (!y) return std::nullopt;
-          return "(" + std::to_string(*ca) + " * " + *y + ")";
-        }
-        return std::nullopt;
-      }
-      case ir::BinaryOp::Div:
-      case ir::BinaryOp::Mod: {
-        if (!cb || *cb <= 0) return std::nullopt;
-        auto x = expr(b->a);
-        if (!x) return std::nullopt;
-        if (b->op == ir::BinaryOp::Div) return "floor(" + *x + " / " + std::to_string(*cb) + ")";
-        return "(" + *x + " mod " + std::to_string(*cb) + ")";
-      }
-      default:
-        return std::nullopt;
-    }
-  }
-
-  std::optional<std::string> cond(const ir::Expr& e) {
-    if (auto* i = ir::as<ir::IntImm>(e)) return i->value ? "1 = 1" : "1 = 0";
-    if (auto* u = ir::as<ir::Unary>(e)) {
-      if (u->op != ir::UnaryOp::Not) return std::nullopt;
-      auto a = cond(u->a);
-      if (!a) return std::nullopt;
-      return "not (" + *a + ")";
-    }
-    auto* b = ir::as<ir::Binary>(e);
-    if (!b) return std::nullopt;
-    if (b->op == ir::BinaryOp::And || b->op == ir::BinaryOp::Or) {
-      auto x = cond(b->a), y = cond(b->b);
-      if (!x || !y) return std::nullopt;
-      return "((" + *x + (b->op == ir::BinaryOp::And ? ") and (" : ") or (") + *y + "))";
-    }
-    if (!ir::is_comparison(b->op)) return std::nullopt;
-    auto x = expr(b->a), y = expr(b->b);
-    if (!x || !y) return std::nullopt;
-    switch (b->op) {
-      case ir::BinaryOp::Lt:
-        return *x + " < " + *y;
-      case ir::BinaryOp::Le:
-        return *x + " <= " + *y;
-      case ir::BinaryOp::Gt:
-        return *x + " > " + *y;
-      case ir::BinaryOp::Ge:
-        return *x + " >= " + *y;
-      case ir::BinaryOp::Eq:
-        return *x + " = " + *y;
-      case ir::BinaryOp::Ne:
-        return "(" + *x + " < " + *y + " or " + *x + " > " + *y + ")";
-      default:
-        return std::nullopt;
-    }
-  }
-
- private:
-  const ScheduledFunc::Impl& m_;
-  std::set<std::string> iters_;
-  std::string owner_;
-  std::vector<DataParam>* data_;
-};
 
 std::string tuple(const std::string& name, const std::vector<std::string>& vars) {
   std::string s = isl_name(name) + "[";
@@ -207,7 +91,7 @@ class ValueResolver : public ir::IRMutator {
       std::vector<ir::Expr> at;
       for (const auto& x : st->second.indices) at.push_back(ir::substitute(x, sub));
       const ir::Buf* b = f_.find_buf(st->second.buf);
-      result = ir::load(st->second.buf, at, b ? b->dtype : e->type);
+      result = ir::load(st->second.buf, at, b ? b->dtype : e->type, n.where);
     } else {
       result = mutate(ir::substitute(c->value, sub));
     }
@@ -241,7 +125,7 @@ std::map<std::string, ir::StoreTarget> stored_values(const ir::Func& f) {
     if (b->dtype != c->value->type)
       fail(cmd.where, std::string("'") + c->name + "' has type " + ir::dtype_name(c->value->type) +
                           " but buffer '" + b->name + "' holds " + ir::dtype_name(b->dtype));
-    ir::StoreTarget t{b->name, {}};
+    ir::StoreTarget t{b->name, {}, cmd.where};
     if (cmd.is(ir::ScheduleOp::Store)) {
       if (cmd.args.size() != 1) fail(cmd.where, "store expects one argument: store(BUFFER)");
       for (const auto& it : c->iters) t.indices.push_back(ir::var(it));

@@ -102,6 +102,12 @@ struct ScheduledFunc::Impl {
 // dependences. Defined in model.cpp.
 std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_commands);
 
+// Throws a bounds CompileError, at the access, naming an instance, unless isl
+// proves that every access of every computation stays inside its buffer for
+// all params the constraints allow and all values the inputs' value specs
+// allow. Defined in access_bounds.cpp.
+void check_access_bounds(const ScheduledFunc::Impl& m);
+
 // Applies one schedule command. Defined in primitives.cpp.
 void apply_command(ScheduledFunc::Impl& m, const ir::ScheduleCommand& cmd);
 

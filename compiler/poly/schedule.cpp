@@ -34,6 +34,7 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands) {
   std::unique_ptr<ScheduledFunc::Impl> m;
   try {
     m = build_model(f, apply_commands);
+    check_access_bounds(*m);
     if (apply_commands) {
       for (const auto& cmd : m->func.schedule) {
         apply_command(*m, cmd);

@@ -24,6 +24,7 @@ struct SourceLoc {
 enum class ErrorStage : uint8_t {
   Parse,     // "parse": the text does not fit the grammar
   Validate,  // "validate": names, types, non-affine domains; --func, --set, graph calls
+  Bounds,    // "bounds": an access that can fall outside its buffer, a value spec too wide
   Schedule,  // "schedule": a malformed schedule command (unknown loop, bad factor, ...)
   Legality,  // "legality": a schedule command that breaks a dependence
   Lower,     // "lower": the schedule cannot become loops (data-dependent bounds out of order)

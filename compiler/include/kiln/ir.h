@@ -145,17 +145,27 @@ struct Call final : ExprNode {
   Call(std::string n, std::vector<Expr> a, DType t)
       : ExprNode(ExprKind::Call, t), name(std::move(n)), args(std::move(a)) {}
 };
+// Reads carry where the source wrote them, for errors about the access (an
+// index outside its buffer); equality, hashing and printing ignore it.
 struct Access final : ExprNode {
   std::string comp;
   std::vector<Expr> indices;
-  Access(std::string c, std::vector<Expr> i, DType t)
-      : ExprNode(ExprKind::Access, t), comp(std::move(c)), indices(std::move(i)) {}
+  SourceLoc where;
+  Access(std::string c, std::vector<Expr> i, DType t, SourceLoc w = {})
+      : ExprNode(ExprKind::Access, t),
+        comp(std::move(c)),
+        indices(std::move(i)),
+        where(std::move(w)) {}
 };
 struct Load final : ExprNode {
   std::string buf;
   std::vector<Expr> indices;
-  Load(std::string b, std::vector<Expr> i, DType t)
-      : ExprNode(ExprKind::Load, t), buf(std::move(b)), indices(std::move(i)) {}
+  SourceLoc where;
+  Load(std::string b, std::vector<Expr> i, DType t, SourceLoc w = {})
+      : ExprNode(ExprKind::Load, t),
+        buf(std::move(b)),
+        indices(std::move(i)),
+        where(std::move(w)) {}
 };
 struct Let final : ExprNode {
   std::string var;
@@ -182,8 +192,8 @@ Expr unary(UnaryOp op, Expr a);
 Expr binary(BinaryOp op, Expr a, Expr b);
 Expr select(Expr cond, Expr t, Expr f);
 Expr call(const std::string& name, std::vector<Expr> args);  // result type of args[0]
-Expr access(const std::string& comp, std::vector<Expr> indices, DType t);
-Expr load(const std::string& buf, std::vector<Expr> indices, DType t);
+Expr access(const std::string& comp, std::vector<Expr> indices, DType t, SourceLoc where = {});
+Expr load(const std::string& buf, std::vector<Expr> indices, DType t, SourceLoc where = {});
 Expr let(const std::string& v, Expr value, Expr body);
 
 // Shorthands for index arithmetic (both sides kIndexType or same type).
@@ -272,6 +282,8 @@ struct ValueSpec {
   bool hi_inclusive = false;  // hi)  vs  hi]
   bool sorted = false;        // non-decreasing in row-major order
 };
+// "in [0, nnz] sorted" as the source writes it; "" for no spec.
+std::string value_spec_text(const ValueSpec& v);
 
 struct Buf {
   std::string name;
@@ -300,6 +312,7 @@ struct Constraint {
 struct StoreTarget {
   std::string buf;
   std::vector<Expr> indices;
+  SourceLoc where{};  // of the target as written
 };
 
 // One statement in a loop nest. Its iteration domain is the set of integer

@@ -1,0 +1,300 @@
+// Static access safety: isl proves that every access of every instance lies
+// inside its buffer, for every param value the constraints allow and every
+// value the inputs' value specs allow. An access that can fall outside is
+// refused with an instance that shows it.
+#include <isl/point.h>
+#include <isl/set.h>
+#include <isl/val.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <regex>
+#include <set>
+
+#include "affine_printer.h"
+#include "kiln/analysis.h"
+#include "model.h"
+
+namespace kiln::poly {
+namespace {
+
+// One access of a computation instance, with the conditions under which it
+// runs: a read in one side of a select, or after && or ||, runs only when
+// that side is chosen (codegen and the interpreters evaluate it only then).
+struct Site {
+  std::string buf;
+  std::vector<ir::Expr> indices;
+  bool write = false;
+  SourceLoc where;
+  std::vector<ir::Expr> path;
+};
+
+class SiteCollector {
+ public:
+  explicit SiteCollector(std::vector<Site>& out) : out_(out) {}
+
+  void visit(const ir::Expr& e) {
+    if (auto* s = ir::as<ir::Select>(e)) {
+      visit(s->cond);
+      under(s->cond, s->t);
+      under(ir::unary(ir::UnaryOp::Not, s->cond), s->f);
+      return;
+    }
+    if (auto* b = ir::as<ir::Binary>(e);
+        b && (b->op == ir::BinaryOp::And || b->op == ir::BinaryOp::Or)) {
+      visit(b->a);
+      under(b->op == ir::BinaryOp::And ? b->a : ir::unary(ir::UnaryOp::Not, b->a), b->b);
+      return;
+    }
+    if (auto* l = ir::as<ir::Load>(e)) out_.push_back({l->buf, l->indices, false, l->where, path_});
+    ir::for_each_child(e, [&](const ir::Expr& c) { visit(c); });
+  }
+
+  // The buffers e reads.
+  static void loads_of(const ir::Expr& e, std::set<std::string>& out) {
+    std::vector<Site> sites;
+    SiteCollector(sites).visit(e);
+    for (const auto& s : sites) out.insert(s.buf);
+  }
+
+ private:
+  void under(const ir::Expr& cond, const ir::Expr& e) {
+    path_.push_back(cond);
+    visit(e);
+    path_.pop_back();
+  }
+
+  std::vector<Site>& out_;
+  std::vector<ir::Expr> path_;
+};
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string s;
+  for (size_t k = 0; k < parts.size(); ++k) s += (k ? sep : "") + parts[k];
+  return s;
+}
+
+std::string int_text(double v) {
+  return std::to_string(static_cast<long long>(v < 0 ? std::ceil(v) : std::floor(v)));
+}
+
+std::string val_text(const isl::val& v) { return to_str(v); }
+
+// e as the source wrote it: without the widening casts the frontend put
+// around integer indices (i64(idx[k]) is idx[k]).
+std::string source_text(const ir::Expr& e) {
+  std::function<ir::Expr(const ir::Expr&)> strip = [&](const ir::Expr& x) -> ir::Expr {
+    if (auto* c = ir::as<ir::Cast>(x); c && ir::is_int(c->type) && ir::is_int(c->value->type))
+      return strip(c->value);
+    return ir::map_children(x, strip);
+  };
+  return ir::to_string(strip(e));
+}
+
+class BoundsChecker {
+ public:
+  BoundsChecker(const ScheduledFunc::Impl& m, const CompModel& c) : m_(m), c_(c) {}
+
+  void check() {
+    const ir::Comp& comp = *c_.comp;
+    std::set<std::string> iters(c_.iters.begin(), c_.iters.end());
+    AffinePrinter ap(m_, iters, c_.name, &data_);
+    // The exact domain, with data params, and the domain without the
+    // conditions that read buffers: where the bounds' own reads happen.
+    std::vector<ir::Expr> exact, outer;
+    std::vector<Site> bound_reads;
+    for (const auto& cond : comp.domain) {
+      size_t before = data_.size();
+      if (!ap.cond(cond)) return;  // build_model has refused it already
+      exact.push_back(cond);
+      std::vector<Site> reads;
+      SiteCollector(reads).visit(cond);
+      if (reads.empty() && data_.size() == before) outer.push_back(cond);
+      bound_reads.insert(bound_reads.end(), reads.begin(), reads.end());
+    }
+    for (const auto& s : bound_reads) check_site(s, outer, ap);
+
+    std::vector<Site> sites;
+    sites.push_back({c_.target.buf,
+                     c_.target.indices,
+                     true,
+                     c_.target.where.known() ? c_.target.where : comp.where,
+                     {}});
+    SiteCollector collect(sites);
+    for (const auto& x : c_.target.indices) collect.visit(x);
+    collect.visit(c_.value);
+    for (const auto& s : sites) check_site(s, exact, ap);
+  }
+
+ private:
+  // Checks each index of s against its dimension over the instances where
+  // `domain` and s's path hold. The set is over the iterators those
+  // conditions and the index use: a bound's read does not depend on the
+  // inner iterators the bound defines.
+  void check_site(const Site& s, const std::vector<ir::Expr>& domain, AffinePrinter& ap) {
+    const ir::Buf* b = m_.func.find_buf(s.buf);
+    if (!b) return;  // a compiler temporary: lowering sizes it from its footprint
+    std::vector<ir::Expr> where = domain;
+    for (const auto& p : s.path)
+      if (ap.cond(p))
+        where.push_back(p);  // a path condition isl cannot read is dropped: a superset
+    AffinePrinter shape_printer(m_, {}, "", nullptr);
+    for (size_t k = 0; k < s.indices.size() && k < b->shape.size(); ++k) {
+      auto index = ap.expr(s.indices[k]);
+      auto extent = shape_printer.expr(b->shape[k]);
+      if (!index) refuse_not_affine(s, k);
+      if (!extent) continue;  // the frontend keeps shapes affine in params
+      std::set<std::string> used = ir::free_vars(s.indices[k]);
+      std::vector<std::string> all;
+      for (const auto& c : where) {
+        all.push_back("(" + *ap.cond(c) + ")");
+        for (const auto& v : ir::free_vars(c)) used.insert(v);
+      }
+      std::vector<std::string> shown;
+      for (const auto& it : c_.iters)
+        if (used.count(it)) shown.push_back(it);
+      std::string v = fresh("_v"), n = fresh("_n");
+      all.push_back(v + " = " + *index);
+      all.push_back(n + " = " + *extent);
+      all.push_back("(" + v + " < 0 or " + v + " >= " + n + ")");
+      std::string said = join(all, " ");  // what names the data params worth naming
+      for (const auto& r : data_ranges()) all.push_back(r);
+      std::vector<std::string> dims;
+      for (const auto& it : shown) dims.push_back(isl_name(it));
+      dims.push_back(v);
+      dims.push_back(n);
+      std::string text =
+          param_list(m_, data_) + " -> { [" + join(dims, ", ") + "] : " + join(all, " and ") + " }";
+      isl::set bad = isl::set(m_.ctx.get(), text).intersect_params(m_.context);
+      if (bad.is_empty()) continue;
+      // The data params the conditions and the index mention: those worth naming.
+      std::set<std::string> data_used;
+      for (const auto& d : data_)
+        if (std::regex_search(said, std::regex("\\b" + d.name + "\\b"))) data_used.insert(d.name);
+      refuse(s, k, *b, shown, data_used, first_point(bad));
+    }
+  }
+
+  // The lexicographically first point of a non-empty set, or any point
+  // when the set has no first one.
+  static isl::point first_point(const isl::set& s) {
+    try {
+      return s.lexmin().sample_point();
+    } catch (const isl::exception&) {
+      isl_ctx_reset_error(s.ctx().get());
+      return s.sample_point();
+    }
+  }
+
+  // What each data param may be: its buffer's value spec, else its type's range.
+  std::vector<std::string> data_ranges() {
+    std::vector<std::string> out;
+    AffinePrinter params(m_, {}, "", nullptr);
+    for (const auto& d : data_) {
+      const ir::Load* l = loaded(d.value);
+      const ir::Buf* b = l ? m_.func.find_buf(l->buf) : nullptr;
+      if (!b) continue;
+      const ir::ValueSpec& spec = b->values;
+      std::optional<std::string> lo, hi;
+      if (spec.lo) lo = params.expr(spec.lo);
+      if (spec.hi) hi = params.expr(spec.hi);
+      out.push_back(lo ? *lo + (spec.lo_inclusive ? " <= " : " < ") + d.name
+                       : int_text(ir::dtype_min(b->dtype)) + " <= " + d.name);
+      out.push_back(hi ? d.name + (spec.hi_inclusive ? " <= " : " < ") + *hi
+                       : d.name + " <= " + int_text(ir::dtype_max(b->dtype)));
+    }
+    return out;
+  }
+
+  static const ir::Load* loaded(const ir::Expr& e) {
+    if (auto* c = ir::as<ir::Cast>(e)) return loaded(c->value);
+    return ir::as<ir::Load>(e);
+  }
+
+  // A set dimension name that no iterator, param or data param uses.
+  std::string fresh(const std::string& base) const {
+    std::set<std::string> taken(c_.iters.begin(), c_.iters.end());
+    taken.insert(m_.runtime_params.begin(), m_.runtime_params.end());
+    for (const auto& d : data_) taken.insert(d.name);
+    std::string name = base;
+    for (int k = 0; taken.count(name); ++k) name = base + std::to_string(k);
+    return name;
+  }
+
+  static std::string access_text(const std::string& buf, const std::vector<ir::Expr>& indices) {
+    std::vector<std::string> idx;
+    for (const auto& x : indices) idx.push_back(source_text(x));
+    return buf + "[" + join(idx, ", ") + "]";
+  }
+  static std::string access_text(const Site& s) { return access_text(s.buf, s.indices); }
+
+  [[noreturn]] void refuse_not_affine(const Site& s, size_t k) const {
+    throw CompileError(ErrorStage::Bounds, s.where.known() ? s.where : c_.comp->where,
+                       "cannot prove that " + std::string(s.write ? "the write " : "the read ") +
+                           access_text(s) + " in computation " + c_.name + " stays inside " +
+                           s.buf + ": index " + std::to_string(k) + " (" +
+                           source_text(s.indices[k]) +
+                           ") is not affine in the iterators, params and input values");
+  }
+
+  [[noreturn]] void refuse(const Site& s, size_t k, const ir::Buf& b,
+                           const std::vector<std::string>& shown,
+                           const std::set<std::string>& data_used, const isl::point& p) const {
+    auto coord = [&](isl_dim_type type, int pos) {
+      return val_text(isl::manage(isl_point_get_coordinate_val(p.get(), type, pos)));
+    };
+    int nd = static_cast<int>(shown.size());
+    std::vector<std::string> inst;
+    for (int d = 0; d < nd; ++d) inst.push_back(shown[d] + "=" + coord(isl_dim_set, d));
+    std::string value = coord(isl_dim_set, nd), extent = coord(isl_dim_set, nd + 1);
+    // The param and data values the instance needs.
+    std::vector<std::string> given;
+    int np = static_cast<int>(m_.runtime_params.size());
+    for (int q = 0; q < np; ++q)
+      given.push_back(m_.runtime_params[q] + " = " + coord(isl_dim_param, q));
+    // The value specs to blame: those of the data the index reads, else
+    // those of the data the domain's bounds read.
+    std::set<std::string> in_index;
+    SiteCollector::loads_of(s.indices[k], in_index);
+    std::vector<std::string> specs;
+    for (size_t q = 0; q < data_.size(); ++q) {
+      const ir::Load* l = loaded(data_[q].value);
+      if (!l || !data_used.count(data_[q].name)) continue;
+      given.push_back(access_text(l->buf, l->indices) + " = " +
+                      coord(isl_dim_param, np + static_cast<int>(q)));
+      if (!in_index.empty() && !in_index.count(l->buf)) continue;
+      const ir::Buf* lb = m_.func.find_buf(l->buf);
+      std::string spec = lb ? ir::value_spec_text(lb->values) : "";
+      std::string note = spec.empty()
+                             ? l->buf + " has no value range, so it may hold any " +
+                                   std::string(ir::dtype_name(lb ? lb->dtype : ir::kIndexType))
+                             : l->buf + " is declared " + spec;
+      if (std::find(specs.begin(), specs.end(), note) == specs.end()) specs.push_back(note);
+    }
+    std::string ext_text = ir::to_string(b.shape[k]);
+    std::string msg = std::string(s.write ? "the write " : "the read ") + access_text(s) +
+                      " in computation " + c_.name + " can fall outside " + b.name + ": index " +
+                      std::to_string(k) + " (" + source_text(s.indices[k]) + ") is " + value +
+                      " at " + c_.name + "(" + join(inst, ", ") + ")" +
+                      (given.empty() ? "" : " when " + join(given, ", ")) + ", but dimension " +
+                      std::to_string(k) + " of " + b.name + " has extent " +
+                      (ext_text == extent ? extent : ext_text + " = " + extent);
+    if (!specs.empty())
+      msg += " (" + join(specs, "; ") +
+             ": a value range must keep the index inside the dimension it indexes)";
+    throw CompileError(ErrorStage::Bounds, s.where.known() ? s.where : c_.comp->where, msg);
+  }
+
+  const ScheduledFunc::Impl& m_;
+  const CompModel& c_;
+  std::vector<DataParam> data_;
+};
+
+}  // namespace
+
+void check_access_bounds(const ScheduledFunc::Impl& m) {
+  for (const auto& c : m.comps) BoundsChecker(m, c).check();
+}
+
+}  // namespace kiln::poly
