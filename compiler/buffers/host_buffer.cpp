@@ -199,4 +199,42 @@ HostBuffer& bound_buffer(Bindings& b, const ir::Buf& buf, const std::string& fun
   return it->second;
 }
 
+std::string value_spec_error(const ir::Buf& buf, const HostBuffer& data,
+                             const std::map<std::string, int64_t>& params) {
+  const ir::ValueSpec& spec = buf.values;
+  if (!ir::is_int(buf.dtype) || (!spec.lo && !spec.sorted)) return "";
+  std::string head = "input " + buf.name + " breaks its value spec " + ir::value_spec_text(spec);
+  std::vector<int64_t> shape = data.shape();
+  auto element = [&](int64_t flat) {
+    std::vector<int64_t> idx(shape.size());
+    for (size_t d = shape.size(); d > 0; --d) {
+      idx[d - 1] = flat % shape[d - 1];
+      flat /= shape[d - 1];
+    }
+    std::string s = buf.name + "[";
+    for (size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
+    return s + "]";
+  };
+  auto bound = [&](const ir::Expr& e) -> std::optional<int64_t> {
+    return e ? ir::eval_int(e, params) : std::nullopt;
+  };
+  std::optional<int64_t> lo = bound(spec.lo), hi = bound(spec.hi);
+  auto named = [&](const ir::Expr& e, int64_t v) {
+    std::string text = ir::to_string(e);
+    return text == std::to_string(v) ? text : fmt::format("{} = {}", text, v);
+  };
+  for (int64_t k = 0; k < data.size(); ++k) {
+    int64_t v = data.get_i(k);
+    if (lo && (spec.lo_inclusive ? v < *lo : v <= *lo))
+      return fmt::format("{}: {} = {} is below {}", head, element(k), v, named(spec.lo, *lo));
+    if (hi && (spec.hi_inclusive ? v > *hi : v >= *hi))
+      return fmt::format("{}: {} = {} is {} {}", head, element(k), v,
+                         spec.hi_inclusive ? "above" : "not below", named(spec.hi, *hi));
+    if (spec.sorted && k > 0 && v < data.get_i(k - 1))
+      return fmt::format("{}: {} = {} is below {} = {}, so it is not sorted", head, element(k), v,
+                         element(k - 1), data.get_i(k - 1));
+  }
+  return "";
+}
+
 }  // namespace kiln

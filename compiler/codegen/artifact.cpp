@@ -23,6 +23,18 @@ std::string arg_json(const ArtifactArg& a) {
 std::string Artifact::metadata_json() const {
   std::vector<std::string> arg_list;
   for (const ArtifactArg& a : args) arg_list.push_back(arg_json(a));
+  std::vector<std::string> check_list;
+  for (size_t k = 0; k < checks.size(); ++k) {
+    const ir::RuntimeCheck& c = checks[k];
+    check_list.push_back(
+        JsonObject()
+            .integer("status", ir::kStatusCheckBase + static_cast<int64_t>(k))
+            .str("kind", c.kind == ir::RuntimeCheck::Kind::InputSpec ? "input_spec" : "arithmetic")
+            .str("subject", c.subject)
+            .str("message", c.message)
+            .str("where", c.where.str())
+            .done());
+  }
   return JsonObject()
       .str("name", name)
       .str("triple", triple)
@@ -37,6 +49,7 @@ std::string Artifact::metadata_json() const {
       .integer("size", static_cast<int64_t>(code.size()))
       .str("code_sha256", code_sha256)
       .str("key", key)
+      .raw("checks", json_array(check_list))
       .done();
 }
 
@@ -68,6 +81,7 @@ Artifact compile_artifact(const ir::LoweredFunc& f, const Options& opts, std::st
   a.imports = shared_object_imports(a.code);
   a.code_sha256 = sha256_hex(std::string_view(a.code.data(), a.code.size()));
   a.key = std::move(key);
+  a.checks = f.checks;
   return a;
 }
 

@@ -239,7 +239,14 @@ class FuncChecker {
       return std::nullopt;
     };
     auto lo = number(b.values.lo), hi = number(b.values.hi);
-    if (lo && hi && (*lo > *hi || (*lo == *hi && !(r.lo_inclusive && r.hi_inclusive)))) {
+    // Integers compare exactly: near 2^63, neighbours are one double.
+    const auto* ilo = ir::as<ir::IntImm>(b.values.lo);
+    const auto* ihi = ir::as<ir::IntImm>(b.values.hi);
+    bool empty =
+        ilo && ihi ? ilo->value > ihi->value ||
+                         (ilo->value == ihi->value && !(r.lo_inclusive && r.hi_inclusive))
+                   : lo && hi && (*lo > *hi || (*lo == *hi && !(r.lo_inclusive && r.hi_inclusive)));
+    if (empty) {
       fail(r.pos, "the value range of " + name + " is empty");
     }
     // The values the range allows must be values of the type: the ends as

@@ -258,7 +258,11 @@ Value Evaluator::eval_binary(const ir::Binary& n, const ir::Expr& e) {
       return Value::of_int(t, static_cast<int64_t>(ux * uy));
     case BinaryOp::Div:
     case BinaryOp::Mod:
-      if (y == 0) fail("division by zero in " + ir::to_string(e));
+      // One outcome everywhere: compiled kernels return an error status for both.
+      if (y == 0) fail("integer division by zero in " + ir::to_string(e));
+      if (y == -1 && static_cast<double>(x) == ir::dtype_min(t))
+        fail(fmt::format("integer overflow: the smallest {} divided by -1 in {}", ir::dtype_name(t),
+                         ir::to_string(e)));
       return Value::of_int(t, n.op == BinaryOp::Div ? ir::floor_div(x, y) : ir::floor_mod(x, y));
     case BinaryOp::Min:
       return Value::of_int(t, std::min(x, y));

@@ -23,12 +23,30 @@ class LoopInterpreter final : public detail::Evaluator {
       }
     }
     for (const ir::Buf& b : f_.args) bound_buffer(bindings_, b, f_.name);
+    // What the kernel checks at its entry, before anything relies on it.
+    for (const ir::RuntimeCheck& check : f_.checks) {
+      if (check.kind != ir::RuntimeCheck::Kind::InputSpec) continue;
+      for (const ir::Buf& b : f_.args) {
+        if (b.name != check.subject) continue;
+        std::string error = value_spec_error(b, bindings_.buffers.at(b.name), params());
+        if (!error.empty()) throw CompileError(ErrorStage::Interp, check.where, error);
+      }
+    }
     exec(f_.body);
   }
 
  protected:
   HostBuffer* find_buffer(const std::string& name) override {
     return detail::run_buffer(temps_, bindings_, name);
+  }
+
+  // The computation being stored, where the source defines it.
+  SourceLoc error_loc() const override {
+    if (store_) {
+      auto w = f_.comp_where.find(store_->comp);
+      if (w != f_.comp_where.end()) return w->second;
+    }
+    return f_.where;
   }
 
   // " in computation init at instance (i=8) with loops io=2, ii=0"

@@ -270,6 +270,11 @@ class ReferenceInterpreter final : public detail::Evaluator {
 
   void run() {
     check_and_allocate_buffers();
+    // The value specs that keep data-dependent accesses in bounds, as a kernel checks them.
+    for (const ir::Buf* in : f_.inputs_read_as_data()) {
+      std::string error = value_spec_error(*in, bindings_.buffers.at(in->name), params());
+      if (!error.empty()) throw CompileError(ErrorStage::Interp, in->where, error);
+    }
     std::vector<std::vector<IterBounds>> plans;
     for (const ir::Comp& c : f_.comps) {
       std::vector<IterBounds> iters;

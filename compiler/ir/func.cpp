@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "kiln/ir.h"
@@ -263,6 +264,37 @@ void print_comp(std::ostringstream& os, const Comp& c) {
 }
 
 }  // namespace
+
+std::vector<const Buf*> Func::inputs_read_as_data() const {
+  // Every load inside a domain condition, or inside an index.
+  struct Collector : IRVisitor {
+    std::set<std::string> names;
+    int in_index = 0;
+    void visit_load(const Load& n) override {
+      if (in_index) names.insert(n.buf);
+      ++in_index;
+      IRVisitor::visit_load(n);
+      --in_index;
+    }
+    void visit_access(const Access& n) override {
+      ++in_index;
+      IRVisitor::visit_access(n);
+      --in_index;
+    }
+  } c;
+  for (const Comp& comp : comps) {
+    ++c.in_index;
+    for (const Expr& d : comp.domain) c.visit(d);
+    if (comp.store)
+      for (const Expr& x : comp.store->indices) c.visit(x);
+    --c.in_index;
+    if (comp.value) c.visit(comp.value);
+  }
+  std::vector<const Buf*> out;
+  for (const Buf& b : bufs)
+    if (b.kind == BufKind::Input && c.names.count(b.name)) out.push_back(&b);
+  return out;
+}
 
 std::string to_string(const Func& f) {
   std::ostringstream os;

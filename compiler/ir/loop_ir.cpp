@@ -150,9 +150,44 @@ std::string to_string(const LoweredFunc& f) {
     first = false;
   }
   os << ") {\n";
+  for (size_t k = 0; k < f.checks.size(); ++k) {
+    const RuntimeCheck& c = f.checks[k];
+    if (c.kind != RuntimeCheck::Kind::InputSpec) continue;
+    std::string spec;
+    for (const Buf& b : f.args)
+      if (b.name == c.subject) spec = value_spec_text(b.values);
+    os << "  check " << c.subject << " " << spec << ";  // else status "
+       << kStatusCheckBase + static_cast<int32_t>(k) << "\n";
+  }
   print_stmt(os, f.body, 1);
   os << "}\n";
   return os.str();
+}
+
+const RuntimeCheck* runtime_check(const LoweredFunc& f, int32_t status) {
+  int64_t k = static_cast<int64_t>(status) - kStatusCheckBase;
+  if (k < 0 || k >= static_cast<int64_t>(f.checks.size())) return nullptr;
+  return &f.checks[static_cast<size_t>(k)];
+}
+
+CompileError status_error(const LoweredFunc& f, int32_t status) {
+  if (const RuntimeCheck* c = runtime_check(f, status))
+    return CompileError(ErrorStage::Run, c->where, c->message);
+  std::string what;
+  switch (status) {
+    case 1:
+      what = "was called with the wrong number of arguments (KILN_ERR_ARGS)";
+      break;
+    case 2:
+      what = "could not allocate a temporary (KILN_ERR_ALLOC)";
+      break;
+    case kStatusArith:
+      what = "divided an integer by zero, or the smallest integer by -1 (KILN_ERR_ARITH)";
+      break;
+    default:
+      what = "returned the unknown status " + std::to_string(status);
+  }
+  return CompileError(ErrorStage::Run, f.where, "kernel " + f.name + " " + what);
 }
 
 // ---------------------------------------------------------------------------

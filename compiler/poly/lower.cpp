@@ -24,15 +24,6 @@ using Impl = ScheduledFunc::Impl;
   throw CompileError(ErrorStage::Lower, where, msg);
 }
 
-// e with compile-time params replaced by their values, folded to a literal
-// when nothing else is left.
-ir::Expr folded(const ir::Expr& e, const std::map<std::string, int64_t>& consts) {
-  if (auto v = const_value(e, consts)) return ir::int_imm(*v, e->type);
-  std::map<std::string, ir::Expr> sub;
-  for (const auto& [name, v] : consts) sub[name] = ir::int_imm(v);
-  return ir::substitute(e, sub);
-}
-
 ir::Expr plus(const ir::Expr& e, int64_t k) {
   if (k == 0) return e;
   if (auto* i = ir::as<ir::IntImm>(e)) return ir::int_imm(i->value + k, e->type);
@@ -576,6 +567,9 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
   }
   check_allocations(m, body);
   out.body = body ? body : ir::block({});
+  out.where = m.func.where;
+  for (const auto& c : m.func.comps) out.comp_where[c.name] = c.where;
+  add_runtime_checks(m, out);
   return out;
 }
 

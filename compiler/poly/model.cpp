@@ -160,6 +160,13 @@ std::optional<int64_t> const_value(const ir::Expr& e,
   return ir::eval_int(e, consts);
 }
 
+ir::Expr folded(const ir::Expr& e, const std::map<std::string, int64_t>& consts) {
+  if (auto v = const_value(e, consts)) return ir::int_imm(*v, e->type);
+  std::map<std::string, ir::Expr> sub;
+  for (const auto& [name, v] : consts) sub[name] = ir::int_imm(v);
+  return ir::substitute(e, sub);
+}
+
 std::vector<isl::map> maps_of(const isl::union_map& u) {
   std::vector<isl::map> out;
   u.foreach_map([&](isl::map m) { out.push_back(m); });

@@ -163,6 +163,15 @@ std::optional<isl::pw_multi_aff> pw_multi_aff_from_map(const isl::map& m);
 // params (`consts`), if it is one.
 std::optional<int64_t> const_value(const ir::Expr& e, const std::map<std::string, int64_t>& consts);
 
+// e with compile-time params replaced by their values, folded to a literal
+// when nothing else is left.
+ir::Expr folded(const ir::Expr& e, const std::map<std::string, int64_t>& consts);
+
+// The checks the kernel of m makes at run time (LoweredFunc::checks): value
+// specs of the inputs read as indices or bounds, integer divisions in each
+// computation's stored value. Defined in runtime_checks.cpp.
+void add_runtime_checks(const ScheduledFunc::Impl& m, ir::LoweredFunc& out);
+
 // Text helpers.
 std::string isl_name(const std::string& name);  // an identifier isl will accept
 std::string param_list(const ScheduledFunc::Impl& m, const std::vector<DataParam>& extra = {});

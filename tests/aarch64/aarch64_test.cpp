@@ -116,17 +116,11 @@ void write_bytes(const std::string& path, const void* data, size_t n) {
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
 }
 
-// Compiles f for aarch64, runs it under qemu on `inputs` with `threads` threads in the
-// runtime's pool, and compares the outputs with the reference interpreter's.
-::testing::AssertionResult matches_reference_on_aarch64(const ir::Func& f, const Bindings& inputs,
-                                                        int threads, const std::string& cpu = "") {
-  Scratch dir;
-  if (!dir.ok()) return ::testing::AssertionFailure() << "no temporary folder";
-  CompileRequest r{.func = f, .output = CompileOutput::Artifact};
-  r.options.target = Target{"aarch64-linux-gnu", cpu, ""};
-  codegen::Artifact a = *compile(r).artifact;
+// Runs artifact `a` under qemu on `inputs` with `threads` threads in the runtime's pool,
+// its files in `dir`: outputs land in dir/NAME.out.
+Exit run_on_aarch64(const codegen::Artifact& a, const Bindings& inputs, int threads,
+                    const Scratch& dir) {
   write_bytes(dir.file("kernel.so"), a.code.data(), a.code.size());
-
   // The job: the artifact's argument list with this run's values and files.
   std::ostringstream job;
   for (const codegen::ArtifactArg& arg : a.args) {
@@ -141,16 +135,30 @@ void write_bytes(const std::string& path, const void* data, size_t n) {
         << (arg.role == ir::BufKind::Output ? dir.file(arg.name + ".out") : "-") << "\n";
   }
   std::ofstream(dir.file("job.txt")) << job.str();
+  return run({KILN_QEMU_AARCH64, "-L", KILN_AARCH64_SYSROOT, "-E", kCrossLibraryPath,
+              KILN_AARCH64_LOADER, dir.file("kernel.so"), a.entry, dir.file("job.txt")},
+             {"KILN_NUM_THREADS=" + std::to_string(threads)}, dir.file("stderr.txt"),
+             std::chrono::seconds(60));
+}
 
-  Exit e = run({KILN_QEMU_AARCH64, "-L", KILN_AARCH64_SYSROOT, "-E", kCrossLibraryPath,
-                KILN_AARCH64_LOADER, dir.file("kernel.so"), a.entry, dir.file("job.txt")},
-               {"KILN_NUM_THREADS=" + std::to_string(threads)}, dir.file("stderr.txt"),
-               std::chrono::seconds(60));
+codegen::Artifact aarch64_artifact(const ir::Func& f, const std::string& cpu = "") {
+  CompileRequest r{.func = f, .output = CompileOutput::Artifact};
+  r.options.target = Target{"aarch64-linux-gnu", cpu, ""};
+  return *compile(r).artifact;
+}
+
+// Compiles f for aarch64, runs it under qemu on `inputs` with `threads` threads in the
+// runtime's pool, and compares the outputs with the reference interpreter's.
+::testing::AssertionResult matches_reference_on_aarch64(const ir::Func& f, const Bindings& inputs,
+                                                        int threads, const std::string& cpu = "") {
+  Scratch dir;
+  if (!dir.ok()) return ::testing::AssertionFailure() << "no temporary folder";
+  codegen::Artifact a = aarch64_artifact(f, cpu);
+  Exit e = run_on_aarch64(a, inputs, threads, dir);
   if (e.timed_out)
     return ::testing::AssertionFailure() << "the loader did not finish within 60 s under qemu";
   if (e.status != 0)
     return ::testing::AssertionFailure() << "the loader exited with " << e.status << ": " << e.err;
-
   Bindings actual = inputs, expected = inputs;
   for (const codegen::ArtifactArg& arg : a.args) {
     if (arg.kind != codegen::ArtifactArg::Kind::Buffer || arg.role != ir::BufKind::Output) continue;
@@ -225,6 +233,39 @@ TEST_P(Aarch64EndToEnd, OwnScheduleWithTwoThreads) {
   ir::Func f = parse_one(read_example(c.example), c.params.front());
   Bindings in = interp::random_bindings(f, interp::param_values(f, c.runtime), 3);
   EXPECT_TRUE(matches_reference_on_aarch64(f, in, 2));
+}
+
+// The kernel's run-time checks hold on aarch64 too: an input that breaks its value spec,
+// and a division by zero, end in the check's status (the loader exits 3 and prints it),
+// never in a stray access or a signal.
+TEST(Aarch64RuntimeChecks, BadInputsAndDivisionByZeroReturnTheCheckStatus) {
+  if (!missing_tools().empty()) GTEST_SKIP() << missing_tools();
+  Scratch dir;
+  ASSERT_TRUE(dir.ok());
+  ir::Func seg = parse_one(read_example("segment_sum"));
+  Bindings in = interp::random_bindings(seg, interp::param_values(seg, {{"m", 4}}), 3);
+  in.buffers.at("offsets").set_i(2, 100000000);
+  codegen::Artifact a = aarch64_artifact(seg);
+  ASSERT_FALSE(a.checks.empty());
+  Exit e = run_on_aarch64(a, in, 1, dir);
+  EXPECT_EQ(e.status, 3) << e.err;
+  EXPECT_NE(e.err.find("returned error 16"), std::string::npos) << e.err;
+
+  ir::Func div = parse_one(R"(func d {
+    param N = 21;
+    input a : i32[N];
+    input b : i32[N] in [0, 1);
+    output y : i32[N];
+    compute c(i) in 0 <= i < N: y[i] = a[i] / b[i];
+    schedule { c.split(i, 4, io, ii); c.tag(ii, vectorize); }
+  })");
+  Bindings zero = interp::random_bindings(div, interp::param_values(div), 3);
+  codegen::Artifact d = aarch64_artifact(div);
+  ASSERT_EQ(d.checks.size(), 1u);
+  EXPECT_EQ(d.checks[0].kind, ir::RuntimeCheck::Kind::Arithmetic);
+  e = run_on_aarch64(d, zero, 1, dir);
+  EXPECT_EQ(e.status, 3) << e.err;
+  EXPECT_NE(e.err.find("returned error 16"), std::string::npos) << e.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, Aarch64EndToEnd, ::testing::ValuesIn(example_cases()),

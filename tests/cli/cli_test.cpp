@@ -454,6 +454,28 @@ TEST(CliHostile, EveryHostileInputGetsItsExpectedAnswer) {
     EXPECT_LT(r.status, 128) << "killed by signal " << r.status - 128 << "\n" << r.err;
     EXPECT_EQ(r.status, std::stoi(status)) << r.out << r.err;
     EXPECT_TRUE(Contains(r.out + r.err, expect));
+
+    // The interpreters and the compiled kernel agree: `interp` and `run --check`
+    // end the same way (the compiler's own options are run's alone).
+    std::vector<std::string> opts, interp_opts;
+    for (size_t k = 2; k < args.size(); ++k) {
+      const std::string& o = args[k];
+      if (o == "--check") continue;
+      opts.push_back(o);
+      if (o == "--require-pass" || o == "--disable-pass") {
+        if (k + 1 < args.size()) opts.push_back(args[++k]);
+        continue;
+      }
+      if (o.rfind("-O", 0) != 0) interp_opts.push_back(o);
+    }
+    std::vector<std::string> interp_args = {"interp", f}, checked_args = {"run", f, "--check"};
+    interp_args.insert(interp_args.end(), interp_opts.begin(), interp_opts.end());
+    checked_args.insert(checked_args.end(), opts.begin(), opts.end());
+    Result in = kiln(interp_args), checked = kiln(checked_args);
+    EXPECT_LT(in.status, 128) << "interp killed by signal " << in.status - 128 << "\n" << in.err;
+    EXPECT_EQ(in.status, checked.status) << "interp:\n"
+                                         << in.out << in.err << "run --check:\n"
+                                         << checked.out << checked.err;
   }
 }
 

@@ -234,7 +234,10 @@ TEST(Artifact, DescribesItsTargetEntryAndArguments) {
        {R"("name":"seg")", R"("triple":"aarch64-linux-gnu")", R"("cpu":"neoverse-n1")",
         R"("opt_level":2)", R"({"kind":"param","name":"m","dtype":"i64"})",
         R"({"kind":"buffer","name":"offsets","dtype":"i32","role":"input","shape":["m + 1"]})",
-        R"("imports":["kiln_parallel_launch"])", R"("fast_math":false)"}) {
+        R"("imports":["kiln_parallel_launch"])", R"("fast_math":false)",
+        // What status 16 means: offsets are checked at the entry, as the bounds proof needs.
+        R"("checks":[{"status":16,"kind":"input_spec","subject":"offsets","message":"input )"
+        R"(offsets breaks its value spec in [0, nnz] sorted","where":"test.kiln:5:11"}])"}) {
     EXPECT_NE(json.find(part), std::string::npos) << part << " not in " << json;
   }
   EXPECT_NE(json.find("\"key\":\"" + a.key + "\""), std::string::npos) << json;

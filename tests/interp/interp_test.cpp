@@ -224,6 +224,7 @@ Func segment_sum() {
   f.bufs[0].values.hi = v("nnz");
   f.bufs[0].values.hi_inclusive = true;
   f.bufs[0].values.sorted = true;
+  f.bufs[0].where = SourceLoc{"segsum.kiln", 3, 9};
   auto ptr = [](Expr i) { return cast(DType::I64, load("ptr", {std::move(i)}, DType::I32)); };
   f.comps.push_back(
       comp("init", {"i"}, {in_range(c(0), "i", v("m"))}, f32(0), StoreTarget{"y", {v("i")}}));
@@ -277,11 +278,30 @@ TEST(Reference, SegmentSumOnRandomSortedRowPointers) {
   EXPECT_EQ(contents(b.buffers["y"]), expected);
 }
 
-TEST(Reference, OutOfBoundsReadNamesTheAccessAndTheInstance) {
-  // ptr[2] = 5 reaches past x's 4 elements.
+TEST(Reference, AnInputBreakingItsValueSpecIsRefusedBeforeAnyAccess) {
+  // ptr[2] = 5 reaches past x's 4 elements: the spec [0, nnz] says it may not.
   EXPECT_EQ(error_of([] {
               run_segment_sum({0, 1, 5}, 4);
             }),
+            "segsum.kiln:3:9: interp error: input ptr breaks its value spec in [0, nnz] sorted: "
+            "ptr[2] = 5 is above nnz = 4");
+  EXPECT_EQ(error_of([] {
+              run_segment_sum({0, 3, 1}, 4);
+            }),
+            "segsum.kiln:3:9: interp error: input ptr breaks its value spec in [0, nnz] sorted: "
+            "ptr[2] = 1 is below ptr[1] = 3, so it is not sorted");
+}
+
+TEST(Reference, OutOfBoundsReadNamesTheAccessAndTheInstance) {
+  // Without a value spec nothing is checked first: the read itself is reported.
+  Func f = segment_sum();
+  f.bufs[0].values = {};
+  Bindings b;
+  b.params = param_values(f, {{"m", 2}, {"nnz", 4}});
+  b.buffers["ptr"] = filled(DType::I32, {3}, {0, 1, 5});
+  b.buffers["x"] = filled(DType::F32, {4}, {1, 2, 3, 4});
+  b.buffers["y"] = filled(DType::F32, {2}, {0, 0});
+  EXPECT_EQ(error_of([&] { run_reference(f, b); }),
             "segsum.kiln:9:3: interp error: out-of-bounds read x[4] (x has shape [4]) in "
             "acc(i=1, j=4)");
 }
@@ -362,7 +382,22 @@ TEST(Reference, IntegerDivisionByZeroNamesTheExpression) {
                          binary(BinaryOp::Div, c(12), v("i") - c(1)), StoreTarget{"q", {v("i")}}));
   Bindings b = random_bindings(f, {}, 0);
   EXPECT_EQ(error_of([&] { run_reference(f, b); }),
-            "<input>: interp error: division by zero in 12 / (i - 1) in Z(i=1)");
+            "<input>: interp error: integer division by zero in 12 / (i - 1) in Z(i=1)");
+}
+
+TEST(Reference, SmallestIntegerDividedByMinusOneIsAnError) {
+  // Compiled kernels return an error status for it; the oracle agrees.
+  Func f;
+  f.name = "z";
+  f.bufs = {buf("q", DType::I32, {c(2)}, BufKind::Output)};
+  Expr smallest = cast(DType::I32, c(-2147483648LL));
+  f.comps.push_back(comp("Z", {"i"}, {in_range(c(0), "i", c(2))},
+                         binary(BinaryOp::Mod, smallest, cast(DType::I32, v("i") - c(1))),
+                         StoreTarget{"q", {v("i")}}));
+  Bindings b = random_bindings(f, {}, 0);
+  EXPECT_EQ(error_of([&] { run_reference(f, b); }),
+            "<input>: interp error: integer overflow: the smallest i32 divided by -1 in "
+            "i32(-2147483648) % i32(i - 1) in Z(i=0)");
 }
 
 Func accumulate(DType t) {

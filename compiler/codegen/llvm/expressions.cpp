@@ -2,6 +2,8 @@
 // vectorized loop (a value that does not vary stays scalar until it meets a vector).
 #include <llvm/IR/Intrinsics.h>
 
+#include <algorithm>
+
 #include "function_builder.h"
 #include "kiln/analysis.h"
 
@@ -87,9 +89,9 @@ llvm::Value* FunctionBuilder::binary(const ir::Binary& n) {
     case Op::Mul:
       return fl ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
     case Op::Div:
-      return fl ? b_.CreateFDiv(a, b) : floor_div(a, b, false);
+      return fl ? b_.CreateFDiv(a, b) : checked_div(n, a, b, false);
     case Op::Mod:
-      return fl ? b_.CreateFRem(a, b) : floor_div(a, b, true);
+      return fl ? b_.CreateFRem(a, b) : checked_div(n, a, b, true);
     case Op::Min:
       return b_.CreateSelect(fl ? b_.CreateFCmpOLT(b, a) : b_.CreateICmpSLT(b, a), b, a);
     case Op::Max:
@@ -120,6 +122,32 @@ llvm::Value* FunctionBuilder::floor_div(llvm::Value* a, llvm::Value* b, bool mod
       b_.CreateICmpNE(r, zero), b_.CreateXor(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
   if (mod) return b_.CreateSelect(fix, b_.CreateAdd(r, b), r);
   return b_.CreateSelect(fix, b_.CreateSub(q, llvm::ConstantInt::get(a->getType(), 1)), q);
+}
+
+llvm::Value* FunctionBuilder::checked_div(const ir::Binary& n, llvm::Value* a, llvm::Value* b,
+                                          bool mod) {
+  auto* d = ir::as<ir::IntImm>(n.b);
+  if (d && d->value != 0 && d->value != -1) return floor_div(a, b, mod);
+  // Lanes dividing by 0, or the smallest value by -1, divide by 1 instead
+  // (so nothing traps), give 0 and record the status.
+  auto* int_ty = llvm::cast<llvm::IntegerType>(a->getType()->getScalarType());
+  llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
+  llvm::Value* minus_one = llvm::Constant::getAllOnesValue(a->getType());
+  llvm::Value* smallest =
+      llvm::ConstantInt::get(a->getType(), llvm::APInt::getSignedMinValue(int_ty->getBitWidth()));
+  llvm::Value* bad =
+      b_.CreateOr(b_.CreateICmpEQ(b, zero),
+                  b_.CreateAnd(b_.CreateICmpEQ(a, smallest), b_.CreateICmpEQ(b, minus_one)));
+  llvm::Value* safe = b_.CreateSelect(bad, llvm::ConstantInt::get(a->getType(), 1), b);
+  llvm::Value* r = b_.CreateSelect(bad, zero, floor_div(a, safe, mod));
+  auto check = std::find_if(f_.checks.begin(), f_.checks.end(), [&](const ir::RuntimeCheck& c) {
+    return c.kind == ir::RuntimeCheck::Kind::Arithmetic && c.subject == storing_ &&
+           !storing_.empty();
+  });
+  record_status(bad, check == f_.checks.end()
+                         ? ir::kStatusArith
+                         : ir::kStatusCheckBase + static_cast<int32_t>(check - f_.checks.begin()));
+  return r;
 }
 
 llvm::Value* FunctionBuilder::logic(const ir::Binary& n) {

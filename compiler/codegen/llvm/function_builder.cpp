@@ -2,6 +2,8 @@
 // scope, statements and serial loops.
 #include "function_builder.h"
 
+#include <llvm/IR/MDBuilder.h>
+
 namespace kiln::codegen::detail {
 
 [[noreturn]] void fail(const std::string& msg) { throw CompileError(ErrorStage::Codegen, {}, msg); }
@@ -25,7 +27,7 @@ void FunctionBuilder::build() {
   std::vector<llvm::Type*> types;
   for (size_t k = 0; k < f_.params.size(); ++k) types.push_back(i64);
   for (size_t k = 0; k < f_.args.size(); ++k) types.push_back(ptr);
-  auto* body_ty = llvm::FunctionType::get(b_.getVoidTy(), types, false);
+  auto* body_ty = llvm::FunctionType::get(b_.getInt32Ty(), types, false);
   llvm::Function* body = llvm::Function::Create(body_ty, llvm::Function::InternalLinkage,
                                                 entry_symbol(f_) + "_body", m_);
   decorate(body);
@@ -49,8 +51,17 @@ void FunctionBuilder::build() {
     for (const auto& e : f_.args[k].shape) info.shape.push_back(to_i64(expr(e)));
     bufs_[f_.args[k].name] = info;
   }
+  input_checks();
+  llvm::Value* status = nullptr;
+  if (has_trapping_division(f_.body)) {
+    llvm::IRBuilder<> at_entry(&body->getEntryBlock(), body->getEntryBlock().begin());
+    status = at_entry.CreateAlloca(b_.getInt32Ty(), nullptr, "status");
+    b_.CreateStore(b_.getInt32(0), status);
+    vars_[kStatusSlot] = status;
+  }
   stmt(f_.body);
-  b_.CreateRetVoid();
+  b_.CreateRet(status ? static_cast<llvm::Value*>(b_.CreateLoad(b_.getInt32Ty(), status))
+                      : b_.getInt32(0));
 
   // The entry point: unpack kiln_value args, check their count, call the body.
   auto* entry_ty = llvm::FunctionType::get(b_.getInt32Ty(), {ptr, b_.getInt32Ty()}, false);
@@ -76,8 +87,78 @@ void FunctionBuilder::build() {
     call_args.push_back(
         b_.CreateLoad(k < static_cast<int32_t>(f_.params.size()) ? i64 : ptr, slot));
   }
-  b_.CreateCall(body, call_args);
-  b_.CreateRet(b_.getInt32(0));
+  b_.CreateRet(b_.CreateCall(body, call_args));
+}
+
+bool has_trapping_division(const ir::Stmt& s) {
+  struct Finder : ir::StmtVisitor {
+    bool found = false;
+    void visit_binary(const ir::Binary& n) override {
+      if (ir::is_int(n.type) && (n.op == ir::BinaryOp::Div || n.op == ir::BinaryOp::Mod)) {
+        auto* d = ir::as<ir::IntImm>(n.b);
+        if (!d || d->value == 0 || d->value == -1) found = true;
+      }
+      ir::StmtVisitor::visit_binary(n);
+    }
+  } f;
+  f.visit(s);
+  return f.found;
+}
+
+void FunctionBuilder::input_checks() {
+  for (size_t k = 0; k < f_.checks.size(); ++k) {
+    const ir::RuntimeCheck& check = f_.checks[k];
+    if (check.kind != ir::RuntimeCheck::Kind::InputSpec) continue;
+    const ir::Buf* arg = nullptr;
+    for (const auto& a : f_.args)
+      if (a.name == check.subject) arg = &a;
+    if (!arg || !ir::is_int(arg->dtype))
+      fail("input check of unknown integer input " + check.subject);
+    BufInfo& buf = buffer(arg->name);
+    llvm::Value* count = b_.getInt64(1);
+    for (llvm::Value* e : buf.shape) count = b_.CreateMul(count, e);
+    llvm::Value* lo = check.lo ? to_i64(expr(check.lo)) : nullptr;
+    llvm::Value* hi = check.hi ? to_i64(expr(check.hi)) : nullptr;
+    int32_t code = ir::kStatusCheckBase + static_cast<int32_t>(k);
+    auto* failed = llvm::BasicBlock::Create(ctx_, check.subject + ".bad", fn_);
+    llvm::Type* elem = mem_type(arg->dtype);
+    counted(b_.getInt64(0), count, 1, check.subject + ".check", [&](llvm::Value* i) {
+      llvm::Value* v = b_.CreateSExt(b_.CreateLoad(elem, b_.CreateInBoundsGEP(elem, buf.ptr, i)),
+                                     b_.getInt64Ty());
+      llvm::Value* bad = b_.getFalse();
+      if (lo) bad = b_.CreateOr(bad, b_.CreateICmpSLT(v, lo));
+      if (hi) bad = b_.CreateOr(bad, b_.CreateICmpSGT(v, hi));
+      if (check.sorted) {
+        // v < buf[i - 1], for i > 0 (buf[i - 1] is read only then).
+        llvm::Value* first = b_.CreateICmpEQ(i, b_.getInt64(0));
+        llvm::Value* prev_at = b_.CreateInBoundsGEP(
+            elem, buf.ptr, b_.CreateSelect(first, i, b_.CreateSub(i, b_.getInt64(1))));
+        llvm::Value* prev = b_.CreateSExt(b_.CreateLoad(elem, prev_at), b_.getInt64Ty());
+        bad = b_.CreateOr(bad, b_.CreateAnd(b_.CreateNot(first), b_.CreateICmpSLT(v, prev)));
+      }
+      auto* next = llvm::BasicBlock::Create(ctx_, check.subject + ".ok", fn_);
+      b_.CreateCondBr(bad, failed, next);
+      b_.SetInsertPoint(next);
+    });
+    llvm::IRBuilderBase::InsertPoint after = b_.saveIP();
+    b_.SetInsertPoint(failed);
+    b_.CreateRet(b_.getInt32(code));
+    b_.restoreIP(after);
+  }
+}
+
+void FunctionBuilder::record_status(llvm::Value* bad, int32_t status) {
+  auto slot = vars_.find(kStatusSlot);
+  if (slot == vars_.end()) fail("a division that can trap outside the kernel's status scope");
+  if (is_vec(bad)) bad = b_.CreateOrReduce(bad);
+  auto* yes = llvm::BasicBlock::Create(ctx_, "div.bad", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, "div.ok", fn_);
+  b_.CreateCondBr(bad, yes, done, llvm::MDBuilder(ctx_).createBranchWeights(1, 1 << 20));
+  b_.SetInsertPoint(yes);
+  b_.CreateAtomicCmpXchg(slot->second, b_.getInt32(0), b_.getInt32(status), llvm::MaybeAlign(4),
+                         llvm::AtomicOrdering::Monotonic, llvm::AtomicOrdering::Monotonic);
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
 }
 
 llvm::Type* FunctionBuilder::reg_type(ir::DType t) {

@@ -77,6 +77,10 @@ class FunctionBuilder {
   void restore(const std::string& name, const Saved& s);
   void stmt(const ir::Stmt& s);
   void alloc(const ir::Alloc& n);
+  // The entry checks of the inputs' value specs: a failing one returns its status at once.
+  void input_checks();
+  // Records `status` in the kernel's status slot when `bad` (any lane) holds; the first wins.
+  void record_status(llvm::Value* bad, int32_t status);
   // A counted loop: for (v = lo; v < hi; v += step) body(v).
   void counted(llvm::Value* lo, llvm::Value* hi, int64_t step, const std::string& name,
                const std::function<void(llvm::Value*)>& body, llvm::MDNode* loop_md = nullptr);
@@ -91,6 +95,9 @@ class FunctionBuilder {
   llvm::Value* binary(const ir::Binary& n);
   // Integer division and modulo rounding toward negative infinity.
   llvm::Value* floor_div(llvm::Value* a, llvm::Value* b, bool mod);
+  // floor_div for n, whose divisor may be 0 or -1: such lanes give 0 and
+  // record the status of the computation being stored (checked_status).
+  llvm::Value* checked_div(const ir::Binary& n, llvm::Value* a, llvm::Value* b, bool mod);
   // and / or: the right side runs only when it decides the result, if it reads memory.
   llvm::Value* logic(const ir::Binary& n);
   // Evaluates `then` only when cond is `when`; otherwise the result is `other`.
@@ -161,6 +168,16 @@ class FunctionBuilder {
   std::set<std::string> varying_;
   llvm::Value* mask_ = nullptr;
   std::map<std::string, ir::Expr> lane_defs_;  // varying integer lets, by definition
+  // The computation whose Store is being built: whose check a division records.
+  std::string storing_;
 };
+
+// The name under which the status slot (an i32 the kernel returns) is in
+// scope: it travels into parallel tasks with the other values. No .kiln name
+// can clash with it.
+inline constexpr const char* kStatusSlot = "@status";
+
+// Whether s has an integer division or modulo that can trap.
+bool has_trapping_division(const ir::Stmt& s);
 
 }  // namespace kiln::codegen::detail

@@ -157,8 +157,18 @@ void Kernel::run(Bindings& b) const {
   const ir::LoweredFunc& f = state_->func;
   std::vector<kiln_value> args = pack_arguments(f, b);
   int32_t rc = call(args.data(), static_cast<int32_t>(args.size()));
-  if (rc != 0)
-    throw CompileError(ErrorStage::Codegen, {}, f.name + " returned error " + std::to_string(rc));
+  if (rc == 0) return;
+  // An input that broke its spec: name the element, as the interpreters do.
+  const ir::RuntimeCheck* check = ir::runtime_check(f, rc);
+  if (check && check->kind == ir::RuntimeCheck::Kind::InputSpec) {
+    for (const ir::Buf& arg : f.args) {
+      auto data = b.buffers.find(arg.name);
+      if (arg.name != check->subject || data == b.buffers.end()) continue;
+      std::string error = value_spec_error(arg, data->second, b.params);
+      if (!error.empty()) throw CompileError(ErrorStage::Run, check->where, error);
+    }
+  }
+  throw ir::status_error(f, rc);
 }
 
 }  // namespace kiln::codegen

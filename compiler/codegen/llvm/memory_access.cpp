@@ -87,7 +87,10 @@ llvm::Value* FunctionBuilder::load(const ir::Load& n) {
 void FunctionBuilder::store(const ir::Store& n) {
   BufInfo& buf = buffer(n.buf);
   llvm::Align align(ir::dtype_bytes(buf.dtype));
+  std::string outer = storing_;
+  storing_ = n.comp;
   llvm::Value* v = expr(n.value);
+  storing_ = outer;
   auto to_mem = [&](llvm::Value* x) {
     return buf.dtype == ir::DType::Bool ? b_.CreateZExt(x, like(b_.getInt8Ty(), x)) : x;
   };

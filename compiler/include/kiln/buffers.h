@@ -67,4 +67,13 @@ std::vector<int64_t> buffer_shape(const ir::Buf& b, const std::map<std::string, 
 HostBuffer& bound_buffer(Bindings& b, const ir::Buf& buf, const std::string& func,
                          ErrorStage stage = ErrorStage::Interp);
 
+// Whether the values of input `buf` meet its value spec (range, sorted) under
+// `params`: "" when they do, else the error to report, naming the first
+// element that does not ("input ptr breaks its value spec in [0, nnz]
+// sorted: ptr[3] = 2 is below ptr[2] = 5"). The interpreters and the
+// kernel's caller report it the same way. Integer buffers only (float
+// inputs are never read as indices); "" for the others.
+std::string value_spec_error(const ir::Buf& buf, const HostBuffer& data,
+                             const std::map<std::string, int64_t>& params);
+
 }  // namespace kiln

@@ -102,6 +102,9 @@ struct Artifact {
   std::vector<char> code;            // the shared object
   std::string code_sha256;           // SHA-256 of `code`: what a loader checks the bytes by
   std::string key;                   // the compile cache key (kiln/compile.h) it was made under
+  // The statuses from KILN_ERR_CHECK up the kernel can return, in order: what
+  // a loader reports for each (LoweredFunc::checks).
+  std::vector<ir::RuntimeCheck> checks;
 
   // The metadata (everything but the code) as one JSON object, for
   // `kiln compile`'s out.so.json and for agents.

@@ -406,6 +406,11 @@ struct Func {
   const Knob* find_knob(const std::string& n) const;
   // Its buffers of one kind, in declaration order (an operator's inputs or outputs).
   std::vector<const Buf*> bufs_of_kind(BufKind kind) const;
+  // The inputs whose values it uses as data: read in a domain condition (a
+  // loop bound) or inside the indices of another access. Their value specs
+  // are what proves those accesses in bounds, so every run checks them
+  // first. In declaration order.
+  std::vector<const Buf*> inputs_read_as_data() const;
 };
 
 // ---------------------------------------------------------------------------

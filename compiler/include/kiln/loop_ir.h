@@ -1,6 +1,8 @@
 // The loop IR: what a scheduled Func lowers to, and what passes and code generators consume.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -119,6 +121,32 @@ const T* as(const Stmt& s) {
 // single statement is returned as itself.
 Stmt block(std::vector<Stmt> stmts);
 
+// The kernel statuses (runtime/include/kiln/runtime.h) the compiler needs.
+inline constexpr int32_t kStatusArith = 3;       // KILN_ERR_ARITH
+inline constexpr int32_t kStatusCheckBase = 16;  // KILN_ERR_CHECK
+
+// What a kernel checks at run time, and the status it returns when the check
+// fails: kStatusCheckBase + its index in LoweredFunc::checks.
+struct RuntimeCheck {
+  enum class Kind : uint8_t {
+    // At the kernel's entry, before any access relies on it: an input whose
+    // values index buffers or bound loops meets its value spec (range, sorted).
+    InputSpec,
+    // An integer division or modulo in a computation's value by zero, or of
+    // the type's smallest value by -1. The kernel finishes with 0 in its place
+    // and returns the status; its outputs are not to be used.
+    Arithmetic,
+  };
+  Kind kind = Kind::InputSpec;
+  std::string subject;  // InputSpec: the input; Arithmetic: the computation
+  std::string message;  // what failed, for the caller to report
+  SourceLoc where;      // the input's declaration, or the computation
+  // InputSpec: every element in [lo, hi] (i64 bounds in the run-time params;
+  // null: no bound) and, when sorted, none below the one before it.
+  Expr lo{}, hi{};
+  bool sorted = false;
+};
+
 // A lowered function: its arguments and its body.
 struct LoweredFunc {
   std::string name;
@@ -126,7 +154,16 @@ struct LoweredFunc {
   std::vector<Buf> args;            // input and output buffers, in declaration order
   Stmt body;                        // temporaries are Alloc nodes inside
   bool fast_math = false;           // the func's `option fast_math`
+  SourceLoc where{};                // the func's
+  std::map<std::string, SourceLoc> comp_where{};  // each computation's, for errors
+  std::vector<RuntimeCheck> checks{};
 };
+
+// The check behind a kernel status of f (null for 0 and the runtime's codes).
+const RuntimeCheck* runtime_check(const LoweredFunc& f, int32_t status);
+// A CompileError (stage Run) for a nonzero status a kernel of f returned:
+// at the check's position, with its message, or naming the runtime's code.
+CompileError status_error(const LoweredFunc& f, int32_t status);
 
 // Prints loop IR as C-like pseudo code (`kiln emit --stage loops`).
 std::string to_string(const Stmt& s, int indent = 0);

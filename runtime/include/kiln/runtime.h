@@ -12,14 +12,25 @@ extern "C" {
 /* The packed-argument ABI every kernel entry point has. args: the run-time
    params (i64) first, in declaration order, then one pointer per buffer
    argument (inputs and outputs), in declaration order. Returns 0, or a
-   nonzero error code (KILN_ERR_ARGS when nargs is wrong). */
+   nonzero error code: KILN_ERR_ARGS when nargs is wrong, KILN_ERR_ALLOC when a
+   temporary cannot be allocated, KILN_ERR_ARITH for an integer division by zero
+   (or of the smallest integer by -1) outside any one computation, and
+   KILN_ERR_CHECK + k when the kernel's own check k fails: an input breaking its
+   value spec, a division in a known computation (the artifact's "checks" say
+   which). Outputs are not to be used after a nonzero status. */
 typedef union kiln_value {
   void* ptr;
   int64_t i64;
   double f64;
 } kiln_value;
 typedef int32_t (*kiln_entry_fn)(const kiln_value* args, int32_t nargs);
-enum { KILN_OK = 0, KILN_ERR_ARGS = 1, KILN_ERR_ALLOC = 2 };
+enum {
+  KILN_OK = 0,
+  KILN_ERR_ARGS = 1,
+  KILN_ERR_ALLOC = 2,
+  KILN_ERR_ARITH = 3,
+  KILN_ERR_CHECK = 16
+};
 
 /* Runs fn(begin, end, closure) over [0, n) split into contiguous chunks across the pool
    (the calling thread takes part). A call made from inside a task runs serially in that task,
