@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 
 #include "eval.h"
@@ -64,26 +65,37 @@ void fill_random_named(HostBuffer& out, const ir::Buf& b,
   } else if (b.dtype == ir::DType::Bool) {
     for (int64_t k = 0; k < out.size(); ++k) out.set_i(k, static_cast<int64_t>(rng() & 1));
   } else {
-    // [lo, hi) after accounting for inclusive / exclusive ends.
-    int64_t lo = spec.lo ? ev.eval(spec.lo).as_int() + (spec.lo_inclusive ? 0 : 1) : -8;
-    int64_t hi = spec.hi ? ev.eval(spec.hi).as_int() + (spec.hi_inclusive ? 1 : 0) : 8;
-    if (!spec.hi && hi <= lo) hi = lo + 16;
-    if (!spec.lo && hi <= lo) lo = hi - 16;
-    if (hi <= lo && out.size() > 0) {
-      throw CompileError(ErrorStage::Interp, b.where,
-                         fmt::format("empty value range [{}, {}) for buffer {}", lo, hi, b.name));
-    }
-    // Bounds in params are known only now: the range must still fit the type.
-    if (static_cast<double>(lo) < ir::dtype_min(b.dtype) ||
-        static_cast<double>(hi - 1) > ir::dtype_max(b.dtype)) {
+    // [lo, hi], both ends inclusive, in 128 bits: the ends of i64 do not wrap.
+    using Wide = __int128;
+    auto text = [](Wide v) {
+      if (v == 0) return std::string("0");
+      std::string s;
+      bool neg = v < 0;
+      for (; v != 0; v /= 10)
+        s.insert(s.begin(), static_cast<char>('0' + (neg ? -(v % 10) : v % 10)));
+      return neg ? "-" + s : s;
+    };
+    Wide lo = spec.lo ? Wide{ev.eval(spec.lo).as_int()} + (spec.lo_inclusive ? 0 : 1) : Wide{-8};
+    Wide hi = spec.hi ? Wide{ev.eval(spec.hi).as_int()} - (spec.hi_inclusive ? 0 : 1) : Wide{7};
+    if (!spec.hi && hi < lo) hi = lo + 15;
+    if (!spec.lo && hi < lo) lo = hi - 15;
+    if (hi < lo && out.size() > 0) {
       throw CompileError(
           ErrorStage::Interp, b.where,
-          fmt::format("the value range [{}, {}) of buffer {} goes beyond its type {}, which holds "
-                      "{} to {}",
-                      lo, hi, b.name, ir::dtype_name(b.dtype), ir::dtype_min(b.dtype),
-                      ir::dtype_max(b.dtype)));
+          fmt::format("empty value range [{}, {}] for buffer {}", text(lo), text(hi), b.name));
     }
-    std::uniform_int_distribution<int64_t> dist(lo, std::max(lo, hi - 1));
+    // Bounds in params are known only now: the range must still fit the type.
+    Wide type_min = b.dtype == ir::DType::I32 ? Wide{INT32_MIN} : Wide{INT64_MIN};
+    Wide type_max = b.dtype == ir::DType::I32 ? Wide{INT32_MAX} : Wide{INT64_MAX};
+    if (lo < type_min || hi > type_max) {
+      throw CompileError(
+          ErrorStage::Interp, b.where,
+          fmt::format("the value range [{}, {}] of buffer {} goes beyond its type {}, which holds "
+                      "{} to {}",
+                      text(lo), text(hi), b.name, ir::dtype_name(b.dtype), text(type_min),
+                      text(type_max)));
+    }
+    std::uniform_int_distribution<int64_t> dist(static_cast<int64_t>(lo), static_cast<int64_t>(hi));
     for (int64_t k = 0; k < out.size(); ++k) out.set_i(k, dist(rng));
   }
   if (spec.sorted) {

@@ -145,6 +145,18 @@ class LoopInterpreter final : public detail::Evaluator {
             fail(fmt::format("alloc {} with negative extent {}", n.buf, shape.back()));
           }
         }
+        // The limits a kernel checks (kiln/loop_ir.h), so that both agree.
+        bool stack = n.loc == ir::MemLoc::Stack;
+        int64_t limit = stack ? ir::kMaxStackTempBytes : ir::kMaxHeapTempBytes;
+        int64_t bytes = ir::dtype_bytes(n.dtype);
+        for (int64_t e : shape)
+          if (__builtin_mul_overflow(bytes, e, &bytes)) bytes = INT64_MAX;
+        if (bytes > limit) {
+          fail(
+              fmt::format("temporary {} needs {} bytes, more than the limit of {} for a "
+                          "temporary on the {} (docs/limits.md)",
+                          n.buf, bytes, limit, stack ? "stack" : "heap"));
+        }
         // An inner Alloc of the same name hides the outer one while it lives.
         auto old = temps_.find(n.buf);
         std::optional<HostBuffer> hidden;

@@ -179,7 +179,13 @@ CompileError status_error(const LoweredFunc& f, int32_t status) {
       what = "was called with the wrong number of arguments (KILN_ERR_ARGS)";
       break;
     case 2:
-      what = "could not allocate a temporary (KILN_ERR_ALLOC)";
+      what =
+          "could not allocate a temporary (KILN_ERR_ALLOC): one sized by the run-time params "
+          "needs more than the limit (" +
+          std::to_string(kMaxStackTempBytes) + " bytes on the stack, " +
+          std::to_string(kMaxHeapTempBytes) +
+          " on the heap; docs/limits.md), or the heap had "
+          "no room";
       break;
     case kStatusArith:
       what = "divided an integer by zero, or the smallest integer by -1 (KILN_ERR_ARITH)";

@@ -92,6 +92,11 @@ std::string source_text(const ir::Expr& e) {
   return ir::to_string(strip(e));
 }
 
+const ir::Load* loaded(const ir::Expr& e) {
+  if (auto* c = ir::as<ir::Cast>(e)) return loaded(c->value);
+  return ir::as<ir::Load>(e);
+}
+
 class BoundsChecker {
  public:
   BoundsChecker(const ScheduledFunc::Impl& m, const CompModel& c) : m_(m), c_(c) {}
@@ -159,7 +164,7 @@ class BoundsChecker {
       all.push_back(n + " = " + *extent);
       all.push_back("(" + v + " < 0 or " + v + " >= " + n + ")");
       std::string said = join(all, " ");  // what names the data params worth naming
-      for (const auto& r : data_ranges()) all.push_back(r);
+      for (const auto& r : data_param_ranges(m_, data_)) all.push_back(r);
       std::vector<std::string> dims;
       for (const auto& it : shown) dims.push_back(isl_name(it));
       dims.push_back(v);
@@ -185,31 +190,6 @@ class BoundsChecker {
       isl_ctx_reset_error(s.ctx().get());
       return s.sample_point();
     }
-  }
-
-  // What each data param may be: its buffer's value spec, else its type's range.
-  std::vector<std::string> data_ranges() {
-    std::vector<std::string> out;
-    AffinePrinter params(m_, {}, "", nullptr);
-    for (const auto& d : data_) {
-      const ir::Load* l = loaded(d.value);
-      const ir::Buf* b = l ? m_.func.find_buf(l->buf) : nullptr;
-      if (!b) continue;
-      const ir::ValueSpec& spec = b->values;
-      std::optional<std::string> lo, hi;
-      if (spec.lo) lo = params.expr(spec.lo);
-      if (spec.hi) hi = params.expr(spec.hi);
-      out.push_back(lo ? *lo + (spec.lo_inclusive ? " <= " : " < ") + d.name
-                       : int_text(ir::dtype_min(b->dtype)) + " <= " + d.name);
-      out.push_back(hi ? d.name + (spec.hi_inclusive ? " <= " : " < ") + *hi
-                       : d.name + " <= " + int_text(ir::dtype_max(b->dtype)));
-    }
-    return out;
-  }
-
-  static const ir::Load* loaded(const ir::Expr& e) {
-    if (auto* c = ir::as<ir::Cast>(e)) return loaded(c->value);
-    return ir::as<ir::Load>(e);
   }
 
   // A set dimension name that no iterator, param or data param uses.
@@ -292,6 +272,26 @@ class BoundsChecker {
 };
 
 }  // namespace
+
+std::vector<std::string> data_param_ranges(const ScheduledFunc::Impl& m,
+                                           const std::vector<DataParam>& data) {
+  std::vector<std::string> out;
+  AffinePrinter params(m, {}, "", nullptr);
+  for (const auto& d : data) {
+    const ir::Load* l = loaded(d.value);
+    const ir::Buf* b = l ? m.func.find_buf(l->buf) : nullptr;
+    if (!b) continue;
+    const ir::ValueSpec& spec = b->values;
+    std::optional<std::string> lo, hi;
+    if (spec.lo) lo = params.expr(spec.lo);
+    if (spec.hi) hi = params.expr(spec.hi);
+    out.push_back(lo ? *lo + (spec.lo_inclusive ? " <= " : " < ") + d.name
+                     : int_text(ir::dtype_min(b->dtype)) + " <= " + d.name);
+    out.push_back(hi ? d.name + (spec.hi_inclusive ? " <= " : " < ") + *hi
+                     : d.name + " <= " + int_text(ir::dtype_max(b->dtype)));
+  }
+  return out;
+}
 
 void check_access_bounds(const ScheduledFunc::Impl& m) {
   for (const auto& c : m.comps) BoundsChecker(m, c).check();

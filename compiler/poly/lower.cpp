@@ -446,6 +446,34 @@ void check_allocations(const Impl& m, const ir::Stmt& body) {
   struct Scopes : ir::StmtVisitor {
     const Impl* m;
     std::multiset<std::string> live;
+    // A size known now must be within the limits; one in run-time params is
+    // checked by the kernel.
+    void check_size(const ir::Alloc& n) {
+      bool stack = n.loc == ir::MemLoc::Stack;
+      int64_t limit = stack ? ir::kMaxStackTempBytes : ir::kMaxHeapTempBytes;
+      int64_t bytes = ir::dtype_bytes(n.dtype);
+      std::string dims;
+      for (const auto& e : n.shape) {
+        auto* k = ir::as<ir::IntImm>(e);
+        if (!k) return;
+        dims += (dims.empty() ? "" : ", ") + std::to_string(k->value);
+        if (k->value < 0 || __builtin_mul_overflow(bytes, k->value, &bytes)) bytes = -1;
+        if (bytes < 0) break;
+      }
+      if (bytes >= 0 && bytes <= limit) return;
+      SourceLoc where = m->func.where;
+      if (const ir::Buf* b = m->func.find_buf(n.buf)) where = b->where;
+      for (const auto& s : m->alloc_sites)
+        if (s.buf == n.buf) where = s.where;
+      throw CompileError(
+          ErrorStage::Lower, where,
+          "temporary '" + n.buf + "' (" + ir::dtype_name(n.dtype) + "[" + dims + "]) needs " +
+              (bytes < 0 ? std::string("more bytes than 64 bits count")
+                         : std::to_string(bytes) + " bytes") +
+              ", more than the limit of " + std::to_string(limit) + " for a temporary on the " +
+              (stack ? "stack" : "heap") + " (" + (stack ? "stack" : "heap") +
+              " temp bytes, docs/limits.md)" + (stack ? "; place it on the heap" : ""));
+    }
     void use(const std::string& buf) {
       const ir::Buf* b = m->func.find_buf(buf);
       if (!b || b->kind != ir::BufKind::Temp || live.count(buf)) return;
@@ -458,6 +486,7 @@ void check_allocations(const Impl& m, const ir::Stmt& body) {
                          "temp buffer '" + buf + "' is used outside the place it is allocated");
     }
     void visit_alloc(const ir::Alloc& n) override {
+      check_size(n);
       auto it = live.insert(n.buf);
       ir::StmtVisitor::visit_alloc(n);
       live.erase(it);

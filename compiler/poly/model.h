@@ -107,6 +107,19 @@ std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_c
 // all params the constraints allow and all values the inputs' value specs
 // allow. Defined in access_bounds.cpp.
 void check_access_bounds(const ScheduledFunc::Impl& m);
+// What the value specs promise about data params, as isl constraints on
+// them ("0 <= _acc_0", "_acc_0 <= nnz"); a buffer without a range gives its
+// type's.
+std::vector<std::string> data_param_ranges(const ScheduledFunc::Impl& m,
+                                           const std::vector<DataParam>& data);
+
+// Loop values must stay within kMaxLoopValue in magnitude (2^62: headroom for
+// the step and bound arithmetic of 64-bit loops) for run-time params up to
+// kMaxParamMagnitude (2^32) within the constraints. The problem, or nullopt.
+// Defined in schedule_range.cpp.
+inline constexpr int64_t kMaxLoopValue = int64_t{1} << 62;
+inline constexpr int64_t kMaxParamMagnitude = int64_t{1} << 32;
+std::optional<std::string> schedule_range_problem(const ScheduledFunc::Impl& m);
 
 // Applies one schedule command. Defined in primitives.cpp.
 void apply_command(ScheduledFunc::Impl& m, const ir::ScheduleCommand& cmd);

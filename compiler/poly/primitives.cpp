@@ -340,6 +340,28 @@ void cmd_apply_sch(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   isl_map* raw = isl_map_read_from_str(ctx.get(), cmd.args[0].text.c_str());
   if (!raw) fail(cmd.args[0].where, "apply_sch: cannot parse isl map \"" + cmd.args[0].text + "\"");
   raw = isl_map_reset_tuple_id(isl_map_reset_tuple_id(raw, isl_dim_in), isl_dim_out);
+  // Its params must be the func's: a compile-time one takes its value, an
+  // unknown name is refused here rather than left for code generation.
+  for (int p = static_cast<int>(isl_map_dim(raw, isl_dim_param)) - 1; p >= 0; --p) {
+    unsigned pos = static_cast<unsigned>(p);
+    std::string name = isl_map_get_dim_name(raw, isl_dim_param, pos);
+    if (std::any_of(m.runtime_params.begin(), m.runtime_params.end(),
+                    [&](const std::string& r) { return isl_name(r) == name; }))
+      continue;
+    auto constant = std::find_if(m.constants.begin(), m.constants.end(),
+                                 [&](const auto& kv) { return isl_name(kv.first) == name; });
+    if (constant == m.constants.end()) {
+      isl_map_free(raw);
+      std::vector<std::string> known = m.runtime_params;
+      for (const auto& kv : m.constants) known.push_back(kv.first);
+      fail(cmd.args[0].where, "apply_sch: the map uses '" + name + "', which is not a param of " +
+                                  m.func.name +
+                                  (known.empty() ? " (it has none)" : " (" + joined(known) + ")"));
+    }
+    raw =
+        isl_map_fix_val(raw, isl_dim_param, pos, isl_val_int_from_si(ctx.get(), constant->second));
+    raw = isl_map_project_out(raw, isl_dim_param, pos, 1);
+  }
   isl::map u = isl::manage(raw);
   int in = static_cast<int>(u.domain_tuple_dim()), out = static_cast<int>(u.range_tuple_dim());
   if (in != c.loops())

@@ -41,6 +41,17 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands) {
         m->applied.push_back(command_text(cmd));
         spdlog::debug("{}: applied {}", f.name, m->applied.back());
       }
+      if (auto problem = schedule_range_problem(*m)) {
+        // Blame the first command after which a loop leaves the range.
+        auto replay = build_model(f, true);
+        for (const auto& cmd : replay->func.schedule) {
+          apply_command(*replay, cmd);
+          if (auto p = schedule_range_problem(*replay))
+            throw CompileError(ErrorStage::Schedule, cmd.where,
+                               "after " + command_text(cmd) + ", " + *p);
+        }
+        throw CompileError(ErrorStage::Schedule, f.where, *problem);
+      }
       if (!is_legal(*m)) {
         // Blame the first command after which the schedule is illegal.
         auto replay = build_model(f, true);

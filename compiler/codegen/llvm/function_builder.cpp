@@ -6,6 +6,9 @@
 
 namespace kiln::codegen::detail {
 
+static_assert(ir::kStatusCheckBase == KILN_ERR_CHECK && ir::kStatusArith == KILN_ERR_ARITH,
+              "the compiler's kernel statuses are the runtime's");
+
 [[noreturn]] void fail(const std::string& msg) { throw CompileError(ErrorStage::Codegen, {}, msg); }
 
 bool vectorizable_body(const ir::Stmt& s) {
@@ -53,7 +56,7 @@ void FunctionBuilder::build() {
   }
   input_checks();
   llvm::Value* status = nullptr;
-  if (has_trapping_division(f_.body)) {
+  if (has_trapping_division(f_.body) || has_alloc(f_.body)) {
     llvm::IRBuilder<> at_entry(&body->getEntryBlock(), body->getEntryBlock().begin());
     status = at_entry.CreateAlloca(b_.getInt32Ty(), nullptr, "status");
     b_.CreateStore(b_.getInt32(0), status);
@@ -88,6 +91,18 @@ void FunctionBuilder::build() {
         b_.CreateLoad(k < static_cast<int32_t>(f_.params.size()) ? i64 : ptr, slot));
   }
   b_.CreateRet(b_.CreateCall(body, call_args));
+}
+
+bool has_alloc(const ir::Stmt& s) {
+  struct Finder : ir::StmtVisitor {
+    bool found = false;
+    void visit_alloc(const ir::Alloc& n) override {
+      found = true;
+      ir::StmtVisitor::visit_alloc(n);
+    }
+  } f;
+  f.visit(s);
+  return f.found;
 }
 
 bool has_trapping_division(const ir::Stmt& s) {
@@ -298,25 +313,46 @@ void FunctionBuilder::alloc(const ir::Alloc& n) {
   }
   llvm::Value* bytes = b_.CreateMul(count, b_.getInt64(ir::dtype_bytes(n.dtype)));
   bool on_stack = n.loc == ir::MemLoc::Stack;
+  // A size beyond the limit (sizes in run-time params are known only now),
+  // or a heap that says no, skips the temporary's statements and returns
+  // KILN_ERR_ALLOC; the kernel's outputs are then not to be used.
+  int64_t limit = on_stack ? ir::kMaxStackTempBytes : ir::kMaxHeapTempBytes;
+  llvm::Value* too_big = b_.CreateICmpUGT(bytes, b_.getInt64(limit));
   llvm::Value* saved_stack = nullptr;
+  auto* use = llvm::BasicBlock::Create(ctx_, n.buf + ".use", fn_);
+  auto* skip = llvm::BasicBlock::Create(ctx_, n.buf + ".skip", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, n.buf + ".done", fn_);
   if (on_stack) {
+    auto* make = llvm::BasicBlock::Create(ctx_, n.buf + ".alloca", fn_);
+    b_.CreateCondBr(too_big, skip, make);
+    b_.SetInsertPoint(make);
     saved_stack = b_.CreateStackSave();
     auto* a = b_.CreateAlloca(b_.getInt8Ty(), bytes, n.buf);
     a->setAlignment(llvm::Align(64));
     info.ptr = a;
+    b_.CreateBr(use);
   } else {
     llvm::FunctionCallee alloc_fn =
         m_.getOrInsertFunction("kiln_alloc", b_.getPtrTy(), b_.getInt64Ty(), b_.getInt64Ty());
-    info.ptr = b_.CreateCall(alloc_fn, {bytes, b_.getInt64(64)}, n.buf);
+    // Asked for nothing when too big: kiln_alloc(0) still gives a pointer, freed below.
+    info.ptr = b_.CreateCall(
+        alloc_fn, {b_.CreateSelect(too_big, b_.getInt64(0), bytes), b_.getInt64(64)}, n.buf);
+    llvm::Value* failed = b_.CreateOr(too_big, b_.CreateIsNull(info.ptr));
+    b_.CreateCondBr(failed, skip, use, llvm::MDBuilder(ctx_).createBranchWeights(1, 1 << 20));
   }
+  b_.SetInsertPoint(skip);
+  record_status(b_.getTrue(), KILN_ERR_ALLOC);
+  b_.CreateBr(done);
+  b_.SetInsertPoint(use);
   auto old = bufs_.find(n.buf);
   std::optional<BufInfo> shadowed;
   if (old != bufs_.end()) shadowed = old->second;
   bufs_[n.buf] = info;
   stmt(n.body);
-  if (on_stack) {
-    b_.CreateStackRestore(saved_stack);
-  } else {
+  if (on_stack) b_.CreateStackRestore(saved_stack);
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  if (!on_stack) {
     llvm::FunctionCallee free_fn =
         m_.getOrInsertFunction("kiln_free", b_.getVoidTy(), b_.getPtrTy());
     b_.CreateCall(free_fn, {info.ptr});

@@ -80,6 +80,7 @@ class FunctionBuilder {
   // The entry checks of the inputs' value specs: a failing one returns its status at once.
   void input_checks();
   // Records `status` in the kernel's status slot when `bad` (any lane) holds; the first wins.
+  // The slot exists when the body can divide by zero or allocates.
   void record_status(llvm::Value* bad, int32_t status);
   // A counted loop: for (v = lo; v < hi; v += step) body(v).
   void counted(llvm::Value* lo, llvm::Value* hi, int64_t step, const std::string& name,
@@ -179,5 +180,7 @@ inline constexpr const char* kStatusSlot = "@status";
 
 // Whether s has an integer division or modulo that can trap.
 bool has_trapping_division(const ir::Stmt& s);
+// Whether s allocates a temporary (whose allocation can fail).
+bool has_alloc(const ir::Stmt& s);
 
 }  // namespace kiln::codegen::detail

@@ -125,6 +125,13 @@ Stmt block(std::vector<Stmt> stmts);
 inline constexpr int32_t kStatusArith = 3;       // KILN_ERR_ARITH
 inline constexpr int32_t kStatusCheckBase = 16;  // KILN_ERR_CHECK
 
+// The most bytes one temporary may take (docs/limits.md): on the stack (a
+// thread's stack is a few MiB) and on the heap. Lowering refuses a constant
+// size beyond them; a size in run-time params is checked by the kernel, which
+// returns KILN_ERR_ALLOC.
+inline constexpr int64_t kMaxStackTempBytes = int64_t{1} << 20;
+inline constexpr int64_t kMaxHeapTempBytes = int64_t{1} << 32;
+
 // What a kernel checks at run time, and the status it returns when the check
 // fails: kStatusCheckBase + its index in LoweredFunc::checks.
 struct RuntimeCheck {
