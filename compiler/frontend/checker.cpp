@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "affine.h"
+#include "kiln/analysis.h"
 #include "scope.h"
 #include "typing.h"
 
@@ -66,7 +67,8 @@ ir::BinaryOp reduction_op(const std::string& op) {
 
 class FuncChecker {
  public:
-  FuncChecker(const Source& src, const FuncDecl& decl) : src_(src), decl_(decl) {}
+  FuncChecker(const Source& src, const FuncDecl& decl, const Limits& limits)
+      : src_(src), decl_(decl), limits_(limits) {}
 
   ir::Func run() {
     for (const Item& item : decl_.items) note_future_names(item);
@@ -372,6 +374,7 @@ class FuncChecker {
       comp.value = Typer(src_, scope_, body).as_default(*d.value);
       decl.dtype = comp.value->type;
       scope_.add_comp(cname, decl);
+      check_size(d.name, comp);
       func_.comps.push_back(std::move(comp));
       scope_.current_comp.clear();
       return;
@@ -428,6 +431,7 @@ class FuncChecker {
     decl.dtype = dt;
     decl.stores = true;
     scope_.add_comp(cname, decl);
+    check_size(d.name, comp);
     func_.comps.push_back(std::move(comp));
     scope_.current_comp.clear();
   }
@@ -484,7 +488,9 @@ class FuncChecker {
     scope_.add_comp(init.name, init_decl);
     decl.rank = comp.iters.size();
     scope_.add_comp(cname, decl);
+    check_size(d.name, init);
     func_.comps.push_back(std::move(init));
+    check_size(d.name, comp);
     func_.comps.push_back(std::move(comp));
     scope_.current_comp.clear();
   }
@@ -492,13 +498,39 @@ class FuncChecker {
   const Source& src_;
   const FuncDecl& decl_;
   Scope scope_;
+  // The size limits on one computation, once it is built (docs/limits.md).
+  void check_size(const Ident& name, const ir::Comp& comp) {
+    if (comp.iters.size() > limits_.max_domain_dims) {
+      fail(name.pos, fmt::format("computation {} has {} iterators, more than the limit of {} "
+                                 "(max_domain_dims, docs/limits.md)",
+                                 q(comp.name), comp.iters.size(), limits_.max_domain_dims));
+    }
+    size_t nodes = 0;
+    auto count = [&](const ir::Expr& e) {
+      ir::any_subexpr(e, [&](const ir::Expr&) { return ++nodes > limits_.max_expression_nodes; });
+    };
+    if (comp.value) count(comp.value);
+    for (const ir::Expr& d : comp.domain) count(d);
+    if (nodes > limits_.max_expression_nodes) {
+      fail(name.pos, fmt::format("computation {} has more than {} expression nodes "
+                                 "(max_expression_nodes, docs/limits.md)",
+                                 q(comp.name), limits_.max_expression_nodes));
+    }
+    if (func_.comps.size() >= limits_.max_computations) {
+      fail(name.pos, fmt::format("{} has more than {} computations (max_computations, "
+                                 "docs/limits.md)",
+                                 q(func_.name), limits_.max_computations));
+    }
+  }
+
   ir::Func func_;
   std::optional<Pos> schedule_;
+  const Limits& limits_;
 };
 
 }  // namespace
 
-ir::Module check(const Source& src, const ModuleDecl& module) {
+ir::Module check(const Source& src, const ModuleDecl& module, const Limits& limits) {
   ir::Module m;
   std::map<std::string, Pos> seen;
   for (const FuncDecl& f : module.funcs) {
@@ -507,7 +539,7 @@ ir::Module check(const Source& src, const ModuleDecl& module) {
       src.validate_error(f.name.pos, "duplicate func " + q(f.name.name) + ": already declared at " +
                                          at_pos(it->second));
     }
-    m.funcs.push_back(FuncChecker(src, f).run());
+    m.funcs.push_back(FuncChecker(src, f, limits).run());
   }
   for (const GraphDecl& g : module.graphs) {
     auto [it, fresh] = seen.emplace(g.name.name, g.name.pos);

@@ -45,7 +45,7 @@ ir::Module parse_module(std::string_view text, const std::string& filename, cons
   Source src(text, filename);
   std::vector<Token> tokens = lex(src);
   ModuleDecl decl = parse(src, tokens);
-  return check(src, decl);
+  return check(src, decl, limits);
 }
 
 ir::Module parse_file(const std::string& path, const Limits& limits) {

@@ -117,7 +117,7 @@ CompileResult compile(const CompileRequest& request) {
   out.key = key_of(request, out.func);
 
   poly::ScheduledFunc scheduled =
-      clock("schedule", [&] { return poly::schedule(out.func, o.apply_schedule); });
+      clock("schedule", [&] { return poly::schedule(out.func, o.apply_schedule, o.limits); });
   if (request.output == CompileOutput::Schedule) {
     out.scheduled = std::move(scheduled);
     return out;

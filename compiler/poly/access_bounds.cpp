@@ -187,6 +187,7 @@ class BoundsChecker {
     try {
       return s.lexmin().sample_point();
     } catch (const isl::exception&) {
+      if (isl_quota_exceeded(s.ctx())) throw;
       isl_ctx_reset_error(s.ctx().get());
       return s.sample_point();
     }

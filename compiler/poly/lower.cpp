@@ -504,6 +504,47 @@ void check_allocations(const Impl& m, const ir::Stmt& body) {
   scopes.visit(body);
 }
 
+// unroll_explicit copies a loop's body once per iteration, and nested ones
+// multiply: the copies of one body are bounded (codegen checks it again
+// after the passes, where every bound is a constant).
+void check_unrolling(const Impl& m, const ir::Stmt& body) {
+  struct Walk : ir::StmtVisitor {
+    const Impl* m;
+    int64_t copies = 1;
+    void visit_for(const ir::For& n) override {
+      int64_t outer = copies;
+      if (n.tag == ir::LoopTag::UnrollExplicit) {
+        auto lo = ir::eval_int(n.min, m->constants), hi = ir::eval_int(n.end, m->constants);
+        if (lo && hi && *hi > *lo && n.step > 0) {
+          __int128 trips = (static_cast<__int128>(*hi) - *lo + n.step - 1) / n.step;
+          if (trips * copies > ir::kMaxUnrolledCopies) {
+            struct First : ir::StmtVisitor {
+              std::string comp;
+              void visit_store(const ir::Store& s) override {
+                if (comp.empty()) comp = s.comp;
+              }
+            } first;
+            first.visit(n.body);
+            const ir::Comp* c = m->func.find_comp(first.comp);
+            throw CompileError(
+                ErrorStage::Lower, c ? c->where : m->func.where,
+                "loop '" + n.var + "' is tagged unroll_explicit inside other unrolled loops: " +
+                    std::to_string(
+                        static_cast<int64_t>(std::min<__int128>(trips * copies, INT64_MAX))) +
+                    " copies of its body, more than the limit of " +
+                    std::to_string(ir::kMaxUnrolledCopies) + " (unrolled copies, docs/limits.md)");
+          }
+          copies *= static_cast<int64_t>(trips);
+        }
+      }
+      ir::StmtVisitor::visit_for(n);
+      copies = outer;
+    }
+  } walk;
+  walk.m = &m;
+  walk.visit(body);
+}
+
 // Each statement's padded schedule, by isl name, for at_each_domain.
 using ScheduleTable = std::map<std::string, isl::map>;
 using ExprList = std::unique_ptr<isl_ast_expr_list, decltype(&isl_ast_expr_list_free)>;
@@ -538,6 +579,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
 
   ir::Stmt body;
   std::set<std::string> placed;
+  isl_ctx_reset_operations(ctx.get());  // lowering has a budget of its own
   try {
     isl::union_map sched = isl::union_map::empty(ctx);
     for (const auto& c : m.comps)
@@ -572,9 +614,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     body = lowering.place_data_params(loops, {});
     placed = lowering.placed_;
   } catch (const isl::exception& e) {
-    throw CompileError(
-        ErrorStage::Lower, m.func.where,
-        std::string("isl could not generate code for ") + m.func.name + ": " + e.what());
+    isl_failed(m, ErrorStage::Lower, "generate code for " + m.func.name, e);
   }
 
   ir::LoweredFunc out;
@@ -595,6 +635,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     out.args.push_back(arg);
   }
   check_allocations(m, body);
+  check_unrolling(m, body);
   out.body = body ? body : ir::block({});
   out.where = m.func.where;
   for (const auto& c : m.func.comps) out.comp_where[c.name] = c.where;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "affine_printer.h"
+#include "kiln/analysis.h"
 
 namespace kiln::poly {
 
@@ -69,11 +70,21 @@ void collect_loads(const ir::Expr& e, std::vector<const ir::Load*>& out) {
 // stored ones by a read of their buffer.
 class ValueResolver : public ir::IRMutator {
  public:
-  ValueResolver(const ir::Func& f, const std::map<std::string, ir::StoreTarget>& stored)
-      : f_(f), stored_(stored) {}
+  ValueResolver(const ir::Func& f, const std::map<std::string, ir::StoreTarget>& stored,
+                size_t max_nodes)
+      : f_(f), stored_(stored), max_nodes_(max_nodes) {}
+
+  // Resolves the value of `comp`; inlining may not make it larger than the limit
+  // (value computations reading each other twice over double with each level).
+  ir::Expr resolve(const ir::Comp& comp) {
+    comp_ = &comp;
+    nodes_ = 0;
+    return mutate(comp.value);
+  }
 
  protected:
   ir::Expr mutate_access(const ir::Expr& e, const ir::Access& n) override {
+    if (depth_ == 0) top_ = n.comp;
     if (++depth_ > 64)
       throw CompileError(ErrorStage::Schedule, f_.where,
                          "computations read each other in a cycle through '" + n.comp + "'");
@@ -93,7 +104,17 @@ class ValueResolver : public ir::IRMutator {
       const ir::Buf* b = f_.find_buf(st->second.buf);
       result = ir::load(st->second.buf, at, b ? b->dtype : e->type, n.where);
     } else {
-      result = mutate(ir::substitute(c->value, sub));
+      ir::Expr inlined = ir::substitute(c->value, sub);
+      ir::any_subexpr(inlined, [&](const ir::Expr&) { return ++nodes_ > max_nodes_; });
+      if (nodes_ > max_nodes_)
+        throw CompileError(ErrorStage::Schedule, comp_ ? comp_->where : f_.where,
+                           "the value of '" + (comp_ ? comp_->name : n.comp) +
+                               "', with the value computations it reads inlined, has more than " +
+                               std::to_string(max_nodes_) +
+                               " expression nodes (max_expression_nodes, docs/limits.md); store "
+                               "'" +
+                               top_ + "' in a temp buffer instead (store / store_at)");
+      result = mutate(inlined);
     }
     --depth_;
     return result;
@@ -102,6 +123,10 @@ class ValueResolver : public ir::IRMutator {
  private:
   const ir::Func& f_;
   const std::map<std::string, ir::StoreTarget>& stored_;
+  size_t max_nodes_;
+  const ir::Comp* comp_ = nullptr;
+  std::string top_;  // the computation the value reads directly, being inlined
+  size_t nodes_ = 0;
   int depth_ = 0;
 };
 
@@ -222,9 +247,30 @@ isl::map padded_schedule(const CompModel& c, int dims) {
   return c.sched.apply_range(pad);
 }
 
-std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_commands) {
+namespace {
+
+void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limits);
+
+}  // namespace
+
+std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_commands,
+                                                 const Limits& limits) {
   auto m = std::make_unique<ScheduledFunc::Impl>();
+  m->limits = limits;
   m->func = f;
+  isl_ctx_set_max_operations(m->ctx.get().get(), limits.max_isl_operations);
+  try {
+    fill_model(m.get(), apply_commands, limits);
+  } catch (const isl::exception& e) {
+    isl_failed(*m, ErrorStage::Schedule, "build the model of " + f.name, e);
+  }
+  return m;
+}
+
+namespace {
+
+// Builds the model of m->func into m.
+void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limits) {
   const ir::Func& F = m->func;
   for (const auto& p : F.params) {
     if (p.value)
@@ -254,7 +300,7 @@ std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_c
 
   std::map<std::string, ir::StoreTarget> stored;
   if (apply_commands) stored = stored_values(F);
-  ValueResolver resolve(F, stored);
+  ValueResolver resolve(F, stored, limits.max_expression_nodes);
 
   for (const auto& comp : F.comps) {
     CompModel c;
@@ -268,7 +314,7 @@ std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_c
       if (st == stored.end()) continue;  // a value computation, inlined into its users
       c.target = st->second;
     }
-    c.value = resolve.mutate(comp.value);
+    c.value = resolve.resolve(comp);
     std::vector<ir::Expr> idx;
     for (const auto& x : c.target.indices) idx.push_back(resolve.mutate(x));
     c.target.indices = idx;
@@ -300,6 +346,7 @@ std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_c
       c.domain_approx = isl::set(ctx, param_list(*m) + " -> { " + tup + " : " +
                                           (approx.empty() ? "1 = 1" : approx) + " }");
     } catch (const isl::exception& e) {
+      if (isl_quota_exceeded(ctx)) throw;  // build_model reports the limit
       throw CompileError(ErrorStage::Schedule, comp.where,
                          "cannot build the domain of " + comp.name + ": " + e.what());
     }
@@ -369,8 +416,9 @@ std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_c
     add(Dependence::Kind::Anti, R, W);
     add(Dependence::Kind::Output, W, W);
   }
-  return m;
 }
+
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // ScheduledFunc

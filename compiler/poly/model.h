@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/ir.h"
+#include "kiln/limits.h"
 #include "kiln/loop_ir.h"
 #include "kiln/poly.h"
 
@@ -93,6 +94,7 @@ struct ScheduledFunc::Impl {
   // (static prefix, level) pairs whose static positions separate has doubled.
   std::set<std::pair<std::vector<int64_t>, int>> separated;
   std::vector<AllocSite> alloc_sites;
+  Limits limits;
 
   CompModel* find(const std::string& name);
   const CompModel* find(const std::string& name) const;
@@ -100,7 +102,16 @@ struct ScheduledFunc::Impl {
 
 // Builds the model of f with its original (textual) schedule and its
 // dependences. Defined in model.cpp.
-std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_commands);
+std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_commands,
+                                                 const Limits& limits);
+
+// Whether ctx has used up its isl operations (max_isl_operations): after that
+// every isl call fails, often with a message (a syntax error) that hides why.
+bool isl_quota_exceeded(isl::ctx ctx);
+// Throws the CompileError for an isl failure in `stage`: the isl operations
+// limit when that is what stopped isl, else isl's own message.
+[[noreturn]] void isl_failed(const ScheduledFunc::Impl& m, ErrorStage stage,
+                             const std::string& what, const isl::exception& e);
 
 // Throws a bounds CompileError, at the access, naming an instance, unless isl
 // proves that every access of every computation stays inside its buffer for

@@ -30,10 +30,10 @@ std::string command_text(const ir::ScheduleCommand& cmd) {
 
 }  // namespace
 
-ScheduledFunc schedule(const ir::Func& f, bool apply_commands) {
+ScheduledFunc schedule(const ir::Func& f, bool apply_commands, const Limits& limits) {
   std::unique_ptr<ScheduledFunc::Impl> m;
   try {
-    m = build_model(f, apply_commands);
+    m = build_model(f, apply_commands, limits);
     check_access_bounds(*m);
     if (apply_commands) {
       for (const auto& cmd : m->func.schedule) {
@@ -43,7 +43,7 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands) {
       }
       if (auto problem = schedule_range_problem(*m)) {
         // Blame the first command after which a loop leaves the range.
-        auto replay = build_model(f, true);
+        auto replay = build_model(f, true, limits);
         for (const auto& cmd : replay->func.schedule) {
           apply_command(*replay, cmd);
           if (auto p = schedule_range_problem(*replay))
@@ -54,7 +54,7 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands) {
       }
       if (!is_legal(*m)) {
         // Blame the first command after which the schedule is illegal.
-        auto replay = build_model(f, true);
+        auto replay = build_model(f, true, limits);
         for (const auto& cmd : replay->func.schedule) {
           apply_command(*replay, cmd);
           check_legality(*replay, &cmd);
@@ -63,11 +63,33 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands) {
       }
     }
   } catch (const isl::exception& e) {
-    throw CompileError(
-        ErrorStage::Schedule, f.where,
-        std::string("isl could not apply the schedule of ") + f.name + ": " + e.what());
+    if (m) isl_failed(*m, ErrorStage::Schedule, "apply the schedule of " + f.name, e);
+    throw CompileError(ErrorStage::Schedule, f.where,
+                       "isl could not build the model of " + f.name + ": " + e.what());
   }
   return ScheduledFunc(std::move(m));
+}
+
+bool isl_quota_exceeded(isl::ctx ctx) {
+  // Every isl allocation counts as an operation: one more fails with the
+  // quota error when, and only when, the quota is used up.
+  isl_ctx_reset_error(ctx.get());
+  isl_val* probe = isl_val_int_from_si(ctx.get(), 1);
+  bool exceeded = probe == nullptr && isl_ctx_last_error(ctx.get()) == isl_error_quota;
+  isl_val_free(probe);
+  return exceeded;
+}
+
+void isl_failed(const ScheduledFunc::Impl& m, ErrorStage stage, const std::string& what,
+                const isl::exception& e) {
+  if (isl_quota_exceeded(m.ctx.get())) {
+    throw CompileError(stage, m.func.where,
+                       "isl needs more than " + std::to_string(m.limits.max_isl_operations) +
+                           " operations to " + what +
+                           " (max_isl_operations, docs/limits.md): simplify the schedule or "
+                           "split the operator");
+  }
+  throw CompileError(stage, m.func.where, "isl could not " + what + ": " + e.what());
 }
 
 }  // namespace kiln::poly

@@ -709,6 +709,51 @@ TEST(Frontend, ASourceBeyondTheLimitIsRefusedBeforeParsing) {
   }
 }
 
+// The size limits on a func: each at its value passes, one past it is refused
+// at the computation that crosses it, naming the limit.
+TEST(Frontend, SizeLimitsOnComputationsIteratorsAndExpressions) {
+  auto error = [](const std::string& src, const Limits& limits) -> std::string {
+    try {
+      frontend::parse_module(src, "f.kiln", limits);
+      return "";
+    } catch (const CompileError& e) {
+      EXPECT_EQ(e.stage(), ErrorStage::Validate);
+      return e.what();
+    }
+  };
+  std::string three = R"(func f {
+  param N = 4;
+  input x : f32[N];
+  output y : f32[N];
+  compute a(i) in 0 <= i < N: y[i] = x[i];
+  compute b(i) in 0 <= i < N: y[i] = y[i] + x[i] * x[i];
+  compute c(i, j) in 0 <= i < N, 0 <= j < N: y[i] += x[j];
+})";
+  Limits l;
+  l.max_computations = 3;
+  EXPECT_EQ(error(three, l), "");
+  l.max_computations = 2;
+  EXPECT_EQ(error(three, l),
+            "f.kiln:7:11: validate error: 'f' has more than 2 computations (max_computations, "
+            "docs/limits.md)");
+  l = {};
+  l.max_domain_dims = 1;
+  EXPECT_EQ(error(three, l),
+            "f.kiln:7:11: validate error: computation 'c' has 2 iterators, more than the limit of "
+            "1 (max_domain_dims, docs/limits.md)");
+  l = {};
+  // b's value y[i] + x[i] * x[i] (8 nodes) and its domain 0 <= i, i < N (6) take 14;
+  // c's take 17.
+  l.max_expression_nodes = 14;
+  EXPECT_EQ(error(three, l),
+            "f.kiln:7:11: validate error: computation 'c' has more than 14 expression nodes "
+            "(max_expression_nodes, docs/limits.md)");
+  l.max_expression_nodes = 13;
+  EXPECT_EQ(error(three, l),
+            "f.kiln:6:11: validate error: computation 'b' has more than 13 expression nodes "
+            "(max_expression_nodes, docs/limits.md)");
+}
+
 // The smallest i64 has no literal of its own; printed, it must parse back.
 TEST(Frontend, TheSmallestIntegerPrintsAsTextThatParsesBack) {
   const char* src = R"(func f {

@@ -28,7 +28,7 @@ const char* kScale = R"(func scale {
 })";
 
 CompileRequest request(CompileOutput output, const char* program = kScale) {
-  return CompileRequest{.func = parse_one(program), .output = output};
+  return CompileRequest{.func = program ? parse_one(program) : ir::Func{}, .output = output};
 }
 
 std::vector<std::string> stages(const CompileResult& r) {
@@ -133,6 +133,33 @@ TEST(Compile, EachStageReportsItsOwnErrors) {
       Target::host().triple.starts_with("aarch64") ? "x86_64-linux-gnu" : "aarch64-linux-gnu", "",
       ""};
   EXPECT_EQ(stage_of(foreign_jit), ErrorStage::Codegen);
+}
+
+// The polyhedral work of a compilation is bounded: past max_isl_operations
+// isl stops, and the error names the limit; the same request with the
+// default limits compiles, and the limits are not part of the key.
+TEST(Compile, IslWorkStopsAtTheLimitWithAClearError) {
+  CompileRequest r = request(CompileOutput::Loops, nullptr);
+  r.func = parse_one(read_example("matmul"));
+  CompileResult full = compile(r);
+  for (uint64_t ops : {uint64_t{2000}, uint64_t{60000}}) {
+    CompileRequest tight = r;
+    tight.options.limits.max_isl_operations = ops;
+    EXPECT_EQ(cache_key(tight), full.key);
+    try {
+      compile(tight);
+      ADD_FAILURE() << "compiled within " << ops << " isl operations";
+    } catch (const CompileError& e) {
+      EXPECT_TRUE(e.stage() == ErrorStage::Schedule || e.stage() == ErrorStage::Lower) << e.what();
+      EXPECT_NE(std::string(e.what()).find("isl needs more than " + std::to_string(ops) +
+                                           " operations to "),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("(max_isl_operations, docs/limits.md)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // kilnd compiles on several workers at once: compilations in parallel give

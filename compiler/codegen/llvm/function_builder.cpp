@@ -162,6 +162,19 @@ void FunctionBuilder::input_checks() {
   }
 }
 
+void FunctionBuilder::fail_in(const ir::Stmt& s, const std::string& msg) const {
+  // The first computation stored in s, where the source defines it.
+  struct First : ir::StmtVisitor {
+    std::string comp;
+    void visit_store(const ir::Store& n) override {
+      if (comp.empty()) comp = n.comp;
+    }
+  } first;
+  first.visit(s);
+  auto w = f_.comp_where.find(first.comp);
+  throw CompileError(ErrorStage::Codegen, w == f_.comp_where.end() ? f_.where : w->second, msg);
+}
+
 void FunctionBuilder::record_status(llvm::Value* bad, int32_t status) {
   auto slot = vars_.find(kStatusSlot);
   if (slot == vars_.end()) fail("a division that can trap outside the kernel's status scope");
@@ -418,11 +431,25 @@ void FunctionBuilder::loop(const ir::For& n) {
       auto* a = ir::as<ir::IntImm>(n.min);
       auto* b = ir::as<ir::IntImm>(n.end);
       if (!a || !b)
-        fail("loop '" + n.var + "' is tagged unroll_explicit but its bounds (" +
-             ir::to_string(n.min) + ", " + ir::to_string(n.end) + ") are not constants");
-      if ((b->value - a->value) / n.step > 4096)
-        fail("loop '" + n.var + "' is tagged unroll_explicit but runs more than 4096 times");
+        fail_in(n.body, "loop '" + n.var + "' is tagged unroll_explicit but its bounds (" +
+                            ir::to_string(n.min) + ", " + ir::to_string(n.end) +
+                            ") are not constants");
+      int64_t span = 0;
+      if (__builtin_sub_overflow(b->value, a->value, &span) || span / n.step > 4096)
+        fail_in(n.body,
+                "loop '" + n.var + "' is tagged unroll_explicit but runs more than 4096 times");
+      int64_t trips = std::max<int64_t>(0, (span + n.step - 1) / n.step);
+      // Unrolled loops inside unrolled loops multiply: bound the copies of the body.
+      if (unrolled_ * trips > ir::kMaxUnrolledCopies)
+        fail_in(n.body,
+                "loop '" + n.var + "' is tagged unroll_explicit inside other unrolled loops: " +
+                    std::to_string(unrolled_ * trips) +
+                    " copies of its body, more than the limit of " +
+                    std::to_string(ir::kMaxUnrolledCopies) + " (unrolled copies, docs/limits.md)");
+      int64_t outer = unrolled_;
+      unrolled_ *= std::max<int64_t>(1, trips);
       for (int64_t i = a->value; i < b->value; i += n.step) body_at(b_.getInt64(i));
+      unrolled_ = outer;
       return;
     }
     case ir::LoopTag::Unroll:

@@ -77,6 +77,8 @@ class FunctionBuilder {
   void restore(const std::string& name, const Saved& s);
   void stmt(const ir::Stmt& s);
   void alloc(const ir::Alloc& n);
+  // A codegen CompileError at the first computation s stores (the func when none).
+  [[noreturn]] void fail_in(const ir::Stmt& s, const std::string& msg) const;
   // The entry checks of the inputs' value specs: a failing one returns its status at once.
   void input_checks();
   // Records `status` in the kernel's status slot when `bad` (any lane) holds; the first wins.
@@ -171,6 +173,8 @@ class FunctionBuilder {
   std::map<std::string, ir::Expr> lane_defs_;  // varying integer lets, by definition
   // The computation whose Store is being built: whose check a division records.
   std::string storing_;
+  // Copies of the current statement that unroll_explicit loops around it make.
+  int64_t unrolled_ = 1;
 };
 
 // The name under which the status slot (an i32 the kernel returns) is in

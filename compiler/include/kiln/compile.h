@@ -13,6 +13,7 @@
 
 #include "kiln/codegen.h"
 #include "kiln/ir.h"
+#include "kiln/limits.h"
 #include "kiln/loop_ir.h"
 #include "kiln/passes.h"
 #include "kiln/poly.h"
@@ -39,6 +40,9 @@ struct CompileOptions {
   bool apply_schedule = true;  // false: the algorithm's own loop order (--no-schedule)
   passes::PassOptions passes;  // passes required or disabled beyond the level, their options
   passes::PassInstrument instrument{};  // sees each pass; changes nothing, not in the key
+  // Bounds on the work (docs/limits.md); not in the key: a limit decides
+  // whether a compilation finishes, never what it gives.
+  Limits limits{};
 };
 
 struct CompileRequest {

@@ -131,6 +131,9 @@ inline constexpr int32_t kStatusCheckBase = 16;  // KILN_ERR_CHECK
 // returns KILN_ERR_ALLOC.
 inline constexpr int64_t kMaxStackTempBytes = int64_t{1} << 20;
 inline constexpr int64_t kMaxHeapTempBytes = int64_t{1} << 32;
+// The most copies of one statement nested unroll_explicit loops may make
+// (each loop also runs at most 4096 times); lowering and codegen refuse more.
+inline constexpr int64_t kMaxUnrolledCopies = 65536;
 
 // What a kernel checks at run time, and the status it returns when the check
 // fails: kStatusCheckBase + its index in LoweredFunc::checks.

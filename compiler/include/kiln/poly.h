@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kiln/ir.h"
+#include "kiln/limits.h"
 #include "kiln/loop_ir.h"
 
 namespace kiln::poly {
@@ -31,7 +32,7 @@ class ScheduledFunc {
  private:
   explicit ScheduledFunc(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
-  friend ScheduledFunc schedule(const ir::Func& f, bool apply_commands);
+  friend ScheduledFunc schedule(const ir::Func& f, bool apply_commands, const Limits& limits);
   friend ir::LoweredFunc lower(const ScheduledFunc& s);
 };
 
@@ -40,7 +41,9 @@ class ScheduledFunc {
 // command that is malformed (unknown loop, bad factor, ...), stage "legality"
 // for one that breaks a dependence (the message names both computations, the
 // dependence and the command).
-ScheduledFunc schedule(const ir::Func& f, bool apply_commands = true);
+// `limits` bounds the work: isl operations (for scheduling, and again for
+// lowering) and the size of inlined values.
+ScheduledFunc schedule(const ir::Func& f, bool apply_commands = true, const Limits& limits = {});
 
 // Generates the loop nest with isl's AST builder and turns it into loop IR.
 // Data-dependent bounds are read inside the loops that define them, never
