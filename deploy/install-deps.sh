@@ -11,6 +11,7 @@ PACKAGES=(
   libprotobuf-c-dev protobuf-c-compiler
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
   libsqlite3-dev libssl-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
+  clang-19 libfuzzer-19-dev libclang-rt-19-dev
 )
 CROSS_PACKAGES=(libprotobuf-c-dev:arm64)
 

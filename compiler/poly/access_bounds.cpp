@@ -7,6 +7,7 @@
 #include <isl/val.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <functional>
 #include <regex>
@@ -75,8 +76,13 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
   return s;
 }
 
-std::string int_text(double v) {
-  return std::to_string(static_cast<long long>(v < 0 ? std::ceil(v) : std::floor(v)));
+// The smallest and largest value of an integer type, as text (exactly: the
+// largest i64 is no double).
+std::string type_min_text(ir::DType t) {
+  return t == ir::DType::I32 ? std::to_string(INT32_MIN) : std::to_string(INT64_MIN);
+}
+std::string type_max_text(ir::DType t) {
+  return t == ir::DType::I32 ? std::to_string(INT32_MAX) : std::to_string(INT64_MAX);
 }
 
 std::string val_text(const isl::val& v) { return to_str(v); }
@@ -281,15 +287,15 @@ std::vector<std::string> data_param_ranges(const ScheduledFunc::Impl& m,
   for (const auto& d : data) {
     const ir::Load* l = loaded(d.value);
     const ir::Buf* b = l ? m.func.find_buf(l->buf) : nullptr;
-    if (!b) continue;
+    if (!b || !ir::is_int(b->dtype)) continue;
     const ir::ValueSpec& spec = b->values;
     std::optional<std::string> lo, hi;
     if (spec.lo) lo = params.expr(spec.lo);
     if (spec.hi) hi = params.expr(spec.hi);
     out.push_back(lo ? *lo + (spec.lo_inclusive ? " <= " : " < ") + d.name
-                     : int_text(ir::dtype_min(b->dtype)) + " <= " + d.name);
+                     : type_min_text(b->dtype) + " <= " + d.name);
     out.push_back(hi ? d.name + (spec.hi_inclusive ? " <= " : " < ") + *hi
-                     : d.name + " <= " + int_text(ir::dtype_max(b->dtype)));
+                     : d.name + " <= " + type_max_text(b->dtype));
   }
   return out;
 }

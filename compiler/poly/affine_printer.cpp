@@ -31,7 +31,8 @@ std::optional<std::string> AffinePrinter::expr(const ir::Expr& e) {
     return "(-" + *a + ")";
   }
   if (ir::as<ir::Load>(e)) {
-    if (!data_) return std::nullopt;
+    // Only an integer read can stand where a param could.
+    if (!data_ || !ir::is_int(e->type)) return std::nullopt;
     ir::Expr value = ir::cast(ir::kIndexType, e);
     for (const auto& p : *data_)
       if (ir::equal(p.value, value)) return p.name;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "affine_printer.h"
 #include "model.h"
 
 namespace kiln::poly {
@@ -229,7 +230,8 @@ void check_not_written_inside(const Impl& m, const CompModel& c, int p, const St
 struct Footprint {
   isl::map prefix_of;
   isl::map reads;
-  isl::map footprint;
+  isl::map footprint;  // only elements inside B: what the copy reads
+  isl::map extent;     // every element an access relation names: what sizes the copy
 };
 
 Footprint footprint_of(const Impl& m, const CompModel& c, int p, const std::string& bname,
@@ -245,6 +247,23 @@ Footprint footprint_of(const Impl& m, const CompModel& c, int p, const std::stri
     fail(barg.where, "cache_identity: '" + c.name + "' does not read '" + bname + "'");
   Footprint f;
   f.reads = reads_b.as_map();
+  isl::map all_reads = f.reads;
+  // Only elements inside B: a guarded read (select(i >= 1, B[i - 1], 0)) has
+  // an access relation beyond B where its guard is false, and is proved in
+  // bounds where it runs; the copy must not read what the code never does.
+  if (const ir::Buf* b = m.func.find_buf(bname)) {
+    AffinePrinter shape(m, {}, "", nullptr);
+    std::string elems = isl_name(bname) + "[", conds;
+    for (size_t k = 0; k < b->shape.size(); ++k) {
+      std::string a = "a" + std::to_string(k);
+      elems += (k ? ", " : "") + a;
+      if (auto e = shape.expr(b->shape[k]))
+        conds += (conds.empty() ? "" : " and ") + ("0 <= " + a + " < " + *e);
+    }
+    isl::set inside(
+        ctx, param_list(m) + " -> { " + elems + "] : " + (conds.empty() ? "1 = 1" : conds) + " }");
+    f.reads = f.reads.intersect_range(inside);
+  }
   std::string all = "[";
   for (int k = 0; k < n; ++k) all += (k ? ", x" : "x") + std::to_string(k);
   std::string cut = "{ " + all + "] -> [";
@@ -252,6 +271,7 @@ Footprint footprint_of(const Impl& m, const CompModel& c, int p, const std::stri
   cut += "] }";
   f.prefix_of = c.sched.intersect_domain(c.domain).apply_range(isl::map(ctx, cut));
   f.footprint = f.prefix_of.reverse().apply_range(f.reads);
+  f.extent = f.prefix_of.reverse().apply_range(all_reads);
   return f;
 }
 
@@ -269,7 +289,7 @@ struct CacheLayout {
 CacheLayout box_layout(const CompModel& c, int p, int rank, const StaticPlace& place,
                        const Footprint& f, const std::string& bname,
                        const ir::ScheduleCommand& cmd) {
-  isl::fixed_box box = f.footprint.range_simple_fixed_box_hull();
+  isl::fixed_box box = f.extent.range_simple_fixed_box_hull();
   if (!box.is_valid())
     fail(cmd.where, "cache_identity: the part of '" + bname + "' that one iteration of loop '" +
                         c.loop_names[p] + "' reads has no size known at compile time");
