@@ -43,6 +43,11 @@ fi
 
 step "unit and end-to-end tests (ctest)" ctest --test-dir build --output-on-failure -j2
 
+# The frontend and the whole compiler under AddressSanitizer and UBSan, briefly: a
+# libFuzzer run of each target and 200 seeded programs through the semantic oracle
+# (docs/fuzzing.md; longer runs: ./deploy/fuzz.sh --time S --programs N).
+step "fuzzing under ASan and UBSan (deploy/fuzz.sh)" ./deploy/fuzz.sh --time 20 --programs 200
+
 shopt -s nullglob
 examples=(examples/*.kiln)
 if [ ${#examples[@]} -eq 0 ]; then
@@ -56,7 +61,7 @@ done
 # Every C and C++ source kiln owns, minus build trees.
 format_check() {
   local dirs=()
-  for d in compiler clients tests runtime agent tuner server; do
+  for d in compiler clients tests runtime fuzz agent tuner server; do
     if [ -d "$d" ]; then dirs+=("$d"); fi
   done
   local files=()

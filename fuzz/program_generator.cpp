@@ -1,6 +1,8 @@
 // The semantic fuzzer's programs: one func over a fixed set of buffers, with
 // computations drawn from templates whose expressions are random, and a
-// random schedule over the loops those computations have.
+// random schedule over the loops those computations have. Each choice is made
+// in a statement of its own, never two in one call's arguments: the order of
+// those is unspecified, and a seed must give the same program with any compiler.
 #include "program_generator.h"
 
 #include <fmt/format.h>
@@ -15,8 +17,11 @@ namespace {
 std::string float_expr(Choices& c, int depth, bool has_j, const std::vector<std::string>& values) {
   if (depth <= 0 || c.below(4) == 0) {
     switch (c.below(has_j ? 9 : 5)) {
-      case 0:
-        return fmt::format("{}.{}", c.in(-4, 4), c.below(10));
+      case 0: {
+        int64_t whole = c.in(-4, 4);
+        uint32_t tenths = c.below(10);
+        return fmt::format("{}.{}", whole, tenths);
+      }
       case 1:
         return "v[i]";
       case 2:
@@ -120,11 +125,14 @@ Program generate_program(Choices& c) {
             float_expr(c, 2, true, all_values));
         comps.push_back({fmt::format("u{}", k), {"i", "j"}, false});
         break;
-      case 2:  // a reduction
+      case 2: {  // a reduction
+        const char* op = c.coin() ? "sum" : "max";
+        const char* body = c.coin() ? "a[i, k] * b[k]" : "a[i, k] + v[i]";
         s += fmt::format("  compute red{}(i) in 0 <= i < N: z[i] = {}(k in 0 <= k < M) {};\n", k,
-                         c.coin() ? "sum" : "max", c.coin() ? "a[i, k] * b[k]" : "a[i, k] + v[i]");
+                         op, body);
         comps.push_back({fmt::format("red{}", k), {"i", "k"}, true});
         break;
+      }
       case 3:  // integer division and modulo: by zero when q may be 0
         s += fmt::format("  compute d{}(i) in 0 <= i < N: w[i] = r[i] / q[i] + r[i] % {};\n", k,
                          c.in(1, 5));
@@ -189,9 +197,12 @@ Program generate_program(Choices& c) {
       case 5:
         sched += fmt::format(" {}.tag({}, unroll);", comp.name, loop());
         break;
-      case 6:
-        sched += fmt::format(" {}.shift({}, {});", comp.name, loop(), c.in(-3, 3));
+      case 6: {
+        std::string l = loop();
+        int64_t by = c.in(-3, 3);
+        sched += fmt::format(" {}.shift({}, {});", comp.name, l, by);
         break;
+      }
       case 7:
         if (comp.loops.size() >= 2)
           sched += fmt::format(" {}.skew({}, {}, {});", comp.name, comp.loops[0], comp.loops[1],
@@ -204,10 +215,13 @@ Program generate_program(Choices& c) {
                                c.coin() ? "root" : comp.loops.front());
         break;
       }
-      default:
-        sched += fmt::format(" {}.cache_identity({}, {}, {});", comp.name, c.coin() ? "a" : "v",
-                             loop(), c.coin() ? "stack" : "heap");
+      default: {
+        const char* buf = c.coin() ? "a" : "v";
+        std::string l = loop();
+        const char* where = c.coin() ? "stack" : "heap";
+        sched += fmt::format(" {}.cache_identity({}, {}, {});", comp.name, buf, l, where);
         break;
+      }
     }
   }
   if (!sched.empty()) s += "  schedule {" + sched + " }\n";

@@ -46,7 +46,9 @@ int main(int argc, char** argv) {
         size_t start = o.detail.rfind(' ', colon == std::string::npos ? 0 : colon - 1);
         refusals[colon == std::string::npos ? "?"
                                             : o.detail.substr(start + 1, colon - start - 1)]++;
-        if (verbose) std::fprintf(stderr, "refused: %s\n", o.detail.c_str());
+        if (verbose)
+          std::fprintf(stderr, "refused: %s\n--- program %ld ---\n%s", o.detail.c_str(), n,
+                       p.source.c_str());
         break;
       }
       case kiln::fuzz::Outcome::Kind::Agreed:
