@@ -124,13 +124,29 @@ bool calls_unknown(const Expr& e) {
   });
 }
 
+bool traps(const Binary& b) {
+  if (!is_int(b.type) || (b.op != BinaryOp::Div && b.op != BinaryOp::Mod)) return false;
+  const auto* d = as<IntImm>(b.b);
+  return !d || d->value == 0 || d->value == -1;
+}
+
 bool may_trap(const Expr& e) {
   return any_subexpr(e, [](const Expr& x) {
     const auto* b = as<Binary>(x);
-    if (!b || !is_int(b->type) || (b->op != BinaryOp::Div && b->op != BinaryOp::Mod)) return false;
-    const auto* d = as<IntImm>(b->b);
-    return !d || d->value == 0 || d->value == -1;
+    return b && traps(*b);
   });
+}
+
+bool may_trap(const Stmt& s) {
+  struct Finder : StmtVisitor {
+    bool found = false;
+    void visit_binary(const Binary& n) override {
+      found = found || traps(n);
+      StmtVisitor::visit_binary(n);
+    }
+  } f;
+  f.visit(s);
+  return f.found;
 }
 
 bool speculatable(const Expr& e) { return !reads_memory(e) && !calls_unknown(e) && !may_trap(e); }

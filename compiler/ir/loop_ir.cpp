@@ -164,6 +164,17 @@ std::string to_string(const LoweredFunc& f) {
   return os.str();
 }
 
+std::string first_stored_computation(const Stmt& s) {
+  struct First : StmtVisitor {
+    std::string comp;
+    void visit_store(const Store& n) override {
+      if (comp.empty()) comp = n.comp;
+    }
+  } first;
+  first.visit(s);
+  return first.comp;
+}
+
 const RuntimeCheck* runtime_check(const LoweredFunc& f, int32_t status) {
   int64_t k = static_cast<int64_t>(status) - kStatusCheckBase;
   if (k < 0 || k >= static_cast<int64_t>(f.checks.size())) return nullptr;

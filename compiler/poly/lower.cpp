@@ -518,14 +518,7 @@ void check_unrolling(const Impl& m, const ir::Stmt& body) {
         if (lo && hi && *hi > *lo && n.step > 0) {
           __int128 trips = (static_cast<__int128>(*hi) - *lo + n.step - 1) / n.step;
           if (trips * copies > ir::kMaxUnrolledCopies) {
-            struct First : ir::StmtVisitor {
-              std::string comp;
-              void visit_store(const ir::Store& s) override {
-                if (comp.empty()) comp = s.comp;
-              }
-            } first;
-            first.visit(n.body);
-            const ir::Comp* c = m->func.find_comp(first.comp);
+            const ir::Comp* c = m->func.find_comp(ir::first_stored_computation(n.body));
             throw CompileError(
                 ErrorStage::Lower, c ? c->where : m->func.where,
                 "loop '" + n.var + "' is tagged unroll_explicit inside other unrolled loops: " +

@@ -13,13 +13,9 @@ namespace {
 
 // The integer divisions and modulos of e that can trap, as text.
 void trapping_divisions(const ir::Expr& e, std::vector<std::string>& out) {
-  if (auto* b = ir::as<ir::Binary>(e);
-      b && ir::is_int(b->type) && (b->op == ir::BinaryOp::Div || b->op == ir::BinaryOp::Mod)) {
-    auto* d = ir::as<ir::IntImm>(b->b);
-    if (!d || d->value == 0 || d->value == -1) {
-      std::string text = ir::to_string(e);
-      if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
-    }
+  if (auto* b = ir::as<ir::Binary>(e); b && ir::traps(*b)) {
+    std::string text = ir::to_string(e);
+    if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
   }
   ir::for_each_child(e, [&](const ir::Expr& c) { trapping_divisions(c, out); });
 }

@@ -126,8 +126,7 @@ llvm::Value* FunctionBuilder::floor_div(llvm::Value* a, llvm::Value* b, bool mod
 
 llvm::Value* FunctionBuilder::checked_div(const ir::Binary& n, llvm::Value* a, llvm::Value* b,
                                           bool mod) {
-  auto* d = ir::as<ir::IntImm>(n.b);
-  if (d && d->value != 0 && d->value != -1) return floor_div(a, b, mod);
+  if (!ir::traps(n)) return floor_div(a, b, mod);
   // Lanes dividing by 0, or the smallest value by -1, divide by 1 instead
   // (so nothing traps), give 0 and record the status.
   auto* int_ty = llvm::cast<llvm::IntegerType>(a->getType()->getScalarType());

@@ -4,6 +4,8 @@
 
 #include <llvm/IR/MDBuilder.h>
 
+#include "kiln/analysis.h"
+
 namespace kiln::codegen::detail {
 
 static_assert(ir::kStatusCheckBase == KILN_ERR_CHECK && ir::kStatusArith == KILN_ERR_ARITH,
@@ -56,7 +58,7 @@ void FunctionBuilder::build() {
   }
   input_checks();
   llvm::Value* status = nullptr;
-  if (has_trapping_division(f_.body) || has_alloc(f_.body)) {
+  if (ir::may_trap(f_.body) || has_alloc(f_.body)) {
     llvm::IRBuilder<> at_entry(&body->getEntryBlock(), body->getEntryBlock().begin());
     status = at_entry.CreateAlloca(b_.getInt32Ty(), nullptr, "status");
     b_.CreateStore(b_.getInt32(0), status);
@@ -99,21 +101,6 @@ bool has_alloc(const ir::Stmt& s) {
     void visit_alloc(const ir::Alloc& n) override {
       found = true;
       ir::StmtVisitor::visit_alloc(n);
-    }
-  } f;
-  f.visit(s);
-  return f.found;
-}
-
-bool has_trapping_division(const ir::Stmt& s) {
-  struct Finder : ir::StmtVisitor {
-    bool found = false;
-    void visit_binary(const ir::Binary& n) override {
-      if (ir::is_int(n.type) && (n.op == ir::BinaryOp::Div || n.op == ir::BinaryOp::Mod)) {
-        auto* d = ir::as<ir::IntImm>(n.b);
-        if (!d || d->value == 0 || d->value == -1) found = true;
-      }
-      ir::StmtVisitor::visit_binary(n);
     }
   } f;
   f.visit(s);
@@ -163,15 +150,7 @@ void FunctionBuilder::input_checks() {
 }
 
 void FunctionBuilder::fail_in(const ir::Stmt& s, const std::string& msg) const {
-  // The first computation stored in s, where the source defines it.
-  struct First : ir::StmtVisitor {
-    std::string comp;
-    void visit_store(const ir::Store& n) override {
-      if (comp.empty()) comp = n.comp;
-    }
-  } first;
-  first.visit(s);
-  auto w = f_.comp_where.find(first.comp);
+  auto w = f_.comp_where.find(ir::first_stored_computation(s));
   throw CompileError(ErrorStage::Codegen, w == f_.comp_where.end() ? f_.where : w->second, msg);
 }
 

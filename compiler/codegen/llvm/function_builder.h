@@ -182,8 +182,6 @@ class FunctionBuilder {
 // can clash with it.
 inline constexpr const char* kStatusSlot = "@status";
 
-// Whether s has an integer division or modulo that can trap.
-bool has_trapping_division(const ir::Stmt& s);
 // Whether s allocates a temporary (whose allocation can fail).
 bool has_alloc(const ir::Stmt& s);
 

@@ -32,8 +32,11 @@ bool calls_unknown(const Expr& e);
 
 // The one rule for what may trap: an integer division or modulo whose divisor
 // is not a constant other than 0 and -1 (x / 0 traps, and so does INT_MIN / -1).
-// Float arithmetic never traps.
+// Float arithmetic never traps. traps() is the rule for one node; may_trap
+// asks it of every node of e, or of every expression in s.
+bool traps(const Binary& b);
 bool may_trap(const Expr& e);
+bool may_trap(const Stmt& s);
 
 // Whether e may be evaluated where the program would not have evaluated it
 // (earlier, when a loop runs zero times, past a guard): it reads no memory,

@@ -169,6 +169,10 @@ struct LoweredFunc {
   std::vector<RuntimeCheck> checks{};
 };
 
+// The first computation s stores ("" when none): the one an error about a
+// loop names, at comp_where.
+std::string first_stored_computation(const Stmt& s);
+
 // The check behind a kernel status of f (null for 0 and the runtime's codes).
 const RuntimeCheck* runtime_check(const LoweredFunc& f, int32_t status);
 // A CompileError (stage Run) for a nonzero status a kernel of f returned:
