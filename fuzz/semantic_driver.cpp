@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
         refusals[colon == std::string::npos ? "?"
                                             : o.detail.substr(start + 1, colon - start - 1)]++;
         if (verbose)
-          std::fprintf(stderr, "refused: %s\n--- program %ld ---\n%s", o.detail.c_str(), n,
-                       p.source.c_str());
+          std::fprintf(stderr, "--- program %ld ---\n%srefused: %s\n", n, p.source.c_str(),
+                       o.detail.c_str());
         break;
       }
       case kiln::fuzz::Outcome::Kind::Agreed:

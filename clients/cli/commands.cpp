@@ -69,6 +69,7 @@ CompileResult compile_logged(const ir::Func& f, const CompileOptions& c, Compile
   CompileResult r =
       compile(CompileRequest{.func = f, .overrides = {}, .options = c, .output = output});
   for (const StageTime& t : r.times) spdlog::debug("{}: {} took {:.3f} ms", f.name, t.stage, t.ms);
+  for (const std::string& note : r.notes) spdlog::warn("{}", note);
   return r;
 }
 
@@ -338,6 +339,7 @@ int run_run(const Options& o) {
         const ir::Graph& g = *j.graph;
         graph::CompiledGraph cg = timed(g.name, "graph compilation",
                                         [&] { return graph::compile(g, compile_options(o)); });
+        for (const std::string& note : cg.notes()) spdlog::warn("{}", note);
         Tensors inputs = interp::random_graph_inputs(g, o.seed);
         std::optional<Tensors> expected = graph_reference_run(j, o, inputs);
         Tensors actual = timed(g.name, "compiled run", [&] { return cg.run(inputs); });

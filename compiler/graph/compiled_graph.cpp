@@ -35,6 +35,7 @@ struct CompiledGraph::State {
   std::vector<codegen::Kernel> kernels;  // one per call
   Tensors constants;                     // made once, not on every run
   size_t distinct = 0;
+  std::vector<std::string> notes;
 };
 
 CompiledGraph compile(const ir::Graph& g, const CompileOptions& opts) {
@@ -49,7 +50,9 @@ CompiledGraph compile(const ir::Graph& g, const CompileOptions& opts) {
       s->kernels.push_back(s->kernels[it->second]);
       continue;
     }
-    s->kernels.push_back(*compile(r).kernel);
+    CompileResult compiled = compile(r);
+    s->kernels.push_back(*compiled.kernel);
+    s->notes.insert(s->notes.end(), compiled.notes.begin(), compiled.notes.end());
     ++s->distinct;
   }
   return CompiledGraph(std::move(s));
@@ -65,5 +68,7 @@ Tensors CompiledGraph::run(const Tensors& inputs) const {
 const ir::Graph& CompiledGraph::graph() const { return state_->graph; }
 
 size_t CompiledGraph::kernel_count() const { return state_->distinct; }
+
+const std::vector<std::string>& CompiledGraph::notes() const { return state_->notes; }
 
 }  // namespace kiln::graph

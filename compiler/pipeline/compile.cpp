@@ -128,7 +128,8 @@ CompileResult compile(const CompileRequest& request) {
       clock("passes", [&] { return passes::run_pipeline(out.lowered, pass_context(o)); });
   if (request.output == CompileOutput::Loops) return out;
 
-  codegen::Options llvm{o.target, o.opt_level};
+  codegen::Options llvm{o.target, o.opt_level,
+                        [&out](const std::string& note) { out.notes.push_back(note); }};
   clock("codegen", [&] {
     switch (request.output) {
       case CompileOutput::LlvmIr:

@@ -92,7 +92,26 @@ class AstLowering {
     }
   }
 
+  // Lowers an AST node, and allocates there each temporary of an alloc site
+  // (alloc_at, caches) whose loop this node lies inside (see site_starts_at).
   ir::Stmt node(const isl::ast_node& n) {
+    std::vector<const AllocSite*> here;
+    for (const auto& site : m_.alloc_sites)
+      if (!allocated_.count(site.buf) && site_starts_at(n, site)) here.push_back(&site);
+    for (const AllocSite* site : here) allocated_.insert(site->buf);
+    ir::Stmt body = lower_node(n);
+    for (const AllocSite* site : here) {
+      allocated_.erase(site->buf);
+      placed_.insert(site->buf);
+      const ir::Buf* b = m_.func.find_buf(site->buf);
+      std::vector<ir::Expr> shape;
+      for (const auto& e : b->shape) shape.push_back(folded(e, m_.constants));
+      body = std::make_shared<ir::Alloc>(b->name, b->dtype, shape, m_.buf_locs.at(b->name), body);
+    }
+    return body;
+  }
+
+  ir::Stmt lower_node(const isl::ast_node& n) {
     if (n.isa<isl::ast_node_for>()) return for_node(n.as<isl::ast_node_for>());
     if (n.isa<isl::ast_node_if>()) return if_node(n.as<isl::ast_node_if>());
     if (n.isa<isl::ast_node_user>()) return user_node(n.as<isl::ast_node_user>());
@@ -236,24 +255,33 @@ class AstLowering {
     return reserved_;
   }
 
+  // A loop's name and tag are those of the computations that share it.
+  std::string loop_name(const isl::ast_node_for& n) const {
+    int k = schedule_dim_of(n);
+    if (k % 2 == 1) {
+      std::set<std::string> names = statements_in(n);
+      for (const auto& c : m_.comps)
+        if (names.count(isl_name(c.name)) && c.loops() > (k - 1) / 2)
+          return c.loop_names[(k - 1) / 2];
+    }
+    return "s" + std::to_string(k);
+  }
+
+  ir::LoopTag loop_tag(const isl::ast_node_for& n) const {
+    int k = schedule_dim_of(n);
+    if (k % 2 == 0) return ir::LoopTag::None;
+    std::set<std::string> names = statements_in(n);
+    for (const auto& c : m_.comps)
+      if (names.count(isl_name(c.name)) && c.loops() > (k - 1) / 2 &&
+          c.tags[(k - 1) / 2] != ir::LoopTag::None)
+        return c.tags[(k - 1) / 2];
+    return ir::LoopTag::None;
+  }
+
   ir::Stmt for_node(const isl::ast_node_for& n) {
     std::string iter = id_name(n.iterator());
-    int k = schedule_dim_of(n);
-
-    // Name and tag from the computations that share this loop.
-    std::string want = "s" + std::to_string(k);
-    ir::LoopTag tag = ir::LoopTag::None;
-    if (k % 2 == 1) {
-      int p = (k - 1) / 2;
-      std::set<std::string> names = statements_in(n);
-      bool named = false;
-      for (const auto& c : m_.comps) {
-        if (!names.count(isl_name(c.name)) || c.loops() <= p) continue;
-        if (!named) want = c.loop_names[p], named = true;
-        if (tag == ir::LoopTag::None) tag = c.tags[p];
-      }
-    }
-    std::string var = unique_name(want);
+    std::string var = unique_name(loop_name(n));
+    ir::LoopTag tag = loop_tag(n);
 
     ir::Expr lo = expr(n.init());
     loop_vars_[iter] = var;
@@ -268,22 +296,6 @@ class AstLowering {
     }
     int64_t step = n.inc().as<isl::ast_expr_int>().val().num_si();
     ir::Stmt body = node(n.body());
-    if (k % 2 == 1) {
-      std::set<std::string> names = statements_in(n);
-      for (const auto& site : m_.alloc_sites) {
-        bool here = false;
-        for (const auto& c : site.comps) here = here || names.count(isl_name(c));
-        // The allocation goes inside loop L, or inside the innermost loop
-        // around it that isl generated (a loop that runs once has no node).
-        if (!here || 2 * site.loop + 1 < k || has_loop_between(n, k, 2 * site.loop + 1, site.comps))
-          continue;
-        placed_.insert(site.buf);
-        const ir::Buf* b = m_.func.find_buf(site.buf);
-        std::vector<ir::Expr> shape;
-        for (const auto& e : b->shape) shape.push_back(folded(e, m_.constants));
-        body = std::make_shared<ir::Alloc>(b->name, b->dtype, shape, m_.buf_locs.at(b->name), body);
-      }
-    }
     in_scope_.erase(var);
     loop_vars_.erase(iter);
     return std::make_shared<ir::For>(var, lo, hi, step, tag, body);
@@ -411,24 +423,59 @@ class AstLowering {
 
   // Whether a loop over a schedule dim in (lo, hi] that runs statements of
   // `comps` is nested in n.
-  static bool has_loop_between(const isl::ast_node& n, int lo, int hi,
-                               const std::vector<std::string>& comps) {
-    bool found = false;
+  // The site's computations that a node runs.
+  std::set<std::string> site_statements(const isl::ast_node& n, const AllocSite& site) const {
+    std::set<std::string> names = statements_in(n), out;
+    for (const auto& c : site.comps)
+      if (names.count(isl_name(c))) out.insert(isl_name(c));
+    return out;
+  }
+
+  // A site's temporary belongs to one iteration of its loop (and of the loops
+  // around it). It is allocated at the outermost node that runs some of the
+  // site's computations and is not inside a loop over the site's loop, or an
+  // outer one, that runs all of them there: the body of the site's loop
+  // where isl made it, and where isl left that loop out because it runs once
+  // there, the node that stands for that iteration. isl may also take a
+  // cache's fill out of the loop when it runs at one iteration only (in a
+  // triangular domain, say): the temporary then goes around the fill and the
+  // loop, which run one after the other as the schedule orders them, and the
+  // loop must not write it from parallel iterations.
+  bool site_starts_at(const isl::ast_node& n, const AllocSite& site) const {
+    std::set<std::string> runs = site_statements(n, site);
+    if (runs.empty()) return false;
+    const int depth = 2 * site.loop + 1;
+    bool inside = false;
     for_each_descendant(n, [&](const isl::ast_node& d) {
-      if (found) return false;
-      if (!d.isa<isl::ast_node_for>()) return true;
-      int k = schedule_dim_of(d.as<isl::ast_node_for>());
-      if (k > lo && k <= hi) {
-        std::set<std::string> names = statements_in(d);
-        for (const auto& c : comps) found = found || names.count(isl_name(c));
-      }
-      return !found;
+      if (inside || !d.isa<isl::ast_node_for>()) return !inside;
+      if (schedule_dim_of(d.as<isl::ast_node_for>()) > depth) return false;
+      inside = site_statements(d, site) == runs;
+      return !inside;
     });
-    return found;
+    if (inside) return false;
+    for_each_descendant(n, [&](const isl::ast_node& d) {
+      if (!d.isa<isl::ast_node_for>()) return true;
+      const isl::ast_node_for& loop = d.as<isl::ast_node_for>();
+      int k = schedule_dim_of(loop);
+      if (k > depth) return false;
+      if (loop_tag(loop) != ir::LoopTag::Parallel) return true;
+      for (const auto& name : site_statements(d, site))
+        if (by_isl_name_.at(name)->target.buf == site.buf)
+          fail(site.where, "cannot allocate '" + site.buf + "' inside loop '" + site.loop_name +
+                               "' of '" + site.comps[0] +
+                               "': isl generated code that runs some of its statements outside "
+                               "that loop, and the copy would be shared by the loop's parallel "
+                               "iterations; tag the loop serial or cache at an inner loop");
+      return true;
+    });
+    return true;
   }
 
  public:
   std::set<std::string> placed_;  // alloc sites placed inside a loop
+
+ private:
+  std::set<std::string> allocated_;  // alloc sites allocated around the node being lowered
 
  private:
   const Impl& m_;

@@ -936,6 +936,19 @@ TEST(CliRun, IllegalScheduleIsRefusedBeforeCompiling) {
   EXPECT_TRUE(Contains(r.err, "legality error"));
 }
 
+// What LLVM says about a kernel is a warning of kiln's, naming the kernel and
+// the loop, once, and not LLVM's own "<unknown>:0:0" lines.
+TEST(CliRun, LlvmsWarningsNameTheKernelAndTheLoop) {
+  Result r = kiln({"run", data("vectorize_outer_loop.kiln"), "--check"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "ok  tri: 1 output matches")) << r.out;
+  const std::string warning = "[warning] tri, loop 'i': loop not vectorized: ";
+  size_t at = r.err.find(warning);
+  EXPECT_NE(at, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(warning, at + 1), std::string::npos) << r.err;
+  EXPECT_FALSE(Contains(r.err, "<unknown>")) << r.err;
+}
+
 TEST(CliRun, BenchPrintsTheMedianAndGflops) {
   Result r = kiln({"run", data("matmul_small.kiln"), "--bench", "--repeat", "3", "--number", "4",
                    "--threads", "1"});

@@ -162,6 +162,36 @@ TEST(Compile, IslWorkStopsAtTheLimitWithAClearError) {
   }
 }
 
+// A loop tagged vectorize whose body kiln cannot vectorize (it holds a loop)
+// is left to LLVM with a hint, and LLVM cannot vectorize an outer loop: it
+// says so as a note of the result, naming the kernel and the loop, in every
+// output that runs LLVM's optimizer, and nothing reaches stderr.
+TEST(Compile, WhatLlvmSaysAboutAKernelIsANoteOfTheResult) {
+  const char* program = R"(func tri {
+  param N = 64;
+  input a : f32[N, N];
+  output y : f32[N, N];
+  compute c(i, j) in 0 <= i < N, 0 <= j <= i: y[i, j] = a[i, j] / a[j, i];
+  schedule { c.tag(i, vectorize); }
+})";
+  const std::string note =
+      "tri, loop 'i': loop not vectorized: the optimizer was unable to perform the requested "
+      "transformation; the transformation might be disabled or specified as part of an "
+      "unsupported transformation ordering (LLVM)";
+  for (CompileOutput output : {CompileOutput::LlvmIr, CompileOutput::Assembly,
+                               CompileOutput::Kernel, CompileOutput::Artifact}) {
+    SCOPED_TRACE(compile_output_name(output));
+    ::testing::internal::CaptureStderr();
+    CompileResult r = compile(request(output, program));
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+    EXPECT_EQ(r.notes, std::vector<std::string>{note});
+  }
+  // Without the hint LLVM has nothing to say.
+  CompileRequest plain = request(CompileOutput::Kernel, program);
+  plain.func.schedule.clear();
+  EXPECT_EQ(compile(plain).notes, std::vector<std::string>{});
+}
+
 // kilnd compiles on several workers at once: compilations in parallel give
 // what they give one at a time (isl contexts, LLVM contexts and the linker
 // are per compilation or locked).

@@ -316,6 +316,39 @@ TEST(Primitives, CacheWithAHandWrittenLayout) {
 )");
 }
 
+// In a triangular domain the one iteration of j that reads a cached element
+// (j = 0) is fixed for every i, so isl generates the copy once, ahead of the
+// j loop, and not inside it: the copy's buffer goes around both, and the
+// parallel j loop only reads it.
+const char* kTriangleGuardedRead = R"(func tri {
+  param N = 16, M = 2;
+  input a : f32[N, M];
+  output y : f32[N, M];
+  compute t(i, j) in 0 <= i < N, 0 <= j <= i, j < M:
+    y[i, j] = select(j + 1 < M, a[i, j + 1], -1.0);
+})";
+
+TEST(Primitives, CacheIdentityWhoseCopyIslTakesOutOfTheLoop) {
+  const std::string schedule = "t.tag(j, parallel); t.cache_identity(a, j, heap);";
+  EXPECT_EQ(scheduled(kTriangleGuardedRead, schedule),
+            R"(func tri(input a: f32[16, 2], output y: f32[16, 2]) {
+  for (i = 0; i < 16; i += 1) {
+    alloc a_t_cache: f32[1, 1] @heap {
+      a_t_cache[i - i, 1 - (1 + 0)] = a[i, 1];
+      for (j = 0; j < min(2, i + 1); j += 1) {  // parallel
+        y[i, j] = select(j + 1 < 2, a_t_cache[i - i, j + 1 - (1 + j)], -1.0);
+      }
+    }
+  }
+}
+)");
+  for (uint64_t seed : {1u, 2u}) {
+    interp::Mismatch mm =
+        differential(parse_one(with_schedule(kTriangleGuardedRead, schedule)), {}, seed);
+    EXPECT_TRUE(mm.ok) << "seed " << seed << ": " << mm.describe();
+  }
+}
+
 // alloc_at and set_loc: the temporary lives inside loop i, on the stack.
 const char* kFused = R"(func v {
   param N = 4;

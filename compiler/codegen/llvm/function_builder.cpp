@@ -5,6 +5,7 @@
 #include <llvm/IR/MDBuilder.h>
 
 #include "kiln/analysis.h"
+#include "module_builder.h"
 
 namespace kiln::codegen::detail {
 
@@ -377,10 +378,12 @@ void FunctionBuilder::counted(llvm::Value* lo, llvm::Value* hi, int64_t step,
   b_.SetInsertPoint(done);
 }
 
-llvm::MDNode* FunctionBuilder::loop_hint(const char* key) {
+llvm::MDNode* FunctionBuilder::loop_hint(const char* key, const std::string& loop) {
   llvm::Metadata* hint = llvm::MDNode::get(
       ctx_, {llvm::MDString::get(ctx_, key), llvm::ConstantAsMetadata::get(b_.getTrue())});
-  llvm::MDNode* self = llvm::MDNode::getDistinct(ctx_, {nullptr, hint});
+  llvm::Metadata* name = llvm::MDNode::get(
+      ctx_, {llvm::MDString::get(ctx_, kLoopNameKey), llvm::MDString::get(ctx_, loop)});
+  llvm::MDNode* self = llvm::MDNode::getDistinct(ctx_, {nullptr, hint, name});
   self->replaceOperandWith(0, self);
   return self;
 }
@@ -404,7 +407,7 @@ void FunctionBuilder::loop(const ir::For& n) {
         vectorized(n, lo, hi);
         return;
       }
-      counted(lo, hi, n.step, n.var, body_at, loop_hint("llvm.loop.vectorize.enable"));
+      counted(lo, hi, n.step, n.var, body_at, loop_hint("llvm.loop.vectorize.enable", n.var));
       return;
     case ir::LoopTag::UnrollExplicit: {
       auto* a = ir::as<ir::IntImm>(n.min);
@@ -432,7 +435,7 @@ void FunctionBuilder::loop(const ir::For& n) {
       return;
     }
     case ir::LoopTag::Unroll:
-      counted(lo, hi, n.step, n.var, body_at, loop_hint("llvm.loop.unroll.enable"));
+      counted(lo, hi, n.step, n.var, body_at, loop_hint("llvm.loop.unroll.enable", n.var));
       return;
     default:
       counted(lo, hi, n.step, n.var, body_at);

@@ -87,7 +87,8 @@ class FunctionBuilder {
   // A counted loop: for (v = lo; v < hi; v += step) body(v).
   void counted(llvm::Value* lo, llvm::Value* hi, int64_t step, const std::string& name,
                const std::function<void(llvm::Value*)>& body, llvm::MDNode* loop_md = nullptr);
-  llvm::MDNode* loop_hint(const char* key);
+  // Loop metadata with one hint for LLVM and the loop's name (kLoopNameKey).
+  llvm::MDNode* loop_hint(const char* key, const std::string& loop);
   void loop(const ir::For& n);
 
   // ---------------------------------------------------------------------

@@ -96,7 +96,8 @@ Kernel jit_compile(const ir::LoweredFunc& f, const Options& opts_in) {
                        "the JIT runs code for this machine (" + host.triple + "), not for " +
                            opts.target.triple + "; use kiln compile for other targets");
   auto ctx = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> m = optimized_module(f, opts, *ctx).module;
+  OptimizedModule optimized = optimized_module(f, opts, *ctx);
+  std::unique_ptr<llvm::Module> m = std::move(optimized.module);
 
   Engine& engine = Engine::get();
   // Declared before the lock: if linking fails, the state (whose destructor
@@ -124,6 +125,8 @@ Kernel jit_compile(const ir::LoweredFunc& f, const Options& opts_in) {
     std::string why = message(sym.takeError());
     throw CompileError(ErrorStage::Codegen, {}, "cannot link " + f.name + ": " + why);
   }
+  // The JIT generates the machine code during the lookup.
+  check_llvm_errors(optimized);
   state->entry = sym->toPtr<kiln_entry_fn>();
   return Kernel(std::move(state));
 }

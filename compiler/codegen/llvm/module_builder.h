@@ -16,4 +16,9 @@ namespace kiln::codegen {
 std::unique_ptr<llvm::Module> build_module(const ir::LoweredFunc& f, const Options& opts,
                                            llvm::LLVMContext& ctx);
 
+// A loop that carries a hint for LLVM (vectorize, unroll) also carries its
+// kiln name in its loop metadata, !{!"kiln.loop.name", !"j"}, so that what
+// LLVM says about the loop can name it.
+inline constexpr const char* kLoopNameKey = "kiln.loop.name";
+
 }  // namespace kiln::codegen

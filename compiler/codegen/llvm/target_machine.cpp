@@ -4,6 +4,10 @@
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/Config/llvm-config.h>
+#include <llvm/IR/CFG.h>
+#include <llvm/IR/DiagnosticHandler.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -159,9 +163,79 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level) {
   mpm.run(m, mam);
 }
 
+namespace {
+
+// The kiln name of the loop whose header is `header`, from the loop
+// metadata on its back edge (kLoopNameKey), or empty.
+std::string loop_name(const llvm::BasicBlock& header) {
+  for (const llvm::BasicBlock* pred : llvm::predecessors(&header)) {
+    const llvm::MDNode* md = pred->getTerminator()->getMetadata(llvm::LLVMContext::MD_loop);
+    if (!md) continue;
+    for (const llvm::MDOperand& op : md->operands()) {
+      const auto* entry = llvm::dyn_cast_or_null<llvm::MDNode>(op.get());
+      if (!entry || entry->getNumOperands() != 2) continue;
+      const auto* key = llvm::dyn_cast<llvm::MDString>(entry->getOperand(0));
+      const auto* value = llvm::dyn_cast<llvm::MDString>(entry->getOperand(1));
+      if (key && value && key->getString() == kLoopNameKey) return value->getString().str();
+    }
+  }
+  return "";
+}
+
+// What LLVM says about one kernel, in words a user can place: the kernel,
+// and the loop when LLVM speaks of one kiln named.
+std::string describe(const std::string& func, const llvm::DiagnosticInfo& d) {
+  std::string where = func;
+  if (const auto* ir = llvm::dyn_cast<llvm::DiagnosticInfoIROptimization>(&d)) {
+    if (const auto* block = llvm::dyn_cast_or_null<llvm::BasicBlock>(ir->getCodeRegion())) {
+      std::string loop = loop_name(*block);
+      if (!loop.empty()) where += ", loop '" + loop + "'";
+    }
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (const auto* opt = llvm::dyn_cast<llvm::DiagnosticInfoOptimizationBase>(&d)) {
+    os << opt->getMsg();
+  } else {
+    llvm::DiagnosticPrinterRawOStream printer(os);
+    d.print(printer);
+  }
+  return where + ": " + text + " (LLVM)";
+}
+
+class Diagnostics final : public llvm::DiagnosticHandler {
+ public:
+  Diagnostics(std::string func, std::function<void(const std::string&)> note,
+              std::shared_ptr<std::string> error)
+      : func_(std::move(func)), note_(std::move(note)), error_(std::move(error)) {}
+
+  bool handleDiagnostics(const llvm::DiagnosticInfo& d) override {
+    if (d.getSeverity() == llvm::DS_Error) {
+      if (error_->empty()) *error_ = describe(func_, d);
+    } else if (note_ && d.getSeverity() != llvm::DS_Note) {
+      note_(describe(func_, d));
+    }
+    return true;
+  }
+
+ private:
+  std::string func_;
+  std::function<void(const std::string&)> note_;
+  std::shared_ptr<std::string> error_;
+};
+
+}  // namespace
+
+void check_llvm_errors(const OptimizedModule& m) {
+  if (!m.llvm_error->empty()) throw CompileError(ErrorStage::Codegen, {}, *m.llvm_error);
+}
+
 OptimizedModule optimized_module(const ir::LoweredFunc& f, const Options& opts,
                                  llvm::LLVMContext& ctx, Builtins builtins) {
   OptimizedModule out;
+  out.llvm_error = std::make_shared<std::string>();
+  ctx.setDiagnosticHandler(std::make_unique<Diagnostics>(f.name, opts.note, out.llvm_error),
+                           /*RespectFilters=*/true);
   out.module = build_module(f, opts, ctx);
   if (builtins == Builtins::Freestanding) {
     for (llvm::Function& fn : *out.module) {
@@ -170,6 +244,7 @@ OptimizedModule optimized_module(const ir::LoweredFunc& f, const Options& opts,
   }
   out.machine = make_target_machine(opts.target, opts.opt_level);
   optimize(*out.module, *out.machine, opts.opt_level);
+  check_llvm_errors(out);
   return out;
 }
 
@@ -183,6 +258,7 @@ std::vector<char> machine_code(OptimizedModule& m, llvm::CodeGenFileType type) {
         "LLVM cannot emit this kind of file for " + m.machine->getTargetTriple().getTriple());
   }
   pm.run(*m.module);
+  check_llvm_errors(m);
   return std::vector<char>(buffer.begin(), buffer.end());
 }
 

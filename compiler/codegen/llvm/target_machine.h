@@ -24,9 +24,13 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level);
 
 // What every output of the backend starts from: f's module (build_module),
 // optimized for opts.target, and the TargetMachine it was optimized for.
+// optimized_module installs a diagnostic handler on the context: LLVM's
+// warnings and always-shown remarks go to Options::note, and its first error
+// is kept for check_llvm_errors (LLVM's own handler would print it and exit).
 struct OptimizedModule {
   std::unique_ptr<llvm::Module> module;
   std::unique_ptr<llvm::TargetMachine> machine;
+  std::shared_ptr<std::string> llvm_error;  // the first error LLVM reported, or empty
 };
 // Freestanding: the module may call no C library function of LLVM's own
 // accord ("no-builtins" keeps loops from becoming memset and memcpy calls),
@@ -34,6 +38,10 @@ struct OptimizedModule {
 enum class Builtins : uint8_t { Allowed, Freestanding };
 OptimizedModule optimized_module(const ir::LoweredFunc& f, const Options& opts,
                                  llvm::LLVMContext& ctx, Builtins builtins = Builtins::Allowed);
+
+// Throws CompileError (stage "codegen") with the first error LLVM reported
+// about m's module, if any. Called after each LLVM stage that may report one.
+void check_llvm_errors(const OptimizedModule& m);
 
 // The assembly or object file of an optimized module. Throws CompileError
 // (stage Codegen) when the target cannot emit that kind of file.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,11 @@ using kiln::Target;
 struct Options {
   Target target = Target::host();
   int opt_level = 3;  // 0..3: LLVM's O0..O3 pipeline
+  // Receives LLVM's warnings about the kernel, and the remarks it always
+  // shows (a loop tagged vectorize or unroll that it could not transform), as
+  // "FUNC, loop 'L': what LLVM said"; without it they are dropped. They never
+  // go to stderr. An error from LLVM is a CompileError (stage "codegen").
+  std::function<void(const std::string&)> note{};
 };
 
 // The symbol every kernel is entered through, with kiln's packed-argument ABI

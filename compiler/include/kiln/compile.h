@@ -68,6 +68,9 @@ struct CompileResult {
   std::optional<codegen::Kernel> kernel;      // Kernel
   std::optional<codegen::Artifact> artifact;  // Artifact; its key is `key`
   std::vector<StageTime> times;               // in the order the stages ran
+  // What the code generator said about the kernel without refusing it (a
+  // loop tagged vectorize that LLVM could not vectorize): codegen::Options::note.
+  std::vector<std::string> notes;
 };
 
 // Runs the pipeline up to request.output: the overrides, the polyhedral

@@ -30,6 +30,8 @@ class CompiledGraph {
   Tensors run(const Tensors& inputs) const;
   const ir::Graph& graph() const;  // after the graph passes
   size_t kernel_count() const;     // distinct kernels: identical operators share one
+  // What the code generator said about the kernels (CompileResult::notes).
+  const std::vector<std::string>& notes() const;
 
   struct State;
   explicit CompiledGraph(std::shared_ptr<const State> s) : state_(std::move(s)) {}
