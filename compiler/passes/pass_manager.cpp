@@ -175,11 +175,15 @@ void check_bound(const ir::LoweredFunc& f, const std::string& pass) {
 ir::LoweredFunc run_pipeline(const ir::LoweredFunc& f, const PassContext& ctx) {
   ir::LoweredFunc out = f;
   check_bound(out, "");
+  Limits limits;
+  limits.max_stage_ms = ctx.max_stage_ms;
+  StageTimer timer(ErrorStage::Passes, limits);
   for (const std::string& name : pipeline(ctx)) {
     const PassInfo& p = *find_pass(name);
     run_instrumented(name, out, ctx,
                      [&](ir::LoweredFunc& func) { func.body = p.run(func.body, ctx); });
     check_bound(out, name);
+    timer.check(f.where, "after pass " + name + " on " + f.name);
   }
   return out;
 }

@@ -620,6 +620,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
   ir::Stmt body;
   std::set<std::string> placed;
   isl_ctx_reset_operations(ctx.get());  // lowering has a budget of its own
+  StageTimer timer(ErrorStage::Lower, m.limits);
   try {
     isl::union_map sched = isl::union_map::empty(ctx);
     for (const auto& c : m.comps)
@@ -649,6 +650,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     isl::ast_node root = build.node_from_schedule_map(sched);
     if (root.is_null()) fail(m.func.where, "isl could not build the loop nest of " + m.func.name);
 
+    timer.check(m.func.where, "after isl generated the loops of " + m.func.name);
     AstLowering lowering(m);
     ir::Stmt loops = lowering.node(root);
     body = lowering.place_data_params(loops, {});

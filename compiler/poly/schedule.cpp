@@ -33,13 +33,16 @@ std::string command_text(const ir::ScheduleCommand& cmd) {
 ScheduledFunc schedule(const ir::Func& f, bool apply_commands, const Limits& limits) {
   std::unique_ptr<ScheduledFunc::Impl> m;
   try {
+    StageTimer timer(ErrorStage::Schedule, limits);
     m = build_model(f, apply_commands, limits);
     check_access_bounds(*m);
+    timer.check(f.where, "after building the model of " + f.name);
     if (apply_commands) {
       for (const auto& cmd : m->func.schedule) {
         apply_command(*m, cmd);
         m->applied.push_back(command_text(cmd));
         spdlog::debug("{}: applied {}", f.name, m->applied.back());
+        timer.check(cmd.where, "after " + m->applied.back());
       }
       if (auto problem = schedule_range_problem(*m)) {
         // Blame the first command after which a loop leaves the range.

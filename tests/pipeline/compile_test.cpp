@@ -162,6 +162,42 @@ TEST(Compile, IslWorkStopsAtTheLimitWithAClearError) {
   }
 }
 
+// A stage stops at its first step that ends past max_stage_ms: with a limit
+// of 0 ms, the schedule stage right after building the model, and the pass
+// pipeline after its first pass. The limit is not part of the key.
+TEST(Compile, AStageStopsAtItsWallTimeLimit) {
+  CompileRequest r = request(CompileOutput::Kernel);
+  r.options.limits.max_stage_ms = 0;
+  EXPECT_EQ(cache_key(r), cache_key(request(CompileOutput::Kernel)));
+  try {
+    compile(r);
+    ADD_FAILURE() << "compiled within 0 ms";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Schedule);
+    EXPECT_EQ(e.loc().line, 1);
+    EXPECT_TRUE(e.message().starts_with(
+        "the schedule stage ran past its limit of 0 ms (max_stage_ms, docs/limits.md), after "
+        "building the model of scale ("))
+        << e.message();
+  }
+  CompileResult loops = compile(request(CompileOutput::Loops));
+  CompileOptions o;
+  o.limits.max_stage_ms = 0;
+  try {
+    passes::run_pipeline(loops.lowered, pass_context(o));
+    ADD_FAILURE() << "ran the passes within 0 ms";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Passes);
+    EXPECT_TRUE(e.message().starts_with(
+        "the passes stage ran past its limit of 0 ms (max_stage_ms, docs/limits.md), after pass "
+        "simplify on scale ("))
+        << e.message();
+  }
+  // A negative limit is none.
+  r.options.limits.max_stage_ms = -1;
+  EXPECT_TRUE(compile(r).kernel.has_value());
+}
+
 // A loop tagged vectorize whose body kiln cannot vectorize (it holds a loop)
 // is left to LLVM with a hint, and LLVM cannot vectorize an outer loop: it
 // says so as a note of the result, naming the kernel and the loop, in every

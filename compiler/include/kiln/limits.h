@@ -4,8 +4,12 @@
 // value and where.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+
+#include "kiln/error.h"
 
 namespace kiln {
 
@@ -22,6 +26,38 @@ struct Limits {
   // isl operations (isl_ctx_set_max_operations) to schedule one func, and
   // again to lower it: the bound on the polyhedral work of a compilation.
   uint64_t max_isl_operations = 10'000'000;
+  // Wall-clock milliseconds one stage of a compilation may take (schedule,
+  // lower, passes); negative: no limit. A stage checks it between its steps
+  // (schedule commands, passes), so it stops at the first step that ends
+  // past the limit. kilnd's request deadlines are checked the same way.
+  int64_t max_stage_ms = 60'000;
+};
+
+// The wall-clock time one stage has used, against Limits::max_stage_ms.
+class StageTimer {
+ public:
+  StageTimer(ErrorStage stage, const Limits& limits)
+      : stage_(stage), limit_ms_(limits.max_stage_ms), start_(std::chrono::steady_clock::now()) {}
+
+  // Throws CompileError (the timer's stage, at `where`) once the stage has run
+  // for max_stage_ms or longer; `done` says what it had finished, as in
+  // "after c.split(i, 4, io, ii)".
+  void check(const SourceLoc& where, const std::string& done) const {
+    if (limit_ms_ < 0) return;
+    auto used = std::chrono::steady_clock::now() - start_;
+    if (used < std::chrono::milliseconds(limit_ms_)) return;
+    throw CompileError(
+        stage_, where,
+        "the " + std::string(error_stage_name(stage_)) + " stage ran past its limit of " +
+            std::to_string(limit_ms_) + " ms (max_stage_ms, docs/limits.md), " + done + " (" +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(used).count()) +
+            " ms)");
+  }
+
+ private:
+  ErrorStage stage_;
+  int64_t limit_ms_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace kiln

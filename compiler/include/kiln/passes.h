@@ -14,6 +14,7 @@
 
 #include "kiln/buffers.h"
 #include "kiln/ir.h"
+#include "kiln/limits.h"
 #include "kiln/loop_ir.h"
 #include "kiln/passes/cse.h"
 #include "kiln/passes/licm.h"
@@ -66,6 +67,9 @@ struct PassContext {
   // params and its input and output buffers. kiln passes the JIT; unset, the
   // reference interpreter runs it.
   std::function<void(const ir::Func& op, Bindings& b)> evaluate;
+  // The pipeline stops between passes once it has run for max_stage_ms
+  // (Limits; stage "passes").
+  int64_t max_stage_ms = Limits{}.max_stage_ms;
 
   // LICM's and CSE's options: options.licm and options.cse, or the target's defaults.
   LicmOptions licm() const;
