@@ -338,7 +338,27 @@ void cmd_apply_sch(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
     fail(cmd.args[0].where, "apply_sch expects an isl map in quotes");
   isl::ctx ctx = m.ctx.get();
   isl_map* raw = isl_map_read_from_str(ctx.get(), cmd.args[0].text.c_str());
-  if (!raw) fail(cmd.args[0].where, "apply_sch: cannot parse isl map \"" + cmd.args[0].text + "\"");
+  if (!raw) {
+    isl_union_map* pieces = isl_union_map_read_from_str(ctx.get(), cmd.args[0].text.c_str());
+    isl_size spaces = pieces ? isl_union_map_n_map(pieces) : 0;
+    isl_union_map_free(pieces);
+    if (spaces > 1)
+      fail(cmd.args[0].where, "apply_sch: \"" + cmd.args[0].text +
+                                  "\" is a union of maps of different shapes; a schedule map is "
+                                  "one map: give every piece the same inputs and outputs");
+    fail(cmd.args[0].where, "apply_sch: cannot parse isl map \"" + cmd.args[0].text + "\"");
+  }
+  // The map takes c's loops; a name on them must be c's (another statement's
+  // map given to c by mistake would otherwise be taken without a word).
+  if (isl_map_has_tuple_name(raw, isl_dim_in) == isl_bool_true) {
+    std::string named = isl_map_get_tuple_name(raw, isl_dim_in);
+    if (named != c.name && named != isl_name(c.name)) {
+      isl_map_free(raw);
+      fail(cmd.args[0].where, "apply_sch: the map is for '" + named + "', but it is applied to '" +
+                                  c.name + "'; name its input '" + c.name +
+                                  "' or leave it unnamed");
+    }
+  }
   raw = isl_map_reset_tuple_id(isl_map_reset_tuple_id(raw, isl_dim_in), isl_dim_out);
   // Its params must be the func's: a compile-time one takes its value, an
   // unknown name is refused here rather than left for code generation.
