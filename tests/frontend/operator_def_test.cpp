@@ -1,0 +1,404 @@
+// Structured operators (kiln/operator_def.h): an OperatorDef or GraphDef gives
+// the IR its .kiln text gives, and every error names the field that is wrong.
+#include "kiln/operator_def.h"
+
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+
+#include "kiln/compile.h"
+#include "kiln/frontend.h"
+#include "kiln/v1/operator.pb.h"
+
+namespace kiln::testing {
+namespace {
+
+template <typename Message>
+Message from_text(const std::string& text) {
+  Message m;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &m)) << text;
+  return m;
+}
+
+v1::OperatorDef def(const std::string& text) { return from_text<v1::OperatorDef>(text); }
+
+// What a definition's error says, as the CLI prints it: from the frontend,
+// or from a later stage (a schedule command), which sees the same positions.
+std::string error_of(const v1::OperatorDef& d) {
+  try {
+    ir::Func f = frontend::parse_operator_def(d);
+    compile(CompileRequest{.func = f, .output = CompileOutput::Loops});
+  } catch (const CompileError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A tiled matmul with a knob, a reduction and a schedule.
+const char* kMatmulDef = R"pb(
+  name: "matmul"
+  params { name: "M" value: 64 }
+  params { name: "N" value: 48 }
+  params { name: "K" }
+  constraints {
+    binary {
+      op: GT
+      lhs { name: "K" }
+      rhs { int_value: 0 }
+    }
+  }
+  buffers {
+    name: "A"
+    kind: INPUT
+    dtype: F32
+    shape { name: "M" }
+    shape { name: "K" }
+  }
+  buffers {
+    name: "B"
+    kind: INPUT
+    dtype: F32
+    shape { name: "K" }
+    shape { name: "N" }
+  }
+  buffers {
+    name: "C"
+    kind: OUTPUT
+    dtype: F32
+    shape { name: "M" }
+    shape { name: "N" }
+  }
+  knobs {
+    name: "TI"
+    value: 16
+    candidates: [ 8, 16, 32 ]
+  }
+  computations {
+    name: "C"
+    iterators: [ "i", "j" ]
+    domain {
+      binary {
+        op: LE
+        lhs { int_value: 0 }
+        rhs { name: "i" }
+      }
+    }
+    domain {
+      binary {
+        op: LT
+        lhs { name: "i" }
+        rhs { name: "M" }
+      }
+    }
+    domain {
+      binary {
+        op: LE
+        lhs { int_value: 0 }
+        rhs { name: "j" }
+      }
+    }
+    domain {
+      binary {
+        op: LT
+        lhs { name: "j" }
+        rhs { name: "N" }
+      }
+    }
+    store {
+      buffer: "C"
+      indices { name: "i" }
+      indices { name: "j" }
+    }
+    reduction {
+      op: "sum"
+      iterators: "k"
+      domain {
+        binary {
+          op: LE
+          lhs { int_value: 0 }
+          rhs { name: "k" }
+        }
+      }
+      domain {
+        binary {
+          op: LT
+          lhs { name: "k" }
+          rhs { name: "K" }
+        }
+      }
+      body {
+        binary {
+          op: MUL
+          lhs {
+            index {
+              buffer: "A"
+              indices { name: "i" }
+              indices { name: "k" }
+            }
+          }
+          rhs {
+            index {
+              buffer: "B"
+              indices { name: "k" }
+              indices { name: "j" }
+            }
+          }
+        }
+      }
+    }
+  }
+  schedule {
+    target: "C"
+    op: "split"
+    args { name: "i" }
+    args { name: "TI" }
+    args { name: "io" }
+    args { name: "ii" }
+  }
+  schedule {
+    target: "C"
+    op: "tag"
+    args { name: "io" }
+    args { name: "parallel" }
+  }
+)pb";
+
+const char* kMatmulText = R"(func matmul {
+  param M = 64, N = 48, K;
+  constraint K > 0;
+  input A : f32[M, K];
+  input B : f32[K, N];
+  output C : f32[M, N];
+  knob TI = 16 in [8, 16, 32];
+  compute C(i, j) in 0 <= i < M, 0 <= j < N: C[i, j] = sum(k in 0 <= k < K) A[i, k] * B[k, j];
+  schedule {
+    C.split(i, TI, io, ii);
+    C.tag(io, parallel);
+  }
+})";
+
+TEST(OperatorDef, GivesTheIrItsTextGives) {
+  ir::Func from_def = frontend::parse_operator_def(def(kMatmulDef));
+  ir::Func from_text = frontend::parse_module(kMatmulText, "matmul.kiln").funcs.at(0);
+  EXPECT_EQ(ir::to_string(from_def), ir::to_string(from_text));
+}
+
+TEST(OperatorDef, PositionsAreFieldPaths) {
+  ir::Func f = frontend::parse_operator_def(def(kMatmulDef));
+  EXPECT_EQ(f.where.str(), "name");
+  EXPECT_EQ(f.bufs.at(1).where.str(), "buffers[1].name");
+  EXPECT_EQ(f.schedule.at(1).where.str(), "schedule[1]");
+  EXPECT_EQ(f.knobs.at(0).where.str(), "knobs[0].name");
+}
+
+TEST(OperatorDef, TheTextIsCanonicalAndParsesBack) {
+  std::string text = frontend::operator_def_text(def(kMatmulDef));
+  ir::Func again = frontend::parse_module(text, "again.kiln").funcs.at(0);
+  EXPECT_EQ(ir::to_string(again), ir::to_string(frontend::parse_operator_def(def(kMatmulDef))));
+}
+
+// Each error names the field, as a text's names FILE:LINE:COL.
+TEST(OperatorDef, ErrorsNameTheField) {
+  struct Case {
+    const char* change;  // appended to the matmul definition (repeated fields add an item)
+    const char* expect;  // the whole message
+  };
+  const Case cases[] = {
+      {R"pb(buffers { name: "a b" kind: INPUT dtype: F32 })pb",
+       "buffers[3].name: validate error: 'a b' is not a valid buffer name: a name is a letter "
+       "or '_' followed by letters, digits and '_'"},
+      {R"pb(buffers { name: "x; output z : f32[1]" kind: INPUT dtype: F32 })pb",
+       "buffers[3].name: validate error: 'x; output z : f32[1]' is not a valid buffer name: a "
+       "name is a letter or '_' followed by letters, digits and '_'"},
+      {R"pb(buffers { name: "D" kind: INPUT })pb",
+       "buffers[3].dtype: validate error: dtype is missing: one of BOOL, I32, I64, F32, F64"},
+      {R"pb(buffers { name: "D" dtype: F32 })pb",
+       "buffers[3].kind: validate error: kind is missing: one of INPUT, OUTPUT, TEMP"},
+      {R"pb(computations {
+              name: "z"
+              iterators: "i"
+              domain {
+                binary {
+                  op: LE
+                  lhs { int_value: 0 }
+                  rhs { name: "i" }
+                }
+              }
+              domain {
+                binary {
+                  op: LT
+                  lhs { name: "i" }
+                  rhs { name: "M" }
+                }
+              }
+              store {
+                buffer: "Q"
+                indices { name: "i" }
+              }
+              value { float_value: 1 }
+            })pb",
+       "computations[1].store.buffer: validate error: unknown buffer 'Q'"},
+      {R"pb(computations {
+              name: "z"
+              iterators: "i"
+              domain {
+                binary {
+                  op: LT
+                  lhs {
+                    binary {
+                      op: MUL
+                      lhs { name: "i" }
+                      rhs { name: "i" }
+                    }
+                  }
+                  rhs { name: "M" }
+                }
+              }
+              store {
+                buffer: "C"
+                indices { name: "i" }
+                indices { int_value: 0 }
+              }
+              value { float_value: 1 }
+            })pb",
+       "computations[1].domain[0].binary.lhs.binary: validate error: '(i * i)' is not affine: "
+       "one factor of a product in the domain of 'z' must be an integer constant"},
+      {R"pb(computations {
+              name: "z"
+              iterators: "i"
+              value {}
+            })pb",
+       "computations[1].value: validate error: the expression is empty: set one of int_value, "
+       "float_value, bool_value, name, index, call, unary, binary"},
+      {R"pb(computations {
+              name: "z"
+              iterators: "i"
+              value { float_value: inf }
+            })pb",
+       "computations[1].value: validate error: inf is not a finite number"},
+      {R"pb(schedule {
+              target: "C"
+              op: "split"
+              args { name: "nope" }
+              args { number: 4 }
+            })pb",
+       "schedule[2]: schedule error: split expects 4 arguments: split(LOOP, FACTOR, OUTER, "
+       "INNER) (got 2)"},
+      {R"pb(schedule {
+              target: "C"
+              op: "apply_sch"
+              args { text: "{ [i, j] -> [j\"] }" }
+            })pb",
+       "schedule[2].args[0].text: schedule error: apply_sch: cannot parse isl map \"{ [i, j] -> "
+       "[j\"] }\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.change);
+    std::string what = error_of(def(std::string(kMatmulDef) + c.change));
+    EXPECT_EQ(what, c.expect);
+  }
+}
+
+TEST(OperatorDef, DeepExpressionsAreRefused) {
+  v1::OperatorDef d = def(kMatmulDef);
+  v1::Expr* e = d.add_constraints();
+  for (int k = 0; k < 300; ++k) e = e->mutable_unary()->mutable_operand();
+  e->set_name("K");
+  EXPECT_TRUE(error_of(d).find("expression is nested too deeply (the limit is 256 levels)") !=
+              std::string::npos)
+      << error_of(d);
+}
+
+const char* kGraphDef = R"pb(
+  name: "g"
+  operators {
+    name: "scale"
+    params { name: "N" }
+    buffers {
+      name: "x"
+      kind: INPUT
+      dtype: F32
+      shape { name: "N" }
+    }
+    buffers {
+      name: "y"
+      kind: OUTPUT
+      dtype: F32
+      shape { name: "N" }
+    }
+    computations {
+      name: "s"
+      iterators: "i"
+      domain {
+        binary {
+          op: LE
+          lhs { int_value: 0 }
+          rhs { name: "i" }
+        }
+      }
+      domain {
+        binary {
+          op: LT
+          lhs { name: "i" }
+          rhs { name: "N" }
+        }
+      }
+      store {
+        buffer: "y"
+        indices { name: "i" }
+      }
+      value {
+        binary {
+          op: MUL
+          lhs { float_value: 2 }
+          rhs {
+            index {
+              buffer: "x"
+              indices { name: "i" }
+            }
+          }
+        }
+      }
+    }
+  }
+  tensors { name: "a" kind: INPUT dtype: F32 shape: 4 }
+  tensors {
+    name: "w"
+    kind: CONST
+    dtype: F32
+    shape: 4
+    values { values: [ 1, -2.5, 3, 1e10 ] }
+  }
+  calls { results: "b" op: "scale" args: "a" }
+  calls {
+    results: "c"
+    op: "scale"
+    args: "w"
+    bindings { key: "N" value: 4 }
+  }
+  outputs: [ "b", "c" ]
+)pb";
+
+TEST(GraphDef, GivesTheGraphItsTextGives) {
+  ir::Module m = frontend::parse_graph_def(from_text<v1::GraphDef>(kGraphDef));
+  ASSERT_EQ(m.graphs.size(), 1u);
+  const ir::Graph& g = m.graphs[0];
+  EXPECT_EQ(g.calls.size(), 2u);
+  const ir::GraphTensor* w = g.find_tensor("w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->init.values, (std::vector<double>{1, -2.5, 3, 1e10}));
+  EXPECT_EQ(g.calls.at(1).where.str(), "calls[1].op");
+}
+
+TEST(GraphDef, ErrorsNameTheField) {
+  auto g = from_text<v1::GraphDef>(kGraphDef);
+  g.mutable_calls(1)->set_op("missing");
+  try {
+    frontend::parse_graph_def(g);
+    ADD_FAILURE() << "accepted a call to an unknown operator";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.loc().str(), "calls[1].op") << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing
