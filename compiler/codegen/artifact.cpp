@@ -23,6 +23,9 @@ std::string arg_json(const ArtifactArg& a) {
 std::string Artifact::metadata_json() const {
   std::vector<std::string> arg_list;
   for (const ArtifactArg& a : args) arg_list.push_back(arg_json(a));
+  // No source positions: an artifact is a function of its key, which holds
+  // the operator but not where its text put it (a cached artifact serves
+  // every file that holds the same operator).
   std::vector<std::string> check_list;
   for (size_t k = 0; k < checks.size(); ++k) {
     const ir::RuntimeCheck& c = checks[k];
@@ -32,7 +35,6 @@ std::string Artifact::metadata_json() const {
             .str("kind", c.kind == ir::RuntimeCheck::Kind::InputSpec ? "input_spec" : "arithmetic")
             .str("subject", c.subject)
             .str("message", c.message)
-            .str("where", c.where.str())
             .done());
   }
   return JsonObject()

@@ -1,0 +1,17 @@
+// The gRPC face of the service core: one handler per method of
+// kiln.v1.Compiler, each a translation of the request's context and the core's
+// Status into gRPC's terms, with one log line per request.
+#pragma once
+
+#include <grpcpp/impl/service_type.h>
+
+#include <memory>
+
+#include "service.h"
+
+namespace kiln::server {
+
+// The kiln.v1.Compiler service over `core`, which must outlive it.
+std::unique_ptr<grpc::Service> make_compiler_service(Service& core);
+
+}  // namespace kiln::server

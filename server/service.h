@@ -1,0 +1,75 @@
+// kilnd's service core: the Compiler service of proto/kiln/v1/service.proto
+// over the compile pipeline (kiln/compile.h), knowing nothing of gRPC. The
+// gRPC handlers (grpc_service.cpp) translate a Status into a grpc::Status and
+// do nothing else, so every behaviour is tested here without a network.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kiln/limits.h"
+
+namespace kiln::v1 {
+class CheckRequest;
+class CheckResponse;
+class EmitRequest;
+class EmitResponse;
+class CompileRequest;
+class CompileResponse;
+}  // namespace kiln::v1
+
+namespace kiln::server {
+
+// The outcome of a call, in gRPC's terms.
+enum class Code : uint8_t {
+  Ok,
+  InvalidArgument,    // a malformed operator or request: the message says what and where
+  ResourceExhausted,  // a full queue, or a limit that bounds the work
+  DeadlineExceeded,
+  Cancelled,
+  Unauthenticated,
+  Internal,  // a bug in kiln
+};
+const char* code_name(Code c);  // "OK", "INVALID_ARGUMENT", ...
+
+struct Status {
+  Code code = Code::Ok;
+  std::string message;
+  bool ok() const { return code == Code::Ok; }
+};
+
+struct ServiceOptions {
+  Limits limits{};
+  // Bytes of artifacts the in-memory compile cache keeps (least recently
+  // used first out); 0 keeps none.
+  size_t cache_bytes = size_t{256} << 20;
+};
+
+// Counters for logs and tests.
+struct CacheStats {
+  uint64_t hits = 0, misses = 0;
+  size_t entries = 0, bytes = 0;
+};
+
+class Service {
+ public:
+  explicit Service(ServiceOptions options = {});
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // Each is safe to call from several threads at once.
+  Status check(const v1::CheckRequest& request, v1::CheckResponse* response);
+  Status emit(const v1::EmitRequest& request, v1::EmitResponse* response);
+  Status compile(const v1::CompileRequest& request, v1::CompileResponse* response);
+
+  CacheStats cache_stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::server

@@ -1,0 +1,142 @@
+// kilnd end to end: the real daemon started on loopback (port 0: it says the
+// one it got), called through the generated gRPC stub, and stopped with
+// SIGTERM.
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "kiln/compile.h"
+#include "kiln/v1/service.grpc.pb.h"
+#include "programs.h"
+
+extern char** environ;
+
+namespace kiln::testing {
+namespace {
+
+// A kilnd of its own for each test, stopped at the end.
+class Kilnd {
+ public:
+  Kilnd() {
+    int out[2];
+    EXPECT_EQ(pipe(out), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    std::vector<std::string> args = {KILND_BINARY, "--listen", "127.0.0.1:0", "--log-level",
+                                     "warn"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid_, KILND_BINARY, &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    // "kilnd: listening on 127.0.0.1:PORT\n"
+    std::string line;
+    char c;
+    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
+    out_ = out[0];
+    size_t colon = line.rfind(':');
+    EXPECT_TRUE(line.starts_with("kilnd: listening on 127.0.0.1:")) << line;
+    address_ = "127.0.0.1:" + line.substr(colon + 1);
+    channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    stub_ = v1::Compiler::NewStub(channel_);
+  }
+
+  ~Kilnd() {
+    if (pid_ > 0) stop();
+    close(out_);
+  }
+
+  // SIGTERM, and kilnd's exit status. (A graceful stop takes about 5 s while
+  // this process's gRPC still holds the connection; a CLI that exits does not
+  // keep kilnd waiting.)
+  int stop() {
+    stub_.reset();
+    channel_.reset();
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  v1::Compiler::Stub& stub() { return *stub_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Compiler::Stub> stub_;
+};
+
+v1::Operator example(const std::string& name) {
+  v1::Operator op;
+  op.mutable_source()->set_text(read_example(name));
+  op.mutable_source()->set_filename(name + ".kiln");
+  return op;
+}
+
+// Check, then Compile twice: the artifact is the offline pipeline's, byte
+// for byte, and the second one comes from the cache.
+TEST(Kilnd, ServesCheckAndCompileOverGrpc) {
+  Kilnd kilnd;
+  grpc::ClientContext check_ctx;
+  v1::CheckRequest check;
+  *check.mutable_op() = example("matmul");
+  v1::CheckResponse checked;
+  grpc::Status s = kilnd.stub().Check(&check_ctx, check, &checked);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(checked.name(), "matmul");
+
+  CompileResult offline = compile(
+      CompileRequest{.func = parse_one(read_example("matmul")), .output = CompileOutput::Artifact});
+  for (bool hit : {false, true}) {
+    grpc::ClientContext ctx;
+    v1::CompileRequest request;
+    *request.mutable_op() = example("matmul");
+    v1::CompileResponse response;
+    s = kilnd.stub().Compile(&ctx, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(response.cache_hit(), hit);
+    EXPECT_EQ(response.artifact().code(),
+              std::string(offline.artifact->code.begin(), offline.artifact->code.end()));
+    EXPECT_EQ(response.artifact().key(), offline.key);
+  }
+  EXPECT_EQ(kilnd.stop(), 0);
+}
+
+// A bad operator is INVALID_ARGUMENT with the CLI's message, and kilnd goes on serving.
+TEST(Kilnd, BadOperatorIsInvalidArgumentAndKilndGoesOn) {
+  Kilnd kilnd;
+  grpc::ClientContext ctx;
+  v1::CheckRequest bad;
+  bad.mutable_op()->mutable_source()->set_text("func f { input x : f32[N]; }");
+  bad.mutable_op()->mutable_source()->set_filename("bad.kiln");
+  v1::CheckResponse response;
+  grpc::Status s = kilnd.stub().Check(&ctx, bad, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "bad.kiln:1:24: validate error: unknown name 'N' in the shape of 'x'");
+
+  grpc::ClientContext again;
+  v1::CheckRequest good;
+  *good.mutable_op() = example("spmm");
+  s = kilnd.stub().Check(&again, good, &response);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(kilnd.stop(), 0);
+}
+
+}  // namespace
+}  // namespace kiln::testing

@@ -1,0 +1,235 @@
+// kilnd's service core (server/service.h) without a network: every example
+// checks and compiles, artifacts are byte-identical to the offline pipeline's
+// and served from the cache the second time, a structured operator compiles
+// to what its text does, and bad requests get INVALID_ARGUMENT with the
+// message the CLI prints.
+#include "service.h"
+
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+
+#include "example_cases.h"
+#include "kiln/compile.h"
+#include "kiln/v1/service.pb.h"
+#include "programs.h"
+
+namespace kiln::testing {
+namespace {
+
+v1::Operator text_operator(const std::string& text, const std::string& file) {
+  v1::Operator op;
+  op.mutable_source()->set_text(text);
+  op.mutable_source()->set_filename(file);
+  return op;
+}
+
+v1::Operator example(const std::string& name) {
+  return text_operator(read_example(name), name + ".kiln");
+}
+
+TEST(Service, EveryExampleChecks) {
+  server::Service service;
+  for (const ExampleCase& c : example_cases()) {
+    SCOPED_TRACE(c.example);
+    v1::CheckRequest request;
+    *request.mutable_op() = example(c.example);
+    v1::CheckResponse response;
+    server::Status s = service.check(request, &response);
+    ASSERT_TRUE(s.ok()) << s.message;
+    ir::Func f = parse_one(read_example(c.example));
+    EXPECT_EQ(response.name(), f.name);
+    EXPECT_EQ(response.computations(), static_cast<int>(f.comps.size()));
+    EXPECT_EQ(response.schedule_commands(), static_cast<int>(f.schedule.size()));
+  }
+}
+
+// The artifact is the offline pipeline's, byte for byte, and the second
+// identical request is served from the cache with the same bytes.
+TEST(Service, CompileGivesTheOfflineArtifactAndCachesIt) {
+  server::Service service;
+  for (const ExampleCase& c : example_cases()) {
+    SCOPED_TRACE(c.example);
+    v1::CompileRequest request;
+    *request.mutable_op() = example(c.example);
+    (*request.mutable_options()->mutable_set())
+        .insert(c.params.front().begin(), c.params.front().end());
+    v1::CompileResponse first, second;
+    server::Status s = service.compile(request, &first);
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_FALSE(first.cache_hit());
+    EXPECT_FALSE(first.times().empty());
+
+    CompileResult offline = compile(CompileRequest{.func = parse_one(read_example(c.example)),
+                                                   .overrides = c.params.front(),
+                                                   .output = CompileOutput::Artifact});
+    const codegen::Artifact& a = *offline.artifact;
+    EXPECT_EQ(first.artifact().code(), std::string(a.code.begin(), a.code.end()));
+    EXPECT_EQ(first.artifact().key(), a.key);
+    EXPECT_EQ(first.artifact().code_sha256(), a.code_sha256);
+    EXPECT_EQ(first.artifact().metadata_json(), a.metadata_json());
+    EXPECT_EQ(first.artifact().entry(), a.entry);
+
+    ASSERT_TRUE(service.compile(request, &second).ok());
+    EXPECT_TRUE(second.cache_hit());
+    EXPECT_EQ(second.artifact().SerializeAsString(), first.artifact().SerializeAsString());
+  }
+  server::CacheStats stats = service.cache_stats();
+  EXPECT_EQ(stats.hits, example_cases().size());
+  EXPECT_EQ(stats.misses, example_cases().size());
+}
+
+// A structured operator is the same operator as its text: same key, same bytes.
+TEST(Service, AStructuredOperatorCompilesToWhatItsTextDoes) {
+  const char* text = R"(func scale {
+  param N = 64;
+  input x : f32[N];
+  output y : f32[N];
+  compute c(i) in 0 <= i < N: y[i] = x[i] * 2.0 + 1.0;
+  schedule { c.split(i, 8, io, ii); c.tag(ii, vectorize); }
+})";
+  v1::CompileRequest from_def;
+  ASSERT_TRUE(
+      google::protobuf::TextFormat::ParseFromString(R"pb(
+                                                      op {
+                                                        def {
+                                                          name: "scale"
+                                                          params { name: "N" value: 64 }
+                                                          buffers {
+                                                            name: "x"
+                                                            kind: INPUT
+                                                            dtype: F32
+                                                            shape { name: "N" }
+                                                          }
+                                                          buffers {
+                                                            name: "y"
+                                                            kind: OUTPUT
+                                                            dtype: F32
+                                                            shape { name: "N" }
+                                                          }
+                                                          computations {
+                                                            name: "c"
+                                                            iterators: "i"
+                                                            domain {
+                                                              binary {
+                                                                op: LE
+                                                                lhs { int_value: 0 }
+                                                                rhs { name: "i" }
+                                                              }
+                                                            }
+                                                            domain {
+                                                              binary {
+                                                                op: LT
+                                                                lhs { name: "i" }
+                                                                rhs { name: "N" }
+                                                              }
+                                                            }
+                                                            store {
+                                                              buffer: "y"
+                                                              indices { name: "i" }
+                                                            }
+                                                            value {
+                                                              binary {
+                                                                op: ADD
+                                                                lhs {
+                                                                  binary {
+                                                                    op: MUL
+                                                                    lhs {
+                                                                      index {
+                                                                        buffer: "x"
+                                                                        indices { name: "i" }
+                                                                      }
+                                                                    }
+                                                                    rhs { float_value: 2 }
+                                                                  }
+                                                                }
+                                                                rhs { float_value: 1 }
+                                                              }
+                                                            }
+                                                          }
+                                                          schedule {
+                                                            target: "c"
+                                                            op: "split"
+                                                            args { name: "i" }
+                                                            args { number: 8 }
+                                                            args { name: "io" }
+                                                            args { name: "ii" }
+                                                          }
+                                                          schedule {
+                                                            target: "c"
+                                                            op: "tag"
+                                                            args { name: "ii" }
+                                                            args { name: "vectorize" }
+                                                          }
+                                                        }
+                                                      })pb",
+                                                    &from_def));
+  v1::CompileRequest from_text;
+  *from_text.mutable_op() = text_operator(text, "scale.kiln");
+  server::Service service;
+  v1::CompileResponse a, b;
+  ASSERT_TRUE(service.compile(from_def, &a).ok());
+  ASSERT_TRUE(service.compile(from_text, &b).ok());
+  EXPECT_TRUE(b.cache_hit());
+  EXPECT_EQ(a.artifact().key(), b.artifact().key());
+  EXPECT_EQ(a.artifact().code(), b.artifact().code());
+}
+
+TEST(Service, EmitGivesTheStagesTheCliPrints) {
+  server::Service service;
+  ir::Func f = parse_one(read_example("matmul"));
+  v1::EmitRequest request;
+  *request.mutable_op() = example("matmul");
+  v1::EmitResponse response;
+  request.set_stage(v1::AST);
+  ASSERT_TRUE(service.emit(request, &response).ok());
+  EXPECT_EQ(response.text(), ir::to_string(f));
+  request.set_stage(v1::LOOPS);
+  ASSERT_TRUE(service.emit(request, &response).ok());
+  EXPECT_EQ(response.text(), ir::to_string(poly::lower(poly::schedule(f))));
+  request.set_stage(v1::SCHEDULE);
+  ASSERT_TRUE(service.emit(request, &response).ok());
+  EXPECT_EQ(response.text(), poly::schedule(f).describe_schedule());
+  request.set_stage(v1::ASM);
+  ASSERT_TRUE(service.emit(request, &response).ok());
+  EXPECT_NE(response.text().find(codegen::entry_symbol(poly::lower(poly::schedule(f)))),
+            std::string::npos);
+}
+
+// Bad requests: the status, and the message the CLI would print.
+TEST(Service, BadRequestsAreInvalidArgumentsThatSayWhatAndWhere) {
+  struct Case {
+    v1::Operator op;
+    const char* expect;
+  };
+  std::vector<Case> cases = {
+      {v1::Operator{}, "op: the request has no operator (set source or def)"},
+      {text_operator("func f { input x : f32[N]; }", "bad.kiln"),
+       "bad.kiln:1:24: validate error: unknown name 'N' in the shape of 'x'"},
+      {text_operator("func f {", ""), "<request>:1:9: parse error: "},
+      {text_operator(read_example("matmul") + read_example("spmm"), "two.kiln"),
+       "two.kiln: the source has 2 funcs; name the one to use (source.name)"},
+  };
+  cases.push_back({example("matmul"), ""});
+  cases.back().op.mutable_source()->set_name("nope");
+  cases.back().expect = "matmul.kiln: no func 'nope' in the source (it has: matmul)";
+  server::Service service;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.expect);
+    v1::CheckRequest request;
+    *request.mutable_op() = c.op;
+    v1::CheckResponse response;
+    server::Status s = service.check(request, &response);
+    EXPECT_EQ(s.code, server::Code::InvalidArgument);
+    EXPECT_TRUE(s.message.starts_with(c.expect)) << s.message;
+  }
+  v1::CompileRequest bad_level;
+  *bad_level.mutable_op() = example("matmul");
+  bad_level.mutable_options()->set_opt_level(7);
+  v1::CompileResponse response;
+  server::Status s = service.compile(bad_level, &response);
+  EXPECT_EQ(s.code, server::Code::InvalidArgument);
+  EXPECT_EQ(s.message, "options.opt_level: 7 is not a level (0 to 3)");
+}
+
+}  // namespace
+}  // namespace kiln::testing
