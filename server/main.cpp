@@ -1,6 +1,6 @@
 // kilnd: the compile service (docs/server.md).
 //
-//   kilnd [--listen HOST:PORT] [--cache-bytes N] [--log-level LEVEL]
+//   kilnd [--listen HOST:PORT] [--data-dir DIR] [--cache-bytes N] [--log-level LEVEL]
 //
 // Listens on loopback by default. Prints "kilnd: listening on HOST:PORT" once
 // it serves (with the port chosen when PORT is 0). SIGTERM or SIGINT stops it
@@ -26,14 +26,15 @@ namespace {
 
 struct Flags {
   std::string listen = "127.0.0.1:50051";
+  std::string data_dir;
   size_t cache_bytes = kiln::server::ServiceOptions{}.cache_bytes;
   std::string log_level = "info";
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
-               "kilnd: %s\nusage: kilnd [--listen HOST:PORT] [--cache-bytes N] [--log-level "
-               "trace|debug|info|warn|error|off]\n",
+               "kilnd: %s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--cache-bytes N] "
+               "[--log-level trace|debug|info|warn|error|off]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -48,6 +49,8 @@ Flags parse_flags(int argc, char** argv) {
     };
     if (a == "--listen") {
       f.listen = value();
+    } else if (a == "--data-dir") {
+      f.data_dir = value();
     } else if (a == "--cache-bytes") {
       std::string v = value();
       char* end = nullptr;
@@ -87,7 +90,15 @@ int main(int argc, char** argv) {
 
   kiln::server::ServiceOptions options;
   options.cache_bytes = flags.cache_bytes;
-  kiln::server::Service core(options);
+  options.data_dir = flags.data_dir;
+  std::unique_ptr<kiln::server::Service> service;
+  try {
+    service = std::make_unique<kiln::server::Service>(options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kilnd: %s\n", e.what());
+    return 1;
+  }
+  kiln::server::Service& core = *service;
   std::unique_ptr<grpc::Service> compiler = kiln::server::make_compiler_service(core);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -115,6 +126,8 @@ int main(int argc, char** argv) {
   server->Wait();
   stopper.join();
   kiln::server::CacheStats s = core.cache_stats();
-  spdlog::info("stopped; compile cache: {} hits, {} misses", s.hits, s.misses);
+  spdlog::info(
+      "stopped; compile cache: {} hits ({} from disk), {} misses, {} damaged entries dropped",
+      s.hits, s.disk_hits, s.misses, s.dropped);
   return 0;
 }

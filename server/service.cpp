@@ -4,10 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-#include <list>
-#include <mutex>
-#include <unordered_map>
+#include <optional>
 
 #include "kiln/compile.h"
 #include "kiln/frontend.h"
@@ -201,61 +198,11 @@ Status status_of(const std::exception_ptr& e) {
 
 }  // namespace
 
-// Artifacts by compile cache key, least recently used first out, bounded in bytes.
-class ArtifactCache {
- public:
-  explicit ArtifactCache(size_t capacity) : capacity_(capacity) {}
-
-  bool find(const std::string& key, v1::CompileResponse* out) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) {
-      ++stats_.misses;
-      return false;
-    }
-    ++stats_.hits;
-    order_.splice(order_.begin(), order_, it->second);
-    *out = it->second->response;
-    return true;
-  }
-
-  void add(const std::string& key, const v1::CompileResponse& response) {
-    size_t bytes = response.ByteSizeLong() + key.size();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (bytes > capacity_ || index_.count(key)) return;
-    order_.push_front(Entry{key, response, bytes});
-    index_[key] = order_.begin();
-    stats_.bytes += bytes;
-    while (stats_.bytes > capacity_) {
-      stats_.bytes -= order_.back().bytes;
-      index_.erase(order_.back().key);
-      order_.pop_back();
-    }
-    stats_.entries = index_.size();
-  }
-
-  CacheStats stats() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
-  }
-
- private:
-  struct Entry {
-    std::string key;
-    v1::CompileResponse response;
-    size_t bytes;
-  };
-  size_t capacity_;
-  mutable std::mutex mu_;
-  std::list<Entry> order_;
-  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
-  CacheStats stats_;
-};
-
 struct Service::Impl {
   ServiceOptions options;
-  ArtifactCache cache;
-  explicit Impl(ServiceOptions o) : options(std::move(o)), cache(options.cache_bytes) {}
+  CompileCache cache;
+  explicit Impl(ServiceOptions o)
+      : options(std::move(o)), cache(options.cache_bytes, options.data_dir) {}
 };
 
 Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -345,7 +292,8 @@ Status Service::compile(const v1::CompileRequest& request, v1::CompileResponse* 
     CompileRequest r = pipeline_request(request.op(), request.options(), impl_->options.limits,
                                         CompileOutput::Artifact);
     std::string key = cache_key(r);
-    if (impl_->cache.find(key, response)) {
+    if (std::optional<v1::CompileResponse> cached = impl_->cache.find(key)) {
+      *response = std::move(*cached);
       response->set_cache_hit(true);
       return {};
     }

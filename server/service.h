@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "compile_cache.h"
 #include "kiln/limits.h"
 
 namespace kiln::v1 {
@@ -45,16 +46,14 @@ struct ServiceOptions {
   // Bytes of artifacts the in-memory compile cache keeps (least recently
   // used first out); 0 keeps none.
   size_t cache_bytes = size_t{256} << 20;
-};
-
-// Counters for logs and tests.
-struct CacheStats {
-  uint64_t hits = 0, misses = 0;
-  size_t entries = 0, bytes = 0;
+  // kilnd's data directory: the compile cache's disk entries live under it
+  // (DIR/cache/). Empty: memory only.
+  std::string data_dir;
 };
 
 class Service {
  public:
+  // Throws std::runtime_error when the data directory cannot be used.
   explicit Service(ServiceOptions options = {});
   ~Service();
   Service(const Service&) = delete;

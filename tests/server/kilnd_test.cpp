@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -26,7 +27,7 @@ namespace {
 // A kilnd of its own for each test, stopped at the end.
 class Kilnd {
  public:
-  Kilnd() {
+  explicit Kilnd(const std::vector<std::string>& extra = {}) {
     int out[2];
     EXPECT_EQ(pipe(out), 0);
     posix_spawn_file_actions_t actions;
@@ -35,6 +36,7 @@ class Kilnd {
     posix_spawn_file_actions_addclose(&actions, out[0]);
     std::vector<std::string> args = {KILND_BINARY, "--listen", "127.0.0.1:0", "--log-level",
                                      "warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -136,6 +138,27 @@ TEST(Kilnd, BadOperatorIsInvalidArgumentAndKilndGoesOn) {
   s = kilnd.stub().Check(&again, good, &response);
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(kilnd.stop(), 0);
+}
+
+// A restarted kilnd serves a repeated request from its data directory.
+TEST(Kilnd, ARestartedKilndHitsItsDiskCache) {
+  std::string dir = ::testing::TempDir() + "kilnd_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  std::string code;
+  for (bool hit : {false, true}) {
+    Kilnd kilnd({"--data-dir", dir});
+    grpc::ClientContext ctx;
+    v1::CompileRequest request;
+    *request.mutable_op() = example("spmm");
+    v1::CompileResponse response;
+    grpc::Status s = kilnd.stub().Compile(&ctx, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(response.cache_hit(), hit);
+    if (!hit) code = response.artifact().code();
+    EXPECT_EQ(response.artifact().code(), code);
+    EXPECT_EQ(kilnd.stop(), 0);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

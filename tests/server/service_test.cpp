@@ -7,6 +7,10 @@
 
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "example_cases.h"
 #include "kiln/compile.h"
@@ -193,6 +197,78 @@ TEST(Service, EmitGivesTheStagesTheCliPrints) {
   ASSERT_TRUE(service.emit(request, &response).ok());
   EXPECT_NE(response.text().find(codegen::entry_symbol(poly::lower(poly::schedule(f)))),
             std::string::npos);
+}
+
+// A temporary directory, removed at the end.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    path = ::testing::TempDir() + "kiln_service_test_XXXXXX";
+    EXPECT_NE(mkdtemp(path.data()), nullptr);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+v1::CompileRequest matmul_request() {
+  v1::CompileRequest r;
+  *r.mutable_op() = example("matmul");
+  return r;
+}
+
+// A restarted service (a new one on the same data directory) serves a
+// repeated request from disk, byte for byte.
+TEST(CompileCache, ARestartedServiceHitsItsDiskCache) {
+  TempDir dir;
+  v1::CompileResponse first, again;
+  {
+    server::Service service({.data_dir = dir.path});
+    ASSERT_TRUE(service.compile(matmul_request(), &first).ok());
+  }
+  server::Service restarted({.data_dir = dir.path});
+  ASSERT_TRUE(restarted.compile(matmul_request(), &again).ok());
+  EXPECT_TRUE(again.cache_hit());
+  EXPECT_EQ(again.artifact().SerializeAsString(), first.artifact().SerializeAsString());
+  EXPECT_EQ(restarted.cache_stats().disk_hits, 1u);
+}
+
+// A truncated, corrupted or foreign entry is dropped and recompiled, never served.
+TEST(CompileCache, ADamagedEntryIsDroppedAndRecompiled) {
+  TempDir dir;
+  v1::CompileResponse fresh;
+  std::string path;
+  {
+    server::Service service({.data_dir = dir.path});
+    ASSERT_TRUE(service.compile(matmul_request(), &fresh).ok());
+    path = server::CompileCache(0, dir.path).path_of(fresh.artifact().key());
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  std::string good;
+  {
+    std::ifstream in(path, std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x20;
+  for (const std::string& bad : {good.substr(0, good.size() / 2), flipped, std::string("junk")}) {
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out << bad;
+    }
+    server::Service restarted({.data_dir = dir.path});
+    v1::CompileResponse r;
+    ASSERT_TRUE(restarted.compile(matmul_request(), &r).ok());
+    EXPECT_FALSE(r.cache_hit());
+    EXPECT_EQ(r.artifact().code(), fresh.artifact().code());
+    EXPECT_EQ(restarted.cache_stats().dropped, 1u);
+    // The entry was written again, whole.
+    std::ifstream in(path, std::ios::binary);
+    std::string now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(now, good);
+  }
+}
+
+TEST(CompileCache, AnUnusableDataDirectoryIsAnErrorAtStart) {
+  EXPECT_THROW(server::Service({.data_dir = "/proc/kiln-cannot-be-here"}), std::runtime_error);
 }
 
 // Bad requests: the status, and the message the CLI would print.
