@@ -32,6 +32,18 @@ grpc::StatusCode grpc_code(Code c) {
   return grpc::StatusCode::UNKNOWN;
 }
 
+// The client's deadline, on the steady clock the pipeline checks.
+CallOptions call_options(const grpc::ServerContext* ctx) {
+  CallOptions call;
+  auto deadline = ctx->deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    call.deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        deadline - std::chrono::system_clock::now());
+  }
+  return call;
+}
+
 // The operator a request is about, for the log line.
 std::string operator_name(const v1::Operator& op) {
   switch (op.definition_case()) {
@@ -53,17 +65,17 @@ class CompilerService final : public v1::Compiler::Service {
   grpc::Status Check(grpc::ServerContext* ctx, const v1::CheckRequest* request,
                      v1::CheckResponse* response) override {
     return serve("Check", ctx, request->op(),
-                 [&](std::string&) { return core_.check(*request, response); });
+                 [&](std::string&) { return core_.check(*request, response, call_options(ctx)); });
   }
   grpc::Status Emit(grpc::ServerContext* ctx, const v1::EmitRequest* request,
                     v1::EmitResponse* response) override {
     return serve("Emit", ctx, request->op(),
-                 [&](std::string&) { return core_.emit(*request, response); });
+                 [&](std::string&) { return core_.emit(*request, response, call_options(ctx)); });
   }
   grpc::Status Compile(grpc::ServerContext* ctx, const v1::CompileRequest* request,
                        v1::CompileResponse* response) override {
     return serve("Compile", ctx, request->op(), [&](std::string& detail) {
-      Status s = core_.compile(*request, response);
+      Status s = core_.compile(*request, response, call_options(ctx));
       if (s.ok())
         detail = (response->cache_hit() ? " hit " : " miss ") + response->artifact().key();
       return s;

@@ -1,6 +1,7 @@
 // kilnd: the compile service (docs/server.md).
 //
-//   kilnd [--listen HOST:PORT] [--data-dir DIR] [--cache-bytes N] [--log-level LEVEL]
+//   kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] [--queue-depth N]
+//         [--cache-bytes N] [--log-level LEVEL]
 //
 // Listens on loopback by default. Prints "kilnd: listening on HOST:PORT" once
 // it serves (with the port chosen when PORT is 0). SIGTERM or SIGINT stops it
@@ -27,15 +28,18 @@ namespace {
 struct Flags {
   std::string listen = "127.0.0.1:50051";
   std::string data_dir;
+  int workers = 0;
+  int queue_depth = kiln::server::ServiceOptions{}.queue_depth;
   size_t cache_bytes = kiln::server::ServiceOptions{}.cache_bytes;
   std::string log_level = "info";
 };
 
 [[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "kilnd: %s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--cache-bytes N] "
-               "[--log-level trace|debug|info|warn|error|off]\n",
-               problem.c_str());
+  std::fprintf(
+      stderr,
+      "kilnd: %s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] "
+      "[--queue-depth N] [--cache-bytes N] [--log-level trace|debug|info|warn|error|off]\n",
+      problem.c_str());
   std::exit(2);
 }
 
@@ -51,6 +55,14 @@ Flags parse_flags(int argc, char** argv) {
       f.listen = value();
     } else if (a == "--data-dir") {
       f.data_dir = value();
+    } else if (a == "--workers" || a == "--queue-depth") {
+      std::string v = value();
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < (a == "--workers" ? 1 : 0) || n > 4096)
+        usage(a + " '" + v + "': expected a count" + (a == "--workers" ? " from 1" : "") +
+              " up to 4096");
+      (a == "--workers" ? f.workers : f.queue_depth) = static_cast<int>(n);
     } else if (a == "--cache-bytes") {
       std::string v = value();
       char* end = nullptr;
@@ -91,6 +103,8 @@ int main(int argc, char** argv) {
   kiln::server::ServiceOptions options;
   options.cache_bytes = flags.cache_bytes;
   options.data_dir = flags.data_dir;
+  options.workers = flags.workers;
+  options.queue_depth = flags.queue_depth;
   std::unique_ptr<kiln::server::Service> service;
   try {
     service = std::make_unique<kiln::server::Service>(options);

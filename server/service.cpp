@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "kiln/compile.h"
 #include "kiln/frontend.h"
@@ -186,6 +189,8 @@ Status status_of(const std::exception_ptr& e) {
     std::rethrow_exception(e);
   } catch (const Refusal& r) {
     return r.status;
+  } catch (const DeadlineExceeded& d) {
+    return Status{Code::DeadlineExceeded, d.what()};
   } catch (const CompileError& c) {
     return Status{Code::InvalidArgument, c.what()};
   } catch (const std::bad_alloc&) {
@@ -198,11 +203,78 @@ Status status_of(const std::exception_ptr& e) {
 
 }  // namespace
 
+// At most `workers` requests compile at once; at most `queue_depth` more wait.
+class Admission {
+ public:
+  Admission(int workers, int queue_depth)
+      : workers_(workers > 0 ? workers
+                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+        queue_depth_(std::max(0, queue_depth)) {}
+
+  // Holds a worker for as long as it lives.
+  class Ticket {
+   public:
+    explicit Ticket(Admission& a) : a_(a) {}
+    ~Ticket() {
+      std::lock_guard<std::mutex> lock(a_.mu_);
+      --a_.running_;
+      a_.freed_.notify_one();
+    }
+    Ticket(const Ticket&) = delete;
+    Ticket& operator=(const Ticket&) = delete;
+
+   private:
+    Admission& a_;
+  };
+
+  // A worker, once one is free; refuses at once when the queue is full, and
+  // gives up at the deadline.
+  std::unique_ptr<Ticket> enter(const CallOptions& call) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (running_ >= workers_ && waiting_ >= queue_depth_)
+      refuse(Code::ResourceExhausted,
+             fmt::format("kilnd is busy: {} compiling and {} waiting, as many as it takes "
+                         "(--workers {}, --queue-depth {}); try again later",
+                         running_, waiting_, workers_, queue_depth_));
+    ++waiting_;
+    auto free = [&] { return running_ < workers_; };
+    bool got = call.deadline ? freed_.wait_until(lock, *call.deadline, free)
+                             : (freed_.wait(lock, free), true);
+    --waiting_;
+    if (!got)
+      refuse(Code::DeadlineExceeded, "the request's deadline passed while it waited for a worker");
+    ++running_;
+    return std::make_unique<Ticket>(*this);
+  }
+
+ private:
+  const int workers_, queue_depth_;
+  std::mutex mu_;
+  std::condition_variable freed_;
+  int running_ = 0, waiting_ = 0;
+};
+
 struct Service::Impl {
   ServiceOptions options;
   CompileCache cache;
+  Admission admission;
   explicit Impl(ServiceOptions o)
-      : options(std::move(o)), cache(options.cache_bytes, options.data_dir) {}
+      : options(std::move(o)),
+        cache(options.cache_bytes, options.data_dir),
+        admission(options.workers, options.queue_depth) {}
+
+  // The limits of one call: the service's, with the call's deadline.
+  Limits limits(const CallOptions& call) const {
+    Limits l = options.limits;
+    l.deadline = call.deadline;
+    return l;
+  }
+
+  std::unique_ptr<Admission::Ticket> admit(const CallOptions& call) {
+    std::unique_ptr<Admission::Ticket> t = admission.enter(call);
+    if (options.on_admitted) options.on_admitted();
+    return t;
+  }
 };
 
 Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -210,9 +282,11 @@ Service::~Service() = default;
 
 CacheStats Service::cache_stats() const { return impl_->cache.stats(); }
 
-Status Service::check(const v1::CheckRequest& request, v1::CheckResponse* response) {
+Status Service::check(const v1::CheckRequest& request, v1::CheckResponse* response,
+                      const CallOptions& call) {
   try {
-    CompileRequest r = pipeline_request(request.op(), request.options(), impl_->options.limits,
+    auto ticket = impl_->admit(call);
+    CompileRequest r = pipeline_request(request.op(), request.options(), impl_->limits(call),
                                         CompileOutput::Loops);
     // `kiln check`: the schedule is always applied, and everything up to code
     // generation runs.
@@ -228,8 +302,10 @@ Status Service::check(const v1::CheckRequest& request, v1::CheckResponse* respon
   }
 }
 
-Status Service::emit(const v1::EmitRequest& request, v1::EmitResponse* response) {
+Status Service::emit(const v1::EmitRequest& request, v1::EmitResponse* response,
+                     const CallOptions& call) {
   try {
+    auto ticket = impl_->admit(call);
     bool optimizing = request.options().has_opt_level() ||
                       request.options().required_passes_size() > 0 ||
                       request.options().disabled_passes_size() > 0;
@@ -255,7 +331,7 @@ Status Service::emit(const v1::EmitRequest& request, v1::EmitResponse* response)
                "stage: set one of AST, IR, SCHEDULE, LOOPS, LLVM, ASM (docs/cli.md, emit)");
     }
     CompileRequest r =
-        pipeline_request(request.op(), request.options(), impl_->options.limits, output);
+        pipeline_request(request.op(), request.options(), impl_->limits(call), output);
     if (request.stage() == v1::AST) {
       response->set_text(ir::to_string(ir::apply_overrides(r.func, r.overrides)));
       return {};
@@ -287,16 +363,19 @@ Status Service::emit(const v1::EmitRequest& request, v1::EmitResponse* response)
   }
 }
 
-Status Service::compile(const v1::CompileRequest& request, v1::CompileResponse* response) {
+Status Service::compile(const v1::CompileRequest& request, v1::CompileResponse* response,
+                        const CallOptions& call) {
   try {
-    CompileRequest r = pipeline_request(request.op(), request.options(), impl_->options.limits,
+    CompileRequest r = pipeline_request(request.op(), request.options(), impl_->limits(call),
                                         CompileOutput::Artifact);
     std::string key = cache_key(r);
+    // A hit needs no worker: it never waits behind compilations.
     if (std::optional<v1::CompileResponse> cached = impl_->cache.find(key)) {
       *response = std::move(*cached);
       response->set_cache_hit(true);
       return {};
     }
+    auto ticket = impl_->admit(call);
     CompileResult result = kiln::compile(r);
     to_wire(*result.artifact, response->mutable_artifact());
     add_times(result, response->mutable_times());

@@ -4,9 +4,12 @@
 // do nothing else, so every behaviour is tested here without a network.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "compile_cache.h"
@@ -49,6 +52,19 @@ struct ServiceOptions {
   // kilnd's data directory: the compile cache's disk entries live under it
   // (DIR/cache/). Empty: memory only.
   std::string data_dir;
+  // Requests compiling at once (0: one per core), and requests that may wait
+  // for one of them; a request beyond both is RESOURCE_EXHAUSTED at once.
+  int workers = 0;
+  int queue_depth = 64;
+  // For tests: called by each request once it holds a worker.
+  std::function<void()> on_admitted{};
+};
+
+// What the transport knows about one call.
+struct CallOptions {
+  // Past it, a request waiting for a worker gives up, and a compiling one
+  // stops between stages (or between the steps of one): DEADLINE_EXCEEDED.
+  std::optional<std::chrono::steady_clock::time_point> deadline{};
 };
 
 class Service {
@@ -60,9 +76,12 @@ class Service {
   Service& operator=(const Service&) = delete;
 
   // Each is safe to call from several threads at once.
-  Status check(const v1::CheckRequest& request, v1::CheckResponse* response);
-  Status emit(const v1::EmitRequest& request, v1::EmitResponse* response);
-  Status compile(const v1::CompileRequest& request, v1::CompileResponse* response);
+  Status check(const v1::CheckRequest& request, v1::CheckResponse* response,
+               const CallOptions& call = {});
+  Status emit(const v1::EmitRequest& request, v1::EmitResponse* response,
+              const CallOptions& call = {});
+  Status compile(const v1::CompileRequest& request, v1::CompileResponse* response,
+                 const CallOptions& call = {});
 
   CacheStats cache_stats() const;
 

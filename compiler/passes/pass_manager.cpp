@@ -177,6 +177,7 @@ ir::LoweredFunc run_pipeline(const ir::LoweredFunc& f, const PassContext& ctx) {
   check_bound(out, "");
   Limits limits;
   limits.max_stage_ms = ctx.max_stage_ms;
+  limits.deadline = ctx.deadline;
   StageTimer timer(ErrorStage::Passes, limits);
   for (const std::string& name : pipeline(ctx)) {
     const PassInfo& p = *find_pass(name);

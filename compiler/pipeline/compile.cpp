@@ -12,14 +12,30 @@
 namespace kiln {
 namespace {
 
+// The error stage a pipeline stage reports as.
+ErrorStage stage_of(std::string_view stage) {
+  if (stage == "overrides") return ErrorStage::Validate;
+  if (stage == "schedule") return ErrorStage::Schedule;
+  if (stage == "lower") return ErrorStage::Lower;
+  if (stage == "passes") return ErrorStage::Passes;
+  return ErrorStage::Codegen;
+}
+
 // Times each stage into `times` as it runs.
 class StageClock {
  public:
-  explicit StageClock(std::vector<StageTime>& times) : times_(times) {}
+  StageClock(std::vector<StageTime>& times, const CompileRequest& request)
+      : times_(times), request_(request) {}
 
+  // Runs one stage, unless the request's deadline has passed.
   template <typename F>
   auto operator()(const char* stage, F&& run) {
     auto start = std::chrono::steady_clock::now();
+    const auto& deadline = request_.options.limits.deadline;
+    if (deadline && start >= *deadline)
+      throw DeadlineExceeded(stage_of(stage), request_.func.where,
+                             std::string("the request's deadline passed before the ") + stage +
+                                 " stage of " + request_.func.name);
     struct Record {
       StageClock& clock;
       const char* stage;
@@ -34,6 +50,7 @@ class StageClock {
 
  private:
   std::vector<StageTime>& times_;
+  const CompileRequest& request_;
 };
 
 // Every field of the pass options is in the key: a field added to them must be
@@ -93,6 +110,7 @@ passes::PassContext pass_context(const CompileOptions& options) {
   ctx.options = options.passes;
   ctx.instrument = options.instrument;
   ctx.max_stage_ms = options.limits.max_stage_ms;
+  ctx.deadline = options.limits.deadline;
   return ctx;
 }
 
@@ -107,7 +125,7 @@ std::string cache_key(const CompileRequest& request) {
 CompileResult compile(const CompileRequest& request) {
   const CompileOptions& o = request.options;
   CompileResult out;
-  StageClock clock(out.times);
+  StageClock clock(out.times, request);
 
   // A target kiln cannot generate code for is refused before any work is done.
   if (request.output != CompileOutput::Schedule && request.output != CompileOutput::Loops) {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <set>
 #include <string>
@@ -196,6 +197,32 @@ TEST(Compile, AStageStopsAtItsWallTimeLimit) {
   // A negative limit is none.
   r.options.limits.max_stage_ms = -1;
   EXPECT_TRUE(compile(r).kernel.has_value());
+}
+
+// A request's deadline (Limits::deadline, kilnd's) stops the pipeline before
+// a stage that would start past it, and the pass pipeline between passes; the
+// error is a DeadlineExceeded, which kilnd answers DEADLINE_EXCEEDED.
+TEST(Compile, APassedDeadlineStopsThePipeline) {
+  CompileRequest r = request(CompileOutput::Kernel);
+  r.options.limits.deadline = std::chrono::steady_clock::now();
+  EXPECT_EQ(cache_key(r), cache_key(request(CompileOutput::Kernel)));
+  try {
+    compile(r);
+    ADD_FAILURE() << "compiled past the deadline";
+  } catch (const DeadlineExceeded& e) {
+    EXPECT_EQ(e.message(), "the request's deadline passed before the overrides stage of scale");
+  }
+  CompileOptions o;
+  o.limits.deadline = std::chrono::steady_clock::now();
+  try {
+    passes::run_pipeline(compile(request(CompileOutput::Loops)).lowered, pass_context(o));
+    ADD_FAILURE() << "ran the passes past the deadline";
+  } catch (const DeadlineExceeded& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Passes);
+    EXPECT_EQ(e.message(),
+              "the request's deadline passed during the passes stage, after pass simplify on "
+              "scale");
+  }
 }
 
 // A loop tagged vectorize whose body kiln cannot vectorize (it holds a loop)

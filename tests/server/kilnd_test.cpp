@@ -119,8 +119,9 @@ TEST(Kilnd, ServesCheckAndCompileOverGrpc) {
   EXPECT_EQ(kilnd.stop(), 0);
 }
 
-// A bad operator is INVALID_ARGUMENT with the CLI's message, and kilnd goes on serving.
-TEST(Kilnd, BadOperatorIsInvalidArgumentAndKilndGoesOn) {
+// A bad operator is INVALID_ARGUMENT with the CLI's message, a request past its
+// deadline DEADLINE_EXCEEDED, and kilnd goes on serving.
+TEST(Kilnd, BadRequestsFailAloneAndKilndGoesOn) {
   Kilnd kilnd;
   grpc::ClientContext ctx;
   v1::CheckRequest bad;
@@ -131,6 +132,16 @@ TEST(Kilnd, BadOperatorIsInvalidArgumentAndKilndGoesOn) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(s.error_message(),
             "bad.kiln:1:24: validate error: unknown name 'N' in the shape of 'x'");
+
+  // A 1 ms deadline: DEADLINE_EXCEEDED, whether it passes on the wire, in the
+  // queue or between stages.
+  grpc::ClientContext hurried;
+  hurried.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1));
+  v1::CompileRequest compile;
+  *compile.mutable_op() = example("conv2d");
+  v1::CompileResponse compiled;
+  s = kilnd.stub().Compile(&hurried, compile, &compiled);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
 
   grpc::ClientContext again;
   v1::CheckRequest good;

@@ -9,8 +9,11 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "example_cases.h"
 #include "kiln/compile.h"
@@ -269,6 +272,105 @@ TEST(CompileCache, ADamagedEntryIsDroppedAndRecompiled) {
 
 TEST(CompileCache, AnUnusableDataDirectoryIsAnErrorAtStart) {
   EXPECT_THROW(server::Service({.data_dir = "/proc/kiln-cannot-be-here"}), std::runtime_error);
+}
+
+// A request whose deadline has passed is DEADLINE_EXCEEDED, and the service goes on.
+TEST(Service, APassedDeadlineIsDeadlineExceeded) {
+  server::Service service;
+  v1::CompileResponse response;
+  server::Status s =
+      service.compile(matmul_request(), &response, {.deadline = std::chrono::steady_clock::now()});
+  EXPECT_EQ(s.code, server::Code::DeadlineExceeded);
+  EXPECT_NE(s.message.find("error: the request's deadline passed before the overrides stage of "
+                           "matmul"),
+            std::string::npos)
+      << s.message;
+  EXPECT_TRUE(service.compile(matmul_request(), &response).ok());
+}
+
+// Holds every admitted request until released: what a busy kilnd looks like.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  int admitted = 0;
+  bool open = false;
+  void hold() {
+    std::unique_lock<std::mutex> lock(mu);
+    ++admitted;
+    cv.notify_all();
+    cv.wait(lock, [&] { return open; });
+  }
+  void wait_for(int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return admitted >= n; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+};
+
+v1::CheckRequest matmul_check() {
+  v1::CheckRequest r;
+  *r.mutable_op() = example("matmul");
+  return r;
+}
+
+// With every worker busy and no room in the queue, a request is refused at
+// once; a cache hit needs no worker and is served all the same.
+TEST(Service, AFullQueueIsResourceExhaustedAtOnce) {
+  Gate gate;
+  server::ServiceOptions options;
+  options.workers = 1;
+  options.queue_depth = 0;
+  options.on_admitted = [&] { gate.hold(); };
+  server::Service service(options);
+  v1::CompileResponse cached;
+  gate.open = true;
+  ASSERT_TRUE(service.compile(matmul_request(), &cached).ok());
+  gate.open = false;
+
+  std::thread busy([&] {
+    v1::CheckResponse r;
+    EXPECT_TRUE(service.check(matmul_check(), &r).ok());
+  });
+  gate.wait_for(2);  // the compile above, and now the busy one
+  v1::CheckResponse r;
+  server::Status s = service.check(matmul_check(), &r);
+  EXPECT_EQ(s.code, server::Code::ResourceExhausted);
+  EXPECT_EQ(s.message,
+            "kilnd is busy: 1 compiling and 0 waiting, as many as it takes (--workers 1, "
+            "--queue-depth 0); try again later");
+  v1::CompileResponse hit;
+  ASSERT_TRUE(service.compile(matmul_request(), &hit).ok());
+  EXPECT_TRUE(hit.cache_hit());
+  gate.release();
+  busy.join();
+  EXPECT_TRUE(service.check(matmul_check(), &r).ok());
+}
+
+// A request that waits for a worker gives up at its deadline.
+TEST(Service, AWaitingRequestGivesUpAtItsDeadline) {
+  Gate gate;
+  server::ServiceOptions options;
+  options.workers = 1;
+  options.queue_depth = 1;
+  options.on_admitted = [&] { gate.hold(); };
+  server::Service service(options);
+  std::thread busy([&] {
+    v1::CheckResponse r;
+    EXPECT_TRUE(service.check(matmul_check(), &r).ok());
+  });
+  gate.wait_for(1);
+  v1::CheckResponse r;
+  server::Status s = service.check(
+      matmul_check(), &r,
+      {.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100)});
+  EXPECT_EQ(s.code, server::Code::DeadlineExceeded);
+  EXPECT_EQ(s.message, "the request's deadline passed while it waited for a worker");
+  gate.release();
+  busy.join();
 }
 
 // Bad requests: the status, and the message the CLI would print.

@@ -67,9 +67,10 @@ struct PassContext {
   // params and its input and output buffers. kiln passes the JIT; unset, the
   // reference interpreter runs it.
   std::function<void(const ir::Func& op, Bindings& b)> evaluate;
-  // The pipeline stops between passes once it has run for max_stage_ms
-  // (Limits; stage "passes").
+  // The pipeline stops between passes once it has run for max_stage_ms, or
+  // past the request's deadline (Limits; stage "passes").
   int64_t max_stage_ms = Limits{}.max_stage_ms;
+  std::optional<std::chrono::steady_clock::time_point> deadline{};
 
   // LICM's and CSE's options: options.licm and options.cse, or the target's defaults.
   LicmOptions licm() const;
