@@ -13,10 +13,12 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 
@@ -121,6 +123,11 @@ int main(int argc, char** argv) {
   int port = 0;
   builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(compiler.get());
+  // A request may hold a source of max_source_bytes and then some (a
+  // structured operator, options); a larger message is refused by gRPC
+  // before it is read, with RESOURCE_EXHAUSTED.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(
+      options.limits.max_source_bytes * 2 + (1 << 20), std::numeric_limits<int>::max())));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::fprintf(stderr, "kilnd: cannot listen on %s\n", flags.listen.c_str());

@@ -66,7 +66,11 @@ class Kilnd {
   int stop() {
     stub_.reset();
     channel_.reset();
-    kill(pid_, SIGTERM);
+    terminate();
+    return wait();
+  }
+  void terminate() { kill(pid_, SIGTERM); }
+  int wait() {
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = -1;
@@ -120,7 +124,8 @@ TEST(Kilnd, ServesCheckAndCompileOverGrpc) {
 }
 
 // A bad operator is INVALID_ARGUMENT with the CLI's message, a request past its
-// deadline DEADLINE_EXCEEDED, and kilnd goes on serving.
+// deadline DEADLINE_EXCEEDED, an oversized one RESOURCE_EXHAUSTED, and kilnd
+// goes on serving.
 TEST(Kilnd, BadRequestsFailAloneAndKilndGoesOn) {
   Kilnd kilnd;
   grpc::ClientContext ctx;
@@ -142,6 +147,14 @@ TEST(Kilnd, BadRequestsFailAloneAndKilndGoesOn) {
   v1::CompileResponse compiled;
   s = kilnd.stub().Compile(&hurried, compile, &compiled);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+
+  // A message beyond kilnd's limit (twice max_source_bytes, and 1 MiB) is
+  // refused before it is read.
+  grpc::ClientContext huge_ctx;
+  v1::CheckRequest huge;
+  huge.mutable_op()->mutable_source()->set_text(std::string(40u << 20, ' '));
+  s = kilnd.stub().Check(&huge_ctx, huge, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
 
   grpc::ClientContext again;
   v1::CheckRequest good;
@@ -170,6 +183,44 @@ TEST(Kilnd, ARestartedKilndHitsItsDiskCache) {
     EXPECT_EQ(kilnd.stop(), 0);
   }
   std::filesystem::remove_all(dir);
+}
+
+// SIGTERM with a request in flight: the request finishes and is answered,
+// a new one is refused, and kilnd exits 0.
+TEST(Kilnd, SigtermLetsTheRequestsInFlightFinish) {
+  // 200 computations: a compilation of a second or more.
+  std::string text =
+      "func many {\n  param N = 64;\n  input x : f32[N];\n  output y : f32[200, N];\n";
+  for (int k = 0; k < 200; ++k)
+    text += "  compute c" + std::to_string(k) + "(i) in 0 <= i < N: y[" + std::to_string(k) +
+            ", i] = x[i] + " + std::to_string(k) + ".0;\n";
+  text += "}\n";
+  Kilnd kilnd;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point answered;
+  grpc::Status in_flight;
+  std::thread client([&] {
+    grpc::ClientContext ctx;
+    v1::CompileRequest request;
+    request.mutable_op()->mutable_source()->set_text(text);
+    v1::CompileResponse response;
+    in_flight = kilnd.stub().Compile(&ctx, request, &response);
+    answered = Clock::now();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Clock::time_point signalled = Clock::now();
+  kilnd.terminate();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  grpc::ClientContext late_ctx;
+  v1::CheckRequest late;
+  *late.mutable_op() = example("matmul");
+  v1::CheckResponse late_response;
+  grpc::Status refused = kilnd.stub().Check(&late_ctx, late, &late_response);
+  client.join();
+  EXPECT_TRUE(in_flight.ok()) << in_flight.error_message();
+  EXPECT_GT(answered, signalled) << "the compilation ended before SIGTERM: this tested nothing";
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(kilnd.wait(), 0);
 }
 
 }  // namespace
