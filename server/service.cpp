@@ -175,8 +175,8 @@ void to_wire(const codegen::Artifact& a, v1::Artifact* out) {
   for (size_t k = 0; k < a.checks.size(); ++k) {
     const ir::RuntimeCheck& c = a.checks[k];
     v1::RuntimeCheck* w = out->add_checks();
-    w->set_status(KILN_ERR_CHECK + static_cast<int32_t>(k));
-    w->set_kind(c.kind == ir::RuntimeCheck::Kind::InputSpec ? "input_spec" : "arithmetic");
+    w->set_status(static_cast<int32_t>(ir::kStatusCheckBase + static_cast<int64_t>(k)));
+    w->set_kind(ir::RuntimeCheck::kind_name(c.kind));
     w->set_subject(c.subject);
     w->set_message(c.message);
   }
@@ -237,9 +237,9 @@ class Admission {
                          "(--workers {}, --queue-depth {}); try again later",
                          running_, waiting_, workers_, queue_depth_));
     ++waiting_;
-    auto free = [&] { return running_ < workers_; };
-    bool got = call.deadline ? freed_.wait_until(lock, *call.deadline, free)
-                             : (freed_.wait(lock, free), true);
+    auto worker_free = [&] { return running_ < workers_; };
+    bool got = call.deadline ? freed_.wait_until(lock, *call.deadline, worker_free)
+                             : (freed_.wait(lock, worker_free), true);
     --waiting_;
     if (!got)
       refuse(Code::DeadlineExceeded, "the request's deadline passed while it waited for a worker");

@@ -29,13 +29,12 @@ std::string Artifact::metadata_json() const {
   std::vector<std::string> check_list;
   for (size_t k = 0; k < checks.size(); ++k) {
     const ir::RuntimeCheck& c = checks[k];
-    check_list.push_back(
-        JsonObject()
-            .integer("status", ir::kStatusCheckBase + static_cast<int64_t>(k))
-            .str("kind", c.kind == ir::RuntimeCheck::Kind::InputSpec ? "input_spec" : "arithmetic")
-            .str("subject", c.subject)
-            .str("message", c.message)
-            .done());
+    check_list.push_back(JsonObject()
+                             .integer("status", ir::kStatusCheckBase + static_cast<int64_t>(k))
+                             .str("kind", ir::RuntimeCheck::kind_name(c.kind))
+                             .str("subject", c.subject)
+                             .str("message", c.message)
+                             .done());
   }
   return JsonObject()
       .str("name", name)

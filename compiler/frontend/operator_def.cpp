@@ -73,14 +73,14 @@ class Writer {
     throw CompileError(ErrorStage::Validate, SourceLoc{path_, 0, 0}, message);
   }
 
-  // A token, attributed to the current field.
+  // A token, attributed to the current field. Tokens are separated by a
+  // blank, except after an opening bracket and before punctuation, which the
+  // lexer splits off anyway.
   void tok(const std::string& text) {
     if (!out_.empty() && out_.back() != '\n' && out_.back() != '(' && out_.back() != '[' &&
         text != "," && text != ";" && text != ")" && text != "]" && text != "(" && text != "[" &&
         text != ":" && text != ".")
       out_ += ' ';
-    // "(" and "[" open a call or an index right after a name; elsewhere they
-    // follow a blank, which the check above already put there when needed.
     fields_.add(line_, col(), path_);
     out_ += text;
     if (out_.size() > limits_.max_source_bytes)
@@ -89,7 +89,6 @@ class Writer {
                                      "text (max_source_bytes, docs/limits.md)",
                                      limits_.max_source_bytes));
   }
-  void space() { out_ += ' '; }
   void newline() {
     out_ += '\n';
     ++line_;
@@ -149,7 +148,6 @@ class Writer {
 
   std::string text() const { return out_; }
   const FieldMap& fields() const { return fields_; }
-  const std::string& path() const { return path_; }
 
  private:
   static std::string printable(const std::string& n) {

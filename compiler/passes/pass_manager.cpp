@@ -175,10 +175,7 @@ void check_bound(const ir::LoweredFunc& f, const std::string& pass) {
 ir::LoweredFunc run_pipeline(const ir::LoweredFunc& f, const PassContext& ctx) {
   ir::LoweredFunc out = f;
   check_bound(out, "");
-  Limits limits;
-  limits.max_stage_ms = ctx.max_stage_ms;
-  limits.deadline = ctx.deadline;
-  StageTimer timer(ErrorStage::Passes, limits);
+  StageTimer timer(ErrorStage::Passes, ctx.limits);
   for (const std::string& name : pipeline(ctx)) {
     const PassInfo& p = *find_pass(name);
     run_instrumented(name, out, ctx,

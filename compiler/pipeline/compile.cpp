@@ -109,8 +109,7 @@ passes::PassContext pass_context(const CompileOptions& options) {
   ctx.target = options.target;
   ctx.options = options.passes;
   ctx.instrument = options.instrument;
-  ctx.max_stage_ms = options.limits.max_stage_ms;
-  ctx.deadline = options.limits.deadline;
+  ctx.limits = options.limits;
   return ctx;
 }
 

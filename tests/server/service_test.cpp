@@ -95,81 +95,9 @@ TEST(Service, AStructuredOperatorCompilesToWhatItsTextDoes) {
   schedule { c.split(i, 8, io, ii); c.tag(ii, vectorize); }
 })";
   v1::CompileRequest from_def;
-  ASSERT_TRUE(
-      google::protobuf::TextFormat::ParseFromString(R"pb(
-                                                      op {
-                                                        def {
-                                                          name: "scale"
-                                                          params { name: "N" value: 64 }
-                                                          buffers {
-                                                            name: "x"
-                                                            kind: INPUT
-                                                            dtype: F32
-                                                            shape { name: "N" }
-                                                          }
-                                                          buffers {
-                                                            name: "y"
-                                                            kind: OUTPUT
-                                                            dtype: F32
-                                                            shape { name: "N" }
-                                                          }
-                                                          computations {
-                                                            name: "c"
-                                                            iterators: "i"
-                                                            domain {
-                                                              binary {
-                                                                op: LE
-                                                                lhs { int_value: 0 }
-                                                                rhs { name: "i" }
-                                                              }
-                                                            }
-                                                            domain {
-                                                              binary {
-                                                                op: LT
-                                                                lhs { name: "i" }
-                                                                rhs { name: "N" }
-                                                              }
-                                                            }
-                                                            store {
-                                                              buffer: "y"
-                                                              indices { name: "i" }
-                                                            }
-                                                            value {
-                                                              binary {
-                                                                op: ADD
-                                                                lhs {
-                                                                  binary {
-                                                                    op: MUL
-                                                                    lhs {
-                                                                      index {
-                                                                        buffer: "x"
-                                                                        indices { name: "i" }
-                                                                      }
-                                                                    }
-                                                                    rhs { float_value: 2 }
-                                                                  }
-                                                                }
-                                                                rhs { float_value: 1 }
-                                                              }
-                                                            }
-                                                          }
-                                                          schedule {
-                                                            target: "c"
-                                                            op: "split"
-                                                            args { name: "i" }
-                                                            args { number: 8 }
-                                                            args { name: "io" }
-                                                            args { name: "ii" }
-                                                          }
-                                                          schedule {
-                                                            target: "c"
-                                                            op: "tag"
-                                                            args { name: "ii" }
-                                                            args { name: "vectorize" }
-                                                          }
-                                                        }
-                                                      })pb",
-                                                    &from_def));
+  std::ifstream file(std::string(KILN_SOURCE_DIR) + "/tests/data/defs/scale.textproto");
+  std::string def_text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(def_text, &from_def));
   v1::CompileRequest from_text;
   *from_text.mutable_op() = text_operator(text, "scale.kiln");
   server::Service service;

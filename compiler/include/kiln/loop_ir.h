@@ -148,6 +148,10 @@ struct RuntimeCheck {
     Arithmetic,
   };
   Kind kind = Kind::InputSpec;
+  // "input_spec" or "arithmetic": the kind as artifacts and kilnd name it.
+  static const char* kind_name(Kind k) {
+    return k == Kind::InputSpec ? "input_spec" : "arithmetic";
+  }
   std::string subject;  // InputSpec: the input; Arithmetic: the computation
   std::string message;  // what failed, for the caller to report
   SourceLoc where;      // the input's declaration, or the computation

@@ -68,9 +68,8 @@ struct PassContext {
   // reference interpreter runs it.
   std::function<void(const ir::Func& op, Bindings& b)> evaluate;
   // The pipeline stops between passes once it has run for max_stage_ms, or
-  // past the request's deadline (Limits; stage "passes").
-  int64_t max_stage_ms = Limits{}.max_stage_ms;
-  std::optional<std::chrono::steady_clock::time_point> deadline{};
+  // past the request's deadline (stage "passes").
+  Limits limits{};
 
   // LICM's and CSE's options: options.licm and options.cse, or the target's defaults.
   LicmOptions licm() const;
