@@ -1,6 +1,7 @@
 // kiln.v1.Compiler over the service core.
 #include "grpc_service.h"
 
+#include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
@@ -32,9 +33,11 @@ grpc::StatusCode grpc_code(Code c) {
   return grpc::StatusCode::UNKNOWN;
 }
 
-// The client's deadline, on the steady clock the pipeline checks.
-CallOptions call_options(const grpc::ServerContext* ctx) {
+// The client's deadline, on the steady clock the pipeline checks, and
+// whether the client went away.
+CallOptions call_options(grpc::ServerContext* ctx) {
   CallOptions call;
+  call.cancelled = [ctx] { return ctx->IsCancelled(); };
   auto deadline = ctx->deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     call.deadline = std::chrono::steady_clock::now() +
@@ -78,6 +81,14 @@ class CompilerService final : public v1::Compiler::Service {
       Status s = core_.compile(*request, response, call_options(ctx));
       if (s.ok())
         detail = (response->cache_hit() ? " hit " : " miss ") + response->artifact().key();
+      return s;
+    });
+  }
+  grpc::Status Run(grpc::ServerContext* ctx, const v1::RunRequest* request,
+                   v1::RunResponse* response) override {
+    return serve("Run", ctx, request->op(), [&](std::string& detail) {
+      Status s = core_.run(*request, response, call_options(ctx));
+      if (s.ok()) detail = fmt::format(" run {:.1f} ms", response->run_ms());
       return s;
     });
   }

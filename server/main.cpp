@@ -1,7 +1,8 @@
 // kilnd: the compile service (docs/server.md).
 //
 //   kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] [--queue-depth N]
-//         [--cache-bytes N] [--log-level LEVEL]
+//         [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N]
+//         [--runner PATH] [--log-level LEVEL]
 //
 // Listens on loopback by default. Prints "kilnd: listening on HOST:PORT" once
 // it serves (with the port chosen when PORT is 0). SIGTERM or SIGINT stops it
@@ -34,15 +35,30 @@ struct Flags {
   int queue_depth = kiln::server::ServiceOptions{}.queue_depth;
   size_t cache_bytes = kiln::server::ServiceOptions{}.cache_bytes;
   std::string log_level = "info";
+  int64_t run_timeout_ms = kiln::server::ServiceOptions{}.run_timeout_ms;
+  uint64_t run_memory_mb = kiln::server::ServiceOptions{}.run_memory_bytes >> 20;
+  std::string runner;
 };
 
+// A whole number from `lo` to `hi`, or the usage message.
+long long count_flag(const std::string& flag, const std::string& v, long long lo, long long hi);
+
 [[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(
-      stderr,
-      "kilnd: %s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] "
-      "[--queue-depth N] [--cache-bytes N] [--log-level trace|debug|info|warn|error|off]\n",
-      problem.c_str());
+  std::fprintf(stderr,
+               "kilnd: %s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] "
+               "[--queue-depth N] [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N] "
+               "[--runner PATH] [--log-level trace|debug|info|warn|error|off]\n",
+               problem.c_str());
   std::exit(2);
+}
+
+long long count_flag(const std::string& flag, const std::string& v, long long lo, long long hi) {
+  char* end = nullptr;
+  long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < lo || n > hi)
+    usage(flag + " '" + v + "': expected a whole number from " + std::to_string(lo) + " to " +
+          std::to_string(hi));
+  return n;
 }
 
 Flags parse_flags(int argc, char** argv) {
@@ -72,6 +88,12 @@ Flags parse_flags(int argc, char** argv) {
       if (v.empty() || *end != '\0' || v[0] == '-')
         usage("--cache-bytes '" + v + "': expected a byte count");
       f.cache_bytes = static_cast<size_t>(n);
+    } else if (a == "--run-timeout-ms") {
+      f.run_timeout_ms = count_flag(a, value(), 1, 86'400'000);
+    } else if (a == "--run-memory-mb") {
+      f.run_memory_mb = static_cast<uint64_t>(count_flag(a, value(), 0, 1 << 30));
+    } else if (a == "--runner") {
+      f.runner = value();
     } else if (a == "--log-level") {
       f.log_level = value();
       if (spdlog::level::from_str(f.log_level) == spdlog::level::off && f.log_level != "off")
@@ -107,6 +129,9 @@ int main(int argc, char** argv) {
   options.data_dir = flags.data_dir;
   options.workers = flags.workers;
   options.queue_depth = flags.queue_depth;
+  options.run_timeout_ms = flags.run_timeout_ms;
+  options.run_memory_bytes = flags.run_memory_mb << 20;
+  options.runner_path = flags.runner;
   std::unique_ptr<kiln::server::Service> service;
   try {
     service = std::make_unique<kiln::server::Service>(options);

@@ -2,117 +2,26 @@
 #include "service.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <thread>
 
+#include "child_process.h"
 #include "kiln/compile.h"
 #include "kiln/frontend.h"
 #include "kiln/operator_def.h"
 #include "kiln/v1/service.pb.h"
+#include "request.h"
+#include "runner.pb.h"
 
 namespace kiln::server {
 
-const char* code_name(Code c) {
-  switch (c) {
-    case Code::Ok:
-      return "OK";
-    case Code::InvalidArgument:
-      return "INVALID_ARGUMENT";
-    case Code::ResourceExhausted:
-      return "RESOURCE_EXHAUSTED";
-    case Code::DeadlineExceeded:
-      return "DEADLINE_EXCEEDED";
-    case Code::Cancelled:
-      return "CANCELLED";
-    case Code::Unauthenticated:
-      return "UNAUTHENTICATED";
-    case Code::Internal:
-      return "INTERNAL";
-  }
-  return "UNKNOWN";
-}
-
 namespace {
-
-// A request that cannot be served, with its status.
-struct Refusal {
-  Status status;
-};
-
-[[noreturn]] void refuse(Code code, std::string message) {
-  throw Refusal{Status{code, std::move(message)}};
-}
-
-// The one func a request's operator names.
-ir::Func resolve(const v1::Operator& op, const Limits& limits) {
-  switch (op.definition_case()) {
-    case v1::Operator::kDef:
-      return frontend::parse_operator_def(op.def(), limits);
-    case v1::Operator::kSource: {
-      const v1::SourceText& s = op.source();
-      std::string file = s.filename().empty() ? "<request>" : s.filename();
-      ir::Module m = frontend::parse_module(s.text(), file, limits);
-      if (!s.name().empty()) {
-        if (const ir::Func* f = m.find(s.name())) return *f;
-        if (m.find_graph(s.name()))
-          refuse(Code::InvalidArgument,
-                 fmt::format("{}: '{}' is a graph; this method takes a func", file, s.name()));
-        std::string known;
-        for (const auto& f : m.funcs) known += (known.empty() ? "" : ", ") + f.name;
-        refuse(Code::InvalidArgument, fmt::format("{}: no func '{}' in the source (it has: {})",
-                                                  file, s.name(), known.empty() ? "none" : known));
-      }
-      if (m.funcs.size() == 1) return m.funcs[0];
-      refuse(Code::InvalidArgument,
-             fmt::format("{}: the source has {} funcs; name the one to use (source.name)", file,
-                         m.funcs.size()));
-    }
-    case v1::Operator::kGraph:
-      refuse(Code::InvalidArgument,
-             "op.graph: this method takes a func; graphs are not served yet");
-    case v1::Operator::DEFINITION_NOT_SET:
-      break;
-  }
-  refuse(Code::InvalidArgument, "op: the request has no operator (set source or def)");
-}
-
-CompileOptions compile_options(const v1::CompileOptions& o, const Limits& limits) {
-  CompileOptions c;
-  const v1::Target& t = o.target();
-  if (!t.triple().empty()) {
-    c.target = Target{t.triple(), t.cpu(), t.features()};
-  } else if (!t.cpu().empty()) {
-    c.target.cpu = t.cpu();
-    c.target.features = t.features();
-  } else if (!t.features().empty()) {
-    c.target.features += (c.target.features.empty() ? "" : ",") + t.features();
-  }
-  if (o.has_opt_level()) {
-    if (o.opt_level() < 0 || o.opt_level() > 3)
-      refuse(Code::InvalidArgument,
-             fmt::format("options.opt_level: {} is not a level (0 to 3)", o.opt_level()));
-    c.opt_level = o.opt_level();
-  }
-  c.apply_schedule = !o.no_schedule();
-  c.passes.required.insert(o.required_passes().begin(), o.required_passes().end());
-  c.passes.disabled.insert(o.disabled_passes().begin(), o.disabled_passes().end());
-  c.limits = limits;
-  return c;
-}
-
-CompileRequest pipeline_request(const v1::Operator& op, const v1::CompileOptions& o,
-                                const Limits& limits, CompileOutput output) {
-  CompileRequest r;
-  r.func = resolve(op, limits);
-  r.overrides = ir::Overrides(o.set().begin(), o.set().end());
-  r.options = compile_options(o, limits);
-  r.output = output;
-  return r;
-}
 
 void add_times(const CompileResult& r, google::protobuf::RepeatedPtrField<v1::StageTime>* out) {
   for (const StageTime& t : r.times) {
@@ -120,33 +29,6 @@ void add_times(const CompileResult& r, google::protobuf::RepeatedPtrField<v1::St
     s->set_stage(t.stage);
     s->set_ms(t.ms);
   }
-}
-
-void add_notes(const std::vector<std::string>& notes,
-               google::protobuf::RepeatedPtrField<v1::Diagnostic>* out) {
-  for (const std::string& n : notes) {
-    v1::Diagnostic* d = out->Add();
-    d->set_severity(v1::Diagnostic::WARNING);
-    d->set_stage("codegen");
-    d->set_message(n);
-    d->set_text(n);
-  }
-}
-
-v1::DType wire_dtype(ir::DType t) {
-  switch (t) {
-    case ir::DType::Bool:
-      return v1::BOOL;
-    case ir::DType::I32:
-      return v1::I32;
-    case ir::DType::I64:
-      return v1::I64;
-    case ir::DType::F32:
-      return v1::F32;
-    case ir::DType::F64:
-      return v1::F64;
-  }
-  return v1::DTYPE_UNSPECIFIED;
 }
 
 void to_wire(const codegen::Artifact& a, v1::Artifact* out) {
@@ -181,24 +63,6 @@ void to_wire(const codegen::Artifact& a, v1::Artifact* out) {
     w->set_message(c.message);
   }
   out->set_metadata_json(a.metadata_json());
-}
-
-// What an exception means to the caller.
-Status status_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const Refusal& r) {
-    return r.status;
-  } catch (const DeadlineExceeded& d) {
-    return Status{Code::DeadlineExceeded, d.what()};
-  } catch (const CompileError& c) {
-    return Status{Code::InvalidArgument, c.what()};
-  } catch (const std::bad_alloc&) {
-    return Status{Code::ResourceExhausted, "kilnd ran out of memory for this request"};
-  } catch (const std::exception& x) {
-    return Status{Code::Internal,
-                  std::string("internal error: ") + x.what() + " (this is a bug in kiln)"};
-  }
 }
 
 }  // namespace
@@ -237,12 +101,24 @@ class Admission {
                          "(--workers {}, --queue-depth {}); try again later",
                          running_, waiting_, workers_, queue_depth_));
     ++waiting_;
-    auto worker_free = [&] { return running_ < workers_; };
-    bool got = call.deadline ? freed_.wait_until(lock, *call.deadline, worker_free)
-                             : (freed_.wait(lock, worker_free), true);
+    // Woken when a worker frees, and every 50 ms to see whether the client
+    // went away.
+    while (running_ >= workers_) {
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      if (call.deadline && *call.deadline < until) until = *call.deadline;
+      freed_.wait_until(lock, until);
+      if (running_ < workers_) break;
+      if (call.cancelled && call.cancelled()) {
+        --waiting_;
+        refuse(Code::Cancelled, "the request was cancelled while it waited for a worker");
+      }
+      if (call.deadline && std::chrono::steady_clock::now() >= *call.deadline) {
+        --waiting_;
+        refuse(Code::DeadlineExceeded,
+               "the request's deadline passed while it waited for a worker");
+      }
+    }
     --waiting_;
-    if (!got)
-      refuse(Code::DeadlineExceeded, "the request's deadline passed while it waited for a worker");
     ++running_;
     return std::make_unique<Ticket>(*this);
   }
@@ -267,6 +143,7 @@ struct Service::Impl {
   Limits limits(const CallOptions& call) const {
     Limits l = options.limits;
     l.deadline = call.deadline;
+    l.cancelled = call.cancelled;
     return l;
   }
 
@@ -385,6 +262,123 @@ Status Service::compile(const v1::CompileRequest& request, v1::CompileResponse* 
     cached.clear_times();
     impl_->cache.add(key, cached);
     return {};
+  } catch (...) {
+    return status_of(std::current_exception());
+  }
+}
+
+namespace {
+
+// Where kiln-runner is: beside the running executable (kilnd, or a test).
+std::string default_runner_path() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "kiln-runner";
+  return (self.parent_path() / "kiln-runner").string();
+}
+
+RunnerLimits runner_limits(const Limits& l, const CallOptions& call) {
+  RunnerLimits out;
+  out.set_max_source_bytes(l.max_source_bytes);
+  out.set_max_computations(l.max_computations);
+  out.set_max_domain_dims(l.max_domain_dims);
+  out.set_max_expression_nodes(l.max_expression_nodes);
+  out.set_max_isl_operations(l.max_isl_operations);
+  out.set_max_stage_ms(l.max_stage_ms);
+  if (call.deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        *call.deadline - std::chrono::steady_clock::now());
+    out.set_deadline_ms(std::max<int64_t>(1, left.count()));
+  }
+  return out;
+}
+
+// What the end of a runner means to the caller. `by_deadline`: the wall-clock
+// limit was the request's deadline, not kilnd's run timeout.
+Status runner_status(const ChildResult& c, const ServiceOptions& o, const std::string& runner,
+                     bool by_deadline, v1::RunResponse* response) {
+  auto stderr_tail = [&] {
+    std::string e = c.err;
+    while (!e.empty() && (e.back() == '\n' || e.back() == ' ')) e.pop_back();
+    size_t nl = e.rfind('\n');
+    if (nl != std::string::npos) e = e.substr(nl + 1);
+    return e.empty() ? std::string() : "; its last words: " + e;
+  };
+  switch (c.end) {
+    case ChildResult::End::TimedOut:
+      if (by_deadline)
+        return {Code::DeadlineExceeded,
+                fmt::format("the request's deadline passed while the kernel ran; its runner "
+                            "was killed after {:.0f} ms",
+                            c.ms)};
+      return {Code::ResourceExhausted,
+              fmt::format("the run took longer than its limit of {} ms (kilnd --run-timeout-ms), "
+                          "compilation included; its runner was killed",
+                          o.run_timeout_ms)};
+    case ChildResult::End::Stopped:
+      return {Code::Cancelled, "the request was cancelled; its runner was killed"};
+    case ChildResult::End::TooMuchOutput:
+      return {Code::ResourceExhausted, "the run's reply was larger than kilnd accepts (1 GiB)"};
+    case ChildResult::End::Signaled:
+      if (c.signal == SIGXCPU || c.signal == SIGKILL)
+        return {Code::ResourceExhausted,
+                fmt::format("the run was killed by {} after {:.0f} ms: it used more CPU time or "
+                            "memory than its limits allow (kilnd --run-timeout-ms, "
+                            "--run-memory-mb){}",
+                            signal_description(c.signal), c.ms, stderr_tail())};
+      return {Code::Internal,
+              fmt::format("the kernel's runner crashed with {} after {:.0f} ms{}; kilnd is "
+                          "unaffected. A kernel kiln compiled should never crash: please report "
+                          "this operator (a bug in kiln)",
+                          signal_description(c.signal), c.ms, stderr_tail())};
+    case ChildResult::End::Exited:
+      break;
+  }
+  if (c.exit_code == 127)
+    return {Code::Internal, fmt::format("cannot start the runner {} (kilnd --runner)", runner)};
+  RunnerReply reply;
+  if (c.exit_code != 0 || !reply.ParseFromString(c.out))
+    return {Code::Internal, fmt::format("the runner {} exited with status {} without a reply{} "
+                                        "(a bug in kiln)",
+                                        runner, c.exit_code, stderr_tail())};
+  auto code = static_cast<Code>(reply.code());
+  if (code != Code::Ok) return {code, reply.message()};
+  *response = std::move(*reply.mutable_response());
+  response->set_run_ms(c.ms);
+  return {};
+}
+
+}  // namespace
+
+Status Service::run(const v1::RunRequest& request, v1::RunResponse* response,
+                    const CallOptions& call) {
+  try {
+    auto ticket = impl_->admit(call);
+    const ServiceOptions& o = impl_->options;
+    RunnerJob job;
+    *job.mutable_request() = request;
+    *job.mutable_limits() = runner_limits(o.limits, call);
+    ChildLimits limits;
+    limits.wall = std::chrono::milliseconds(std::max<int64_t>(1, o.run_timeout_ms));
+    bool by_deadline = false;
+    if (call.deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *call.deadline - std::chrono::steady_clock::now());
+      if (left < limits.wall) {
+        limits.wall = std::max(left, std::chrono::milliseconds(1));
+        by_deadline = true;
+      }
+    }
+    limits.address_space_bytes = o.run_memory_bytes;
+    // A backstop behind the wall clock: every core busy for the whole run.
+    uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
+    limits.cpu_seconds = static_cast<uint64_t>(o.run_timeout_ms / 1000 + 1) * cores + 1;
+    limits.stop = call.cancelled;
+    std::string runner = o.runner_path.empty() ? default_runner_path() : o.runner_path;
+    ChildResult c = run_child(runner, {}, job.SerializeAsString(), limits);
+    Status s = runner_status(c, o, runner, by_deadline, response);
+    if (!s.ok()) response->Clear();
+    return s;
   } catch (...) {
     return status_of(std::current_exception());
   }

@@ -14,6 +14,7 @@
 
 #include "compile_cache.h"
 #include "kiln/limits.h"
+#include "status.h"
 
 namespace kiln::v1 {
 class CheckRequest;
@@ -22,27 +23,11 @@ class EmitRequest;
 class EmitResponse;
 class CompileRequest;
 class CompileResponse;
+class RunRequest;
+class RunResponse;
 }  // namespace kiln::v1
 
 namespace kiln::server {
-
-// The outcome of a call, in gRPC's terms.
-enum class Code : uint8_t {
-  Ok,
-  InvalidArgument,    // a malformed operator or request: the message says what and where
-  ResourceExhausted,  // a full queue, or a limit that bounds the work
-  DeadlineExceeded,
-  Cancelled,
-  Unauthenticated,
-  Internal,  // a bug in kiln
-};
-const char* code_name(Code c);  // "OK", "INVALID_ARGUMENT", ...
-
-struct Status {
-  Code code = Code::Ok;
-  std::string message;
-  bool ok() const { return code == Code::Ok; }
-};
 
 struct ServiceOptions {
   Limits limits{};
@@ -56,6 +41,11 @@ struct ServiceOptions {
   // for one of them; a request beyond both is RESOURCE_EXHAUSTED at once.
   int workers = 0;
   int queue_depth = 64;
+  // Run: the runner program (empty: kiln-runner beside the running
+  // executable), and the limits of the child process each request runs in.
+  std::string runner_path{};
+  int64_t run_timeout_ms = 60'000;                // wall clock, compilation included
+  uint64_t run_memory_bytes = uint64_t{4} << 30;  // address space; 0: none
   // For tests: called by each request once it holds a worker.
   std::function<void()> on_admitted{};
 };
@@ -65,6 +55,9 @@ struct CallOptions {
   // Past it, a request waiting for a worker gives up, and a compiling one
   // stops between stages (or between the steps of one): DEADLINE_EXCEEDED.
   std::optional<std::chrono::steady_clock::time_point> deadline{};
+  // True once the client has gone away: the work stops as at the deadline,
+  // CANCELLED.
+  std::function<bool()> cancelled{};
 };
 
 class Service {
@@ -82,6 +75,10 @@ class Service {
               const CallOptions& call = {});
   Status compile(const v1::CompileRequest& request, v1::CompileResponse* response,
                  const CallOptions& call = {});
+  // Compiles and runs in a child process (the runner) under the run limits:
+  // a crash, a timeout or a runaway allocation fails this request only.
+  Status run(const v1::RunRequest& request, v1::RunResponse* response,
+             const CallOptions& call = {});
 
   CacheStats cache_stats() const;
 

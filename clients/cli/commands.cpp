@@ -22,10 +22,9 @@
 #include "kiln/interp.h"
 #include "kiln/ir.h"
 #include "kiln/passes.h"
+#include "kiln/run.h"
 #include "kiln/runtime.h"
-#include "measure.h"
 #include "report.h"
-#include "run_params.h"
 #include "selection.h"
 #include "timing.h"
 
@@ -96,97 +95,56 @@ ir::LoweredFunc interpreted_loops(const ir::Func& f, const Options& o) {
   return compile_logged(f, c, CompileOutput::Loops).lowered;
 }
 
-// A func lowered, with values for its run-time params and random inputs:
-// what interp and run both start from.
-struct RunSetup {
-  CompileResult compiled;
-  RunParams run_params;
-  std::map<std::string, int64_t> params;  // every param's value
-  Bindings inputs;
-};
-
-RunSetup set_up_run(const Prepared& p, const Options& o, CompileOutput output) {
+// `kiln interp`: the loops as lowering leaves them, run by the loop
+// interpreter on random inputs; with --check, the reference interpreter runs
+// first on the same inputs (an out-of-bounds access is then reported by the
+// reference, with the access and the instance) and the outputs are compared.
+InterpResult interpret(const Prepared& p, const Options& o) {
   const ir::Func& f = p.func;
-  RunSetup s;
-  // Compile first: a schedule kiln refuses should not wait for the reference run.
-  if (output == CompileOutput::Loops) {
-    s.compiled.lowered = interpreted_loops(f, o);
-  } else {
-    s.compiled = compile_logged(f, o, output);
-  }
-  s.run_params = run_param_values(f, p.runtime_params);
-  for (const std::string& name : s.run_params.chosen) {
+  // Lower first: a schedule kiln refuses should not wait for the reference run.
+  ir::LoweredFunc loops = interpreted_loops(f, o);
+  RunParams run_params = run_param_values(f, p.runtime_params);
+  for (const std::string& name : run_params.chosen) {
     spdlog::debug("{}: run-time param {} not given; using {}", f.name, name,
-                  s.run_params.values.at(name));
+                  run_params.values.at(name));
   }
-  s.params = interp::param_values(f, s.run_params.values);
-  s.inputs =
-      timed(f.name, "random inputs", [&] { return interp::random_bindings(f, s.params, o.seed); });
-  return s;
-}
-
-// The result of a run that produced `actual`; with --check, the reference
-// interpreter runs on the same inputs and the outputs are compared.
-// With --check, the reference interpreter's run on the same inputs. It runs
-// before the scheduled program: an out-of-bounds access is then reported by
-// the reference, with the access and the instance, before a compiled kernel
-// could make it.
-std::optional<Bindings> reference_run(const Prepared& p, const Options& o, const RunSetup& s) {
-  if (!o.check) return std::nullopt;
-  Bindings expected = s.inputs;
-  timed(p.func.name, "reference interpreter", [&] { interp::run_reference(p.func, expected); });
-  return expected;
-}
-
-InterpResult result_of(const Prepared& p, const RunSetup& s, const Bindings& actual,
-                       const std::optional<Bindings>& expected) {
-  const ir::Func& f = p.func;
   InterpResult r;
-  r.params = s.params;
-  r.chosen = s.run_params.chosen;
+  r.params = interp::param_values(f, run_params.values);
+  r.chosen = run_params.chosen;
+  Bindings inputs =
+      timed(f.name, "random inputs", [&] { return interp::random_bindings(f, r.params, o.seed); });
+  std::optional<Bindings> expected;
+  if (o.check) {
+    expected = inputs;
+    timed(f.name, "reference interpreter", [&] { interp::run_reference(f, *expected); });
+  }
+  Bindings actual = std::move(inputs);
+  timed(f.name, "loop interpreter", [&] { interp::run_loops(loops, actual); });
   r.outputs = checksums(f, actual);
   if (expected) r.mismatch = interp::compare_outputs(f, *expected, actual);
   return r;
 }
 
-InterpResult interpret(const Prepared& p, const Options& o) {
-  RunSetup s = set_up_run(p, o, CompileOutput::Loops);
-  std::optional<Bindings> expected = reference_run(p, o, s);
-  Bindings actual = s.inputs;
-  timed(p.func.name, "loop interpreter", [&] { interp::run_loops(s.compiled.lowered, actual); });
-  return result_of(p, s, actual, expected);
-}
-
-// Times a compiled kernel. The inputs are a copy: a kernel that accumulates
-// into its output may change it from run to run.
-BenchResult bench(const codegen::Kernel& k, const RunSetup& s, const Options& o) {
-  Bindings b = s.inputs;
-  const ir::LoweredFunc& f = s.compiled.lowered;
-  std::vector<kiln_value> args = codegen::pack_arguments(f, b);
-  auto nargs = static_cast<int32_t>(args.size());
-  BenchResult r = measure(
-      [&] {
-        if (int32_t rc = k.call(args.data(), nargs); rc != 0) {
-          throw CompileError(ErrorStage::Run, {}, fmt::format("{} returned error {}", f.name, rc));
-        }
-      },
-      o.repeat, o.number);
-  r.flops = ir::flop_count(f, s.params);
-  return r;
-}
-
+// The run of `kiln run`: kiln::run_kernel, its steps logged (seen with --verbose).
 InterpResult run_compiled(const Prepared& p, const Options& o) {
-  const ir::Func& f = p.func;
-  RunSetup s = set_up_run(p, o, CompileOutput::Kernel);
-  const codegen::Kernel& k = *s.compiled.kernel;
-  std::optional<Bindings> expected = reference_run(p, o, s);
-  Bindings actual = s.inputs;
-  timed(f.name, "compiled run", [&] { k.run(actual); });
-  InterpResult r = result_of(p, s, actual, expected);
-  if (o.bench && (!r.mismatch || r.mismatch->ok)) {
-    r.bench = timed(f.name, "benchmark", [&] { return bench(k, s, o); });
-  }
-  return r;
+  RunSpec spec;
+  spec.options = compile_options(o);
+  spec.runtime_params = p.runtime_params;
+  spec.seed = o.seed;
+  spec.check = o.check;
+  spec.bench = o.bench;
+  spec.repeat = o.repeat;
+  spec.number = o.number;
+  spec.on_step = [&](std::string_view step, double ms) {
+    spdlog::debug("{}: {} took {:.3f} ms", p.func.name, step, ms);
+  };
+  RunOutcome out = run_kernel(p.func, spec);
+  for (const std::string& note : out.notes) spdlog::warn("{}", note);
+  return InterpResult{.params = std::move(out.params),
+                      .chosen = std::move(out.chosen),
+                      .outputs = std::move(out.outputs),
+                      .mismatch = std::move(out.mismatch),
+                      .bench = std::move(out.bench)};
 }
 
 // ---------------------------------------------------------------------------

@@ -97,24 +97,6 @@ std::string count(size_t n, std::string_view noun) {
   return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
 
-std::vector<OutputSum> checksums(const std::vector<std::string>& names,
-                                 const std::map<std::string, HostBuffer>& buffers) {
-  std::vector<OutputSum> sums;
-  for (const std::string& name : names) {
-    const HostBuffer& h = buffers.at(name);
-    OutputSum s{name, h.shape(), 0};
-    for (int64_t i = 0; i < h.size(); ++i) s.checksum += h.get_f(i);
-    sums.push_back(std::move(s));
-  }
-  return sums;
-}
-
-std::vector<OutputSum> checksums(const ir::Func& f, const Bindings& b) {
-  std::vector<std::string> outputs;
-  for (const ir::Buf* buf : f.bufs_of_kind(ir::BufKind::Output)) outputs.push_back(buf->name);
-  return checksums(outputs, b.buffers);
-}
-
 std::string result_json(const std::string& file, const std::string& func, const InterpResult* r,
                         const std::string* error, bool with_bench) {
   JsonObject obj;

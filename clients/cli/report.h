@@ -11,26 +11,13 @@
 
 #include "kiln/interp.h"
 #include "kiln/ir.h"
-#include "measure.h"
+#include "kiln/run.h"
 #include "selection.h"
 
 namespace kiln::cli {
 
 // "1 computation", "4 schedule commands".
 std::string count(size_t n, std::string_view noun);
-
-// The sum of an output's elements: a cheap fingerprint of a run.
-struct OutputSum {
-  std::string buf;
-  std::vector<int64_t> shape;
-  double checksum = 0;
-};
-
-// The checksums of the buffers named, in order.
-std::vector<OutputSum> checksums(const std::vector<std::string>& names,
-                                 const std::map<std::string, HostBuffer>& buffers);
-// The checksums of f's outputs.
-std::vector<OutputSum> checksums(const ir::Func& f, const Bindings& b);
 
 // One run of `kiln interp` or `kiln run` on one func.
 struct InterpResult {
@@ -41,8 +28,6 @@ struct InterpResult {
   std::optional<BenchResult> bench;          // run --bench
 };
 
-// One run of a graph: its outputs and, with --check, the comparison with the
-// reference interpreter on the graph as written.
 // One run of a graph: its outputs and, with --check, the comparison with the
 // reference interpreter on the graph as written.
 struct GraphResult {

@@ -75,8 +75,8 @@ HostBuffer::HostBuffer(ir::DType dtype, std::vector<int64_t> shape)
   try {
     bytes_.assign(static_cast<size_t>(total), 0);
   } catch (const std::bad_alloc&) {
-    throw CompileError(ErrorStage::Interp, {},
-                       fmt::format("cannot allocate a buffer of {}: {} bytes", type(), total));
+    throw HostAllocError(ErrorStage::Interp, {},
+                         fmt::format("cannot allocate a buffer of {}: {} bytes", type(), total));
   }
 }
 

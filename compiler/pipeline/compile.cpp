@@ -32,6 +32,10 @@ class StageClock {
   auto operator()(const char* stage, F&& run) {
     auto start = std::chrono::steady_clock::now();
     const auto& deadline = request_.options.limits.deadline;
+    if (const auto& cancelled = request_.options.limits.cancelled; cancelled && cancelled())
+      throw Cancelled(stage_of(stage), request_.func.where,
+                      std::string("the request was cancelled before the ") + stage + " stage of " +
+                          request_.func.name);
     if (deadline && start >= *deadline)
       throw DeadlineExceeded(stage_of(stage), request_.func.where,
                              std::string("the request's deadline passed before the ") + stage +

@@ -18,10 +18,17 @@ namespace kiln {
 // temporaries of the interpreters): 4 GiB.
 inline constexpr uint64_t kMaxHostBufferBytes = uint64_t{4} << 30;
 
+// What HostBuffer throws when the memory is not there (as opposed to a size
+// past the limit): a run short of memory, not a malformed operator.
+class HostAllocError : public CompileError {
+ public:
+  using CompileError::CompileError;
+};
+
 // A dense row-major array on the host, stored in its dtype's own width so
 // that f32 arithmetic rounds as compiled code does. Making one past
 // kMaxHostBufferBytes, or whose size overflows, throws CompileError (stage
-// Interp) naming its type and shape.
+// Interp) naming its type and shape; HostAllocError when malloc fails.
 class HostBuffer {
  public:
   HostBuffer() = default;

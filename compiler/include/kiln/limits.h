@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -36,12 +37,21 @@ struct Limits {
   // would start past it, and a stage at its first step past it. Not a limit
   // of the input, so not in docs/limits.md's table; absent: none.
   std::optional<std::chrono::steady_clock::time_point> deadline{};
+  // Whether the request was cancelled (kilnd: its client went away), asked
+  // wherever the deadline is checked; absent: never.
+  std::function<bool()> cancelled{};
 };
 
 // What a stage throws when the request's deadline has passed: a CompileError,
 // so that callers that do not care tell it from no other error, and its own
 // type, so that kilnd can answer DEADLINE_EXCEEDED.
 class DeadlineExceeded : public CompileError {
+ public:
+  using CompileError::CompileError;
+};
+
+// What a check throws once Limits::cancelled says so.
+class Cancelled : public CompileError {
  public:
   using CompileError::CompileError;
 };
@@ -53,6 +63,7 @@ class StageTimer {
       : stage_(stage),
         limit_ms_(limits.max_stage_ms),
         deadline_(limits.deadline),
+        cancelled_(limits.cancelled),
         start_(std::chrono::steady_clock::now()) {}
 
   // Throws CompileError (the timer's stage, at `where`) once the stage has run
@@ -60,6 +71,10 @@ class StageTimer {
   // "after c.split(i, 4, io, ii)".
   void check(const SourceLoc& where, const std::string& done) const {
     auto now = std::chrono::steady_clock::now();
+    if (cancelled_ && cancelled_())
+      throw Cancelled(stage_, where,
+                      "the request was cancelled during the " +
+                          std::string(error_stage_name(stage_)) + " stage, " + done);
     if (deadline_ && now >= *deadline_)
       throw DeadlineExceeded(stage_, where,
                              "the request's deadline passed during the " +
@@ -79,6 +94,7 @@ class StageTimer {
   ErrorStage stage_;
   int64_t limit_ms_;
   std::optional<std::chrono::steady_clock::time_point> deadline_;
+  std::function<bool()> cancelled_;
   std::chrono::steady_clock::time_point start_;
 };
 

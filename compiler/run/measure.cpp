@@ -1,12 +1,11 @@
-// The benchmark loop of measure.h.
-#include "measure.h"
-
+// The benchmark loop of kiln/run.h.
 #include <algorithm>
 #include <vector>
 
+#include "kiln/run.h"
 #include "kiln/runtime.h"
 
-namespace kiln::cli {
+namespace kiln {
 
 BenchResult measure(const std::function<void()>& run_once, int repeat, int number) {
   constexpr uint64_t kRepeatTargetNs = 50'000'000;
@@ -25,6 +24,7 @@ BenchResult measure(const std::function<void()>& run_once, int repeat, int numbe
     for (int n = 0; n < r.number; ++n) run_once();
     per_run.push_back(static_cast<double>(kiln_now_ns() - t0) * 1e-9 / r.number);
   }
+  r.round_s = per_run;
   std::sort(per_run.begin(), per_run.end());
   size_t mid = per_run.size() / 2;
   r.median_s = per_run.size() % 2 ? per_run[mid] : (per_run[mid - 1] + per_run[mid]) / 2;
@@ -38,4 +38,4 @@ std::optional<double> gflops(const BenchResult& b) {
   return static_cast<double>(b.flops) / b.median_s * 1e-9;
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln

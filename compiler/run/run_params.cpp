@@ -1,6 +1,4 @@
 // Choosing and checking run-time param values against a func's constraints.
-#include "run_params.h"
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -9,8 +7,9 @@
 #include <optional>
 
 #include "kiln/error.h"
+#include "kiln/run.h"
 
-namespace kiln::cli {
+namespace kiln {
 namespace {
 
 // Sizes tried for a run-time param left out, in order: not a multiple of the
@@ -77,4 +76,4 @@ RunParams run_param_values(const ir::Func& f, const std::map<std::string, int64_
                                  p.name, f.name, p.name));
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln

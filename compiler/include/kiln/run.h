@@ -1,0 +1,114 @@
+// A run of a func on this machine, as `kiln run` makes it and kilnd's runner
+// makes it for the Run method: values for the run-time params (given, or test
+// sizes that satisfy the constraints), inputs (given and checked, or
+// seeded-random), the kernel compiled through the pipeline and called, the
+// comparison with the reference interpreter and the benchmark. One
+// implementation, so that the CLI and the service report the same results.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/buffers.h"
+#include "kiln/compile.h"
+#include "kiln/interp.h"
+#include "kiln/ir.h"
+
+namespace kiln {
+
+// ---------------------------------------------------------------------------
+// Run-time params
+
+struct RunParams {
+  std::map<std::string, int64_t> values;  // every run-time param of the func
+  std::vector<std::string> chosen;        // those kiln picked (not given)
+};
+
+// Run-time params not in `given` get the first of a few small sizes (13, 16,
+// 8, ..., chosen so that remainder loops run too) under which every
+// constraint of f holds. Throws CompileError (stage "interp") when a given
+// value breaks a constraint, or when no size tried satisfies them all.
+// Constraints this cannot evaluate are left to the compiler.
+RunParams run_param_values(const ir::Func& f, const std::map<std::string, int64_t>& given);
+
+// ---------------------------------------------------------------------------
+// Outputs and timings
+
+// The sum of an output's elements: a cheap fingerprint of a run.
+struct OutputSum {
+  std::string buf;
+  std::vector<int64_t> shape;
+  double checksum = 0;
+};
+
+// The checksums of the buffers named, in order.
+std::vector<OutputSum> checksums(const std::vector<std::string>& names,
+                                 const std::map<std::string, HostBuffer>& buffers);
+// The checksums of f's outputs.
+std::vector<OutputSum> checksums(const ir::Func& f, const Bindings& b);
+
+// What a benchmark measured.
+struct BenchResult {
+  int repeat = 0, number = 0;   // repeats of `number` runs each
+  int threads = 0;              // of the runtime's pool
+  double median_s = 0;          // per run
+  double min_s = 0;             // per run, the fastest repeat
+  int64_t flops = -1;           // per run; -1 = unknown
+  std::vector<double> round_s;  // each repeat's time per run, in order
+};
+
+// Times `run_once`: one warm-up run, then `repeat` timed repeats of `number`
+// runs each (number <= 0: chosen from the warm-up so that a repeat takes about
+// 50 ms).
+BenchResult measure(const std::function<void()>& run_once, int repeat, int number);
+
+// GFLOP/s, when the flop count is known.
+std::optional<double> gflops(const BenchResult& b);
+
+// ---------------------------------------------------------------------------
+// One run of a compiled func
+
+struct RunSpec {
+  CompileOptions options{};                         // for the host: the kernel runs in this process
+  std::map<std::string, int64_t> runtime_params{};  // given values; the rest chosen
+  // Given inputs by name; every other input is seeded-random. Each must be an
+  // input of the func with its dtype and shape, and meet its value spec.
+  Tensors inputs{};
+  uint64_t seed = 0;
+  bool check = false;  // also run the reference interpreter and compare
+  bool bench = false;  // then time the kernel (skipped when the check failed)
+  int repeat = 5, number = 0;
+  // Told the name and duration of each step (compile, random inputs,
+  // reference interpreter, compiled run, benchmark), for logging.
+  std::function<void(std::string_view step, double ms)> on_step{};
+};
+
+struct RunOutcome {
+  std::map<std::string, int64_t> params;  // every param's value in this run
+  std::vector<std::string> chosen;        // run-time params kiln gave a value
+  std::vector<std::string> notes;         // the compiler's warnings
+  Bindings bindings;                      // the inputs and outputs after the run
+  std::vector<OutputSum> outputs;
+  std::optional<interp::Mismatch> mismatch;  // with check
+  std::optional<BenchResult> bench;          // with bench
+};
+
+// Compiles f (its compile-time values already set) for this machine with
+// spec.options and runs it in this process. Throws CompileError: from the
+// pipeline; stage "interp" for run-time params or a given input that does
+// not fit ("input x is f32[4] but f declares it f32[5]", a broken value spec
+// naming the element); stage "run" for a status the kernel returned.
+RunOutcome run_kernel(const ir::Func& f, const RunSpec& spec);
+
+// Checks given inputs against f under `params`: each one an input of f, of
+// its dtype and shape, meeting its value spec. "" when they fit, else the
+// first problem, naming the buffer (and for a value, its index and value).
+std::string given_input_error(const ir::Func& f, const Tensors& inputs,
+                              const std::map<std::string, int64_t>& params);
+
+}  // namespace kiln

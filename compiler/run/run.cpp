@@ -1,0 +1,136 @@
+// One run of a compiled func (kiln/run.h): the steps of `kiln run`.
+#include "kiln/run.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <type_traits>
+
+#include "kiln/codegen.h"
+#include "kiln/error.h"
+
+namespace kiln {
+namespace {
+
+// Calls fn and tells spec.on_step how long it took.
+template <typename F>
+auto step(const RunSpec& spec, std::string_view name, F&& fn) {
+  auto start = std::chrono::steady_clock::now();
+  auto told = [&] {
+    if (!spec.on_step) return;
+    std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+    spec.on_step(name, ms.count());
+  };
+  if constexpr (std::is_void_v<std::invoke_result_t<F>>) {
+    fn();
+    told();
+  } else {
+    auto result = fn();
+    told();
+    return result;
+  }
+}
+
+std::string shape_text(ir::DType t, const std::vector<int64_t>& shape) {
+  return fmt::format("{}[{}]", ir::dtype_name(t), fmt::join(shape, ", "));
+}
+
+// Times a compiled kernel. The inputs are a copy: a kernel that accumulates
+// into its output may change it from run to run.
+BenchResult bench(const codegen::Kernel& k, Bindings b, const RunSpec& spec) {
+  const ir::LoweredFunc& f = k.func();
+  std::vector<kiln_value> args = codegen::pack_arguments(f, b);
+  auto nargs = static_cast<int32_t>(args.size());
+  BenchResult out = measure(
+      [&] {
+        if (int32_t rc = k.call(args.data(), nargs); rc != 0) {
+          throw CompileError(ErrorStage::Run, {}, fmt::format("{} returned error {}", f.name, rc));
+        }
+      },
+      spec.repeat, spec.number);
+  out.flops = ir::flop_count(f, b.params);
+  return out;
+}
+
+}  // namespace
+
+std::vector<OutputSum> checksums(const std::vector<std::string>& names,
+                                 const std::map<std::string, HostBuffer>& buffers) {
+  std::vector<OutputSum> sums;
+  for (const std::string& name : names) {
+    const HostBuffer& h = buffers.at(name);
+    OutputSum s{name, h.shape(), 0};
+    for (int64_t i = 0; i < h.size(); ++i) s.checksum += h.get_f(i);
+    sums.push_back(std::move(s));
+  }
+  return sums;
+}
+
+std::vector<OutputSum> checksums(const ir::Func& f, const Bindings& b) {
+  std::vector<std::string> outputs;
+  for (const ir::Buf* buf : f.bufs_of_kind(ir::BufKind::Output)) outputs.push_back(buf->name);
+  return checksums(outputs, b.buffers);
+}
+
+std::string given_input_error(const ir::Func& f, const Tensors& inputs,
+                              const std::map<std::string, int64_t>& params) {
+  for (const auto& [name, data] : inputs) {
+    const ir::Buf* buf = f.find_buf(name);
+    if (buf == nullptr || buf->kind != ir::BufKind::Input) {
+      std::vector<std::string> known;
+      for (const ir::Buf* b : f.bufs_of_kind(ir::BufKind::Input)) known.push_back(b->name);
+      return fmt::format("'{}' is not an input of {} (its inputs: {})", name, f.name,
+                         known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", ")));
+    }
+    std::vector<int64_t> shape = buffer_shape(*buf, params);
+    if (data.dtype() != buf->dtype || data.shape() != shape) {
+      return fmt::format("input {} is {} but {} declares it {} here", name,
+                         shape_text(data.dtype(), data.shape()), f.name,
+                         shape_text(buf->dtype, shape));
+    }
+    if (std::string e = value_spec_error(*buf, data, params); !e.empty()) return e;
+  }
+  return "";
+}
+
+RunOutcome run_kernel(const ir::Func& f, const RunSpec& spec) {
+  RunOutcome r;
+  // Compile first: a schedule kiln refuses should not wait for the reference run.
+  CompileResult compiled = step(spec, "compilation", [&] {
+    return compile(CompileRequest{
+        .func = f, .overrides = {}, .options = spec.options, .output = CompileOutput::Kernel});
+  });
+  r.notes = compiled.notes;
+  const codegen::Kernel& k = *compiled.kernel;
+
+  RunParams run_params = run_param_values(f, spec.runtime_params);
+  r.chosen = run_params.chosen;
+  r.params = interp::param_values(f, run_params.values);
+  // Given inputs are checked before any kernel or interpreter reads them.
+  if (std::string e = given_input_error(f, spec.inputs, r.params); !e.empty()) {
+    throw CompileError(ErrorStage::Interp, SourceLoc{"inputs", 0, 0}, e);
+  }
+  r.bindings =
+      step(spec, "random inputs", [&] { return interp::random_bindings(f, r.params, spec.seed); });
+  for (const auto& [name, data] : spec.inputs) r.bindings.buffers[name] = data;
+
+  // The reference runs before the scheduled program: an out-of-bounds access
+  // is then reported by the reference, with the access and the instance,
+  // before a compiled kernel could make it.
+  std::optional<Bindings> expected;
+  if (spec.check) {
+    expected = r.bindings;
+    step(spec, "reference interpreter", [&] { interp::run_reference(f, *expected); });
+  }
+  Bindings inputs = r.bindings;
+  step(spec, "compiled run", [&] { k.run(r.bindings); });
+  r.outputs = checksums(f, r.bindings);
+  if (expected) r.mismatch = interp::compare_outputs(f, *expected, r.bindings);
+  if (spec.bench && (!r.mismatch || r.mismatch->ok)) {
+    r.bench = step(spec, "benchmark", [&] { return bench(k, std::move(inputs), spec); });
+  }
+  return r;
+}
+
+}  // namespace kiln

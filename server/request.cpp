@@ -1,0 +1,151 @@
+// From the wire to the compile pipeline (request.h).
+#include "request.h"
+
+#include <fmt/format.h>
+
+#include "kiln/buffers.h"
+#include "kiln/frontend.h"
+#include "kiln/operator_def.h"
+#include "kiln/v1/service.pb.h"
+
+namespace kiln::server {
+
+const char* code_name(Code c) {
+  switch (c) {
+    case Code::Ok:
+      return "OK";
+    case Code::InvalidArgument:
+      return "INVALID_ARGUMENT";
+    case Code::ResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case Code::DeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case Code::Cancelled:
+      return "CANCELLED";
+    case Code::Unauthenticated:
+      return "UNAUTHENTICATED";
+    case Code::Internal:
+      return "INTERNAL";
+  }
+  return "UNKNOWN";
+}
+
+void refuse(Code code, std::string message) { throw Refusal{Status{code, std::move(message)}}; }
+
+// The one func a request's operator names.
+ir::Func resolve(const v1::Operator& op, const Limits& limits) {
+  switch (op.definition_case()) {
+    case v1::Operator::kDef:
+      return frontend::parse_operator_def(op.def(), limits);
+    case v1::Operator::kSource: {
+      const v1::SourceText& s = op.source();
+      std::string file = s.filename().empty() ? "<request>" : s.filename();
+      ir::Module m = frontend::parse_module(s.text(), file, limits);
+      if (!s.name().empty()) {
+        if (const ir::Func* f = m.find(s.name())) return *f;
+        if (m.find_graph(s.name()))
+          refuse(Code::InvalidArgument,
+                 fmt::format("{}: '{}' is a graph; this method takes a func", file, s.name()));
+        std::string known;
+        for (const auto& f : m.funcs) known += (known.empty() ? "" : ", ") + f.name;
+        refuse(Code::InvalidArgument, fmt::format("{}: no func '{}' in the source (it has: {})",
+                                                  file, s.name(), known.empty() ? "none" : known));
+      }
+      if (m.funcs.size() == 1) return m.funcs[0];
+      refuse(Code::InvalidArgument,
+             fmt::format("{}: the source has {} funcs; name the one to use (source.name)", file,
+                         m.funcs.size()));
+    }
+    case v1::Operator::kGraph:
+      refuse(Code::InvalidArgument,
+             "op.graph: this method takes a func; graphs are not served yet");
+    case v1::Operator::DEFINITION_NOT_SET:
+      break;
+  }
+  refuse(Code::InvalidArgument, "op: the request has no operator (set source or def)");
+}
+
+CompileOptions compile_options(const v1::CompileOptions& o, const Limits& limits) {
+  CompileOptions c;
+  const v1::Target& t = o.target();
+  if (!t.triple().empty()) {
+    c.target = Target{t.triple(), t.cpu(), t.features()};
+  } else if (!t.cpu().empty()) {
+    c.target.cpu = t.cpu();
+    c.target.features = t.features();
+  } else if (!t.features().empty()) {
+    c.target.features += (c.target.features.empty() ? "" : ",") + t.features();
+  }
+  if (o.has_opt_level()) {
+    if (o.opt_level() < 0 || o.opt_level() > 3)
+      refuse(Code::InvalidArgument,
+             fmt::format("options.opt_level: {} is not a level (0 to 3)", o.opt_level()));
+    c.opt_level = o.opt_level();
+  }
+  c.apply_schedule = !o.no_schedule();
+  c.passes.required.insert(o.required_passes().begin(), o.required_passes().end());
+  c.passes.disabled.insert(o.disabled_passes().begin(), o.disabled_passes().end());
+  c.limits = limits;
+  return c;
+}
+
+CompileRequest pipeline_request(const v1::Operator& op, const v1::CompileOptions& o,
+                                const Limits& limits, CompileOutput output) {
+  CompileRequest r;
+  r.func = resolve(op, limits);
+  r.overrides = ir::Overrides(o.set().begin(), o.set().end());
+  r.options = compile_options(o, limits);
+  r.output = output;
+  return r;
+}
+
+void add_notes(const std::vector<std::string>& notes,
+               google::protobuf::RepeatedPtrField<v1::Diagnostic>* out) {
+  for (const std::string& n : notes) {
+    v1::Diagnostic* d = out->Add();
+    d->set_severity(v1::Diagnostic::WARNING);
+    d->set_stage("codegen");
+    d->set_message(n);
+    d->set_text(n);
+  }
+}
+
+v1::DType wire_dtype(ir::DType t) {
+  switch (t) {
+    case ir::DType::Bool:
+      return v1::BOOL;
+    case ir::DType::I32:
+      return v1::I32;
+    case ir::DType::I64:
+      return v1::I64;
+    case ir::DType::F32:
+      return v1::F32;
+    case ir::DType::F64:
+      return v1::F64;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+// What an exception means to the caller.
+Status status_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Refusal& r) {
+    return r.status;
+  } catch (const Cancelled& c) {
+    return Status{Code::Cancelled, c.what()};
+  } catch (const DeadlineExceeded& d) {
+    return Status{Code::DeadlineExceeded, d.what()};
+  } catch (const HostAllocError& c) {
+    return Status{Code::ResourceExhausted, c.what()};
+  } catch (const CompileError& c) {
+    return Status{Code::InvalidArgument, c.what()};
+  } catch (const std::bad_alloc&) {
+    return Status{Code::ResourceExhausted, "kilnd ran out of memory for this request"};
+  } catch (const std::exception& x) {
+    return Status{Code::Internal,
+                  std::string("internal error: ") + x.what() + " (this is a bug in kiln)"};
+  }
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,229 @@
+// kiln-runner: the child process kilnd runs each Run request in (docs/server.md).
+//
+// Reads a kiln.server.RunnerJob from standard input, compiles the operator for
+// this machine and runs it as `kiln run` does (kiln/run.h), and writes a
+// kiln.server.RunnerReply to standard output. kilnd starts it with a
+// wall-clock limit and CPU and address-space rlimits: generated code never
+// runs in kilnd's own process, so a crash, an endless loop or a runaway
+// allocation ends this process only, and kilnd reports why.
+//
+// Not meant to be run by hand; `kiln-runner --version` says what it is.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include "kiln/run.h"
+#include "kiln/runtime.h"
+#include "kiln/v1/service.pb.h"
+#include "request.h"
+#include "runner.pb.h"
+
+namespace kiln::server {
+namespace {
+
+Limits limits_of(const RunnerLimits& l) {
+  Limits out;
+  out.max_source_bytes = l.max_source_bytes();
+  out.max_computations = l.max_computations();
+  out.max_domain_dims = l.max_domain_dims();
+  out.max_expression_nodes = l.max_expression_nodes();
+  out.max_isl_operations = l.max_isl_operations();
+  out.max_stage_ms = l.max_stage_ms();
+  if (l.deadline_ms() > 0)
+    out.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(l.deadline_ms());
+  return out;
+}
+
+// A given input as a host buffer of its declared dtype; refused when the
+// values do not fit it.
+HostBuffer host_buffer(const ir::Func& f, const v1::BufferData& d, int k) {
+  std::string where = "inputs[" + std::to_string(k) + "] (" + d.name() + ")";
+  const ir::Buf* buf = f.find_buf(d.name());
+  if (buf == nullptr || buf->kind != ir::BufKind::Input) {
+    std::string known;
+    for (const ir::Buf* b : f.bufs_of_kind(ir::BufKind::Input))
+      known += (known.empty() ? "" : ", ") + b->name;
+    refuse(Code::InvalidArgument, where + ": " + f.name + " has no input '" + d.name() +
+                                      "' (its inputs: " + (known.empty() ? "none" : known) + ")");
+  }
+  std::vector<int64_t> shape(d.shape().begin(), d.shape().end());
+  HostBuffer h;
+  try {
+    h = HostBuffer(buf->dtype, shape);
+  } catch (const CompileError& e) {
+    refuse(Code::InvalidArgument, where + ": " + e.message());
+  }
+  bool is_float = buf->dtype == ir::DType::F32 || buf->dtype == ir::DType::F64;
+  auto count = static_cast<int64_t>(is_float ? d.floats().values_size() : d.ints().values_size());
+  if (is_float ? d.has_ints() : d.has_floats())
+    refuse(Code::InvalidArgument, where + ": " + d.name() + " is " + ir::dtype_name(buf->dtype) +
+                                      "; give its values as " + (is_float ? "floats" : "ints"));
+  if (count != h.size())
+    refuse(Code::InvalidArgument, where + ": the shape holds " + std::to_string(h.size()) +
+                                      " elements but " + std::to_string(count) +
+                                      " values are given");
+  for (int64_t i = 0; i < h.size(); ++i) {
+    if (is_float) {
+      h.set_f(i, d.floats().values(static_cast<int>(i)));
+      continue;
+    }
+    int64_t v = d.ints().values(static_cast<int>(i));
+    bool fits = buf->dtype == ir::DType::I64 ||
+                (buf->dtype == ir::DType::I32 && v >= INT32_MIN && v <= INT32_MAX) ||
+                (buf->dtype == ir::DType::Bool && (v == 0 || v == 1));
+    if (!fits)
+      refuse(Code::InvalidArgument, where + ": " + d.name() + "[flat " + std::to_string(i) +
+                                        "] = " + std::to_string(v) + " is not a " +
+                                        ir::dtype_name(buf->dtype));
+    h.set_i(i, v);
+  }
+  return h;
+}
+
+void to_wire(const std::string& name, const HostBuffer& h, v1::BufferData* out) {
+  out->set_name(name);
+  for (int64_t e : h.shape()) out->add_shape(e);
+  bool is_float = h.dtype() == ir::DType::F32 || h.dtype() == ir::DType::F64;
+  for (int64_t i = 0; i < h.size(); ++i) {
+    if (is_float) {
+      out->mutable_floats()->add_values(h.get_f(i));
+    } else {
+      out->mutable_ints()->add_values(h.get_i(i));
+    }
+  }
+}
+
+void run(const RunnerJob& job, v1::RunResponse* response) {
+  const v1::RunRequest& request = job.request();
+  if (request.options().target().triple().size() > 0)
+    refuse(Code::InvalidArgument,
+           "options.target: Run compiles for the server's own machine; leave the target empty "
+           "(Compile makes artifacts for other targets)");
+  CompileRequest r = pipeline_request(request.op(), request.options(), limits_of(job.limits()),
+                                      CompileOutput::Kernel);
+  ir::Func f = ir::apply_overrides(r.func, r.overrides);
+  if (request.threads() < 0)
+    refuse(Code::InvalidArgument, "threads: " + std::to_string(request.threads()) +
+                                      " is not a thread count (0: one per physical core)");
+  if (request.number() < 0 || request.repeat() < 0)
+    refuse(Code::InvalidArgument, "number and repeat must not be negative");
+  if (request.threads() > 0) kiln_runtime_set_threads(request.threads());
+  // A test hook: kiln's kernels do not crash (docs/limits.md), so the tests
+  // of how kilnd survives a runner that does ask for one by the func's name.
+  if (const char* crash = std::getenv("KILN_RUNNER_TEST_CRASH"); crash && f.name == crash)
+    std::raise(SIGSEGV);
+
+  RunSpec spec;
+  spec.options = r.options;
+  spec.runtime_params.insert(request.runtime_params().begin(), request.runtime_params().end());
+  for (int k = 0; k < request.inputs_size(); ++k) {
+    const v1::BufferData& d = request.inputs(k);
+    if (spec.inputs.contains(d.name()))
+      refuse(Code::InvalidArgument,
+             "inputs[" + std::to_string(k) + "]: " + d.name() + " is given twice");
+    spec.inputs[d.name()] = host_buffer(f, d, k);
+  }
+  spec.seed = request.seed();
+  spec.check = request.check();
+  spec.bench = request.bench();
+  spec.repeat = request.repeat() > 0 ? request.repeat() : 5;
+  spec.number = request.number();
+  spec.on_step = [&](std::string_view step, double ms) {
+    if (step != "compilation") return;
+    v1::StageTime* t = response->add_times();
+    t->set_stage("compile");
+    t->set_ms(ms);
+  };
+  RunOutcome out = run_kernel(f, spec);
+
+  response->mutable_params()->insert(out.params.begin(), out.params.end());
+  for (const std::string& c : out.chosen) response->add_chosen(c);
+  for (const OutputSum& s : out.outputs) {
+    v1::OutputChecksum* c = response->add_checksums();
+    c->set_name(s.buf);
+    for (int64_t e : s.shape) c->add_shape(e);
+    c->set_checksum(s.checksum);
+    if (request.return_outputs())
+      to_wire(s.buf, out.bindings.buffers.at(s.buf), response->add_outputs());
+  }
+  if (out.mismatch) {
+    const interp::Mismatch& m = *out.mismatch;
+    v1::OutputCheck* c = response->mutable_check();
+    c->set_ok(m.ok);
+    c->set_buffer(m.buffer);
+    for (int64_t i : m.index) c->add_index(i);
+    c->set_expected(m.expected);
+    c->set_actual(m.actual);
+    c->set_abs_error(m.abs_error);
+    c->set_rel_error(m.rel_error);
+    c->set_problem(m.problem);
+    c->set_message(m.describe());
+  }
+  if (out.bench) {
+    const BenchResult& b = *out.bench;
+    v1::Bench* w = response->mutable_bench();
+    w->set_repeat(b.repeat);
+    w->set_number(b.number);
+    w->set_threads(b.threads);
+    w->set_median_ms(b.median_s * 1e3);
+    w->set_min_ms(b.min_s * 1e3);
+    w->set_flops(b.flops);
+    for (double s : b.round_s) w->add_round_ms(s * 1e3);
+  }
+  add_notes(out.notes, response->mutable_notes());
+}
+
+// A run that hit its address-space limit: RESOURCE_EXHAUSTED saying which.
+void out_of_memory(RunnerReply& reply, const std::string& what) {
+  rlimit as{};
+  getrlimit(RLIMIT_AS, &as);
+  reply.Clear();
+  reply.set_code(static_cast<int>(Code::ResourceExhausted));
+  reply.set_message(as.rlim_cur == RLIM_INFINITY
+                        ? what
+                        : what + ", more than its limit of " + std::to_string(as.rlim_cur >> 20) +
+                              " MiB of address space allows (kilnd --run-memory-mb)");
+}
+
+}  // namespace
+}  // namespace kiln::server
+
+int main(int argc, char**) {
+  using namespace kiln::server;
+  if (argc > 1) {
+    std::fprintf(stderr,
+                 "kiln-runner: runs one Run request for kilnd, which starts it; it reads a job "
+                 "on standard input and takes no arguments\n");
+    return 2;
+  }
+  std::string input(std::istreambuf_iterator<char>(std::cin), {});
+  RunnerJob job;
+  RunnerReply reply;
+  if (!job.ParseFromString(input)) {
+    std::fprintf(stderr, "kiln-runner: the job on standard input is not a RunnerJob\n");
+    return 3;
+  }
+  try {
+    run(job, reply.mutable_response());
+  } catch (const std::bad_alloc&) {
+    out_of_memory(reply, "the run ran out of memory");
+  } catch (const kiln::HostAllocError& e) {
+    out_of_memory(reply, "the run " + e.message());
+  } catch (...) {
+    Status s = status_of(std::current_exception());
+    reply.clear_response();
+    reply.set_code(static_cast<int>(s.code));
+    reply.set_message(s.message);
+  }
+  std::string out;
+  if (!reply.SerializeToString(&out)) return 4;
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 4;
+}
