@@ -5,7 +5,9 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <string_view>
 
 #include "kiln/v1/service.grpc.pb.h"
 
@@ -61,9 +63,31 @@ std::string operator_name(const v1::Operator& op) {
   }
 }
 
+// Equal strings, compared in a time that does not depend on where they differ.
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t k = 0; k < a.size(); ++k) diff |= a[k] ^ b[k % std::max<size_t>(b.size(), 1)];
+  return diff == 0 && !b.empty();
+}
+
+// Whether the call carries the token: "" when it does, else why not.
+std::string access_problem(const grpc::ServerContext* ctx, const Access& access) {
+  if (access.token.empty()) return "";
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end())
+    return "this kilnd requires a token: send the metadata 'authorization: Bearer TOKEN' "
+           "(kiln --token-file FILE)";
+  std::string_view value(it->second.data(), it->second.size());
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!value.starts_with(kBearer) || !same_secret(value.substr(kBearer.size()), access.token))
+    return "the request's token is not this kilnd's";
+  return "";
+}
+
 class CompilerService final : public v1::Compiler::Service {
  public:
-  explicit CompilerService(server::Service& core) : core_(core) {}
+  CompilerService(server::Service& core, Access access) : core_(core), access_(std::move(access)) {}
 
   grpc::Status Check(grpc::ServerContext* ctx, const v1::CheckRequest* request,
                      v1::CheckResponse* response) override {
@@ -99,8 +123,14 @@ class CompilerService final : public v1::Compiler::Service {
                      Call call) {
     auto start = std::chrono::steady_clock::now();
     std::string detail;
-    Status s = ctx->IsCancelled() ? Status{Code::Cancelled, "the client cancelled the request"}
-                                  : call(detail);
+    Status s;
+    if (std::string problem = access_problem(ctx, access_); !problem.empty()) {
+      s = Status{Code::Unauthenticated, problem};
+    } else if (ctx->IsCancelled()) {
+      s = Status{Code::Cancelled, "the client cancelled the request"};
+    } else {
+      s = call(detail);
+    }
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     spdlog::info("{} {} {}{} {:.1f} ms{}", method, operator_name(op), code_name(s.code), detail, ms,
@@ -109,12 +139,13 @@ class CompilerService final : public v1::Compiler::Service {
   }
 
   server::Service& core_;  // not Service: that is the base class here
+  Access access_;
 };
 
 }  // namespace
 
-std::unique_ptr<grpc::Service> make_compiler_service(Service& core) {
-  return std::make_unique<CompilerService>(core);
+std::unique_ptr<grpc::Service> make_compiler_service(Service& core, Access access) {
+  return std::make_unique<CompilerService>(core, std::move(access));
 }
 
 }  // namespace kiln::server

@@ -6,12 +6,19 @@
 #include <grpcpp/impl/service_type.h>
 
 #include <memory>
+#include <string>
 
 #include "service.h"
 
 namespace kiln::server {
 
+struct Access {
+  // When set, every call must carry the metadata "authorization: Bearer
+  // TOKEN" with this token; others are UNAUTHENTICATED.
+  std::string token{};
+};
+
 // The kiln.v1.Compiler service over `core`, which must outlive it.
-std::unique_ptr<grpc::Service> make_compiler_service(Service& core);
+std::unique_ptr<grpc::Service> make_compiler_service(Service& core, Access access = {});
 
 }  // namespace kiln::server

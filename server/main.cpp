@@ -2,7 +2,12 @@
 //
 //   kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] [--queue-depth N]
 //         [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N]
-//         [--runner PATH] [--log-level LEVEL]
+//         [--runner PATH] [--token-file FILE]
+//         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
+//         [--config FILE] [--log-level LEVEL]
+//
+// A config file holds the same settings, one "NAME = VALUE" per line (NAME a
+// flag without its dashes); flags on the command line win over it.
 //
 // Listens on loopback by default. Prints "kilnd: listening on HOST:PORT" once
 // it serves (with the port chosen when PORT is 0). SIGTERM or SIGINT stops it
@@ -15,13 +20,17 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "grpc_service.h"
 #include "service.h"
@@ -38,17 +47,21 @@ struct Flags {
   int64_t run_timeout_ms = kiln::server::ServiceOptions{}.run_timeout_ms;
   uint64_t run_memory_mb = kiln::server::ServiceOptions{}.run_memory_bytes >> 20;
   std::string runner;
+  std::string token_file;
+  std::string tls_cert, tls_key, tls_client_ca;
 };
 
 // A whole number from `lo` to `hi`, or the usage message.
 long long count_flag(const std::string& flag, const std::string& v, long long lo, long long hi);
 
 [[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "kilnd: %s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] "
-               "[--queue-depth N] [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N] "
-               "[--runner PATH] [--log-level trace|debug|info|warn|error|off]\n",
-               problem.c_str());
+  std::fprintf(
+      stderr,
+      "kilnd: %s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] "
+      "[--queue-depth N] [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N] "
+      "[--runner PATH] [--token-file FILE] [--tls-cert FILE --tls-key FILE "
+      "[--tls-client-ca FILE]] [--config FILE] [--log-level trace|debug|info|warn|error|off]\n",
+      problem.c_str());
   std::exit(2);
 }
 
@@ -61,13 +74,50 @@ long long count_flag(const std::string& flag, const std::string& v, long long lo
   return n;
 }
 
+// The settings of a config file as flags: one "NAME = VALUE" (or "NAME
+// VALUE", or a lone NAME for a flag without a value) per line, NAME a flag's
+// name without its dashes, '#' starting a comment.
+std::vector<std::string> config_args(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) usage("--config " + path + ": cannot read the file");
+  std::vector<std::string> args;
+  std::string line;
+  auto trim = [](std::string t) {
+    size_t first = t.find_first_not_of(" \t\r");
+    if (first == std::string::npos) return std::string();
+    return t.substr(first, t.find_last_not_of(" \t\r") - first + 1);
+  };
+  for (int n = 1; std::getline(in, line); ++n) {
+    line = trim(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    size_t split = line.find('=');
+    if (split == std::string::npos) split = line.find_first_of(" \t");
+    std::string name = trim(line.substr(0, split));
+    std::string value = split == std::string::npos ? "" : trim(line.substr(split + 1));
+    if (name.empty() || name == "config" || name.find_first_of(" \t") != std::string::npos)
+      usage(path + ":" + std::to_string(n) +
+            ": expected 'NAME = VALUE', NAME a flag of kilnd without its dashes (not config)");
+    args.push_back("--" + name);
+    if (!value.empty()) args.push_back(value);
+  }
+  return args;
+}
+
 Flags parse_flags(int argc, char** argv) {
-  Flags f;
+  std::vector<std::string> args;
   for (int k = 1; k < argc; ++k) {
-    std::string a = argv[k];
+    if (std::string(argv[k]) == "--config" && k + 1 < argc) {
+      std::vector<std::string> from_file = config_args(argv[k + 1]);
+      args.insert(args.begin(), from_file.begin(), from_file.end());
+    }
+  }
+  for (int k = 1; k < argc; ++k) args.emplace_back(argv[k]);
+  Flags f;
+  for (size_t k = 0; k < args.size(); ++k) {
+    std::string a = args[k];
     auto value = [&]() -> std::string {
-      if (k + 1 >= argc) usage(a + " needs a value");
-      return argv[++k];
+      if (k + 1 >= args.size()) usage(a + " needs a value");
+      return args[++k];
     };
     if (a == "--listen") {
       f.listen = value();
@@ -94,6 +144,16 @@ Flags parse_flags(int argc, char** argv) {
       f.run_memory_mb = static_cast<uint64_t>(count_flag(a, value(), 0, 1 << 30));
     } else if (a == "--runner") {
       f.runner = value();
+    } else if (a == "--token-file") {
+      f.token_file = value();
+    } else if (a == "--tls-cert") {
+      f.tls_cert = value();
+    } else if (a == "--tls-key") {
+      f.tls_key = value();
+    } else if (a == "--tls-client-ca") {
+      f.tls_client_ca = value();
+    } else if (a == "--config") {
+      value();  // read before the other flags (config_args)
     } else if (a == "--log-level") {
       f.log_level = value();
       if (spdlog::level::from_str(f.log_level) == spdlog::level::off && f.log_level != "off")
@@ -105,6 +165,33 @@ Flags parse_flags(int argc, char** argv) {
     }
   }
   return f;
+}
+
+std::string read_file(const std::string& path, const std::string& flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(flag + " " + path + ": cannot read the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Plaintext, or TLS with the server's certificate and, with a client CA,
+// client certificates required and verified.
+std::shared_ptr<grpc::ServerCredentials> server_credentials(const Flags& f) {
+  if (f.tls_cert.empty() != f.tls_key.empty())
+    throw std::runtime_error("--tls-cert and --tls-key go together");
+  if (f.tls_cert.empty()) {
+    if (!f.tls_client_ca.empty())
+      throw std::runtime_error("--tls-client-ca needs --tls-cert and --tls-key");
+    return grpc::InsecureServerCredentials();
+  }
+  grpc::SslServerCredentialsOptions ssl(
+      f.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  if (!f.tls_client_ca.empty()) ssl.pem_root_certs = read_file(f.tls_client_ca, "--tls-client-ca");
+  ssl.pem_key_cert_pairs.push_back(
+      {read_file(f.tls_key, "--tls-key"), read_file(f.tls_cert, "--tls-cert")});
+  return grpc::SslServerCredentials(ssl);
 }
 
 }  // namespace
@@ -140,13 +227,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   kiln::server::Service& core = *service;
-  std::unique_ptr<grpc::Service> compiler = kiln::server::make_compiler_service(core);
+  kiln::server::Access access;
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  try {
+    if (!flags.token_file.empty()) {
+      access.token = read_file(flags.token_file, "--token-file");
+      while (!access.token.empty() && std::isspace(static_cast<unsigned char>(access.token.back())))
+        access.token.pop_back();
+      if (access.token.empty())
+        throw std::runtime_error("--token-file " + flags.token_file + ": the file holds no token");
+    }
+    credentials = server_credentials(flags);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kilnd: %s\n", e.what());
+    return 1;
+  }
+  std::unique_ptr<grpc::Service> compiler = kiln::server::make_compiler_service(core, access);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(flags.listen, credentials, &port);
   builder.RegisterService(compiler.get());
   // A request may hold a source of max_source_bytes and then some (a
   // structured operator, options); a larger message is refused by gRPC
@@ -160,6 +262,10 @@ int main(int argc, char** argv) {
   }
   std::string host = flags.listen.substr(0, flags.listen.rfind(':'));
   std::printf("kilnd: listening on %s:%d\n", host.c_str(), port);
+  spdlog::info("serving on {}:{} ({}{}); runner {}", host, port,
+               flags.tls_cert.empty() ? "plaintext" : "TLS",
+               access.token.empty() ? "" : ", token required",
+               options.runner_path.empty() ? "beside kilnd" : options.runner_path);
   std::fflush(stdout);
 
   std::thread stopper([&] {

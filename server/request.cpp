@@ -32,37 +32,66 @@ const char* code_name(Code c) {
 
 void refuse(Code code, std::string message) { throw Refusal{Status{code, std::move(message)}}; }
 
-// The one func a request's operator names.
-ir::Func resolve(const v1::Operator& op, const Limits& limits) {
+Unit resolve_unit(const v1::Operator& op, const Limits& limits) {
+  Unit u;
   switch (op.definition_case()) {
     case v1::Operator::kDef:
-      return frontend::parse_operator_def(op.def(), limits);
+      u.func = frontend::parse_operator_def(op.def(), limits);
+      return u;
+    case v1::Operator::kGraph: {
+      u.module = frontend::parse_graph_def(op.graph(), limits);
+      if (u.module.graphs.size() != 1)
+        refuse(Code::InvalidArgument, "op.graph: the definition makes no graph");
+      u.graph = u.module.graphs.front();
+      return u;
+    }
     case v1::Operator::kSource: {
       const v1::SourceText& s = op.source();
       std::string file = s.filename().empty() ? "<request>" : s.filename();
-      ir::Module m = frontend::parse_module(s.text(), file, limits);
+      u.module = frontend::parse_module(s.text(), file, limits);
+      const ir::Module& m = u.module;
       if (!s.name().empty()) {
-        if (const ir::Func* f = m.find(s.name())) return *f;
-        if (m.find_graph(s.name()))
+        if (const ir::Func* f = m.find(s.name())) {
+          u.func = *f;
+        } else if (const ir::Graph* g = m.find_graph(s.name())) {
+          u.graph = *g;
+        } else {
+          std::string known;
+          for (const auto& f : m.funcs) known += (known.empty() ? "" : ", ") + f.name;
+          for (const auto& g : m.graphs) known += (known.empty() ? "graph " : ", graph ") + g.name;
           refuse(Code::InvalidArgument,
-                 fmt::format("{}: '{}' is a graph; this method takes a func", file, s.name()));
-        std::string known;
-        for (const auto& f : m.funcs) known += (known.empty() ? "" : ", ") + f.name;
-        refuse(Code::InvalidArgument, fmt::format("{}: no func '{}' in the source (it has: {})",
-                                                  file, s.name(), known.empty() ? "none" : known));
+                 fmt::format("{}: no func or graph '{}' in the source (it has: {})", file, s.name(),
+                             known.empty() ? "none" : known));
+        }
+        return u;
       }
-      if (m.funcs.size() == 1) return m.funcs[0];
+      if (m.funcs.size() + m.graphs.size() == 1) {
+        if (m.funcs.empty()) {
+          u.graph = m.graphs[0];
+        } else {
+          u.func = m.funcs[0];
+        }
+        return u;
+      }
       refuse(Code::InvalidArgument,
-             fmt::format("{}: the source has {} funcs; name the one to use (source.name)", file,
-                         m.funcs.size()));
+             fmt::format("{}: the source has {} funcs and {} graphs; name the one to use "
+                         "(source.name)",
+                         file, m.funcs.size(), m.graphs.size()));
     }
-    case v1::Operator::kGraph:
-      refuse(Code::InvalidArgument,
-             "op.graph: this method takes a func; graphs are not served yet");
     case v1::Operator::DEFINITION_NOT_SET:
       break;
   }
-  refuse(Code::InvalidArgument, "op: the request has no operator (set source or def)");
+  refuse(Code::InvalidArgument, "op: the request has no operator (set source, def or graph)");
+}
+
+ir::Func resolve(const v1::Operator& op, const Limits& limits) {
+  Unit u = resolve_unit(op, limits);
+  if (u.graph)
+    refuse(Code::InvalidArgument,
+           fmt::format("'{}' is a graph; this method takes a func (a graph is checked, emitted "
+                       "and run, not compiled into one artifact)",
+                       u.graph->name));
+  return *u.func;
 }
 
 CompileOptions compile_options(const v1::CompileOptions& o, const Limits& limits) {
@@ -126,20 +155,29 @@ v1::DType wire_dtype(ir::DType t) {
   return v1::DTYPE_UNSPECIFIED;
 }
 
-// What an exception means to the caller.
-Status status_of(const std::exception_ptr& e) {
+// e as the offline CLI words it: an error with no position of its own (a bad
+// target, a kernel's error status) is about the file of the operator.
+std::string located(const CompileError& e, const v1::Operator& op) {
+  if (!e.loc().file.empty() || e.loc().known()) return e.what();
+  std::string file = "<request>";
+  if (op.has_source() && !op.source().filename().empty()) file = op.source().filename();
+  if (op.has_def()) file = "def";
+  return fmt::format("{}: {} error: {}", file, error_stage_name(e.stage()), e.message());
+}
+
+Status status_of(const std::exception_ptr& e, const v1::Operator& op) {
   try {
     std::rethrow_exception(e);
   } catch (const Refusal& r) {
     return r.status;
   } catch (const Cancelled& c) {
-    return Status{Code::Cancelled, c.what()};
+    return Status{Code::Cancelled, located(c, op)};
   } catch (const DeadlineExceeded& d) {
-    return Status{Code::DeadlineExceeded, d.what()};
+    return Status{Code::DeadlineExceeded, located(d, op)};
   } catch (const HostAllocError& c) {
-    return Status{Code::ResourceExhausted, c.what()};
+    return Status{Code::ResourceExhausted, located(c, op)};
   } catch (const CompileError& c) {
-    return Status{Code::InvalidArgument, c.what()};
+    return Status{Code::InvalidArgument, located(c, op)};
   } catch (const std::bad_alloc&) {
     return Status{Code::ResourceExhausted, "kilnd ran out of memory for this request"};
   } catch (const std::exception& x) {

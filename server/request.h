@@ -4,6 +4,7 @@
 #pragma once
 
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,19 @@ struct Refusal {
 };
 [[noreturn]] void refuse(Code code, std::string message);
 
-// The one func a request's operator names (INVALID_ARGUMENT otherwise: no
-// operator, a graph, a source with several funcs and no name). Parse and
-// validation errors are CompileErrors with the CLI's messages.
+// What a request's operator names: one func, or one graph with the module
+// that defines it.
+struct Unit {
+  std::optional<ir::Func> func;
+  std::optional<ir::Graph> graph;
+  ir::Module module;  // graphs: the operators defined beside it
+};
+
+// The func or graph a request's operator names (INVALID_ARGUMENT otherwise:
+// no operator, a name the source lacks, a source with several and no name).
+// Parse and validation errors are CompileErrors with the CLI's messages.
+Unit resolve_unit(const v1::Operator& op, const Limits& limits);
+// The same for a method that takes only a func (INVALID_ARGUMENT for a graph).
 ir::Func resolve(const v1::Operator& op, const Limits& limits);
 
 CompileOptions compile_options(const v1::CompileOptions& o, const Limits& limits);
@@ -51,7 +62,9 @@ v1::DType wire_dtype(ir::DType t);
 
 // What an exception means to the caller: a Refusal its status, a
 // DeadlineExceeded DEADLINE_EXCEEDED, a CompileError INVALID_ARGUMENT with its
-// message, bad_alloc RESOURCE_EXHAUSTED, anything else INTERNAL.
-Status status_of(const std::exception_ptr& e);
+// message (one without a position of its own is about `op`'s file, named as
+// the offline CLI names it), bad_alloc RESOURCE_EXHAUSTED, anything else
+// INTERNAL.
+Status status_of(const std::exception_ptr& e, const v1::Operator& op);
 
 }  // namespace kiln::server

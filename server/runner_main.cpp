@@ -41,29 +41,46 @@ Limits limits_of(const RunnerLimits& l) {
   return out;
 }
 
+std::string where_input(const v1::BufferData& d, int k) {
+  return "inputs[" + std::to_string(k) + "] (" + d.name() + ")";
+}
+
+// The declared dtype of a given input: the func's input buffer, or the
+// graph's input tensor, of its name; refused when there is none.
+ir::DType input_dtype(const Unit& unit, const v1::BufferData& d, int k) {
+  std::string known;
+  if (unit.func) {
+    const ir::Buf* buf = unit.func->find_buf(d.name());
+    if (buf != nullptr && buf->kind == ir::BufKind::Input) return buf->dtype;
+    for (const ir::Buf* b : unit.func->bufs_of_kind(ir::BufKind::Input))
+      known += (known.empty() ? "" : ", ") + b->name;
+  } else {
+    const ir::GraphTensor* t = unit.graph->find_tensor(d.name());
+    if (t != nullptr && t->kind == ir::TensorKind::Input) return t->dtype;
+    for (const ir::GraphTensor& u : unit.graph->tensors)
+      if (u.kind == ir::TensorKind::Input) known += (known.empty() ? "" : ", ") + u.name;
+  }
+  refuse(Code::InvalidArgument, where_input(d, k) + ": " +
+                                    (unit.func ? unit.func->name : unit.graph->name) +
+                                    " has no input '" + d.name() +
+                                    "' (its inputs: " + (known.empty() ? "none" : known) + ")");
+}
+
 // A given input as a host buffer of its declared dtype; refused when the
 // values do not fit it.
-HostBuffer host_buffer(const ir::Func& f, const v1::BufferData& d, int k) {
-  std::string where = "inputs[" + std::to_string(k) + "] (" + d.name() + ")";
-  const ir::Buf* buf = f.find_buf(d.name());
-  if (buf == nullptr || buf->kind != ir::BufKind::Input) {
-    std::string known;
-    for (const ir::Buf* b : f.bufs_of_kind(ir::BufKind::Input))
-      known += (known.empty() ? "" : ", ") + b->name;
-    refuse(Code::InvalidArgument, where + ": " + f.name + " has no input '" + d.name() +
-                                      "' (its inputs: " + (known.empty() ? "none" : known) + ")");
-  }
+HostBuffer host_buffer(ir::DType dtype, const v1::BufferData& d, int k) {
+  std::string where = where_input(d, k);
   std::vector<int64_t> shape(d.shape().begin(), d.shape().end());
   HostBuffer h;
   try {
-    h = HostBuffer(buf->dtype, shape);
+    h = HostBuffer(dtype, shape);
   } catch (const CompileError& e) {
     refuse(Code::InvalidArgument, where + ": " + e.message());
   }
-  bool is_float = buf->dtype == ir::DType::F32 || buf->dtype == ir::DType::F64;
+  bool is_float = dtype == ir::DType::F32 || dtype == ir::DType::F64;
   auto count = static_cast<int64_t>(is_float ? d.floats().values_size() : d.ints().values_size());
   if (is_float ? d.has_ints() : d.has_floats())
-    refuse(Code::InvalidArgument, where + ": " + d.name() + " is " + ir::dtype_name(buf->dtype) +
+    refuse(Code::InvalidArgument, where + ": " + d.name() + " is " + ir::dtype_name(dtype) +
                                       "; give its values as " + (is_float ? "floats" : "ints"));
   if (count != h.size())
     refuse(Code::InvalidArgument, where + ": the shape holds " + std::to_string(h.size()) +
@@ -75,13 +92,13 @@ HostBuffer host_buffer(const ir::Func& f, const v1::BufferData& d, int k) {
       continue;
     }
     int64_t v = d.ints().values(static_cast<int>(i));
-    bool fits = buf->dtype == ir::DType::I64 ||
-                (buf->dtype == ir::DType::I32 && v >= INT32_MIN && v <= INT32_MAX) ||
-                (buf->dtype == ir::DType::Bool && (v == 0 || v == 1));
+    bool fits = dtype == ir::DType::I64 ||
+                (dtype == ir::DType::I32 && v >= INT32_MIN && v <= INT32_MAX) ||
+                (dtype == ir::DType::Bool && (v == 0 || v == 1));
     if (!fits)
       refuse(Code::InvalidArgument, where + ": " + d.name() + "[flat " + std::to_string(i) +
                                         "] = " + std::to_string(v) + " is not a " +
-                                        ir::dtype_name(buf->dtype));
+                                        ir::dtype_name(dtype));
     h.set_i(i, v);
   }
   return h;
@@ -106,9 +123,9 @@ void run(const RunnerJob& job, v1::RunResponse* response) {
     refuse(Code::InvalidArgument,
            "options.target: Run compiles for the server's own machine; leave the target empty "
            "(Compile makes artifacts for other targets)");
-  CompileRequest r = pipeline_request(request.op(), request.options(), limits_of(job.limits()),
-                                      CompileOutput::Kernel);
-  ir::Func f = ir::apply_overrides(r.func, r.overrides);
+  Limits limits = limits_of(job.limits());
+  Unit unit = resolve_unit(request.op(), limits);
+  CompileOptions options = compile_options(request.options(), limits);
   if (request.threads() < 0)
     refuse(Code::InvalidArgument, "threads: " + std::to_string(request.threads()) +
                                       " is not a thread count (0: one per physical core)");
@@ -116,19 +133,20 @@ void run(const RunnerJob& job, v1::RunResponse* response) {
     refuse(Code::InvalidArgument, "number and repeat must not be negative");
   if (request.threads() > 0) kiln_runtime_set_threads(request.threads());
   // A test hook: kiln's kernels do not crash (docs/limits.md), so the tests
-  // of how kilnd survives a runner that does ask for one by the func's name.
-  if (const char* crash = std::getenv("KILN_RUNNER_TEST_CRASH"); crash && f.name == crash)
+  // of how kilnd survives a runner that does ask for one by the operator's name.
+  if (const char* crash = std::getenv("KILN_RUNNER_TEST_CRASH");
+      crash && (unit.func ? unit.func->name : unit.graph->name) == crash)
     std::raise(SIGSEGV);
 
   RunSpec spec;
-  spec.options = r.options;
+  spec.options = options;
   spec.runtime_params.insert(request.runtime_params().begin(), request.runtime_params().end());
   for (int k = 0; k < request.inputs_size(); ++k) {
     const v1::BufferData& d = request.inputs(k);
     if (spec.inputs.contains(d.name()))
       refuse(Code::InvalidArgument,
              "inputs[" + std::to_string(k) + "]: " + d.name() + " is given twice");
-    spec.inputs[d.name()] = host_buffer(f, d, k);
+    spec.inputs[d.name()] = host_buffer(input_dtype(unit, d, k), d, k);
   }
   spec.seed = request.seed();
   spec.check = request.check();
@@ -136,25 +154,55 @@ void run(const RunnerJob& job, v1::RunResponse* response) {
   spec.repeat = request.repeat() > 0 ? request.repeat() : 5;
   spec.number = request.number();
   spec.on_step = [&](std::string_view step, double ms) {
-    if (step != "compilation") return;
+    if (step != "compilation" && step != "graph compilation") return;
     v1::StageTime* t = response->add_times();
     t->set_stage("compile");
     t->set_ms(ms);
   };
-  RunOutcome out = run_kernel(f, spec);
+  std::vector<OutputSum> outputs;
+  std::optional<interp::Mismatch> mismatch;
+  std::optional<BenchResult> bench;
+  std::vector<std::string> notes;
+  const Tensors* data = nullptr;
+  RunOutcome func_run;
+  GraphRunOutcome graph_run;
+  if (unit.func) {
+    ir::Func f = ir::apply_overrides(
+        *unit.func, ir::Overrides(request.options().set().begin(), request.options().set().end()));
+    func_run = run_kernel(f, spec);
+    response->mutable_params()->insert(func_run.params.begin(), func_run.params.end());
+    for (const std::string& c : func_run.chosen) response->add_chosen(c);
+    outputs = std::move(func_run.outputs);
+    mismatch = std::move(func_run.mismatch);
+    bench = std::move(func_run.bench);
+    notes = std::move(func_run.notes);
+    data = &func_run.bindings.buffers;
+  } else {
+    if (!request.options().set().empty() || !request.runtime_params().empty())
+      refuse(Code::InvalidArgument, "options.set and runtime_params apply to funcs; graph " +
+                                        unit.graph->name +
+                                        " binds its operators' params in its calls");
+    graph_run = run_graph(*unit.graph, spec);
+    v1::GraphRun* g = response->mutable_graph();
+    g->set_calls(static_cast<int32_t>(graph_run.calls_before));
+    g->set_calls_after_passes(static_cast<int32_t>(graph_run.calls_after));
+    g->set_kernels(static_cast<int32_t>(graph_run.kernels));
+    outputs = std::move(graph_run.outputs);
+    mismatch = std::move(graph_run.mismatch);
+    bench = std::move(graph_run.bench);
+    notes = std::move(graph_run.notes);
+    data = &graph_run.tensors;
+  }
 
-  response->mutable_params()->insert(out.params.begin(), out.params.end());
-  for (const std::string& c : out.chosen) response->add_chosen(c);
-  for (const OutputSum& s : out.outputs) {
+  for (const OutputSum& s : outputs) {
     v1::OutputChecksum* c = response->add_checksums();
     c->set_name(s.buf);
     for (int64_t e : s.shape) c->add_shape(e);
     c->set_checksum(s.checksum);
-    if (request.return_outputs())
-      to_wire(s.buf, out.bindings.buffers.at(s.buf), response->add_outputs());
+    if (request.return_outputs()) to_wire(s.buf, data->at(s.buf), response->add_outputs());
   }
-  if (out.mismatch) {
-    const interp::Mismatch& m = *out.mismatch;
+  if (mismatch) {
+    const interp::Mismatch& m = *mismatch;
     v1::OutputCheck* c = response->mutable_check();
     c->set_ok(m.ok);
     c->set_buffer(m.buffer);
@@ -166,8 +214,8 @@ void run(const RunnerJob& job, v1::RunResponse* response) {
     c->set_problem(m.problem);
     c->set_message(m.describe());
   }
-  if (out.bench) {
-    const BenchResult& b = *out.bench;
+  if (bench) {
+    const BenchResult& b = *bench;
     v1::Bench* w = response->mutable_bench();
     w->set_repeat(b.repeat);
     w->set_number(b.number);
@@ -177,7 +225,7 @@ void run(const RunnerJob& job, v1::RunResponse* response) {
     w->set_flops(b.flops);
     for (double s : b.round_s) w->add_round_ms(s * 1e3);
   }
-  add_notes(out.notes, response->mutable_notes());
+  add_notes(notes, response->mutable_notes());
 }
 
 // A run that hit its address-space limit: RESOURCE_EXHAUSTED saying which.
@@ -217,7 +265,7 @@ int main(int argc, char**) {
   } catch (const kiln::HostAllocError& e) {
     out_of_memory(reply, "the run " + e.message());
   } catch (...) {
-    Status s = status_of(std::current_exception());
+    Status s = status_of(std::current_exception(), job.request().op());
     reply.clear_response();
     reply.set_code(static_cast<int>(s.code));
     reply.set_message(s.message);

@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "child_process.h"
 #include "kiln/compile.h"
 #include "kiln/frontend.h"
+#include "kiln/graph.h"
 #include "kiln/operator_def.h"
 #include "kiln/v1/service.pb.h"
 #include "request.h"
@@ -159,23 +161,89 @@ Service::~Service() = default;
 
 CacheStats Service::cache_stats() const { return impl_->cache.stats(); }
 
+namespace {
+
+// A graph binds its operators' params in its calls: `set` has nothing to set.
+void refuse_set_for_graph(const ir::Graph& g, const v1::CompileOptions& o) {
+  if (!o.set().empty())
+    refuse(Code::InvalidArgument,
+           fmt::format("options.set {}: set applies to funcs; graph {} binds its operators' "
+                       "params in its calls (op(x, NAME = INT))",
+                       o.set().begin()->first, g.name));
+}
+
+// One stage of a func's compilation as `kiln emit --stage` prints it; the
+// compiler's warnings go to `notes`.
+std::string stage_text(CompileRequest r, v1::Stage stage, bool optimizing,
+                       std::vector<std::string>& notes) {
+  if (stage == v1::AST) return ir::to_string(ir::apply_overrides(r.func, r.overrides));
+  switch (stage) {
+    case v1::LOOPS:
+      r.output = CompileOutput::Loops;
+      // Without -O or a pass option: the loops exactly as lowering leaves them.
+      if (!optimizing) {
+        r.options.opt_level = 0;
+        r.options.passes = {};
+      }
+      break;
+    case v1::LLVM:
+      r.output = CompileOutput::LlvmIr;
+      break;
+    case v1::ASM:
+      r.output = CompileOutput::Assembly;
+      break;
+    default:
+      r.output = CompileOutput::Schedule;
+  }
+  CompileResult result = kiln::compile(r);
+  notes.insert(notes.end(), result.notes.begin(), result.notes.end());
+  switch (stage) {
+    case v1::IR:
+      return result.scheduled->describe_domains();
+    case v1::SCHEDULE:
+      return result.scheduled->describe_schedule();
+    case v1::LOOPS:
+      return ir::to_string(optimizing ? result.optimized : result.lowered);
+    default:
+      return result.text;
+  }
+}
+
+}  // namespace
+
 Status Service::check(const v1::CheckRequest& request, v1::CheckResponse* response,
                       const CallOptions& call) {
   try {
     auto ticket = impl_->admit(call);
-    CompileRequest r = pipeline_request(request.op(), request.options(), impl_->limits(call),
-                                        CompileOutput::Loops);
+    Limits limits = impl_->limits(call);
+    Unit unit = resolve_unit(request.op(), limits);
     // `kiln check`: the schedule is always applied, and everything up to code
     // generation runs.
-    r.options.apply_schedule = true;
-    CompileResult result = kiln::compile(r);
+    CompileOptions options = compile_options(request.options(), limits);
+    options.apply_schedule = true;
+    if (unit.graph) {
+      // Every call's operator, with its params bound, scheduled and checked.
+      refuse_set_for_graph(*unit.graph, request.options());
+      for (const ir::GraphCall& c : unit.graph->calls) {
+        kiln::compile(
+            CompileRequest{.func = c.op, .options = options, .output = CompileOutput::Loops});
+      }
+      response->set_name(unit.graph->name);
+      response->set_calls(static_cast<int32_t>(unit.graph->calls.size()));
+      return {};
+    }
+    CompileResult result = kiln::compile(CompileRequest{
+        .func = *unit.func,
+        .overrides = ir::Overrides(request.options().set().begin(), request.options().set().end()),
+        .options = options,
+        .output = CompileOutput::Loops});
     response->set_name(result.func.name);
     response->set_computations(static_cast<int32_t>(result.func.comps.size()));
     response->set_schedule_commands(static_cast<int32_t>(result.func.schedule.size()));
     add_times(result, response->mutable_times());
     return {};
   } catch (...) {
-    return status_of(std::current_exception());
+    return status_of(std::current_exception(), request.op());
   }
 }
 
@@ -183,60 +251,50 @@ Status Service::emit(const v1::EmitRequest& request, v1::EmitResponse* response,
                      const CallOptions& call) {
   try {
     auto ticket = impl_->admit(call);
-    bool optimizing = request.options().has_opt_level() ||
-                      request.options().required_passes_size() > 0 ||
-                      request.options().disabled_passes_size() > 0;
-    CompileOutput output = CompileOutput::Schedule;
-    switch (request.stage()) {
-      case v1::AST:
-      case v1::IR:
-      case v1::SCHEDULE:
-        break;
-      case v1::LOOPS:
-        output = CompileOutput::Loops;
-        break;
-      case v1::LLVM:
-        output = CompileOutput::LlvmIr;
-        break;
-      case v1::ASM:
-        output = CompileOutput::Assembly;
-        break;
-      case v1::GRAPH:
-        refuse(Code::InvalidArgument, "stage: GRAPH is a graph's stage; graphs are not served yet");
-      default:
+    const v1::CompileOptions& wire = request.options();
+    bool optimizing =
+        wire.has_opt_level() || wire.required_passes_size() > 0 || wire.disabled_passes_size() > 0;
+    if (!v1::Stage_IsValid(request.stage()) || request.stage() == v1::STAGE_UNSPECIFIED)
+      refuse(Code::InvalidArgument,
+             "stage: set one of AST, IR, SCHEDULE, LOOPS, LLVM, ASM, GRAPH (docs/cli.md, emit)");
+    Limits limits = impl_->limits(call);
+    Unit unit = resolve_unit(request.op(), limits);
+    CompileOptions options = compile_options(wire, limits);
+    std::vector<std::string> notes;
+    if (unit.func) {
+      if (request.stage() == v1::GRAPH)
         refuse(Code::InvalidArgument,
-               "stage: set one of AST, IR, SCHEDULE, LOOPS, LLVM, ASM (docs/cli.md, emit)");
+               fmt::format("stage GRAPH: {} is a func, not a graph", unit.func->name));
+      CompileRequest r{.func = *unit.func,
+                       .overrides = ir::Overrides(wire.set().begin(), wire.set().end()),
+                       .options = options};
+      response->set_text(stage_text(std::move(r), request.stage(), optimizing, notes));
+    } else {
+      const ir::Graph& g = *unit.graph;
+      refuse_set_for_graph(g, wire);
+      ir::Graph shown = optimizing ? graph::optimize(g, options) : g;
+      if (request.stage() == v1::GRAPH) {
+        std::string text = ir::to_string(shown);
+        // The operators the passes made are not in the source: show them.
+        std::set<std::string> printed;
+        for (const ir::GraphCall& c : shown.calls) {
+          if (unit.module.find(c.op.name) || !printed.insert(c.op.name).second) continue;
+          text += "\n" + ir::to_string(c.op);
+        }
+        response->set_text(text);
+      } else {
+        for (const ir::GraphCall& c : shown.calls) {
+          v1::EmitCall* e = response->add_calls();
+          e->set_op(c.op.name);
+          e->set_text(stage_text(CompileRequest{.func = c.op, .options = options}, request.stage(),
+                                 optimizing, notes));
+        }
+      }
     }
-    CompileRequest r =
-        pipeline_request(request.op(), request.options(), impl_->limits(call), output);
-    if (request.stage() == v1::AST) {
-      response->set_text(ir::to_string(ir::apply_overrides(r.func, r.overrides)));
-      return {};
-    }
-    // As `kiln emit --stage loops` without -O or a pass option: the loops
-    // exactly as lowering leaves them.
-    if (request.stage() == v1::LOOPS && !optimizing) {
-      r.options.opt_level = 0;
-      r.options.passes = {};
-    }
-    CompileResult result = kiln::compile(r);
-    switch (request.stage()) {
-      case v1::IR:
-        response->set_text(result.scheduled->describe_domains());
-        break;
-      case v1::SCHEDULE:
-        response->set_text(result.scheduled->describe_schedule());
-        break;
-      case v1::LOOPS:
-        response->set_text(ir::to_string(optimizing ? result.optimized : result.lowered));
-        break;
-      default:
-        response->set_text(result.text);
-    }
-    add_notes(result.notes, response->mutable_notes());
+    add_notes(notes, response->mutable_notes());
     return {};
   } catch (...) {
-    return status_of(std::current_exception());
+    return status_of(std::current_exception(), request.op());
   }
 }
 
@@ -263,7 +321,7 @@ Status Service::compile(const v1::CompileRequest& request, v1::CompileResponse* 
     impl_->cache.add(key, cached);
     return {};
   } catch (...) {
-    return status_of(std::current_exception());
+    return status_of(std::current_exception(), request.op());
   }
 }
 
@@ -380,7 +438,7 @@ Status Service::run(const v1::RunRequest& request, v1::RunResponse* response,
     if (!s.ok()) response->Clear();
     return s;
   } catch (...) {
-    return status_of(std::current_exception());
+    return status_of(std::current_exception(), request.op());
   }
 }
 

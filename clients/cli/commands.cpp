@@ -24,6 +24,7 @@
 #include "kiln/passes.h"
 #include "kiln/run.h"
 #include "kiln/runtime.h"
+#include "remote.h"
 #include "report.h"
 #include "selection.h"
 #include "timing.h"
@@ -125,19 +126,26 @@ InterpResult interpret(const Prepared& p, const Options& o) {
   return r;
 }
 
-// The run of `kiln run`: kiln::run_kernel, its steps logged (seen with --verbose).
-InterpResult run_compiled(const Prepared& p, const Options& o) {
+// The run options of the command line; each step is logged (seen with
+// --verbose) as done for `subject`.
+RunSpec run_spec(const Options& o, const std::string& subject) {
   RunSpec spec;
   spec.options = compile_options(o);
-  spec.runtime_params = p.runtime_params;
   spec.seed = o.seed;
   spec.check = o.check;
   spec.bench = o.bench;
   spec.repeat = o.repeat;
   spec.number = o.number;
-  spec.on_step = [&](std::string_view step, double ms) {
-    spdlog::debug("{}: {} took {:.3f} ms", p.func.name, step, ms);
+  spec.on_step = [subject](std::string_view step, double ms) {
+    spdlog::debug("{}: {} took {:.3f} ms", subject, step, ms);
   };
+  return spec;
+}
+
+// The run of `kiln run`: kiln::run_kernel.
+InterpResult run_compiled(const Prepared& p, const Options& o) {
+  RunSpec spec = run_spec(o, p.func.name);
+  spec.runtime_params = p.runtime_params;
   RunOutcome out = run_kernel(p.func, spec);
   for (const std::string& note : out.notes) spdlog::warn("{}", note);
   return InterpResult{.params = std::move(out.params),
@@ -149,6 +157,20 @@ InterpResult run_compiled(const Prepared& p, const Options& o) {
 
 // ---------------------------------------------------------------------------
 // Graphs
+
+// The run of a graph by `kiln run`: kiln::run_graph.
+GraphResult run_graph_compiled(const GraphJob& j, const Options& o) {
+  GraphRunOutcome out = run_graph(*j.graph, run_spec(o, j.graph->name));
+  for (const std::string& note : out.notes) spdlog::warn("{}", note);
+  GraphResult r;
+  r.calls_before = out.calls_before;
+  r.calls_after = out.calls_after;
+  r.kernels = out.kernels;
+  r.outputs = std::move(out.outputs);
+  r.mismatch = std::move(out.mismatch);
+  r.bench = std::move(out.bench);
+  return r;
+}
 
 // With --check, the reference interpreter's run of the graph as written,
 // before any compiled kernel runs (as reference_run).
@@ -165,13 +187,28 @@ void check_graph_result(const GraphJob& j, const std::optional<Tensors>& expecte
   if (expected) r.mismatch = interp::compare_buffers(j.graph->outputs, *expected, actual);
 }
 
+// kilnd when the command line names one (--server, KILN_SERVER), else none.
+std::unique_ptr<Remote> remote_of(const Options& o) {
+  if (!o.server) return nullptr;
+  if (!o.print_after.empty() || o.time_passes)
+    throw UsageError(o.command,
+                     "--print-after and --time-passes work offline only: kilnd does "
+                     "not send pass dumps; leave out --server (and KILN_SERVER)");
+  return std::make_unique<Remote>(o);
+}
+
 }  // namespace
 
 int run_check(const Options& o) {
+  std::unique_ptr<Remote> remote = remote_of(o);
   return for_each_func(
       o,
       [&](const Prepared& p, bool) {
-        check_schedule(p.func, o);
+        if (remote) {
+          remote->check(p);
+        } else {
+          check_schedule(p.func, o);
+        }
         fmt::print("ok  {}: {}, {}\n", p.func.name, count(p.func.comps.size(), "computation"),
                    count(p.func.schedule.size(), "schedule command"));
         return true;
@@ -179,7 +216,11 @@ int run_check(const Options& o) {
       print_error,
       [&](const GraphJob& j, bool) {
         // Every call's operator, with its params bound, scheduled and checked.
-        for (const ir::GraphCall& c : j.graph->calls) check_schedule(c.op, o);
+        if (remote) {
+          remote->check_graph(j);
+        } else {
+          for (const ir::GraphCall& c : j.graph->calls) check_schedule(c.op, o);
+        }
         fmt::print("ok  graph {}: {}\n", j.graph->name, graph_summary(*j.graph));
         return true;
       });
@@ -211,9 +252,33 @@ std::string stage_text(const ir::Func& f, const Options& o) {
   return "";
 }
 
+// A graph's stage as `kiln emit` prints it: the graph stage (after the graph
+// passes when optimizing, with the operators they made), or each call's
+// operator at another stage.
+GraphTexts graph_texts(const GraphJob& j, const Options& o) {
+  const ir::Graph& g = *j.graph;
+  ir::Graph shown = optimizing(o) ? timed(g.name, "graph passes",
+                                          [&] { return graph::optimize(g, compile_options(o)); })
+                                  : g;
+  GraphTexts out;
+  if (*o.stage == Stage::Graph) {
+    out.graph = ir::to_string(shown);
+    // The operators the passes made are not in the file: show them.
+    std::set<std::string> printed;
+    for (const ir::GraphCall& c : shown.calls) {
+      if (j.module->find(c.op.name) || !printed.insert(c.op.name).second) continue;
+      out.graph += "\n" + ir::to_string(c.op);
+    }
+    return out;
+  }
+  for (const ir::GraphCall& c : shown.calls) out.calls.emplace_back(c.op.name, stage_text(c.op, o));
+  return out;
+}
+
 }  // namespace
 
 int run_emit(const Options& o) {
+  std::unique_ptr<Remote> remote = remote_of(o);
   spdlog::debug("emit: stage {}{}", stage_name(*o.stage), o.no_schedule ? ", no schedule" : "");
   bool first = true;
   // A comment line in .kiln, the C-like loop syntax, LLVM IR, or the assembly.
@@ -232,31 +297,21 @@ int run_emit(const Options& o) {
           throw CompileError(ErrorStage::Validate, SourceLoc{p.file, 0, 0},
                              fmt::format("--stage graph: {} is a func, not a graph", p.func.name));
         }
-        print(many, fmt::format("{}: func {}", p.file, p.func.name), stage_text(p.func, o));
+        print(many, fmt::format("{}: func {}", p.file, p.func.name),
+              remote ? remote->emit(p, *o.stage) : stage_text(p.func, o));
         return true;
       },
       print_error,
       [&](const GraphJob& j, bool many) {
         const ir::Graph& g = *j.graph;
-        ir::Graph shown = optimizing(o)
-                              ? timed(g.name, "graph passes",
-                                      [&] { return graph::optimize(g, compile_options(o)); })
-                              : g;
+        GraphTexts texts = remote ? remote->emit_graph(j, *o.stage) : graph_texts(j, o);
         if (*o.stage == Stage::Graph) {
-          std::string text = ir::to_string(shown);
-          // The operators the passes made are not in the file: show them.
-          std::set<std::string> printed;
-          for (const ir::GraphCall& c : shown.calls) {
-            if (j.module->find(c.op.name) || !printed.insert(c.op.name).second) continue;
-            text += "\n" + ir::to_string(c.op);
-          }
-          print(many, fmt::format("{}: graph {}", j.file, g.name), text);
+          print(many, fmt::format("{}: graph {}", j.file, g.name), texts.graph);
           return true;
         }
-        for (size_t k = 0; k < shown.calls.size(); ++k) {
-          const ir::Func& op = shown.calls[k].op;
-          print(true, fmt::format("{}: graph {}, call {}: {}", j.file, g.name, k + 1, op.name),
-                stage_text(op, o));
+        for (size_t k = 0; k < texts.calls.size(); ++k) {
+          const auto& [op, text] = texts.calls[k];
+          print(true, fmt::format("{}: graph {}, call {}: {}", j.file, g.name, k + 1, op), text);
         }
         return true;
       },
@@ -265,7 +320,8 @@ int run_emit(const Options& o) {
 }
 
 int run_run(const Options& o) {
-  if (o.threads) {
+  std::unique_ptr<Remote> remote = remote_of(o);
+  if (o.threads && !remote) {
     int n = kiln_runtime_set_threads(*o.threads);
     spdlog::debug("run: {} thread(s) in the runtime's pool", n);
   }
@@ -282,7 +338,7 @@ int run_run(const Options& o) {
   return for_each_func(
       o,
       [&](const Prepared& p, bool) {
-        InterpResult r = run_compiled(p, o);
+        InterpResult r = remote ? remote->run(p) : run_compiled(p, o);
         if (o.json) {
           fmt::print("{}\n", result_json(p.file, p.func.name, &r, nullptr, true));
         } else {
@@ -295,21 +351,7 @@ int run_run(const Options& o) {
       fail,
       [&](const GraphJob& j, bool) {
         const ir::Graph& g = *j.graph;
-        graph::CompiledGraph cg = timed(g.name, "graph compilation",
-                                        [&] { return graph::compile(g, compile_options(o)); });
-        for (const std::string& note : cg.notes()) spdlog::warn("{}", note);
-        Tensors inputs = interp::random_graph_inputs(g, o.seed);
-        std::optional<Tensors> expected = graph_reference_run(j, o, inputs);
-        Tensors actual = timed(g.name, "compiled run", [&] { return cg.run(inputs); });
-        GraphResult r;
-        r.calls_before = g.calls.size();
-        r.calls_after = cg.graph().calls.size();
-        r.kernels = cg.kernel_count();
-        check_graph_result(j, expected, actual, r);
-        if (o.bench && (!r.mismatch || r.mismatch->ok)) {
-          r.bench = timed(g.name, "benchmark",
-                          [&] { return measure([&] { cg.run(inputs); }, o.repeat, o.number); });
-        }
+        GraphResult r = remote ? remote->run_graph(j) : run_graph_compiled(j, o);
         if (o.json) {
           fmt::print("{}\n", graph_json(j.file, g.name, &r, nullptr, true));
         } else {
@@ -326,6 +368,7 @@ int run_run(const Options& o) {
 }
 
 int run_compile(const Options& o) {
+  std::unique_ptr<Remote> remote = remote_of(o);
   CompileOptions c = compile_options(o);
   spdlog::debug("compile: for {} (cpu '{}', features '{}'), -O{}", c.target.triple, c.target.cpu,
                 c.target.features, c.opt_level);
@@ -339,7 +382,14 @@ int run_compile(const Options& o) {
                                          "selected; choose {} with --func",
                                          *o.output, f.name));
         }
-        codegen::Artifact a = *compile_logged(f, c, CompileOutput::Artifact).artifact;
+        ArtifactBytes a;
+        if (remote) {
+          a = remote->compile(p);
+        } else {
+          codegen::Artifact local = *compile_logged(f, c, CompileOutput::Artifact).artifact;
+          a = ArtifactBytes{std::string(local.code.begin(), local.code.end()),
+                            local.metadata_json(), local.triple, local.cpu, local.key};
+        }
         std::string so = o.output.value_or(f.name + ".so"), meta = so + ".json";
         auto write = [&](const std::string& path, std::string_view bytes) {
           std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -349,8 +399,8 @@ int run_compile(const Options& o) {
             throw CompileError(ErrorStage::Output, SourceLoc{path, 0, 0}, "cannot write the file");
           }
         };
-        write(so, std::string_view(a.code.data(), a.code.size()));
-        write(meta, a.metadata_json() + "\n");
+        write(so, a.code);
+        write(meta, a.metadata_json + "\n");
         fmt::print("ok  {}: {} and {} ({}{}, {} bytes, key {})\n", f.name, so, meta, a.triple,
                    a.cpu.empty() ? "" : ", " + a.cpu, a.code.size(), a.key);
         return true;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 
 #include "commands.h"
@@ -64,6 +65,11 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // kilnd from the environment, for the commands it serves.
+  if (const char* server = std::getenv("KILN_SERVER");
+      !o.server && server && *server && o.command != Command::Interp) {
+    o.server = server;
+  }
   set_up_logging(o.verbose);
   spdlog::debug("kiln {}: {} on {} file(s)", KILN_VERSION, kiln::cli::command_name(o.command),
                 o.files.size());
@@ -71,6 +77,9 @@ int main(int argc, char** argv) {
     int status = run(o);
     std::fflush(stdout);
     return status;
+  } catch (const kiln::cli::UsageError& e) {
+    fmt::print(stderr, "kiln {}: {}\n", kiln::cli::command_name(e.command()), e.what());
+    return kExitUsage;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     fmt::print(stderr, "kiln: internal error: {} (this is a bug in kiln; please report it)\n",

@@ -22,7 +22,7 @@ struct OptionSpec {
   bool check, emit, interp, run, compile;
 };
 
-constexpr std::array<OptionSpec, 26> kOptions = {{
+constexpr std::array<OptionSpec, 31> kOptions = {{
     // name            value       check  emit   interp run    compile
     {"--func", "NAME", true, true, true, true, true},
     {"--graph", "NAME", true, true, true, true, false},
@@ -50,6 +50,11 @@ constexpr std::array<OptionSpec, 26> kOptions = {{
     {"--features", "FEATURES", false, true, false, false, true},
     {"-o", "FILE", false, false, false, false, true},
     {"--output", "FILE", false, false, false, false, true},
+    {"--server", "HOST:PORT", true, true, false, true, true},
+    {"--token-file", "FILE", true, true, false, true, true},
+    {"--tls-ca", "FILE", true, true, false, true, true},
+    {"--tls-cert", "FILE", true, true, false, true, true},
+    {"--tls-key", "FILE", true, true, false, true, true},
 }};
 
 bool accepts(const OptionSpec& o, Command c) {
@@ -231,6 +236,16 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.features = parse_text(c, name, value, "CPU features such as +avx2,+fma");
   } else if (name == "-o" || name == "--output") {
     o.output = parse_text(c, name, value, "an output file name");
+  } else if (name == "--server") {
+    o.server = parse_text(c, name, value, "kilnd's address, such as localhost:50051");
+  } else if (name == "--token-file") {
+    o.token_file = parse_text(c, name, value, "a file holding kilnd's token");
+  } else if (name == "--tls-ca") {
+    o.tls_ca = parse_text(c, name, value, "a PEM file of the CA that signed kilnd's certificate");
+  } else if (name == "--tls-cert") {
+    o.tls_cert = parse_text(c, name, value, "a PEM file of this client's certificate");
+  } else if (name == "--tls-key") {
+    o.tls_key = parse_text(c, name, value, "a PEM file of this client's private key");
   }
 }
 
@@ -459,6 +474,14 @@ std::string help_text(Command c) {
       "                  never run pass NAME (repeatable; wins over --require-pass)\n"
       "  --require-pass NAME\n"
       "                  run pass NAME at any -O level (repeatable)\n";
+  const char* server =
+      "  --server HOST:PORT\n"
+      "                  do the work on kilnd at HOST:PORT (default: $KILN_SERVER;\n"
+      "                  none: here); the output is the same either way\n"
+      "  --token-file F  send the token in F (kilnd --token-file)\n"
+      "  --tls-ca F      talk TLS, trusting the CA certificate in F (PEM)\n"
+      "  --tls-cert F, --tls-key F\n"
+      "                  this client's certificate and key, for a kilnd that asks\n";
   const char* exits =
       "\nExit status: 0 ok, 1 the input is wrong or a check failed, 2 usage error.\n";
   switch (c) {
@@ -468,7 +491,7 @@ std::string help_text(Command c) {
              "and applies its schedule, checking it against the exact dependences.\n"
              "Prints one line per func:\n"
              "  ok  matmul: 2 computations, 4 schedule commands\n\nOptions:\n" +
-             common + exits;
+             std::string(common) + server + exits;
     case Command::Emit:
       return synopsis(c) +
              "\n\nPrints one stage of the compilation of every func:\n"
@@ -485,7 +508,7 @@ std::string help_text(Command c) {
              "passes when -O or a pass option is given.\n\nOptions:\n"
              "  --stage STAGE   which stage to print (required)\n"
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
-             std::string(target) + pass_options + common + exits;
+             std::string(target) + pass_options + common + server + exits;
     case Command::Interp:
       return synopsis(c) +
              "\n\nRuns every func on reproducible random inputs with the loop-IR interpreter\n"
@@ -521,7 +544,7 @@ std::string help_text(Command c) {
              "  --json          one JSON object per func on stdout instead of text\n"
              "  --seed N        seed of the random inputs (default 0)\n"
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
-             common + exits;
+             common + server + exits;
     case Command::Compile:
       return synopsis(c) +
              "\n\nCompiles every func into a position-independent shared object for a\n"
@@ -532,7 +555,7 @@ std::string help_text(Command c) {
              "  -o FILE         the shared object (default: FUNC.so); one func only\n" +
              std::string(target) + pass_options +
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" + common +
-             exits;
+             server + exits;
     case Command::None:
       break;
   }

@@ -52,6 +52,13 @@ struct Options {
   std::optional<std::string> cpu;       // --cpu NAME
   std::optional<std::string> features;  // --features +f1,-f2
   std::optional<std::string> output;    // compile -o FILE
+
+  // check, emit, run, compile: do the work on kilnd (clients/cli/remote.h).
+  std::optional<std::string> server;      // --server HOST:PORT, else $KILN_SERVER
+  std::optional<std::string> token_file;  // --token-file FILE
+  std::optional<std::string> tls_ca;      // --tls-ca FILE: TLS, trusting this CA
+  std::optional<std::string> tls_cert;    // --tls-cert FILE: a client certificate
+  std::optional<std::string> tls_key;     // --tls-key FILE
 };
 
 // A command line kiln cannot make sense of. `command` says whose usage to

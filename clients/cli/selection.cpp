@@ -162,6 +162,9 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
       try {
         Prepared p = prepare(file, *f, o);
         if (!each(p, many)) all_ok = false;
+      } catch (const Failure& e) {
+        fail(file, f->name, e.what());
+        all_ok = false;
       } catch (const CompileError& e) {
         fail(file, f->name, located(e, file));
         all_ok = false;
@@ -173,6 +176,9 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
     for (const ir::Graph* g : graphs) {
       try {
         if (!each_graph(GraphJob{file, g, &module}, many)) all_ok = false;
+      } catch (const Failure& e) {
+        fail(file, "graph " + g->name, e.what());
+        all_ok = false;
       } catch (const CompileError& e) {
         fail(file, "graph " + g->name, located(e, file));
         all_ok = false;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 
 #include "kiln/ir.h"
@@ -24,6 +25,13 @@ struct Prepared {
 // How a command reports a failure: of a whole file (func empty) or of one func.
 using FailFn = std::function<void(const std::string& file, const std::string& func,
                                   const std::string& message)>;
+
+// A failure whose message is complete as it is printed: kilnd's answer to a
+// call (`kiln --server`), which already says where and what.
+class Failure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // The FailFn of the text output: the message on stderr.
 void print_error(const std::string& file, const std::string& func, const std::string& message);

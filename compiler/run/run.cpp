@@ -9,6 +9,7 @@
 
 #include "kiln/codegen.h"
 #include "kiln/error.h"
+#include "kiln/graph.h"
 
 namespace kiln {
 namespace {
@@ -129,6 +130,43 @@ RunOutcome run_kernel(const ir::Func& f, const RunSpec& spec) {
   if (expected) r.mismatch = interp::compare_outputs(f, *expected, r.bindings);
   if (spec.bench && (!r.mismatch || r.mismatch->ok)) {
     r.bench = step(spec, "benchmark", [&] { return bench(k, std::move(inputs), spec); });
+  }
+  return r;
+}
+
+GraphRunOutcome run_graph(const ir::Graph& g, const RunSpec& spec) {
+  GraphRunOutcome r;
+  graph::CompiledGraph cg =
+      step(spec, "graph compilation", [&] { return graph::compile(g, spec.options); });
+  r.notes = cg.notes();
+  r.calls_before = g.calls.size();
+  r.calls_after = cg.graph().calls.size();
+  r.kernels = cg.kernel_count();
+  Tensors inputs =
+      step(spec, "random inputs", [&] { return interp::random_graph_inputs(g, spec.seed); });
+  for (const auto& [name, data] : spec.inputs) {
+    const ir::GraphTensor* t = g.find_tensor(name);
+    if (t == nullptr || t->kind != ir::TensorKind::Input) {
+      std::vector<std::string> known;
+      for (const ir::GraphTensor& u : g.tensors)
+        if (u.kind == ir::TensorKind::Input) known.push_back(u.name);
+      throw CompileError(ErrorStage::Interp, SourceLoc{"inputs", 0, 0},
+                         fmt::format("'{}' is not an input of graph {} (its inputs: {})", name,
+                                     g.name, fmt::join(known, ", ")));
+    }
+    inputs[name] = data;
+  }
+  std::optional<Tensors> expected;
+  if (spec.check) {
+    expected =
+        step(spec, "reference interpreter", [&] { return interp::run_reference(g, inputs); });
+  }
+  r.tensors = step(spec, "compiled run", [&] { return cg.run(inputs); });
+  r.outputs = checksums(g.outputs, r.tensors);
+  if (expected) r.mismatch = interp::compare_buffers(g.outputs, *expected, r.tensors);
+  if (spec.bench && (!r.mismatch || r.mismatch->ok)) {
+    r.bench = step(spec, "benchmark",
+                   [&] { return measure([&] { cg.run(inputs); }, spec.repeat, spec.number); });
   }
   return r;
 }

@@ -18,9 +18,33 @@
 #include <string>
 #include <vector>
 
+#include "kilnd_process.h"
+
 extern char** environ;
 
 namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string fmt_args(const std::vector<std::string>& args) {
+  std::string s = "kiln";
+  for (const std::string& a : args) s += " " + a;
+  return s;
+}
+
+// The name of the first func a .kiln file defines.
+std::string first_func(const std::string& file) {
+  std::istringstream in(read_file(file));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("func ", 0) == 0) return line.substr(5, line.find_first_of(" {", 5) - 5);
+  }
+  return "";
+}
 
 struct Result {
   int status = -1;  // the exit status; 128 + signal when killed by one
@@ -1177,6 +1201,167 @@ TEST(CliEmit, SeveralFuncsOfLlvmGetCommentHeadings) {
   EXPECT_TRUE(Contains(r.out, "; " + data("two_funcs.kiln") + ": func scale"));
   EXPECT_TRUE(Contains(r.out, "@kiln_scale("));
   EXPECT_TRUE(Contains(r.out, "@kiln_shifted("));
+}
+
+// ---------------------------------------------------------------------------
+// kiln --server: kilnd does the work, and the output is the offline command's
+
+// Runs `args` offline and through kilnd at `address`; the two must agree in
+// exit status, stdout and stderr, byte for byte.
+void expect_same_through(const std::string& address, std::vector<std::string> args) {
+  SCOPED_TRACE(fmt_args(args));
+  Result offline = kiln(args);
+  args.push_back("--server");
+  args.push_back(address);
+  Result remote = kiln(args);
+  EXPECT_EQ(remote.status, offline.status);
+  EXPECT_EQ(remote.out, offline.out);
+  EXPECT_EQ(remote.err, offline.err);
+}
+
+std::vector<std::string> examples() {
+  std::string dir = std::string(KILN_SOURCE_DIR) + "/examples/";
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".kiln") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(CliRemote, EveryExampleGivesTheOfflineOutput) {
+  kiln::testing::KilndProcess kilnd(KILND_BINARY);
+  std::string so = testing::TempDir() + "kiln_cli_remote.so";
+  for (const std::string& f : examples()) {
+    expect_same_through(kilnd.address(), {"check", f});
+    expect_same_through(kilnd.address(), {"run", f, "--check", "--seed", "3"});
+    expect_same_through(kilnd.address(), {"emit", f, "--stage", "schedule"});
+    expect_same_through(kilnd.address(), {"emit", f, "--stage", "loops", "-O2"});
+    expect_same_through(kilnd.address(), {"compile", f, "--func", first_func(f), "-o", so});
+    // The artifacts are the same bytes too.
+    std::string remote_so = read_file(so);
+    kiln({"compile", f, "--func", first_func(f), "-o", so});
+    EXPECT_EQ(read_file(so), remote_so) << f;
+  }
+  expect_same_through(kilnd.address(), {"compile", examples().front(), "--target",
+                                        "aarch64-linux-gnu", "--cpu", "neoverse-n1", "-o", so});
+  std::remove(so.c_str());
+  std::remove((so + ".json").c_str());
+}
+
+// Every hostile input, run as its file says and with --check, ends the same
+// through kilnd: the same errors, at the same places, with the same status.
+TEST(CliRemote, EveryHostileInputGivesTheOfflineAnswer) {
+  kiln::testing::KilndProcess kilnd(KILND_BINARY);
+  for (const auto& f : corpus("hostile")) {
+    std::istringstream words(header(f, "run"));
+    std::vector<std::string> args;
+    for (std::string w; words >> w;) args.push_back(w);
+    ASSERT_FALSE(args.empty()) << f;
+    args.insert(args.begin() + 1, f);
+    if (args[0] == "interp") continue;  // not a command kilnd serves
+    expect_same_through(kilnd.address(), args);
+    expect_same_through(kilnd.address(), {"check", f});
+  }
+  for (const auto& f : corpus("illegal")) expect_same_through(kilnd.address(), {"check", f});
+}
+
+TEST(CliRemote, KilnServerInTheEnvironmentIsUsedAndAnUnreachableOneIsSaid) {
+  std::string f = examples().front();
+  ASSERT_EQ(setenv("KILN_SERVER", "127.0.0.1:1", 1), 0);
+  Result r = kiln({"check", f});
+  Result interp = kiln({"interp", f});  // never goes to kilnd
+  unsetenv("KILN_SERVER");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "kiln: cannot reach kilnd at 127.0.0.1:1")) << r.err;
+  EXPECT_EQ(interp.status, 0) << interp.err;
+}
+
+TEST(CliRemote, OfflineOnlyOptionsAreRefusedWithTheServer) {
+  Result r = kiln({"run", examples().front(), "--time-passes", "--server", "127.0.0.1:1"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "--print-after and --time-passes work offline only")) << r.err;
+  r = kiln({"interp", examples().front(), "--server", "127.0.0.1:1"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "unknown option '--server' for 'kiln interp'")) << r.err;
+}
+
+// A kilnd with a token: no token and a wrong one are refused, saying so; the
+// right one works.
+TEST(CliRemote, ATokenIsRequiredWhenKilndHasOne) {
+  std::string dir = testing::TempDir();
+  std::string token = dir + "kiln_token", wrong = dir + "kiln_wrong_token";
+  std::ofstream(token) << "s3cret-token-for-the-test\n";
+  std::ofstream(wrong) << "not-the-token\n";
+  kiln::testing::KilndProcess kilnd(KILND_BINARY, {"--token-file", token});
+  std::string f = examples().front();
+  Result none = kiln({"check", f, "--server", kilnd.address()});
+  EXPECT_EQ(none.status, 1);
+  EXPECT_TRUE(Contains(none.err, "answered UNAUTHENTICATED: this kilnd requires a token"))
+      << none.err;
+  Result bad = kiln({"check", f, "--server", kilnd.address(), "--token-file", wrong});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_TRUE(Contains(bad.err, "the request's token is not this kilnd's")) << bad.err;
+  Result good = kiln({"check", f, "--server", kilnd.address(), "--token-file", token});
+  EXPECT_EQ(good.status, 0) << good.err;
+  EXPECT_TRUE(Contains(good.out, "ok  "));
+  std::remove(token.c_str());
+  std::remove(wrong.c_str());
+}
+
+// Certificates for a TLS test, made with openssl: a CA, and a server and a
+// client certificate it signed (the server's for 127.0.0.1).
+struct TestCerts {
+  std::string dir = testing::TempDir() + "kiln_tls/";
+  bool made = false;
+  TestCerts() {
+    std::filesystem::create_directories(dir);
+    std::string cmd =
+        "cd '" + dir +
+        "' && exec >openssl.log 2>&1 && "
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-keyout ca.key -out ca.pem -days 2 -subj '/CN=kiln test CA' && "
+        "for who in server client; do "
+        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout $who.key "
+        "-out $who.csr -subj \"/CN=kiln test $who\" && "
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > $who.ext && "
+        "openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
+        "-out $who.pem -extfile $who.ext || exit 1; done";
+    made = std::system(cmd.c_str()) == 0;
+  }
+  ~TestCerts() { std::filesystem::remove_all(dir); }
+  std::string operator()(const std::string& name) const { return dir + name; }
+};
+
+TEST(CliRemote, TlsServesClientsThatTrustItsCaAndRefusesPlaintext) {
+  TestCerts certs;
+  ASSERT_TRUE(certs.made) << read_file(certs("openssl.log"));
+  kiln::testing::KilndProcess kilnd(
+      KILND_BINARY, {"--tls-cert", certs("server.pem"), "--tls-key", certs("server.key")});
+  std::string f = examples().front();
+  Result tls = kiln({"check", f, "--server", kilnd.address(), "--tls-ca", certs("ca.pem")});
+  EXPECT_EQ(tls.status, 0) << tls.err;
+  Result plain = kiln({"check", f, "--server", kilnd.address()});
+  EXPECT_EQ(plain.status, 1);
+  EXPECT_TRUE(Contains(plain.err, "kiln: cannot reach kilnd at " + kilnd.address())) << plain.err;
+}
+
+TEST(CliRemote, TlsWithClientCertificatesRefusesAClientWithout) {
+  TestCerts certs;
+  ASSERT_TRUE(certs.made) << read_file(certs("openssl.log"));
+  kiln::testing::KilndProcess kilnd(
+      KILND_BINARY, {"--tls-cert", certs("server.pem"), "--tls-key", certs("server.key"),
+                     "--tls-client-ca", certs("ca.pem")});
+  std::string f = examples().front();
+  std::vector<std::string> base = {"check",         f,          "--server",
+                                   kilnd.address(), "--tls-ca", certs("ca.pem")};
+  Result without = kiln(base);
+  EXPECT_EQ(without.status, 1);
+  EXPECT_TRUE(Contains(without.err, "kiln: cannot reach kilnd at")) << without.err;
+  std::vector<std::string> with = base;
+  for (const char* a : {"--tls-cert", "client.pem", "--tls-key", "client.key"})
+    with.push_back(std::string(a).starts_with("--") ? a : certs(a));
+  Result r = kiln(with);
+  EXPECT_EQ(r.status, 0) << r.err;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "kiln/compile.h"
 #include "kiln/v1/service.grpc.pb.h"
+#include "kilnd_process.h"
 #include "programs.h"
 
 extern char** environ;
@@ -24,40 +25,12 @@ extern char** environ;
 namespace kiln::testing {
 namespace {
 
-// A kilnd of its own for each test, stopped at the end.
+// A kilnd of its own for each test, with a stub to call it, stopped at the end.
 class Kilnd {
  public:
-  explicit Kilnd(const std::vector<std::string>& extra = {}) {
-    int out[2];
-    EXPECT_EQ(pipe(out), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args = {KILND_BINARY, "--listen", "127.0.0.1:0", "--log-level",
-                                     "warn"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, KILND_BINARY, &actions, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    // "kilnd: listening on 127.0.0.1:PORT\n"
-    std::string line;
-    char c;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    out_ = out[0];
-    size_t colon = line.rfind(':');
-    EXPECT_TRUE(line.starts_with("kilnd: listening on 127.0.0.1:")) << line;
-    address_ = "127.0.0.1:" + line.substr(colon + 1);
-    channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  explicit Kilnd(const std::vector<std::string>& extra = {}) : process_(KILND_BINARY, extra) {
+    channel_ = grpc::CreateChannel(process_.address(), grpc::InsecureChannelCredentials());
     stub_ = v1::Compiler::NewStub(channel_);
-  }
-
-  ~Kilnd() {
-    if (pid_ > 0) stop();
-    close(out_);
   }
 
   // SIGTERM, and kilnd's exit status. (A graceful stop takes about 5 s while
@@ -69,20 +42,14 @@ class Kilnd {
     terminate();
     return wait();
   }
-  void terminate() { kill(pid_, SIGTERM); }
-  int wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
+  void terminate() { process_.terminate(); }
+  int wait() { return process_.wait(); }
 
+  const std::string& address() const { return process_.address(); }
   v1::Compiler::Stub& stub() { return *stub_; }
 
  private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  std::string address_;
+  KilndProcess process_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Compiler::Stub> stub_;
 };

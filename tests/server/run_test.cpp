@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "example_cases.h"
+#include "kiln/frontend.h"
 #include "kiln/v1/service.pb.h"
 #include "programs.h"
 #include "service.h"
@@ -79,6 +80,41 @@ TEST(ServiceRun, EveryExampleRunsCheckedAndMatchesAnInProcessRun) {
     for (const auto& [name, value] : local.params) EXPECT_EQ(out.params().at(name), value);
     EXPECT_EQ(std::vector<std::string>(out.chosen().begin(), out.chosen().end()), local.chosen);
   }
+}
+
+// A graph runs in the runner too, after its graph passes, and gives the
+// checksums of an in-process kiln::run_graph; Compile refuses a graph.
+TEST(ServiceRun, AGraphRunsCheckedAndMatchesAnInProcessRun) {
+  server::Service service(run_options());
+  v1::RunRequest r = run_request(read_example("conv_bn_relu"), "conv_bn_relu.kiln");
+  r.mutable_op()->mutable_source()->set_name("block");
+  r.set_check(true);
+  r.set_seed(5);
+  v1::RunResponse out;
+  server::Status s = service.run(r, &out);
+  ASSERT_TRUE(s.ok()) << s.message;
+  EXPECT_TRUE(out.check().ok()) << out.check().message();
+  EXPECT_EQ(out.graph().calls(), 4);
+  EXPECT_EQ(out.graph().calls_after_passes(), 1);
+  EXPECT_EQ(out.graph().kernels(), 1);
+
+  ir::Module m = frontend::parse_module(read_example("conv_bn_relu"), "conv_bn_relu.kiln");
+  RunSpec spec;
+  spec.seed = 5;
+  GraphRunOutcome local = run_graph(*m.find_graph("block"), spec);
+  ASSERT_EQ(out.checksums_size(), static_cast<int>(local.outputs.size()));
+  for (size_t k = 0; k < local.outputs.size(); ++k) {
+    EXPECT_EQ(out.checksums(static_cast<int>(k)).name(), local.outputs[k].buf);
+    EXPECT_EQ(out.checksums(static_cast<int>(k)).checksum(), local.outputs[k].checksum);
+  }
+
+  v1::CompileRequest c;
+  *c.mutable_op() = r.op();
+  v1::CompileResponse compiled;
+  s = service.compile(c, &compiled);
+  EXPECT_EQ(s.code, server::Code::InvalidArgument);
+  EXPECT_NE(s.message.find("'block' is a graph; this method takes a func"), std::string::npos)
+      << s.message;
 }
 
 const char* kScale =

@@ -308,16 +308,16 @@ TEST(Service, BadRequestsAreInvalidArgumentsThatSayWhatAndWhere) {
     const char* expect;
   };
   std::vector<Case> cases = {
-      {v1::Operator{}, "op: the request has no operator (set source or def)"},
+      {v1::Operator{}, "op: the request has no operator (set source, def or graph)"},
       {text_operator("func f { input x : f32[N]; }", "bad.kiln"),
        "bad.kiln:1:24: validate error: unknown name 'N' in the shape of 'x'"},
       {text_operator("func f {", ""), "<request>:1:9: parse error: "},
       {text_operator(read_example("matmul") + read_example("spmm"), "two.kiln"),
-       "two.kiln: the source has 2 funcs; name the one to use (source.name)"},
+       "two.kiln: the source has 2 funcs and 0 graphs; name the one to use (source.name)"},
   };
   cases.push_back({example("matmul"), ""});
   cases.back().op.mutable_source()->set_name("nope");
-  cases.back().expect = "matmul.kiln: no func 'nope' in the source (it has: matmul)";
+  cases.back().expect = "matmul.kiln: no func or graph 'nope' in the source (it has: matmul)";
   server::Service service;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.expect);

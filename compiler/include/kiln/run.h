@@ -105,6 +105,25 @@ struct RunOutcome {
 // naming the element); stage "run" for a status the kernel returned.
 RunOutcome run_kernel(const ir::Func& f, const RunSpec& spec);
 
+// One run of a graph compiled for this machine, as `kiln run` makes it.
+struct GraphRunOutcome {
+  size_t calls_before = 0, calls_after = 0;  // calls as written, and after the graph passes
+  size_t kernels = 0;                        // distinct operators compiled
+  std::vector<std::string> notes;            // the compiler's warnings
+  Tensors tensors;                           // the graph's outputs by name
+  std::vector<OutputSum> outputs;
+  std::optional<interp::Mismatch> mismatch;  // with check: against the graph as written
+  std::optional<BenchResult> bench;
+};
+
+// Runs the graph passes on g and compiles every operator into this process
+// with spec.options, then runs g on its inputs: spec.inputs by tensor name
+// (checked against the tensor's dtype and shape), the others seeded-random,
+// each honoring the value spec of the first operator that reads it. With
+// spec.check, the reference interpreter runs the graph as written first.
+// spec.runtime_params is not used: a graph binds its operators' params.
+GraphRunOutcome run_graph(const ir::Graph& g, const RunSpec& spec);
+
 // Checks given inputs against f under `params`: each one an input of f, of
 // its dtype and shape, meeting its value spec. "" when they fit, else the
 // first problem, naming the buffer (and for a value, its index and value).

@@ -1,0 +1,296 @@
+// The commands' work done by kilnd (remote.h).
+#include "remote.h"
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <sstream>
+#include <type_traits>
+
+#include "kiln/v1/service.grpc.pb.h"
+
+namespace kiln::cli {
+namespace {
+
+std::string read_file(const std::string& path, std::string_view flag, Command c) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(c, fmt::format("{} {}: cannot read the file", flag, path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+v1::Stage wire_stage(Stage s) {
+  switch (s) {
+    case Stage::Ast:
+      return v1::AST;
+    case Stage::Ir:
+      return v1::IR;
+    case Stage::Schedule:
+      return v1::SCHEDULE;
+    case Stage::Loops:
+      return v1::LOOPS;
+    case Stage::Llvm:
+      return v1::LLVM;
+    case Stage::Asm:
+      return v1::ASM;
+    case Stage::Graph:
+      return v1::GRAPH;
+  }
+  return v1::STAGE_UNSPECIFIED;
+}
+
+}  // namespace
+
+struct Remote::Impl {
+  const Options& o;
+  std::string address;
+  std::string token;
+  std::unique_ptr<v1::Compiler::Stub> stub;
+  std::map<std::string, std::string> sources;  // file -> text, read once
+
+  explicit Impl(const Options& options) : o(options), address(*options.server) {
+    std::shared_ptr<grpc::ChannelCredentials> creds;
+    if (o.tls_ca || o.tls_cert || o.tls_key) {
+      if (o.tls_cert.has_value() != o.tls_key.has_value())
+        throw UsageError(o.command, "--tls-cert and --tls-key go together");
+      grpc::SslCredentialsOptions ssl;
+      if (o.tls_ca) ssl.pem_root_certs = read_file(*o.tls_ca, "--tls-ca", o.command);
+      if (o.tls_cert) {
+        ssl.pem_cert_chain = read_file(*o.tls_cert, "--tls-cert", o.command);
+        ssl.pem_private_key = read_file(*o.tls_key, "--tls-key", o.command);
+      }
+      creds = grpc::SslCredentials(ssl);
+    } else {
+      creds = grpc::InsecureChannelCredentials();
+    }
+    if (o.token_file) {
+      token = read_file(*o.token_file, "--token-file", o.command);
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
+        token.pop_back();
+      if (token.empty())
+        throw UsageError(o.command,
+                         fmt::format("--token-file {}: the file holds no token", *o.token_file));
+    }
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);  // Run's outputs and artifacts may be large
+    stub = v1::Compiler::NewStub(grpc::CreateCustomChannel(address, creds, args));
+  }
+
+  // A func or graph of a file as kilnd's operator: the file's text, named.
+  v1::Operator op(const std::string& file, const std::string& name) {
+    auto it = sources.find(file);
+    if (it == sources.end())
+      it = sources.emplace(file, read_file(file, "the file", o.command)).first;
+    v1::Operator w;
+    w.mutable_source()->set_text(it->second);
+    w.mutable_source()->set_filename(file);
+    w.mutable_source()->set_name(name);
+    return w;
+  }
+  v1::Operator op(const Prepared& p) { return op(p.file, p.func.name); }
+  v1::Operator op(const GraphJob& j) { return op(j.file, j.graph->name); }
+
+  // The command line's compile options; --set gives the func's compile-time
+  // params and knobs (its run-time params are the run's).
+  v1::CompileOptions options(const Prepared& p) const {
+    v1::CompileOptions w = options();
+    for (const auto& [name, value] : o.overrides) {
+      if (p.runtime_params.contains(name)) continue;
+      if (p.func.find_param(name) || p.func.find_knob(name)) (*w.mutable_set())[name] = value;
+    }
+    return w;
+  }
+  // Those of a graph, which binds its operators' params itself.
+  v1::CompileOptions options() const {
+    v1::CompileOptions w;
+    if (o.target) w.mutable_target()->set_triple(*o.target);
+    if (o.cpu) w.mutable_target()->set_cpu(*o.cpu);
+    if (o.features) w.mutable_target()->set_features(*o.features);
+    if (o.opt_level_given) w.set_opt_level(o.opt_level);
+    w.set_no_schedule(o.no_schedule);
+    for (const std::string& pass : o.required_passes) w.add_required_passes(pass);
+    for (const std::string& pass : o.disabled_passes) w.add_disabled_passes(pass);
+    return w;
+  }
+
+  // Throws Failure for a failed call; an operator kilnd refused has the
+  // offline command's message.
+  void expect_ok(const grpc::Status& s) const {
+    if (s.ok()) return;
+    switch (s.error_code()) {
+      case grpc::StatusCode::INVALID_ARGUMENT:
+        throw Failure(s.error_message());
+      case grpc::StatusCode::UNAVAILABLE:
+        throw Failure(
+            fmt::format("kiln: cannot reach kilnd at {}: {}", address, s.error_message()));
+      default:
+        throw Failure(fmt::format("kiln: kilnd at {} answered {}: {}", address,
+                                  code_name(s.error_code()), s.error_message()));
+    }
+  }
+
+  // One call of a method: `send(ctx, response)` sends the request. The
+  // response's warnings are logged as the offline command logs them.
+  template <typename Response, typename Send>
+  Response call(Send send) const {
+    Response response;
+    grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    expect_ok(send(&ctx, &response));
+    if constexpr (requires { response.notes(); }) {
+      for (const v1::Diagnostic& d : response.notes()) spdlog::warn("{}", d.text());
+    }
+    return response;
+  }
+
+  // A request for a func or a graph, with the command line's options.
+  template <typename Request, typename Unit>
+  Request request(const Unit& u) {
+    Request r;
+    *r.mutable_op() = op(u);
+    if constexpr (std::is_same_v<Unit, Prepared>) {
+      *r.mutable_options() = options(u);
+    } else {
+      *r.mutable_options() = options();
+    }
+    return r;
+  }
+
+  v1::CheckResponse check(const v1::CheckRequest& r) {
+    return call<v1::CheckResponse>([&](auto* ctx, auto* out) { return stub->Check(ctx, r, out); });
+  }
+  v1::EmitResponse emit(const v1::EmitRequest& r) {
+    return call<v1::EmitResponse>([&](auto* ctx, auto* out) { return stub->Emit(ctx, r, out); });
+  }
+  v1::RunResponse run(const v1::RunRequest& r) {
+    return call<v1::RunResponse>([&](auto* ctx, auto* out) { return stub->Run(ctx, r, out); });
+  }
+
+  static const char* code_name(grpc::StatusCode c) {
+    switch (c) {
+      case grpc::StatusCode::CANCELLED:
+        return "CANCELLED";
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        return "DEADLINE_EXCEEDED";
+      case grpc::StatusCode::RESOURCE_EXHAUSTED:
+        return "RESOURCE_EXHAUSTED";
+      case grpc::StatusCode::UNAUTHENTICATED:
+        return "UNAUTHENTICATED";
+      case grpc::StatusCode::PERMISSION_DENIED:
+        return "PERMISSION_DENIED";
+      case grpc::StatusCode::UNIMPLEMENTED:
+        return "UNIMPLEMENTED";
+      case grpc::StatusCode::INTERNAL:
+        return "INTERNAL";
+      default:
+        return "an error";
+    }
+  }
+};
+
+Remote::Remote(const Options& o) : impl_(std::make_unique<Impl>(o)) {}
+Remote::~Remote() = default;
+
+namespace {
+
+// The run options of the command line.
+v1::RunRequest with_run_options(v1::RunRequest request, const Options& o) {
+  request.set_seed(o.seed);
+  request.set_check(o.check);
+  request.set_bench(o.bench);
+  request.set_repeat(o.repeat);
+  request.set_number(o.number);
+  request.set_threads(o.threads.value_or(0));
+  return request;
+}
+
+// The outputs, check and benchmark of a run, as the offline command holds them.
+template <typename Result>
+void read_run(const v1::RunResponse& response, Result& r) {
+  for (const v1::OutputChecksum& c : response.checksums())
+    r.outputs.push_back(OutputSum{c.name(), {c.shape().begin(), c.shape().end()}, c.checksum()});
+  if (response.has_check()) {
+    const v1::OutputCheck& c = response.check();
+    interp::Mismatch m;
+    m.ok = c.ok();
+    m.buffer = c.buffer();
+    m.index.assign(c.index().begin(), c.index().end());
+    m.expected = c.expected();
+    m.actual = c.actual();
+    m.abs_error = c.abs_error();
+    m.rel_error = c.rel_error();
+    m.problem = c.problem();
+    r.mismatch = m;
+  }
+  if (response.has_bench()) {
+    const v1::Bench& b = response.bench();
+    BenchResult out;
+    out.repeat = b.repeat();
+    out.number = b.number();
+    out.threads = b.threads();
+    out.median_s = b.median_ms() * 1e-3;
+    out.min_s = b.min_ms() * 1e-3;
+    out.flops = b.flops();
+    for (double ms : b.round_ms()) out.round_s.push_back(ms * 1e-3);
+    r.bench = out;
+  }
+}
+
+}  // namespace
+
+void Remote::check(const Prepared& p) { impl_->check(impl_->request<v1::CheckRequest>(p)); }
+
+void Remote::check_graph(const GraphJob& j) { impl_->check(impl_->request<v1::CheckRequest>(j)); }
+
+std::string Remote::emit(const Prepared& p, Stage stage) {
+  v1::EmitRequest request = impl_->request<v1::EmitRequest>(p);
+  request.set_stage(wire_stage(stage));
+  return impl_->emit(request).text();
+}
+
+GraphTexts Remote::emit_graph(const GraphJob& j, Stage stage) {
+  v1::EmitRequest request = impl_->request<v1::EmitRequest>(j);
+  request.set_stage(wire_stage(stage));
+  v1::EmitResponse response = impl_->emit(request);
+  GraphTexts out;
+  out.graph = response.text();
+  for (const v1::EmitCall& c : response.calls()) out.calls.emplace_back(c.op(), c.text());
+  return out;
+}
+
+ArtifactBytes Remote::compile(const Prepared& p) {
+  v1::CompileRequest request = impl_->request<v1::CompileRequest>(p);
+  v1::CompileResponse response = impl_->call<v1::CompileResponse>(
+      [&](auto* ctx, auto* out) { return impl_->stub->Compile(ctx, request, out); });
+  spdlog::debug("{}: kilnd {} ({})", p.func.name, response.cache_hit() ? "cache hit" : "compiled",
+                response.compiler_version());
+  const v1::Artifact& a = response.artifact();
+  return ArtifactBytes{a.code(), a.metadata_json(), a.target().triple(), a.target().cpu(), a.key()};
+}
+
+InterpResult Remote::run(const Prepared& p) {
+  v1::RunRequest request = with_run_options(impl_->request<v1::RunRequest>(p), impl_->o);
+  request.mutable_runtime_params()->insert(p.runtime_params.begin(), p.runtime_params.end());
+  v1::RunResponse response = impl_->run(request);
+  InterpResult r;
+  r.params.insert(response.params().begin(), response.params().end());
+  r.chosen.assign(response.chosen().begin(), response.chosen().end());
+  read_run(response, r);
+  return r;
+}
+
+GraphResult Remote::run_graph(const GraphJob& j) {
+  v1::RunResponse response =
+      impl_->run(with_run_options(impl_->request<v1::RunRequest>(j), impl_->o));
+  GraphResult r;
+  r.calls_before = static_cast<size_t>(response.graph().calls());
+  r.calls_after = static_cast<size_t>(response.graph().calls_after_passes());
+  r.kernels = static_cast<size_t>(response.graph().kernels());
+  read_run(response, r);
+  return r;
+}
+
+}  // namespace kiln::cli
