@@ -70,6 +70,9 @@ ir::DType input_dtype(const Unit& unit, const v1::BufferData& d, int k) {
 // values do not fit it.
 HostBuffer host_buffer(ir::DType dtype, const v1::BufferData& d, int k) {
   std::string where = where_input(d, k);
+  if (d.dtype() != v1::DTYPE_UNSPECIFIED && d.dtype() != wire_dtype(dtype))
+    refuse(Code::InvalidArgument, where + ": given as " + v1::DType_Name(d.dtype()) + ", but " +
+                                      d.name() + " is " + ir::dtype_name(dtype));
   std::vector<int64_t> shape(d.shape().begin(), d.shape().end());
   HostBuffer h;
   try {
@@ -106,6 +109,7 @@ HostBuffer host_buffer(ir::DType dtype, const v1::BufferData& d, int k) {
 
 void to_wire(const std::string& name, const HostBuffer& h, v1::BufferData* out) {
   out->set_name(name);
+  out->set_dtype(wire_dtype(h.dtype()));
   for (int64_t e : h.shape()) out->add_shape(e);
   bool is_float = h.dtype() == ir::DType::F32 || h.dtype() == ir::DType::F64;
   for (int64_t i = 0; i < h.size(); ++i) {

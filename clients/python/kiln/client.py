@@ -1,0 +1,191 @@
+"""A client of kilnd, kiln's compile service (docs/server.md)."""
+
+import os
+import pathlib
+
+import grpc
+import numpy as np
+
+from kiln import te
+from kiln.v1 import operator_pb2, service_pb2, service_pb2_grpc
+
+__all__ = ["Client", "KilnError", "RunResult", "source", "load"]
+
+_STAGES = {"ast": service_pb2.AST, "ir": service_pb2.IR, "schedule": service_pb2.SCHEDULE,
+           "loops": service_pb2.LOOPS, "llvm": service_pb2.LLVM, "asm": service_pb2.ASM,
+           "graph": service_pb2.GRAPH}
+_NUMPY = {operator_pb2.BOOL: np.bool_, operator_pb2.I32: np.int32, operator_pb2.I64: np.int64,
+          operator_pb2.F32: np.float32, operator_pb2.F64: np.float64}
+
+
+class KilnError(Exception):
+    """A call kilnd refused: ``code`` is the grpc.StatusCode, ``message`` says
+    what and where, as the offline ``kiln`` command says it."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code.name}: {message}")
+        self.code, self.message = code, message
+
+
+def source(text, name="", filename="<python>"):
+    """A .kiln module's text as an operator; ``name`` picks its func or graph."""
+    return operator_pb2.Operator(
+        source=operator_pb2.SourceText(text=text, filename=filename, name=name))
+
+
+def load(path, name=""):
+    """A .kiln file as an operator; ``name`` picks its func or graph."""
+    path = pathlib.Path(path)
+    return source(path.read_text(), name=name, filename=str(path))
+
+
+def _operator(op):
+    if isinstance(op, operator_pb2.Operator):
+        return op
+    if isinstance(op, te.Operator):
+        return op.operator()
+    if isinstance(op, operator_pb2.OperatorDef):
+        return operator_pb2.Operator(**{"def": op})
+    if isinstance(op, operator_pb2.GraphDef):
+        return operator_pb2.Operator(graph=op)
+    if isinstance(op, pathlib.Path):
+        return load(op)
+    if isinstance(op, str):
+        return source(op)
+    raise TypeError(f"{type(op).__name__} is not an operator: give .kiln text, kiln.load(path), "
+                    "a te operator, an OperatorDef or a GraphDef")
+
+
+def _options(target=None, cpu=None, features=None, opt_level=None, set=None, no_schedule=False,
+             required_passes=(), disabled_passes=()):
+    o = service_pb2.CompileOptions(no_schedule=no_schedule)
+    if target or cpu or features:
+        o.target.CopyFrom(service_pb2.Target(triple=target or "", cpu=cpu or "",
+                                             features=features or ""))
+    if opt_level is not None:
+        o.opt_level = opt_level
+    for name, value in (set or {}).items():
+        o.set[name] = int(value)
+    o.required_passes.extend(required_passes)
+    o.disabled_passes.extend(disabled_passes)
+    return o
+
+
+def _buffer_data(name, array):
+    a = np.ascontiguousarray(array)
+    d = service_pb2.BufferData(name=name, shape=list(a.shape))
+    if a.dtype.kind == "f":
+        d.floats.values.extend(a.ravel().astype(np.float64).tolist())
+    elif a.dtype.kind in "iub":
+        d.ints.values.extend(a.ravel().astype(np.int64).tolist())
+    else:
+        raise TypeError(f"input {name}: numpy dtype {a.dtype} is not one kiln takes")
+    return d
+
+
+def _array(d):
+    values = d.floats.values if d.WhichOneof("values") == "floats" else d.ints.values
+    dtype = _NUMPY.get(d.dtype, np.float64)
+    return np.array(values, dtype=dtype).reshape(tuple(d.shape))
+
+
+class RunResult:
+    """What a Run gave: ``outputs`` (name -> numpy array), ``checksums``
+    (name -> float), ``params`` (every param's value), ``chosen`` (run-time
+    params kiln gave a value), ``ok`` (False only when a check failed),
+    ``check`` and ``bench`` (the protos, or None) and ``response``."""
+
+    def __init__(self, response):
+        self.response = response
+        self.outputs = {d.name: _array(d) for d in response.outputs}
+        self.checksums = {c.name: c.checksum for c in response.checksums}
+        self.params = dict(response.params)
+        self.chosen = list(response.chosen)
+        self.check = response.check if response.HasField("check") else None
+        self.bench = response.bench if response.HasField("bench") else None
+        self.ok = self.check is None or self.check.ok
+
+    def __repr__(self):
+        check = "" if self.check is None else f", check {'ok' if self.check.ok else 'FAILED'}"
+        return f"RunResult(outputs={sorted(self.outputs)}{check})"
+
+
+class Client:
+    """A connection to kilnd.
+
+    ``address`` defaults to $KILN_SERVER, else 127.0.0.1:50051. ``token`` (or
+    ``token_file``) is sent as "authorization: Bearer TOKEN" on every call.
+    ``tls_ca`` (a PEM file) makes the connection TLS, trusting that CA;
+    ``tls_cert`` and ``tls_key`` give a client certificate. ``timeout`` (s) is
+    each call's deadline. A refused call raises KilnError.
+    """
+
+    def __init__(self, address=None, *, token=None, token_file=None, tls_ca=None, tls_cert=None,
+                 tls_key=None, timeout=None):
+        self.address = address or os.environ.get("KILN_SERVER") or "127.0.0.1:50051"
+        if token_file is not None:
+            token = pathlib.Path(token_file).read_text().strip()
+        self._metadata = [("authorization", f"Bearer {token}")] if token else []
+        self.timeout = timeout
+        options = [("grpc.max_receive_message_length", -1),
+                   ("grpc.max_send_message_length", -1)]
+        if tls_ca or tls_cert or tls_key:
+            read = lambda p: pathlib.Path(p).read_bytes() if p else None  # noqa: E731
+            creds = grpc.ssl_channel_credentials(read(tls_ca), read(tls_key), read(tls_cert))
+            self._channel = grpc.secure_channel(self.address, creds, options)
+        else:
+            self._channel = grpc.insecure_channel(self.address, options)
+        self._stub = service_pb2_grpc.CompilerStub(self._channel)
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _call(self, method, request):
+        try:
+            return method(request, timeout=self.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise KilnError(e.code(), e.details()) from None
+
+    def check(self, op, **options):
+        """Parse, schedule and check legality and bounds: kiln.v1.CheckResponse."""
+        return self._call(self._stub.Check, service_pb2.CheckRequest(
+            op=_operator(op), options=_options(**options)))
+
+    def emit(self, op, stage="loops", **options):
+        """One stage of the compilation as text (a graph's stage other than
+        "graph": a list of (operator, text), one per call)."""
+        if stage not in _STAGES:
+            raise ValueError(f"stage {stage!r}: expected one of {', '.join(_STAGES)}")
+        r = self._call(self._stub.Emit, service_pb2.EmitRequest(
+            op=_operator(op), options=_options(**options), stage=_STAGES[stage]))
+        return [(c.op, c.text) for c in r.calls] if r.calls else r.text
+
+    def compile(self, op, **options):
+        """An artifact: kiln.v1.CompileResponse (``.artifact.code`` holds the
+        shared object, ``.artifact.metadata_json`` what `kiln compile` writes
+        beside it, ``.cache_hit`` whether kilnd had it)."""
+        return self._call(self._stub.Compile, service_pb2.CompileRequest(
+            op=_operator(op), options=_options(**options)))
+
+    def run(self, op, inputs=None, *, runtime_params=None, seed=0, check=False, bench=False,
+            number=0, repeat=0, threads=0, return_outputs=True, **options):
+        """Compiles for kilnd's machine and runs there, in a child process.
+
+        ``inputs`` maps input names to numpy arrays (checked against their
+        dtype, shape and value spec); the others are random from ``seed``.
+        Returns a RunResult.
+        """
+        request = service_pb2.RunRequest(
+            op=_operator(op), options=_options(**options), seed=seed, check=check, bench=bench,
+            number=number, repeat=repeat, threads=threads, return_outputs=return_outputs)
+        for name, value in (runtime_params or {}).items():
+            request.runtime_params[name] = int(value)
+        for name, array in (inputs or {}).items():
+            request.inputs.append(_buffer_data(name, array))
+        return RunResult(self._call(self._stub.Run, request))
