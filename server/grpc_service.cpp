@@ -2,14 +2,18 @@
 #include "grpc_service.h"
 
 #include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/service_type.h>
+#include <grpcpp/support/method_handler.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string_view>
 
-#include "kiln/v1/service.grpc.pb.h"
+#include "kiln/v1/service.pb.h"
 
 namespace kiln::server {
 
@@ -85,60 +89,108 @@ std::string access_problem(const grpc::ServerContext* ctx, const Access& access)
   return "";
 }
 
-class CompilerService final : public v1::Compiler::Service {
- public:
-  CompilerService(server::Service& core, Access access) : core_(core), access_(std::move(access)) {}
+// How deep a request's messages may nest. A structured expression nests two
+// messages per level (Expr, then Binary, Unary, Call or Index), and the
+// language allows 256 levels: 600 leaves room for the messages around it.
+// Protobuf's own default, 100, would refuse a 48-level expression, and gRPC
+// would say so with an empty INTERNAL status.
+constexpr int kMaxRequestNesting = 600;
 
-  grpc::Status Check(grpc::ServerContext* ctx, const v1::CheckRequest* request,
-                     v1::CheckResponse* response) override {
-    return serve("Check", ctx, request->op(),
-                 [&](std::string&) { return core_.check(*request, response, call_options(ctx)); });
-  }
-  grpc::Status Emit(grpc::ServerContext* ctx, const v1::EmitRequest* request,
-                    v1::EmitResponse* response) override {
-    return serve("Emit", ctx, request->op(),
-                 [&](std::string&) { return core_.emit(*request, response, call_options(ctx)); });
-  }
-  grpc::Status Compile(grpc::ServerContext* ctx, const v1::CompileRequest* request,
-                       v1::CompileResponse* response) override {
-    return serve("Compile", ctx, request->op(), [&](std::string& detail) {
-      Status s = core_.compile(*request, response, call_options(ctx));
-      if (s.ok())
-        detail = (response->cache_hit() ? " hit " : " miss ") + response->artifact().key();
-      return s;
-    });
-  }
-  grpc::Status Run(grpc::ServerContext* ctx, const v1::RunRequest* request,
-                   v1::RunResponse* response) override {
-    return serve("Run", ctx, request->op(), [&](std::string& detail) {
-      Status s = core_.run(*request, response, call_options(ctx));
-      if (s.ok()) detail = fmt::format(" run {:.1f} ms", response->run_ms());
-      return s;
-    });
+// A request parsed from its bytes, refused with INVALID_ARGUMENT when they are
+// not one or nest too deep.
+template <typename Request>
+Status parse_request(const grpc::ByteBuffer& buffer, Request* request) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return {Code::Internal, "cannot read the request's bytes"};
+  std::string bytes;
+  bytes.reserve(buffer.Length());
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(kMaxRequestNesting);
+  if (!request->ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    return {Code::InvalidArgument,
+            fmt::format("the request does not parse as a {}: a string field holds bytes that "
+                        "are not UTF-8, or its messages nest deeper than {} levels (a "
+                        "structured expression may nest 256 levels, as in the language)",
+                        Request::descriptor()->full_name(), kMaxRequestNesting)};
+  return {};
+}
+
+grpc::ByteBuffer serialized(const google::protobuf::MessageLite& m) {
+  grpc::Slice slice(m.SerializeAsString());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// kiln.v1.Compiler with the requests parsed here (parse_request), not by
+// the generated code, so that a hostile one gets a clear answer.
+class CompilerService final : public grpc::Service {
+ public:
+  CompilerService(server::Service& core, Access access) : core_(core), access_(std::move(access)) {
+    method<v1::CheckRequest, v1::CheckResponse>(
+        "/kiln.v1.Compiler/Check", [this](const auto& r, auto* out, const auto& call,
+                                          std::string&) { return core_.check(r, out, call); });
+    method<v1::EmitRequest, v1::EmitResponse>(
+        "/kiln.v1.Compiler/Emit", [this](const auto& r, auto* out, const auto& call, std::string&) {
+          return core_.emit(r, out, call);
+        });
+    method<v1::CompileRequest, v1::CompileResponse>(
+        "/kiln.v1.Compiler/Compile",
+        [this](const auto& r, auto* out, const auto& call, std::string& detail) {
+          Status s = core_.compile(r, out, call);
+          if (s.ok()) detail = (out->cache_hit() ? " hit " : " miss ") + out->artifact().key();
+          return s;
+        });
+    method<v1::RunRequest, v1::RunResponse>(
+        "/kiln.v1.Compiler/Run",
+        [this](const auto& r, auto* out, const auto& call, std::string& detail) {
+          Status s = core_.run(r, out, call);
+          if (s.ok()) detail = fmt::format(" run {:.1f} ms", out->run_ms());
+          return s;
+        });
   }
 
  private:
-  template <typename Call>
-  grpc::Status serve(const char* method, grpc::ServerContext* ctx, const v1::Operator& op,
-                     Call call) {
-    auto start = std::chrono::steady_clock::now();
-    std::string detail;
-    Status s;
-    if (std::string problem = access_problem(ctx, access_); !problem.empty()) {
-      s = Status{Code::Unauthenticated, problem};
-    } else if (ctx->IsCancelled()) {
-      s = Status{Code::Cancelled, "the client cancelled the request"};
-    } else {
-      s = call(detail);
-    }
-    double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    spdlog::info("{} {} {}{} {:.1f} ms{}", method, operator_name(op), code_name(s.code), detail, ms,
-                 s.ok() ? "" : ": " + s.message);
-    return grpc::Status(grpc_code(s.code), s.message);
+  // Registers the method `path` (a literal: gRPC keeps the pointer), served
+  // by `serve(request, response, call, detail)` after the checks every call
+  // gets.
+  template <typename Request, typename Response, typename Serve>
+  void method(const char* path, Serve serve) {
+    const char* name = std::strrchr(path, '/') + 1;
+    using Handler =
+        grpc::internal::RpcMethodHandler<CompilerService, grpc::ByteBuffer, grpc::ByteBuffer>;
+    auto handle = [name, serve](CompilerService* self, grpc::ServerContext* ctx,
+                                const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+      auto start = std::chrono::steady_clock::now();
+      Request request;
+      Response response;
+      std::string detail;
+      Status s = self->admit(ctx);
+      if (s.ok()) s = parse_request(*in, &request);
+      if (s.ok()) s = serve(request, &response, call_options(ctx), detail);
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      spdlog::info("{} {} {}{} {:.1f} ms{}", name, operator_name(request.op()), code_name(s.code),
+                   detail, ms, s.ok() ? "" : ": " + s.message);
+      if (!s.ok()) return grpc::Status(grpc_code(s.code), s.message);
+      *out = serialized(response);
+      return grpc::Status::OK;
+    };
+    AddMethod(new grpc::internal::RpcServiceMethod(path, grpc::internal::RpcMethod::NORMAL_RPC,
+                                                   new Handler(handle, this)));
   }
 
-  server::Service& core_;  // not Service: that is the base class here
+  // The token, and a client still there.
+  Status admit(grpc::ServerContext* ctx) const {
+    if (std::string problem = access_problem(ctx, access_); !problem.empty())
+      return {Code::Unauthenticated, problem};
+    if (ctx->IsCancelled()) return {Code::Cancelled, "the client cancelled the request"};
+    return {};
+  }
+
+  server::Service& core_;
   Access access_;
 };
 

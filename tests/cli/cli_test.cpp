@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kilnd_process.h"
+#include "test_certs.h"
 
 extern char** environ;
 
@@ -1308,33 +1309,9 @@ TEST(CliRemote, ATokenIsRequiredWhenKilndHasOne) {
   std::remove(wrong.c_str());
 }
 
-// Certificates for a TLS test, made with openssl: a CA, and a server and a
-// client certificate it signed (the server's for 127.0.0.1).
-struct TestCerts {
-  std::string dir = testing::TempDir() + "kiln_tls/";
-  bool made = false;
-  TestCerts() {
-    std::filesystem::create_directories(dir);
-    std::string cmd =
-        "cd '" + dir +
-        "' && exec >openssl.log 2>&1 && "
-        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-        "-keyout ca.key -out ca.pem -days 2 -subj '/CN=kiln test CA' && "
-        "for who in server client; do "
-        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout $who.key "
-        "-out $who.csr -subj \"/CN=kiln test $who\" && "
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > $who.ext && "
-        "openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
-        "-out $who.pem -extfile $who.ext || exit 1; done";
-    made = std::system(cmd.c_str()) == 0;
-  }
-  ~TestCerts() { std::filesystem::remove_all(dir); }
-  std::string operator()(const std::string& name) const { return dir + name; }
-};
-
 TEST(CliRemote, TlsServesClientsThatTrustItsCaAndRefusesPlaintext) {
-  TestCerts certs;
-  ASSERT_TRUE(certs.made) << read_file(certs("openssl.log"));
+  kiln::testing::TestCerts certs;
+  ASSERT_TRUE(certs.made) << certs.log();
   kiln::testing::KilndProcess kilnd(
       KILND_BINARY, {"--tls-cert", certs("server.pem"), "--tls-key", certs("server.key")});
   std::string f = examples().front();
@@ -1346,8 +1323,8 @@ TEST(CliRemote, TlsServesClientsThatTrustItsCaAndRefusesPlaintext) {
 }
 
 TEST(CliRemote, TlsWithClientCertificatesRefusesAClientWithout) {
-  TestCerts certs;
-  ASSERT_TRUE(certs.made) << read_file(certs("openssl.log"));
+  kiln::testing::TestCerts certs;
+  ASSERT_TRUE(certs.made) << certs.log();
   kiln::testing::KilndProcess kilnd(
       KILND_BINARY, {"--tls-cert", certs("server.pem"), "--tls-key", certs("server.key"),
                      "--tls-client-ca", certs("ca.pem")});

@@ -18,8 +18,8 @@ CLIENT = textwrap.dedent("""
     stub = service_pb2_grpc.CompilerStub(grpc.insecure_channel(sys.argv[1]))
     runs = 0
     for path in sorted(pathlib.Path(sys.argv[2]).glob("*.kiln")):
-        text = path.read_text()
-        for line in text.splitlines():
+        text = path.read_bytes()
+        for line in text.decode().splitlines():
             if not line.startswith(("func ", "graph ")):
                 continue
             name = line.split()[1]

@@ -29,6 +29,8 @@ class KilnError(Exception):
 
 def source(text, name="", filename="<python>"):
     """A .kiln module's text as an operator; ``name`` picks its func or graph."""
+    if isinstance(text, str):
+        text = text.encode()
     return operator_pb2.Operator(
         source=operator_pb2.SourceText(text=text, filename=filename, name=name))
 
@@ -36,7 +38,7 @@ def source(text, name="", filename="<python>"):
 def load(path, name=""):
     """A .kiln file as an operator; ``name`` picks its func or graph."""
     path = pathlib.Path(path)
-    return source(path.read_text(), name=name, filename=str(path))
+    return source(path.read_bytes(), name=name, filename=str(path))
 
 
 def _operator(op):
@@ -50,7 +52,7 @@ def _operator(op):
         return operator_pb2.Operator(graph=op)
     if isinstance(op, pathlib.Path):
         return load(op)
-    if isinstance(op, str):
+    if isinstance(op, (str, bytes)):
         return source(op)
     raise TypeError(f"{type(op).__name__} is not an operator: give .kiln text, kiln.load(path), "
                     "a te operator, an OperatorDef or a GraphDef")
