@@ -4,7 +4,7 @@ set -euo pipefail
 
 # The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
 # built as the CMake target bench_G.
-GROUPS_ALL=(gemm conv licm)
+GROUPS_ALL=(gemm conv licm server)
 
 usage() {
   cat <<EOF

@@ -1,13 +1,14 @@
 // A real kilnd for an end-to-end test: started on a loopback port of its own
 // (port 0: it says the one it got) and stopped with SIGTERM at the end.
+// Throws std::runtime_error when it does not start.
 #pragma once
 
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ class KilndProcess {
   // read from its first line of output.
   explicit KilndProcess(const std::string& binary, const std::vector<std::string>& extra = {}) {
     int out[2];
-    EXPECT_EQ(pipe(out), 0);
+    if (pipe(out) != 0) throw std::runtime_error("kilnd_process: cannot make a pipe");
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
@@ -31,15 +32,21 @@ class KilndProcess {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ), 0);
+    int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) throw std::runtime_error("kilnd_process: cannot start " + binary);
     close(out[1]);
     // "kilnd: listening on 127.0.0.1:PORT\n"
     std::string line;
     char c;
     while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
     out_ = out[0];
-    EXPECT_TRUE(line.starts_with("kilnd: listening on 127.0.0.1:")) << "kilnd said: " << line;
+    if (!line.starts_with("kilnd: listening on 127.0.0.1:")) {
+      terminate();
+      wait();
+      close(out_);
+      throw std::runtime_error("kilnd did not start; it said: '" + line + "'");
+    }
     address_ = "127.0.0.1:" + line.substr(line.rfind(':') + 1);
   }
 
