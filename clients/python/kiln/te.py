@@ -307,7 +307,7 @@ class _Stage:
 
         def add(*args):
             self._op.command(self._target, command, *args)
-            return self
+        add.__name__ = command
         return add
 
 
