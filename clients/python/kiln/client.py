@@ -44,7 +44,7 @@ def load(path, name=""):
 def _operator(op):
     if isinstance(op, operator_pb2.Operator):
         return op
-    if isinstance(op, te.Operator):
+    if isinstance(op, (te.Operator, te.Graph)):
         return op.operator()
     if isinstance(op, operator_pb2.OperatorDef):
         return operator_pb2.Operator(**{"def": op})

@@ -39,8 +39,9 @@ import numbers
 from kiln.v1 import operator_pb2 as pb
 
 __all__ = [
-    "Expr", "Var", "IterVar", "Tensor", "Operator", "Knob",
-    "var", "placeholder", "compute", "reduce_axis", "create_operator",
+    "Expr", "Var", "IterVar", "Tensor", "Operator", "Knob", "Func", "Graph", "Text",
+    "ValueComputation", "var", "iters", "placeholder", "compute", "reduce_axis",
+    "create_operator",
     "sum", "prod", "max", "min", "select", "cast", "call",
     "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "floor", "ceil",
 ]
@@ -177,6 +178,7 @@ class Tensor:
         self.name, self.shape, self.dtype = name, [_expr(e) for e in shape], dtype
         self.kind, self.computation = kind, computation
         self.values, self.sorted = values, sorted
+        self.hi_inclusive = True
 
     def __getitem__(self, indices):
         if not isinstance(indices, tuple):
@@ -201,10 +203,15 @@ def var(name, value=None):
     return _Param(name, value)
 
 
-def placeholder(shape, dtype="f32", name="placeholder", values=None, sorted=False):
+def placeholder(shape, dtype="f32", name="placeholder", values=None, sorted=False,
+                hi_inclusive=True):
     """An input buffer. ``values=(lo, hi)`` declares its values in [lo, hi]
-    (``in [lo, hi]``), what makes indexing by it provably in bounds."""
-    return Tensor(name, shape, dtype, pb.Buffer.INPUT, values=values, sorted=sorted)
+    (``in [lo, hi]``; ``hi_inclusive=False``: ``in [lo, hi)``), what makes
+    indexing by it provably in bounds; ``sorted=True`` that they never
+    decrease."""
+    t = Tensor(name, shape, dtype, pb.Buffer.INPUT, values=values, sorted=sorted)
+    t.hi_inclusive = hi_inclusive
+    return t
 
 
 def reduce_axis(dom, name="k"):
@@ -363,7 +370,7 @@ class Operator:
         d = pb.OperatorDef(name=self.name, fast_math=self.fast_math)
         params = _params_of(tensors, self.constraints)
         if self.params is not None:
-            missing = [p.name for p in params if p not in self.params]
+            missing = [p.name for p in params if not any(p is q for q in self.params)]
             if missing:
                 raise ValueError(f"params={[p.name for p in self.params]} leaves out "
                                  f"{', '.join(missing)}")
@@ -373,16 +380,8 @@ class Operator:
         d.constraints.extend(c.proto for c in self.constraints)
         outputs = {t.name for t in self.outputs}
         for t in tensors:
-            b = d.buffers.add(name=t.name, dtype=_dtype(t.dtype))
-            b.kind = (pb.Buffer.OUTPUT if t.name in outputs
-                      else t.kind if t.kind == pb.Buffer.INPUT else pb.Buffer.TEMP)
-            b.shape.extend(e.proto for e in t.shape)
-            if t.values is not None:
-                lo, hi = t.values
-                b.values.lo.CopyFrom(_expr(lo).proto)
-                b.values.hi.CopyFrom(_expr(hi).proto)
-                b.values.hi_inclusive = True
-            b.sorted = bool(t.sorted)
+            _add_buffer(d, t, pb.Buffer.OUTPUT if t.name in outputs
+                        else t.kind if t.kind == pb.Buffer.INPUT else pb.Buffer.TEMP)
         for t in tensors:
             if t.computation is not None:
                 _add_computation(d, t.computation)
@@ -468,6 +467,17 @@ def _params_of(tensors, constraints):
     return params
 
 
+def _add_buffer(d, t, kind):
+    b = d.buffers.add(name=t.name, dtype=_dtype(t.dtype), kind=kind)
+    b.shape.extend(e.proto for e in t.shape)
+    if t.values is not None:
+        lo, hi = t.values
+        b.values.lo.CopyFrom(_expr(lo).proto)
+        b.values.hi.CopyFrom(_expr(hi).proto)
+        b.values.hi_inclusive = t.hi_inclusive
+    b.sorted = bool(t.sorted)
+
+
 def _add_computation(d, c):
     comp = d.computations.add(name=c.name, iterators=c.iterators)
     for it, extent in zip(c.iterators, c.shape):
@@ -485,3 +495,172 @@ def _add_computation(d, c):
         r.body.CopyFrom(c.value.body.proto)
     else:
         comp.value.CopyFrom(c.value.proto)
+
+
+# ---------------------------------------------------------------------------
+# Funcs written statement by statement
+
+def iters(names):
+    """Iterators by name: ``i, j, k = te.iters("i j k")``."""
+    return tuple(Var(n) for n in names.split())
+
+
+_ASSIGN = {"=": pb.SET, "+=": pb.ADD_TO, "-=": pb.SUB_FROM, "*=": pb.MUL_BY}
+
+
+class ValueComputation:
+    """A computation that stores nothing; reading it, ``pad(n, c, y, x)``,
+    inlines its value there."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, *indices):
+        return call(self.name, *indices)
+
+
+class Func(Operator):
+    """A func written statement by statement, as the language writes it: for
+    what te.compute's boxes cannot say (several statements on one buffer, a
+    domain that is not a box or is read from data, value computations)::
+
+        f = te.Func("trmm")
+        M, N = f.param("M", 40), f.param("N", 24)
+        f.constraint(M > 0, N > 0)
+        A = f.input("A", "f64", (M, M))
+        B = f.input("B", "f64", (M, N))
+        R = f.output("R", "f64", (M, N))
+        i, j, k = te.iters("i j k")
+        f.compute("R_init", (i, j), [0 <= i, i < M, 0 <= j, j < N], R[i, j], B[i, j])
+        f.compute("upd", (i, j, k), [0 <= i, i < M, 0 <= j, j < N, i < k, k < M],
+                  R[i, j], A[k, i] * B[k, j], assign="+=")
+        f["upd"].reorder("i", "k", "j")
+
+    Params, buffers and computations keep the order they are made in, which
+    is the order of the func (computations run in that order).
+    """
+
+    def __init__(self, name, fast_math=False):
+        super().__init__(name, [], (), fast_math)
+        self._params, self._buffers, self._comps = [], [], []
+
+    def param(self, name, value=None):
+        p = _Param(name, value)
+        self._params.append(p)
+        return p
+
+    def constraint(self, *conditions):
+        self.constraints.extend(_expr(c) for c in conditions)
+
+    def _buffer(self, kind, name, dtype, shape, values=None, sorted=False, hi_inclusive=True):
+        t = Tensor(name, shape, dtype, kind, values=values, sorted=sorted)
+        t.hi_inclusive = hi_inclusive
+        self._buffers.append(t)
+        return t
+
+    def input(self, name, dtype, shape, values=None, sorted=False, hi_inclusive=True):
+        """``input name : dtype[shape] in [lo, hi] sorted;`` (values=(lo, hi))."""
+        return self._buffer(pb.Buffer.INPUT, name, dtype, shape, values, sorted, hi_inclusive)
+
+    def output(self, name, dtype, shape):
+        return self._buffer(pb.Buffer.OUTPUT, name, dtype, shape)
+
+    def temp(self, name, dtype, shape):
+        return self._buffer(pb.Buffer.TEMP, name, dtype, shape)
+
+    def compute(self, name, iterators, domain, store, value, assign="="):
+        """``compute name(iterators) in domain: store assign value;``. ``store``
+        is ``R[i, j]``, or None for a value computation, which is returned to
+        be read as ``name(i, ...)``; ``value`` may be te.sum(..., axis=...)."""
+        if store is not None and store.proto.WhichOneof("node") != "index":
+            raise TypeError(f"compute {name}: store to a buffer element, as R[i, j]")
+        if assign not in _ASSIGN:
+            raise ValueError(f"compute {name}: assign {assign!r} is not one of {list(_ASSIGN)}")
+        self._comps.append((name, [v.name for v in iterators], [_expr(c) for c in domain],
+                            store, _expr(value), assign))
+        return ValueComputation(name) if store is None else None
+
+    def definition(self):
+        d = pb.OperatorDef(name=self.name, fast_math=self.fast_math)
+        for p in self._params:
+            d.params.add(name=p.name, **({} if p.value is None else {"value": int(p.value)}))
+        d.constraints.extend(c.proto for c in self.constraints)
+        for t in self._buffers:
+            _add_buffer(d, t, t.kind)
+        for name, its, domain, store, value, assign in self._comps:
+            c = d.computations.add(name=name, iterators=its)
+            c.domain.extend(e.proto for e in domain)
+            if store is not None:
+                c.store.buffer = store.proto.index.buffer
+                c.store.indices.extend(store.proto.index.indices)
+                c.store.assign = _ASSIGN[assign]
+            if isinstance(value, _Reduce):
+                r = c.reduction
+                r.op = value.op
+                r.iterators.extend(a.name for a in value.axes)
+                for a in value.axes:
+                    r.domain.append((Var(a.name) >= a.lo).proto)
+                    r.domain.append((Var(a.name) < a.hi).proto)
+                r.body.CopyFrom(value.body.proto)
+            else:
+                c.value.CopyFrom(value.proto)
+        for k in self.knobs:
+            d.knobs.add(name=k.name, value=k.value, candidates=k.candidates)
+        d.schedule.extend(self.schedule)
+        return d
+
+
+# ---------------------------------------------------------------------------
+# Graphs
+
+class Graph:
+    """A graph of operators (``graph NAME { ... }``): inputs, constants, calls
+    in order, outputs. Produces a kiln.v1.GraphDef::
+
+        g = te.Graph("block")
+        x = g.input("x", "f32", (1, 16, 16, 16))
+        w = g.const("w", "f32", (32, 16, 3, 3), random=(1, -0.5, 0.5))
+        (y,) = g.call(conv2d, [x, w], ["y"])       # conv2d: a te operator or Func
+        g.output(y)
+    """
+
+    def __init__(self, name):
+        self.name = name
+        self._tensors, self._calls, self._ops, self._outputs = [], [], {}, []
+
+    def input(self, name, dtype, shape):
+        self._tensors.append(pb.Tensor(name=name, kind=pb.Tensor.INPUT, dtype=_dtype(dtype),
+                                       shape=[int(e) for e in shape]))
+        return name
+
+    def const(self, name, dtype, shape, fill=None, random=None, values=None):
+        """A constant: ``fill`` (every element), ``random=(seed, lo, hi)`` or ``values``."""
+        t = pb.Tensor(name=name, kind=pb.Tensor.CONST, dtype=_dtype(dtype),
+                      shape=[int(e) for e in shape])
+        if fill is not None:
+            t.fill = float(fill)
+        elif random is not None:
+            seed, lo, hi = random
+            t.random.CopyFrom(pb.RandomInit(seed=int(seed), lo=float(lo), hi=float(hi)))
+        elif values is not None:
+            t.values.values.extend(float(v) for v in values)
+        self._tensors.append(t)
+        return name
+
+    def call(self, op, args, results, **bindings):
+        """``results = op(args, NAME = INT);``; returns the results' names."""
+        d = op.definition() if isinstance(op, Operator) else op
+        self._ops.setdefault(d.name, d)
+        self._calls.append(pb.GraphCall(results=list(results), op=d.name, args=list(args),
+                                        bindings={k: int(v) for k, v in bindings.items()}))
+        return tuple(results)
+
+    def output(self, *names):
+        self._outputs.extend(names)
+
+    def definition(self):
+        return pb.GraphDef(name=self.name, operators=list(self._ops.values()),
+                           tensors=self._tensors, calls=self._calls, outputs=self._outputs)
+
+    def operator(self):
+        return pb.Operator(graph=self.definition())
