@@ -2,7 +2,9 @@
 //
 //   kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] [--queue-depth N]
 //         [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N]
-//         [--runner PATH] [--token-file FILE]
+//         [--runner PATH] [--max-source-bytes N] [--max-computations N]
+//         [--max-domain-dims N] [--max-expression-nodes N]
+//         [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE]
 //         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 //         [--config FILE] [--log-level LEVEL]
 //
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "grpc_service.h"
+#include "kiln/limits.h"
 #include "service.h"
 
 namespace {
@@ -44,6 +47,7 @@ struct Flags {
   int queue_depth = kiln::server::ServiceOptions{}.queue_depth;
   size_t cache_bytes = kiln::server::ServiceOptions{}.cache_bytes;
   std::string log_level = "info";
+  kiln::Limits limits{};  // --max-* (docs/limits.md)
   int64_t run_timeout_ms = kiln::server::ServiceOptions{}.run_timeout_ms;
   uint64_t run_memory_mb = kiln::server::ServiceOptions{}.run_memory_bytes >> 20;
   std::string runner;
@@ -54,14 +58,19 @@ struct Flags {
 // A whole number from `lo` to `hi`, or the usage message.
 long long count_flag(const std::string& flag, const std::string& v, long long lo, long long hi);
 
+// Where the setting being read comes from, when a config file: "FILE:LINE".
+std::string setting_origin;
+
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(
       stderr,
-      "kilnd: %s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] "
+      "kilnd: %s%s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] "
       "[--queue-depth N] [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N] "
-      "[--runner PATH] [--token-file FILE] [--tls-cert FILE --tls-key FILE "
+      "[--runner PATH] [--max-source-bytes N] [--max-computations N] [--max-domain-dims N] "
+      "[--max-expression-nodes N] [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE] "
+      "[--tls-cert FILE --tls-key FILE "
       "[--tls-client-ca FILE]] [--config FILE] [--log-level trace|debug|info|warn|error|off]\n",
-      problem.c_str());
+      problem.c_str(), setting_origin.empty() ? "" : (" (at " + setting_origin + ")").c_str());
   std::exit(2);
 }
 
@@ -77,7 +86,7 @@ long long count_flag(const std::string& flag, const std::string& v, long long lo
 // The settings of a config file as flags: one "NAME = VALUE" (or "NAME
 // VALUE", or a lone NAME for a flag without a value) per line, NAME a flag's
 // name without its dashes, '#' starting a comment.
-std::vector<std::string> config_args(const std::string& path) {
+std::vector<std::string> config_args(const std::string& path, std::vector<std::string>& origins) {
   std::ifstream in(path);
   if (!in) usage("--config " + path + ": cannot read the file");
   std::vector<std::string> args;
@@ -97,23 +106,31 @@ std::vector<std::string> config_args(const std::string& path) {
     if (name.empty() || name == "config" || name.find_first_of(" \t") != std::string::npos)
       usage(path + ":" + std::to_string(n) +
             ": expected 'NAME = VALUE', NAME a flag of kilnd without its dashes (not config)");
+    std::string at = path + ":" + std::to_string(n);
     args.push_back("--" + name);
-    if (!value.empty()) args.push_back(value);
+    origins.push_back(at);
+    if (!value.empty()) {
+      args.push_back(value);
+      origins.push_back(at);
+    }
   }
   return args;
 }
 
 Flags parse_flags(int argc, char** argv) {
-  std::vector<std::string> args;
+  std::vector<std::string> args, origins;
   for (int k = 1; k < argc; ++k) {
     if (std::string(argv[k]) == "--config" && k + 1 < argc) {
-      std::vector<std::string> from_file = config_args(argv[k + 1]);
-      args.insert(args.begin(), from_file.begin(), from_file.end());
+      args = config_args(argv[k + 1], origins);
     }
   }
-  for (int k = 1; k < argc; ++k) args.emplace_back(argv[k]);
+  for (int k = 1; k < argc; ++k) {
+    args.emplace_back(argv[k]);
+    origins.emplace_back();
+  }
   Flags f;
   for (size_t k = 0; k < args.size(); ++k) {
+    setting_origin = origins[k];
     std::string a = args[k];
     auto value = [&]() -> std::string {
       if (k + 1 >= args.size()) usage(a + " needs a value");
@@ -138,6 +155,19 @@ Flags parse_flags(int argc, char** argv) {
       if (v.empty() || *end != '\0' || v[0] == '-')
         usage("--cache-bytes '" + v + "': expected a byte count");
       f.cache_bytes = static_cast<size_t>(n);
+    } else if (a == "--max-source-bytes") {
+      f.limits.max_source_bytes = static_cast<size_t>(count_flag(a, value(), 1, int64_t{1} << 30));
+    } else if (a == "--max-computations") {
+      f.limits.max_computations = static_cast<size_t>(count_flag(a, value(), 1, 1 << 20));
+    } else if (a == "--max-domain-dims") {
+      f.limits.max_domain_dims = static_cast<size_t>(count_flag(a, value(), 1, 64));
+    } else if (a == "--max-expression-nodes") {
+      f.limits.max_expression_nodes = static_cast<size_t>(count_flag(a, value(), 1, 1 << 24));
+    } else if (a == "--max-isl-operations") {
+      f.limits.max_isl_operations =
+          static_cast<uint64_t>(count_flag(a, value(), 1, int64_t{1} << 40));
+    } else if (a == "--max-stage-ms") {
+      f.limits.max_stage_ms = count_flag(a, value(), -1, 86'400'000);
     } else if (a == "--run-timeout-ms") {
       f.run_timeout_ms = count_flag(a, value(), 1, 86'400'000);
     } else if (a == "--run-memory-mb") {
@@ -164,6 +194,7 @@ Flags parse_flags(int argc, char** argv) {
       usage("unknown option '" + a + "'");
     }
   }
+  setting_origin.clear();
   return f;
 }
 
@@ -216,6 +247,7 @@ int main(int argc, char** argv) {
   options.data_dir = flags.data_dir;
   options.workers = flags.workers;
   options.queue_depth = flags.queue_depth;
+  options.limits = flags.limits;
   options.run_timeout_ms = flags.run_timeout_ms;
   options.run_memory_bytes = flags.run_memory_mb << 20;
   options.runner_path = flags.runner;

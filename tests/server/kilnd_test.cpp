@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -188,6 +189,61 @@ TEST(Kilnd, SigtermLetsTheRequestsInFlightFinish) {
   EXPECT_GT(answered, signalled) << "the compilation ended before SIGTERM: this tested nothing";
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
   EXPECT_EQ(kilnd.wait(), 0);
+}
+
+// A config file sets what flags set; a flag on the command line wins over it;
+// a bad line stops kilnd at start, naming the file and the line.
+TEST(Kilnd, AConfigFileSetsWhatFlagsSetAndFlagsWin) {
+  std::string dir = ::testing::TempDir() + "kiln_config_" + std::to_string(getpid()) + "/";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "token") << "from-the-config\n";
+  std::ofstream(dir + "other") << "from-the-flag\n";
+  std::ofstream(dir + "kilnd.conf") << "# kilnd's settings\n"
+                                    << "log-level = warn\n"
+                                    << "token-file = " << dir << "token   # the token\n"
+                                    << "workers 1\n"
+                                    << "max-domain-dims = 3\n";
+  auto check_with = [](Kilnd& kilnd, const std::string& token) {
+    grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    v1::CheckRequest request;
+    *request.mutable_op() = example("matmul");
+    v1::CheckResponse response;
+    return kilnd.stub().Check(&ctx, request, &response).error_code();
+  };
+  {
+    Kilnd kilnd({"--config", dir + "kilnd.conf"});
+    EXPECT_EQ(check_with(kilnd, ""), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(check_with(kilnd, "from-the-config"), grpc::StatusCode::OK);
+    // The config's limit: batch_matmul's C has four iterators (b, i, j, k).
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer from-the-config");
+    v1::CheckRequest request;
+    *request.mutable_op() = example("batch_matmul");
+    v1::CheckResponse response;
+    grpc::Status s = kilnd.stub().Check(&ctx, request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("more than the limit of 3 (max_domain_dims"),
+              std::string::npos)
+        << s.error_message();
+    EXPECT_EQ(kilnd.stop(), 0);
+  }
+  {
+    Kilnd kilnd({"--config", dir + "kilnd.conf", "--token-file", dir + "other"});
+    EXPECT_EQ(check_with(kilnd, "from-the-config"), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(check_with(kilnd, "from-the-flag"), grpc::StatusCode::OK);
+    EXPECT_EQ(kilnd.stop(), 0);
+  }
+  std::ofstream(dir + "bad.conf") << "workers = 2\n\nqueue-size = 3\n";
+  std::string cmd = std::string(KILND_BINARY) + " --config " + dir + "bad.conf 2> " + dir + "err";
+  int status = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  std::ifstream err_in(dir + "err");
+  std::string err((std::istreambuf_iterator<char>(err_in)), {});
+  EXPECT_NE(err.find("kilnd: unknown option '--queue-size' (at " + dir + "bad.conf:3)"),
+            std::string::npos)
+      << err;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -216,6 +216,26 @@ TEST(Service, APassedDeadlineIsDeadlineExceeded) {
   EXPECT_TRUE(service.compile(matmul_request(), &response).ok());
 }
 
+// A client that goes away while its request compiles: the compilation stops at
+// the next check (between stages, or between the steps of one) and the answer
+// is CANCELLED, saying where.
+TEST(Service, ARequestCancelledMidCompileStopsThere) {
+  server::Service service;
+  for (int checks_before_cancel : {0, 1, 2, 5}) {
+    SCOPED_TRACE(checks_before_cancel);
+    int asked = 0;
+    server::CallOptions call;
+    call.cancelled = [&] { return ++asked > checks_before_cancel; };
+    v1::CompileResponse response;
+    server::Status s = service.compile(matmul_request(), &response, call);
+    EXPECT_EQ(s.code, server::Code::Cancelled) << s.message;
+    EXPECT_NE(s.message.find("the request was cancelled"), std::string::npos) << s.message;
+    EXPECT_FALSE(response.has_artifact());
+  }
+  v1::CompileResponse response;
+  EXPECT_TRUE(service.compile(matmul_request(), &response).ok());
+}
+
 // Holds every admitted request until released: what a busy kilnd looks like.
 struct Gate {
   std::mutex mu;
