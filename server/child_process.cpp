@@ -40,13 +40,35 @@ struct Pipe {
   Pipe& operator=(const Pipe&) = delete;
 };
 
+// Kills and reaps the child when run_child leaves early by an exception, so
+// no child outlives its request and none is left a zombie.
+struct Reaper {
+  pid_t pid;
+  explicit Reaper(pid_t p) : pid(p) {}
+  ~Reaper() {
+    if (pid <= 0) return;
+    kill(-pid, SIGKILL);
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  Reaper(const Reaper&) = delete;
+  Reaper& operator=(const Reaper&) = delete;
+};
+
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 // In the child, between fork and exec: only async-signal-safe calls.
 [[noreturn]] void exec_child(const char* path, char* const* argv, Pipe& in, Pipe& out, Pipe& err,
                              const ChildLimits& limits) {
   setpgid(0, 0);
-  if (dup2(in.fd[0], 0) < 0 || dup2(out.fd[1], 1) < 0 || dup2(err.fd[1], 2) < 0) _exit(126);
+  // Were any of 0-2 closed in kilnd, a pipe may already sit on one of them:
+  // move the three ends above 2 first, so no dup2 overwrites another's source
+  // and each lands on a new descriptor (dup2 onto itself would keep CLOEXEC).
+  int ends[3] = {in.fd[0], out.fd[1], err.fd[1]};
+  for (int& fd : ends)
+    if ((fd = fcntl(fd, F_DUPFD, 3)) < 0) _exit(126);
+  for (int k = 0; k < 3; ++k)
+    if (dup2(ends[k], k) < 0) _exit(126);
   close_range(3, ~0U, 0);
   rlimit core{0, 0};
   setrlimit(RLIMIT_CORE, &core);
@@ -96,6 +118,7 @@ ChildResult run_child(const std::string& path, const std::vector<std::string>& a
   if (pid < 0) throw std::runtime_error(std::string("cannot fork: ") + std::strerror(errno));
   if (pid == 0) exec_child(path.c_str(), argv.data(), in, out, err, limits);
   setpgid(pid, pid);  // also here: no race with the kill below
+  Reaper reaper(pid);
   in.close_read();
   out.close_write();
   err.close_write();
@@ -156,7 +179,10 @@ ChildResult run_child(const std::string& path, const std::vector<std::string>& a
   int status = 0;
   for (;;) {
     pid_t w = waitpid(pid, &status, killed ? 0 : WNOHANG);
-    if (w == pid || (w < 0 && errno != EINTR)) break;
+    if (w == pid || (w < 0 && errno != EINTR)) {
+      reaper.pid = -1;
+      break;
+    }
     if (w == 0) {
       auto now = std::chrono::steady_clock::now();
       bool timed_out = now - start >= limits.wall;

@@ -2,7 +2,6 @@
 #include "grpc_service.h"
 
 #include <fmt/format.h>
-#include <google/protobuf/io/coded_stream.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/service_type.h>
 #include <grpcpp/support/method_handler.h>
@@ -14,6 +13,7 @@
 #include <string_view>
 
 #include "kiln/v1/service.pb.h"
+#include "request.h"
 
 namespace kiln::server {
 
@@ -89,13 +89,6 @@ std::string access_problem(const grpc::ServerContext* ctx, const Access& access)
   return "";
 }
 
-// How deep a request's messages may nest. A structured expression nests two
-// messages per level (Expr, then Binary, Unary, Call or Index), and the
-// language allows 256 levels: 600 leaves room for the messages around it.
-// Protobuf's own default, 100, would refuse a 48-level expression, and gRPC
-// would say so with an empty INTERNAL status.
-constexpr int kMaxRequestNesting = 600;
-
 // A request parsed from its bytes, refused with INVALID_ARGUMENT when they are
 // not one or nest too deep.
 template <typename Request>
@@ -106,10 +99,7 @@ Status parse_request(const grpc::ByteBuffer& buffer, Request* request) {
   bytes.reserve(buffer.Length());
   for (const grpc::Slice& s : slices)
     bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            static_cast<int>(bytes.size()));
-  in.SetRecursionLimit(kMaxRequestNesting);
-  if (!request->ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+  if (!parse_message(bytes, *request))
     return {Code::InvalidArgument,
             fmt::format("the request does not parse as a {}: a string field holds bytes that "
                         "are not UTF-8, or its messages nest deeper than {} levels (a "

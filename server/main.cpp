@@ -133,7 +133,8 @@ Flags parse_flags(int argc, char** argv) {
     setting_origin = origins[k];
     std::string a = args[k];
     auto value = [&]() -> std::string {
-      if (k + 1 >= args.size()) usage(a + " needs a value");
+      // A config line's value is on its line: never the next line's or the command line's.
+      if (k + 1 >= args.size() || origins[k + 1] != origins[k]) usage(a + " needs a value");
       return args[++k];
     };
     if (a == "--listen") {

@@ -2,6 +2,7 @@
 #include "request.h"
 
 #include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
 
 #include "kiln/buffers.h"
 #include "kiln/frontend.h"
@@ -28,6 +29,13 @@ const char* code_name(Code c) {
       return "INTERNAL";
   }
   return "UNKNOWN";
+}
+
+bool parse_message(std::string_view bytes, google::protobuf::MessageLite& m, int extra) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(kMaxRequestNesting + extra);
+  return m.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
 }
 
 void refuse(Code code, std::string message) { throw Refusal{Status{code, std::move(message)}}; }
@@ -97,14 +105,7 @@ ir::Func resolve(const v1::Operator& op, const Limits& limits) {
 CompileOptions compile_options(const v1::CompileOptions& o, const Limits& limits) {
   CompileOptions c;
   const v1::Target& t = o.target();
-  if (!t.triple().empty()) {
-    c.target = Target{t.triple(), t.cpu(), t.features()};
-  } else if (!t.cpu().empty()) {
-    c.target.cpu = t.cpu();
-    c.target.features = t.features();
-  } else if (!t.features().empty()) {
-    c.target.features += (c.target.features.empty() ? "" : ",") + t.features();
-  }
+  c.target = Target::named(t.triple(), t.cpu(), t.features());
   if (o.has_opt_level()) {
     if (o.opt_level() < 0 || o.opt_level() > 3)
       refuse(Code::InvalidArgument,
@@ -157,12 +158,12 @@ v1::DType wire_dtype(ir::DType t) {
 
 // e as the offline CLI words it: an error with no position of its own (a bad
 // target, a kernel's error status) is about the file of the operator.
+// e as the offline CLI words it: one without a position is about the op's file.
 std::string located(const CompileError& e, const v1::Operator& op) {
-  if (!e.loc().file.empty() || e.loc().known()) return e.what();
   std::string file = "<request>";
   if (op.has_source() && !op.source().filename().empty()) file = op.source().filename();
   if (op.has_def()) file = "def";
-  return fmt::format("{}: {} error: {}", file, error_stage_name(e.stage()), e.message());
+  return e.located(file);
 }
 
 Status status_of(const std::exception_ptr& e, const v1::Operator& op) {

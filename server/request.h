@@ -6,6 +6,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/compile.h"
@@ -15,7 +16,8 @@
 namespace google::protobuf {
 template <typename T>
 class RepeatedPtrField;
-}
+class MessageLite;
+}  // namespace google::protobuf
 
 namespace kiln::v1 {
 class Operator;
@@ -25,6 +27,17 @@ enum DType : int;
 }  // namespace kiln::v1
 
 namespace kiln::server {
+
+// How deep a request's messages may nest. A structured expression nests two
+// messages per level (Expr, then Binary, Unary, Call or Index), and the
+// language allows 256 levels: 600 leaves room for the messages around it.
+// Protobuf's own default, 100, would refuse a 48-level expression.
+inline constexpr int kMaxRequestNesting = 600;
+
+// Parses `bytes` as `m`, allowing kMaxRequestNesting levels of nesting below
+// `m`'s own and `extra` more for the messages that wrap a request (the
+// runner's job wraps a RunRequest). False when they are not one whole `m`.
+bool parse_message(std::string_view bytes, google::protobuf::MessageLite& m, int extra = 0);
 
 // A request that cannot be served, with its status: thrown by refuse() and
 // turned back into the status by status_of().

@@ -258,7 +258,8 @@ int main(int argc, char**) {
   std::string input(std::istreambuf_iterator<char>(std::cin), {});
   RunnerJob job;
   RunnerReply reply;
-  if (!job.ParseFromString(input)) {
+  // The job wraps the RunRequest kilnd accepted: one level more than its own.
+  if (!parse_message(input, job, 1)) {
     std::fprintf(stderr, "kiln-runner: the job on standard input is not a RunnerJob\n");
     return 3;
   }

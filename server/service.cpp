@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <thread>
 
 #include "child_process.h"
@@ -172,41 +171,31 @@ void refuse_set_for_graph(const ir::Graph& g, const v1::CompileOptions& o) {
                        o.set().begin()->first, g.name));
 }
 
+// The pipeline's stage of a wire stage (not GRAPH).
+EmitStage emit_stage(v1::Stage s) {
+  switch (s) {
+    case v1::AST:
+      return EmitStage::Ast;
+    case v1::IR:
+      return EmitStage::Ir;
+    case v1::SCHEDULE:
+      return EmitStage::Schedule;
+    case v1::LOOPS:
+      return EmitStage::Loops;
+    case v1::LLVM:
+      return EmitStage::Llvm;
+    default:
+      return EmitStage::Asm;
+  }
+}
+
 // One stage of a func's compilation as `kiln emit --stage` prints it; the
 // compiler's warnings go to `notes`.
 std::string stage_text(CompileRequest r, v1::Stage stage, bool optimizing,
                        std::vector<std::string>& notes) {
-  if (stage == v1::AST) return ir::to_string(ir::apply_overrides(r.func, r.overrides));
-  switch (stage) {
-    case v1::LOOPS:
-      r.output = CompileOutput::Loops;
-      // Without -O or a pass option: the loops exactly as lowering leaves them.
-      if (!optimizing) {
-        r.options.opt_level = 0;
-        r.options.passes = {};
-      }
-      break;
-    case v1::LLVM:
-      r.output = CompileOutput::LlvmIr;
-      break;
-    case v1::ASM:
-      r.output = CompileOutput::Assembly;
-      break;
-    default:
-      r.output = CompileOutput::Schedule;
-  }
-  CompileResult result = kiln::compile(r);
+  CompileResult result = kiln::emit(std::move(r), emit_stage(stage), optimizing);
   notes.insert(notes.end(), result.notes.begin(), result.notes.end());
-  switch (stage) {
-    case v1::IR:
-      return result.scheduled->describe_domains();
-    case v1::SCHEDULE:
-      return result.scheduled->describe_schedule();
-    case v1::LOOPS:
-      return ir::to_string(optimizing ? result.optimized : result.lowered);
-    default:
-      return result.text;
-  }
+  return result.text;
 }
 
 }  // namespace
@@ -274,14 +263,7 @@ Status Service::emit(const v1::EmitRequest& request, v1::EmitResponse* response,
       refuse_set_for_graph(g, wire);
       ir::Graph shown = optimizing ? graph::optimize(g, options) : g;
       if (request.stage() == v1::GRAPH) {
-        std::string text = ir::to_string(shown);
-        // The operators the passes made are not in the source: show them.
-        std::set<std::string> printed;
-        for (const ir::GraphCall& c : shown.calls) {
-          if (unit.module.find(c.op.name) || !printed.insert(c.op.name).second) continue;
-          text += "\n" + ir::to_string(c.op);
-        }
-        response->set_text(text);
+        response->set_text(graph::graph_text(shown, unit.module));
       } else {
         for (const ir::GraphCall& c : shown.calls) {
           v1::EmitCall* e = response->add_calls();

@@ -11,7 +11,6 @@
 #include <iostream>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -41,14 +40,7 @@ CompileOptions compile_options(const Options& o) {
   CompileOptions c;
   c.opt_level = o.opt_level;
   c.apply_schedule = !o.no_schedule;
-  if (o.target) {
-    c.target = Target{*o.target, o.cpu.value_or(""), o.features.value_or("")};
-  } else if (o.cpu) {
-    c.target.cpu = *o.cpu;
-    c.target.features = o.features.value_or("");
-  } else if (o.features) {
-    c.target.features += (c.target.features.empty() ? "" : ",") + *o.features;
-  }
+  c.target = Target::named(o.target.value_or(""), o.cpu.value_or(""), o.features.value_or(""));
   c.passes.required = o.required_passes;
   c.passes.disabled = o.disabled_passes;
   if (!o.print_after.empty() || o.time_passes) {
@@ -65,16 +57,17 @@ bool optimizing(const Options& o) {
 
 // Compiles f (its overrides applied) up to `output` with `c`, logging how
 // long each stage took (seen with --verbose).
+// The stages' times (at debug level) and the compiler's warnings.
+void log_compile(const ir::Func& f, const CompileResult& r) {
+  for (const StageTime& t : r.times) spdlog::debug("{}: {} took {:.3f} ms", f.name, t.stage, t.ms);
+  for (const std::string& note : r.notes) spdlog::warn("{}", note);
+}
+
 CompileResult compile_logged(const ir::Func& f, const CompileOptions& c, CompileOutput output) {
   CompileResult r =
       compile(CompileRequest{.func = f, .overrides = {}, .options = c, .output = output});
-  for (const StageTime& t : r.times) spdlog::debug("{}: {} took {:.3f} ms", f.name, t.stage, t.ms);
-  for (const std::string& note : r.notes) spdlog::warn("{}", note);
+  log_compile(f, r);
   return r;
-}
-
-CompileResult compile_logged(const ir::Func& f, const Options& o, CompileOutput output) {
-  return compile_logged(f, compile_options(o), output);
 }
 
 // `kiln check` and the graph checks: the schedule applied and checked, whatever --no-schedule says.
@@ -230,26 +223,31 @@ namespace {
 
 // One stage of f's compilation, as `kiln emit --stage` prints it.
 std::string stage_text(const ir::Func& f, const Options& o) {
+  EmitStage stage = EmitStage::Asm;
   switch (*o.stage) {
     case Stage::Ast:
-      return ir::to_string(f);
+      stage = EmitStage::Ast;
+      break;
     case Stage::Ir:
-      return compile_logged(f, o, CompileOutput::Schedule).scheduled->describe_domains();
+      stage = EmitStage::Ir;
+      break;
     case Stage::Schedule:
-      return compile_logged(f, o, CompileOutput::Schedule).scheduled->describe_schedule();
-    case Stage::Loops: {
-      // Without -O or a pass option: the loops exactly as lowering leaves them.
-      if (!optimizing(o)) return ir::to_string(interpreted_loops(f, o));
-      return ir::to_string(compile_logged(f, o, CompileOutput::Loops).optimized);
-    }
+      stage = EmitStage::Schedule;
+      break;
+    case Stage::Loops:
+      stage = EmitStage::Loops;
+      break;
     case Stage::Llvm:
-      return compile_logged(f, o, CompileOutput::LlvmIr).text;
+      stage = EmitStage::Llvm;
+      break;
     case Stage::Asm:
-      return compile_logged(f, o, CompileOutput::Assembly).text;
     case Stage::Graph:
       break;
   }
-  return "";
+  CompileResult r =
+      emit(CompileRequest{.func = f, .options = compile_options(o)}, stage, optimizing(o));
+  log_compile(f, r);
+  return r.text;
 }
 
 // A graph's stage as `kiln emit` prints it: the graph stage (after the graph
@@ -262,13 +260,7 @@ GraphTexts graph_texts(const GraphJob& j, const Options& o) {
                                   : g;
   GraphTexts out;
   if (*o.stage == Stage::Graph) {
-    out.graph = ir::to_string(shown);
-    // The operators the passes made are not in the file: show them.
-    std::set<std::string> printed;
-    for (const ir::GraphCall& c : shown.calls) {
-      if (j.module->find(c.op.name) || !printed.insert(c.op.name).second) continue;
-      out.graph += "\n" + ir::to_string(c.op);
-    }
+    out.graph = graph::graph_text(shown, *j.module);
     return out;
   }
   for (const ir::GraphCall& c : shown.calls) out.calls.emplace_back(c.op.name, stage_text(c.op, o));

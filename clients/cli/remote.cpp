@@ -9,6 +9,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "kiln/target.h"
 #include "kiln/v1/service.grpc.pb.h"
 
 namespace kiln::cli {
@@ -49,7 +50,6 @@ struct Remote::Impl {
   std::string address;
   std::string token;
   std::unique_ptr<v1::Compiler::Stub> stub;
-  std::map<std::string, std::string> sources;  // file -> text, read once
 
   explicit Impl(const Options& options) : o(options), address(*options.server) {
     std::shared_ptr<grpc::ChannelCredentials> creds;
@@ -79,19 +79,18 @@ struct Remote::Impl {
     stub = v1::Compiler::NewStub(grpc::CreateCustomChannel(address, creds, args));
   }
 
-  // A func or graph of a file as kilnd's operator: the file's text, named.
-  v1::Operator op(const std::string& file, const std::string& name) {
-    auto it = sources.find(file);
-    if (it == sources.end())
-      it = sources.emplace(file, read_file(file, "the file", o.command)).first;
+  // A func or graph of a file as kilnd's operator: the text the command
+  // read, named (a file is read once, so `<(generator)` works too).
+  static v1::Operator op(const std::string& file, const std::string& source,
+                         const std::string& name) {
     v1::Operator w;
-    w.mutable_source()->set_text(it->second);
+    w.mutable_source()->set_text(source);
     w.mutable_source()->set_filename(file);
     w.mutable_source()->set_name(name);
     return w;
   }
-  v1::Operator op(const Prepared& p) { return op(p.file, p.func.name); }
-  v1::Operator op(const GraphJob& j) { return op(j.file, j.graph->name); }
+  static v1::Operator op(const Prepared& p) { return op(p.file, *p.source, p.func.name); }
+  static v1::Operator op(const GraphJob& j) { return op(j.file, *j.source, j.graph->name); }
 
   // The command line's compile options; --set gives the func's compile-time
   // params and knobs (its run-time params are the run's).
@@ -146,7 +145,11 @@ struct Remote::Impl {
     return response;
   }
 
-  // A request for a func or a graph, with the command line's options.
+  // A request for a func or a graph, with the command line's options. Code
+  // is for the target the command line names, as offline: without --target
+  // that is this machine's, not kilnd's, so the bytes are those `kiln`
+  // gives here without --server. A run is on kilnd's machine, which kilnd
+  // checks against the target named.
   template <typename Request, typename Unit>
   Request request(const Unit& u) {
     Request r;
@@ -155,6 +158,13 @@ struct Remote::Impl {
       *r.mutable_options() = options(u);
     } else {
       *r.mutable_options() = options();
+    }
+    if constexpr (!std::is_same_v<Request, v1::RunRequest>) {
+      Target t = Target::named(o.target.value_or(""), o.cpu.value_or(""), o.features.value_or(""));
+      v1::Target* w = r.mutable_options()->mutable_target();
+      w->set_triple(t.triple);
+      w->set_cpu(t.cpu);
+      w->set_features(t.features);
     }
     return r;
   }

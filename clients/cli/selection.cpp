@@ -99,8 +99,9 @@ std::vector<const ir::Graph*> select_graphs(const ir::Module& m, const std::stri
 // Splits the --set values between f's compile-time params and knobs (given to
 // ir::apply_overrides, which checks knob candidates) and its run-time params
 // (kept for interp::param_values). Names f does not have are for other funcs.
-Prepared prepare(const std::string& file, const ir::Func& f, const Options& o) {
-  Prepared p{file, {}, {}};
+Prepared prepare(const std::string& file, const std::string& source, const ir::Func& f,
+                 const Options& o) {
+  Prepared p{file, &source, {}, {}};
   ir::Overrides compile_time;
   for (const auto& [name, value] : o.overrides) {
     const ir::Param* param = f.find_param(name);
@@ -112,13 +113,6 @@ Prepared prepare(const std::string& file, const ir::Func& f, const Options& o) {
   }
   p.func = ir::apply_overrides(f, compile_time);
   return p;
-}
-
-// e as the user reads it: an error with no position of its own (a bad
-// target, a kernel's error status) is about the file being processed.
-std::string located(const CompileError& e, const std::string& file) {
-  if (!e.loc().file.empty() || e.loc().known()) return e.what();
-  return fmt::format("{}: {} error: {}", file, error_stage_name(e.stage()), e.message());
 }
 
 }  // namespace
@@ -136,11 +130,15 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
                        e.what());
   };
   for (const std::string& file : o.files) {
+    std::string source;
     ir::Module module;
     std::vector<const ir::Func*> funcs;
     std::vector<const ir::Graph*> graphs;
     try {
-      module = timed(file, "parse", [&] { return frontend::parse_file(file); });
+      module = timed(file, "parse", [&] {
+        source = frontend::read_source(file);
+        return frontend::parse_module(source, file);
+      });
       funcs = select_funcs(module, file, o);
       if (graphs_only) funcs.clear();
       if (each_graph) graphs = select_graphs(module, file, o);
@@ -149,7 +147,7 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
                            "the file defines no graph");
       }
     } catch (const CompileError& e) {
-      fail(file, "", located(e, file));
+      fail(file, "", e.located(file));
       all_ok = false;
       continue;
     } catch (const std::exception& e) {
@@ -160,13 +158,13 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
     bool many = o.files.size() > 1 || funcs.size() + graphs.size() > 1;
     for (const ir::Func* f : funcs) {
       try {
-        Prepared p = prepare(file, *f, o);
+        Prepared p = prepare(file, source, *f, o);
         if (!each(p, many)) all_ok = false;
       } catch (const Failure& e) {
         fail(file, f->name, e.what());
         all_ok = false;
       } catch (const CompileError& e) {
-        fail(file, f->name, located(e, file));
+        fail(file, f->name, e.located(file));
         all_ok = false;
       } catch (const std::exception& e) {
         fail(file, f->name, internal(fmt::format("{}: func {}", file, f->name), e));
@@ -175,12 +173,12 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
     }
     for (const ir::Graph* g : graphs) {
       try {
-        if (!each_graph(GraphJob{file, g, &module}, many)) all_ok = false;
+        if (!each_graph(GraphJob{file, &source, g, &module}, many)) all_ok = false;
       } catch (const Failure& e) {
         fail(file, "graph " + g->name, e.what());
         all_ok = false;
       } catch (const CompileError& e) {
-        fail(file, "graph " + g->name, located(e, file));
+        fail(file, "graph " + g->name, e.located(file));
         all_ok = false;
       } catch (const std::exception& e) {
         fail(file, "graph " + g->name, internal(fmt::format("{}: graph {}", file, g->name), e));

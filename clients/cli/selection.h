@@ -18,6 +18,7 @@ namespace kiln::cli {
 // knobs, and the --set values of its run-time params kept for running it.
 struct Prepared {
   std::string file;
+  const std::string* source;  // the file's text, as read once
   ir::Func func;
   std::map<std::string, int64_t> runtime_params;
 };
@@ -39,6 +40,7 @@ void print_error(const std::string& file, const std::string& func, const std::st
 // A graph to process, with the file it came from and the module's funcs.
 struct GraphJob {
   std::string file;
+  const std::string* source;  // the file's text, as read once
   const ir::Graph* graph;
   const ir::Module* module;
 };

@@ -48,7 +48,7 @@ ir::Module parse_module(std::string_view text, const std::string& filename, cons
   return check(src, decl, limits);
 }
 
-ir::Module parse_file(const std::string& path, const Limits& limits) {
+std::string read_source(const std::string& path, const Limits& limits) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw CompileError(ErrorStage::Parse, SourceLoc{path, 0, 0},
@@ -70,7 +70,11 @@ ir::Module parse_file(const std::string& path, const Limits& limits) {
     throw CompileError(ErrorStage::Parse, SourceLoc{path, 0, 0}, "cannot read " + path);
   }
   if (text.size() > limits.max_source_bytes) too_large(path, limits);
-  return parse_module(text, path, limits);
+  return text;
+}
+
+ir::Module parse_file(const std::string& path, const Limits& limits) {
+  return parse_module(read_source(path, limits), path, limits);
 }
 
 }  // namespace kiln::frontend

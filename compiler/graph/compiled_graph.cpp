@@ -1,5 +1,7 @@
 // A graph compiled operator by operator through the compile pipeline.
 #include <map>
+#include <set>
+#include <string>
 
 #include "kiln/compile.h"
 #include "kiln/graph.h"
@@ -70,5 +72,15 @@ const ir::Graph& CompiledGraph::graph() const { return state_->graph; }
 size_t CompiledGraph::kernel_count() const { return state_->distinct; }
 
 const std::vector<std::string>& CompiledGraph::notes() const { return state_->notes; }
+
+std::string graph_text(const ir::Graph& g, const ir::Module& source) {
+  std::string text = ir::to_string(g);
+  std::set<std::string> printed;
+  for (const ir::GraphCall& c : g.calls) {
+    if (source.find(c.op.name) || !printed.insert(c.op.name).second) continue;
+    text += "\n" + ir::to_string(c.op);
+  }
+  return text;
+}
 
 }  // namespace kiln::graph

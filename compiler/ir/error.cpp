@@ -55,4 +55,9 @@ CompileError::CompileError(ErrorStage stage, SourceLoc loc, std::string message)
       loc_(std::move(loc)),
       message_(std::move(message)) {}
 
+std::string CompileError::located(const std::string& file) const {
+  if (!loc_.file.empty() || loc_.known()) return what();
+  return render(stage_, SourceLoc{file, 0, 0}, message_);
+}
+
 }  // namespace kiln

@@ -174,4 +174,46 @@ CompileResult compile(const CompileRequest& request) {
   return out;
 }
 
+CompileResult emit(CompileRequest r, EmitStage stage, bool optimizing) {
+  if (stage == EmitStage::Ast) {
+    CompileResult out;
+    out.func = ir::apply_overrides(r.func, r.overrides);
+    out.text = ir::to_string(out.func);
+    return out;
+  }
+  switch (stage) {
+    case EmitStage::Loops:
+      r.output = CompileOutput::Loops;
+      if (!optimizing) {
+        r.options.opt_level = 0;
+        r.options.passes = {};
+        r.options.instrument = nullptr;
+      }
+      break;
+    case EmitStage::Llvm:
+      r.output = CompileOutput::LlvmIr;
+      break;
+    case EmitStage::Asm:
+      r.output = CompileOutput::Assembly;
+      break;
+    default:
+      r.output = CompileOutput::Schedule;
+  }
+  CompileResult out = compile(r);
+  switch (stage) {
+    case EmitStage::Ir:
+      out.text = out.scheduled->describe_domains();
+      break;
+    case EmitStage::Schedule:
+      out.text = out.scheduled->describe_schedule();
+      break;
+    case EmitStage::Loops:
+      out.text = ir::to_string(optimizing ? out.optimized : out.lowered);
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
 }  // namespace kiln

@@ -115,6 +115,39 @@ def test_te_conv_relu_with_intermediate_and_math(client):
                                rtol=1e-4, atol=1e-4)
 
 
+def test_te_max_and_min_of_several_fold_and_run(client):
+    n = te.var("n")
+    a = te.placeholder((n,), "f32", name="a")
+    b = te.placeholder((n,), "f32", name="b")
+    c = te.placeholder((n,), "f32", name="c")
+    hi = te.compute((n,), lambda i: te.max(a[i], b[i], c[i], 0.5), name="hi")
+    lo = te.compute((n,), lambda i: te.min(a[i], b[i], c[i]), name="lo")
+    op = te.create_operator("extremes", outputs=[hi, lo], constraints=[n > 0])
+    rng = np.random.default_rng(3)
+    av, bv, cv = (rng.standard_normal(9).astype(np.float32) for _ in range(3))
+    r = client.run(op, {"a": av, "b": bv, "c": cv}, runtime_params={"n": 9}, check=True)
+    assert r.ok
+    np.testing.assert_array_equal(r.outputs["hi"], np.maximum.reduce([av, bv, cv, np.full(9, 0.5, np.float32)]))
+    np.testing.assert_array_equal(r.outputs["lo"], np.minimum.reduce([av, bv, cv]))
+    k = te.reduce_axis((0, 4))
+    with pytest.raises(TypeError, match="takes none"):
+        te.max(a[0], b[0], axis=k)
+
+
+def test_a_graph_refuses_two_operators_of_one_name():
+    def scaled(factor):
+        x = te.placeholder((4,), "f32", name="x")
+        y = te.compute((4,), lambda i: x[i] * factor, name="y")
+        return te.create_operator("scale", outputs=[y])
+
+    g = te.Graph("g")
+    x = g.input("x", "f32", (4,))
+    (y,) = g.call(scaled(2.0), [x], ["y"])
+    (z,) = g.call(scaled(2.0), [y], ["z"])  # the same operator again: fine
+    with pytest.raises(ValueError, match="two different operators are named 'scale'"):
+        g.call(scaled(3.0), [z], ["w"])
+
+
 def test_te_csr_offsets_with_a_value_spec(client):
     m, nnz = te.var("m"), te.var("nnz", value=50)
     offsets = te.placeholder((m + 1,), "i32", name="offsets", values=(0, nnz), sorted=True)
@@ -138,6 +171,8 @@ def test_given_inputs_that_do_not_fit_are_refused(client):
     with pytest.raises(kiln.KilnError) as e:
         client.run(op, {"A": np.zeros((4, 4), np.float32)}, runtime_params={"n": 5})
     assert "input A is f32[4, 4] but matmul_te declares it f32[5, 5] here" in e.value.message
+    with pytest.raises(ValueError, match="does not fit in a 64-bit signed integer"):
+        client.run(op, {"A": np.full((5, 5), 2**63, np.uint64)}, runtime_params={"n": 5})
     with pytest.raises(kiln.KilnError) as e:
         client.run(op, {"Z": np.zeros(3, np.float32)}, runtime_params={"n": 5})
     assert "matmul_te has no input 'Z' (its inputs: A, B)" in e.value.message

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "deep_operator.h"
 #include "kiln/v1/service.grpc.pb.h"
 #include "kilnd_process.h"
 #include "programs.h"
@@ -104,34 +105,6 @@ std::string nested(int depth) {
          e + "; }";
 }
 
-v1::Operator nested_def(int depth) {
-  v1::Operator op;
-  v1::OperatorDef* d = op.mutable_def();
-  d->set_name("deep");
-  v1::Buffer* y = d->add_buffers();
-  y->set_name("y");
-  y->set_kind(v1::Buffer::OUTPUT);
-  y->set_dtype(v1::F32);
-  y->add_shape()->set_int_value(1);
-  v1::Computation* c = d->add_computations();
-  c->set_name("c");
-  c->add_iterators("i");
-  v1::Binary* lo = c->add_domain()->mutable_binary();
-  lo->set_op(v1::LE);
-  lo->mutable_lhs()->set_int_value(0);
-  lo->mutable_rhs()->set_name("i");
-  v1::Binary* hi = c->add_domain()->mutable_binary();
-  hi->set_op(v1::LT);
-  hi->mutable_lhs()->set_name("i");
-  hi->mutable_rhs()->set_int_value(1);
-  c->mutable_store()->set_buffer("y");
-  c->mutable_store()->add_indices()->set_name("i");
-  v1::Expr* e = c->mutable_value();
-  for (int k = 0; k < depth; ++k) e = e->mutable_unary()->mutable_operand();
-  e->set_float_value(1.0);
-  return op;
-}
-
 std::vector<Hostile> hostile_requests() {
   std::string dims, domain;
   for (int k = 0; k < 32; ++k) {
@@ -178,7 +151,7 @@ std::vector<Hostile> hostile_requests() {
        "parse error: expression is nested too deeply (the limit "
        "is 256 levels)"},
       {"a 10,000-deep structured expression",
-       {Call::Check, nested_def(10'000)},
+       {Call::Check, deep_operator(10'000, 1.0)},
        StatusCode::INVALID_ARGUMENT,
        "its messages nest deeper than 600 levels"},
       {"a 32-dimensional domain",

@@ -243,6 +243,16 @@ TEST(Kilnd, AConfigFileSetsWhatFlagsSetAndFlagsWin) {
   EXPECT_NE(err.find("kilnd: unknown option '--queue-size' (at " + dir + "bad.conf:3)"),
             std::string::npos)
       << err;
+  // A last line without its value takes none from the command line after it.
+  std::ofstream(dir + "short.conf") << "workers = 2\nlisten\n";
+  cmd = std::string(KILND_BINARY) + " --config " + dir + "short.conf --workers 1 2> " + dir + "err";
+  status = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  std::ifstream short_in(dir + "err");
+  err.assign(std::istreambuf_iterator<char>(short_in), {});
+  EXPECT_NE(err.find("kilnd: --listen needs a value (at " + dir + "short.conf:2)"),
+            std::string::npos)
+      << err;
   std::filesystem::remove_all(dir);
 }
 

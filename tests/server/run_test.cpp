@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "deep_operator.h"
 #include "example_cases.h"
 #include "kiln/frontend.h"
 #include "kiln/v1/service.pb.h"
@@ -144,6 +145,25 @@ TEST(ServiceRun, GivenInputsAreUsedAndOutputsReturned) {
   EXPECT_EQ(y.floats().values(3), 30.0);
   EXPECT_EQ(out.checksums(0).checksum(), 28.5);
   EXPECT_TRUE(out.chosen().empty());
+}
+
+// A deeply nested structured operator runs: the runner reads its job with
+// kilnd's nesting limit, not protobuf's default of 100 levels, which 120
+// negations (two messages each) pass. As text each is `-(...)`, two of the
+// language's 256 levels.
+TEST(ServiceRun, ADeeplyNestedStructuredExpressionRuns) {
+  server::Service service(run_options());
+  v1::RunRequest r;
+  *r.mutable_op() = deep_operator(120, 2.5);
+  r.set_return_outputs(true);
+  r.set_check(true);
+  v1::RunResponse out;
+  server::Status s = service.run(r, &out);
+  ASSERT_TRUE(s.ok()) << s.message;
+  EXPECT_TRUE(out.check().ok()) << out.check().message();
+  ASSERT_EQ(out.outputs_size(), 1);
+  ASSERT_EQ(out.outputs(0).floats().values_size(), 1);
+  EXPECT_EQ(out.outputs(0).floats().values(0), 2.5);
 }
 
 TEST(ServiceRun, BenchReturnsEveryRound) {

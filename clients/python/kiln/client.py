@@ -79,6 +79,9 @@ def _buffer_data(name, array):
     if a.dtype.kind == "f":
         d.floats.values.extend(a.ravel().astype(np.float64).tolist())
     elif a.dtype.kind in "iub":
+        if a.dtype.kind == "u" and a.size and int(a.max()) > np.iinfo(np.int64).max:
+            raise ValueError(f"input {name}: {int(a.max())} does not fit in a 64-bit signed "
+                             "integer, which kiln's integer buffers hold")
         d.ints.values.extend(a.ravel().astype(np.int64).tolist())
     else:
         raise TypeError(f"input {name}: numpy dtype {a.dtype} is not one kiln takes")
@@ -126,7 +129,9 @@ class Client:
                  tls_key=None, timeout=None):
         self.address = address or os.environ.get("KILN_SERVER") or "127.0.0.1:50051"
         if token_file is not None:
-            token = pathlib.Path(token_file).read_text().strip()
+            token = pathlib.Path(token_file).read_text().rstrip()
+            if not token:
+                raise ValueError(f"token_file {token_file}: the file holds no token")
         self._metadata = [("authorization", f"Bearer {token}")] if token else []
         self.timeout = timeout
         options = [("grpc.max_receive_message_length", -1),

@@ -222,10 +222,20 @@ def reduce_axis(dom, name="k"):
 
 def _reduction(op, expr, axis):
     if axis is None:
-        if op in ("max", "min") and isinstance(expr, tuple) and len(expr) == 2:
-            return call(op, *expr)
         raise TypeError(f"te.{op}: give axis= (a te.reduce_axis or a list of them)")
     return _Reduce(op, expr, axis)
+
+
+def _extremum(op, expr, rest, axis):
+    if not rest:
+        return _reduction(op, expr, axis)
+    if axis is not None:
+        raise TypeError(f"te.{op}: axis= reduces one expression; {op}(a, b, ...) takes none")
+    # The language's max and min take two arguments: fold the rest in.
+    out = call(op, expr, rest[0])
+    for e in rest[1:]:
+        out = call(op, out, e)
+    return out
 
 
 def sum(expr, axis=None):  # noqa: A001 (the name TVM uses)
@@ -238,12 +248,13 @@ def prod(expr, axis=None):
 
 
 def max(expr, *rest, axis=None):  # noqa: A001
-    """A max-reduction with ``axis``; ``max(a, b)`` without it is the elementwise maximum."""
-    return _reduction("max", (expr, rest[0]) if rest else expr, axis)
+    """A max-reduction with ``axis``; ``max(a, b, ...)`` without it is the elementwise maximum."""
+    return _extremum("max", expr, rest, axis)
 
 
 def min(expr, *rest, axis=None):  # noqa: A001
-    return _reduction("min", (expr, rest[0]) if rest else expr, axis)
+    """A min-reduction with ``axis``; ``min(a, b, ...)`` without it is the elementwise minimum."""
+    return _extremum("min", expr, rest, axis)
 
 
 def call(name, *args):
@@ -650,7 +661,10 @@ class Graph:
     def call(self, op, args, results, **bindings):
         """``results = op(args, NAME = INT);``; returns the results' names."""
         d = op.definition() if isinstance(op, Operator) else op
-        self._ops.setdefault(d.name, d)
+        known = self._ops.setdefault(d.name, d)
+        if known != d:
+            raise ValueError(f"graph {self.name}: two different operators are named '{d.name}'; "
+                             "a graph calls operators by name, so give them different names")
         self._calls.append(pb.GraphCall(results=list(results), op=d.name, args=list(args),
                                         bindings={k: int(v) for k, v in bindings.items()}))
         return tuple(results)

@@ -280,3 +280,16 @@ kiln::Target kiln::Target::host() {
   }();
   return host;
 }
+
+kiln::Target kiln::Target::named(std::string_view triple, std::string_view cpu,
+                                 std::string_view features) {
+  if (!triple.empty()) return Target{std::string(triple), std::string(cpu), std::string(features)};
+  Target t = host();
+  if (!cpu.empty()) {
+    t.cpu = cpu;
+    t.features = features;
+  } else if (!features.empty()) {
+    t.features += (t.features.empty() ? "" : ",") + std::string(features);
+  }
+  return t;
+}

@@ -78,6 +78,23 @@ struct CompileResult {
 // LLVM. Throws CompileError naming the stage that refused the operator.
 CompileResult compile(const CompileRequest& request);
 
+// The stages `kiln emit` shows a func at (`--stage`, EmitRequest.stage).
+enum class EmitStage : uint8_t {
+  Ast,       // the operator with the overrides applied, as .kiln
+  Ir,        // its iteration domains and accesses
+  Schedule,  // the schedule, applied and checked
+  Loops,     // loop IR
+  Llvm,      // LLVM IR
+  Asm,       // the target's assembly
+};
+
+// Compiles as far as `stage` needs and returns the result with that stage's
+// text in `text`. Loops are shown as lowering leaves them, no pass run,
+// unless `optimizing` (an -O level or a pass option was given): the loops
+// the loop interpreter runs. The CLI and kilnd both emit through this, so
+// they print the same text.
+CompileResult emit(CompileRequest request, EmitStage stage, bool optimizing);
+
 // The compile cache key: SHA-256 (hex) over the canonical printed operator
 // after validation and overrides, the override values, the target, the opt
 // level, whether the schedule is applied, the pass options, fast math, the

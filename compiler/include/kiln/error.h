@@ -48,6 +48,10 @@ class CompileError : public std::runtime_error {
   const SourceLoc& loc() const { return loc_; }
   const std::string& message() const { return message_; }
 
+  // what(), or, for an error with no position of its own (a bad target, a
+  // kernel's error status), "file: stage error: message": it is about `file`.
+  std::string located(const std::string& file) const;
+
  private:
   ErrorStage stage_;
   SourceLoc loc_;

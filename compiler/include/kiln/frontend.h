@@ -16,9 +16,12 @@ namespace kiln::frontend {
 ir::Module parse_module(std::string_view text, const std::string& filename = "<input>",
                         const Limits& limits = {});
 
-// Reads the file and parses it; a file that cannot be read, or that holds
-// more than limits.max_source_bytes (read no further: a device such as
-// /dev/zero never ends), is a CompileError too.
+// The text of a .kiln file. A file that cannot be read, or that holds more
+// than limits.max_source_bytes (read no further: a device such as /dev/zero
+// never ends), is a CompileError of stage Parse.
+std::string read_source(const std::string& path, const Limits& limits = {});
+
+// read_source, then parse_module.
 ir::Module parse_file(const std::string& path, const Limits& limits = {});
 
 }  // namespace kiln::frontend

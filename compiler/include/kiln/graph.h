@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kiln/buffers.h"
@@ -20,6 +21,10 @@ void jit_evaluate(const ir::Func& op, Bindings& b, const CompileOptions& opts);
 // The graph passes of opts' level and pass options, jit_evaluate folding the
 // constants, opts' instrument watching.
 ir::Graph optimize(const ir::Graph& g, const CompileOptions& opts);
+
+// The graph as `kiln emit --stage graph` shows it: its text, then each
+// operator the graph passes made (those `source` does not define), once.
+std::string graph_text(const ir::Graph& g, const ir::Module& source);
 
 // A graph whose operators are compiled into this process.
 class CompiledGraph {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace kiln {
 
@@ -13,6 +14,12 @@ struct Target {
 
   // This machine: its triple, CPU name and features (asks LLVM; defined in kiln_codegen).
   static Target host();
+
+  // The target a command line or a request names, "" meaning not given: a
+  // triple gives the whole target (its generic CPU unless one is given);
+  // without one it is this machine's, with its CPU replaced (and then that
+  // CPU's own features, unless given) or with features added to its own.
+  static Target named(std::string_view triple, std::string_view cpu, std::string_view features);
 
   // Whether the code runs on a GPU: cost models differ (DESIGN.md section 4).
   bool is_gpu() const { return triple.starts_with("nvptx"); }
