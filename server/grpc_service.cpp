@@ -29,6 +29,8 @@ grpc::StatusCode grpc_code(Code c) {
       return grpc::StatusCode::RESOURCE_EXHAUSTED;
     case Code::DeadlineExceeded:
       return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case Code::Unavailable:
+      return grpc::StatusCode::UNAVAILABLE;
     case Code::Cancelled:
       return grpc::StatusCode::CANCELLED;
     case Code::Unauthenticated:
@@ -139,6 +141,20 @@ class CompilerService final : public grpc::Service {
           if (s.ok()) detail = fmt::format(" run {:.1f} ms", out->run_ms());
           return s;
         });
+    method<v1::ListAgentsRequest, v1::ListAgentsResponse>(
+        "/kiln.v1.Compiler/ListAgents", [this](const auto&, auto* out, const auto&, std::string&) {
+          return core_.list_agents(out);
+        });
+    method<v1::MeasureRequest, v1::MeasureResponse>(
+        "/kiln.v1.Compiler/Measure",
+        [this](const auto& r, auto* out, const auto& call, std::string& detail) {
+          Status s = core_.measure(r, out, call);
+          if (s.ok())
+            detail =
+                fmt::format(" on {} ({}): {} median {:.4f} ms", out->agent_id(), r.key(),
+                            v1::MeasureResult::Error_Name(out->result().error()), out->median_ms());
+          return s;
+        });
   }
 
  private:
@@ -162,8 +178,10 @@ class CompilerService final : public grpc::Service {
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count();
-      spdlog::info("{} {} {}{} {:.1f} ms{}", name, operator_name(request.op()), code_name(s.code),
-                   detail, ms, s.ok() ? "" : ": " + s.message);
+      std::string what;
+      if constexpr (requires { request.op(); }) what = operator_name(request.op());
+      spdlog::info("{} {} {}{} {:.1f} ms{}", name, what, code_name(s.code), detail, ms,
+                   s.ok() ? "" : ": " + s.message);
       if (!s.ok()) return grpc::Status(grpc_code(s.code), s.message);
       *out = serialized(response);
       return grpc::Status::OK;

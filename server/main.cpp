@@ -6,6 +6,8 @@
 //         [--max-domain-dims N] [--max-expression-nodes N]
 //         [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE]
 //         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
+//         [--agent-token-file FILE [--agent-listen HOST:PORT] [--agent-heartbeat-ms N]
+//          [--measure-timeout-ms N] [--measure-memory-mb N]]
 //         [--config FILE] [--log-level LEVEL]
 //
 // A config file holds the same settings, one "NAME = VALUE" per line (NAME a
@@ -53,6 +55,12 @@ struct Flags {
   std::string runner;
   std::string token_file;
   std::string tls_cert, tls_key, tls_client_ca;
+  // Agents (docs/agents.md): none without a token file.
+  std::string agent_token_file;
+  std::string agent_listen = "127.0.0.1:50052";
+  int agent_heartbeat_ms = kiln::server::FleetOptions{}.heartbeat_ms;
+  int64_t measure_timeout_ms = kiln::server::ServiceOptions{}.measure_timeout_ms;
+  uint64_t measure_memory_mb = kiln::server::ServiceOptions{}.measure_memory_bytes >> 20;
 };
 
 // A whole number from `lo` to `hi`, or the usage message.
@@ -69,7 +77,9 @@ std::string setting_origin;
       "[--runner PATH] [--max-source-bytes N] [--max-computations N] [--max-domain-dims N] "
       "[--max-expression-nodes N] [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE] "
       "[--tls-cert FILE --tls-key FILE "
-      "[--tls-client-ca FILE]] [--config FILE] [--log-level trace|debug|info|warn|error|off]\n",
+      "[--tls-client-ca FILE]] [--agent-token-file FILE [--agent-listen HOST:PORT] "
+      "[--agent-heartbeat-ms N] [--measure-timeout-ms N] [--measure-memory-mb N]] "
+      "[--config FILE] [--log-level trace|debug|info|warn|error|off]\n",
       problem.c_str(), setting_origin.empty() ? "" : (" (at " + setting_origin + ")").c_str());
   std::exit(2);
 }
@@ -173,6 +183,16 @@ Flags parse_flags(int argc, char** argv) {
       f.run_timeout_ms = count_flag(a, value(), 1, 86'400'000);
     } else if (a == "--run-memory-mb") {
       f.run_memory_mb = static_cast<uint64_t>(count_flag(a, value(), 0, 1 << 30));
+    } else if (a == "--agent-token-file") {
+      f.agent_token_file = value();
+    } else if (a == "--agent-listen") {
+      f.agent_listen = value();
+    } else if (a == "--agent-heartbeat-ms") {
+      f.agent_heartbeat_ms = static_cast<int>(count_flag(a, value(), 50, 600'000));
+    } else if (a == "--measure-timeout-ms") {
+      f.measure_timeout_ms = count_flag(a, value(), 1, 24LL * 3600 * 1000);
+    } else if (a == "--measure-memory-mb") {
+      f.measure_memory_mb = static_cast<uint64_t>(count_flag(a, value(), 0, 1 << 30));
     } else if (a == "--runner") {
       f.runner = value();
     } else if (a == "--token-file") {
@@ -252,12 +272,33 @@ int main(int argc, char** argv) {
   options.run_timeout_ms = flags.run_timeout_ms;
   options.run_memory_bytes = flags.run_memory_mb << 20;
   options.runner_path = flags.runner;
+  options.measure_timeout_ms = flags.measure_timeout_ms;
+  options.measure_memory_bytes = flags.measure_memory_mb << 20;
   std::unique_ptr<kiln::server::Service> service;
   try {
     service = std::make_unique<kiln::server::Service>(options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kilnd: %s\n", e.what());
     return 1;
+  }
+  std::unique_ptr<kiln::server::Fleet> fleet;
+  if (!flags.agent_token_file.empty()) {
+    try {
+      kiln::server::FleetOptions fo;
+      fo.listen = flags.agent_listen;
+      fo.token = read_file(flags.agent_token_file, "--agent-token-file");
+      while (!fo.token.empty() && std::isspace(static_cast<unsigned char>(fo.token.back())))
+        fo.token.pop_back();
+      if (fo.token.empty())
+        throw std::runtime_error("--agent-token-file " + flags.agent_token_file +
+                                 ": the file holds no token");
+      fo.heartbeat_ms = flags.agent_heartbeat_ms;
+      fleet = std::make_unique<kiln::server::Fleet>(fo);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kilnd: %s\n", e.what());
+      return 1;
+    }
+    service->set_fleet(fleet.get());
   }
   kiln::server::Service& core = *service;
   kiln::server::Access access;
@@ -295,6 +336,10 @@ int main(int argc, char** argv) {
   }
   std::string host = flags.listen.substr(0, flags.listen.rfind(':'));
   std::printf("kilnd: listening on %s:%d\n", host.c_str(), port);
+  if (fleet) {
+    std::string agent_host = flags.agent_listen.substr(0, flags.agent_listen.rfind(':'));
+    std::printf("kilnd: agents on %s:%d\n", agent_host.c_str(), fleet->port());
+  }
   spdlog::info("serving on {}:{} ({}{}); runner {}", host, port,
                flags.tls_cert.empty() ? "plaintext" : "TLS",
                access.token.empty() ? "" : ", token required",
@@ -310,6 +355,7 @@ int main(int argc, char** argv) {
   });
   server->Wait();
   stopper.join();
+  if (fleet) fleet->stop();
   kiln::server::CacheStats s = core.cache_stats();
   spdlog::info(
       "stopped; compile cache: {} hits ({} from disk), {} misses, {} damaged entries dropped",

@@ -6,6 +6,7 @@
 
 #include "kiln/buffers.h"
 #include "kiln/frontend.h"
+#include "kiln/interp.h"
 #include "kiln/operator_def.h"
 #include "kiln/v1/service.pb.h"
 
@@ -25,6 +26,8 @@ const char* code_name(Code c) {
       return "CANCELLED";
     case Code::Unauthenticated:
       return "UNAUTHENTICATED";
+    case Code::Unavailable:
+      return "UNAVAILABLE";
     case Code::Internal:
       return "INTERNAL";
   }
@@ -36,6 +39,18 @@ bool parse_message(std::string_view bytes, google::protobuf::MessageLite& m, int
                                             static_cast<int>(bytes.size()));
   in.SetRecursionLimit(kMaxRequestNesting + extra);
   return m.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
+}
+
+void wire_check(const interp::Mismatch& m, v1::OutputCheck* c) {
+  c->set_ok(m.ok);
+  c->set_buffer(m.buffer);
+  for (int64_t i : m.index) c->add_index(i);
+  c->set_expected(m.expected);
+  c->set_actual(m.actual);
+  c->set_abs_error(m.abs_error);
+  c->set_rel_error(m.rel_error);
+  c->set_problem(m.problem);
+  c->set_message(m.describe());
 }
 
 void refuse(Code code, std::string message) { throw Refusal{Status{code, std::move(message)}}; }

@@ -19,7 +19,12 @@ class RepeatedPtrField;
 class MessageLite;
 }  // namespace google::protobuf
 
+namespace kiln::interp {
+struct Mismatch;
+}
+
 namespace kiln::v1 {
+class OutputCheck;
 class Operator;
 class CompileOptions;
 class Diagnostic;
@@ -72,6 +77,9 @@ void add_notes(const std::vector<std::string>& notes,
                google::protobuf::RepeatedPtrField<v1::Diagnostic>* out);
 
 v1::DType wire_dtype(ir::DType t);
+
+// A comparison with the reference interpreter, as Run and Measure answer it.
+void wire_check(const interp::Mismatch& m, v1::OutputCheck* out);
 
 // What an exception means to the caller: a Refusal its status, a
 // DeadlineExceeded DEADLINE_EXCEEDED, a CompileError INVALID_ARGUMENT with its

@@ -205,19 +205,7 @@ void run(const RunnerJob& job, v1::RunResponse* response) {
     c->set_checksum(s.checksum);
     if (request.return_outputs()) to_wire(s.buf, data->at(s.buf), response->add_outputs());
   }
-  if (mismatch) {
-    const interp::Mismatch& m = *mismatch;
-    v1::OutputCheck* c = response->mutable_check();
-    c->set_ok(m.ok);
-    c->set_buffer(m.buffer);
-    for (int64_t i : m.index) c->add_index(i);
-    c->set_expected(m.expected);
-    c->set_actual(m.actual);
-    c->set_abs_error(m.abs_error);
-    c->set_rel_error(m.rel_error);
-    c->set_problem(m.problem);
-    c->set_message(m.describe());
-  }
+  if (mismatch) wire_check(*mismatch, response->mutable_check());
   if (bench) {
     const BenchResult& b = *bench;
     v1::Bench* w = response->mutable_bench();

@@ -2,11 +2,15 @@
 #include "service.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -15,7 +19,9 @@
 #include "kiln/compile.h"
 #include "kiln/frontend.h"
 #include "kiln/graph.h"
+#include "kiln/interp.h"
 #include "kiln/operator_def.h"
+#include "kiln/run.h"
 #include "kiln/v1/service.pb.h"
 #include "request.h"
 #include "runner.pb.h"
@@ -153,12 +159,17 @@ struct Service::Impl {
     if (options.on_admitted) options.on_admitted();
     return t;
   }
+
+  // The artifact of `r`, from the cache or compiled (holding a worker).
+  v1::CompileResponse artifact(const CompileRequest& r, const CallOptions& call);
 };
 
 Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 Service::~Service() = default;
 
 CacheStats Service::cache_stats() const { return impl_->cache.stats(); }
+
+void Service::set_fleet(Fleet* fleet) { impl_->options.fleet = fleet; }
 
 namespace {
 
@@ -280,27 +291,221 @@ Status Service::emit(const v1::EmitRequest& request, v1::EmitResponse* response,
   }
 }
 
+v1::CompileResponse Service::Impl::artifact(const CompileRequest& r, const CallOptions& call) {
+  std::string key = cache_key(r);
+  // A hit needs no worker: it never waits behind compilations.
+  if (std::optional<v1::CompileResponse> cached = cache.find(key)) {
+    cached->set_cache_hit(true);
+    return std::move(*cached);
+  }
+  auto ticket = admit(call);
+  CompileResult result = kiln::compile(r);
+  v1::CompileResponse response;
+  to_wire(*result.artifact, response.mutable_artifact());
+  add_times(result, response.mutable_times());
+  add_notes(result.notes, response.mutable_notes());
+  response.set_compiler_version(compiler_version());
+  v1::CompileResponse cached = response;
+  cached.clear_times();
+  cache.add(key, cached);
+  return response;
+}
+
 Status Service::compile(const v1::CompileRequest& request, v1::CompileResponse* response,
                         const CallOptions& call) {
   try {
-    CompileRequest r = pipeline_request(request.op(), request.options(), impl_->limits(call),
-                                        CompileOutput::Artifact);
-    std::string key = cache_key(r);
-    // A hit needs no worker: it never waits behind compilations.
-    if (std::optional<v1::CompileResponse> cached = impl_->cache.find(key)) {
-      *response = std::move(*cached);
-      response->set_cache_hit(true);
-      return {};
+    *response = impl_->artifact(pipeline_request(request.op(), request.options(),
+                                                 impl_->limits(call), CompileOutput::Artifact),
+                                call);
+    return {};
+  } catch (...) {
+    return status_of(std::current_exception(), request.op());
+  }
+}
+
+Status Service::list_agents(v1::ListAgentsResponse* response) {
+  if (!impl_->options.fleet) return {};
+  auto unix_ms = [](std::chrono::system_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  };
+  for (const AgentView& a : impl_->options.fleet->agents()) {
+    v1::AgentStatus* w = response->add_agents();
+    w->set_id(a.id);
+    w->set_address(a.address);
+    *w->mutable_device() = a.device;
+    w->set_slots(a.slots);
+    w->set_running(a.running);
+    w->set_jobs_done(a.jobs_done);
+    w->set_jobs_failed(a.jobs_failed);
+    w->set_connected_unix_ms(unix_ms(a.connected));
+    w->set_last_seen_unix_ms(unix_ms(a.last_seen));
+  }
+  return {};
+}
+
+namespace {
+
+v1::ElementType element_type(ir::DType t) { return static_cast<v1::ElementType>(wire_dtype(t)); }
+
+// Waits for `f`, seeing every 50 ms whether the call was cancelled or its
+// deadline passed.
+FleetOutcome wait_for(std::future<FleetOutcome>& f, const CallOptions& call) {
+  while (f.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    if (call.cancelled && call.cancelled())
+      refuse(Code::Cancelled, "the request was cancelled while its job was measured");
+    if (call.deadline && std::chrono::steady_clock::now() >= *call.deadline)
+      refuse(Code::DeadlineExceeded, "the request's deadline passed while its job was measured");
+  }
+  return f.get();
+}
+
+// The connected device of `key`, waiting up to `wait` for an agent of it.
+v1::Device device_for(const Fleet& fleet, const std::string& key, std::chrono::milliseconds wait,
+                      const CallOptions& call) {
+  auto until = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    if (std::optional<v1::Device> d = fleet.device_of(key)) return *d;
+    if (std::chrono::steady_clock::now() >= until ||
+        (call.deadline && std::chrono::steady_clock::now() >= *call.deadline) ||
+        (call.cancelled && call.cancelled())) {
+      std::vector<std::string> keys = fleet.keys();
+      refuse(Code::Unavailable,
+             fmt::format("no agent of key {} is connected (connected: {})", key,
+                         keys.empty() ? "none" : fmt::format("{}", fmt::join(keys, ", "))));
     }
-    auto ticket = impl_->admit(call);
-    CompileResult result = kiln::compile(r);
-    to_wire(*result.artifact, response->mutable_artifact());
-    add_times(result, response->mutable_times());
-    add_notes(result.notes, response->mutable_notes());
-    response->set_compiler_version(compiler_version());
-    v1::CompileResponse cached = *response;
-    cached.clear_times();
-    impl_->cache.add(key, cached);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* response,
+                        const CallOptions& call) {
+  try {
+    Fleet* fleet = impl_->options.fleet;
+    if (!fleet)
+      refuse(Code::Unavailable,
+             "this kilnd takes no agents: start it with --agent-token-file FILE (docs/agents.md)");
+    if (request.key().empty())
+      refuse(Code::InvalidArgument,
+             "key: name the device class to measure on (`kiln agents` lists them)");
+    const v1::Target& t = request.options().target();
+    if (!t.triple().empty() || !t.cpu().empty() || !t.features().empty())
+      refuse(Code::InvalidArgument,
+             "options.target: a measurement compiles for its agent's own target; leave it unset");
+    v1::Device device = device_for(*fleet, request.key(), impl_->options.agent_wait, call);
+
+    // Compiled for the agent's triple, CPU and features, through the cache.
+    v1::CompileOptions options = request.options();
+    options.mutable_target()->set_triple(device.triple());
+    options.mutable_target()->set_cpu(device.cpu());
+    options.mutable_target()->set_features(device.features());
+    CompileRequest r =
+        pipeline_request(request.op(), options, impl_->limits(call), CompileOutput::Artifact);
+    v1::CompileResponse compiled = impl_->artifact(r, call);
+    const v1::Artifact& a = compiled.artifact();
+    response->set_artifact_key(a.key());
+    response->set_cache_hit(compiled.cache_hit());
+    *response->mutable_notes() = compiled.notes();
+
+    // The arguments: run-time params, then buffers with their shapes. Inputs
+    // are made here when they must be checked or meet a value spec; the
+    // agent makes the others.
+    ir::Func f = ir::apply_overrides(r.func, r.overrides);
+    std::map<std::string, int64_t> given(request.runtime_params().begin(),
+                                         request.runtime_params().end());
+    std::map<std::string, int64_t> params =
+        interp::param_values(f, run_param_values(f, given).values);
+    for (const auto& [name, value] : params) (*response->mutable_params())[name] = value;
+    bool specs = false;
+    for (const ir::Buf* b : f.bufs_of_kind(ir::BufKind::Input))
+      specs |= !ir::value_spec_text(b->values).empty();
+    std::optional<Bindings> inputs;
+    if (request.check() || specs) inputs = interp::random_bindings(f, params, request.seed());
+
+    v1::MeasureJob job;
+    const v1::MeasureSettings& m = request.settings();
+    job.set_entry(a.entry());
+    job.set_seed(request.seed());
+    job.set_warmup(m.warmup());
+    job.set_number(m.number());
+    job.set_repeat(m.repeat());
+    job.set_min_repeat_ms(m.min_repeat_ms());
+    job.set_cooldown_ms(m.cooldown_ms());
+    job.set_flush_cache(m.flush_cache());
+    job.set_threads(m.threads());
+    job.set_time_limit_ms(m.time_limit_ms() > 0
+                              ? m.time_limit_ms()
+                              : static_cast<int32_t>(impl_->options.measure_timeout_ms));
+    job.set_memory_limit_bytes(m.memory_limit_bytes() > 0 ? m.memory_limit_bytes()
+                                                          : impl_->options.measure_memory_bytes);
+    job.set_return_outputs(request.return_outputs() || request.check());
+    for (const v1::ArtifactArgument& arg : a.arguments()) {
+      v1::JobArgument* w = job.add_arguments();
+      w->set_name(arg.name());
+      if (arg.kind() == v1::ArtifactArgument::PARAM) {
+        w->set_value(params.at(arg.name()));
+        continue;
+      }
+      const ir::Buf* b = f.find_buf(arg.name());
+      w->set_is_buffer(true);
+      w->set_type(element_type(b->dtype));
+      w->set_output(arg.output());
+      for (int64_t e : buffer_shape(*b, params)) w->add_shape(e);
+      if (inputs && !arg.output()) {
+        const HostBuffer& data = inputs->buffers.at(arg.name());
+        w->set_data(std::string(static_cast<const char*>(data.data()),
+                                static_cast<size_t>(data.size()) * ir::dtype_bytes(b->dtype)));
+      }
+    }
+
+    FleetJob fj;
+    fj.key = request.key();
+    fj.priority = request.priority();
+    fj.code = std::make_shared<const std::string>(a.code());
+    fj.code_sha256 = a.code_sha256();
+    fj.job = std::move(job);
+    std::future<FleetOutcome> pending = fleet->submit(std::move(fj));
+    FleetOutcome out = wait_for(pending, call);
+    if (!out.status.ok()) return out.status;
+    response->set_agent_id(out.agent_id);
+    *response->mutable_device() = out.device;
+    response->set_tries(out.tries);
+    v1::MeasureResult& result = *response->mutable_result();
+    result = std::move(out.result);
+    if (!result.round_ms().empty()) {
+      std::vector<double> rounds(result.round_ms().begin(), result.round_ms().end());
+      std::sort(rounds.begin(), rounds.end());
+      size_t n = rounds.size();
+      response->set_median_ms(n % 2 ? rounds[n / 2] : (rounds[n / 2 - 1] + rounds[n / 2]) / 2);
+      response->set_min_ms(rounds.front());
+    }
+
+    if (request.check() && result.error() == v1::MeasureResult::OK) {
+      Bindings expected = *inputs;
+      interp::run_reference(f, expected);
+      Bindings actual = *inputs;
+      for (const v1::OutputValues& o : result.outputs()) {
+        const ir::Buf* b = f.find_buf(o.name());
+        if (!b) continue;
+        HostBuffer h(b->dtype, buffer_shape(*b, params));
+        size_t bytes = static_cast<size_t>(h.size()) * ir::dtype_bytes(b->dtype);
+        if (o.data().size() != bytes)
+          refuse(Code::Internal, fmt::format("agent {} returned {} bytes for output {}, not {}",
+                                             out.agent_id, o.data().size(), o.name(), bytes));
+        std::memcpy(h.data(), o.data().data(), bytes);
+        actual.buffers[o.name()] = std::move(h);
+      }
+      interp::Mismatch mismatch = interp::compare_outputs(f, expected, actual);
+      wire_check(mismatch, response->mutable_check());
+      if (!mismatch.ok) {
+        result.set_error(v1::MeasureResult::WRONG_ANSWER);
+        result.set_message("the outputs differ from the reference interpreter's: " +
+                           mismatch.describe());
+      }
+    }
+    if (!request.return_outputs())
+      for (v1::OutputValues& o : *result.mutable_outputs()) o.clear_data();
     return {};
   } catch (...) {
     return status_of(std::current_exception(), request.op());

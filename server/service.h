@@ -13,6 +13,7 @@
 #include <string>
 
 #include "compile_cache.h"
+#include "fleet.h"
 #include "kiln/limits.h"
 #include "status.h"
 
@@ -25,6 +26,9 @@ class CompileRequest;
 class CompileResponse;
 class RunRequest;
 class RunResponse;
+class ListAgentsResponse;
+class MeasureRequest;
+class MeasureResponse;
 }  // namespace kiln::v1
 
 namespace kiln::server {
@@ -46,6 +50,13 @@ struct ServiceOptions {
   std::string runner_path{};
   int64_t run_timeout_ms = 60'000;                // wall clock, compilation included
   uint64_t run_memory_bytes = uint64_t{4} << 30;  // address space; 0: none
+  // Measure: the agents (none: Measure is UNAVAILABLE), how long a request
+  // waits for an agent of its key, and the limits of a job's child process
+  // when the request gives none.
+  Fleet* fleet = nullptr;
+  std::chrono::milliseconds agent_wait{10'000};
+  int64_t measure_timeout_ms = 60'000;
+  uint64_t measure_memory_bytes = uint64_t{4} << 30;
   // For tests: called by each request once it holds a worker.
   std::function<void()> on_admitted{};
 };
@@ -79,6 +90,16 @@ class Service {
   // a crash, a timeout or a runaway allocation fails this request only.
   Status run(const v1::RunRequest& request, v1::RunResponse* response,
              const CallOptions& call = {});
+
+  // The agents connected, as ListAgents answers.
+  Status list_agents(v1::ListAgentsResponse* response);
+  // Compiles for an agent of request.key, measures there (check: against
+  // the reference interpreter, here), returns the timings.
+  Status measure(const v1::MeasureRequest& request, v1::MeasureResponse* response,
+                 const CallOptions& call = {});
+
+  // The agents Measure uses, once they listen (kilnd starts them after the service).
+  void set_fleet(Fleet* fleet);
 
   CacheStats cache_stats() const;
 

@@ -13,7 +13,8 @@ enum class Code : uint8_t {
   DeadlineExceeded,
   Cancelled,
   Unauthenticated,
-  Internal,  // a bug in kiln, or a kernel that crashed its runner
+  Unavailable,  // no agent of the key a job asks for, or every agent that took it was lost
+  Internal,     // a bug in kiln, or a kernel that crashed its runner
 };
 const char* code_name(Code c);  // "OK", "INVALID_ARGUMENT", ...
 

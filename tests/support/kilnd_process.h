@@ -61,6 +61,13 @@ class KilndProcess {
   KilndProcess& operator=(const KilndProcess&) = delete;
 
   const std::string& address() const { return address_; }
+  // The next line kilnd prints after the first ("kilnd: agents on HOST:PORT").
+  std::string read_line() {
+    std::string line;
+    char c;
+    while (read(out_, &c, 1) == 1 && c != '\n') line += c;
+    return line;
+  }
   void terminate() { kill(pid_, SIGTERM); }
   // kilnd's wait status.
   int wait() {

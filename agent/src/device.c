@@ -1,0 +1,159 @@
+/* Detecting this machine (device.h). */
+#define _GNU_SOURCE
+#include "device.h"
+
+#include <dlfcn.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "kiln/runtime.h"
+
+static void copy(char* to, size_t cap, const char* from) { snprintf(to, cap, "%s", from); }
+
+/* The value of the first "NAME<tabs>: value" line of /proc/cpuinfo, or "". */
+static void cpuinfo_field(const char* name, char* out, size_t cap) {
+  out[0] = '\0';
+  FILE* f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[8192];
+  size_t n = strlen(name);
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, name, n) != 0) continue;
+    const char* p = line + n;
+    while (*p == ' ' || *p == '\t') ++p;
+    if (*p != ':') continue;
+    ++p;
+    while (*p == ' ') ++p;
+    copy(out, cap, p);
+    size_t len = strlen(out);
+    while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == ' ')) out[--len] = '\0';
+    break;
+  }
+  fclose(f);
+}
+
+/* Whether the space-separated list holds `word`. */
+static int has_word(const char* list, const char* word) {
+  size_t n = strlen(word);
+  for (const char* p = list; (p = strstr(p, word)) != NULL; p += n) {
+    int starts = p == list || p[-1] == ' ';
+    int ends = p[n] == '\0' || p[n] == ' ';
+    if (starts && ends) return 1;
+  }
+  return 0;
+}
+
+#if defined(__x86_64__)
+static void detect_cpu(device_info* d) {
+  copy(d->triple, sizeof d->triple, "x86_64-linux-gnu");
+  char flags[8192];
+  cpuinfo_field("flags", flags, sizeof flags);
+  cpuinfo_field("model name", d->cpu_model, sizeof d->cpu_model);
+  /* The x86-64 micro-architecture levels (psABI): what LLVM's x86-64-vN CPUs assume. */
+  static const char* const v2[] = {"cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3"};
+  static const char* const v3[] = {"avx", "avx2", "bmi1",  "bmi2", "f16c",
+                                   "fma", "abm",  "movbe", "xsave"};
+  static const char* const v4[] = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"};
+  int level = 1;
+  int all = 1;
+  for (size_t i = 0; i < sizeof v2 / sizeof *v2; ++i) all &= has_word(flags, v2[i]);
+  if (all) level = 2;
+  for (size_t i = 0; level == 2 && i < sizeof v3 / sizeof *v3; ++i) all &= has_word(flags, v3[i]);
+  if (level == 2 && all) level = 3;
+  for (size_t i = 0; level == 3 && i < sizeof v4 / sizeof *v4; ++i) all &= has_word(flags, v4[i]);
+  if (level == 3 && all) level = 4;
+  if (level == 1)
+    copy(d->cpu, sizeof d->cpu, "x86-64");
+  else
+    snprintf(d->cpu, sizeof d->cpu, "x86-64-v%d", level);
+}
+#elif defined(__aarch64__)
+static void detect_cpu(device_info* d) {
+  copy(d->triple, sizeof d->triple, "aarch64-linux-gnu");
+  copy(d->cpu, sizeof d->cpu, "generic");
+  char flags[4096];
+  cpuinfo_field("Features", flags, sizeof flags);
+  cpuinfo_field("model name", d->cpu_model, sizeof d->cpu_model);
+  if (!d->cpu_model[0]) {
+    char part[64], implementer[64];
+    cpuinfo_field("CPU implementer", implementer, sizeof implementer);
+    cpuinfo_field("CPU part", part, sizeof part);
+    if (part[0])
+      snprintf(d->cpu_model, sizeof d->cpu_model, "implementer %s part %s", implementer, part);
+  }
+  /* /proc/cpuinfo's names and LLVM's for what code generation can use. */
+  static const char* const names[][2] = {
+      {"asimd", "+neon"}, {"fp", "+fp-armv8"}, {"asimddp", "+dotprod"}, {"fphp", "+fullfp16"},
+      {"sve", "+sve"},    {"i8mm", "+i8mm"},   {"bf16", "+bf16"},       {"atomics", "+lse"}};
+  for (size_t i = 0; i < sizeof names / sizeof *names; ++i) {
+    if (!has_word(flags, names[i][0])) continue;
+    size_t len = strlen(d->features);
+    snprintf(d->features + len, sizeof d->features - len, "%s%s", len ? "," : "", names[i][1]);
+  }
+}
+#else
+static void detect_cpu(device_info* d) {
+  copy(d->triple, sizeof d->triple, "unknown");
+  cpuinfo_field("model name", d->cpu_model, sizeof d->cpu_model);
+}
+#endif
+
+/* GPUs through the driver API, opened at run time: the agent links no CUDA library. */
+static void detect_gpus(device_info* d) {
+#if defined(KILN_AGENT_STATIC)
+  /* A static binary cannot load the driver's shared library reliably. */
+  copy(d->gpu_note, sizeof d->gpu_note, "a static kiln-agent does not load libcuda");
+  return;
+#endif
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!cuda) {
+    copy(d->gpu_note, sizeof d->gpu_note, "no libcuda.so.1");
+    return;
+  }
+  typedef int (*init_fn)(unsigned);
+  typedef int (*count_fn)(int*);
+  typedef int (*get_fn)(int*, int);
+  typedef int (*name_fn)(char*, int, int);
+  typedef int (*attr_fn)(int*, int, int);
+  typedef int (*mem_fn)(size_t*, int);
+  init_fn init = (init_fn)dlsym(cuda, "cuInit");
+  count_fn count = (count_fn)dlsym(cuda, "cuDeviceGetCount");
+  get_fn get = (get_fn)dlsym(cuda, "cuDeviceGet");
+  name_fn name = (name_fn)dlsym(cuda, "cuDeviceGetName");
+  attr_fn attr = (attr_fn)dlsym(cuda, "cuDeviceGetAttribute");
+  mem_fn mem = (mem_fn)dlsym(cuda, "cuDeviceTotalMem_v2");
+  int n = 0;
+  if (!init || !count || !get || !name || !attr || !mem || init(0) != 0 || count(&n) != 0) {
+    copy(d->gpu_note, sizeof d->gpu_note, "libcuda.so.1 is there but reports no device");
+    dlclose(cuda);
+    return;
+  }
+  enum { COMPUTE_MAJOR = 75, COMPUTE_MINOR = 76 }; /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_* */
+  for (int i = 0; i < n && d->gpu_count < DEVICE_MAX_GPUS; ++i) {
+    int dev = 0;
+    if (get(&dev, i) != 0) continue;
+    device_gpu* g = &d->gpus[d->gpu_count++];
+    if (name(g->name, (int)sizeof g->name, dev) != 0) copy(g->name, sizeof g->name, "?");
+    attr(&g->compute_major, COMPUTE_MAJOR, dev);
+    attr(&g->compute_minor, COMPUTE_MINOR, dev);
+    size_t bytes = 0;
+    if (mem(&bytes, dev) == 0) g->memory_bytes = bytes;
+  }
+  dlclose(cuda);
+}
+
+void device_detect(device_info* d) {
+  memset(d, 0, sizeof *d);
+  detect_cpu(d);
+  struct utsname u;
+  if (uname(&u) == 0) snprintf(d->os, sizeof d->os, "%s %s", u.sysname, u.release);
+  d->threads = kiln_runtime_threads();
+  d->cores = d->threads; /* the runtime's plan: one thread per physical core it may use */
+  struct sysinfo si;
+  if (sysinfo(&si) == 0) d->memory_bytes = (uint64_t)si.totalram * si.mem_unit;
+  detect_gpus(d);
+}

@@ -1,0 +1,36 @@
+/* What this device is, as the agent tells kilnd at hello (kiln.v1.Device): the target kilnd
+   compiles for, the CPU, cores, memory and GPUs. */
+#ifndef KILN_AGENT_DEVICE_H
+#define KILN_AGENT_DEVICE_H
+
+#include <stdint.h>
+
+enum { DEVICE_TEXT = 256, DEVICE_FEATURES = 2048, DEVICE_MAX_GPUS = 16 };
+
+typedef struct {
+  char name[DEVICE_TEXT];
+  int compute_major, compute_minor;
+  uint64_t memory_bytes;
+} device_gpu;
+
+typedef struct {
+  char triple[DEVICE_TEXT];
+  char cpu[DEVICE_TEXT];          /* LLVM's CPU name; "" the triple's generic CPU */
+  char features[DEVICE_FEATURES]; /* LLVM's feature string; "" the CPU's own */
+  char cpu_model[DEVICE_TEXT];    /* as /proc/cpuinfo names it */
+  char os[DEVICE_TEXT];           /* "Linux 6.1.0" */
+  int cores;                      /* physical cores this process may use */
+  int threads;                    /* the runtime pool's default thread count */
+  uint64_t memory_bytes;
+  int gpu_count;
+  device_gpu gpus[DEVICE_MAX_GPUS];
+  char gpu_note[DEVICE_TEXT]; /* why there are none: "no libcuda.so.1" */
+} device_info;
+
+/* Detects this machine. The CPU name is LLVM's generic level for what the CPU offers
+   (x86-64-v2/v3/v4 on x86-64; "generic" on aarch64, with the features /proc/cpuinfo lists), so
+   code compiled for it runs here; --cpu and --features on the command line replace them. GPUs
+   are found through libcuda, opened with dlopen: none when it is missing. */
+void device_detect(device_info* d);
+
+#endif

@@ -1,0 +1,164 @@
+/* Measure jobs in forked children (jobs.h). */
+#define _GNU_SOURCE
+#include "jobs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kiln/runtime.h"
+
+enum { RESULT_FD = 3, MAX_RESULT = 1 << 30 };
+
+/* In the child: the limits, then the job; never returns. */
+static void run_child(int result_fd, const measure_job* job, const uint8_t* code, size_t code_len) {
+  /* Keep only stdin/out/err and the result pipe: a kernel has no business with kilnd's socket. */
+  if (dup2(result_fd, RESULT_FD) < 0) _exit(120);
+  closefrom(RESULT_FD + 1);
+  struct rlimit core = {0, 0};
+  setrlimit(RLIMIT_CORE, &core);
+  if (job->memory_limit_bytes > 0) {
+    struct rlimit as = {job->memory_limit_bytes, job->memory_limit_bytes};
+    setrlimit(RLIMIT_AS, &as);
+  }
+  signal(SIGPIPE, SIG_DFL);
+  Kiln__V1__MeasureResult r;
+  kiln__v1__measure_result__init(&r);
+  measure_run(job, code, code_len, &r);
+  Kiln__V1__AgentFrame f;
+  kiln__v1__agent_frame__init(&f);
+  f.kind_case = KILN__V1__AGENT_FRAME__KIND_RESULT;
+  f.result = &r;
+  size_t len = 0;
+  uint8_t* bytes = frame_pack(&f, &len);
+  if (!bytes) _exit(121);
+  _exit(write_all(RESULT_FD, bytes, len) == 0 ? 0 : 122);
+}
+
+int job_start(running_job* j, const measure_job* job, const uint8_t* code, size_t code_len,
+              char* err, size_t err_len) {
+  memset(j, 0, sizeof *j);
+  j->job_id = job->job_id;
+  j->fd = -1;
+  j->time_limit_ms = job->time_limit_ms > 0 ? job->time_limit_ms : 60000;
+  frame_reader_init(&j->reader, MAX_RESULT);
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) {
+    snprintf(err, err_len, "cannot make a pipe: %s", strerror(errno));
+    return -1;
+  }
+  j->started_ns = kiln_now_ns();
+  j->deadline_ns = j->started_ns + (uint64_t)j->time_limit_ms * 1000000u;
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, err_len, "cannot fork: %s", strerror(errno));
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    close(p[0]);
+    run_child(p[1], job, code, code_len);
+  }
+  close(p[1]);
+  fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
+  j->pid = pid;
+  j->fd = p[0];
+  return 0;
+}
+
+int job_poll(running_job* j, uint64_t now_ns) {
+  while (j->fd >= 0) {
+    uint8_t chunk[1 << 16];
+    ssize_t got = read(j->fd, chunk, sizeof chunk);
+    if (got > 0) {
+      char err[256];
+      if (frame_reader_feed(&j->reader, chunk, (size_t)got, err, sizeof err) != 0) {
+        close(j->fd); /* a child that sends nonsense is done */
+        j->fd = -1;
+        kill(j->pid, SIGKILL);
+      }
+      continue;
+    }
+    if (got < 0 && (errno == EAGAIN || errno == EINTR)) break;
+    close(j->fd);
+    j->fd = -1;
+  }
+  if (j->pid > 0 && now_ns >= j->deadline_ns && !j->killed_for_time) {
+    kill(j->pid, SIGKILL);
+    j->killed_for_time = 1;
+  }
+  if (j->pid > 0) {
+    pid_t w = waitpid(j->pid, &j->status, WNOHANG);
+    if (w == j->pid) j->pid = 0;
+  }
+  /* Over once reaped and its pipe is drained (a grandchild could hold the pipe: not ours). */
+  if (j->pid == 0 && j->fd >= 0) {
+    close(j->fd);
+    j->fd = -1;
+  }
+  return j->pid == 0;
+}
+
+static const char* signal_name(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return name ? name : "?";
+}
+
+uint8_t* job_result(running_job* j, size_t* len) {
+  Kiln__V1__MeasureResult r;
+  kiln__v1__measure_result__init(&r);
+  r.job_id = j->job_id;
+  agent_frame* sent = NULL;
+  char err[256];
+  int whole = frame_reader_next(&j->reader, &sent, err, sizeof err) == 1 &&
+              sent->kind_case == KILN__V1__AGENT_FRAME__KIND_RESULT;
+  Kiln__V1__MeasureResult* from_child = whole ? sent->result : &r;
+  if (whole) {
+    from_child->job_id = j->job_id;
+  } else if (j->killed_for_time) {
+    result_error(&r, KILN__V1__MEASURE_RESULT__ERROR__TIMEOUT, "killed at the time limit of %d ms",
+                 j->time_limit_ms);
+  } else if (WIFSIGNALED(j->status)) {
+    int sig = WTERMSIG(j->status);
+    r.signal = sig;
+    if (sig == SIGKILL)
+      result_error(&r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY,
+                   "the job was killed by SIGKILL, not by the agent (the system's out-of-memory "
+                   "killer?)");
+    else
+      result_error(&r, KILN__V1__MEASURE_RESULT__ERROR__RUNTIME_CRASH,
+                   "the kernel crashed with SIG%s (%s); the agent is unaffected", signal_name(sig),
+                   strsignal(sig));
+  } else {
+    result_error(&r, KILN__V1__MEASURE_RESULT__ERROR__RUNTIME_CRASH,
+                 "the job's process exited with status %d without a result",
+                 WIFEXITED(j->status) ? WEXITSTATUS(j->status) : -1);
+  }
+  Kiln__V1__AgentFrame f;
+  kiln__v1__agent_frame__init(&f);
+  f.kind_case = KILN__V1__AGENT_FRAME__KIND_RESULT;
+  f.result = from_child;
+  uint8_t* bytes = frame_pack(&f, len);
+  frame_free(sent);
+  frame_reader_free(&j->reader);
+  return bytes;
+}
+
+void job_abandon(running_job* j) {
+  if (j->pid > 0) {
+    kill(j->pid, SIGKILL);
+    while (waitpid(j->pid, &j->status, 0) < 0 && errno == EINTR) {
+    }
+    j->pid = 0;
+  }
+  if (j->fd >= 0) close(j->fd);
+  j->fd = -1;
+  frame_reader_free(&j->reader);
+}

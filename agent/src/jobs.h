@@ -1,0 +1,40 @@
+/* Measure jobs in forked children: each runs under a wall-clock limit (SIGKILL at the limit)
+   and an address-space limit, sends its result up a pipe, and exits; a child that crashes,
+   hangs or runs out of memory becomes that job's result, and the agent goes on. */
+#ifndef KILN_AGENT_JOBS_H
+#define KILN_AGENT_JOBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "frame.h"
+#include "measure.h"
+
+typedef struct {
+  uint64_t job_id;
+  pid_t pid;           /* 0 once reaped */
+  int fd;              /* the result pipe's read end; -1 once it closed */
+  frame_reader reader; /* what the child sent */
+  uint64_t started_ns, deadline_ns;
+  int time_limit_ms;
+  int killed_for_time;
+  int status; /* waitpid's, once reaped */
+} running_job;
+
+/* Forks the child that runs `job` on `code`. 0, or -1 with a message (fork or pipe failed). */
+int job_start(running_job* j, const measure_job* job, const uint8_t* code, size_t code_len,
+              char* err, size_t err_len);
+
+/* Reads what the child sent (call when j->fd is readable), kills it past its deadline, and
+   reaps it once it has ended. 1 when the job is over, 0 while it runs. */
+int job_poll(running_job* j, uint64_t now_ns);
+
+/* The result frame of a job that is over: the child's own, or one saying how it ended
+   (RUNTIME_CRASH with the signal, TIMEOUT, ...). Frees the job's buffers. */
+uint8_t* job_result(running_job* j, size_t* len);
+
+/* Kills and reaps the child (the connection to kilnd went away). */
+void job_abandon(running_job* j);
+
+#endif

@@ -1,0 +1,346 @@
+/* One measure job in the child (measure.h). */
+#define _GNU_SOURCE
+#include "measure.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kiln/runtime.h"
+
+typedef Kiln__V1__JobArgument job_argument;
+
+/* A function pointer as the loader's address: POSIX lets the two share a representation. */
+static void* address_of(void (*fn)(void)) {
+  void* p;
+  memcpy(&p, &fn, sizeof p);
+  return p;
+}
+
+const kiln_symbol* agent_imports(void) {
+  static kiln_symbol table[64];
+  if (table[0].name) return table;
+  size_t n = 0;
+  for (const kiln_runtime_symbol* s = kiln_runtime_symbols(); s->name && n < 40; ++s)
+    table[n++] = (kiln_symbol){s->name, address_of(s->address)};
+#define LIBM(f) table[n++] = (kiln_symbol){#f, address_of((void (*)(void))f)}
+  LIBM(expf);
+  LIBM(exp);
+  LIBM(logf);
+  LIBM(log);
+  LIBM(sinf);
+  LIBM(sin);
+  LIBM(cosf);
+  LIBM(cos);
+  LIBM(powf);
+  LIBM(pow);
+  LIBM(sqrtf);
+  LIBM(sqrt);
+  LIBM(floorf);
+  LIBM(floor);
+  LIBM(ceilf);
+  LIBM(ceil);
+  LIBM(fabsf);
+  LIBM(fabs);
+#undef LIBM
+  table[n] = (kiln_symbol){NULL, NULL};
+  return table;
+}
+
+void result_error(measure_result* r, Kiln__V1__MeasureResult__Error error, const char* fmt, ...) {
+  static char message[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  r->error = error;
+  r->message = message;
+}
+
+static size_t element_size(Kiln__V1__ElementType t) {
+  switch (t) {
+    case KILN__V1__ELEMENT_TYPE__ELEMENT_BOOL:
+      return 1;
+    case KILN__V1__ELEMENT_TYPE__ELEMENT_I32:
+    case KILN__V1__ELEMENT_TYPE__ELEMENT_F32:
+      return 4;
+    case KILN__V1__ELEMENT_TYPE__ELEMENT_I64:
+    case KILN__V1__ELEMENT_TYPE__ELEMENT_F64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+static uint64_t splitmix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Seeded-random values: uniform in [-1, 1) for floats, [0, 8) for integers, 0 or 1 for bool. */
+static void fill_random(void* data, size_t count, Kiln__V1__ElementType t, uint64_t seed) {
+  uint64_t state = seed;
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t bits = splitmix64(&state);
+    double unit = (double)(bits >> 11) * 0x1.0p-53; /* [0, 1) */
+    switch (t) {
+      case KILN__V1__ELEMENT_TYPE__ELEMENT_BOOL:
+        ((uint8_t*)data)[i] = (uint8_t)(bits >> 63);
+        break;
+      case KILN__V1__ELEMENT_TYPE__ELEMENT_I32:
+        ((int32_t*)data)[i] = (int32_t)(bits >> 61);
+        break;
+      case KILN__V1__ELEMENT_TYPE__ELEMENT_I64:
+        ((int64_t*)data)[i] = (int64_t)(bits >> 61);
+        break;
+      case KILN__V1__ELEMENT_TYPE__ELEMENT_F32:
+        ((float*)data)[i] = (float)(2 * unit - 1);
+        break;
+      default:
+        ((double*)data)[i] = 2 * unit - 1;
+        break;
+    }
+  }
+}
+
+static double checksum(const void* data, size_t count, Kiln__V1__ElementType t) {
+  double sum = 0;
+  for (size_t i = 0; i < count; ++i) {
+    switch (t) {
+      case KILN__V1__ELEMENT_TYPE__ELEMENT_BOOL:
+        sum += ((const uint8_t*)data)[i];
+        break;
+      case KILN__V1__ELEMENT_TYPE__ELEMENT_I32:
+        sum += ((const int32_t*)data)[i];
+        break;
+      case KILN__V1__ELEMENT_TYPE__ELEMENT_I64:
+        sum += (double)((const int64_t*)data)[i];
+        break;
+      case KILN__V1__ELEMENT_TYPE__ELEMENT_F32:
+        sum += ((const float*)data)[i];
+        break;
+      default:
+        sum += ((const double*)data)[i];
+        break;
+    }
+  }
+  return sum;
+}
+
+static double now_ms(void) { return (double)kiln_now_ns() * 1e-6; }
+
+static void sleep_ms(int ms) {
+  if (ms <= 0) return;
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) != 0) {
+  }
+}
+
+typedef struct {
+  kiln_entry_fn entry;
+  kiln_value* args;
+  int32_t nargs;
+  /* the buffers, for flushing */
+  size_t nbuf;
+  void** buf;
+  size_t* bytes;
+  int flush;
+} call_site;
+
+/* One call (flushing first when asked), its time in *ms; the kernel's status. */
+static int32_t call(const call_site* c, double* ms) {
+  if (c->flush)
+    for (size_t i = 0; i < c->nbuf; ++i) kiln_cache_flush(c->buf[i], c->bytes[i]);
+  uint64_t t0 = kiln_now_ns();
+  int32_t status = c->entry(c->args, c->nargs);
+  *ms = (double)(kiln_now_ns() - t0) * 1e-6;
+  return status;
+}
+
+/* A round of `number` calls: its time per call, or -1 with *status set by a failing call. */
+static double round_per_call(const call_site* c, int number, int32_t* status) {
+  double total = 0;
+  if (!c->flush) {
+    uint64_t t0 = kiln_now_ns();
+    for (int i = 0; i < number; ++i)
+      if ((*status = c->entry(c->args, c->nargs)) != KILN_OK) return -1;
+    total = (double)(kiln_now_ns() - t0) * 1e-6;
+  } else {
+    for (int i = 0; i < number; ++i) {
+      double ms = 0;
+      if ((*status = call(c, &ms)) != KILN_OK) return -1;
+      total += ms;
+    }
+  }
+  return total / number;
+}
+
+static void kernel_failed(measure_result* r, int32_t status) {
+  r->status = status;
+  if (status == KILN_ERR_ALLOC)
+    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY,
+                 "the kernel could not allocate a temporary (status %d)", status);
+  else
+    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__KERNEL_ERROR,
+                 "the kernel returned status %d%s", status,
+                 status >= KILN_ERR_CHECK  ? " (a check of the artifact's `checks` failed)"
+                 : status == KILN_ERR_ARGS ? " (the argument count is wrong)"
+                                           : " (an integer division by zero)");
+}
+
+void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, measure_result* r) {
+  double start = now_ms();
+  r->job_id = job->job_id;
+  char err[512];
+  kiln_elf* elf = kiln_elf_load(code, code_len, agent_imports(), err, sizeof err);
+  if (!elf) {
+    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__LOAD_ERROR, "%s", err);
+    return;
+  }
+  kiln_entry_fn entry = NULL;
+  void* sym = kiln_elf_symbol(elf, job->entry);
+  if (!sym) {
+    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__LOAD_ERROR,
+                 "the artifact has no entry point '%s'", job->entry);
+    return;
+  }
+  memcpy(&entry, &sym, sizeof entry);
+
+  size_t n = job->n_arguments;
+  call_site c = {entry,
+                 calloc(n ? n : 1, sizeof(kiln_value)),
+                 (int32_t)n,
+                 0,
+                 calloc(n ? n : 1, sizeof(void*)),
+                 calloc(n ? n : 1, sizeof(size_t)),
+                 job->flush_cache};
+  size_t* counts = calloc(n ? n : 1, sizeof(size_t));
+  if (!c.args || !c.buf || !c.bytes || !counts) {
+    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY, "no memory for the arguments");
+    return;
+  }
+  size_t n_outputs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const job_argument* a = job->arguments[i];
+    if (!a->is_buffer) {
+      c.args[i].i64 = a->value;
+      continue;
+    }
+    size_t size = element_size(a->type);
+    if (size == 0) {
+      result_error(r, KILN__V1__MEASURE_RESULT__ERROR__BAD_JOB, "buffer %s has no element type",
+                   a->name);
+      return;
+    }
+    size_t count = 1;
+    for (size_t d = 0; d < a->n_shape; ++d) {
+      if (a->shape[d] < 0 || (a->shape[d] > 0 && count > SIZE_MAX / 16 / (size_t)a->shape[d])) {
+        result_error(r, KILN__V1__MEASURE_RESULT__ERROR__BAD_JOB,
+                     "buffer %s: extent %lld of dimension %zu is negative or too large", a->name,
+                     (long long)a->shape[d], d);
+        return;
+      }
+      count *= (size_t)a->shape[d];
+    }
+    size_t bytes = count * size;
+    void* data = kiln_alloc(bytes, 64);
+    if (!data) {
+      result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY,
+                   "cannot allocate buffer %s of %zu bytes", a->name, bytes);
+      return;
+    }
+    if (a->output) {
+      memset(data, 0, bytes);
+      ++n_outputs;
+    } else if (a->data.len > 0) {
+      if (a->data.len != bytes) {
+        result_error(r, KILN__V1__MEASURE_RESULT__ERROR__BAD_JOB,
+                     "input %s: %zu bytes given for %zu elements of %zu bytes", a->name,
+                     a->data.len, count, size);
+        return;
+      }
+      memcpy(data, a->data.data, bytes);
+    } else {
+      fill_random(data, count, a->type, job->seed * 0x100000001b3ull + i);
+    }
+    c.args[i].ptr = data;
+    c.buf[c.nbuf] = data;
+    c.bytes[c.nbuf++] = bytes;
+    counts[i] = count;
+  }
+
+  r->threads = kiln_runtime_set_threads(job->threads > 0 ? job->threads : 0);
+
+  /* The first call runs on fresh buffers: its outputs are the ones reported (a kernel may
+     accumulate into its outputs, so later calls' would differ). It is the first warm-up. */
+  double ms = 0;
+  int32_t status = call(&c, &ms);
+  if (status != KILN_OK) {
+    kernel_failed(r, status);
+    return;
+  }
+  r->outputs = calloc(n_outputs ? n_outputs : 1, sizeof *r->outputs);
+  for (size_t i = 0; i < n; ++i) {
+    const job_argument* a = job->arguments[i];
+    if (!a->is_buffer || !a->output) continue;
+    Kiln__V1__OutputValues* o = malloc(sizeof *o);
+    kiln__v1__output_values__init(o);
+    o->name = a->name;
+    o->checksum = checksum(c.args[i].ptr, counts[i], a->type);
+    if (job->return_outputs) {
+      size_t bytes = counts[i] * element_size(a->type);
+      o->data.data = malloc(bytes ? bytes : 1);
+      if (!o->data.data) {
+        result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY,
+                     "no memory to return output %s", a->name);
+        return;
+      }
+      memcpy(o->data.data, c.args[i].ptr, bytes);
+      o->data.len = bytes;
+    }
+    r->outputs[r->n_outputs++] = o;
+  }
+
+  for (int i = 1; i < (job->warmup > 0 ? job->warmup : 1); ++i) {
+    if ((status = call(&c, &ms)) != KILN_OK) {
+      kernel_failed(r, status);
+      return;
+    }
+  }
+
+  /* `number` calls a round; grown until a round lasts min_repeat_ms when not given. */
+  int number = job->number > 0 ? job->number : 1;
+  double min_ms = job->min_repeat_ms > 0 ? job->min_repeat_ms : 0;
+  if (job->number <= 0 && min_ms > 0) {
+    for (;;) {
+      double per_call = round_per_call(&c, number, &status);
+      if (per_call < 0) {
+        kernel_failed(r, status);
+        return;
+      }
+      if (per_call * number >= min_ms || number >= (1 << 30)) break;
+      /* Aim past min_repeat_ms at once, growing at least 1.6 times. */
+      double want = per_call > 0 ? min_ms / per_call * 1.1 : number * 10.0;
+      double grown = fmax(want, number * 1.6);
+      number = grown > (1 << 30) ? (1 << 30) : (int)ceil(grown);
+    }
+  }
+  int repeat = job->repeat > 0 ? job->repeat : 3;
+  r->number = number;
+  r->round_ms = calloc((size_t)repeat, sizeof(double));
+  for (int k = 0; k < repeat; ++k) {
+    if (k > 0) sleep_ms(job->cooldown_ms);
+    double per_call = round_per_call(&c, number, &status);
+    if (per_call < 0) {
+      kernel_failed(r, status);
+      return;
+    }
+    r->round_ms[r->n_round_ms++] = per_call;
+  }
+  r->wall_ms = now_ms() - start;
+}

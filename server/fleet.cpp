@@ -1,0 +1,572 @@
+// The agent listener, registry and dispatch (fleet.h).
+#include "fleet.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+namespace kiln::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kNonce = 32;
+constexpr auto kHandshake = std::chrono::seconds(10);
+const char* const kServerVersion = "kilnd 0.1.0";
+
+// HMAC-SHA256 keyed with the token over a label and its NUL, then each part
+// preceded by its length as 4 bytes big-endian (agent.proto).
+std::string mac_of(const std::string& token, const char* label,
+                   const std::vector<std::string>& parts) {
+  std::string msg(label, std::strlen(label) + 1);
+  for (const std::string& p : parts) {
+    uint32_t n = static_cast<uint32_t>(p.size());
+    char be[4] = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+                  static_cast<char>(n)};
+    msg.append(be, 4);
+    msg += p;
+  }
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out, &len);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+// A connected socket's frames: a 4-byte big-endian length, then an AgentFrame.
+class Link {
+ public:
+  Link(int fd, size_t max_frame) : fd_(fd), max_frame_(max_frame) {}
+  ~Link() { close(fd_); }
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  // Sends a frame; false when the connection is broken. Safe from several threads.
+  bool send(const v1::AgentFrame& f) {
+    std::string body = f.SerializeAsString();
+    uint32_t n = static_cast<uint32_t>(body.size());
+    char be[4] = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+                  static_cast<char>(n)};
+    std::lock_guard<std::mutex> lock(write_mu_);
+    return write_all(be, 4) && write_all(body.data(), body.size());
+  }
+
+  // The next frame, waiting until `until`. nullopt with `why` set when the
+  // connection ended, the time passed, or the frame was bad.
+  std::optional<v1::AgentFrame> receive(Clock::time_point until, std::string& why) {
+    char header[4];
+    if (!read_all(header, 4, until, why)) return std::nullopt;
+    uint32_t n = (static_cast<uint32_t>(static_cast<unsigned char>(header[0])) << 24) |
+                 (static_cast<uint32_t>(static_cast<unsigned char>(header[1])) << 16) |
+                 (static_cast<uint32_t>(static_cast<unsigned char>(header[2])) << 8) |
+                 static_cast<uint32_t>(static_cast<unsigned char>(header[3]));
+    if (n > max_frame_) {
+      why = "announced a frame of " + std::to_string(n) + " bytes, more than the limit of " +
+            std::to_string(max_frame_);
+      return std::nullopt;
+    }
+    std::string body(n, '\0');
+    if (!read_all(body.data(), n, until, why)) return std::nullopt;
+    v1::AgentFrame f;
+    if (!f.ParseFromString(body)) {
+      why = "sent " + std::to_string(n) + " bytes that are not an AgentFrame";
+      return std::nullopt;
+    }
+    return f;
+  }
+
+  void shut() { shutdown(fd_, SHUT_RDWR); }
+
+ private:
+  bool write_all(const char* p, size_t n) {
+    while (n > 0) {
+      ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  }
+  bool read_all(char* p, size_t n, Clock::time_point until, std::string& why) {
+    while (n > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+      if (left.count() <= 0) {
+        why = "silent past its deadline";
+        return false;
+      }
+      pollfd pfd{fd_, POLLIN, 0};
+      int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+      if (ready < 0 && errno != EINTR) {
+        why = std::strerror(errno);
+        return false;
+      }
+      if (ready <= 0) continue;
+      ssize_t got = recv(fd_, p, n, 0);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        why = got == 0 ? "closed the connection" : std::strerror(errno);
+        return false;
+      }
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
+    return true;
+  }
+
+  int fd_;
+  size_t max_frame_;
+  std::mutex write_mu_;
+};
+
+std::string peer_name(const sockaddr_storage& a) {
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), sizeof a, host, sizeof host, port,
+                  sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return "?";
+  return std::string(host) + ":" + port;
+}
+
+}  // namespace
+
+struct Fleet::Impl {
+  struct Pending {
+    uint64_t id;
+    FleetJob job;
+    std::promise<FleetOutcome> promise;
+    int tries = 0;
+    Clock::time_point queued;
+    uint64_t order;  // arrival
+  };
+  struct Agent {
+    AgentView view;
+    std::shared_ptr<Link> link;
+    std::set<std::string> holds;                           // artifacts it has
+    std::map<uint64_t, std::shared_ptr<Pending>> running;  // by job id
+  };
+
+  FleetOptions options;
+  int listen_fd = -1;
+  int port = 0;
+  int wake[2] = {-1, -1};  // written to stop the accept loop
+  std::atomic<bool> stopping{false};
+  std::thread acceptor, monitor;
+
+  mutable std::mutex mu;
+  std::condition_variable monitor_cv;
+  std::map<uint64_t, Agent> agents;  // by connection number
+  std::vector<std::shared_ptr<Pending>> queue;
+  std::vector<std::thread> connections;
+  uint64_t next_connection = 1, next_job = 1, next_order = 1;
+
+  void listen_on(const std::string& address);
+  void accept_loop();
+  void serve(int fd, std::string peer);
+  std::optional<uint64_t> welcome(Link& link, const std::string& peer);
+  void on_result(uint64_t conn, v1::MeasureResult result);
+  void lost(uint64_t conn, const std::string& why);
+  void dispatch();
+  void monitor_loop();
+  void fail(const std::shared_ptr<Pending>& p, Code code, std::string message);
+};
+
+void Fleet::Impl::listen_on(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos)
+    throw std::runtime_error("--agent-listen " + address + ": expected HOST:PORT");
+  std::string host = address.substr(0, colon), service = address.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* list = nullptr;
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &list);
+  if (rc != 0) throw std::runtime_error("--agent-listen " + address + ": " + gai_strerror(rc));
+  std::string why = "no address";
+  for (addrinfo* a = list; a && listen_fd < 0; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 64) == 0) {
+      listen_fd = fd;
+    } else {
+      why = std::strerror(errno);
+      close(fd);
+    }
+  }
+  freeaddrinfo(list);
+  if (listen_fd < 0)
+    throw std::runtime_error("cannot listen for agents on " + address + ": " + why);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  getsockname(listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+}
+
+void Fleet::Impl::accept_loop() {
+  while (!stopping) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake[0], POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    if (stopping) break;
+    if (!(fds[0].revents & POLLIN)) continue;
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    std::lock_guard<std::mutex> lock(mu);
+    connections.emplace_back([this, fd, name = peer_name(peer)] { serve(fd, name); });
+  }
+}
+
+// The handshake: a challenge, the agent's hello checked (protocol version,
+// MAC), then a welcome with kilnd's own MAC. The agent's connection number
+// once registered; nullopt (refused, logged) otherwise.
+std::optional<uint64_t> Fleet::Impl::welcome(Link& link, const std::string& peer) {
+  unsigned char nonce_bytes[kNonce];
+  if (RAND_bytes(nonce_bytes, kNonce) != 1) {
+    spdlog::error("agent {}: cannot make a nonce", peer);
+    return std::nullopt;
+  }
+  std::string nonce(reinterpret_cast<char*>(nonce_bytes), kNonce);
+  v1::AgentFrame challenge;
+  challenge.mutable_challenge()->set_protocol_version(v1::AGENT_PROTOCOL_VERSION);
+  challenge.mutable_challenge()->set_nonce(nonce);
+  if (!link.send(challenge)) return std::nullopt;
+  std::string why;
+  std::optional<v1::AgentFrame> f = link.receive(Clock::now() + kHandshake, why);
+  auto refuse = [&](const std::string& reason) {
+    spdlog::warn("agent {}: refused: {}", peer, reason);
+    v1::AgentFrame r;
+    r.mutable_refusal()->set_reason(reason);
+    link.send(r);
+    return std::nullopt;
+  };
+  if (!f) {
+    spdlog::warn("agent {}: no hello: it {}", peer, why);
+    return std::nullopt;
+  }
+  if (!f->has_hello()) return refuse("the first frame must be a hello");
+  const v1::Hello& h = f->hello();
+  if (h.protocol_version() != v1::AGENT_PROTOCOL_VERSION)
+    return refuse("the agent speaks agent protocol version " +
+                  std::to_string(h.protocol_version()) + ", kilnd version " +
+                  std::to_string(v1::AGENT_PROTOCOL_VERSION));
+  if (h.agent_id().empty() || h.device().key().empty() || h.device().triple().empty())
+    return refuse("a hello must give the agent's id, key and triple");
+  std::string expected =
+      mac_of(options.token, "kiln-agent-hello",
+             {nonce, h.nonce(), h.agent_id(), h.device().key(), h.device().triple()});
+  if (h.nonce().size() != kNonce || h.mac().size() != expected.size() ||
+      CRYPTO_memcmp(h.mac().data(), expected.data(), expected.size()) != 0)
+    return refuse(
+        "the agent's MAC does not match: it holds another token (kilnd --agent-token-file)");
+
+  v1::AgentFrame w;
+  w.mutable_welcome()->set_mac(mac_of(options.token, "kiln-agent-welcome", {h.nonce(), nonce}));
+  w.mutable_welcome()->set_heartbeat_ms(options.heartbeat_ms);
+  w.mutable_welcome()->set_server_version(kServerVersion);
+  if (!link.send(w)) return std::nullopt;
+
+  std::lock_guard<std::mutex> lock(mu);
+  uint64_t conn = next_connection++;
+  Agent& a = agents[conn];
+  a.view.id = h.agent_id();
+  a.view.address = peer;
+  a.view.device = h.device();
+  a.view.slots = std::max(1, h.slots());
+  a.view.connected = a.view.last_seen = std::chrono::system_clock::now();
+  a.holds.insert(h.artifacts().begin(), h.artifacts().end());
+  spdlog::info("agent {} ({}) joined: key {}, {} {}, {} cores, {} GPUs", a.view.id, peer,
+               h.device().key(), h.device().triple(), h.device().cpu(), h.device().cores(),
+               h.device().gpus_size());
+  return conn;
+}
+
+void Fleet::Impl::serve(int fd, std::string peer) {
+  auto link = std::make_shared<Link>(fd, options.max_frame_bytes);
+  std::optional<uint64_t> conn = welcome(*link, peer);
+  if (!conn) return;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    agents[*conn].link = link;
+  }
+  dispatch();
+  std::string why;
+  while (!stopping) {
+    // The monitor shuts a silent agent's socket down; this wait is only a backstop.
+    std::optional<v1::AgentFrame> f = link->receive(Clock::now() + std::chrono::hours(24), why);
+    if (!f) break;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      agents[*conn].view.last_seen = std::chrono::system_clock::now();
+    }
+    if (f->has_result()) {
+      on_result(*conn, f->result());
+    } else if (!f->has_heartbeat()) {
+      why = "sent a frame an agent may not send after hello";
+      break;
+    }
+  }
+  lost(*conn, stopping ? "kilnd is stopping" : why);
+}
+
+void Fleet::Impl::fail(const std::shared_ptr<Pending>& p, Code code, std::string message) {
+  FleetOutcome out;
+  out.status = {code, std::move(message)};
+  out.tries = p->tries;
+  p->promise.set_value(std::move(out));
+}
+
+void Fleet::Impl::on_result(uint64_t conn, v1::MeasureResult result) {
+  std::shared_ptr<Pending> done;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    Agent& a = agents[conn];
+    auto it = a.running.find(result.job_id());
+    if (it == a.running.end()) {
+      spdlog::warn("agent {}: a result for job {}, which it does not run", a.view.id,
+                   result.job_id());
+      return;
+    }
+    std::shared_ptr<Pending> p = it->second;
+    a.running.erase(it);
+    a.view.running = static_cast<int>(a.running.size());
+    if (result.error() == v1::MeasureResult::ARTIFACT_UNKNOWN) {
+      // Evicted from the agent's cache: send it again, with the bytes.
+      a.holds.erase(p->job.code_sha256);
+      queue.insert(queue.begin(), p);
+    } else {
+      (result.error() == v1::MeasureResult::OK ? a.view.jobs_done : a.view.jobs_failed)++;
+      FleetOutcome out;
+      out.result = std::move(result);
+      out.agent_id = a.view.id;
+      out.device = a.view.device;
+      out.tries = p->tries;
+      p->promise.set_value(std::move(out));
+    }
+  }
+  dispatch();
+}
+
+void Fleet::Impl::lost(uint64_t conn, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = agents.find(conn);
+    if (it == agents.end()) return;
+    Agent& a = it->second;
+    spdlog::warn("agent {} ({}) left: it {}{}", a.view.id, a.view.address, why,
+                 a.running.empty() ? "" : "; its jobs go to another agent of its key");
+    for (auto& [id, p] : a.running) {
+      if (stopping) {
+        fail(p, Code::Unavailable, "kilnd is stopping");
+      } else if (p->tries >= options.max_tries) {
+        fail(p, Code::Unavailable,
+             "job " + std::to_string(id) + " was lost with " + std::to_string(p->tries) +
+                 " agents of key " + p->job.key + " (the last, " + a.view.id + ", " + why + ")");
+      } else {
+        p->queued = Clock::now();
+        queue.insert(queue.begin(), p);
+      }
+    }
+    agents.erase(it);
+  }
+  dispatch();
+}
+
+// Gives queued jobs to free agents of their key: the highest priority first,
+// then the earliest. The frames are sent outside the lock.
+void Fleet::Impl::dispatch() {
+  std::vector<std::pair<std::shared_ptr<Link>, v1::AgentFrame>> sends;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    std::stable_sort(queue.begin(), queue.end(), [](const auto& a, const auto& b) {
+      if (a->job.priority != b->job.priority) return a->job.priority > b->job.priority;
+      return a->order < b->order;
+    });
+    for (auto it = queue.begin(); it != queue.end();) {
+      std::shared_ptr<Pending> p = *it;
+      Agent* free = nullptr;
+      for (auto& [conn, a] : agents) {
+        if (a.link && a.view.device.key() == p->job.key &&
+            static_cast<int>(a.running.size()) < a.view.slots) {
+          free = &a;
+          break;
+        }
+      }
+      if (!free) {
+        ++it;
+        continue;
+      }
+      ++p->tries;
+      free->running[p->id] = p;
+      free->view.running = static_cast<int>(free->running.size());
+      v1::AgentFrame f;
+      v1::MeasureJob* job = f.mutable_job();
+      *job = p->job.job;
+      job->set_job_id(p->id);
+      job->set_artifact_sha256(p->job.code_sha256);
+      if (!free->holds.count(p->job.code_sha256)) {
+        job->set_artifact(*p->job.code);
+        free->holds.insert(p->job.code_sha256);
+      }
+      sends.emplace_back(free->link, std::move(f));
+      it = queue.erase(it);
+    }
+  }
+  // A send that fails leaves the job with the agent: its reader sees the
+  // broken connection and gives the job to another agent.
+  for (auto& [link, f] : sends)
+    if (!link->send(f)) link->shut();
+}
+
+void Fleet::Impl::monitor_loop() {
+  uint64_t sequence = 0;
+  std::unique_lock<std::mutex> lock(mu);
+  while (!stopping) {
+    monitor_cv.wait_for(lock, std::chrono::milliseconds(options.heartbeat_ms));
+    if (stopping) break;
+    auto now = std::chrono::system_clock::now();
+    std::vector<std::shared_ptr<Link>> beat;
+    for (auto& [conn, a] : agents) {
+      if (!a.link) continue;
+      if (now - a.view.last_seen > 3 * std::chrono::milliseconds(options.heartbeat_ms)) {
+        spdlog::warn(
+            "agent {}: silent for {} ms", a.view.id,
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - a.view.last_seen).count());
+        a.link->shut();  // its reader ends and hands its jobs on
+      } else {
+        beat.push_back(a.link);
+      }
+    }
+    // Jobs whose key has had no agent for too long.
+    std::set<std::string> present;
+    for (auto& [conn, a] : agents) present.insert(a.view.device.key());
+    for (auto it = queue.begin(); it != queue.end();) {
+      std::shared_ptr<Pending> p = *it;
+      if (!present.count(p->job.key) && Clock::now() - p->queued > options.wait_for_agent) {
+        fail(p, Code::Unavailable,
+             "no agent of key " + p->job.key + " connected within " +
+                 std::to_string(options.wait_for_agent.count()) + " ms");
+        it = queue.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    lock.unlock();
+    v1::AgentFrame f;
+    f.mutable_heartbeat()->set_sequence(++sequence);
+    for (auto& link : beat) link->send(f);
+    lock.lock();
+  }
+}
+
+Fleet::Fleet(FleetOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.token.empty())
+    throw std::runtime_error("agents need a token: kilnd --agent-token-file FILE");
+  impl_->options = std::move(options);
+  impl_->listen_on(impl_->options.listen);
+  if (pipe2(impl_->wake, O_CLOEXEC) != 0) throw std::runtime_error("cannot make a pipe");
+  impl_->acceptor = std::thread([this] { impl_->accept_loop(); });
+  impl_->monitor = std::thread([this] { impl_->monitor_loop(); });
+}
+
+Fleet::~Fleet() { stop(); }
+
+void Fleet::stop() {
+  if (impl_->stopping.exchange(true)) return;
+  if (write(impl_->wake[1], "x", 1) < 0) {
+    // The accept loop also sees `stopping` at its next connection.
+  }
+  impl_->monitor_cv.notify_all();
+  impl_->acceptor.join();
+  impl_->monitor.join();
+  std::vector<std::thread> connections;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (auto& [conn, a] : impl_->agents)
+      if (a.link) a.link->shut();
+    connections.swap(impl_->connections);
+  }
+  for (std::thread& t : connections) t.join();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (auto& p : impl_->queue) impl_->fail(p, Code::Unavailable, "kilnd is stopping");
+  impl_->queue.clear();
+  close(impl_->listen_fd);
+  close(impl_->wake[0]);
+  close(impl_->wake[1]);
+}
+
+int Fleet::port() const { return impl_->port; }
+
+std::vector<AgentView> Fleet::agents() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<AgentView> out;
+  for (const auto& [conn, a] : impl_->agents)
+    if (a.link) out.push_back(a.view);
+  std::sort(out.begin(), out.end(), [](const AgentView& a, const AgentView& b) {
+    return std::tie(a.device.key(), a.id) < std::tie(b.device.key(), b.id);
+  });
+  return out;
+}
+
+std::optional<v1::Device> Fleet::device_of(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (const auto& [conn, a] : impl_->agents)
+    if (a.link && a.view.device.key() == key) return a.view.device;
+  return std::nullopt;
+}
+
+std::vector<std::string> Fleet::keys() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::set<std::string> keys;
+  for (const auto& [conn, a] : impl_->agents)
+    if (a.link) keys.insert(a.view.device.key());
+  return std::vector<std::string>(keys.begin(), keys.end());
+}
+
+std::future<FleetOutcome> Fleet::submit(FleetJob job) {
+  auto p = std::make_shared<Impl::Pending>();
+  std::future<FleetOutcome> out = p->promise.get_future();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stopping) {
+      impl_->fail(p, Code::Unavailable, "kilnd is stopping");
+      return out;
+    }
+    p->id = impl_->next_job++;
+    p->order = impl_->next_order++;
+    p->queued = Clock::now();
+    p->job = std::move(job);
+    impl_->queue.push_back(p);
+  }
+  impl_->dispatch();
+  return out;
+}
+
+}  // namespace kiln::server

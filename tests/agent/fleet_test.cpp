@@ -1,0 +1,272 @@
+// kilnd with real kiln-agent processes on loopback: agents register and are
+// listed, every example is measured on them and checked against the reference
+// interpreter, a wrong token is refused, a job past its time or memory limit
+// gets its error class and the agent serves the next, and a job whose agent
+// is killed mid-job completes on the other agent.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "example_cases.h"
+#include "kiln/v1/service.grpc.pb.h"
+#include "kilnd_process.h"
+#include "programs.h"
+
+extern char** environ;
+
+namespace kiln::testing {
+namespace {
+
+std::string temp_dir() {
+  std::string dir = ::testing::TempDir() + "kiln_fleet_" + std::to_string(getpid()) + "/";
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// A kiln-agent process, killed at the end.
+class AgentProcess {
+ public:
+  AgentProcess(const std::string& server, const std::string& key, const std::string& token_file,
+               const std::string& id, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {KILN_AGENT_BINARY, "--server", server, "--key", key,
+                                     "--token-file",    token_file, "--id", id,      "--log-level",
+                                     "warning"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, KILN_AGENT_BINARY, nullptr, nullptr, argv.data(), environ) != 0)
+      throw std::runtime_error("cannot start kiln-agent");
+  }
+  ~AgentProcess() { kill_now(); }
+  void kill_now() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  // Its exit status, waiting for it to end.
+  int wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class FleetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = temp_dir();
+    token_ = dir_ + "token";
+    std::ofstream(token_) << "fleet-test-token\n";
+    kilnd_ = std::make_unique<KilndProcess>(
+        KILND_BINARY, std::vector<std::string>{"--agent-token-file", token_, "--agent-listen",
+                                               "127.0.0.1:0", "--agent-heartbeat-ms", "300"});
+    std::string line = kilnd_->read_line();
+    ASSERT_TRUE(line.starts_with("kilnd: agents on 127.0.0.1:")) << line;
+    agents_ = "127.0.0.1:" + line.substr(line.rfind(':') + 1);
+    stub_ = v1::Compiler::NewStub(
+        grpc::CreateChannel(kilnd_->address(), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    stub_.reset();
+    kilnd_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  v1::ListAgentsResponse list() {
+    grpc::ClientContext ctx;
+    v1::ListAgentsResponse out;
+    EXPECT_TRUE(stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &out).ok());
+    return out;
+  }
+  // Waits until `n` agents are listed.
+  void wait_for_agents(int n) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (list().agents_size() != n) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "agents did not join";
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  grpc::Status measure(const v1::MeasureRequest& r, v1::MeasureResponse* out) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(2));
+    return stub_->Measure(&ctx, r, out);
+  }
+  v1::MeasureRequest request(const std::string& text, const std::string& file,
+                             const std::string& key = "x86") {
+    v1::MeasureRequest r;
+    r.mutable_op()->mutable_source()->set_text(text);
+    r.mutable_op()->mutable_source()->set_filename(file);
+    r.set_key(key);
+    r.mutable_settings()->set_repeat(2);
+    r.mutable_settings()->set_number(1);
+    return r;
+  }
+
+  std::string dir_, token_, agents_;
+  std::unique_ptr<KilndProcess> kilnd_;
+  std::unique_ptr<v1::Compiler::Stub> stub_;
+};
+
+const char* kScale =
+    "func scale { param n; constraint n > 0; input x : f32[n]; output y : f32[n];\n"
+    "  compute c(i) in 0 <= i < n: y[i] = x[i] * 3.0; }";
+
+TEST_F(FleetTest, TwoAgentsMeasureEveryExampleCheckedAgainstTheReference) {
+  AgentProcess a(agents_, "x86", token_, "agent-a"), b(agents_, "x86", token_, "agent-b");
+  wait_for_agents(2);
+  v1::ListAgentsResponse listed = list();
+  EXPECT_EQ(listed.agents(0).id(), "agent-a");
+  EXPECT_EQ(listed.agents(1).id(), "agent-b");
+  EXPECT_EQ(listed.agents(0).device().key(), "x86");
+  EXPECT_EQ(listed.agents(0).device().triple(), "x86_64-linux-gnu");
+  EXPECT_GT(listed.agents(0).device().cores(), 0);
+
+  int measured = 0;
+  for (const ExampleCase& c : example_cases()) {
+    SCOPED_TRACE(c.example);
+    v1::MeasureRequest r = request(read_example(c.example), c.example + ".kiln");
+    (*r.mutable_options()->mutable_set()).insert(c.params.front().begin(), c.params.front().end());
+    r.mutable_runtime_params()->insert(c.runtime.begin(), c.runtime.end());
+    r.set_check(true);
+    r.set_seed(3);
+    v1::MeasureResponse out;
+    grpc::Status s = measure(r, &out);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
+    EXPECT_TRUE(out.check().ok()) << out.check().message();
+    EXPECT_EQ(out.result().round_ms_size(), 2);
+    EXPECT_GT(out.median_ms(), 0);
+    EXPECT_TRUE(out.agent_id() == "agent-a" || out.agent_id() == "agent-b");
+    EXPECT_FALSE(out.result().outputs().empty());
+    ++measured;
+  }
+  int64_t done = 0;
+  v1::ListAgentsResponse after = list();
+  for (const v1::AgentStatus& s : after.agents()) done += s.jobs_done();
+  EXPECT_EQ(done, measured);
+}
+
+TEST_F(FleetTest, OutputsComeBackAndARepeatedArtifactIsNotSentAgain) {
+  AgentProcess a(agents_, "x86", token_, "agent-a");
+  wait_for_agents(1);
+  v1::MeasureRequest r = request(kScale, "scale.kiln");
+  (*r.mutable_runtime_params())["n"] = 4;
+  r.set_return_outputs(true);
+  r.set_check(true);
+  for (int k = 0; k < 2; ++k) {
+    v1::MeasureResponse out;
+    ASSERT_TRUE(measure(r, &out).ok());
+    ASSERT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
+    ASSERT_EQ(out.result().outputs_size(), 1);
+    const std::string& data = out.result().outputs(0).data();
+    ASSERT_EQ(data.size(), 16u);
+    EXPECT_TRUE(out.check().ok());
+    EXPECT_EQ(out.cache_hit(), k == 1);
+  }
+}
+
+TEST_F(FleetTest, AJobPastItsTimeLimitTimesOutAndTheAgentServesOn) {
+  AgentProcess a(agents_, "x86", token_, "agent-a");
+  wait_for_agents(1);
+  v1::MeasureRequest slow = request(
+      "func slow { param n; input x : f32[n]; output y : f32[1];\n"
+      "  compute c(i, j, k) in 0 <= i < n and 0 <= j < n and 0 <= k < n: y[0] += x[i] * x[j]; }",
+      "slow.kiln");
+  (*slow.mutable_runtime_params())["n"] = 3000;
+  slow.mutable_settings()->set_time_limit_ms(300);
+  v1::MeasureResponse out;
+  ASSERT_TRUE(measure(slow, &out).ok());
+  EXPECT_EQ(out.result().error(), v1::MeasureResult::TIMEOUT) << out.result().message();
+  EXPECT_NE(out.result().message().find("time limit of 300 ms"), std::string::npos);
+
+  v1::MeasureRequest ok = request(kScale, "scale.kiln");
+  ASSERT_TRUE(measure(ok, &out).ok());
+  EXPECT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
+  EXPECT_EQ(out.agent_id(), "agent-a");
+}
+
+TEST_F(FleetTest, AJobPastItsMemoryLimitIsOutOfMemory) {
+  AgentProcess a(agents_, "x86", token_, "agent-a");
+  wait_for_agents(1);
+  v1::MeasureRequest big = request(kScale, "scale.kiln");
+  (*big.mutable_runtime_params())["n"] = 200'000'000;  // 800 MB a buffer
+  big.mutable_settings()->set_memory_limit_bytes(uint64_t{256} << 20);
+  v1::MeasureResponse out;
+  ASSERT_TRUE(measure(big, &out).ok());
+  EXPECT_EQ(out.result().error(), v1::MeasureResult::OUT_OF_MEMORY) << out.result().message();
+  ASSERT_TRUE(measure(request(kScale, "scale.kiln"), &out).ok());
+  EXPECT_EQ(out.result().error(), v1::MeasureResult::OK);
+}
+
+TEST_F(FleetTest, AnAgentWithTheWrongTokenIsRefused) {
+  std::string wrong = dir_ + "wrong";
+  std::ofstream(wrong) << "not-the-token\n";
+  AgentProcess bad(agents_, "x86", wrong, "intruder", {"--once"});
+  int status = bad.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << status;
+  EXPECT_EQ(list().agents_size(), 0);
+  AgentProcess good(agents_, "x86", token_, "agent-a");
+  wait_for_agents(1);
+}
+
+TEST_F(FleetTest, AKeyWithoutAgentsIsUnavailableNamingTheKeys) {
+  AgentProcess a(agents_, "x86", token_, "agent-a");
+  wait_for_agents(1);
+  v1::MeasureResponse out;
+  grpc::Status s = measure(request(kScale, "scale.kiln", "rk3399"), &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find("no agent of key rk3399 is connected (connected: x86)"),
+            std::string::npos)
+      << s.error_message();
+}
+
+TEST_F(FleetTest, AJobWhoseAgentIsKilledCompletesOnTheOther) {
+  auto a = std::make_unique<AgentProcess>(agents_, "x86", token_, "agent-a");
+  wait_for_agents(1);
+  v1::MeasureRequest slow = request(
+      "func slow { param n; input x : f32[n]; output y : f32[1];\n"
+      "  compute c(i, j, k) in 0 <= i < n and 0 <= j < n and 0 <= k < n: y[0] += x[i] * x[j]; }",
+      "slow.kiln");
+  (*slow.mutable_runtime_params())["n"] = 1200;  // seconds a call: time to kill its agent
+  slow.mutable_settings()->set_time_limit_ms(60'000);
+  slow.mutable_settings()->set_repeat(1);
+  v1::MeasureResponse out;
+  grpc::Status s;
+  std::thread client([&] { s = measure(slow, &out); });
+  // Once agent-a runs the job, a second agent joins and agent-a dies.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    v1::ListAgentsResponse now = list();
+    if (now.agents_size() == 1 && now.agents(0).running() == 1) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), until);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  AgentProcess b(agents_, "x86", token_, "agent-b");
+  wait_for_agents(2);
+  a->kill_now();
+  client.join();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
+  EXPECT_EQ(out.agent_id(), "agent-b");
+  EXPECT_EQ(out.tries(), 2);
+}
+
+}  // namespace
+}  // namespace kiln::testing
