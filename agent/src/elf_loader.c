@@ -691,8 +691,8 @@ static int parse_hash_tables(layout* l) {
     if (bloom_size == 0 || (bloom_size & (bloom_size - 1)) != 0)
       return fail(l, "DT_GNU_HASH has a Bloom filter of %" PRIu32 " words, not a power of two",
                   bloom_size);
-    if (bloom_shift >= 64)
-      return fail(l, "DT_GNU_HASH has a Bloom shift of %" PRIu32 ", not below 64", bloom_shift);
+    if (bloom_shift >= 32) /* the hashes are 32 bits */
+      return fail(l, "DT_GNU_HASH has a Bloom shift of %" PRIu32 ", not below 32", bloom_shift);
     uint64_t head = 16 + 8 * (uint64_t)bloom_size + 4 * (uint64_t)nbuckets;
     l->gnu_hash.size = head;
     if (locate(l, &l->gnu_hash, "DT_GNU_HASH") != 0) return -1;
@@ -846,7 +846,7 @@ static int parse(layout* l, const void* so, size_t size, const kiln_symbol* impo
   uint64_t phoff = 0, dyn_off = 0, dyn_size = 0;
   unsigned phnum = 0;
   if (parse_header(l, &phoff, &phnum) != 0 ||
-      parse_segments(l, phoff, phnum, &dyn_off, &dyn_size) || protect(l, 0, 0) != 0 ||
+      parse_segments(l, phoff, phnum, &dyn_off, &dyn_size) != 0 || protect(l, 0, 0) != 0 ||
       parse_dynamic(l, dyn_off, dyn_size) != 0 || parse_hash_tables(l) != 0 ||
       check_symbols(l) != 0 || relocate(l, &l->rela, "DT_RELA", 0, 0) != 0 ||
       relocate(l, &l->jmprel, "DT_JMPREL", 0, 0) != 0)
@@ -950,6 +950,7 @@ kiln_elf* kiln_elf_load(const void* so, size_t size, const kiln_symbol* imports,
     }
     if (s->filesz > 0) memcpy((void*)(uintptr_t)(bias + s->vaddr), l.so + s->offset, s->filesz);
   }
+  /* parse() checked every relocation: applying them cannot fail. */
   relocate(&l, &l.rela, "DT_RELA", bias, 1);
   relocate(&l, &l.jmprel, "DT_JMPREL", bias, 1);
 
@@ -1016,7 +1017,7 @@ static void* gnu_lookup(const kiln_elf* e, const char* name) {
   uint32_t nbuckets = le32(g), symoffset = le32(g + 4), bloom_size = le32(g + 8);
   uint32_t shift = le32(g + 12);
   uint64_t word = le64(g + 16 + 8 * (uint64_t)((h / 64) % bloom_size));
-  uint64_t mask = (uint64_t)1 << (h % 64) | (uint64_t)1 << ((h >> shift) % 64);
+  uint64_t mask = (uint64_t)1 << (h % 64) | (uint64_t)1 << (((uint64_t)h >> shift) % 64);
   if ((word & mask) != mask) return NULL;
   const uint8_t* buckets = g + 16 + 8 * (uint64_t)bloom_size;
   const uint8_t* chain = buckets + 4 * (uint64_t)nbuckets;

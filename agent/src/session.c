@@ -152,7 +152,12 @@ static int wait_frame(conn* l, int timeout_ms, agent_frame** out, char* err, siz
       return 0;
     }
     struct pollfd p = {l->fd, POLLIN, 0};
-    if (poll(&p, 1, (int)(deadline - now)) > 0 && receive(l, err, err_len) != 0) return -1;
+    if (poll(&p, 1, (int)(deadline - now)) > 0 && receive(l, err, err_len) != 0) {
+      /* kilnd may send its last frame (a refusal) and close at once: read that first. */
+      char ignored[64];
+      if (frame_reader_next(&l->reader, out, ignored, sizeof ignored) == 1) return 1;
+      return -1;
+    }
   }
 }
 
@@ -406,13 +411,11 @@ session_end session_run(const agent_config* cfg, artifact_cache* cache, int* wel
       log_line(LOG_ERROR, "poll: %s", strerror(errno));
       break;
     }
-    if (ready > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-      if (receive(&l, err, sizeof err) != 0) {
-        log_line(LOG_WARN, "connection to kilnd lost: %s", err);
-        break;
-      }
-    }
-    /* Frames that arrived. */
+    int closed = 0;
+    char closed_why[512] = "";
+    if (ready > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
+      closed = receive(&l, closed_why, sizeof closed_why) != 0;
+    /* Frames that arrived (before a close, too: kilnd's last word may be a refusal). */
     agent_frame* f = NULL;
     int got;
     int broken = 0;
@@ -451,7 +454,8 @@ session_end session_run(const agent_config* cfg, artifact_cache* cache, int* wel
       log_line(LOG_ERROR, "bad frame from kilnd: %s", err);
       broken = 1;
     }
-    if (broken) break;
+    if (closed && !broken) log_line(LOG_WARN, "connection to kilnd lost: %s", closed_why);
+    if (broken || closed) break;
 
     /* Jobs that ended. */
     now = now_ms();

@@ -334,7 +334,7 @@ static void field_faults(const uint8_t* so, size_t size) {
   FAULT("DT_GNU_HASH far away", "DT_GNU_HASH", put(m + d_gnu + 8, 8, (uint64_t)1 << 35));
   FAULT("DT_GNU_HASH without buckets", "no buckets", put(m + gnu, 4, 0));
   FAULT("DT_GNU_HASH Bloom filter of 3 words", "power of two", put(m + gnu + 8, 4, 3));
-  FAULT("DT_GNU_HASH Bloom shift 64", "Bloom shift", put(m + gnu + 12, 4, 64));
+  FAULT("DT_GNU_HASH Bloom shift 32", "Bloom shift", put(m + gnu + 12, 4, 32));
   FAULT("DT_GNU_HASH with 2^32 - 1 buckets", "DT_GNU_HASH", put(m + gnu, 4, UINT32_MAX));
   FAULT("DT_GNU_HASH starting past the symbols", "DT_GNU_HASH", put(m + gnu + 4, 4, nsyms + 1));
   FAULT("DT_GNU_HASH alone, its buckets before its symbols", "before its first symbol",
