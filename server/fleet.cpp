@@ -172,11 +172,18 @@ struct Fleet::Impl {
   std::atomic<bool> stopping{false};
   std::thread acceptor, monitor;
 
+  // A connection's thread; `done` once it has returned, so it can be joined.
+  struct Connection {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+
   mutable std::mutex mu;
   std::condition_variable monitor_cv;
-  std::map<uint64_t, Agent> agents;  // by connection number
+  mutable std::condition_variable joined_cv;  // an agent joined
+  std::map<uint64_t, Agent> agents;           // by connection number
   std::vector<std::shared_ptr<Pending>> queue;
-  std::vector<std::thread> connections;
+  std::vector<Connection> connections;
   uint64_t next_connection = 1, next_job = 1, next_order = 1;
 
   void listen_on(const std::string& address);
@@ -240,7 +247,19 @@ void Fleet::Impl::accept_loop() {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     std::lock_guard<std::mutex> lock(mu);
-    connections.emplace_back([this, fd, name = peer_name(peer)] { serve(fd, name); });
+    // Join the connections that ended, so a long-lived kilnd does not keep
+    // a thread per agent reconnection.
+    std::erase_if(connections, [](Connection& c) {
+      if (!*c.done) return false;
+      c.thread.join();
+      return true;
+    });
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    connections.push_back({std::thread([this, fd, done, name = peer_name(peer)] {
+                             serve(fd, name);
+                             *done = true;
+                           }),
+                           done});
   }
 }
 
@@ -316,6 +335,7 @@ void Fleet::Impl::serve(int fd, std::string peer) {
     std::lock_guard<std::mutex> lock(mu);
     agents[*conn].link = link;
   }
+  joined_cv.notify_all();
   dispatch();
   std::string why;
   while (!stopping) {
@@ -506,14 +526,14 @@ void Fleet::stop() {
   impl_->monitor_cv.notify_all();
   impl_->acceptor.join();
   impl_->monitor.join();
-  std::vector<std::thread> connections;
+  std::vector<Impl::Connection> connections;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     for (auto& [conn, a] : impl_->agents)
       if (a.link) a.link->shut();
     connections.swap(impl_->connections);
   }
-  for (std::thread& t : connections) t.join();
+  for (Impl::Connection& c : connections) c.thread.join();
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (auto& p : impl_->queue) impl_->fail(p, Code::Unavailable, "kilnd is stopping");
   impl_->queue.clear();
@@ -535,11 +555,17 @@ std::vector<AgentView> Fleet::agents() const {
   return out;
 }
 
-std::optional<v1::Device> Fleet::device_of(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  for (const auto& [conn, a] : impl_->agents)
-    if (a.link && a.view.device.key() == key) return a.view.device;
-  return std::nullopt;
+std::optional<v1::Device> Fleet::await_device(const std::string& key,
+                                              const std::function<bool()>& give_up) const {
+  auto until = Clock::now() + impl_->options.wait_for_agent;
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  for (;;) {
+    for (const auto& [conn, a] : impl_->agents)
+      if (a.link && a.view.device.key() == key) return a.view.device;
+    if (impl_->stopping || Clock::now() >= until || (give_up && give_up())) return std::nullopt;
+    impl_->joined_cv.wait_until(lock,
+                                std::min(until, Clock::now() + std::chrono::milliseconds(50)));
+  }
 }
 
 std::vector<std::string> Fleet::keys() const {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -69,8 +70,11 @@ class Fleet {
 
   int port() const;
   std::vector<AgentView> agents() const;
-  // The device of a connected agent of `key` (what to compile for), or none.
-  std::optional<v1::Device> device_of(const std::string& key) const;
+  // The device of a connected agent of `key` (what to compile for), waiting
+  // up to wait_for_agent for one to join; none when none did, or when
+  // `give_up` (asked every 50 ms) says so first.
+  std::optional<v1::Device> await_device(const std::string& key,
+                                         const std::function<bool()>& give_up = {}) const;
   // Keys of the connected agents, sorted, for messages.
   std::vector<std::string> keys() const;
 

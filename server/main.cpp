@@ -7,6 +7,7 @@
 //         [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE]
 //         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 //         [--agent-token-file FILE [--agent-listen HOST:PORT] [--agent-heartbeat-ms N]
+//          [--agent-wait-ms N]
 //          [--measure-timeout-ms N] [--measure-memory-mb N]]
 //         [--config FILE] [--log-level LEVEL]
 //
@@ -59,6 +60,7 @@ struct Flags {
   std::string agent_token_file;
   std::string agent_listen = "127.0.0.1:50052";
   int agent_heartbeat_ms = kiln::server::FleetOptions{}.heartbeat_ms;
+  int64_t agent_wait_ms = kiln::server::FleetOptions{}.wait_for_agent.count();
   int64_t measure_timeout_ms = kiln::server::ServiceOptions{}.measure_timeout_ms;
   uint64_t measure_memory_mb = kiln::server::ServiceOptions{}.measure_memory_bytes >> 20;
 };
@@ -78,7 +80,8 @@ std::string setting_origin;
       "[--max-expression-nodes N] [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE] "
       "[--tls-cert FILE --tls-key FILE "
       "[--tls-client-ca FILE]] [--agent-token-file FILE [--agent-listen HOST:PORT] "
-      "[--agent-heartbeat-ms N] [--measure-timeout-ms N] [--measure-memory-mb N]] "
+      "[--agent-heartbeat-ms N] [--agent-wait-ms N] [--measure-timeout-ms N] "
+      "[--measure-memory-mb N]] "
       "[--config FILE] [--log-level trace|debug|info|warn|error|off]\n",
       problem.c_str(), setting_origin.empty() ? "" : (" (at " + setting_origin + ")").c_str());
   std::exit(2);
@@ -187,6 +190,8 @@ Flags parse_flags(int argc, char** argv) {
       f.agent_token_file = value();
     } else if (a == "--agent-listen") {
       f.agent_listen = value();
+    } else if (a == "--agent-wait-ms") {
+      f.agent_wait_ms = count_flag(a, value(), 0, 24LL * 3600 * 1000);
     } else if (a == "--agent-heartbeat-ms") {
       f.agent_heartbeat_ms = static_cast<int>(count_flag(a, value(), 50, 600'000));
     } else if (a == "--measure-timeout-ms") {
@@ -225,6 +230,14 @@ std::string read_file(const std::string& path, const std::string& flag) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// A token file's token: its text without trailing white space, never empty.
+std::string read_token(const std::string& path, const std::string& flag) {
+  std::string token = read_file(path, flag);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) throw std::runtime_error(flag + " " + path + ": the file holds no token");
+  return token;
 }
 
 // Plaintext, or TLS with the server's certificate and, with a client CA,
@@ -286,13 +299,9 @@ int main(int argc, char** argv) {
     try {
       kiln::server::FleetOptions fo;
       fo.listen = flags.agent_listen;
-      fo.token = read_file(flags.agent_token_file, "--agent-token-file");
-      while (!fo.token.empty() && std::isspace(static_cast<unsigned char>(fo.token.back())))
-        fo.token.pop_back();
-      if (fo.token.empty())
-        throw std::runtime_error("--agent-token-file " + flags.agent_token_file +
-                                 ": the file holds no token");
+      fo.token = read_token(flags.agent_token_file, "--agent-token-file");
       fo.heartbeat_ms = flags.agent_heartbeat_ms;
+      fo.wait_for_agent = std::chrono::milliseconds(flags.agent_wait_ms);
       fleet = std::make_unique<kiln::server::Fleet>(fo);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "kilnd: %s\n", e.what());
@@ -305,11 +314,7 @@ int main(int argc, char** argv) {
   std::shared_ptr<grpc::ServerCredentials> credentials;
   try {
     if (!flags.token_file.empty()) {
-      access.token = read_file(flags.token_file, "--token-file");
-      while (!access.token.empty() && std::isspace(static_cast<unsigned char>(access.token.back())))
-        access.token.pop_back();
-      if (access.token.empty())
-        throw std::runtime_error("--token-file " + flags.token_file + ": the file holds no token");
+      access.token = read_token(flags.token_file, "--token-file");
     }
     credentials = server_credentials(flags);
   } catch (const std::exception& e) {

@@ -359,21 +359,92 @@ FleetOutcome wait_for(std::future<FleetOutcome>& f, const CallOptions& call) {
   return f.get();
 }
 
-// The connected device of `key`, waiting up to `wait` for an agent of it.
-v1::Device device_for(const Fleet& fleet, const std::string& key, std::chrono::milliseconds wait,
-                      const CallOptions& call) {
-  auto until = std::chrono::steady_clock::now() + wait;
-  for (;;) {
-    if (std::optional<v1::Device> d = fleet.device_of(key)) return *d;
-    if (std::chrono::steady_clock::now() >= until ||
-        (call.deadline && std::chrono::steady_clock::now() >= *call.deadline) ||
-        (call.cancelled && call.cancelled())) {
-      std::vector<std::string> keys = fleet.keys();
-      refuse(Code::Unavailable,
-             fmt::format("no agent of key {} is connected (connected: {})", key,
-                         keys.empty() ? "none" : fmt::format("{}", fmt::join(keys, ", "))));
+// The device of a connected agent of `key` (the fleet waits a while for one).
+v1::Device device_for(const Fleet& fleet, const std::string& key, const CallOptions& call) {
+  std::optional<v1::Device> d = fleet.await_device(key, [&] {
+    return (call.deadline && std::chrono::steady_clock::now() >= *call.deadline) ||
+           (call.cancelled && call.cancelled());
+  });
+  if (d) return *d;
+  std::vector<std::string> keys = fleet.keys();
+  refuse(Code::Unavailable,
+         fmt::format("no agent of key {} is connected (connected: {})", key,
+                     keys.empty() ? "none" : fmt::format("{}", fmt::join(keys, ", "))));
+}
+
+}  // namespace
+
+namespace {
+
+// The job for an agent: the artifact's arguments in its order (params with
+// their values, buffers with their shapes; `inputs`' data for the inputs when
+// kilnd made them) and how to time it.
+v1::MeasureJob measure_job(const v1::Artifact& a, const ir::Func& f,
+                           const std::map<std::string, int64_t>& params,
+                           const std::optional<Bindings>& inputs, const v1::MeasureRequest& request,
+                           const ServiceOptions& options) {
+  v1::MeasureJob job;
+  const v1::MeasureSettings& m = request.settings();
+  job.set_entry(a.entry());
+  job.set_seed(request.seed());
+  job.set_warmup(m.warmup());
+  job.set_number(m.number());
+  job.set_repeat(m.repeat());
+  job.set_min_repeat_ms(m.min_repeat_ms());
+  job.set_cooldown_ms(m.cooldown_ms());
+  job.set_flush_cache(m.flush_cache());
+  job.set_threads(m.threads());
+  job.set_time_limit_ms(m.time_limit_ms() > 0 ? m.time_limit_ms()
+                                              : static_cast<int32_t>(options.measure_timeout_ms));
+  job.set_memory_limit_bytes(m.memory_limit_bytes() > 0 ? m.memory_limit_bytes()
+                                                        : options.measure_memory_bytes);
+  job.set_return_outputs(request.return_outputs() || request.check());
+  for (const v1::ArtifactArgument& arg : a.arguments()) {
+    v1::JobArgument* w = job.add_arguments();
+    w->set_name(arg.name());
+    if (arg.kind() == v1::ArtifactArgument::PARAM) {
+      w->set_value(params.at(arg.name()));
+      continue;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const ir::Buf* b = f.find_buf(arg.name());
+    w->set_is_buffer(true);
+    w->set_type(element_type(b->dtype));
+    w->set_output(arg.output());
+    for (int64_t e : buffer_shape(*b, params)) w->add_shape(e);
+    if (inputs && !arg.output()) {
+      const HostBuffer& data = inputs->buffers.at(arg.name());
+      w->set_data(std::string(static_cast<const char*>(data.data()),
+                              static_cast<size_t>(data.size()) * ir::dtype_bytes(b->dtype)));
+    }
+  }
+  return job;
+}
+
+// The agent's outputs against the reference interpreter's on the same
+// inputs; WRONG_ANSWER when they differ.
+void check_outputs(const ir::Func& f, const std::map<std::string, int64_t>& params,
+                   const Bindings& inputs, const std::string& agent, v1::MeasureResult& result,
+                   v1::OutputCheck* check) {
+  Bindings expected = inputs;
+  interp::run_reference(f, expected);
+  Bindings actual = inputs;
+  for (const v1::OutputValues& o : result.outputs()) {
+    const ir::Buf* b = f.find_buf(o.name());
+    if (!b) continue;
+    HostBuffer h(b->dtype, buffer_shape(*b, params));
+    size_t bytes = static_cast<size_t>(h.size()) * ir::dtype_bytes(b->dtype);
+    if (o.data().size() != bytes)
+      refuse(Code::Internal, fmt::format("agent {} returned {} bytes for output {}, not {}", agent,
+                                         o.data().size(), o.name(), bytes));
+    std::memcpy(h.data(), o.data().data(), bytes);
+    actual.buffers[o.name()] = std::move(h);
+  }
+  interp::Mismatch mismatch = interp::compare_outputs(f, expected, actual);
+  wire_check(mismatch, check);
+  if (!mismatch.ok) {
+    result.set_error(v1::MeasureResult::WRONG_ANSWER);
+    result.set_message("the outputs differ from the reference interpreter's: " +
+                       mismatch.describe());
   }
 }
 
@@ -393,7 +464,7 @@ Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* 
     if (!t.triple().empty() || !t.cpu().empty() || !t.features().empty())
       refuse(Code::InvalidArgument,
              "options.target: a measurement compiles for its agent's own target; leave it unset");
-    v1::Device device = device_for(*fleet, request.key(), impl_->options.agent_wait, call);
+    v1::Device device = device_for(*fleet, request.key(), call);
 
     // Compiled for the agent's triple, CPU and features, through the cache.
     v1::CompileOptions options = request.options();
@@ -408,9 +479,8 @@ Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* 
     response->set_cache_hit(compiled.cache_hit());
     *response->mutable_notes() = compiled.notes();
 
-    // The arguments: run-time params, then buffers with their shapes. Inputs
-    // are made here when they must be checked or meet a value spec; the
-    // agent makes the others.
+    // Inputs are made here when they must be checked or meet a value spec;
+    // the agent makes the others.
     ir::Func f = ir::apply_overrides(r.func, r.overrides);
     std::map<std::string, int64_t> given(request.runtime_params().begin(),
                                          request.runtime_params().end());
@@ -423,49 +493,13 @@ Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* 
     std::optional<Bindings> inputs;
     if (request.check() || specs) inputs = interp::random_bindings(f, params, request.seed());
 
-    v1::MeasureJob job;
-    const v1::MeasureSettings& m = request.settings();
-    job.set_entry(a.entry());
-    job.set_seed(request.seed());
-    job.set_warmup(m.warmup());
-    job.set_number(m.number());
-    job.set_repeat(m.repeat());
-    job.set_min_repeat_ms(m.min_repeat_ms());
-    job.set_cooldown_ms(m.cooldown_ms());
-    job.set_flush_cache(m.flush_cache());
-    job.set_threads(m.threads());
-    job.set_time_limit_ms(m.time_limit_ms() > 0
-                              ? m.time_limit_ms()
-                              : static_cast<int32_t>(impl_->options.measure_timeout_ms));
-    job.set_memory_limit_bytes(m.memory_limit_bytes() > 0 ? m.memory_limit_bytes()
-                                                          : impl_->options.measure_memory_bytes);
-    job.set_return_outputs(request.return_outputs() || request.check());
-    for (const v1::ArtifactArgument& arg : a.arguments()) {
-      v1::JobArgument* w = job.add_arguments();
-      w->set_name(arg.name());
-      if (arg.kind() == v1::ArtifactArgument::PARAM) {
-        w->set_value(params.at(arg.name()));
-        continue;
-      }
-      const ir::Buf* b = f.find_buf(arg.name());
-      w->set_is_buffer(true);
-      w->set_type(element_type(b->dtype));
-      w->set_output(arg.output());
-      for (int64_t e : buffer_shape(*b, params)) w->add_shape(e);
-      if (inputs && !arg.output()) {
-        const HostBuffer& data = inputs->buffers.at(arg.name());
-        w->set_data(std::string(static_cast<const char*>(data.data()),
-                                static_cast<size_t>(data.size()) * ir::dtype_bytes(b->dtype)));
-      }
-    }
-
-    FleetJob fj;
-    fj.key = request.key();
-    fj.priority = request.priority();
-    fj.code = std::make_shared<const std::string>(a.code());
-    fj.code_sha256 = a.code_sha256();
-    fj.job = std::move(job);
-    std::future<FleetOutcome> pending = fleet->submit(std::move(fj));
+    FleetJob job;
+    job.key = request.key();
+    job.priority = request.priority();
+    job.code = std::make_shared<const std::string>(a.code());
+    job.code_sha256 = a.code_sha256();
+    job.job = measure_job(a, f, params, inputs, request, impl_->options);
+    std::future<FleetOutcome> pending = fleet->submit(std::move(job));
     FleetOutcome out = wait_for(pending, call);
     if (!out.status.ok()) return out.status;
     response->set_agent_id(out.agent_id);
@@ -473,37 +507,11 @@ Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* 
     response->set_tries(out.tries);
     v1::MeasureResult& result = *response->mutable_result();
     result = std::move(out.result);
-    if (!result.round_ms().empty()) {
-      std::vector<double> rounds(result.round_ms().begin(), result.round_ms().end());
-      std::sort(rounds.begin(), rounds.end());
-      size_t n = rounds.size();
-      response->set_median_ms(n % 2 ? rounds[n / 2] : (rounds[n / 2 - 1] + rounds[n / 2]) / 2);
-      response->set_min_ms(rounds.front());
-    }
-
-    if (request.check() && result.error() == v1::MeasureResult::OK) {
-      Bindings expected = *inputs;
-      interp::run_reference(f, expected);
-      Bindings actual = *inputs;
-      for (const v1::OutputValues& o : result.outputs()) {
-        const ir::Buf* b = f.find_buf(o.name());
-        if (!b) continue;
-        HostBuffer h(b->dtype, buffer_shape(*b, params));
-        size_t bytes = static_cast<size_t>(h.size()) * ir::dtype_bytes(b->dtype);
-        if (o.data().size() != bytes)
-          refuse(Code::Internal, fmt::format("agent {} returned {} bytes for output {}, not {}",
-                                             out.agent_id, o.data().size(), o.name(), bytes));
-        std::memcpy(h.data(), o.data().data(), bytes);
-        actual.buffers[o.name()] = std::move(h);
-      }
-      interp::Mismatch mismatch = interp::compare_outputs(f, expected, actual);
-      wire_check(mismatch, response->mutable_check());
-      if (!mismatch.ok) {
-        result.set_error(v1::MeasureResult::WRONG_ANSWER);
-        result.set_message("the outputs differ from the reference interpreter's: " +
-                           mismatch.describe());
-      }
-    }
+    RoundStats stats = round_stats({result.round_ms().begin(), result.round_ms().end()});
+    response->set_median_ms(stats.median);
+    response->set_min_ms(stats.min);
+    if (request.check() && result.error() == v1::MeasureResult::OK)
+      check_outputs(f, params, *inputs, out.agent_id, result, response->mutable_check());
     if (!request.return_outputs())
       for (v1::OutputValues& o : *result.mutable_outputs()) o.clear_data();
     return {};

@@ -50,11 +50,9 @@ struct ServiceOptions {
   std::string runner_path{};
   int64_t run_timeout_ms = 60'000;                // wall clock, compilation included
   uint64_t run_memory_bytes = uint64_t{4} << 30;  // address space; 0: none
-  // Measure: the agents (none: Measure is UNAVAILABLE), how long a request
-  // waits for an agent of its key, and the limits of a job's child process
-  // when the request gives none.
+  // Measure: the agents (none: Measure is UNAVAILABLE), and the limits of a
+  // job's child process when the request gives none.
   Fleet* fleet = nullptr;
-  std::chrono::milliseconds agent_wait{10'000};
   int64_t measure_timeout_ms = 60'000;
   uint64_t measure_memory_bytes = uint64_t{4} << 30;
   // For tests: called by each request once it holds a worker.

@@ -73,7 +73,8 @@ int job_start(running_job* j, const measure_job* job, const uint8_t* code, size_
   return 0;
 }
 
-int job_poll(running_job* j, uint64_t now_ns) {
+/* Reads what the child has sent so far: until the pipe is empty (EAGAIN) or closed. */
+static void drain(running_job* j) {
   while (j->fd >= 0) {
     uint8_t chunk[1 << 16];
     ssize_t got = read(j->fd, chunk, sizeof chunk);
@@ -82,26 +83,31 @@ int job_poll(running_job* j, uint64_t now_ns) {
       if (frame_reader_feed(&j->reader, chunk, (size_t)got, err, sizeof err) != 0) {
         close(j->fd); /* a child that sends nonsense is done */
         j->fd = -1;
-        kill(j->pid, SIGKILL);
+        if (j->pid > 0) kill(j->pid, SIGKILL);
       }
       continue;
     }
-    if (got < 0 && (errno == EAGAIN || errno == EINTR)) break;
+    if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
     close(j->fd);
     j->fd = -1;
   }
+}
+
+int job_poll(running_job* j, uint64_t now_ns) {
+  drain(j);
   if (j->pid > 0 && now_ns >= j->deadline_ns && !j->killed_for_time) {
     kill(j->pid, SIGKILL);
     j->killed_for_time = 1;
   }
-  if (j->pid > 0) {
-    pid_t w = waitpid(j->pid, &j->status, WNOHANG);
-    if (w == j->pid) j->pid = 0;
-  }
-  /* Over once reaped and its pipe is drained (a grandchild could hold the pipe: not ours). */
-  if (j->pid == 0 && j->fd >= 0) {
-    close(j->fd);
-    j->fd = -1;
+  if (j->pid > 0 && waitpid(j->pid, &j->status, WNOHANG) == j->pid) {
+    j->pid = 0;
+    /* What it wrote between the read above and its exit is still in the pipe. */
+    drain(j);
+    /* Still open: a process it started holds the pipe, and the job is over all the same. */
+    if (j->fd >= 0) {
+      close(j->fd);
+      j->fd = -1;
+    }
   }
   return j->pid == 0;
 }

@@ -188,9 +188,10 @@ static void kernel_failed(measure_result* r, int32_t status) {
   else
     result_error(r, KILN__V1__MEASURE_RESULT__ERROR__KERNEL_ERROR,
                  "the kernel returned status %d%s", status,
-                 status >= KILN_ERR_CHECK  ? " (a check of the artifact's `checks` failed)"
-                 : status == KILN_ERR_ARGS ? " (the argument count is wrong)"
-                                           : " (an integer division by zero)");
+                 status >= KILN_ERR_CHECK   ? " (a check of the artifact's `checks` failed)"
+                 : status == KILN_ERR_ARGS  ? " (the argument count is wrong)"
+                 : status == KILN_ERR_ARITH ? " (an integer division by zero)"
+                                            : " (not a status kiln's kernels return)");
 }
 
 void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, measure_result* r) {

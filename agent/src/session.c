@@ -333,8 +333,7 @@ typedef struct {
 
 /* Starts `f`'s job in slot `s`, or answers it at once (a missing artifact, a load error). -1
    when the answer cannot be sent. Frees f. */
-static int start_job(const agent_config* cfg, artifact_cache* cache, conn* l, workers* w, int s,
-                     agent_frame* f) {
+static int start_job(artifact_cache* cache, conn* l, workers* w, int s, agent_frame* f) {
   const measure_job* job = f->job;
   char err[512];
   const cached_artifact* a = NULL;
@@ -363,7 +362,6 @@ static int start_job(const agent_config* cfg, artifact_cache* cache, conn* l, wo
       rc = answer(l, job->job_id, KILN__V1__MEASURE_RESULT__ERROR__RUNTIME_CRASH, err);
     }
   }
-  (void)cfg;
   frame_free(f);
   return rc;
 }
@@ -429,7 +427,7 @@ session_end session_run(const agent_config* cfg, artifact_cache* cache, int* wel
           for (int s = 0; s < slots && free_slot < 0; ++s)
             if (!w->busy[s]) free_slot = s;
           if (free_slot >= 0) {
-            if (start_job(cfg, cache, &l, w, free_slot, f) != 0) broken = 1;
+            if (start_job(cache, &l, w, free_slot, f) != 0) broken = 1;
           } else if (w->npending < MAX_PENDING) {
             w->pending[w->npending++] = f;
           } else {
@@ -475,7 +473,7 @@ session_end session_run(const agent_config* cfg, artifact_cache* cache, int* wel
       if (w->npending > 0) {
         agent_frame* next = w->pending[0];
         memmove(w->pending, w->pending + 1, --w->npending * sizeof *w->pending);
-        if (start_job(cfg, cache, &l, w, s, next) != 0) broken = 1;
+        if (start_job(cache, &l, w, s, next) != 0) broken = 1;
       }
     }
     if (broken) {

@@ -7,6 +7,13 @@
 
 namespace kiln {
 
+RoundStats round_stats(std::vector<double> rounds) {
+  if (rounds.empty()) return {};
+  std::sort(rounds.begin(), rounds.end());
+  size_t mid = rounds.size() / 2;
+  return {rounds.size() % 2 ? rounds[mid] : (rounds[mid - 1] + rounds[mid]) / 2, rounds.front()};
+}
+
 BenchResult measure(const std::function<void()>& run_once, int repeat, int number) {
   constexpr uint64_t kRepeatTargetNs = 50'000'000;
   uint64_t start = kiln_now_ns();
@@ -25,10 +32,9 @@ BenchResult measure(const std::function<void()>& run_once, int repeat, int numbe
     per_run.push_back(static_cast<double>(kiln_now_ns() - t0) * 1e-9 / r.number);
   }
   r.round_s = per_run;
-  std::sort(per_run.begin(), per_run.end());
-  size_t mid = per_run.size() / 2;
-  r.median_s = per_run.size() % 2 ? per_run[mid] : (per_run[mid - 1] + per_run[mid]) / 2;
-  r.min_s = per_run.front();
+  RoundStats stats = round_stats(std::move(per_run));
+  r.median_s = stats.median;
+  r.min_s = stats.min;
   r.threads = kiln_runtime_threads();
   return r;
 }

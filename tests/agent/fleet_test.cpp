@@ -5,8 +5,6 @@
 // is killed mid-job completes on the other agent.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,8 +20,7 @@
 #include "kiln/v1/service.grpc.pb.h"
 #include "kilnd_process.h"
 #include "programs.h"
-
-extern char** environ;
+#include "spawned_process.h"
 
 namespace kiln::testing {
 namespace {
@@ -35,37 +32,22 @@ std::string temp_dir() {
 }
 
 // A kiln-agent process, killed at the end.
-class AgentProcess {
+class AgentProcess : public SpawnedProcess {
  public:
   AgentProcess(const std::string& server, const std::string& key, const std::string& token_file,
-               const std::string& id, std::vector<std::string> extra = {}) {
+               const std::string& id, std::vector<std::string> extra = {})
+      : SpawnedProcess(arguments(server, key, token_file, id, std::move(extra))) {}
+
+ private:
+  static std::vector<std::string> arguments(const std::string& server, const std::string& key,
+                                            const std::string& token_file, const std::string& id,
+                                            std::vector<std::string> extra) {
     std::vector<std::string> args = {KILN_AGENT_BINARY, "--server", server, "--key", key,
                                      "--token-file",    token_file, "--id", id,      "--log-level",
                                      "warning"};
     args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, KILN_AGENT_BINARY, nullptr, nullptr, argv.data(), environ) != 0)
-      throw std::runtime_error("cannot start kiln-agent");
+    return args;
   }
-  ~AgentProcess() { kill_now(); }
-  void kill_now() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  // Its exit status, waiting for it to end.
-  int wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-
- private:
-  pid_t pid_ = -1;
 };
 
 class FleetTest : public ::testing::Test {
@@ -75,8 +57,9 @@ class FleetTest : public ::testing::Test {
     token_ = dir_ + "token";
     std::ofstream(token_) << "fleet-test-token\n";
     kilnd_ = std::make_unique<KilndProcess>(
-        KILND_BINARY, std::vector<std::string>{"--agent-token-file", token_, "--agent-listen",
-                                               "127.0.0.1:0", "--agent-heartbeat-ms", "300"});
+        KILND_BINARY,
+        std::vector<std::string>{"--agent-token-file", token_, "--agent-listen", "127.0.0.1:0",
+                                 "--agent-heartbeat-ms", "300", "--agent-wait-ms", "2000"});
     std::string line = kilnd_->read_line();
     ASSERT_TRUE(line.starts_with("kilnd: agents on 127.0.0.1:")) << line;
     agents_ = "127.0.0.1:" + line.substr(line.rfind(':') + 1);

@@ -39,7 +39,8 @@ def test_a_client_generated_from_proto_alone_runs_every_example(kilnd, tmp_path)
     proto = SOURCE_DIR / "proto"
     subprocess.run([protoc, "-I", str(proto), f"--python_out={tmp_path}",
                     f"--grpc_python_out={tmp_path}", f"--plugin=protoc-gen-grpc_python={plugin}",
-                    "kiln/v1/operator.proto", "kiln/v1/service.proto"], check=True, cwd=proto)
+                    *sorted(str(p.relative_to(proto)) for p in proto.glob("kiln/v1/*.proto"))],
+                   check=True, cwd=proto)
     (tmp_path / "client.py").write_text(CLIENT)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(tmp_path)  # the generated stubs only

@@ -4,15 +4,12 @@
 #pragma once
 
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "spawned_process.h"
 
 namespace kiln::testing {
 
@@ -20,67 +17,48 @@ class KilndProcess {
  public:
   // `binary --listen 127.0.0.1:0 --log-level warn extra...`; the address is
   // read from its first line of output.
-  explicit KilndProcess(const std::string& binary, const std::vector<std::string>& extra = {}) {
-    int out[2];
-    if (pipe(out) != 0) throw std::runtime_error("kilnd_process: cannot make a pipe");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--log-level", "warn"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) throw std::runtime_error("kilnd_process: cannot start " + binary);
-    close(out[1]);
-    // "kilnd: listening on 127.0.0.1:PORT\n"
-    std::string line;
-    char c;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    out_ = out[0];
+  explicit KilndProcess(const std::string& binary, const std::vector<std::string>& extra = {})
+      : process_(arguments(binary, extra), SpawnedProcess::Output::Piped) {
+    // "kilnd: listening on 127.0.0.1:PORT"
+    std::string line = process_.read_line();
     if (!line.starts_with("kilnd: listening on 127.0.0.1:")) {
       terminate();
       wait();
-      close(out_);
       throw std::runtime_error("kilnd did not start; it said: '" + line + "'");
     }
     address_ = "127.0.0.1:" + line.substr(line.rfind(':') + 1);
+    running_ = true;
   }
-
   ~KilndProcess() {
-    if (pid_ > 0) {
+    if (running_) {
       terminate();
       wait();
     }
-    close(out_);
   }
   KilndProcess(const KilndProcess&) = delete;
   KilndProcess& operator=(const KilndProcess&) = delete;
 
   const std::string& address() const { return address_; }
   // The next line kilnd prints after the first ("kilnd: agents on HOST:PORT").
-  std::string read_line() {
-    std::string line;
-    char c;
-    while (read(out_, &c, 1) == 1 && c != '\n') line += c;
-    return line;
-  }
-  void terminate() { kill(pid_, SIGTERM); }
+  std::string read_line() { return process_.read_line(); }
+  void terminate() { process_.signal(SIGTERM); }
   // kilnd's wait status.
   int wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
+    running_ = false;
+    return process_.wait();
   }
 
  private:
-  pid_t pid_ = -1;
-  int out_ = -1;
+  static std::vector<std::string> arguments(const std::string& binary,
+                                            const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--log-level", "warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
+  SpawnedProcess process_;
   std::string address_;
+  bool running_ = false;
 };
 
 }  // namespace kiln::testing
