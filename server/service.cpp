@@ -384,20 +384,12 @@ v1::MeasureJob measure_job(const v1::Artifact& a, const ir::Func& f,
                            const std::optional<Bindings>& inputs, const v1::MeasureRequest& request,
                            const ServiceOptions& options) {
   v1::MeasureJob job;
-  const v1::MeasureSettings& m = request.settings();
   job.set_entry(a.entry());
   job.set_seed(request.seed());
-  job.set_warmup(m.warmup());
-  job.set_number(m.number());
-  job.set_repeat(m.repeat());
-  job.set_min_repeat_ms(m.min_repeat_ms());
-  job.set_cooldown_ms(m.cooldown_ms());
-  job.set_flush_cache(m.flush_cache());
-  job.set_threads(m.threads());
-  job.set_time_limit_ms(m.time_limit_ms() > 0 ? m.time_limit_ms()
-                                              : static_cast<int32_t>(options.measure_timeout_ms));
-  job.set_memory_limit_bytes(m.memory_limit_bytes() > 0 ? m.memory_limit_bytes()
-                                                        : options.measure_memory_bytes);
+  v1::MeasureSettings& m = *job.mutable_settings();
+  m = request.settings();
+  if (m.time_limit_ms() <= 0) m.set_time_limit_ms(static_cast<int32_t>(options.measure_timeout_ms));
+  if (m.memory_limit_bytes() == 0) m.set_memory_limit_bytes(options.measure_memory_bytes);
   job.set_return_outputs(request.return_outputs() || request.check());
   for (const v1::ArtifactArgument& arg : a.arguments()) {
     v1::JobArgument* w = job.add_arguments();

@@ -151,8 +151,9 @@ void device_detect(device_info* d) {
   detect_cpu(d);
   struct utsname u;
   if (uname(&u) == 0) snprintf(d->os, sizeof d->os, "%s %s", u.sysname, u.release);
-  d->threads = kiln_runtime_threads();
-  d->cores = d->threads; /* the runtime's plan: one thread per physical core it may use */
+  /* The runtime's plan, without starting a pool in a process that runs no kernel. */
+  d->threads = kiln_runtime_default_threads();
+  d->cores = d->threads; /* one thread per physical core it may use, unless KILN_NUM_THREADS */
   struct sysinfo si;
   if (sysinfo(&si) == 0) d->memory_bytes = (uint64_t)si.totalram * si.mem_unit;
   detect_gpus(d);

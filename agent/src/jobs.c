@@ -23,8 +23,9 @@ static void run_child(int result_fd, const measure_job* job, const uint8_t* code
   closefrom(RESULT_FD + 1);
   struct rlimit core = {0, 0};
   setrlimit(RLIMIT_CORE, &core);
-  if (job->memory_limit_bytes > 0) {
-    struct rlimit as = {job->memory_limit_bytes, job->memory_limit_bytes};
+  uint64_t memory = job_settings(job)->memory_limit_bytes;
+  if (memory > 0) {
+    struct rlimit as = {memory, memory};
     setrlimit(RLIMIT_AS, &as);
   }
   signal(SIGPIPE, SIG_DFL);
@@ -46,7 +47,8 @@ int job_start(running_job* j, const measure_job* job, const uint8_t* code, size_
   memset(j, 0, sizeof *j);
   j->job_id = job->job_id;
   j->fd = -1;
-  j->time_limit_ms = job->time_limit_ms > 0 ? job->time_limit_ms : 60000;
+  int limit = job_settings(job)->time_limit_ms;
+  j->time_limit_ms = limit > 0 ? limit : 60000;
   frame_reader_init(&j->reader, MAX_RESULT);
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) {

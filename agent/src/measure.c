@@ -50,6 +50,11 @@ const kiln_symbol* agent_imports(void) {
   return table;
 }
 
+const measure_settings* job_settings(const measure_job* job) {
+  static measure_settings defaults = KILN__V1__MEASURE_SETTINGS__INIT;
+  return job->settings ? job->settings : &defaults;
+}
+
 void result_error(measure_result* r, Kiln__V1__MeasureResult__Error error, const char* fmt, ...) {
   static char message[4096];
   va_list ap;
@@ -196,6 +201,7 @@ static void kernel_failed(measure_result* r, int32_t status) {
 
 void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, measure_result* r) {
   double start = now_ms();
+  const measure_settings* m = job_settings(job);
   r->job_id = job->job_id;
   char err[512];
   kiln_elf* elf = kiln_elf_load(code, code_len, agent_imports(), err, sizeof err);
@@ -219,7 +225,7 @@ void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, m
                  0,
                  calloc(n ? n : 1, sizeof(void*)),
                  calloc(n ? n : 1, sizeof(size_t)),
-                 job->flush_cache};
+                 m->flush_cache};
   size_t* counts = calloc(n ? n : 1, sizeof(size_t));
   if (!c.args || !c.buf || !c.bytes || !counts) {
     result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY, "no memory for the arguments");
@@ -275,7 +281,7 @@ void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, m
     counts[i] = count;
   }
 
-  r->threads = kiln_runtime_set_threads(job->threads > 0 ? job->threads : 0);
+  r->threads = kiln_runtime_set_threads(m->threads > 0 ? m->threads : 0);
 
   /* The first call runs on fresh buffers: its outputs are the ones reported (a kernel may
      accumulate into its outputs, so later calls' would differ). It is the first warm-up. */
@@ -307,7 +313,7 @@ void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, m
     r->outputs[r->n_outputs++] = o;
   }
 
-  for (int i = 1; i < (job->warmup > 0 ? job->warmup : 1); ++i) {
+  for (int i = 1; i < (m->warmup > 0 ? m->warmup : 1); ++i) {
     if ((status = call(&c, &ms)) != KILN_OK) {
       kernel_failed(r, status);
       return;
@@ -315,9 +321,9 @@ void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, m
   }
 
   /* `number` calls a round; grown until a round lasts min_repeat_ms when not given. */
-  int number = job->number > 0 ? job->number : 1;
-  double min_ms = job->min_repeat_ms > 0 ? job->min_repeat_ms : 0;
-  if (job->number <= 0 && min_ms > 0) {
+  int number = m->number > 0 ? m->number : 1;
+  double min_ms = m->min_repeat_ms > 0 ? m->min_repeat_ms : 0;
+  if (m->number <= 0 && min_ms > 0) {
     for (;;) {
       double per_call = round_per_call(&c, number, &status);
       if (per_call < 0) {
@@ -331,11 +337,11 @@ void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, m
       number = grown > (1 << 30) ? (1 << 30) : (int)ceil(grown);
     }
   }
-  int repeat = job->repeat > 0 ? job->repeat : 3;
+  int repeat = m->repeat > 0 ? m->repeat : 3;
   r->number = number;
   r->round_ms = calloc((size_t)repeat, sizeof(double));
   for (int k = 0; k < repeat; ++k) {
-    if (k > 0) sleep_ms(job->cooldown_ms);
+    if (k > 0) sleep_ms(m->cooldown_ms);
     double per_call = round_per_call(&c, number, &status);
     if (per_call < 0) {
       kernel_failed(r, status);

@@ -11,6 +11,10 @@
 
 typedef Kiln__V1__MeasureJob measure_job;
 typedef Kiln__V1__MeasureResult measure_result;
+typedef Kiln__V1__MeasureSettings measure_settings;
+
+/* A job's settings: its own, or every default when it sent none. */
+const measure_settings* job_settings(const measure_job* job);
 
 /* What an artifact may import from the agent: the runtime's functions and the libm functions
    LLVM may call. Ends with a NULL name. */

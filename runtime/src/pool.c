@@ -324,6 +324,12 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
 
 int kiln_runtime_threads(void) { return atomic_load(&ready_pool()->nthreads); }
 
+int kiln_runtime_default_threads(void) {
+  kiln_thread_plan plan;
+  kiln_plan_threads(0, &plan);
+  return plan.nthreads;
+}
+
 int kiln_runtime_pinned(void) { return atomic_load(&ready_pool()->pinned); }
 
 int kiln_runtime_set_threads(int n) {

@@ -4,6 +4,7 @@
 static const kiln_runtime_symbol kSymbols[] = {
     {"kiln_parallel_launch", (kiln_runtime_fn)kiln_parallel_launch},
     {"kiln_runtime_threads", (kiln_runtime_fn)kiln_runtime_threads},
+    {"kiln_runtime_default_threads", (kiln_runtime_fn)kiln_runtime_default_threads},
     {"kiln_runtime_set_threads", (kiln_runtime_fn)kiln_runtime_set_threads},
     {"kiln_runtime_pinned", (kiln_runtime_fn)kiln_runtime_pinned},
     {"kiln_now_ns", (kiln_runtime_fn)kiln_now_ns},

@@ -43,6 +43,8 @@ TEST(Abi, SymbolTableNamesEveryRuntimeFunction) {
   const std::map<std::string, kiln_runtime_fn> expected = {
       {"kiln_parallel_launch", reinterpret_cast<kiln_runtime_fn>(kiln_parallel_launch)},
       {"kiln_runtime_threads", reinterpret_cast<kiln_runtime_fn>(kiln_runtime_threads)},
+      {"kiln_runtime_default_threads",
+       reinterpret_cast<kiln_runtime_fn>(kiln_runtime_default_threads)},
       {"kiln_runtime_set_threads", reinterpret_cast<kiln_runtime_fn>(kiln_runtime_set_threads)},
       {"kiln_runtime_pinned", reinterpret_cast<kiln_runtime_fn>(kiln_runtime_pinned)},
       {"kiln_now_ns", reinterpret_cast<kiln_runtime_fn>(kiln_now_ns)},

@@ -118,7 +118,9 @@ TEST(Affinity, DefaultIsOneThreadPerPhysicalCoreAllowed) {
   EXPECT_EQ(run_in_child([] {
               clear_environment();
               const cpu_set_t allowed = process_mask();
+              const int planned = kiln_runtime_default_threads();
               const int threads = kiln_runtime_threads();
+              CHILD_CHECK(planned == threads);
               CHILD_CHECK(threads >= 1);
               CHILD_CHECK(threads <= CPU_COUNT(&allowed));
               CHILD_CHECK(launch_covers_once(1000003));
@@ -143,6 +145,7 @@ TEST(Affinity, NumThreadsFromTheEnvironment) {
   EXPECT_EQ(run_in_child([] {
               clear_environment();
               setenv("KILN_NUM_THREADS", "3", 1);
+              CHILD_CHECK(kiln_runtime_default_threads() == 3);
               CHILD_CHECK(kiln_runtime_threads() == 3);
               Chunks chunks;
               CHILD_CHECK(kiln_parallel_launch(Chunks::task, &chunks, 300) == KILN_OK);

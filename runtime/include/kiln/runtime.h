@@ -42,6 +42,10 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n);
 /* Threads a launch uses (>= 1), the calling thread included. */
 int kiln_runtime_threads(void);
 
+/* The threads a pool would have by default (KILN_NUM_THREADS, else one per physical core allowed
+   to the process), without making one: for a program that runs no kernel itself. */
+int kiln_runtime_default_threads(void);
+
 /* Replaces the pool with one of n threads (0 = the default: KILN_NUM_THREADS, else one per
    physical core allowed to the process). Returns the count in effect. Must not be called while
    a launch runs; called from inside a task it changes nothing. */
