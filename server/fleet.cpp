@@ -32,6 +32,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr size_t kNonce = 32;
 constexpr auto kHandshake = std::chrono::seconds(10);
+// Until a peer has proved it holds the token it may send only a hello, and
+// no more than this: a stranger cannot make kilnd allocate max_frame_bytes.
+constexpr size_t kMaxHelloBytes = size_t{1} << 20;
+// Connections still in their handshake; past this, new ones are closed at
+// once, so strangers cannot hold a thread each until kilnd runs out.
+constexpr int kMaxHandshakes = 64;
 const char* const kServerVersion = "kilnd 0.1.0";
 
 // HMAC-SHA256 keyed with the token over a label and its NUL, then each part
@@ -96,6 +102,7 @@ class Link {
   }
 
   void shut() { shutdown(fd_, SHUT_RDWR); }
+  void set_max_frame(size_t bytes) { max_frame_ = bytes; }
 
  private:
   bool write_all(const char* p, size_t n) {
@@ -184,6 +191,7 @@ struct Fleet::Impl {
   std::map<uint64_t, Agent> agents;           // by connection number
   std::vector<std::shared_ptr<Pending>> queue;
   std::vector<Connection> connections;
+  int handshaking = 0;  // connections not yet welcomed or refused
   uint64_t next_connection = 1, next_job = 1, next_order = 1;
 
   void listen_on(const std::string& address);
@@ -254,6 +262,13 @@ void Fleet::Impl::accept_loop() {
       c.thread.join();
       return true;
     });
+    if (handshaking >= kMaxHandshakes) {
+      spdlog::warn("agent {}: refused: {} connections are already in their handshake",
+                   peer_name(peer), handshaking);
+      close(fd);
+      continue;
+    }
+    ++handshaking;
     auto done = std::make_shared<std::atomic<bool>>(false);
     connections.push_back({std::thread([this, fd, done, name = peer_name(peer)] {
                              serve(fd, name);
@@ -328,13 +343,15 @@ std::optional<uint64_t> Fleet::Impl::welcome(Link& link, const std::string& peer
 }
 
 void Fleet::Impl::serve(int fd, std::string peer) {
-  auto link = std::make_shared<Link>(fd, options.max_frame_bytes);
+  auto link = std::make_shared<Link>(fd, std::min(kMaxHelloBytes, options.max_frame_bytes));
   std::optional<uint64_t> conn = welcome(*link, peer);
-  if (!conn) return;
   {
     std::lock_guard<std::mutex> lock(mu);
-    agents[*conn].link = link;
+    --handshaking;
+    if (conn) agents[*conn].link = link;
   }
+  if (!conn) return;
+  link->set_max_frame(options.max_frame_bytes);
   joined_cv.notify_all();
   dispatch();
   std::string why;

@@ -6,17 +6,22 @@
 //         [--max-domain-dims N] [--max-expression-nodes N]
 //         [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE]
 //         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
-//         [--agent-token-file FILE [--agent-listen HOST:PORT] [--agent-heartbeat-ms N]
-//          [--agent-wait-ms N]
-//          [--measure-timeout-ms N] [--measure-memory-mb N]]
+//         [--agent-token-file FILE] [--agent-listen HOST:PORT] [--agent-heartbeat-ms N]
+//         [--agent-wait-ms N] [--measure-timeout-ms N] [--measure-memory-mb N]
+//         [--local-agent [--local-agent-key KEY] [--agent-binary PATH]]
 //         [--config FILE] [--log-level LEVEL]
 //
 // A config file holds the same settings, one "NAME = VALUE" per line (NAME a
 // flag without its dashes); flags on the command line win over it.
 //
+// Agents are taken with an agent token file (remote ones) or --local-agent
+// (one kiln-agent started here, with a token of its own when no file is
+// given, on a free loopback port unless --agent-listen says otherwise).
+//
 // Listens on loopback by default. Prints "kilnd: listening on HOST:PORT" once
 // it serves (with the port chosen when PORT is 0). SIGTERM or SIGINT stops it
 // gracefully: requests in flight finish, new ones are refused.
+#include <google/protobuf/stubs/logging.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -30,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -39,6 +45,7 @@
 
 #include "grpc_service.h"
 #include "kiln/limits.h"
+#include "local_agent.h"
 #include "service.h"
 
 namespace {
@@ -59,6 +66,10 @@ struct Flags {
   // Agents (docs/agents.md): none without a token file.
   std::string agent_token_file;
   std::string agent_listen = "127.0.0.1:50052";
+  bool agent_listen_given = false;
+  bool local_agent = false;
+  std::string local_agent_key = "local";
+  std::string agent_binary;
   int agent_heartbeat_ms = kiln::server::FleetOptions{}.heartbeat_ms;
   int64_t agent_wait_ms = kiln::server::FleetOptions{}.wait_for_agent.count();
   int64_t measure_timeout_ms = kiln::server::ServiceOptions{}.measure_timeout_ms;
@@ -79,9 +90,9 @@ std::string setting_origin;
       "[--runner PATH] [--max-source-bytes N] [--max-computations N] [--max-domain-dims N] "
       "[--max-expression-nodes N] [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE] "
       "[--tls-cert FILE --tls-key FILE "
-      "[--tls-client-ca FILE]] [--agent-token-file FILE [--agent-listen HOST:PORT] "
+      "[--tls-client-ca FILE]] [--agent-token-file FILE] [--agent-listen HOST:PORT] "
       "[--agent-heartbeat-ms N] [--agent-wait-ms N] [--measure-timeout-ms N] "
-      "[--measure-memory-mb N]] "
+      "[--measure-memory-mb N] [--local-agent [--local-agent-key KEY] [--agent-binary PATH]] "
       "[--config FILE] [--log-level trace|debug|info|warn|error|off]\n",
       problem.c_str(), setting_origin.empty() ? "" : (" (at " + setting_origin + ")").c_str());
   std::exit(2);
@@ -190,6 +201,14 @@ Flags parse_flags(int argc, char** argv) {
       f.agent_token_file = value();
     } else if (a == "--agent-listen") {
       f.agent_listen = value();
+      f.agent_listen_given = true;
+    } else if (a == "--local-agent") {
+      f.local_agent = true;
+    } else if (a == "--local-agent-key") {
+      f.local_agent_key = value();
+      if (f.local_agent_key.empty()) usage("--local-agent-key: expected a device class name");
+    } else if (a == "--agent-binary") {
+      f.agent_binary = value();
     } else if (a == "--agent-wait-ms") {
       f.agent_wait_ms = count_flag(a, value(), 0, 24LL * 3600 * 1000);
     } else if (a == "--agent-heartbeat-ms") {
@@ -267,6 +286,12 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("kilnd"));
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+  // protobuf's own complaints (a string field that is not UTF-8 in a frame a
+  // stranger sent the agent port) are debug lines: kilnd logs the refusal.
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char*, int, const std::string& message) {
+        spdlog::debug("protobuf: {}", message);
+      });
 
   // SIGTERM and SIGINT are taken by a thread of their own (blocked here
   // before gRPC starts its threads, so none of them gets them).
@@ -295,14 +320,34 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<kiln::server::Fleet> fleet;
-  if (!flags.agent_token_file.empty()) {
+  std::unique_ptr<kiln::server::LocalAgent> local_agent;
+  if (!flags.agent_token_file.empty() || flags.local_agent) {
     try {
       kiln::server::FleetOptions fo;
-      fo.listen = flags.agent_listen;
-      fo.token = read_token(flags.agent_token_file, "--agent-token-file");
+      bool remote = !flags.agent_token_file.empty();
+      fo.listen = remote || flags.agent_listen_given ? flags.agent_listen : "127.0.0.1:0";
+      fo.token = remote ? read_token(flags.agent_token_file, "--agent-token-file")
+                        : kiln::server::random_token();
       fo.heartbeat_ms = flags.agent_heartbeat_ms;
       fo.wait_for_agent = std::chrono::milliseconds(flags.agent_wait_ms);
       fleet = std::make_unique<kiln::server::Fleet>(fo);
+      if (flags.local_agent) {
+        std::string binary = flags.agent_binary;
+        if (binary.empty()) {
+          std::error_code ec;
+          binary = kiln::server::default_agent_binary(
+              std::filesystem::read_symlink("/proc/self/exe", ec).string());
+        }
+        spdlog::level::level_enum level = spdlog::level::from_str(flags.log_level);
+        const char* agent_level = level <= spdlog::level::debug  ? "debug"
+                                  : level == spdlog::level::info ? "info"
+                                  : level == spdlog::level::warn ? "warning"
+                                                                 : "error";
+        local_agent = std::make_unique<kiln::server::LocalAgent>(
+            binary, fleet->port(), flags.local_agent_key, fo.token, agent_level);
+        spdlog::info("local agent {} started (pid {}), key {}", binary, local_agent->pid(),
+                     flags.local_agent_key);
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "kilnd: %s\n", e.what());
       return 1;
@@ -360,6 +405,7 @@ int main(int argc, char** argv) {
   });
   server->Wait();
   stopper.join();
+  local_agent.reset();
   if (fleet) fleet->stop();
   kiln::server::CacheStats s = core.cache_stats();
   spdlog::info(

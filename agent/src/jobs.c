@@ -17,7 +17,8 @@
 enum { RESULT_FD = 3, MAX_RESULT = 1 << 30 };
 
 /* In the child: the limits, then the job; never returns. */
-static void run_child(int result_fd, const measure_job* job, const uint8_t* code, size_t code_len) {
+static void run_child(int result_fd, const measure_job* job, const uint8_t* code, size_t code_len,
+                      int time_limit_ms) {
   /* Keep only stdin/out/err and the result pipe: a kernel has no business with kilnd's socket. */
   if (dup2(result_fd, RESULT_FD) < 0) _exit(120);
   closefrom(RESULT_FD + 1);
@@ -28,6 +29,12 @@ static void run_child(int result_fd, const measure_job* job, const uint8_t* code
     struct rlimit as = {memory, memory};
     setrlimit(RLIMIT_AS, &as);
   }
+  /* CPU time as a backstop to the parent's wall-clock SIGKILL: the limit's seconds, rounded up,
+     on every core the kernel's threads may use, and one more. */
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  rlim_t cpu = (rlim_t)((time_limit_ms + 999) / 1000) * (rlim_t)(cpus > 0 ? cpus : 1) + 1;
+  struct rlimit cpu_limit = {cpu, cpu};
+  setrlimit(RLIMIT_CPU, &cpu_limit);
   signal(SIGPIPE, SIG_DFL);
   Kiln__V1__MeasureResult r;
   kiln__v1__measure_result__init(&r);
@@ -66,7 +73,7 @@ int job_start(running_job* j, const measure_job* job, const uint8_t* code, size_
   }
   if (pid == 0) {
     close(p[0]);
-    run_child(p[1], job, code, code_len);
+    run_child(p[1], job, code, code_len, j->time_limit_ms);
   }
   close(p[1]);
   fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
@@ -136,7 +143,12 @@ uint8_t* job_result(running_job* j, size_t* len) {
   } else if (WIFSIGNALED(j->status)) {
     int sig = WTERMSIG(j->status);
     r.signal = sig;
-    if (sig == SIGKILL)
+    if (sig == SIGXCPU)
+      result_error(&r, KILN__V1__MEASURE_RESULT__ERROR__TIMEOUT,
+                   "stopped by SIGXCPU at its CPU-time limit (the time limit of %d ms on every "
+                   "core)",
+                   j->time_limit_ms);
+    else if (sig == SIGKILL)
       result_error(&r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY,
                    "the job was killed by SIGKILL, not by the agent (the system's out-of-memory "
                    "killer?)");

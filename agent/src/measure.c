@@ -298,6 +298,9 @@ void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, m
     Kiln__V1__OutputValues* o = malloc(sizeof *o);
     kiln__v1__output_values__init(o);
     o->name = a->name;
+    o->type = a->type;
+    o->n_shape = a->n_shape;
+    o->shape = a->shape; /* the job's, which outlives the result */
     o->checksum = checksum(c.args[i].ptr, counts[i], a->type);
     if (job->return_outputs) {
       size_t bytes = counts[i] * element_size(a->type);

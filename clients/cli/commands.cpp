@@ -7,9 +7,11 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -357,6 +359,50 @@ int run_run(const Options& o) {
         }
         return !r.mismatch || r.mismatch->ok;
       });
+}
+
+int run_agents(const Options& o) {
+  std::unique_ptr<Remote> remote = remote_of(o);
+  if (!remote)
+    throw UsageError(o.command, "agents are kilnd's: give --server HOST:PORT (or set KILN_SERVER)");
+  std::vector<AgentRow> agents;
+  try {
+    agents = remote->agents();
+  } catch (const Failure& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
+  }
+  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  if (o.json) {
+    for (const AgentRow& a : agents) fmt::print("{}\n", agent_json(a, now));
+  } else {
+    print_agents_table(agents, now);
+  }
+  return 0;
+}
+
+int run_measure(const Options& o) {
+  std::unique_ptr<Remote> remote = remote_of(o);
+  if (!remote)
+    throw UsageError(
+        o.command, "measure runs on kilnd's agents: give --server HOST:PORT (or set KILN_SERVER)");
+  FailFn fail = print_error;
+  if (o.json) {
+    fail = [](const std::string& file, const std::string& func, const std::string& message) {
+      fmt::print("{}\n", measurement_json(file, func, nullptr, &message));
+    };
+  }
+  return for_each_func(
+      o,
+      [&](const Prepared& p, bool) {
+        Measurement m = remote->measure(p);
+        if (!o.json) return print_measurement_text(p, m);
+        fmt::print("{}\n", measurement_json(p.file, p.func.name, &m, nullptr));
+        return m.error.empty() && (!m.mismatch || m.mismatch->ok);
+      },
+      fail);
 }
 
 int run_compile(const Options& o) {

@@ -36,6 +36,10 @@ int run(const kiln::cli::Options& o) {
       return kiln::cli::run_run(o);
     case Command::Compile:
       return kiln::cli::run_compile(o);
+    case Command::Agents:
+      return kiln::cli::run_agents(o);
+    case Command::Measure:
+      return kiln::cli::run_measure(o);
     case Command::None:
       break;
   }

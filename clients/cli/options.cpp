@@ -19,42 +19,47 @@ namespace {
 struct OptionSpec {
   std::string_view name;
   std::string_view value;  // empty: a flag
-  bool check, emit, interp, run, compile;
+  bool check, emit, interp, run, compile, agents, measure;
 };
 
-constexpr std::array<OptionSpec, 31> kOptions = {{
-    // name            value       check  emit   interp run    compile
-    {"--func", "NAME", true, true, true, true, true},
-    {"--graph", "NAME", true, true, true, true, false},
-    {"--set", "NAME=INT", true, true, true, true, true},
-    {"--stage", "STAGE", false, true, false, false, false},
-    {"--no-schedule", "", false, true, true, true, true},
-    {"--check", "", false, false, true, true, false},
-    {"--json", "", false, false, true, true, false},
-    {"--seed", "N", false, false, true, true, false},
-    {"--verbose", "", true, true, true, true, true},
-    {"--bench", "", false, false, false, true, false},
-    {"--repeat", "R", false, false, false, true, false},
-    {"--number", "N", false, false, false, true, false},
-    {"--threads", "N", false, false, false, true, false},
-    {"-O0", "", false, true, false, true, true},
-    {"-O1", "", false, true, false, true, true},
-    {"-O2", "", false, true, false, true, true},
-    {"-O3", "", false, true, false, true, true},
-    {"--print-after", "PASS", false, true, false, true, true},
-    {"--time-passes", "", false, true, false, true, true},
-    {"--disable-pass", "NAME", false, true, false, true, true},
-    {"--require-pass", "NAME", false, true, false, true, true},
-    {"--target", "TRIPLE", false, true, false, false, true},
-    {"--cpu", "NAME", false, true, false, false, true},
-    {"--features", "FEATURES", false, true, false, false, true},
-    {"-o", "FILE", false, false, false, false, true},
-    {"--output", "FILE", false, false, false, false, true},
-    {"--server", "HOST:PORT", true, true, false, true, true},
-    {"--token-file", "FILE", true, true, false, true, true},
-    {"--tls-ca", "FILE", true, true, false, true, true},
-    {"--tls-cert", "FILE", true, true, false, true, true},
-    {"--tls-key", "FILE", true, true, false, true, true},
+constexpr std::array<OptionSpec, 36> kOptions = {{
+    // name            value       check  emit   interp run    compile agents measure
+    {"--func", "NAME", true, true, true, true, true, false, true},
+    {"--graph", "NAME", true, true, true, true, false, false, false},
+    {"--set", "NAME=INT", true, true, true, true, true, false, true},
+    {"--stage", "STAGE", false, true, false, false, false, false, false},
+    {"--no-schedule", "", false, true, true, true, true, false, true},
+    {"--check", "", false, false, true, true, false, false, true},
+    {"--json", "", false, false, true, true, false, true, true},
+    {"--seed", "N", false, false, true, true, false, false, true},
+    {"--verbose", "", true, true, true, true, true, true, true},
+    {"--bench", "", false, false, false, true, false, false, false},
+    {"--repeat", "R", false, false, false, true, false, false, true},
+    {"--number", "N", false, false, false, true, false, false, true},
+    {"--threads", "N", false, false, false, true, false, false, true},
+    {"-O0", "", false, true, false, true, true, false, true},
+    {"-O1", "", false, true, false, true, true, false, true},
+    {"-O2", "", false, true, false, true, true, false, true},
+    {"-O3", "", false, true, false, true, true, false, true},
+    {"--print-after", "PASS", false, true, false, true, true, false, false},
+    {"--time-passes", "", false, true, false, true, true, false, false},
+    {"--disable-pass", "NAME", false, true, false, true, true, false, true},
+    {"--require-pass", "NAME", false, true, false, true, true, false, true},
+    {"--target", "TRIPLE", false, true, false, false, true, false, false},
+    {"--cpu", "NAME", false, true, false, false, true, false, false},
+    {"--features", "FEATURES", false, true, false, false, true, false, false},
+    {"-o", "FILE", false, false, false, false, true, false, false},
+    {"--output", "FILE", false, false, false, false, true, false, false},
+    {"--server", "HOST:PORT", true, true, false, true, true, true, true},
+    {"--token-file", "FILE", true, true, false, true, true, true, true},
+    {"--tls-ca", "FILE", true, true, false, true, true, true, true},
+    {"--tls-cert", "FILE", true, true, false, true, true, true, true},
+    {"--tls-key", "FILE", true, true, false, true, true, true, true},
+    {"--key", "KEY", false, false, false, false, false, false, true},
+    {"--priority", "N", false, false, false, false, false, false, true},
+    {"--min-repeat-ms", "MS", false, false, false, false, false, false, true},
+    {"--time-limit-ms", "MS", false, false, false, false, false, false, true},
+    {"--memory-limit-mb", "MB", false, false, false, false, false, false, true},
 }};
 
 bool accepts(const OptionSpec& o, Command c) {
@@ -69,6 +74,10 @@ bool accepts(const OptionSpec& o, Command c) {
       return o.run;
     case Command::Compile:
       return o.compile;
+    case Command::Agents:
+      return o.agents;
+    case Command::Measure:
+      return o.measure;
     case Command::None:
       return false;
   }
@@ -88,10 +97,12 @@ std::optional<Command> command_from_name(std::string_view name) {
   if (name == "interp") return Command::Interp;
   if (name == "run") return Command::Run;
   if (name == "compile") return Command::Compile;
+  if (name == "agents") return Command::Agents;
+  if (name == "measure") return Command::Measure;
   return std::nullopt;
 }
 
-constexpr const char* kCommandList = "check, emit, interp, run or compile";
+constexpr const char* kCommandList = "check, emit, interp, run, compile, agents or measure";
 
 bool is_identifier(std::string_view s) {
   auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
@@ -246,6 +257,18 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.tls_cert = parse_text(c, name, value, "a PEM file of this client's certificate");
   } else if (name == "--tls-key") {
     o.tls_key = parse_text(c, name, value, "a PEM file of this client's private key");
+  } else if (name == "--key") {
+    o.key = parse_text(c, name, value, "an agent key such as x86-avx512 or rk3399");
+  } else if (name == "--priority") {
+    std::optional<int> p = parse_int<int>(value);
+    if (!p) throw UsageError(c, fmt::format("--priority '{}': expected an integer", value));
+    o.priority = *p;
+  } else if (name == "--min-repeat-ms") {
+    o.min_repeat_ms = parse_count(c, name, value, 1);
+  } else if (name == "--time-limit-ms") {
+    o.time_limit_ms = parse_count(c, name, value, 1);
+  } else if (name == "--memory-limit-mb") {
+    o.memory_limit_mb = parse_count(c, name, value, 1);
   }
 }
 
@@ -263,6 +286,10 @@ const char* command_name(Command c) {
       return "run";
     case Command::Compile:
       return "compile";
+    case Command::Agents:
+      return "agents";
+    case Command::Measure:
+      return "measure";
     case Command::None:
       return "";
   }
@@ -377,8 +404,18 @@ Options parse_command_line(int argc, const char* const* argv) {
   if (o.command == Command::None) {
     throw UsageError(Command::None, fmt::format("missing command (expected {})", kCommandList));
   }
+  if (o.command == Command::Agents) {
+    if (!o.files.empty())
+      throw UsageError(o.command, fmt::format("unexpected argument '{}': agents takes no FILE",
+                                              o.files.front()));
+    return o;
+  }
   if (o.files.empty()) {
     throw UsageError(o.command, "missing FILE (expected one or more .kiln files)");
+  }
+  if (o.command == Command::Measure && !o.key) {
+    throw UsageError(o.command,
+                     "missing --key (the device class to measure on; `kiln agents` lists them)");
   }
   if (o.command == Command::Emit && !o.stage) {
     throw UsageError(
@@ -441,6 +478,14 @@ std::string synopsis(Command c) {
              "       [--func NAME] [--no-schedule] [--set NAME=INT]...\n"
              "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
              "[--require-pass NAME]...";
+    case Command::Agents:
+      return "usage: kiln agents [--json] [--server HOST:PORT]";
+    case Command::Measure:
+      return "usage: kiln measure FILE... --key KEY [--check] [--repeat R] [--number N] "
+             "[--threads N] [--json]\n"
+             "       [--func NAME] [--seed N] [--set NAME=INT]... [-O0..-O3] [--priority N]\n"
+             "       [--min-repeat-ms MS] [--time-limit-ms MS] [--memory-limit-mb MB] "
+             "[--server HOST:PORT]";
     case Command::None:
       break;
   }
@@ -556,6 +601,43 @@ std::string help_text(Command c) {
              std::string(target) + pass_options +
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" + common +
              server + exits;
+    case Command::Agents:
+      return synopsis(c) +
+             "\n\nLists the agents connected to kilnd (docs/agents.md), one line each:\n"
+             "  ID        KEY     TRIPLE            CORES  GPUS  STATE  DONE  FAILED  "
+             "LAST SEEN\n"
+             "  board-1   rk3399  aarch64-linux-gnu     6     0  idle     12       1  "
+             "0.4 s ago\n\nOptions:\n"
+             "  --json          one JSON object per agent instead of the table\n" +
+             std::string(server) + "  -h, --help      this help\n" +
+             "\nExit status: 0 ok, 1 kilnd cannot be reached, 2 usage error.\n";
+    case Command::Measure:
+      return synopsis(c) +
+             "\n\nCompiles every func on kilnd for an agent of KEY (its triple and CPU), ships\n"
+             "it there, and prints the agent's timing: a warm-up run, then R rounds of N\n"
+             "runs, N grown until a round lasts --min-repeat-ms:\n"
+             "  measure matmul on board-1 (rk3399, cortex-a72): 4.21 ms per run (median of 5 "
+             "x 3 runs, 6 threads)\n"
+             "With --check kilnd runs the reference interpreter on the same inputs and\n"
+             "compares the agent's outputs. A crash, a timeout or running out of memory is\n"
+             "that func's result, printed with its class; the agent lives on.\n\nOptions:\n"
+             "  --key KEY       the device class to measure on (required)\n"
+             "  --check         compare the outputs with the reference interpreter\n"
+             "  --repeat R      timed rounds (default 5)\n"
+             "  --number N      runs per round (default: enough for --min-repeat-ms)\n"
+             "  --min-repeat-ms MS\n"
+             "                  the shortest round when --number is not given (default 50)\n"
+             "  --threads N     threads of the agent's pool (default: its cores)\n"
+             "  --time-limit-ms MS, --memory-limit-mb MB\n"
+             "                  the job's limits on the agent (default: kilnd's)\n"
+             "  --priority N    higher goes first among queued jobs (default 0)\n"
+             "  -O0..-O3        kiln's pass pipeline and LLVM's level (default -O3)\n"
+             "  --disable-pass NAME, --require-pass NAME\n"
+             "                  as for `kiln run`\n"
+             "  --json          one JSON object per func on stdout instead of text\n"
+             "  --seed N        seed of the random inputs (default 0)\n"
+             "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
+             common + server + exits;
     case Command::None:
       break;
   }
@@ -568,7 +650,9 @@ std::string help_text(Command c) {
          "  interp   run the lowered loops; --check compares with the reference\n"
          "  run      compile for this machine and run; --check compares with the\n"
          "           reference, --bench times it\n"
-         "  compile  compile into a shared object for any target\n\n"
+         "  compile  compile into a shared object for any target\n"
+         "  agents   list the agents connected to kilnd\n"
+         "  measure  compile on kilnd for an agent's device and time it there\n\n"
          "Options:\n"
          "  --verbose       debug logs of every stage on stderr\n"
          "  --version       print the version\n"

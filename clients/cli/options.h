@@ -12,7 +12,7 @@
 
 namespace kiln::cli {
 
-enum class Command { None, Check, Emit, Interp, Run, Compile };
+enum class Command { None, Check, Emit, Interp, Run, Compile, Agents, Measure };
 
 // What `emit --stage` prints.
 enum class Stage { Ast, Ir, Schedule, Loops, Llvm, Asm, Graph };
@@ -59,6 +59,13 @@ struct Options {
   std::optional<std::string> tls_ca;      // --tls-ca FILE: TLS, trusting this CA
   std::optional<std::string> tls_cert;    // --tls-cert FILE: a client certificate
   std::optional<std::string> tls_key;     // --tls-key FILE
+
+  // measure: where and how (kiln.v1.MeasureRequest, MeasureSettings).
+  std::optional<std::string> key;  // --key KEY: the agents' device class
+  int priority = 0;                // --priority N
+  int min_repeat_ms = 0;           // --min-repeat-ms MS (0: the agent's default)
+  int time_limit_ms = 0;           // --time-limit-ms MS (0: kilnd's)
+  int memory_limit_mb = 0;         // --memory-limit-mb MB (0: kilnd's)
 };
 
 // A command line kiln cannot make sense of. `command` says whose usage to
@@ -78,7 +85,7 @@ class UsageError : public std::runtime_error {
 // funcs exist is for the commands to find out.
 Options parse_command_line(int argc, const char* const* argv);
 
-const char* command_name(Command c);  // "check", "emit", "interp", "run", "compile"; "" for None
+const char* command_name(Command c);  // "check", ..., "agents", "measure"; "" for None
 const char* stage_name(Stage s);      // "ast", "ir", "schedule", "loops", "llvm", "asm"
 
 // The one-line synopsis of a command (or of kiln for None), for usage errors.

@@ -217,24 +217,26 @@ v1::RunRequest with_run_options(v1::RunRequest request, const Options& o) {
   return request;
 }
 
+// kilnd's comparison with the reference interpreter, as the offline command holds it.
+interp::Mismatch mismatch_of(const v1::OutputCheck& c) {
+  interp::Mismatch m;
+  m.ok = c.ok();
+  m.buffer = c.buffer();
+  m.index.assign(c.index().begin(), c.index().end());
+  m.expected = c.expected();
+  m.actual = c.actual();
+  m.abs_error = c.abs_error();
+  m.rel_error = c.rel_error();
+  m.problem = c.problem();
+  return m;
+}
+
 // The outputs, check and benchmark of a run, as the offline command holds them.
 template <typename Result>
 void read_run(const v1::RunResponse& response, Result& r) {
   for (const v1::OutputChecksum& c : response.checksums())
     r.outputs.push_back(OutputSum{c.name(), {c.shape().begin(), c.shape().end()}, c.checksum()});
-  if (response.has_check()) {
-    const v1::OutputCheck& c = response.check();
-    interp::Mismatch m;
-    m.ok = c.ok();
-    m.buffer = c.buffer();
-    m.index.assign(c.index().begin(), c.index().end());
-    m.expected = c.expected();
-    m.actual = c.actual();
-    m.abs_error = c.abs_error();
-    m.rel_error = c.rel_error();
-    m.problem = c.problem();
-    r.mismatch = m;
-  }
+  if (response.has_check()) r.mismatch = mismatch_of(response.check());
   if (response.has_bench()) {
     const v1::Bench& b = response.bench();
     BenchResult out;
@@ -301,6 +303,65 @@ GraphResult Remote::run_graph(const GraphJob& j) {
   r.kernels = static_cast<size_t>(response.graph().kernels());
   read_run(response, r);
   return r;
+}
+
+std::vector<AgentRow> Remote::agents() {
+  v1::ListAgentsResponse response = impl_->call<v1::ListAgentsResponse>([&](auto* ctx, auto* out) {
+    return impl_->stub->ListAgents(ctx, v1::ListAgentsRequest(), out);
+  });
+  std::vector<AgentRow> rows;
+  for (const v1::AgentStatus& a : response.agents()) {
+    const v1::Device& d = a.device();
+    rows.push_back(AgentRow{a.id(), a.address(), d.key(), d.triple(), d.cpu(), d.cores(),
+                            d.gpus_size(), a.slots(), a.running(), a.jobs_done(), a.jobs_failed(),
+                            a.last_seen_unix_ms()});
+  }
+  return rows;
+}
+
+Measurement Remote::measure(const Prepared& p) {
+  const Options& o = impl_->o;
+  v1::MeasureRequest request;
+  *request.mutable_op() = Impl::op(p);
+  *request.mutable_options() = impl_->options(p);
+  request.mutable_options()->clear_target();  // the agent's own
+  request.set_key(*o.key);
+  request.mutable_runtime_params()->insert(p.runtime_params.begin(), p.runtime_params.end());
+  request.set_seed(o.seed);
+  request.set_check(o.check);
+  request.set_priority(o.priority);
+  v1::MeasureSettings& s = *request.mutable_settings();
+  s.set_repeat(o.repeat);
+  s.set_number(o.number);
+  // As `kiln run --bench`: rounds of about 50 ms unless told otherwise.
+  s.set_min_repeat_ms(o.min_repeat_ms > 0 ? o.min_repeat_ms : o.number > 0 ? 0 : 50);
+  s.set_threads(o.threads.value_or(0));
+  s.set_time_limit_ms(o.time_limit_ms);
+  s.set_memory_limit_bytes(static_cast<uint64_t>(o.memory_limit_mb) << 20);
+  v1::MeasureResponse response = impl_->call<v1::MeasureResponse>(
+      [&](auto* ctx, auto* out) { return impl_->stub->Measure(ctx, request, out); });
+
+  const v1::MeasureResult& r = response.result();
+  Measurement m;
+  m.agent_id = response.agent_id();
+  m.key = response.device().key();
+  m.triple = response.device().triple();
+  m.cpu = response.device().cpu();
+  if (r.error() != v1::MeasureResult::OK) m.error = v1::MeasureResult::Error_Name(r.error());
+  m.message = r.message();
+  m.params.insert(response.params().begin(), response.params().end());
+  m.bench.repeat = r.round_ms_size();
+  m.bench.number = r.number();
+  m.bench.threads = r.threads();
+  m.bench.median_s = response.median_ms() * 1e-3;
+  m.bench.min_s = response.min_ms() * 1e-3;
+  for (double ms : r.round_ms()) m.bench.round_s.push_back(ms * 1e-3);
+  for (const v1::OutputValues& v : r.outputs())
+    m.outputs.push_back(OutputSum{v.name(), {}, v.checksum()});
+  if (response.has_check()) m.mismatch = mismatch_of(response.check());
+  m.tries = response.tries();
+  m.cache_hit = response.cache_hit();
+  return m;
 }
 
 }  // namespace kiln::cli

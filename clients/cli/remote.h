@@ -54,6 +54,10 @@ class Remote {
   GraphTexts emit_graph(const GraphJob& j, Stage stage);
   GraphResult run_graph(const GraphJob& j);
 
+  // kilnd's agents, and a func measured on one of key o.key.
+  std::vector<AgentRow> agents();
+  Measurement measure(const Prepared& p);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <array>
+
 #include "kiln/json.h"
 
 namespace kiln::cli {
@@ -120,6 +123,55 @@ std::string result_json(const std::string& file, const std::string& func, const 
   return obj.done();
 }
 
+std::string measurement_json(const std::string& file, const std::string& func, const Measurement* m,
+                             const std::string* error) {
+  JsonObject obj;
+  obj.str("file", file).str("func", func);
+  std::string agent_error = m && !m->error.empty() ? m->error + ": " + m->message : "";
+  check_fields(obj,
+               error                    ? error
+               : m && !m->error.empty() ? &agent_error
+                                        : nullptr,
+               m ? &m->mismatch : nullptr);
+  if (m != nullptr) {
+    obj.str("agent", m->agent_id).str("key", m->key).str("triple", m->triple).str("cpu", m->cpu);
+    JsonObject params;
+    for (const auto& [name, value] : m->params) params.integer(name, value);
+    obj.raw("params", params.done());
+    obj.raw("outputs", outputs_json(m->outputs));
+    std::vector<std::string> rounds;
+    for (double r : m->bench.round_s) rounds.push_back(json_number(r));
+    obj.raw("rounds_s", json_array(rounds));
+    obj.integer("tries", m->tries);
+  }
+  std::optional<BenchResult> bench;
+  if (m && m->error.empty()) bench = m->bench;
+  if (m && !m->error.empty()) {
+    obj.str("error_class", m->error);
+  } else {
+    obj.null("error_class");
+  }
+  end_fields(obj, true, &bench, error ? error : m && !m->error.empty() ? &agent_error : nullptr);
+  return obj.done();
+}
+
+std::string agent_json(const AgentRow& a, int64_t now_unix_ms) {
+  return JsonObject()
+      .str("id", a.id)
+      .str("address", a.address)
+      .str("key", a.key)
+      .str("triple", a.triple)
+      .str("cpu", a.cpu)
+      .integer("cores", a.cores)
+      .integer("gpus", a.gpus)
+      .integer("slots", a.slots)
+      .integer("running", a.running)
+      .integer("jobs_done", a.jobs_done)
+      .integer("jobs_failed", a.jobs_failed)
+      .num("last_seen_s_ago", static_cast<double>(now_unix_ms - a.last_seen_unix_ms) * 1e-3)
+      .done();
+}
+
 std::string graph_json(const std::string& file, const std::string& graph, const GraphResult* r,
                        const std::string* error, bool with_bench) {
   JsonObject obj;
@@ -149,6 +201,67 @@ void print_bench_text(const Prepared& p, const BenchResult& b) {
              duration(b.median_s), b.repeat, count(static_cast<size_t>(b.number), "run"),
              count(static_cast<size_t>(b.threads), "thread"),
              g ? fmt::format("{:.3g} GFLOP/s", *g) : std::string("flop count unknown"));
+}
+
+bool print_measurement_text(const Prepared& p, const Measurement& m) {
+  const std::string& name = p.func.name;
+  std::string where =
+      fmt::format("{} ({}, {})", m.agent_id, m.key, m.cpu.empty() ? m.triple : m.cpu);
+  if (m.tries > 1) where += fmt::format(" after {} agents were lost", m.tries - 1);
+  if (!m.error.empty()) {
+    print_error(p.file, name,
+                fmt::format("FAIL {} on {}: {}: {}", name, where, m.error, m.message));
+    return false;
+  }
+  const BenchResult& b = m.bench;
+  fmt::print("measure {} on {}: {} per run (median of {} x {}, {})\n", name, where,
+             duration(b.median_s), b.repeat, count(static_cast<size_t>(b.number), "run"),
+             count(static_cast<size_t>(b.threads), "thread"));
+  if (!m.mismatch) return true;
+  if (m.mismatch->ok) {
+    size_t n = m.outputs.size();
+    fmt::print("ok  {}: {} {} the reference (max abs error {})\n", name, count(n, "output"),
+               n == 1 ? "matches" : "match", m.mismatch->abs_error);
+    return true;
+  }
+  print_error(p.file, name,
+              fmt::format("FAIL {} on {}: {}", name, m.agent_id, m.mismatch->describe()));
+  return false;
+}
+
+void print_agents_table(const std::vector<AgentRow>& agents, int64_t now_unix_ms) {
+  if (agents.empty()) {
+    fmt::print("no agents are connected (docs/agents.md says how to start one)\n");
+    return;
+  }
+  std::vector<std::array<std::string, 9>> rows;
+  rows.push_back({"ID", "KEY", "TRIPLE", "CORES", "GPUS", "STATE", "DONE", "FAILED", "LAST SEEN"});
+  for (const AgentRow& a : agents) {
+    std::string state = a.running == 0 ? "idle"
+                        : a.slots > 1  ? fmt::format("busy {}/{}", a.running, a.slots)
+                                       : "busy";
+    double ago =
+        static_cast<double>(std::max<int64_t>(0, now_unix_ms - a.last_seen_unix_ms)) * 1e-3;
+    rows.push_back({a.id, a.key, a.triple, std::to_string(a.cores), std::to_string(a.gpus), state,
+                    std::to_string(a.jobs_done), std::to_string(a.jobs_failed),
+                    fmt::format("{:.1f} s ago", ago)});
+  }
+  std::array<size_t, 9> width{};
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  // Text left-aligned, counts right-aligned.
+  constexpr std::array<bool, 9> right = {false, false, false, true, true, false, true, true, false};
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t c = 0; c < r.size(); ++c) {
+      std::string cell = c + 1 == r.size() ? r[c]
+                         : right[c]        ? fmt::format("{:>{}}", r[c], width[c])
+                                           : fmt::format("{:<{}}", r[c], width[c]);
+      line += cell;
+      if (c + 1 < r.size()) line += "  ";
+    }
+    fmt::print("{}\n", line);
+  }
 }
 
 void print_interp_text(const Prepared& p, const InterpResult& r) {

@@ -5,6 +5,7 @@
 // is killed mid-job completes on the other agent.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,11 +17,11 @@
 #include <thread>
 #include <vector>
 
+#include "agent_process.h"
 #include "example_cases.h"
 #include "kiln/v1/service.grpc.pb.h"
 #include "kilnd_process.h"
 #include "programs.h"
-#include "spawned_process.h"
 
 namespace kiln::testing {
 namespace {
@@ -31,23 +32,12 @@ std::string temp_dir() {
   return dir;
 }
 
-// A kiln-agent process, killed at the end.
-class AgentProcess : public SpawnedProcess {
+// kiln-agent of this build, for this machine.
+class HostAgent : public AgentProcess {
  public:
-  AgentProcess(const std::string& server, const std::string& key, const std::string& token_file,
-               const std::string& id, std::vector<std::string> extra = {})
-      : SpawnedProcess(arguments(server, key, token_file, id, std::move(extra))) {}
-
- private:
-  static std::vector<std::string> arguments(const std::string& server, const std::string& key,
-                                            const std::string& token_file, const std::string& id,
-                                            std::vector<std::string> extra) {
-    std::vector<std::string> args = {KILN_AGENT_BINARY, "--server", server, "--key", key,
-                                     "--token-file",    token_file, "--id", id,      "--log-level",
-                                     "warning"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  }
+  HostAgent(const std::string& server, const std::string& key, const std::string& token_file,
+            const std::string& id, std::vector<std::string> extra = {})
+      : AgentProcess(KILN_AGENT_BINARY, server, key, token_file, id, std::move(extra)) {}
 };
 
 class FleetTest : public ::testing::Test {
@@ -56,9 +46,15 @@ class FleetTest : public ::testing::Test {
     dir_ = temp_dir();
     token_ = dir_ + "token";
     std::ofstream(token_) << "fleet-test-token\n";
+    start_kilnd("127.0.0.1:0");
+  }
+  // kilnd with agents on `agent_listen`; agents_ is where they are.
+  void start_kilnd(const std::string& agent_listen) {
+    stub_.reset();
+    kilnd_.reset();
     kilnd_ = std::make_unique<KilndProcess>(
         KILND_BINARY,
-        std::vector<std::string>{"--agent-token-file", token_, "--agent-listen", "127.0.0.1:0",
+        std::vector<std::string>{"--agent-token-file", token_, "--agent-listen", agent_listen,
                                  "--agent-heartbeat-ms", "300", "--agent-wait-ms", "2000"});
     std::string line = kilnd_->read_line();
     ASSERT_TRUE(line.starts_with("kilnd: agents on 127.0.0.1:")) << line;
@@ -112,7 +108,7 @@ const char* kScale =
     "  compute c(i) in 0 <= i < n: y[i] = x[i] * 3.0; }";
 
 TEST_F(FleetTest, TwoAgentsMeasureEveryExampleCheckedAgainstTheReference) {
-  AgentProcess a(agents_, "x86", token_, "agent-a"), b(agents_, "x86", token_, "agent-b");
+  HostAgent a(agents_, "x86", token_, "agent-a"), b(agents_, "x86", token_, "agent-b");
   wait_for_agents(2);
   v1::ListAgentsResponse listed = list();
   EXPECT_EQ(listed.agents(0).id(), "agent-a");
@@ -147,7 +143,7 @@ TEST_F(FleetTest, TwoAgentsMeasureEveryExampleCheckedAgainstTheReference) {
 }
 
 TEST_F(FleetTest, OutputsComeBackAndARepeatedArtifactIsNotSentAgain) {
-  AgentProcess a(agents_, "x86", token_, "agent-a");
+  HostAgent a(agents_, "x86", token_, "agent-a");
   wait_for_agents(1);
   v1::MeasureRequest r = request(kScale, "scale.kiln");
   (*r.mutable_runtime_params())["n"] = 4;
@@ -166,7 +162,7 @@ TEST_F(FleetTest, OutputsComeBackAndARepeatedArtifactIsNotSentAgain) {
 }
 
 TEST_F(FleetTest, AJobPastItsTimeLimitTimesOutAndTheAgentServesOn) {
-  AgentProcess a(agents_, "x86", token_, "agent-a");
+  HostAgent a(agents_, "x86", token_, "agent-a");
   wait_for_agents(1);
   v1::MeasureRequest slow = request(
       "func slow { param n; input x : f32[n]; output y : f32[1];\n"
@@ -186,7 +182,7 @@ TEST_F(FleetTest, AJobPastItsTimeLimitTimesOutAndTheAgentServesOn) {
 }
 
 TEST_F(FleetTest, AJobPastItsMemoryLimitIsOutOfMemory) {
-  AgentProcess a(agents_, "x86", token_, "agent-a");
+  HostAgent a(agents_, "x86", token_, "agent-a");
   wait_for_agents(1);
   v1::MeasureRequest big = request(kScale, "scale.kiln");
   (*big.mutable_runtime_params())["n"] = 200'000'000;  // 800 MB a buffer
@@ -201,16 +197,16 @@ TEST_F(FleetTest, AJobPastItsMemoryLimitIsOutOfMemory) {
 TEST_F(FleetTest, AnAgentWithTheWrongTokenIsRefused) {
   std::string wrong = dir_ + "wrong";
   std::ofstream(wrong) << "not-the-token\n";
-  AgentProcess bad(agents_, "x86", wrong, "intruder", {"--once"});
+  HostAgent bad(agents_, "x86", wrong, "intruder", {"--once"});
   int status = bad.wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << status;
   EXPECT_EQ(list().agents_size(), 0);
-  AgentProcess good(agents_, "x86", token_, "agent-a");
+  HostAgent good(agents_, "x86", token_, "agent-a");
   wait_for_agents(1);
 }
 
 TEST_F(FleetTest, AKeyWithoutAgentsIsUnavailableNamingTheKeys) {
-  AgentProcess a(agents_, "x86", token_, "agent-a");
+  HostAgent a(agents_, "x86", token_, "agent-a");
   wait_for_agents(1);
   v1::MeasureResponse out;
   grpc::Status s = measure(request(kScale, "scale.kiln", "rk3399"), &out);
@@ -221,7 +217,7 @@ TEST_F(FleetTest, AKeyWithoutAgentsIsUnavailableNamingTheKeys) {
 }
 
 TEST_F(FleetTest, AJobWhoseAgentIsKilledCompletesOnTheOther) {
-  auto a = std::make_unique<AgentProcess>(agents_, "x86", token_, "agent-a");
+  auto a = std::make_unique<HostAgent>(agents_, "x86", token_, "agent-a");
   wait_for_agents(1);
   v1::MeasureRequest slow = request(
       "func slow { param n; input x : f32[n]; output y : f32[1];\n"
@@ -241,7 +237,7 @@ TEST_F(FleetTest, AJobWhoseAgentIsKilledCompletesOnTheOther) {
     ASSERT_LT(std::chrono::steady_clock::now(), until);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  AgentProcess b(agents_, "x86", token_, "agent-b");
+  HostAgent b(agents_, "x86", token_, "agent-b");
   wait_for_agents(2);
   a->kill_now();
   client.join();
@@ -249,6 +245,160 @@ TEST_F(FleetTest, AJobWhoseAgentIsKilledCompletesOnTheOther) {
   EXPECT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
   EXPECT_EQ(out.agent_id(), "agent-b");
   EXPECT_EQ(out.tries(), 2);
+}
+
+TEST_F(FleetTest, AgentsReconnectByThemselvesWhenKilndRestarts) {
+  HostAgent a(agents_, "x86", token_, "agent-a");
+  wait_for_agents(1);
+  v1::MeasureResponse out;
+  ASSERT_TRUE(measure(request(kScale, "scale.kiln"), &out).ok());
+  std::string port = agents_.substr(agents_.rfind(':') + 1);
+  kilnd_->kill_now();
+  start_kilnd("127.0.0.1:" + port);
+  wait_for_agents(1);
+  EXPECT_EQ(list().agents(0).id(), "agent-a");
+  ASSERT_TRUE(measure(request(kScale, "scale.kiln"), &out).ok());
+  EXPECT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
+  EXPECT_EQ(out.agent_id(), "agent-a");
+}
+
+#ifdef KILN_AGENT_AARCH64
+// qemu-aarch64 and its options, as CMake gives them ('|' between words).
+std::vector<std::string> qemu_runner() {
+  std::vector<std::string> words;
+  std::string all = KILN_AARCH64_RUN, word;
+  for (char c : all + "|") {
+    if (c != '|') {
+      word += c;
+    } else if (!word.empty()) {
+      words.push_back(word);
+      word.clear();
+    }
+  }
+  return words;
+}
+
+TEST_F(FleetTest, AnAarch64AgentUnderQemuRunsWhatKilndCompiledForIt) {
+  AgentProcess arm(KILN_AGENT_AARCH64, agents_, "arm64-qemu", token_, "board-1", {}, qemu_runner());
+  wait_for_agents(1);
+  v1::AgentStatus listed = list().agents(0);
+  EXPECT_EQ(listed.device().triple(), "aarch64-linux-gnu");
+  EXPECT_EQ(listed.device().key(), "arm64-qemu");
+  int measured = 0;
+  for (const ExampleCase& c : example_cases()) {
+    SCOPED_TRACE(c.example);
+    v1::MeasureRequest r = request(read_example(c.example), c.example + ".kiln", "arm64-qemu");
+    (*r.mutable_options()->mutable_set()).insert(c.params.front().begin(), c.params.front().end());
+    r.mutable_runtime_params()->insert(c.runtime.begin(), c.runtime.end());
+    r.set_check(true);
+    r.set_seed(5);
+    r.mutable_settings()->set_repeat(1);
+    v1::MeasureResponse out;
+    grpc::Status s = measure(r, &out);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
+    EXPECT_TRUE(out.check().ok()) << out.check().message();
+    EXPECT_EQ(out.agent_id(), "board-1");
+    ++measured;
+  }
+  EXPECT_EQ(list().agents(0).jobs_done(), measured);
+}
+#endif
+
+// `kiln` run with arguments: its exit status and what it printed (both streams).
+struct CliRun {
+  int status;
+  std::string out;
+};
+CliRun kiln_cli(const std::vector<std::string>& args) {
+  std::string command = KILN_BINARY;
+  for (const std::string& a : args) command += " '" + a + "'";
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  CliRun r{-1, ""};
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST_F(FleetTest, TheCliListsTheAgentsAndMeasuresOnThem) {
+  HostAgent a(agents_, "x86", token_, "agent-a");
+  wait_for_agents(1);
+  CliRun agents = kiln_cli({"agents", "--server", kilnd_->address()});
+  ASSERT_EQ(agents.status, 0) << agents.out;
+  EXPECT_TRUE(
+      agents.out.starts_with("ID       KEY  TRIPLE            CORES  GPUS  STATE  DONE  "
+                             "FAILED  LAST SEEN\n"))
+      << agents.out;
+  EXPECT_NE(agents.out.find("agent-a  x86  x86_64-linux-gnu"), std::string::npos) << agents.out;
+  EXPECT_NE(agents.out.find("idle"), std::string::npos) << agents.out;
+
+  std::string matmul = std::string(KILN_SOURCE_DIR) + "/examples/matmul.kiln";
+  CliRun m = kiln_cli({"measure", matmul, "--key", "x86", "--check", "--repeat", "2", "--server",
+                       kilnd_->address()});
+  ASSERT_EQ(m.status, 0) << m.out;
+  EXPECT_TRUE(m.out.starts_with("measure matmul on agent-a (x86, ")) << m.out;
+  EXPECT_NE(m.out.find("(median of 2 x "), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("ok  matmul: 1 output matches the reference"), std::string::npos) << m.out;
+
+  CliRun json = kiln_cli({"measure", matmul, "--key", "x86", "--json", "--number", "1", "--repeat",
+                          "3", "--server", kilnd_->address()});
+  ASSERT_EQ(json.status, 0) << json.out;
+  EXPECT_NE(json.out.find("\"agent\":\"agent-a\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"repeat\":3,\"number\":1"), std::string::npos) << json.out;
+
+  CliRun nobody = kiln_cli({"measure", matmul, "--key", "rk3399", "--server", kilnd_->address()});
+  EXPECT_EQ(nobody.status, 1) << nobody.out;
+  EXPECT_NE(nobody.out.find("no agent of key rk3399 is connected (connected: x86)"),
+            std::string::npos)
+      << nobody.out;
+
+  CliRun listed = kiln_cli({"agents", "--json", "--server", kilnd_->address()});
+  EXPECT_NE(listed.out.find("\"jobs_done\":2"), std::string::npos) << listed.out;
+
+  CliRun no_key = kiln_cli({"measure", matmul, "--server", kilnd_->address()});
+  EXPECT_EQ(no_key.status, 2);
+  EXPECT_NE(no_key.out.find("missing --key"), std::string::npos) << no_key.out;
+  CliRun offline = kiln_cli({"agents"});
+  EXPECT_EQ(offline.status, 2);
+  EXPECT_NE(offline.out.find("give --server HOST:PORT"), std::string::npos) << offline.out;
+}
+
+TEST(LocalAgentTest, KilndStartsItsOwnAgentAndStopsItWhenItStops) {
+  auto kilnd =
+      std::make_unique<KilndProcess>(KILND_BINARY, std::vector<std::string>{"--local-agent"});
+  std::string line = kilnd->read_line();
+  ASSERT_TRUE(line.starts_with("kilnd: agents on 127.0.0.1:")) << line;
+  auto stub = v1::Compiler::NewStub(
+      grpc::CreateChannel(kilnd->address(), grpc::InsecureChannelCredentials()));
+  v1::MeasureRequest r;
+  r.mutable_op()->mutable_source()->set_text(kScale);
+  r.set_key("local");
+  r.set_check(true);
+  v1::MeasureResponse out;
+  grpc::ClientContext ctx;
+  grpc::Status s = stub->Measure(&ctx, r, &out);  // waits for the agent to join
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(out.agent_id(), "local");
+  EXPECT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
+  EXPECT_TRUE(out.check().ok());
+
+  // Its agent is its child, and ends with it.
+  std::vector<pid_t> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state;
+    long ppid = 0;
+    if (stat >> pid >> comm >> state >> ppid && ppid == kilnd->pid())
+      children.push_back(static_cast<pid_t>(std::stol(pid)));
+  }
+  ASSERT_EQ(children.size(), 1u);
+  kilnd->terminate();
+  EXPECT_EQ(kilnd->wait(), 0);
+  EXPECT_NE(kill(children[0], 0), 0) << "the local agent outlived kilnd";
 }
 
 }  // namespace

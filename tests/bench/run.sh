@@ -4,7 +4,7 @@ set -euo pipefail
 
 # The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
 # built as the CMake target bench_G.
-GROUPS_ALL=(gemm conv licm server)
+GROUPS_ALL=(gemm conv licm server agent)
 
 usage() {
   cat <<EOF
@@ -18,7 +18,9 @@ library timed side by side in the same process:
 Progress goes to stderr.
 
   GROUP            gemm (kiln vs OpenBLAS sgemm), conv (kiln vs oneDNN conv2d),
-                   licm (kiln with LICM + CSE off vs on: T0 / T1 per case, then a summary)
+                   licm (kiln with LICM + CSE off vs on: T0 / T1 per case, then a summary),
+                   server (kilnd under concurrent Compile requests), agent (the round trip
+                   of a Measure of an empty kernel on kilnd's local agent vs kilnd's Run)
   --quick          the smallest cases only, for a smoke run
   --build-dir DIR  the CMake build folder (default: \$KILN_BUILD_DIR or build)
   -- OPTIONS       passed to every benchmark program (see build/tests/bench/bench_gemm --help)

@@ -299,7 +299,23 @@ TEST(CliUsage, UnknownCommandIsNamed) {
   Result r = kiln({"frobnicate", data("matmul_small.kiln")});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(Contains(r.err, "unknown command 'frobnicate'"));
-  EXPECT_TRUE(Contains(r.err, "check, emit, interp, run or compile"));
+  EXPECT_TRUE(Contains(r.err, "check, emit, interp, run, compile, agents or measure"));
+}
+
+TEST(CliUsage, AgentsAndMeasureNeedKilndAndMeasureAKey) {
+  Result files = kiln({"agents", data("matmul_small.kiln")});
+  EXPECT_EQ(files.status, 2);
+  EXPECT_TRUE(Contains(files.err, "agents takes no FILE")) << files.err;
+  Result no_key = kiln({"measure", data("matmul_small.kiln")});
+  EXPECT_EQ(no_key.status, 2);
+  EXPECT_TRUE(Contains(no_key.err, "missing --key")) << no_key.err;
+  Result offline = kiln({"measure", data("matmul_small.kiln"), "--key", "x86"});
+  EXPECT_EQ(offline.status, 2);
+  EXPECT_TRUE(Contains(offline.err, "measure runs on kilnd's agents: give --server"))
+      << offline.err;
+  Result bench = kiln({"measure", data("matmul_small.kiln"), "--key", "x86", "--bench"});
+  EXPECT_EQ(bench.status, 2);
+  EXPECT_TRUE(Contains(bench.err, "unknown option '--bench' for 'kiln measure'")) << bench.err;
 }
 
 TEST(CliUsage, UnknownOptionIsNamedWithTheCommandsUsage) {

@@ -42,6 +42,12 @@ class KilndProcess {
   // The next line kilnd prints after the first ("kilnd: agents on HOST:PORT").
   std::string read_line() { return process_.read_line(); }
   void terminate() { process_.signal(SIGTERM); }
+  // SIGKILL: no goodbye, as a crash or a power cut would end it.
+  void kill_now() {
+    running_ = false;
+    process_.kill_now();
+  }
+  pid_t pid() const { return process_.pid(); }
   // kilnd's wait status.
   int wait() {
     running_ = false;

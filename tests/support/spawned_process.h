@@ -34,7 +34,7 @@ class SpawnedProcess {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    int rc = posix_spawn(&pid_, args.at(0).c_str(), &actions, nullptr, argv.data(), environ);
+    int rc = posix_spawnp(&pid_, args.at(0).c_str(), &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     if (output == Output::Piped) {
       close(out[1]);
@@ -59,6 +59,7 @@ class SpawnedProcess {
     while (read(out_, &c, 1) == 1 && c != '\n') line += c;
     return line;
   }
+  pid_t pid() const { return pid_; }
   void signal(int sig) {
     if (pid_ > 0) kill(pid_, sig);
   }

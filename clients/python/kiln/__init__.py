@@ -1,5 +1,6 @@
 """kiln's Python client: define tensor operators (as .kiln text, or in Python
-with kiln.te) and check, emit, compile and run them on kilnd.
+with kiln.te) and check, emit, compile and run them on kilnd, or measure them on
+its agents.
 
     import kiln
     with kiln.Client("127.0.0.1:50051") as c:
@@ -10,7 +11,7 @@ docs/python.md has the whole API.
 """
 
 from kiln import te
-from kiln.client import Client, KilnError, RunResult, load, source
+from kiln.client import Client, KilnError, Measurement, RunResult, load, source
 
-__all__ = ["Client", "KilnError", "RunResult", "load", "source", "te"]
+__all__ = ["Client", "KilnError", "Measurement", "RunResult", "load", "source", "te"]
 __version__ = "0.1.0"

@@ -7,9 +7,9 @@ import grpc
 import numpy as np
 
 from kiln import te
-from kiln.v1 import operator_pb2, service_pb2, service_pb2_grpc
+from kiln.v1 import agent_pb2, operator_pb2, service_pb2, service_pb2_grpc
 
-__all__ = ["Client", "KilnError", "RunResult", "source", "load"]
+__all__ = ["Client", "KilnError", "Measurement", "RunResult", "source", "load"]
 
 _STAGES = {"ast": service_pb2.AST, "ir": service_pb2.IR, "schedule": service_pb2.SCHEDULE,
            "loops": service_pb2.LOOPS, "llvm": service_pb2.LLVM, "asm": service_pb2.ASM,
@@ -115,6 +115,41 @@ class RunResult:
         return f"RunResult(outputs={sorted(self.outputs)}{check})"
 
 
+class Measurement:
+    """What a Measure gave: where it ran (``agent_id``, ``device``, ``tries``:
+    more than 1 when an agent was lost mid-job), ``error`` (None, or the
+    agent's error class: "TIMEOUT", "RUNTIME_CRASH", "OUT_OF_MEMORY", ...) and
+    ``message``, the timing (``rounds_ms``: each round's time per call;
+    ``median_ms``, ``min_ms``, ``number``, ``threads``), ``checksums`` (name ->
+    float), ``outputs`` (name -> numpy array, with return_outputs), ``check``
+    (the comparison with the reference interpreter, or None), ``ok`` (it ran
+    and no check failed), ``params`` and ``response``."""
+
+    def __init__(self, response):
+        r = response.result
+        self.response = response
+        self.agent_id, self.device, self.tries = response.agent_id, response.device, response.tries
+        self.error = (None if r.error == agent_pb2.MeasureResult.OK
+                      else agent_pb2.MeasureResult.Error.Name(r.error))
+        self.message = r.message
+        self.rounds_ms = list(r.round_ms)
+        self.median_ms, self.min_ms = response.median_ms, response.min_ms
+        self.number, self.threads = r.number, r.threads
+        self.checksums = {o.name: o.checksum for o in r.outputs}
+        self.outputs = {o.name: np.frombuffer(o.data, dtype=np.dtype(_NUMPY[o.type]).newbyteorder("<"))
+                        .reshape(tuple(o.shape)) for o in r.outputs if o.data}
+        self.check = response.check if response.HasField("check") else None
+        self.params = dict(response.params)
+        self.ok = self.error is None and (self.check is None or self.check.ok)
+
+    def __repr__(self):
+        if self.error:
+            return f"Measurement({self.agent_id}: {self.error}: {self.message})"
+        check = "" if self.check is None else f", check {'ok' if self.check.ok else 'FAILED'}"
+        return (f"Measurement({self.agent_id}: median {self.median_ms:.4g} ms of "
+                f"{len(self.rounds_ms)} rounds{check})")
+
+
 class Client:
     """A connection to kilnd.
 
@@ -196,3 +231,34 @@ class Client:
         for name, array in (inputs or {}).items():
             request.inputs.append(_buffer_data(name, array))
         return RunResult(self._call(self._stub.Run, request))
+
+    def agents(self):
+        """The agents connected to kilnd: a list of kiln.v1.AgentStatus (``id``,
+        ``device`` with its key, triple, CPU, cores and GPUs, ``running``,
+        ``jobs_done``, ``jobs_failed``, ``last_seen_unix_ms``)."""
+        return list(self._call(self._stub.ListAgents, service_pb2.ListAgentsRequest()).agents)
+
+    def measure(self, op, key, *, runtime_params=None, seed=0, check=False, return_outputs=False,
+                repeat=0, number=0, min_repeat_ms=0, warmup=0, cooldown_ms=0, flush_cache=False,
+                threads=0, time_limit_ms=0, memory_limit_mb=0, priority=0, **options):
+        """Compiles for an agent of ``key`` (its triple and CPU), ships the
+        kernel there and times it: ``warmup`` calls, then ``repeat`` rounds of
+        ``number`` calls (``number`` grown until a round lasts
+        ``min_repeat_ms`` when 0). ``check`` compares the outputs with the
+        reference interpreter. A crash or timeout is the Measurement's
+        ``error``, not an exception; a key no agent has raises KilnError
+        (UNAVAILABLE). Compile options as for compile(), without a target.
+        """
+        if any(options.get(k) for k in ("target", "cpu", "features")):
+            raise ValueError("measure compiles for the agent's own target: leave out target, "
+                             "cpu and features")
+        settings = agent_pb2.MeasureSettings(
+            warmup=warmup, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+            cooldown_ms=cooldown_ms, flush_cache=flush_cache, threads=threads,
+            time_limit_ms=time_limit_ms, memory_limit_bytes=int(memory_limit_mb) << 20)
+        request = service_pb2.MeasureRequest(
+            op=_operator(op), options=_options(**options), key=key, seed=seed, check=check,
+            return_outputs=return_outputs, settings=settings, priority=priority)
+        for name, value in (runtime_params or {}).items():
+            request.runtime_params[name] = int(value)
+        return Measurement(self._call(self._stub.Measure, request))

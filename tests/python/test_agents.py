@@ -1,0 +1,83 @@
+"""The Python client's agents() and measure() against a real kilnd that runs
+its own agent (kilnd --local-agent): kernels timed on the agent, checked
+against the reference interpreter, outputs back as numpy arrays, and a key
+with no agent refused with kilnd's message."""
+
+import grpc
+import numpy as np
+import pytest
+
+import kiln
+from conftest import Kilnd
+
+SCALE = """
+func scale { param n; constraint n > 0; input x : f32[n]; output y : f32[n];
+  compute c(i) in 0 <= i < n: y[i] = x[i] * 3.0; }
+"""
+
+
+@pytest.fixture(scope="module")
+def client():
+    k = Kilnd("--local-agent", "--agent-wait-ms", "1500")
+    with kiln.Client(k.address, timeout=300) as c:
+        yield c
+    assert k.stop() == 0
+
+
+def test_the_local_agent_is_listed(client):
+    m = client.measure(SCALE, "local")  # waits for the agent to join
+    assert m.ok, m
+    agents = client.agents()
+    assert [a.id for a in agents] == ["local"]
+    a = agents[0]
+    assert a.device.key == "local"
+    assert a.device.triple == "x86_64-linux-gnu"
+    assert a.device.cores > 0
+    assert a.jobs_done >= 1
+
+
+def test_every_func_of_every_example_measures_checked(client, examples):
+    measured = 0
+    for path in examples:
+        names = [line.split()[1] for line in path.read_text().splitlines()
+                 if line.startswith("func ")]
+        for name in names:
+            m = client.measure(kiln.load(path, name=name), "local", check=True, repeat=2,
+                               number=1)
+            assert m.ok, f"{path.name} {name}: {m.error} {m.message} {m.check}"
+            assert m.agent_id == "local"
+            assert len(m.rounds_ms) == 2 and m.median_ms > 0
+            assert m.check is not None and m.check.ok
+            measured += 1
+    assert measured >= len(examples)
+
+
+def test_outputs_come_back_as_numpy_arrays(client):
+    m = client.measure(SCALE, "local", runtime_params={"n": 6}, return_outputs=True,
+                       check=True, seed=4)
+    assert m.ok, m
+    y = m.outputs["y"]
+    assert y.dtype == np.float32 and y.shape == (6,)
+    assert np.isclose(float(y.sum()), m.checksums["y"], rtol=1e-5)
+
+
+def test_a_job_past_its_time_limit_is_a_timeout_not_an_exception(client):
+    slow = """func slow { param n; input x : f32[n]; output y : f32[1];
+      compute c(i, j, k) in 0 <= i < n and 0 <= j < n and 0 <= k < n: y[0] += x[i] * x[j]; }"""
+    m = client.measure(slow, "local", runtime_params={"n": 3000}, time_limit_ms=300)
+    assert not m.ok
+    assert m.error == "TIMEOUT"
+    assert "time limit of 300 ms" in m.message
+    assert client.measure(SCALE, "local").ok  # the agent serves on
+
+
+def test_a_key_without_agents_is_unavailable(client):
+    with pytest.raises(kiln.KilnError) as e:
+        client.measure(SCALE, "rk3399")
+    assert e.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "no agent of key rk3399 is connected (connected: local)" in e.value.message
+
+
+def test_a_target_is_refused_before_anything_is_sent(client):
+    with pytest.raises(ValueError, match="agent's own target"):
+        client.measure(SCALE, "local", target="aarch64-linux-gnu")
