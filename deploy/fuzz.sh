@@ -59,10 +59,20 @@ if ! build-fuzz/fuzz/kiln_semantic_fuzz --runs "$programs" --seed "$seed" 2>buil
   tail -n 60 build-fuzz/semantic.err
   exit 1
 fi
-echo "==> fuzz_agent_frame: $frame_runs runs"
-build-fuzz/fuzz/fuzz_agent_frame -runs="$frame_runs" -seed="$seed" -max_len=4096 -timeout=20 \
-  -artifact_prefix=build-fuzz/findings/agent-frame- build-fuzz/corpus/agent_frame 2>&1 | tail -n 3
-echo "==> fuzz_fleet_listener: $listener_runs runs"
-build-fuzz/fuzz/fuzz_fleet_listener -runs="$listener_runs" -seed="$seed" -max_len=4096 -timeout=30 \
-  -artifact_prefix=build-fuzz/findings/fleet-listener- build-fuzz/corpus/fleet_listener 2>&1 |
-  tail -n 3
+# The agent targets run a fixed number of inputs; their whole log is shown when one fails.
+run_counted() {
+  local name=$1
+  shift
+  echo "==> $name"
+  if ! "$@" >"build-fuzz/$name.log" 2>&1; then
+    grep -v '^#' "build-fuzz/$name.log" | tail -n 40
+    exit 1
+  fi
+  tail -n 1 "build-fuzz/$name.log"
+}
+run_counted fuzz_agent_frame build-fuzz/fuzz/fuzz_agent_frame -runs="$frame_runs" -seed="$seed" \
+  -max_len=4096 -timeout=20 -artifact_prefix=build-fuzz/findings/agent-frame- \
+  build-fuzz/corpus/agent_frame
+run_counted fuzz_fleet_listener build-fuzz/fuzz/fuzz_fleet_listener -runs="$listener_runs" \
+  -seed="$seed" -max_len=4096 -timeout=30 -artifact_prefix=build-fuzz/findings/fleet-listener- \
+  build-fuzz/corpus/fleet_listener

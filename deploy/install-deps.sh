@@ -13,7 +13,7 @@ PACKAGES=(
   libsqlite3-dev libssl-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   clang-19 libfuzzer-19-dev libclang-rt-19-dev
 )
-CROSS_PACKAGES=(libprotobuf-c-dev:arm64)
+CROSS_PACKAGES=(libprotobuf-c-dev:arm64 libssl-dev:arm64)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -13,13 +13,20 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
 #include "fleet.h"
 
 namespace {
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "fuzz_fleet_listener: %s (errno: %s)\n", what, std::strerror(errno));
+  std::abort();
+}
 
 kiln::server::Fleet& fleet() {
   static std::unique_ptr<kiln::server::Fleet> f = [] {
@@ -40,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(fleet().port()));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) abort();
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) fail("cannot connect");
   for (size_t at = 0; at < size;) {
     ssize_t w = send(fd, data + at, size - at, MSG_NOSIGNAL);
     if (w <= 0) break;  // kilnd closed first: its right
@@ -50,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string got;
   for (;;) {
     pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 10'000) <= 0) abort();  // kilnd neither answered nor closed
+    if (poll(&p, 1, 10'000) <= 0) fail("kilnd neither answered nor closed within 10 s");
     char buf[4096];
     ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n <= 0) break;
@@ -59,12 +66,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   close(fd);
   // The challenge always comes first.
   kiln::v1::AgentFrame first;
-  if (got.size() < 4) abort();
+  if (got.size() < 4) fail("kilnd closed without its challenge");
   uint32_t n = static_cast<uint32_t>(static_cast<unsigned char>(got[0])) << 24 |
                static_cast<uint32_t>(static_cast<unsigned char>(got[1])) << 16 |
                static_cast<uint32_t>(static_cast<unsigned char>(got[2])) << 8 |
                static_cast<uint32_t>(static_cast<unsigned char>(got[3]));
   if (got.size() < 4 + n || !first.ParseFromString(got.substr(4, n)) || !first.has_challenge())
-    abort();
+    fail("kilnd's first frame is not a challenge");
   return 0;
 }

@@ -7,9 +7,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -59,13 +61,47 @@ std::string mac_of(const std::string& token, const char* label,
   return std::string(reinterpret_cast<char*>(out), len);
 }
 
-// A connected socket's frames: a 4-byte big-endian length, then an AgentFrame.
+// OpenSSL's reason for the last failure.
+std::string openssl_reason() {
+  unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return errno ? std::strerror(errno) : "no reason given";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
+
+// A connected socket's frames: a 4-byte big-endian length, then an AgentFrame;
+// inside TLS once tls_accept() succeeded.
 class Link {
  public:
   Link(int fd, size_t max_frame) : fd_(fd), max_frame_(max_frame) {}
-  ~Link() { close(fd_); }
+  ~Link() {
+    if (ssl_) SSL_free(ssl_);
+    close(fd_);
+  }
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
+
+  // The server's side of a TLS handshake, by `until`. False with `why` set.
+  bool tls_accept(SSL_CTX* ctx, Clock::time_point until, std::string& why) {
+    fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+    ssl_ = SSL_new(ctx);
+    if (!ssl_ || SSL_set_fd(ssl_, fd_) != 1) {
+      why = "cannot start TLS: " + openssl_reason();
+      return false;
+    }
+    for (;;) {
+      int rc = SSL_accept(ssl_);
+      if (rc == 1) return true;
+      int e = SSL_get_error(ssl_, rc);
+      if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+        why = "no TLS handshake (a plaintext agent? kiln-agent --tls): " + openssl_reason();
+        return false;
+      }
+      if (!wait_for(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, until, why)) return false;
+    }
+  }
 
   // Sends a frame; false when the connection is broken. Safe from several threads.
   bool send(const v1::AgentFrame& f) {
@@ -78,7 +114,7 @@ class Link {
   }
 
   // The next frame, waiting until `until`. nullopt with `why` set when the
-  // connection ended, the time passed, or the frame was bad.
+  // connection ended, the time passed, or the frame was bad. One reader.
   std::optional<v1::AgentFrame> receive(Clock::time_point until, std::string& why) {
     char header[4];
     if (!read_all(header, 4, until, why)) return std::nullopt;
@@ -105,8 +141,49 @@ class Link {
   void set_max_frame(size_t bytes) { max_frame_ = bytes; }
 
  private:
+  // Waits until the socket is ready for `events`, or `until`.
+  bool wait_for(short events, Clock::time_point until, std::string& why) {
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+      if (left.count() <= 0) {
+        why = "silent past its deadline";
+        return false;
+      }
+      pollfd pfd{fd_, events, 0};
+      int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+      if (ready < 0 && errno != EINTR) {
+        why = std::strerror(errno);
+        return false;
+      }
+      if (ready > 0) return true;
+    }
+  }
+
   bool write_all(const char* p, size_t n) {
     while (n > 0) {
+      if (ssl_) {
+        // Writers hold write_mu_ for a whole frame; every SSL call holds ssl_mu_ too, as
+        // the reader's do: one SSL object is not for two threads at once.
+        size_t put = 0;
+        int rc, e;
+        {
+          std::lock_guard<std::mutex> lock(ssl_mu_);
+          rc = SSL_write_ex(ssl_, p, n, &put);
+          e = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, rc);
+          if (e != SSL_ERROR_NONE) ERR_clear_error();
+        }
+        if (rc == 1) {
+          p += put;
+          n -= put;
+          continue;
+        }
+        std::string why;
+        if ((e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) ||
+            !wait_for(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
+                      Clock::now() + std::chrono::seconds(30), why))
+          return false;
+        continue;
+      }
       ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) return false;
@@ -115,35 +192,63 @@ class Link {
     }
     return true;
   }
-  bool read_all(char* p, size_t n, Clock::time_point until, std::string& why) {
-    while (n > 0) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-      if (left.count() <= 0) {
-        why = "silent past its deadline";
-        return false;
+
+  // Some bytes into in_: from the socket, or from TLS.
+  bool read_some(Clock::time_point until, std::string& why) {
+    char buf[1 << 16];
+    for (;;) {
+      if (ssl_) {
+        size_t got = 0;
+        int rc, e;
+        {
+          std::lock_guard<std::mutex> lock(ssl_mu_);
+          rc = SSL_read_ex(ssl_, buf, sizeof buf, &got);
+          e = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, rc);
+          if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+            why = e == SSL_ERROR_ZERO_RETURN ? "closed the connection"
+                                             : "broke the TLS connection: " + openssl_reason();
+        }
+        if (rc == 1) {
+          in_.append(buf, got);
+          return true;
+        }
+        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+          if (e == SSL_ERROR_SYSCALL && why.find("no reason") != std::string::npos)
+            why = "closed the connection";
+          return false;
+        }
+        if (!wait_for(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, until, why)) return false;
+        continue;
       }
-      pollfd pfd{fd_, POLLIN, 0};
-      int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-      if (ready < 0 && errno != EINTR) {
-        why = std::strerror(errno);
-        return false;
-      }
-      if (ready <= 0) continue;
-      ssize_t got = recv(fd_, p, n, 0);
+      if (!wait_for(POLLIN, until, why)) return false;
+      ssize_t got = recv(fd_, buf, sizeof buf, 0);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {
         why = got == 0 ? "closed the connection" : std::strerror(errno);
         return false;
       }
-      p += got;
-      n -= static_cast<size_t>(got);
+      in_.append(buf, static_cast<size_t>(got));
+      return true;
+    }
+  }
+
+  bool read_all(char* p, size_t n, Clock::time_point until, std::string& why) {
+    while (n > 0) {
+      if (in_.empty() && !read_some(until, why)) return false;
+      size_t take = std::min(n, in_.size());
+      std::memcpy(p, in_.data(), take);
+      in_.erase(0, take);
+      p += take;
+      n -= take;
     }
     return true;
   }
 
   int fd_;
   size_t max_frame_;
-  std::mutex write_mu_;
+  SSL* ssl_ = nullptr;
+  std::mutex write_mu_, ssl_mu_;
+  std::string in_;  // received, not yet taken (the reader's)
 };
 
 std::string peer_name(const sockaddr_storage& a) {
@@ -157,6 +262,9 @@ std::string peer_name(const sockaddr_storage& a) {
 }  // namespace
 
 struct Fleet::Impl {
+  ~Impl() {
+    if (tls) SSL_CTX_free(tls);
+  }
   struct Pending {
     uint64_t id;
     FleetJob job;
@@ -173,6 +281,7 @@ struct Fleet::Impl {
   };
 
   FleetOptions options;
+  SSL_CTX* tls = nullptr;  // with tls_cert_file: the agent link is TLS
   int listen_fd = -1;
   int port = 0;
   int wake[2] = {-1, -1};  // written to stop the accept loop
@@ -344,7 +453,13 @@ std::optional<uint64_t> Fleet::Impl::welcome(Link& link, const std::string& peer
 
 void Fleet::Impl::serve(int fd, std::string peer) {
   auto link = std::make_shared<Link>(fd, std::min(kMaxHelloBytes, options.max_frame_bytes));
-  std::optional<uint64_t> conn = welcome(*link, peer);
+  std::optional<uint64_t> conn;
+  std::string refused;
+  if (tls && !link->tls_accept(tls, Clock::now() + kHandshake, refused)) {
+    spdlog::warn("agent {}: refused: {}", peer, refused);
+  } else {
+    conn = welcome(*link, peer);
+  }
   {
     std::lock_guard<std::mutex> lock(mu);
     --handshaking;
@@ -527,6 +642,23 @@ Fleet::Fleet(FleetOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.token.empty())
     throw std::runtime_error("agents need a token: kilnd --agent-token-file FILE");
   impl_->options = std::move(options);
+  const FleetOptions& o = impl_->options;
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty())
+    throw std::runtime_error("--agent-tls-cert and --agent-tls-key go together");
+  if (!o.tls_cert_file.empty()) {
+    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) throw std::runtime_error("cannot make a TLS context: " + openssl_reason());
+    impl_->tls = ctx;  // freed with impl_
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (SSL_CTX_use_certificate_chain_file(ctx, o.tls_cert_file.c_str()) != 1)
+      throw std::runtime_error("--agent-tls-cert " + o.tls_cert_file +
+                               ": cannot load the certificate: " + openssl_reason());
+    if (SSL_CTX_use_PrivateKey_file(ctx, o.tls_key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ctx) != 1)
+      throw std::runtime_error(
+          "--agent-tls-key " + o.tls_key_file +
+          ": cannot load the key, or it is not the certificate's: " + openssl_reason());
+  }
   impl_->listen_on(impl_->options.listen);
   if (pipe2(impl_->wake, O_CLOEXEC) != 0) throw std::runtime_error("cannot make a pipe");
   impl_->acceptor = std::thread([this] { impl_->accept_loop(); });

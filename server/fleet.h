@@ -29,6 +29,9 @@ struct FleetOptions {
   // (an agent restarting, kilnd just started) before it fails.
   std::chrono::milliseconds wait_for_agent{30'000};
   size_t max_frame_bytes = size_t{1} << 30;  // from an agent; longer frames are refused
+  // TLS on the agent link: the server's certificate chain and key (PEM files).
+  // Empty: plaintext. The token's HMAC is checked either way.
+  std::string tls_cert_file, tls_key_file;
 };
 
 // One agent as ListAgents shows it.

@@ -7,7 +7,8 @@
 //         [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE]
 //         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 //         [--agent-token-file FILE] [--agent-listen HOST:PORT] [--agent-heartbeat-ms N]
-//         [--agent-wait-ms N] [--measure-timeout-ms N] [--measure-memory-mb N]
+//         [--agent-wait-ms N] [--agent-tls-cert FILE --agent-tls-key FILE]
+//         [--measure-timeout-ms N] [--measure-memory-mb N]
 //         [--local-agent [--local-agent-key KEY] [--agent-binary PATH]]
 //         [--config FILE] [--log-level LEVEL]
 //
@@ -70,6 +71,7 @@ struct Flags {
   bool local_agent = false;
   std::string local_agent_key = "local";
   std::string agent_binary;
+  std::string agent_tls_cert, agent_tls_key;
   int agent_heartbeat_ms = kiln::server::FleetOptions{}.heartbeat_ms;
   int64_t agent_wait_ms = kiln::server::FleetOptions{}.wait_for_agent.count();
   int64_t measure_timeout_ms = kiln::server::ServiceOptions{}.measure_timeout_ms;
@@ -91,7 +93,8 @@ std::string setting_origin;
       "[--max-expression-nodes N] [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE] "
       "[--tls-cert FILE --tls-key FILE "
       "[--tls-client-ca FILE]] [--agent-token-file FILE] [--agent-listen HOST:PORT] "
-      "[--agent-heartbeat-ms N] [--agent-wait-ms N] [--measure-timeout-ms N] "
+      "[--agent-heartbeat-ms N] [--agent-wait-ms N] [--agent-tls-cert FILE --agent-tls-key FILE] "
+      "[--measure-timeout-ms N] "
       "[--measure-memory-mb N] [--local-agent [--local-agent-key KEY] [--agent-binary PATH]] "
       "[--config FILE] [--log-level trace|debug|info|warn|error|off]\n",
       problem.c_str(), setting_origin.empty() ? "" : (" (at " + setting_origin + ")").c_str());
@@ -209,6 +212,10 @@ Flags parse_flags(int argc, char** argv) {
       if (f.local_agent_key.empty()) usage("--local-agent-key: expected a device class name");
     } else if (a == "--agent-binary") {
       f.agent_binary = value();
+    } else if (a == "--agent-tls-cert") {
+      f.agent_tls_cert = value();
+    } else if (a == "--agent-tls-key") {
+      f.agent_tls_key = value();
     } else if (a == "--agent-wait-ms") {
       f.agent_wait_ms = count_flag(a, value(), 0, 24LL * 3600 * 1000);
     } else if (a == "--agent-heartbeat-ms") {
@@ -329,8 +336,15 @@ int main(int argc, char** argv) {
       fo.token = remote ? read_token(flags.agent_token_file, "--agent-token-file")
                         : kiln::server::random_token();
       fo.heartbeat_ms = flags.agent_heartbeat_ms;
+      fo.tls_cert_file = flags.agent_tls_cert;
+      fo.tls_key_file = flags.agent_tls_key;
       fo.wait_for_agent = std::chrono::milliseconds(flags.agent_wait_ms);
       fleet = std::make_unique<kiln::server::Fleet>(fo);
+      if (flags.local_agent && !flags.agent_tls_cert.empty())
+        throw std::runtime_error(
+            "--local-agent with --agent-tls-cert: the local agent would have to check kilnd's "
+            "certificate for 127.0.0.1; start it yourself (kiln-agent --tls-ca FILE "
+            "--tls-server-name NAME) or take agents without TLS");
       if (flags.local_agent) {
         std::string binary = flags.agent_binary;
         if (binary.empty()) {

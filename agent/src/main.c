@@ -3,6 +3,7 @@
    sends back their timings; it reconnects with backoff whenever the connection ends.
 
    usage: kiln-agent --server HOST:PORT --key NAME --token-file FILE [--id ID] [--slots N]
+                     [--tls] [--tls-ca FILE] [--tls-server-name NAME]
                      [--cpu NAME] [--features LIST] [--cache-mb N] [--max-frame-mb N]
                      [--log-level debug|info|warning|error] [--once] [--print-device] */
 #define _GNU_SOURCE
@@ -18,9 +19,11 @@
 #include "device.h"
 #include "log.h"
 #include "session.h"
+#include "tls.h"
 
 static const char* const kUsage =
     "usage: kiln-agent --server HOST:PORT --key NAME --token-file FILE [--id ID] [--slots N]\n"
+    "                  [--tls] [--tls-ca FILE] [--tls-server-name NAME]\n"
     "                  [--cpu NAME] [--features LIST] [--cache-mb N] [--max-frame-mb N]\n"
     "                  [--log-level debug|info|warning|error] [--once] [--print-device]\n";
 
@@ -100,7 +103,8 @@ int main(int argc, char** argv) {
   cfg.max_frame = (size_t)1024 << 20;
   size_t cache_bytes = (size_t)256 << 20;
   const char *server = NULL, *token_file = NULL, *cpu = NULL, *features = NULL;
-  int once = 0, show_device = 0;
+  const char *tls_ca = NULL, *tls_server_name = NULL;
+  int once = 0, show_device = 0, tls = 0;
   static char id[256], host_part[256];
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
@@ -110,6 +114,10 @@ int main(int argc, char** argv) {
     }
     if (!strcmp(a, "--print-device")) {
       show_device = 1;
+      continue;
+    }
+    if (!strcmp(a, "--tls")) {
+      tls = 1;
       continue;
     }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -128,6 +136,10 @@ int main(int argc, char** argv) {
       snprintf(id, sizeof id, "%s", v);
     else if (!strcmp(a, "--slots"))
       cfg.slots = (int)count_arg(a, v, 1, 64);
+    else if (!strcmp(a, "--tls-ca"))
+      tls_ca = v, tls = 1;
+    else if (!strcmp(a, "--tls-server-name"))
+      tls_server_name = v, tls = 1;
     else if (!strcmp(a, "--cpu"))
       cpu = v;
     else if (!strcmp(a, "--features"))
@@ -176,6 +188,15 @@ int main(int argc, char** argv) {
   cfg.host = host_part;
   cfg.port = colon + 1;
   cfg.token = read_token(token_file, &cfg.token_len);
+  if (tls) {
+    char err[512];
+    cfg.tls = tls_client_new(tls_ca, err, sizeof err);
+    if (!cfg.tls) {
+      fprintf(stderr, "kiln-agent: --tls: %s\n", err);
+      exit(2);
+    }
+    cfg.tls_server_name = tls_server_name ? tls_server_name : cfg.host;
+  }
   if (!id[0] && gethostname(id, sizeof id) != 0) snprintf(id, sizeof id, "agent-%d", (int)getpid());
   cfg.agent_id = id;
 
@@ -185,10 +206,10 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &stop, NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  log_line(LOG_INFO, "%s, key %s, %s %s%s%s, %d cores, %d GPUs: dialing %s", cfg.agent_id, cfg.key,
-           cfg.device.triple, cfg.device.cpu[0] ? cfg.device.cpu : "generic",
+  log_line(LOG_INFO, "%s, key %s, %s %s%s%s, %d cores, %d GPUs: dialing %s%s", cfg.agent_id,
+           cfg.key, cfg.device.triple, cfg.device.cpu[0] ? cfg.device.cpu : "generic",
            cfg.device.features[0] ? " " : "", cfg.device.features, cfg.device.cores,
-           cfg.device.gpu_count, server);
+           cfg.device.gpu_count, server, cfg.tls ? " over TLS" : "");
 
   artifact_cache cache;
   cache_init(&cache, cache_bytes);
@@ -216,6 +237,7 @@ int main(int argc, char** argv) {
   }
   log_line(LOG_INFO, "stopping");
   cache_free(&cache);
+  tls_client_free(cfg.tls);
   free((void*)cfg.token);
   return status;
 }

@@ -93,20 +93,26 @@ static int dial(const char* host, const char* port, char* err, size_t err_len) {
   return fd;
 }
 
-/* The connection and what has arrived on it. */
+/* The connection (TLS over it, or not) and what has arrived on it. */
 typedef struct {
   int fd;
+  tls_conn* tls;
   frame_reader reader;
   uint64_t last_heard_ms;
 } conn;
 
+/* Bytes received and not yet read from the socket's TLS layer. */
+static int conn_pending(const conn* l) { return l->tls && tls_pending(l->tls); }
+
 static int send_bytes(conn* l, const uint8_t* bytes, size_t len) {
   for (size_t done = 0; done < len;) {
-    ssize_t w = send(l->fd, bytes + done, len - done, MSG_NOSIGNAL);
+    ssize_t w = l->tls ? tls_write(l->tls, bytes + done, len - done)
+                       : send(l->fd, bytes + done, len - done, MSG_NOSIGNAL);
     if (w > 0) {
       done += (size_t)w;
     } else if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-      struct pollfd p = {l->fd, POLLOUT, 0};
+      short want = l->tls && tls_wants_read(l->tls) ? POLLIN : POLLOUT;
+      struct pollfd p = {l->fd, want, 0};
       if (poll(&p, 1, 30000) <= 0 && errno != EINTR) return -1;
     } else {
       return -1;
@@ -128,7 +134,8 @@ static int send_frame(conn* l, const agent_frame* f) {
 static int receive(conn* l, char* err, size_t err_len) {
   for (;;) {
     uint8_t chunk[1 << 16];
-    ssize_t got = recv(l->fd, chunk, sizeof chunk, MSG_DONTWAIT);
+    ssize_t got = l->tls ? tls_read(l->tls, chunk, sizeof chunk)
+                         : recv(l->fd, chunk, sizeof chunk, MSG_DONTWAIT);
     if (got > 0) {
       l->last_heard_ms = now_ms();
       if (frame_reader_feed(&l->reader, chunk, (size_t)got, err, err_len) != 0) return -1;
@@ -152,7 +159,8 @@ static int wait_frame(conn* l, int timeout_ms, agent_frame** out, char* err, siz
       return 0;
     }
     struct pollfd p = {l->fd, POLLIN, 0};
-    if (poll(&p, 1, (int)(deadline - now)) > 0 && receive(l, err, err_len) != 0) {
+    int readable = conn_pending(l) || poll(&p, 1, (int)(deadline - now)) > 0;
+    if (readable && receive(l, err, err_len) != 0) {
       /* kilnd may send its last frame (a refusal) and close at once: read that first. */
       char ignored[64];
       if (frame_reader_next(&l->reader, out, ignored, sizeof ignored) == 1) return 1;
@@ -369,10 +377,18 @@ static int start_job(artifact_cache* cache, conn* l, workers* w, int s, agent_fr
 session_end session_run(const agent_config* cfg, artifact_cache* cache, int* welcomed) {
   char err[512];
   *welcomed = 0;
-  conn l = {dial(cfg->host, cfg->port, err, sizeof err), {0}, 0};
+  conn l = {dial(cfg->host, cfg->port, err, sizeof err), NULL, {0}, 0};
   if (l.fd < 0) {
     log_line(LOG_WARN, "cannot reach kilnd at %s:%s: %s", cfg->host, cfg->port, err);
     return SESSION_UNREACHABLE;
+  }
+  if (cfg->tls) {
+    l.tls = tls_connect(cfg->tls, l.fd, cfg->tls_server_name, HANDSHAKE_MS, err, sizeof err);
+    if (!l.tls) {
+      log_line(LOG_WARN, "no TLS with kilnd at %s:%s: %s", cfg->host, cfg->port, err);
+      close(l.fd);
+      return SESSION_UNREACHABLE;
+    }
   }
   frame_reader_init(&l.reader, cfg->max_frame);
   l.last_heard_ms = now_ms();
@@ -404,14 +420,15 @@ session_end session_run(const agent_config* cfg, artifact_cache* cache, int* wel
     uint64_t now = now_ms();
     int timeout = next_beat > now ? (int)(next_beat - now) : 0;
     if (running > 0 && timeout > 10) timeout = 10; /* deadlines and reaping */
-    int ready = poll(fds, n, timeout);
+    int pending = conn_pending(&l);
+    int ready = poll(fds, n, pending ? 0 : timeout);
     if (ready < 0 && errno != EINTR) {
       log_line(LOG_ERROR, "poll: %s", strerror(errno));
       break;
     }
     int closed = 0;
     char closed_why[512] = "";
-    if (ready > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
+    if (pending || (ready > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))))
       closed = receive(&l, closed_why, sizeof closed_why) != 0;
     /* Frames that arrived (before a close, too: kilnd's last word may be a refusal). */
     agent_frame* f = NULL;
@@ -512,6 +529,7 @@ done:
     free(w);
   }
   frame_reader_free(&l.reader);
+  tls_close(l.tls);
   close(l.fd);
   return end;
 }

@@ -8,6 +8,7 @@
 
 #include "artifact_cache.h"
 #include "device.h"
+#include "tls.h"
 
 typedef struct {
   const char* host;
@@ -16,8 +17,10 @@ typedef struct {
   const char* key;
   const uint8_t* token;
   size_t token_len;
-  int slots;        /* jobs at once */
-  size_t max_frame; /* the largest frame accepted from kilnd */
+  int slots;                   /* jobs at once */
+  size_t max_frame;            /* the largest frame accepted from kilnd */
+  agent_tls* tls;              /* TLS to kilnd, or NULL */
+  const char* tls_server_name; /* the name kilnd's certificate must hold */
   device_info device;
 } agent_config;
 

@@ -32,6 +32,7 @@
 #include "agent_process.h"
 #include "fleet.h"
 #include "kiln/digest.h"
+#include "test_certs.h"
 
 namespace kiln::testing {
 namespace {
@@ -128,13 +129,16 @@ class FleetFaultsTest : public ::testing::Test {
     dir_ = ::testing::TempDir() + "kiln_faults_" + std::to_string(getpid()) + "/";
     std::filesystem::create_directories(dir_);
     std::ofstream(dir_ + "token") << "faults-token\n";
-    FleetOptions options;
-    options.token = "faults-token";
-    options.heartbeat_ms = 300;
-    options.wait_for_agent = std::chrono::seconds(5);
-    fleet_ = std::make_unique<Fleet>(options);
+    fleet_ = std::make_unique<Fleet>(options());
     code_ = std::make_shared<const std::string>(read_file(FAULT_KERNELS));
     ASSERT_FALSE(code_->empty()) << FAULT_KERNELS;
+  }
+  virtual FleetOptions options() {
+    FleetOptions o;
+    o.token = "faults-token";
+    o.heartbeat_ms = 300;
+    o.wait_for_agent = std::chrono::seconds(5);
+    return o;
   }
   void TearDown() override {
     agent_.reset();
@@ -143,10 +147,10 @@ class FleetFaultsTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  void start_agent() {
+  void start_agent(std::vector<std::string> extra = {}) {
     agent_ = std::make_unique<AgentProcess>(KILN_AGENT_BINARY,
                                             "127.0.0.1:" + std::to_string(fleet_->port()), "x86",
-                                            dir_ + "token", "agent-a");
+                                            dir_ + "token", "agent-a", std::move(extra));
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (fleet_->agents().size() != 1) {
       ASSERT_LT(std::chrono::steady_clock::now(), until) << "the agent did not join";
@@ -429,6 +433,84 @@ TEST_F(FleetFaultsTest, TheAgentRefusesServersThatAreNotKilnd) {
     Impostor forger(challenge_frame(v1::AGENT_PROTOCOL_VERSION),
                     Peer::framed(welcome.SerializeAsString()));
     EXPECT_EQ(agent_once(forger, token), 3);
+  }
+}
+
+// The agent link over TLS: kilnd with a certificate for 127.0.0.1 signed by a
+// test CA, agents that trust that CA.
+class FleetTlsTest : public FleetFaultsTest {
+ protected:
+  FleetOptions options() override {
+    EXPECT_TRUE(certs_.made) << certs_.log();
+    FleetOptions o = FleetFaultsTest::options();
+    o.tls_cert_file = certs_("server.pem");
+    o.tls_key_file = certs_("server.key");
+    return o;
+  }
+  TestCerts certs_;
+};
+
+TEST_F(FleetTlsTest, AnAgentThatTrustsTheCaMeasuresOverTls) {
+  start_agent({"--tls-ca", certs_("ca.pem")});
+  expect_served();
+  FleetOutcome crash = run("fault_segv");
+  EXPECT_EQ(crash.result.error(), v1::MeasureResult::RUNTIME_CRASH);
+  expect_served();
+}
+
+TEST_F(FleetTlsTest, WhatIsNotTlsOrNotTrustedIsRefused) {
+  std::string server = "127.0.0.1:" + std::to_string(fleet_->port());
+  auto once = [&](std::vector<std::string> extra) {
+    extra.push_back("--once");
+    AgentProcess agent(KILN_AGENT_BINARY, server, "x86", dir_ + "token", "agent-b", extra);
+    int status = agent.wait();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  // A name kilnd's certificate does not hold: the agent will not talk to it.
+  EXPECT_EQ(once({"--tls-ca", certs_("ca.pem"), "--tls-server-name", "kilnd.example"}), 1);
+  // A CA that did not sign it (the client's certificate is no CA).
+  EXPECT_EQ(once({"--tls-ca", certs_("client.pem")}), 1);
+  // A plaintext peer: kilnd refuses it at the handshake and logs why.
+  {
+    Peer peer(fleet_->port());
+    v1::AgentFrame beat;
+    beat.mutable_heartbeat()->set_sequence(1);
+    peer.send_frame(beat);
+    peer.finish_sending();
+    peer.read_to_close();
+  }
+  EXPECT_NE(logged().find("refused: no TLS handshake (a plaintext agent? kiln-agent --tls)"),
+            std::string::npos)
+      << logged();
+  EXPECT_TRUE(fleet_->agents().empty());
+  // The fleet serves on, to agents that trust it.
+  start_agent({"--tls-ca", certs_("ca.pem")});
+  expect_served();
+}
+
+TEST_F(FleetFaultsTest, ATlsAgentAndAPlaintextKilndDoNotTalk) {
+  AgentProcess agent(KILN_AGENT_BINARY, "127.0.0.1:" + std::to_string(fleet_->port()), "x86",
+                     dir_ + "token", "agent-tls", {"--tls", "--once"});
+  int status = agent.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  // Its ClientHello read as a frame length: 0x16 0x03 ... is far past the hello's limit.
+  EXPECT_NE(logged().find("announced a frame of"), std::string::npos) << logged();
+  EXPECT_TRUE(fleet_->agents().empty());
+}
+
+TEST(FleetTlsOptions, ACertificateWithoutItsKeyOrAnUnreadableOneIsRefused) {
+  FleetOptions o;
+  o.token = "t";
+  o.tls_cert_file = "/nonexistent/server.pem";
+  EXPECT_THROW(Fleet{o}, std::runtime_error);
+  o.tls_key_file = "/nonexistent/server.key";
+  try {
+    Fleet fleet(o);
+    ADD_FAILURE() << "a missing certificate was taken";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--agent-tls-cert /nonexistent/server.pem: cannot load"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -22,6 +22,7 @@
 #include "kiln/v1/service.grpc.pb.h"
 #include "kilnd_process.h"
 #include "programs.h"
+#include "test_certs.h"
 
 namespace kiln::testing {
 namespace {
@@ -367,24 +368,56 @@ TEST_F(FleetTest, TheCliListsTheAgentsAndMeasuresOnThem) {
   EXPECT_NE(offline.out.find("give --server HOST:PORT"), std::string::npos) << offline.out;
 }
 
+// kScale measured on kilnd's agent of `key` (waiting for it to join), checked,
+// by the agent `id`.
+void expect_scale_measured(KilndProcess& kilnd, const std::string& key, const std::string& id) {
+  auto stub = v1::Compiler::NewStub(
+      grpc::CreateChannel(kilnd.address(), grpc::InsecureChannelCredentials()));
+  v1::MeasureRequest r;
+  r.mutable_op()->mutable_source()->set_text(kScale);
+  r.set_key(key);
+  r.set_check(true);
+  v1::MeasureResponse out;
+  grpc::ClientContext ctx;
+  grpc::Status s = stub->Measure(&ctx, r, &out);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(out.agent_id(), id);
+  EXPECT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
+  EXPECT_TRUE(out.check().ok());
+}
+
+// kilnd with --agent-tls-cert and --agent-tls-key, and an agent that trusts
+// the CA: the x86-64 one, and the static aarch64 one under qemu.
+void measure_over_tls(const std::string& agent_binary, std::vector<std::string> runner) {
+  TestCerts certs;
+  ASSERT_TRUE(certs.made) << certs.log();
+  std::string token = certs("token");
+  std::ofstream(token) << "tls-token\n";
+  KilndProcess kilnd(KILND_BINARY, {"--agent-token-file", token, "--agent-listen", "127.0.0.1:0",
+                                    "--agent-tls-cert", certs("server.pem"), "--agent-tls-key",
+                                    certs("server.key")});
+  std::string line = kilnd.read_line();
+  ASSERT_TRUE(line.starts_with("kilnd: agents on 127.0.0.1:")) << line;
+  std::string agents = "127.0.0.1:" + line.substr(line.rfind(':') + 1);
+  AgentProcess agent(agent_binary, agents, "tls", token, "tls-agent", {"--tls-ca", certs("ca.pem")},
+                     std::move(runner));
+  expect_scale_measured(kilnd, "tls", "tls-agent");
+}
+
+TEST(AgentTlsTest, KilndTakesAnAgentOverTls) { measure_over_tls(KILN_AGENT_BINARY, {}); }
+
+#ifdef KILN_AGENT_AARCH64
+TEST(AgentTlsTest, KilndTakesTheStaticAarch64AgentOverTls) {
+  measure_over_tls(KILN_AGENT_AARCH64, qemu_runner());
+}
+#endif
+
 TEST(LocalAgentTest, KilndStartsItsOwnAgentAndStopsItWhenItStops) {
   auto kilnd =
       std::make_unique<KilndProcess>(KILND_BINARY, std::vector<std::string>{"--local-agent"});
   std::string line = kilnd->read_line();
   ASSERT_TRUE(line.starts_with("kilnd: agents on 127.0.0.1:")) << line;
-  auto stub = v1::Compiler::NewStub(
-      grpc::CreateChannel(kilnd->address(), grpc::InsecureChannelCredentials()));
-  v1::MeasureRequest r;
-  r.mutable_op()->mutable_source()->set_text(kScale);
-  r.set_key("local");
-  r.set_check(true);
-  v1::MeasureResponse out;
-  grpc::ClientContext ctx;
-  grpc::Status s = stub->Measure(&ctx, r, &out);  // waits for the agent to join
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(out.agent_id(), "local");
-  EXPECT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
-  EXPECT_TRUE(out.check().ok());
+  expect_scale_measured(*kilnd, "local", "local");
 
   // Its agent is its child, and ends with it.
   std::vector<pid_t> children;
