@@ -385,6 +385,7 @@ v1::MeasureJob measure_job(const v1::Artifact& a, const ir::Func& f,
                            const ServiceOptions& options) {
   v1::MeasureJob job;
   job.set_entry(a.entry());
+  job.set_artifact_kind("shared-object");
   job.set_seed(request.seed());
   v1::MeasureSettings& m = *job.mutable_settings();
   m = request.settings();

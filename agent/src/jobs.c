@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,6 +55,7 @@ int job_start(running_job* j, const measure_job* job, const uint8_t* code, size_
   memset(j, 0, sizeof *j);
   j->job_id = job->job_id;
   j->fd = -1;
+  j->exit_fd = -1;
   int limit = job_settings(job)->time_limit_ms;
   j->time_limit_ms = limit > 0 ? limit : 60000;
   frame_reader_init(&j->reader, MAX_RESULT);
@@ -79,6 +81,8 @@ int job_start(running_job* j, const measure_job* job, const uint8_t* code, size_
   fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
   j->pid = pid;
   j->fd = p[0];
+  /* Close-on-exec; -1 before Linux 5.3, when the caller polls more often instead. */
+  j->exit_fd = pidfd_open(pid, 0);
   return 0;
 }
 
@@ -102,6 +106,13 @@ static void drain(running_job* j) {
   }
 }
 
+static void close_exit_fd(running_job* j) {
+  if (j->exit_fd >= 0) close(j->exit_fd);
+  j->exit_fd = -1;
+}
+
+int job_wait_fd(const running_job* j) { return j->fd >= 0 ? j->fd : j->exit_fd; }
+
 int job_poll(running_job* j, uint64_t now_ns) {
   drain(j);
   if (j->pid > 0 && now_ns >= j->deadline_ns && !j->killed_for_time) {
@@ -110,6 +121,7 @@ int job_poll(running_job* j, uint64_t now_ns) {
   }
   if (j->pid > 0 && waitpid(j->pid, &j->status, WNOHANG) == j->pid) {
     j->pid = 0;
+    close_exit_fd(j);
     /* What it wrote between the read above and its exit is still in the pipe. */
     drain(j);
     /* Still open: a process it started holds the pipe, and the job is over all the same. */
@@ -178,6 +190,7 @@ void job_abandon(running_job* j) {
     }
     j->pid = 0;
   }
+  close_exit_fd(j);
   if (j->fd >= 0) close(j->fd);
   j->fd = -1;
   frame_reader_free(&j->reader);

@@ -15,6 +15,7 @@ typedef struct {
   uint64_t job_id;
   pid_t pid;           /* 0 once reaped */
   int fd;              /* the result pipe's read end; -1 once it closed */
+  int exit_fd;         /* readable once the child has exited (a pidfd), or -1 */
   frame_reader reader; /* what the child sent */
   uint64_t started_ns, deadline_ns;
   int time_limit_ms;
@@ -33,6 +34,10 @@ int job_poll(running_job* j, uint64_t now_ns);
 /* The result frame of a job that is over: the child's own, or one saying how it ended
    (RUNTIME_CRASH with the signal, TIMEOUT, ...). Frees the job's buffers. */
 uint8_t* job_result(running_job* j, size_t* len);
+
+/* What to poll for the job: its result pipe while open, then its exit; -1 when there is
+   nothing (no pidfd on an old kernel: poll with a short timeout instead). */
+int job_wait_fd(const running_job* j);
 
 /* Kills and reaps the child (the connection to kilnd went away). */
 void job_abandon(running_job* j);

@@ -339,14 +339,38 @@ typedef struct {
   size_t npending;
 } workers;
 
-/* Starts `f`'s job in slot `s`, or answers it at once (a missing artifact, a load error). -1
-   when the answer cannot be sent. Frees f. */
-static int start_job(artifact_cache* cache, conn* l, workers* w, int s, agent_frame* f) {
+/* Why this agent cannot run a job of `kind` on its device, in `why`: 0 when it can. */
+static int unsupported(const char* kind, int gpu, const device_info* d, char* why, size_t len) {
+  if (!kind || !kind[0] || !strcmp(kind, "shared-object")) return 0;
+  if (!strcmp(kind, "cubin") || !strcmp(kind, "ptx")) {
+    if (d->gpu_count == 0)
+      snprintf(why, len, "a %s job needs a GPU, and this agent has none (%s)", kind, d->gpu_note);
+    else if (gpu < 0 || gpu >= d->gpu_count)
+      snprintf(why, len, "GPU %d: this agent has %d GPU%s", gpu, d->gpu_count,
+               d->gpu_count == 1 ? "" : "s");
+    else
+      snprintf(why, len,
+               "this kiln-agent does not run GPU jobs yet (its %s is listed; the GPU path comes "
+               "with kiln's GPU backend)",
+               d->gpus[gpu].name);
+    return 1;
+  }
+  snprintf(why, len, "artifact kind '%s' is not one this agent runs (shared-object, cubin, ptx)",
+           kind);
+  return 1;
+}
+
+/* Starts `f`'s job in slot `s`, or answers it at once (a job for a device it lacks, a missing
+   artifact, a load error). -1 when the answer cannot be sent. Frees f. */
+static int start_job(const agent_config* cfg, artifact_cache* cache, conn* l, workers* w, int s,
+                     agent_frame* f) {
   const measure_job* job = f->job;
   char err[512];
   const cached_artifact* a = NULL;
   int rc = 0;
-  if (job->artifact.len > 0) {
+  if (unsupported(job->artifact_kind, job->gpu, &cfg->device, err, sizeof err)) {
+    rc = answer(l, job->job_id, KILN__V1__MEASURE_RESULT__ERROR__UNSUPPORTED, err);
+  } else if (job->artifact.len > 0) {
     a = cache_put(cache, job->artifact_sha256, job->artifact.data, job->artifact.len, err,
                   sizeof err);
     if (!a) rc = answer(l, job->job_id, KILN__V1__MEASURE_RESULT__ERROR__BAD_JOB, err);
@@ -409,17 +433,21 @@ session_end session_run(const agent_config* cfg, artifact_cache* cache, int* wel
     struct pollfd fds[MAX_SLOTS + 1];
     nfds_t n = 0;
     fds[n++] = (struct pollfd){l.fd, POLLIN, 0};
-    int running = 0;
+    int running = 0, exiting = 0;
     for (int s = 0; s < slots; ++s) {
       if (!w->busy[s]) continue;
       ++running;
-      if (w->slots[s].fd >= 0) {
-        fds[n++] = (struct pollfd){w->slots[s].fd, POLLIN, 0};
+      int fd = job_wait_fd(&w->slots[s]);
+      if (fd >= 0) {
+        fds[n++] = (struct pollfd){fd, POLLIN, 0};
+      } else {
+        ++exiting; /* its result is in; its exit is microseconds away (no pidfd to wait on) */
       }
     }
     uint64_t now = now_ms();
     int timeout = next_beat > now ? (int)(next_beat - now) : 0;
     if (running > 0 && timeout > 10) timeout = 10; /* deadlines and reaping */
+    if (exiting > 0 && timeout > 1) timeout = 1;
     int pending = conn_pending(&l);
     int ready = poll(fds, n, pending ? 0 : timeout);
     if (ready < 0 && errno != EINTR) {
@@ -444,7 +472,7 @@ session_end session_run(const agent_config* cfg, artifact_cache* cache, int* wel
           for (int s = 0; s < slots && free_slot < 0; ++s)
             if (!w->busy[s]) free_slot = s;
           if (free_slot >= 0) {
-            if (start_job(cache, &l, w, free_slot, f) != 0) broken = 1;
+            if (start_job(cfg, cache, &l, w, free_slot, f) != 0) broken = 1;
           } else if (w->npending < MAX_PENDING) {
             w->pending[w->npending++] = f;
           } else {
@@ -490,7 +518,7 @@ session_end session_run(const agent_config* cfg, artifact_cache* cache, int* wel
       if (w->npending > 0) {
         agent_frame* next = w->pending[0];
         memmove(w->pending, w->pending + 1, --w->npending * sizeof *w->pending);
-        if (start_job(cache, &l, w, s, next) != 0) broken = 1;
+        if (start_job(cfg, cache, &l, w, s, next) != 0) broken = 1;
       }
     }
     if (broken) {

@@ -242,6 +242,26 @@ TEST_F(FleetFaultsTest, EachFaultGetsItsClassAndTheSameAgentServesTheNextJob) {
   EXPECT_EQ(fleet_->agents()[0].jobs_failed, 5);
 }
 
+TEST_F(FleetFaultsTest, AGpuJobOnAnAgentWithoutAGpuIsUnsupported) {
+  start_agent();
+  for (const char* kind : {"cubin", "ptx", "hsaco"}) {
+    FleetJob job;
+    job.key = "x86";
+    job.code = code_;
+    job.code_sha256 = sha256_hex(*code_);
+    job.job.set_entry("fault_ok");
+    job.job.set_artifact_kind(kind);
+    FleetOutcome out = fleet_->submit(std::move(job)).get();
+    ASSERT_TRUE(out.status.ok()) << out.status.message;
+    EXPECT_EQ(out.result.error(), v1::MeasureResult::UNSUPPORTED) << out.result.message();
+    std::string want = std::string(kind) == "hsaco"
+                           ? "artifact kind 'hsaco' is not one this agent runs"
+                           : std::string("a ") + kind + " job needs a GPU, and this agent has none";
+    EXPECT_NE(out.result.message().find(want), std::string::npos) << out.result.message();
+    expect_served();
+  }
+}
+
 TEST_F(FleetFaultsTest, AWrongProtocolVersionIsRefusedNamingBothVersions) {
   Peer peer(fleet_->port());
   ASSERT_TRUE(peer.connected());
