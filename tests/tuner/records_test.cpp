@@ -1,0 +1,381 @@
+// The tuning-record database (kiln/records.h) on SQLite: records come back as
+// they went in, a job measures a configuration once, queries filter, sort and
+// page, a committed record survives the writer being killed, two jobs (threads,
+// connections, processes) write at once without losing one, and a file that is
+// not a healthy kiln records database is refused with a clear error and left
+// byte for byte as it was.
+#include "kiln/records.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace kiln::records {
+namespace {
+
+class RecordsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "kiln_records_" + std::to_string(getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "/";
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    path_ = dir_ + "records.db";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // A store with a workload "w1" on target "x86", and a running job.
+  std::unique_ptr<RecordStore> store_with_job(int64_t* job) {
+    auto s = open_sqlite_store(path_);
+    s->put_workload({"w1", "matmul", "func matmul { ... }"});
+    s->put_target({"x86", "x86_64-linux-gnu", "znver4", "+avx2"});
+    *job = s->start_job({0, "w1", "x86", R"({"search":"random","trials":64})"});
+    return s;
+  }
+  static Record record(int64_t job, Config config, double median, std::string error = "") {
+    Record r;
+    r.job = job;
+    r.workload = "w1";
+    r.key = "x86";
+    r.config = std::move(config);
+    if (error.empty()) r.round_ms = {median * 1.1, median, median * 0.9};
+    r.median_ms = error.empty() ? median : 0;
+    r.error = std::move(error);
+    r.compile_ms = 12.5;
+    r.flops = 2 * 64 * 64 * 64;
+    r.compiler_version = "kiln 0.1.0";
+    r.agent = "agent-a";
+    return r;
+  }
+  std::string bytes_of(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  // The error opening `path` gives (empty when it opens).
+  std::string open_error() {
+    try {
+      open_sqlite_store(path_);
+    } catch (const RecordsError& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  std::string dir_, path_;
+};
+
+TEST_F(RecordsTest, ARecordComesBackAsItWentIn) {
+  int64_t job = 0;
+  auto s = store_with_job(&job);
+  Record r = record(job, {{"NR", 16}, {"MB", 64}}, 0.75);
+  r.message = "ok";
+  RecordStore::Added added = s->add_record(r);
+  EXPECT_TRUE(added.added);
+  std::vector<Record> got = s->query({});
+  ASSERT_EQ(got.size(), 1u);
+  const Record& g = got[0];
+  EXPECT_EQ(g.id, added.id);
+  EXPECT_EQ(g.job, job);
+  EXPECT_EQ(g.workload, "w1");
+  EXPECT_EQ(g.key, "x86");
+  EXPECT_EQ(g.config, (Config{{"MB", 64}, {"NR", 16}}));
+  EXPECT_EQ(g.round_ms, r.round_ms);
+  EXPECT_EQ(g.median_ms, 0.75);
+  EXPECT_EQ(g.error, "");
+  EXPECT_EQ(g.compile_ms, 12.5);
+  EXPECT_EQ(g.flops, 2 * 64 * 64 * 64);
+  EXPECT_EQ(g.compiler_version, "kiln 0.1.0");
+  EXPECT_EQ(g.agent, "agent-a");
+  EXPECT_GT(g.unix_ms, 1'700'000'000'000);
+  EXPECT_EQ(s->workload("w1")->name, "matmul");
+  EXPECT_FALSE(s->workload("nope"));
+
+  std::optional<Job> j = s->job(job);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, JobState::Running);
+  EXPECT_EQ(j->finished_unix_ms, 0);
+  EXPECT_EQ(j->settings, R"({"search":"random","trials":64})");
+  s->finish_job(job, JobState::Done);
+  EXPECT_EQ(s->job(job)->state, JobState::Done);
+  EXPECT_GT(s->job(job)->finished_unix_ms, 0);
+  EXPECT_THROW(s->finish_job(job + 100, JobState::Done), RecordsError);
+}
+
+TEST_F(RecordsTest, AJobMeasuresAConfigurationOnce) {
+  int64_t job = 0;
+  auto s = store_with_job(&job);
+  RecordStore::Added first = s->add_record(record(job, {{"MB", 64}}, 1.0));
+  RecordStore::Added again = s->add_record(record(job, {{"MB", 64}}, 2.0));
+  EXPECT_TRUE(first.added);
+  EXPECT_FALSE(again.added);
+  EXPECT_EQ(again.id, first.id);
+  EXPECT_EQ(s->count({}), 1);
+  EXPECT_EQ(s->query({})[0].median_ms, 1.0);  // the first one stays
+  // Another job, or none (a re-measurement), may measure it again.
+  int64_t other = s->start_job({0, "w1", "x86", "{}"});
+  EXPECT_TRUE(s->add_record(record(other, {{"MB", 64}}, 1.1)).added);
+  EXPECT_TRUE(s->add_record(record(0, {{"MB", 64}}, 1.2)).added);
+  EXPECT_TRUE(s->add_record(record(0, {{"MB", 64}}, 1.3)).added);
+  EXPECT_EQ(s->count({}), 4);
+}
+
+TEST_F(RecordsTest, QueriesFilterSortAndPage) {
+  int64_t job = 0;
+  auto s = store_with_job(&job);
+  s->put_target({"arm", "aarch64-linux-gnu", "generic", ""});
+  for (int k = 0; k < 30; ++k) {
+    Record r = record(job, {{"K", k}}, 10.0 - 0.25 * k, k % 7 == 3 ? "TIMEOUT" : "");
+    if (k >= 20) r.key = "arm";
+    r.unix_ms = 1'000'000 + k;
+    s->add_record(r);
+  }
+  Query all;
+  all.limit = -1;
+  EXPECT_EQ(s->query(all).size(), 30u);
+  Query x86;
+  x86.key = "x86";
+  EXPECT_EQ(s->count(x86), 20);
+  Query failed;
+  failed.error = "TIMEOUT";
+  EXPECT_EQ(s->count(failed), 4);  // k = 3, 10, 17, 24
+  Query window;
+  window.since_unix_ms = 1'000'005;
+  window.until_unix_ms = 1'000'015;
+  EXPECT_EQ(s->count(window), 10);
+
+  // Fastest first, the failed ones last; pages of 8.
+  Query fastest;
+  fastest.key = "x86";
+  fastest.order = Query::Order::Fastest;
+  fastest.limit = 8;
+  std::vector<int64_t> ks;
+  for (fastest.after = 0;; fastest.after += 8) {
+    std::vector<Record> page = s->query(fastest);
+    for (const Record& r : page) ks.push_back(r.config.at("K"));
+    if (page.size() < 8) break;
+  }
+  ASSERT_EQ(ks.size(), 20u);
+  EXPECT_EQ(std::vector<int64_t>(ks.begin(), ks.begin() + 4),
+            (std::vector<int64_t>{19, 18, 16, 15}));
+  EXPECT_EQ(std::vector<int64_t>(ks.end() - 3, ks.end()), (std::vector<int64_t>{3, 10, 17}));
+
+  std::optional<Record> best = s->best("w1", "x86");
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->config.at("K"), 19);
+  EXPECT_EQ(s->best("w1", "arm")->config.at("K"), 29);
+  EXPECT_FALSE(s->best("w1", "rk3399"));
+  Query of_job;
+  of_job.job = job;
+  EXPECT_EQ(s->count(of_job), 30);
+}
+
+TEST_F(RecordsTest, ACommittedRecordSurvivesTheWriterBeingKilled) {
+  int64_t job = 0;
+  store_with_job(&job).reset();
+  int acked[2];
+  ASSERT_EQ(pipe(acked), 0);
+  pid_t writer = fork();
+  if (writer == 0) {
+    close(acked[0]);
+    auto s = open_sqlite_store(path_);
+    for (int k = 0;; ++k) {
+      s->add_record(record(job, {{"K", k}}, 1.0 + k));
+      if (write(acked[1], &k, sizeof k) != sizeof k) _exit(1);  // committed: say so
+    }
+  }
+  close(acked[1]);
+  int last = -1, k = 0;
+  while (last < 50 && read(acked[0], &k, sizeof k) == sizeof k) last = k;
+  kill(writer, SIGKILL);  // mid-write, as kill -9 of kilnd would
+  while (read(acked[0], &k, sizeof k) == sizeof k) last = k;
+  close(acked[0]);
+  waitpid(writer, nullptr, 0);
+  auto s = open_sqlite_store(path_);
+  Query q;
+  q.limit = -1;
+  std::vector<Record> got = s->query(q);
+  ASSERT_GE(static_cast<int>(got.size()), last + 1);  // every acknowledged record is there
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].config.at("K"), static_cast<int64_t>(i));
+}
+
+TEST_F(RecordsTest, TwoJobsWriteAtOnceAndNoRecordIsLost) {
+  int64_t job_a = 0;
+  store_with_job(&job_a).reset();
+  int64_t job_b = open_sqlite_store(path_)->start_job({0, "w1", "x86", "{}"});
+  constexpr int kEach = 150;
+  // Threads on one store, threads on two stores (connections), and processes.
+  {
+    auto shared = open_sqlite_store(path_);
+    auto other = open_sqlite_store(path_);
+    auto write = [&](RecordStore* s, int64_t job, int from) {
+      for (int k = from; k < from + kEach; ++k) s->add_record(record(job, {{"K", k}}, 1.0));
+    };
+    std::thread t1(write, shared.get(), job_a, 0), t2(write, shared.get(), job_b, 0);
+    std::thread t3(write, other.get(), job_a, 1000), t4(write, other.get(), job_b, 1000);
+    t1.join(), t2.join(), t3.join(), t4.join();
+  }
+  pid_t children[2];
+  for (int c = 0; c < 2; ++c) {
+    children[c] = fork();
+    if (children[c] == 0) {
+      auto s = open_sqlite_store(path_);
+      for (int k = 0; k < kEach; ++k)
+        s->add_record(record(c ? job_b : job_a, {{"K", 5000 + k}}, 1.0));
+      _exit(0);
+    }
+  }
+  for (pid_t c : children) {
+    int status = 0;
+    waitpid(c, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  auto s = open_sqlite_store(path_);
+  Query a, b;
+  a.job = job_a;
+  b.job = job_b;
+  EXPECT_EQ(s->count(a), 3 * kEach);
+  EXPECT_EQ(s->count(b), 3 * kEach);
+}
+
+TEST_F(RecordsTest, ProcessesCreatingTheFileAtOnceGetOneSchema) {
+  pid_t children[4];
+  for (int c = 0; c < 4; ++c) {
+    children[c] = fork();
+    if (children[c] == 0) {
+      try {
+        auto s = open_sqlite_store(path_);
+        s->put_workload({"w1", "matmul", "..."});
+        s->add_record(record(0, {{"C", c}}, 1.0));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child %d: %s\n", c, e.what());
+        _exit(1);
+      }
+      _exit(0);
+    }
+  }
+  for (pid_t c : children) {
+    int status = 0;
+    waitpid(c, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  EXPECT_EQ(open_sqlite_store(path_)->count({}), 4);
+}
+
+TEST_F(RecordsTest, AFileThatIsNotADatabaseIsRefusedAndLeftAsItWas) {
+  std::ofstream(path_) << "these are my notes, not a database\n";
+  std::string before = bytes_of(path_);
+  std::string e = open_error();
+  EXPECT_NE(e.find("records database " + path_ + ": not a SQLite database"), std::string::npos)
+      << e;
+  EXPECT_EQ(bytes_of(path_), before);
+}
+
+TEST_F(RecordsTest, ATruncatedOrDamagedDatabaseIsRefusedAndLeftAsItWas) {
+  int64_t job = 0;
+  {
+    auto s = store_with_job(&job);
+    for (int k = 0; k < 3000; ++k) s->add_record(record(job, {{"K", k}}, 1.0 + k));
+  }
+  std::string healthy = bytes_of(path_);
+  ASSERT_GT(healthy.size(), 64u * 1024);
+
+  std::ofstream(path_, std::ios::binary | std::ios::trunc) << healthy.substr(0, healthy.size() / 2);
+  std::string truncated = bytes_of(path_);
+  std::string e = open_error();
+  EXPECT_NE(e.find("records database " + path_ + ": damaged"), std::string::npos) << e;
+  EXPECT_EQ(bytes_of(path_), truncated);
+
+  std::string scribbled = healthy;
+  for (size_t i = healthy.size() / 3; i < healthy.size() / 3 + 8192; ++i) scribbled[i] = '\x5a';
+  std::ofstream(path_, std::ios::binary | std::ios::trunc) << scribbled;
+  e = open_error();
+  EXPECT_NE(e.find("damaged"), std::string::npos) << e;
+  EXPECT_EQ(bytes_of(path_), scribbled);
+}
+
+TEST_F(RecordsTest, ADatabaseFromANewerKilnOrAnotherProgramIsRefused) {
+  open_sqlite_store(path_).reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  std::string e = open_error();
+  EXPECT_NE(e.find("schema version 99 is from a newer kiln (this one knows up to " +
+                   std::to_string(sqlite_schema_version()) + ")"),
+            std::string::npos)
+      << e;
+
+  std::filesystem::remove(path_);
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE photos(id INTEGER)", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  std::string before = bytes_of(path_);
+  e = open_error();
+  EXPECT_NE(e.find("a SQLite database that kiln did not make"), std::string::npos) << e;
+  EXPECT_EQ(bytes_of(path_), before);
+}
+
+TEST_F(RecordsTest, ANewFileGetsTheSchemaInWriteAheadLoggingMode) {
+  open_sqlite_store(path_).reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "wal");
+  sqlite3_finalize(st);
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), sqlite_schema_version());
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  // Opening again changes nothing.
+  open_sqlite_store(path_).reset();
+}
+
+TEST(RecordValues, ConfigurationsHaveOneTextForm) {
+  EXPECT_EQ(config_text({{"NR", 16}, {"MB", -4}}), "MB=-4,NR=16");
+  EXPECT_EQ(parse_config("MB=-4,NR=16"), (Config{{"MB", -4}, {"NR", 16}}));
+  EXPECT_EQ(parse_config(""), Config{});
+  for (const char* bad : {"MB", "=4", "MB=x", "MB=4,MB=5", "MB=4,"})
+    EXPECT_THROW(parse_config(bad), RecordsError) << bad;
+}
+
+TEST(RecordValues, ARecordIsOneJsonLine) {
+  Record r;
+  r.id = 7;
+  r.job = 2;
+  r.workload = "ab12";
+  r.key = "x86";
+  r.config = {{"NR", 16}, {"MB", 64}};
+  r.round_ms = {1.5, 1.25};
+  r.median_ms = 1.375;
+  r.compile_ms = 20;
+  r.flops = 1000;
+  r.compiler_version = "kiln 0.1.0";
+  r.agent = "a";
+  r.unix_ms = 1795557500966;
+  EXPECT_EQ(record_json(r),
+            R"({"id":7,"job":2,"workload":"ab12","key":"x86","config":{"MB":64,"NR":16},)"
+            R"("round_ms":[1.5,1.25],"median_ms":1.375,"error":null,"message":"","compile_ms":20,)"
+            R"("flops":1000,"compiler_version":"kiln 0.1.0","agent":"a","unix_ms":1795557500966})");
+  r.job = 0;
+  r.error = "TIMEOUT";
+  r.message = "killed at the time limit of 300 ms";
+  std::string j = record_json(r);
+  EXPECT_NE(j.find(R"("job":null)"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("median_ms":null,"error":"TIMEOUT")"), std::string::npos) << j;
+}
+
+}  // namespace
+}  // namespace kiln::records

@@ -1,0 +1,432 @@
+// The SQLite record store (kiln/records.h): one file, WAL, synchronous=FULL,
+// a versioned schema brought up to date when opened, and a file that is not a
+// healthy kiln records database refused before anything is written to it.
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "kiln/records.h"
+
+namespace kiln::records {
+namespace {
+
+// Schema versions, each the statements that lead from the one before. A new
+// version is a new entry; an entry is never changed once released.
+const char* const kMigrations[] = {
+    // 1: workloads, targets, jobs, records.
+    R"sql(
+CREATE TABLE workloads (
+  hash TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  definition TEXT NOT NULL,
+  created_unix_ms INTEGER NOT NULL
+);
+CREATE TABLE targets (
+  key TEXT PRIMARY KEY,
+  triple TEXT NOT NULL,
+  cpu TEXT NOT NULL,
+  features TEXT NOT NULL,
+  first_seen_unix_ms INTEGER NOT NULL
+);
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,
+  workload TEXT NOT NULL REFERENCES workloads(hash),
+  key TEXT NOT NULL,
+  settings TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('running', 'done', 'cancelled', 'failed')),
+  started_unix_ms INTEGER NOT NULL,
+  finished_unix_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE records (
+  id INTEGER PRIMARY KEY,
+  job INTEGER REFERENCES jobs(id),
+  workload TEXT NOT NULL REFERENCES workloads(hash),
+  key TEXT NOT NULL,
+  config TEXT NOT NULL,
+  round_ms BLOB NOT NULL,
+  median_ms REAL NOT NULL,
+  error TEXT NOT NULL,
+  message TEXT NOT NULL,
+  compile_ms REAL NOT NULL,
+  flops INTEGER NOT NULL,
+  compiler_version TEXT NOT NULL,
+  agent TEXT NOT NULL,
+  unix_ms INTEGER NOT NULL
+);
+CREATE INDEX records_by_workload ON records(workload, key, error, median_ms);
+CREATE INDEX records_by_job ON records(job);
+CREATE UNIQUE INDEX records_once_a_job ON records(job, config) WHERE job IS NOT NULL;
+)sql",
+};
+constexpr int kSchema = static_cast<int>(std::size(kMigrations));
+
+int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A prepared statement, finalized at the end of its scope.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& sql, const std::string& path) : db_(db), path_(path) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) fail("prepare");
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int i, const std::string& v) {
+    check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Statement& bind(int i, int64_t v) {
+    check(sqlite3_bind_int64(stmt_, i, v));
+    return *this;
+  }
+  Statement& bind(int i, double v) {
+    check(sqlite3_bind_double(stmt_, i, v));
+    return *this;
+  }
+  Statement& bind_null(int i) {
+    check(sqlite3_bind_null(stmt_, i));
+    return *this;
+  }
+  Statement& bind_blob(int i, const void* p, size_t n) {
+    // An empty blob, not NULL: a null pointer would bind NULL.
+    check(n == 0 ? sqlite3_bind_zeroblob(stmt_, i, 0)
+                 : sqlite3_bind_blob(stmt_, i, p, static_cast<int>(n), SQLITE_TRANSIENT));
+    return *this;
+  }
+  // True while there is a row.
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    fail("step");
+  }
+  std::string text(int col) const {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p),
+                           static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string();
+  }
+  int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double real(int col) const { return sqlite3_column_double(stmt_, col); }
+  bool is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::vector<double> doubles(int col) const {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    size_t n = static_cast<size_t>(sqlite3_column_bytes(stmt_, col)) / sizeof(double);
+    std::vector<double> out(n);
+    if (n) std::memcpy(out.data(), p, n * sizeof(double));
+    return out;
+  }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) fail("bind");
+  }
+  [[noreturn]] void fail(const char* what) {
+    throw RecordsError(
+        fmt::format("records database {}: {} failed: {}", path_, what, sqlite3_errmsg(db_)));
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  const std::string& path_;
+};
+
+JobState parse_state(const std::string& s) {
+  if (s == "done") return JobState::Done;
+  if (s == "cancelled") return JobState::Cancelled;
+  if (s == "failed") return JobState::Failed;
+  return JobState::Running;
+}
+
+const char* const kRecordColumns =
+    "id, job, workload, key, config, round_ms, median_ms, error, message, compile_ms, flops, "
+    "compiler_version, agent, unix_ms";
+
+Record read_record(const Statement& s) {
+  Record r;
+  r.id = s.integer(0);
+  r.job = s.is_null(1) ? 0 : s.integer(1);
+  r.workload = s.text(2);
+  r.key = s.text(3);
+  r.config = parse_config(s.text(4));
+  r.round_ms = s.doubles(5);
+  r.median_ms = s.real(6);
+  r.error = s.text(7);
+  r.message = s.text(8);
+  r.compile_ms = s.real(9);
+  r.flops = s.integer(10);
+  r.compiler_version = s.text(11);
+  r.agent = s.text(12);
+  r.unix_ms = s.integer(13);
+  return r;
+}
+
+class SqliteStore : public RecordStore {
+ public:
+  SqliteStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  ~SqliteStore() override { sqlite3_close_v2(db_); }
+
+  void put_workload(const Workload& w) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement s(db_,
+                "INSERT INTO workloads(hash, name, definition, created_unix_ms) VALUES(?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                path_);
+    s.bind(1, w.hash).bind(2, w.name).bind(3, w.definition).bind(4, now_unix_ms()).step();
+  }
+  void put_target(const Target& t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement s(db_,
+                "INSERT INTO targets(key, triple, cpu, features, first_seen_unix_ms) "
+                "VALUES(?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                path_);
+    s.bind(1, t.key).bind(2, t.triple).bind(3, t.cpu).bind(4, t.features).bind(5, now_unix_ms());
+    s.step();
+  }
+  std::optional<Workload> workload(const std::string& hash) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement s(db_, "SELECT hash, name, definition FROM workloads WHERE hash = ?", path_);
+    s.bind(1, hash);
+    if (!s.step()) return std::nullopt;
+    return Workload{s.text(0), s.text(1), s.text(2)};
+  }
+
+  int64_t start_job(const Job& j) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement s(db_,
+                "INSERT INTO jobs(workload, key, settings, state, started_unix_ms) "
+                "VALUES(?, ?, ?, 'running', ?)",
+                path_);
+    s.bind(1, j.workload).bind(2, j.key).bind(3, j.settings);
+    s.bind(4, j.started_unix_ms ? j.started_unix_ms : now_unix_ms()).step();
+    return sqlite3_last_insert_rowid(db_);
+  }
+  void finish_job(int64_t id, JobState state) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement s(db_, "UPDATE jobs SET state = ?, finished_unix_ms = ? WHERE id = ?", path_);
+    s.bind(1, std::string(job_state_name(state)))
+        .bind(2, state == JobState::Running ? int64_t{0} : now_unix_ms())
+        .bind(3, id)
+        .step();
+    if (sqlite3_changes(db_) == 0)
+      throw RecordsError(fmt::format("records database {}: no job {}", path_, id));
+  }
+  std::optional<Job> job(int64_t id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement s(db_, std::string(kJobSelect) + " WHERE id = ?", path_);
+    s.bind(1, id);
+    if (!s.step()) return std::nullopt;
+    return read_job(s);
+  }
+  std::vector<Job> jobs(const std::string& workload) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement s(db_,
+                std::string(kJobSelect) + (workload.empty() ? "" : " WHERE workload = ?") +
+                    " ORDER BY id DESC",
+                path_);
+    if (!workload.empty()) s.bind(1, workload);
+    std::vector<Job> out;
+    while (s.step()) out.push_back(read_job(s));
+    return out;
+  }
+
+  Added add_record(const Record& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string config = config_text(r.config);
+    Statement s(db_,
+                "INSERT INTO records(job, workload, key, config, round_ms, median_ms, error, "
+                "message, compile_ms, flops, compiler_version, agent, unix_ms) "
+                "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                path_);
+    if (r.job != 0) {
+      s.bind(1, r.job);
+    } else {
+      s.bind_null(1);
+    }
+    s.bind(2, r.workload).bind(3, r.key).bind(4, config);
+    s.bind_blob(5, r.round_ms.data(), r.round_ms.size() * sizeof(double));
+    s.bind(6, r.median_ms).bind(7, r.error).bind(8, r.message).bind(9, r.compile_ms);
+    s.bind(10, r.flops).bind(11, r.compiler_version).bind(12, r.agent);
+    s.bind(13, r.unix_ms ? r.unix_ms : now_unix_ms());
+    s.step();
+    if (sqlite3_changes(db_) == 1) return {sqlite3_last_insert_rowid(db_), true};
+    Statement existing(db_, "SELECT id FROM records WHERE job = ? AND config = ?", path_);
+    existing.bind(1, r.job).bind(2, config);
+    if (!existing.step())
+      throw RecordsError(fmt::format("records database {}: a record was refused", path_));
+    return {existing.integer(0), false};
+  }
+
+  std::vector<Record> query(const Query& q) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Record> out;
+    std::string sql = std::string("SELECT ") + kRecordColumns + " FROM records" + where(q);
+    sql +=
+        q.order == Query::Order::Fastest ? " ORDER BY error != '', median_ms, id" : " ORDER BY id";
+    sql += " LIMIT ? OFFSET ?";
+    Statement s(db_, sql, path_);
+    int next = bind_where(s, q);
+    s.bind(next, q.limit < 0 ? int64_t{-1} : q.limit).bind(next + 1, q.after);
+    while (s.step()) out.push_back(read_record(s));
+    return out;
+  }
+  int64_t count(const Query& q) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement s(db_, "SELECT count(*) FROM records" + where(q), path_);
+    bind_where(s, q);
+    s.step();
+    return s.integer(0);
+  }
+  std::optional<Record> best(const std::string& workload, const std::string& key) override {
+    Query q;
+    q.workload = workload;
+    q.key = key;
+    q.error = "";
+    q.order = Query::Order::Fastest;
+    q.limit = 1;
+    std::vector<Record> r = query(q);
+    if (r.empty()) return std::nullopt;
+    return r.front();
+  }
+
+ private:
+  static constexpr const char* kJobSelect =
+      "SELECT id, workload, key, settings, state, started_unix_ms, finished_unix_ms FROM jobs";
+  static Job read_job(const Statement& s) {
+    return Job{s.integer(0),           s.text(1),    s.text(2),   s.text(3),
+               parse_state(s.text(4)), s.integer(5), s.integer(6)};
+  }
+  static std::string where(const Query& q) {
+    std::vector<std::string> terms;
+    if (q.workload) terms.push_back("workload = ?");
+    if (q.key) terms.push_back("key = ?");
+    if (q.job) terms.push_back("job = ?");
+    if (q.since_unix_ms) terms.push_back("unix_ms >= ?");
+    if (q.until_unix_ms) terms.push_back("unix_ms < ?");
+    if (q.error) terms.push_back("error = ?");
+    std::string out;
+    for (const std::string& t : terms) out += (out.empty() ? " WHERE " : " AND ") + t;
+    return out;
+  }
+  // Binds where()'s values; the next parameter's number.
+  static int bind_where(Statement& s, const Query& q) {
+    int i = 1;
+    if (q.workload) s.bind(i++, *q.workload);
+    if (q.key) s.bind(i++, *q.key);
+    if (q.job) s.bind(i++, *q.job);
+    if (q.since_unix_ms) s.bind(i++, *q.since_unix_ms);
+    if (q.until_unix_ms) s.bind(i++, *q.until_unix_ms);
+    if (q.error) s.bind(i++, *q.error);
+    return i;
+  }
+
+  sqlite3* db_;
+  std::string path_;
+  std::mutex mu_;  // one connection, used by one thread at a time
+};
+
+// A statement run for its effect; the message of a failure, prefixed.
+void exec(sqlite3* db, const std::string& path, const char* sql, const char* what) {
+  char* message = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string text = message ? message : sqlite3_errmsg(db);
+    sqlite3_free(message);
+    throw RecordsError(fmt::format("records database {}: {}: {}", path, what, text));
+  }
+}
+
+// One value a pragma or query answers (its first column of its first row).
+std::string scalar(sqlite3* db, const std::string& path, const char* sql) {
+  Statement s(db, sql, path);
+  return s.step() ? s.text(0) : std::string();
+}
+
+// Refuses a file that is there but not a healthy SQLite database, reading it only.
+void check_existing(sqlite3* db, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char header[16] = {};
+  in.read(header, sizeof header);
+  if (in.gcount() != static_cast<std::streamsize>(sizeof header) ||
+      std::memcmp(header, "SQLite format 3", 16) != 0)
+    throw RecordsError(fmt::format(
+        "records database {}: not a SQLite database (it does not start with SQLite's header); "
+        "kiln left it as it is: move it away, or point kilnd at another --data-dir",
+        path));
+  std::string verdict;
+  try {
+    verdict = scalar(db, path, "PRAGMA quick_check");
+  } catch (const RecordsError& e) {
+    verdict = e.what();
+  }
+  if (verdict != "ok")
+    throw RecordsError(fmt::format(
+        "records database {}: damaged ({}); kiln left it as it is: restore it from a copy, "
+        "or move it away to start an empty one",
+        path, verdict));
+}
+
+}  // namespace
+
+int sqlite_schema_version() { return kSchema; }
+
+std::unique_ptr<RecordStore> open_sqlite_store(const std::string& path) {
+  std::error_code ec;
+  bool existed = std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) > 0;
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string why = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db);
+    throw RecordsError(fmt::format("records database {}: cannot open: {}", path, why));
+  }
+  auto store = std::make_unique<SqliteStore>(db, path);  // closes db on a throw below
+  sqlite3_busy_timeout(db, 30'000);                      // another process (or job) writing
+  sqlite3_extended_result_codes(db, 1);
+  if (existed) check_existing(db, path);
+
+  int version = std::stoi(scalar(db, path, "PRAGMA user_version"));
+  if (version > kSchema)
+    throw RecordsError(fmt::format(
+        "records database {}: schema version {} is from a newer kiln (this one knows up to {}); "
+        "kiln left it as it is",
+        path, version, kSchema));
+  if (version == 0 && std::stoll(scalar(db, path, "SELECT count(*) FROM sqlite_schema")) > 0)
+    throw RecordsError(fmt::format(
+        "records database {}: a SQLite database that kiln did not make (it has tables and no "
+        "kiln schema version); kiln left it as it is",
+        path));
+
+  if (scalar(db, path, "PRAGMA journal_mode=WAL") != "wal")
+    throw RecordsError(fmt::format("records database {}: cannot use write-ahead logging", path));
+  exec(db, path, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON", "settings");
+  // Up to date, one version a transaction; IMMEDIATE so that two processes
+  // opening a new file do not both migrate it.
+  while (version < kSchema) {
+    exec(db, path, "BEGIN IMMEDIATE", "migrate");
+    int now = std::stoi(scalar(db, path, "PRAGMA user_version"));
+    if (now < kSchema) {
+      try {
+        exec(db, path, kMigrations[now], fmt::format("schema version {}", now + 1).c_str());
+        exec(db, path, fmt::format("PRAGMA user_version = {}", now + 1).c_str(), "migrate");
+      } catch (...) {
+        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+        throw;
+      }
+    }
+    exec(db, path, "COMMIT", "migrate");
+    version = std::stoi(scalar(db, path, "PRAGMA user_version"));
+  }
+  return store;
+}
+
+}  // namespace kiln::records

@@ -1,0 +1,124 @@
+// The tuning-record database (DESIGN.md section 7): every measurement the
+// tuner makes -- good, failed or timed out -- is a record, committed the
+// moment it arrives, so a crash loses at most what is in flight. RecordStore
+// is the interface; SQLite is the embedded default (open_sqlite_store), and a
+// shared PostgreSQL store is to implement the same interface.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kiln::records {
+
+// An operator as it is tuned: its content address, name and definition.
+struct Workload {
+  std::string hash;        // SHA-256 (hex) of `definition`
+  std::string name;        // the func's name
+  std::string definition;  // the canonical text the hash is of
+};
+
+// A device class agents register under, and what kernels for it are compiled for.
+struct Target {
+  std::string key;  // "x86-avx512", "rk3399"
+  std::string triple, cpu, features;
+};
+
+enum class JobState { Running, Done, Cancelled, Failed };
+const char* job_state_name(JobState s);  // "running", "done", "cancelled", "failed"
+
+struct Job {
+  int64_t id = 0;
+  std::string workload;  // its hash
+  std::string key;
+  std::string settings;  // the job's settings as the tuner wrote them (JSON)
+  JobState state = JobState::Running;
+  int64_t started_unix_ms = 0;
+  int64_t finished_unix_ms = 0;  // 0 while running
+};
+
+// A knob assignment, by name. Its text form is "NAME=VALUE,NAME=VALUE" in
+// name order: the same configuration always has the same text.
+using Config = std::map<std::string, int64_t>;
+std::string config_text(const Config& c);
+// The text form back; throws RecordsError for text that is not one.
+Config parse_config(const std::string& text);
+
+struct Record {
+  int64_t id = 0;
+  int64_t job = 0;  // 0: measured outside a tuning job
+  std::string workload, key;
+  Config config;
+  std::vector<double> round_ms;  // every round's time per call, in order
+  double median_ms = 0;          // of round_ms; 0 when there is none
+  std::string error;             // "" when it ran; else the error class: TIMEOUT, WRONG_ANSWER, ...
+  std::string message;           // what went wrong, for a person
+  double compile_ms = 0;
+  int64_t flops = 0;  // per call, 0 when unknown
+  std::string compiler_version, agent;
+  int64_t unix_ms = 0;  // when the measurement arrived; 0: now
+};
+
+// Which records, in which order, which page.
+struct Query {
+  std::optional<std::string> workload, key;
+  std::optional<int64_t> job;
+  std::optional<int64_t> since_unix_ms, until_unix_ms;  // [since, until)
+  std::optional<std::string> error;                     // "" for the records that ran
+  enum class Order { Arrival, Fastest } order = Order::Arrival;
+  int64_t after = 0;  // paging: the records after this many (an offset)
+  int64_t limit = 100;
+};
+
+// What went wrong with the database: the file, and what and where.
+class RecordsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class RecordStore {
+ public:
+  virtual ~RecordStore() = default;
+
+  // Idempotent: a workload or target already there is kept as it is.
+  virtual void put_workload(const Workload& w) = 0;
+  virtual void put_target(const Target& t) = 0;
+  virtual std::optional<Workload> workload(const std::string& hash) = 0;
+
+  // A new job (its id), running; its workload must be there.
+  virtual int64_t start_job(const Job& j) = 0;
+  virtual void finish_job(int64_t id, JobState state) = 0;
+  virtual std::optional<Job> job(int64_t id) = 0;
+  // Jobs of a workload (every job when empty), newest first.
+  virtual std::vector<Job> jobs(const std::string& workload = "") = 0;
+
+  // Adds a record and commits it before returning. A job measures a
+  // configuration once: a second record for the same job and configuration
+  // is not added, and the first one's id is returned with `added` false.
+  struct Added {
+    int64_t id;
+    bool added;
+  };
+  virtual Added add_record(const Record& r) = 0;
+  virtual std::vector<Record> query(const Query& q) = 0;
+  virtual int64_t count(const Query& q) = 0;  // ignoring after and limit
+  // The fastest record that ran for a workload on a device class.
+  virtual std::optional<Record> best(const std::string& workload, const std::string& key) = 0;
+};
+
+// The SQLite store in the file `path`, created when missing, its schema
+// brought up to date. Throws RecordsError, naming the file, when it cannot be
+// opened, is not a kiln records database, is damaged or truncated, or comes
+// from a newer kiln; such a file is left exactly as it was.
+std::unique_ptr<RecordStore> open_sqlite_store(const std::string& path);
+// The schema version this kiln writes.
+int sqlite_schema_version();
+
+// One record as a JSON line (docs/records.md), without the newline.
+std::string record_json(const Record& r);
+
+}  // namespace kiln::records
