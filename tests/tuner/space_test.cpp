@@ -1,0 +1,153 @@
+// Search spaces (kiln/space.h): exact counts for each knob kind, points
+// numbered one to one, constraints that reject points and say which, and
+// neighbours that move one knob.
+#include "kiln/space.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace kiln::tuner {
+namespace {
+
+using ir::BinaryOp;
+
+uint64_t size_of(KnobDef k) { return Space({std::move(k)}).size(); }
+
+TEST(SpaceCounts, ValuesTagsAndReorders) {
+  EXPECT_EQ(size_of(KnobDef::values_of("U", {1, 2, 4, 8})), 4u);
+  EXPECT_EQ(size_of(KnobDef::tag("T", {"none", "parallel", "vectorize"})), 3u);
+  EXPECT_EQ(size_of(KnobDef::reorder("R", {"i", "j", "k"})), 6u);
+  EXPECT_EQ(size_of(KnobDef::reorder("R", {"i", "j", "k", "l"})), 24u);
+  Space r({KnobDef::reorder("R", {"k", "i", "j"})});
+  EXPECT_EQ(r.order(r.point(0), "R"), (std::vector<std::string>{"k", "i", "j"}));  // as given
+  std::set<std::vector<std::string>> orders;
+  for (uint64_t p = 0; p < r.size(); ++p) orders.insert(r.order(r.point(p), "R"));
+  EXPECT_EQ(orders.size(), 6u);
+  EXPECT_EQ(size_of(KnobDef::reorder("R", {"i", "j", "k"}, {{"i", "j", "k"}, {"k", "i", "j"}})),
+            2u);
+}
+
+TEST(SpaceCounts, ExactSplitsAreTheOrderedFactorizations) {
+  // 12 = o * i: i in {1, 2, 3, 4, 6, 12}.
+  Space two({KnobDef::split({"O", "I"}, 12)});
+  EXPECT_EQ(two.size(), 6u);
+  std::set<std::pair<int64_t, int64_t>> seen;
+  for (uint64_t p = 0; p < two.size(); ++p) {
+    Config c = two.point(p);
+    EXPECT_EQ(c.at("O") * c.at("I"), 12) << records::config_text(c);
+    seen.insert({c.at("O"), c.at("I")});
+  }
+  EXPECT_EQ(seen.size(), 6u);
+  // Three parts: (m, i) with m * i dividing 12: the sum over d | 12 of d's divisors, 18.
+  EXPECT_EQ(size_of(KnobDef::split({"O", "M", "I"}, 12)), 18u);
+  // A largest factor: i in {1, 2, 3, 4}.
+  EXPECT_EQ(size_of(KnobDef::split({"O", "I"}, 12, false, 4)), 4u);
+  // A prime extent splits two ways.
+  EXPECT_EQ(size_of(KnobDef::split({"O", "I"}, 13)), 2u);
+}
+
+TEST(SpaceCounts, PowerOfTwoSplitsLeaveATail) {
+  // 100 = ceil(100 / i) * i with a guarded tail: i in {1, 2, 4, ..., 64}.
+  Space s({KnobDef::split({"O", "I"}, 100, true)});
+  EXPECT_EQ(s.size(), 7u);
+  Config last = s.point(6);
+  EXPECT_EQ(last.at("I"), 64);
+  EXPECT_EQ(last.at("O"), 2);
+  // (a, b) powers of two with a * b <= 16: 5 + 4 + 3 + 2 + 1.
+  EXPECT_EQ(size_of(KnobDef::split({"O", "A", "B"}, 16, true)), 15u);
+  EXPECT_EQ(size_of(KnobDef::split({"O", "I"}, 100, true, 16)), 5u);
+}
+
+TEST(SpacePoints, EveryNumberIsOnePointAndBack) {
+  Space s({KnobDef::values_of("U", {1, 2, 4, 8}), KnobDef::split({"O", "I"}, 12),
+           KnobDef::reorder("R", {"i", "j", "k"}), KnobDef::tag("T", {"none", "parallel"})});
+  ASSERT_EQ(s.size(), 4u * 6 * 6 * 2);
+  std::set<std::string> texts;
+  for (uint64_t p = 0; p < s.size(); ++p) {
+    Config c = s.point(p);
+    EXPECT_EQ(s.index_of(c), p);
+    texts.insert(records::config_text(c));
+  }
+  EXPECT_EQ(texts.size(), s.size());
+  EXPECT_THROW(s.point(s.size()), std::invalid_argument);
+  Config c = s.point(0);
+  c["U"] = 3;
+  EXPECT_THROW(s.index_of(c), std::invalid_argument);
+  c.erase("U");
+  EXPECT_THROW(s.index_of(c), std::invalid_argument);
+
+  Config p = s.point(37);
+  const std::vector<std::string>& order = s.order(p, "R");
+  EXPECT_EQ(order.size(), 3u);
+  EXPECT_TRUE(s.tag(p, "T") == "none" || s.tag(p, "T") == "parallel");
+  EXPECT_THROW(s.tag(p, "R"), std::invalid_argument);
+}
+
+TEST(SpaceConstraints, PointsThatBreakOneAreRejectedNamingIt) {
+  // MB % MR == 0 over MB in {32, 48, 64}, MR in {4, 6, 8}: 2 + 3 + 2 points keep it.
+  ir::Expr divides = ir::binary(
+      BinaryOp::Eq, ir::binary(BinaryOp::Mod, ir::var("MB"), ir::var("MR")), ir::int_imm(0));
+  ir::Expr bounded = ir::binary(
+      BinaryOp::Le, ir::binary(BinaryOp::Mul, ir::var("MB"), ir::var("MR")), ir::int_imm(384));
+  Space s({KnobDef::values_of("MB", {32, 48, 64}), KnobDef::values_of("MR", {4, 6, 8})},
+          {{divides, "MB % MR == 0"}, {bounded, "MB * MR <= 384"}});
+  int kept = 0;
+  std::map<std::string, int> why;
+  for (uint64_t p = 0; p < s.size(); ++p) {
+    std::optional<std::string> broken = s.broken_constraint(s.point(p));
+    if (broken) {
+      ++why[*broken];
+    } else {
+      ++kept;
+    }
+  }
+  // Kept: (32,4) (32,8) (48,4) (48,6) (48,8) (64,4); (64,8) is 512 > 384.
+  EXPECT_EQ(kept, 6);
+  EXPECT_EQ(why["MB % MR == 0"], 2);    // (32,6) (64,6)
+  EXPECT_EQ(why["MB * MR <= 384"], 1);  // (64,8)
+  EXPECT_EQ(s.broken_constraint({{"MB", 64}, {"MR", 6}}), "MB % MR == 0");
+}
+
+TEST(SpaceConstraints, ASpaceThatCannotBeIsRefused) {
+  EXPECT_THROW(Space({KnobDef::values_of("U", {})}), std::invalid_argument);
+  EXPECT_THROW(Space({KnobDef::split({"O"}, 12)}), std::invalid_argument);
+  EXPECT_THROW(Space({KnobDef::split({"O", "I"}, 0)}), std::invalid_argument);
+  EXPECT_THROW(Space({KnobDef::values_of("U", {1}), KnobDef::tag("U", {"none"})}),
+               std::invalid_argument);
+  EXPECT_THROW(Space({KnobDef::reorder("R", {"i", "j"}, {{"i", "k"}})}), std::invalid_argument);
+  try {
+    Space({KnobDef::values_of("U", {1, 2})},
+          {{ir::binary(BinaryOp::Lt, ir::var("V"), ir::int_imm(4)), "V < 4"}});
+    ADD_FAILURE() << "a constraint on a name that is no knob was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "constraint V < 4: 'V' is not a knob of the space");
+  }
+}
+
+TEST(SpaceMoves, ANeighbourChangesOneKnob) {
+  Space s({KnobDef::values_of("U", {1, 2, 4, 8}), KnobDef::split({"O", "M", "I"}, 64, true),
+           KnobDef::values_of("FIXED", {7}), KnobDef::reorder("R", {"i", "j"})});
+  std::mt19937_64 rng(11);
+  std::map<std::string, int> moved;
+  for (int k = 0; k < 500; ++k) {
+    Config c = s.random_point(rng);
+    Config n = s.neighbour(c, rng);
+    EXPECT_NE(n, c);
+    EXPECT_NO_THROW(s.index_of(n));
+    std::set<std::string> knobs_changed;
+    for (const auto& [name, value] : c) {
+      if (n.at(name) == value) continue;
+      knobs_changed.insert(name == "O" || name == "M" || name == "I" ? "split" : name);
+    }
+    EXPECT_EQ(knobs_changed.size(), 1u);
+    if (!knobs_changed.empty()) ++moved[*knobs_changed.begin()];
+    EXPECT_EQ(n.at("FIXED"), 7);
+  }
+  EXPECT_GT(moved["U"], 100);
+  EXPECT_GT(moved["split"], 100);
+  EXPECT_GT(moved["R"], 100);
+}
+
+}  // namespace
+}  // namespace kiln::tuner
