@@ -1,0 +1,67 @@
+// Search (DESIGN.md section 7, seed 002 section 4.4): which points of a space
+// to measure next. Random and grid search, and model-based search as AutoTVM
+// and PLANT do it: a cost model retrained on every measurement so far, a
+// population of points walked by simulated annealing on the model's
+// predictions (at least 500 steps a round), the best unmeasured points of the
+// walk proposed as a batch, and a fraction epsilon of each batch drawn at
+// random. No point is proposed twice; a point that breaks a constraint is
+// rejected, and counted, before anything compiles it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "kiln/cost_model.h"
+#include "kiln/space.h"
+
+namespace kiln::tuner {
+
+enum class Strategy { Random, Grid, Model };
+// "random", "grid", "xgb-rank", "xgb-reg" (a Model strategy with its loss).
+std::string strategy_name(Strategy s, Loss loss);
+
+struct SearchOptions {
+  Strategy strategy = Strategy::Model;
+  Loss loss = Loss::Rank;
+  double epsilon = 0.05;      // the fraction of a model batch drawn at random
+  int annealing_steps = 500;  // a round's simulated-annealing steps
+  int population = 128;       // points the annealing walks at once
+  int min_trained = 16;       // measurements before the model is trusted (random until then)
+  uint64_t seed = 1;
+};
+
+// A point's features for the model (knob_features by default).
+using FeatureFn = std::function<std::vector<float>(const Space&, const Config&)>;
+
+class Searcher {
+ public:
+  Searcher(const Space& space, SearchOptions options, FeatureFn features = knob_features);
+  ~Searcher();
+
+  // Up to n points never proposed before that keep every constraint; fewer
+  // when the space has no more.
+  std::vector<Config> next_batch(int n);
+  // What the points proposed cost when measured (a time; +infinity when the
+  // measurement failed). The model is retrained on everything measured.
+  void update(const std::vector<Config>& points, const std::vector<double>& cost);
+
+  // Points rejected by a constraint, by the constraint's text.
+  const std::map<std::string, int64_t>& rejected() const;
+  int64_t proposed() const;  // points handed out by next_batch
+  bool exhausted() const;    // every point proposed or rejected
+  // The best measured point and its cost.
+  std::optional<std::pair<Config, double>> best() const;
+  // Measurements since the best last improved (for early stopping).
+  int64_t since_improvement() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::tuner

@@ -1,0 +1,199 @@
+// Random, grid and model-based search (kiln/search.h).
+#include "kiln/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace kiln::tuner {
+
+std::string strategy_name(Strategy s, Loss loss) {
+  switch (s) {
+    case Strategy::Random:
+      return "random";
+    case Strategy::Grid:
+      return "grid";
+    case Strategy::Model:
+      return std::string("xgb-") + loss_name(loss);
+  }
+  return "random";
+}
+
+struct Searcher::Impl {
+  const Space& space;
+  SearchOptions options;
+  FeatureFn features;
+  std::mt19937_64 rng;
+  CostModel model;
+
+  std::unordered_set<uint64_t> seen;  // proposed or rejected
+  std::map<std::string, int64_t> rejected;
+  int64_t proposed = 0;
+  uint64_t grid_next = 0;
+
+  FeatureRows measured_rows;
+  std::vector<double> measured_cost;
+  std::vector<uint64_t> measured_index;
+  std::optional<std::pair<Config, double>> best;
+  int64_t since_improvement = 0;
+
+  Impl(const Space& s, SearchOptions o, FeatureFn f)
+      : space(s), options(o), features(std::move(f)), rng(o.seed), model(o.loss, o.seed) {}
+
+  bool exhausted() const { return seen.size() >= space.size(); }
+
+  // Takes point `index` if it is new and keeps the constraints; a new point
+  // that breaks one is rejected (and counted) and never looked at again.
+  bool take(uint64_t index, std::vector<Config>& out) {
+    if (!seen.insert(index).second) return false;
+    Config c = space.point(index);
+    if (std::optional<std::string> broken = space.broken_constraint(c)) {
+      ++rejected[*broken];
+      return false;
+    }
+    out.push_back(std::move(c));
+    ++proposed;
+    return true;
+  }
+
+  // One new random point into `out`, if the space has one left.
+  void random_one(std::vector<Config>& out) {
+    size_t before = out.size();
+    std::uniform_int_distribution<uint64_t> pick(0, space.size() - 1);
+    // Draws while the space is mostly unseen; a scan from a random start once it is crowded.
+    for (int tries = 0; tries < 64 && out.size() == before && !exhausted(); ++tries)
+      take(pick(rng), out);
+    for (uint64_t at = pick(rng), k = 0; out.size() == before && !exhausted() && k < space.size();
+         ++k)
+      take((at + k) % space.size(), out);
+  }
+
+  void random_batch(int n, std::vector<Config>& out) {
+    while (static_cast<int>(out.size()) < n && !exhausted()) random_one(out);
+  }
+
+  void grid_batch(int n, std::vector<Config>& out) {
+    while (static_cast<int>(out.size()) < n && grid_next < space.size()) take(grid_next++, out);
+  }
+
+  std::vector<double> scores(const std::vector<Config>& points) {
+    FeatureRows rows;
+    rows.reserve(points.size());
+    for (const Config& c : points) rows.push_back(features(space, c));
+    return model.predict(rows);
+  }
+
+  // Simulated annealing on the model's predictions: the best unseen points it
+  // walked through, best first.
+  std::vector<uint64_t> anneal(size_t want) {
+    // Start from the best measured points, and random ones.
+    std::vector<size_t> order(measured_cost.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return measured_cost[a] < measured_cost[b]; });
+    std::vector<Config> walkers;
+    size_t population = static_cast<size_t>(std::max(1, options.population));
+    for (size_t i = 0; i < order.size() && walkers.size() < population / 2; ++i)
+      walkers.push_back(space.point(measured_index[order[i]]));
+    while (walkers.size() < population) walkers.push_back(space.random_point(rng));
+    std::vector<double> score = scores(walkers);
+
+    std::map<uint64_t, double> found;  // unseen points walked through, by index
+    auto consider = [&](const Config& c, double s) {
+      uint64_t index = space.index_of(c);
+      if (!seen.count(index)) found[index] = s;
+    };
+    for (size_t w = 0; w < walkers.size(); ++w) consider(walkers[w], score[w]);
+    std::uniform_real_distribution<double> unit(0, 1);
+    int steps = std::max(1, options.annealing_steps);
+    for (int step = 0; step < steps; ++step) {
+      double temperature = 1.0 - static_cast<double>(step) / steps;
+      std::vector<Config> next;
+      next.reserve(walkers.size());
+      for (const Config& c : walkers) next.push_back(space.neighbour(c, rng));
+      std::vector<double> next_score = scores(next);
+      for (size_t w = 0; w < walkers.size(); ++w) {
+        consider(next[w], next_score[w]);
+        double gain = next_score[w] - score[w];
+        if (gain > 0 || (temperature > 0 && unit(rng) < std::exp(gain / temperature))) {
+          walkers[w] = std::move(next[w]);
+          score[w] = next_score[w];
+        }
+      }
+    }
+    std::vector<std::pair<double, uint64_t>> ranked;
+    for (const auto& [index, s] : found) ranked.push_back({s, index});
+    std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    std::vector<uint64_t> out;
+    for (size_t i = 0; i < ranked.size() && out.size() < want; ++i) out.push_back(ranked[i].second);
+    return out;
+  }
+
+  void model_batch(int n, std::vector<Config>& out) {
+    if (!model.trained() || static_cast<int>(measured_cost.size()) < options.min_trained) {
+      random_batch(n, out);
+      return;
+    }
+    int from_model = n - static_cast<int>(std::lround(options.epsilon * n));
+    // More candidates than needed: some break a constraint.
+    for (uint64_t index : anneal(static_cast<size_t>(2 * n))) {
+      if (static_cast<int>(out.size()) >= from_model) break;
+      take(index, out);
+    }
+    random_batch(n, out);  // epsilon-greedy, and whatever the model could not fill
+  }
+};
+
+Searcher::Searcher(const Space& space, SearchOptions options, FeatureFn features)
+    : impl_(std::make_unique<Impl>(space, options, std::move(features))) {}
+Searcher::~Searcher() = default;
+
+std::vector<Config> Searcher::next_batch(int n) {
+  std::vector<Config> out;
+  if (n <= 0) return out;
+  switch (impl_->options.strategy) {
+    case Strategy::Random:
+      impl_->random_batch(n, out);
+      break;
+    case Strategy::Grid:
+      impl_->grid_batch(n, out);
+      break;
+    case Strategy::Model:
+      impl_->model_batch(n, out);
+      break;
+  }
+  return out;
+}
+
+void Searcher::update(const std::vector<Config>& points, const std::vector<double>& cost) {
+  Impl& s = *impl_;
+  for (size_t i = 0; i < points.size() && i < cost.size(); ++i) {
+    s.measured_index.push_back(s.space.index_of(points[i]));
+    s.measured_rows.push_back(s.features(s.space, points[i]));
+    s.measured_cost.push_back(cost[i]);
+    if (std::isfinite(cost[i]) && (!s.best || cost[i] < s.best->second)) {
+      s.best = {points[i], cost[i]};
+      s.since_improvement = 0;
+    } else {
+      ++s.since_improvement;
+    }
+  }
+  if (s.options.strategy == Strategy::Model &&
+      static_cast<int>(s.measured_cost.size()) >= s.options.min_trained)
+    s.model.fit(s.measured_rows, s.measured_cost);
+}
+
+const std::map<std::string, int64_t>& Searcher::rejected() const { return impl_->rejected; }
+int64_t Searcher::proposed() const { return impl_->proposed; }
+bool Searcher::exhausted() const {
+  return impl_->options.strategy == Strategy::Grid ? impl_->grid_next >= impl_->space.size()
+                                                   : impl_->exhausted();
+}
+std::optional<std::pair<Config, double>> Searcher::best() const { return impl_->best; }
+int64_t Searcher::since_improvement() const { return impl_->since_improvement; }
+
+}  // namespace kiln::tuner
