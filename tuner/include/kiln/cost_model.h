@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/loop_ir.h"
 #include "kiln/space.h"
 
 namespace kiln::tuner {
@@ -46,5 +47,20 @@ class CostModel {
 // a Reorder one-hot over their choices. The same length for every point of
 // the space.
 std::vector<float> knob_features(const Space& space, const Config& point);
+
+// The Iter features of the loops a point lowers to (seed 002 section 4.3.2):
+// for each loop, in program order, log2(1 + its extent), its tag one-hot
+// (none, parallel, vectorize, unroll), log2(1 + the float and the integer
+// operations it runs), and for each of the first kIterBuffers buffers the
+// function accesses, log2(1 + x) of the access's stride along the loop, how
+// many times it runs under the loop, and its reuse (iterations that touch the
+// same element); padded with zeros to kIterLoops loops. `params` gives the
+// run-time params their values.
+inline constexpr size_t kIterLoops = 12;
+inline constexpr size_t kIterBuffers = 5;
+inline constexpr size_t kIterFeaturesPerLoop = 7 + 3 * kIterBuffers;
+inline constexpr size_t kIterFeatureLength = kIterLoops * kIterFeaturesPerLoop;
+std::vector<float> iter_features(const ir::LoweredFunc& f,
+                                 const std::map<std::string, int64_t>& params = {});
 
 }  // namespace kiln::tuner

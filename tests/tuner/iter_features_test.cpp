@@ -1,0 +1,78 @@
+// Iter features (kiln/cost_model.h) of lowered loops: one length on every
+// example and schedule, the numbers a small nest should give, and different
+// features for different schedules of one operator.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "example_cases.h"
+#include "kiln/compile.h"
+#include "kiln/cost_model.h"
+#include "programs.h"
+
+namespace kiln::tuner {
+namespace {
+
+ir::LoweredFunc lowered(const ir::Func& f, const ir::Overrides& set = {}) {
+  return compile(CompileRequest{.func = f, .overrides = set, .output = CompileOutput::Loops})
+      .optimized;
+}
+
+TEST(IterFeatures, OneLengthOnEveryExample) {
+  int lowered_count = 0;
+  for (const testing::ExampleCase& c : testing::example_cases()) {
+    ir::Module m = frontend::parse_module(testing::read_example(c.example), c.example + ".kiln");
+    for (const ir::Func& f : m.funcs) {
+      for (const ir::Overrides& params : c.params) {
+        SCOPED_TRACE(c.example + " " + f.name);
+        ir::Overrides set;
+        for (const auto& [name, value] : params)
+          if (f.find_param(name) || f.find_knob(name)) set[name] = value;
+        std::vector<float> features = iter_features(lowered(f, set), c.runtime);
+        EXPECT_EQ(features.size(), kIterFeatureLength);
+        for (float x : features) EXPECT_TRUE(std::isfinite(x) && x >= 0);
+        ++lowered_count;
+      }
+    }
+  }
+  EXPECT_GT(lowered_count, 8);
+}
+
+TEST(IterFeatures, ASmallNestGivesItsNumbers) {
+  ir::Func f = testing::parse_one(
+      "func scale { input x : f32[8, 16]; output y : f32[8, 16];\n"
+      "  compute c(i, j) in 0 <= i < 8 and 0 <= j < 16: y[i, j] = x[i, j] * 2.0 + 1.0; }");
+  std::vector<float> v = iter_features(lowered(f));
+  auto at = [&](size_t loop, size_t k) { return v[loop * kIterFeaturesPerLoop + k]; };
+  EXPECT_FLOAT_EQ(at(0, 0), std::log2(9.0f));           // i: 8 iterations
+  EXPECT_FLOAT_EQ(at(1, 0), std::log2(17.0f));          // j: 16
+  EXPECT_EQ(at(0, 1), 1.0f);                            // untagged
+  EXPECT_FLOAT_EQ(at(0, 5), std::log2(1.0f + 2 * 16));  // two float ops a j iteration
+  EXPECT_FLOAT_EQ(at(1, 5), std::log2(3.0f));
+  // Buffers in order y, x: strides along i are a row, along j one element.
+  EXPECT_FLOAT_EQ(at(0, 7), std::log2(17.0f));
+  EXPECT_FLOAT_EQ(at(1, 7), 1.0f);
+  EXPECT_FLOAT_EQ(at(1, 10), 1.0f);
+  // No reuse: every iteration touches its own element.
+  EXPECT_FLOAT_EQ(at(1, 9), 1.0f);
+  for (size_t k = 0; k < kIterFeaturesPerLoop; ++k) EXPECT_EQ(at(2, k), 0.0f);  // padding
+}
+
+TEST(IterFeatures, ScheduleChoicesShowInTheFeatures) {
+  ir::Func f = testing::parse_one(
+      "func mm { input a : f32[64, 64]; input b : f32[64, 64]; output c : f32[64, 64];\n"
+      "  knob T = 8 in [4, 8, 16];\n"
+      "  compute c(i, j) in 0 <= i < 64, 0 <= j < 64:\n"
+      "    c[i, j] = sum(k in 0 <= k < 64) a[i, k] * b[k, j];\n"
+      "  schedule { c.split(j, T, jo, ji); c.tag(ji, vectorize); } }");
+  std::vector<float> t4 = iter_features(lowered(f, {{"T", 4}}));
+  std::vector<float> t16 = iter_features(lowered(f, {{"T", 16}}));
+  EXPECT_NE(t4, t16);
+  bool vectorized = false;
+  for (size_t loop = 0; loop < kIterLoops; ++loop)
+    vectorized |= t16[loop * kIterFeaturesPerLoop + 3] == 1.0f;
+  EXPECT_TRUE(vectorized);
+}
+
+}  // namespace
+}  // namespace kiln::tuner
