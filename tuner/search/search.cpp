@@ -172,7 +172,9 @@ std::vector<Config> Searcher::next_batch(int n) {
 void Searcher::update(const std::vector<Config>& points, const std::vector<double>& cost) {
   Impl& s = *impl_;
   for (size_t i = 0; i < points.size() && i < cost.size(); ++i) {
-    s.measured_index.push_back(s.space.index_of(points[i]));
+    uint64_t index = s.space.index_of(points[i]);
+    s.seen.insert(index);  // measured elsewhere (a resumed job): never proposed again
+    s.measured_index.push_back(index);
     s.measured_rows.push_back(s.features(s.space, points[i]));
     s.measured_cost.push_back(cost[i]);
     if (std::isfinite(cost[i]) && (!s.best || cost[i] < s.best->second)) {

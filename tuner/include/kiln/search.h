@@ -46,8 +46,9 @@ class Searcher {
   // Up to n points never proposed before that keep every constraint; fewer
   // when the space has no more.
   std::vector<Config> next_batch(int n);
-  // What the points proposed cost when measured (a time; +infinity when the
-  // measurement failed). The model is retrained on everything measured.
+  // What points cost when measured (a time; +infinity when the measurement
+  // failed): those proposed, or measured before (a resumed job), which are
+  // then never proposed. The model is retrained on everything measured.
   void update(const std::vector<Config>& points, const std::vector<double>& cost);
 
   // Points rejected by a constraint, by the constraint's text.
