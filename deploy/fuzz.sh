@@ -73,6 +73,7 @@ run_counted() {
 run_counted fuzz_agent_frame build-fuzz/fuzz/fuzz_agent_frame -runs="$frame_runs" -seed="$seed" \
   -max_len=4096 -timeout=20 -artifact_prefix=build-fuzz/findings/agent-frame- \
   build-fuzz/corpus/agent_frame
-run_counted fuzz_fleet_listener build-fuzz/fuzz/fuzz_fleet_listener -runs="$listener_runs" \
+LSAN_OPTIONS="suppressions=$PWD/fuzz/lsan_suppressions.txt" \
+  run_counted fuzz_fleet_listener build-fuzz/fuzz/fuzz_fleet_listener -runs="$listener_runs" \
   -seed="$seed" -max_len=4096 -timeout=30 -artifact_prefix=build-fuzz/findings/fleet-listener- \
   build-fuzz/corpus/fleet_listener

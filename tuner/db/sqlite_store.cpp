@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include "kiln/records.h"
 
@@ -64,6 +65,19 @@ CREATE UNIQUE INDEX records_once_a_job ON records(job, config) WHERE job IS NOT 
 )sql",
 };
 constexpr int kSchema = static_cast<int>(std::size(kMigrations));
+
+// A failure because another connection held a lock SQLite would not wait for.
+class Busy : public RecordsError {
+ public:
+  using RecordsError::RecordsError;
+};
+
+// The error of the last call on `db`: Busy when it was a lock.
+[[noreturn]] void throw_error(sqlite3* db, const std::string& message) {
+  int code = sqlite3_errcode(db) & 0xff;
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) throw Busy(message);
+  throw RecordsError(message);
+}
 
 int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -132,8 +146,8 @@ class Statement {
     if (rc != SQLITE_OK) fail("bind");
   }
   [[noreturn]] void fail(const char* what) {
-    throw RecordsError(
-        fmt::format("records database {}: {} failed: {}", path_, what, sqlite3_errmsg(db_)));
+    throw_error(
+        db_, fmt::format("records database {}: {} failed: {}", path_, what, sqlite3_errmsg(db_)));
   }
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
@@ -340,7 +354,7 @@ void exec(sqlite3* db, const std::string& path, const char* sql, const char* wha
   if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
     std::string text = message ? message : sqlite3_errmsg(db);
     sqlite3_free(message);
-    throw RecordsError(fmt::format("records database {}: {}: {}", path, what, text));
+    throw_error(db, fmt::format("records database {}: {}: {}", path, what, text));
   }
 }
 
@@ -394,37 +408,64 @@ std::unique_ptr<RecordStore> open_sqlite_store(const std::string& path) {
   sqlite3_extended_result_codes(db, 1);
   if (existed) check_existing(db, path);
 
-  int version = std::stoi(scalar(db, path, "PRAGMA user_version"));
-  if (version > kSchema)
-    throw RecordsError(fmt::format(
-        "records database {}: schema version {} is from a newer kiln (this one knows up to {}); "
-        "kiln left it as it is",
-        path, version, kSchema));
-  if (version == 0 && std::stoll(scalar(db, path, "SELECT count(*) FROM sqlite_schema")) > 0)
-    throw RecordsError(fmt::format(
-        "records database {}: a SQLite database that kiln did not make (it has tables and no "
-        "kiln schema version); kiln left it as it is",
-        path));
-
-  if (scalar(db, path, "PRAGMA journal_mode=WAL") != "wal")
-    throw RecordsError(fmt::format("records database {}: cannot use write-ahead logging", path));
-  exec(db, path, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON", "settings");
-  // Up to date, one version a transaction; IMMEDIATE so that two processes
-  // opening a new file do not both migrate it.
-  while (version < kSchema) {
-    exec(db, path, "BEGIN IMMEDIATE", "migrate");
-    int now = std::stoi(scalar(db, path, "PRAGMA user_version"));
-    if (now < kSchema) {
-      try {
-        exec(db, path, kMigrations[now], fmt::format("schema version {}", now + 1).c_str());
-        exec(db, path, fmt::format("PRAGMA user_version = {}", now + 1).c_str(), "migrate");
-      } catch (...) {
-        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-        throw;
-      }
+  // Setting up may meet another process setting up the same file: SQLite
+  // answers BUSY at once where waiting could deadlock (changing the journal
+  // mode, upgrading a read to a write). Then it is tried again, for 30 s.
+  auto set_up = [&] {
+    // The version and the tables from one snapshot: another process may be
+    // creating the file right now, and then its tables come with a version.
+    exec(db, path, "BEGIN", "reading the schema");
+    int version = 0;
+    int64_t tables = 0;
+    try {
+      version = std::stoi(scalar(db, path, "PRAGMA user_version"));
+      tables = std::stoll(scalar(db, path, "SELECT count(*) FROM sqlite_schema"));
+    } catch (...) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
     }
-    exec(db, path, "COMMIT", "migrate");
-    version = std::stoi(scalar(db, path, "PRAGMA user_version"));
+    exec(db, path, "COMMIT", "reading the schema");
+    if (version > kSchema)
+      throw RecordsError(fmt::format(
+          "records database {}: schema version {} is from a newer kiln (this one knows up to {}); "
+          "kiln left it as it is",
+          path, version, kSchema));
+    if (version == 0 && tables > 0)
+      throw RecordsError(fmt::format(
+          "records database {}: a SQLite database that kiln did not make (it has tables and no "
+          "kiln schema version); kiln left it as it is",
+          path));
+    if (scalar(db, path, "PRAGMA journal_mode=WAL") != "wal")
+      throw RecordsError(fmt::format("records database {}: cannot use write-ahead logging", path));
+    exec(db, path, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON", "settings");
+    // Up to date, one version a transaction; IMMEDIATE so that two processes
+    // opening a new file do not both migrate it.
+    while (version < kSchema) {
+      exec(db, path, "BEGIN IMMEDIATE", "migrate");
+      int now = std::stoi(scalar(db, path, "PRAGMA user_version"));  // another may have migrated
+      if (now < kSchema) {
+        try {
+          exec(db, path, kMigrations[now], fmt::format("schema version {}", now + 1).c_str());
+          exec(db, path, fmt::format("PRAGMA user_version = {}", now + 1).c_str(), "migrate");
+        } catch (...) {
+          sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+          throw;
+        }
+      }
+      exec(db, path, "COMMIT", "migrate");
+      version = std::stoi(scalar(db, path, "PRAGMA user_version"));
+    }
+  };
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    try {
+      set_up();
+      break;
+    } catch (const Busy&) {
+      if (std::chrono::steady_clock::now() > give_up) throw;
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
   return store;
 }
