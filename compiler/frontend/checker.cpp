@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -72,11 +73,18 @@ class FuncChecker {
 
   ir::Func run() {
     for (const Item& item : decl_.items) note_future_names(item);
+    for (const Item& item : decl_.items) {
+      if (const auto* k = std::get_if<KnobDecl>(&item)) knob_names_.insert(k->name.name);
+      if (const auto* s = std::get_if<ScheduleDecl>(&item))
+        for (const KnobDecl& k : s->knobs) knob_names_.insert(k.name.name);
+    }
     func_.name = decl_.name.name;
     func_.where = src_.loc(decl_.name.pos);
     for (const Item& item : decl_.items) {
       std::visit([&](const auto& d) { check(d); }, item);
     }
+    // Knob constraints once every knob is declared, wherever it is.
+    for (const Piece& p : knob_pieces_) check_knob_constraint(p);
     check_schedule_targets();
     return std::move(func_);
   }
@@ -168,6 +176,29 @@ class FuncChecker {
     func_.params.push_back(ir::Param{d.name.name, d.value, src_.loc(d.name.pos)});
   }
 
+  // Whether a piece of a condition names a knob.
+  bool mentions_knob(const Ast& a) const {
+    if (a.kind == AstKind::Name && knob_names_.count(a.name)) return true;
+    for (const AstPtr& x : a.args)
+      if (x && mentions_knob(*x)) return true;
+    return false;
+  }
+  bool mentions_knob(const Piece& p) const {
+    if (p.link < 0) return mentions_knob(*p.ast);
+    return mentions_knob(*p.ast->args[p.link]) || mentions_knob(*p.ast->args[p.link + 1]);
+  }
+
+  // A condition on knob values (and compile-time params): not affine, not
+  // part of the polyhedral model; checked when the knobs get their values.
+  void check_knob_constraint(const Piece& p) {
+    scope_.clear_iters();
+    ExprContext ctx{"a knob constraint", false, false, false, false, true};
+    Typer typer(src_, scope_, ctx);
+    ir::Expr e =
+        p.link >= 0 ? typer.comparison(*p.ast, p.link) : typer.as_bool(*p.ast, "a knob constraint");
+    func_.knob_constraints.push_back(ir::Constraint{e, src_.loc(p.start())});
+  }
+
   void check(const ConstraintDecl& d) {
     scope_.clear_iters();
     ExprContext ctx{"a constraint", false, false, false, false};
@@ -176,6 +207,10 @@ class FuncChecker {
     std::vector<Piece> pieces;
     split(*d.cond, pieces);
     for (const Piece& p : pieces) {
+      if (mentions_knob(p)) {
+        knob_pieces_.push_back(p);  // checked once every knob is declared
+        continue;
+      }
       ir::Expr e =
           p.link >= 0 ? typer.comparison(*p.ast, p.link) : typer.as_bool(*p.ast, "a constraint");
       check_condition(src_, scope_, actx, *p.ast, p.link, nullptr);
@@ -525,6 +560,8 @@ class FuncChecker {
 
   ir::Func func_;
   std::optional<Pos> schedule_;
+  std::set<std::string> knob_names_;  // every knob of the func, wherever declared
+  std::vector<Piece> knob_pieces_;    // constraint pieces that name a knob
   const Limits& limits_;
 };
 

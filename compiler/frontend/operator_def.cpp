@@ -742,6 +742,10 @@ void map_func(const FieldMap& fields, ir::Func& f) {
     c.where = fields.map(c.where);
     e(c.cond);
   }
+  for (auto& c : f.knob_constraints) {
+    c.where = fields.map(c.where);
+    e(c.cond);
+  }
   for (auto& b : f.bufs) {
     b.where = fields.map(b.where);
     for (auto& s : b.shape) e(s);

@@ -177,7 +177,8 @@ Value Typer::name(const Ast& e) {
         fail(e.pos, "buffer " + q(e.name) +
                         " is read with indices: " + q(e.name + (d->rank == 0 ? "[]" : "[...]")));
       case Decl::Kind::Knob:
-        fail(e.pos, "knob " + q(e.name) + " can only be used in schedule commands");
+        if (ctx_.knobs) return typed(ir::var(e.name, ir::kIndexType));
+        fail(e.pos, "knob " + q(e.name) + " can only be used in schedule commands and constraints");
       case Decl::Kind::Comp:
         break;
     }

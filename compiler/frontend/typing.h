@@ -18,6 +18,7 @@ struct ExprContext {
   bool buffer_reads = true;
   bool only_input_reads = false;  // domains read input buffers only
   bool comp_reads = true;
+  bool knobs = false;  // knob names are values (a constraint on knobs)
 };
 
 // A typed expression, or a constant not yet given a type: constant

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/analysis.h"
 #include "kiln/ir.h"
 
 namespace kiln::ir {
@@ -184,7 +185,34 @@ Func apply_overrides(const Func& f, const Overrides& overrides) {
             "--set {}: func {} has no param or knob named {} (known: {})", name, f.name, name,
             known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))));
   }
+  check_knob_constraints(out);
   return out;
+}
+
+void check_knob_constraints(const Func& f) {
+  if (f.knob_constraints.empty()) return;
+  std::map<std::string, int64_t> env;
+  for (const Param& p : f.params)
+    if (p.value) env[p.name] = *p.value;
+  for (const Knob& k : f.knobs) env[k.name] = k.value;
+  for (const Constraint& c : f.knob_constraints) {
+    std::optional<int64_t> holds = eval_int(c.cond, env);
+    std::vector<std::string> values;
+    for (const std::string& n : free_vars(c.cond)) {
+      auto it = env.find(n);
+      values.push_back(it == env.end() ? n + " (a run-time param)"
+                                       : fmt::format("{}={}", n, it->second));
+    }
+    if (!holds)
+      throw CompileError(ErrorStage::Validate, c.where,
+                         fmt::format("the knob constraint {} cannot be decided when compiling "
+                                     "({}): it may read only knobs and params with values",
+                                     to_string(c.cond), fmt::join(values, ", ")));
+    if (*holds == 0)
+      throw CompileError(ErrorStage::Validate, c.where,
+                         fmt::format("{} break the knob constraint {}", fmt::join(values, ", "),
+                                     to_string(c.cond)));
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -325,6 +353,12 @@ std::string to_string(const Func& f) {
     os << "  knob " << k.name << " = " << k.value;
     if (!k.candidates.empty())
       os << " in [" << fmt::format("{}", fmt::join(k.candidates, ", ")) << "]";
+    os << ";\n";
+  }
+  if (!f.knob_constraints.empty()) {
+    os << "  constraint ";
+    for (size_t i = 0; i < f.knob_constraints.size(); ++i)
+      os << (i ? ", " : "") << to_string(f.knob_constraints[i].cond);
     os << ";\n";
   }
   if (!f.schedule.empty()) {

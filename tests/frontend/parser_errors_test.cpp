@@ -252,7 +252,7 @@ const BadInput kCases[] = {
      "bad.kiln:6:38: validate error: 'A' is a buffer; read it with brackets: 'A[...]'"},
     {"KnobInExpression", true,
      "  knob T = 4 in [4, 8];\n  compute c(i) in 0 <= i < T: y[i] = 1.0;\n}",
-     "bad.kiln:7:28: validate error: knob 'T' can only be used in schedule commands"},
+     "bad.kiln:7:28: validate error: knob 'T' can only be used in schedule commands and constraints"},
     {"ComputationReadsItself", true,
      "  compute c(i) in 0 <= i < N = c(i - 1);\n}",
      "bad.kiln:6:32: validate error: computation 'c' cannot read itself"},

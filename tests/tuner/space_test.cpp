@@ -7,6 +7,8 @@
 
 #include <set>
 
+#include "kiln/frontend.h"
+
 namespace kiln::tuner {
 namespace {
 
@@ -147,6 +149,37 @@ TEST(SpaceMoves, ANeighbourChangesOneKnob) {
   EXPECT_GT(moved["U"], 100);
   EXPECT_GT(moved["split"], 100);
   EXPECT_GT(moved["R"], 100);
+}
+
+TEST(SpaceOfAFunc, ItsKnobsAndKnobConstraints) {
+  ir::Func f = frontend::parse_module(R"(func tiles {
+  param N = 64;
+  constraint MB % MR == 0, MB * MR <= 4 * N;
+  input x : f32[N];
+  output y : f32[N];
+  knob MB = 32 in [16, 32, 48];
+  knob MR = 4 in [4, 6, 8];
+  compute c(i) in 0 <= i < N: y[i] = x[i];
+}
+)",
+                                      "tiles.kiln")
+                   .funcs.at(0);
+  Space s = space_of(f);
+  EXPECT_EQ(s.size(), 9u);
+  int kept = 0;
+  for (uint64_t p = 0; p < s.size(); ++p) kept += !s.broken_constraint(s.point(p));
+  EXPECT_EQ(kept, 5);  // (16,4) (16,8) (32,4) (32,8) (48,4)
+  EXPECT_EQ(s.broken_constraint({{"MB", 48}, {"MR", 8}}), "MB * MR <= 4 * N");
+
+  ir::Func n128 = ir::apply_overrides(f, {{"N", 128}});
+  kept = 0;
+  Space wider = space_of(n128);
+  for (uint64_t p = 0; p < wider.size(); ++p) kept += !wider.broken_constraint(wider.point(p));
+  EXPECT_EQ(kept, 7);  // (48,6) and (48,8) too: 288 and 384 <= 512
+
+  Space fixed = space_of(f, {"MB"});
+  EXPECT_EQ(fixed.size(), 3u);
+  EXPECT_EQ(fixed.point(0).at("MB"), 32);
 }
 
 }  // namespace

@@ -243,4 +243,26 @@ const std::vector<std::string>& Space::order(const Config& c, const std::string&
   return k.orders.at(static_cast<size_t>(c.at(knob)));
 }
 
+Space space_of(const ir::Func& f, const std::set<std::string>& fixed) {
+  std::vector<KnobDef> knobs;
+  for (const ir::Knob& k : f.knobs)
+    knobs.push_back(KnobDef::values_of(k.name, fixed.count(k.name) || k.candidates.empty()
+                                                   ? std::vector<int64_t>{k.value}
+                                                   : k.candidates));
+  std::map<std::string, ir::Expr> values;
+  for (const ir::Param& p : f.params)
+    if (p.value) values[p.name] = ir::int_imm(*p.value);
+  std::vector<SpaceConstraint> constraints;
+  for (const ir::Constraint& c : f.knob_constraints) {
+    ir::Expr cond = ir::substitute(c.cond, values);
+    for (const std::string& n : ir::free_vars(cond))
+      if (!f.find_knob(n))
+        throw std::invalid_argument(
+            fmt::format("knob constraint {} reads run-time param {}: a tuner cannot decide it",
+                        ir::to_string(c.cond), n));
+    constraints.push_back({cond, ir::to_string(c.cond)});
+  }
+  return Space(std::move(knobs), std::move(constraints));
+}
+
 }  // namespace kiln::tuner

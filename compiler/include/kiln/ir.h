@@ -395,6 +395,9 @@ struct Func {
   std::vector<Buf> bufs;
   std::vector<Comp> comps;
   std::vector<Knob> knobs;
+  // Conditions on knob values (and compile-time params): `constraint MB % MR == 0`.
+  // A point of the knobs that breaks one is refused before anything compiles it.
+  std::vector<Constraint> knob_constraints;
   std::vector<ScheduleCommand> schedule;
   // `option fast_math;`: float arithmetic may be reassociated (off by default).
   bool fast_math = false;
@@ -487,10 +490,13 @@ struct Module {
 
 // Values for params and knobs given on the command line (`--set NAME=VALUE`).
 // apply_overrides sets each named param or knob and throws CompileError
-// (stage "validate") for a name that is neither, or a knob value that is not
-// one of its candidates.
+// (stage "validate") for a name that is neither, a knob value that is not
+// one of its candidates, or knob values that break a knob constraint.
 using Overrides = std::map<std::string, int64_t>;
 Func apply_overrides(const Func& f, const Overrides& overrides);
+// Throws CompileError (stage "validate") naming the knob constraint the
+// func's knob values break, with the values it read.
+void check_knob_constraints(const Func& f);
 
 // Prints the algorithm part of a Func (params, buffers, computations) in
 // .kiln syntax; `kiln emit --stage ir`.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,5 +93,11 @@ class Space {
   std::vector<std::vector<std::vector<int64_t>>> choices_;
   uint64_t size_ = 1;
 };
+
+// The space of a func's knobs: a Values knob each, over its candidates, and
+// its knob constraints with the values of its compile-time params put in.
+// Knobs named in `fixed` (set by hand) keep their one value. Throws
+// std::invalid_argument for a knob constraint that reads a run-time param.
+Space space_of(const ir::Func& f, const std::set<std::string>& fixed = {});
 
 }  // namespace kiln::tuner
