@@ -13,6 +13,8 @@
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -61,6 +63,39 @@ std::string mac_of(const std::string& token, const char* label,
   return std::string(reinterpret_cast<char*>(out), len);
 }
 
+// SIGPIPE held back for one scope of the calling thread: OpenSSL writes to
+// its socket with write(), not send(MSG_NOSIGNAL), and a peer that has gone
+// away would otherwise kill kilnd (a TLS alert to a plaintext peer that
+// closed). The write fails with EPIPE instead; a SIGPIPE it raised is taken
+// from the thread's pending signals before the mask is restored.
+class NoSigpipe {
+ public:
+  NoSigpipe() {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, &old_);
+  }
+  ~NoSigpipe() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) && !sigismember(&old_, SIGPIPE)) {
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      timespec zero{0, 0};
+      while (sigtimedwait(&pipe, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  NoSigpipe(const NoSigpipe&) = delete;
+  NoSigpipe& operator=(const NoSigpipe&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
 // OpenSSL's reason for the last failure.
 std::string openssl_reason() {
   unsigned long e = ERR_get_error();
@@ -92,6 +127,7 @@ class Link {
       return false;
     }
     for (;;) {
+      NoSigpipe guard;
       int rc = SSL_accept(ssl_);
       if (rc == 1) return true;
       int e = SSL_get_error(ssl_, rc);
@@ -167,6 +203,7 @@ class Link {
         size_t put = 0;
         int rc, e;
         {
+          NoSigpipe guard;
           std::lock_guard<std::mutex> lock(ssl_mu_);
           rc = SSL_write_ex(ssl_, p, n, &put);
           e = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, rc);
@@ -201,6 +238,7 @@ class Link {
         size_t got = 0;
         int rc, e;
         {
+          NoSigpipe guard;  // reading may write: an alert, a key update
           std::lock_guard<std::mutex> lock(ssl_mu_);
           rc = SSL_read_ex(ssl_, buf, sizeof buf, &got);
           e = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, rc);

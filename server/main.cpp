@@ -307,6 +307,8 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A peer that went away is a failed write (EPIPE), never the end of kilnd.
+  signal(SIGPIPE, SIG_IGN);
 
   kiln::server::ServiceOptions options;
   options.cache_bytes = flags.cache_bytes;
