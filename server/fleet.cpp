@@ -338,7 +338,8 @@ struct Fleet::Impl {
   std::map<uint64_t, Agent> agents;           // by connection number
   std::vector<std::shared_ptr<Pending>> queue;
   std::vector<Connection> connections;
-  int handshaking = 0;  // connections not yet welcomed or refused
+  int handshaking = 0;                       // connections not yet welcomed or refused
+  std::set<std::shared_ptr<Link>> greeting;  // their links
   uint64_t next_connection = 1, next_job = 1, next_order = 1;
 
   void listen_on(const std::string& address);
@@ -491,6 +492,14 @@ std::optional<uint64_t> Fleet::Impl::welcome(Link& link, const std::string& peer
 
 void Fleet::Impl::serve(int fd, std::string peer) {
   auto link = std::make_shared<Link>(fd, std::min(kMaxHelloBytes, options.max_frame_bytes));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (stopping) {
+      --handshaking;
+      return;
+    }
+    greeting.insert(link);  // stop() shuts it: a silent peer must not hold kilnd for 10 s
+  }
   std::optional<uint64_t> conn;
   std::string refused;
   if (tls && !link->tls_accept(tls, Clock::now() + kHandshake, refused)) {
@@ -501,6 +510,7 @@ void Fleet::Impl::serve(int fd, std::string peer) {
   {
     std::lock_guard<std::mutex> lock(mu);
     --handshaking;
+    greeting.erase(link);
     if (conn) agents[*conn].link = link;
   }
   if (!conn) return;
@@ -718,6 +728,7 @@ void Fleet::stop() {
     std::lock_guard<std::mutex> lock(impl_->mu);
     for (auto& [conn, a] : impl_->agents)
       if (a.link) a.link->shut();
+    for (const std::shared_ptr<Link>& l : impl_->greeting) l->shut();
     connections.swap(impl_->connections);
   }
   for (Impl::Connection& c : connections) c.thread.join();

@@ -293,6 +293,15 @@ TEST_F(FleetFaultsTest, AWrongProtocolVersionIsRefusedNamingBothVersions) {
   expect_served();
 }
 
+TEST_F(FleetFaultsTest, ASilentPeerDoesNotHoldTheFleetWhenItStops) {
+  Peer silent(fleet_->port());  // connected, never says hello (the fleet waits 10 s for one)
+  ASSERT_TRUE(silent.connected());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // its handshake has begun
+  auto start = std::chrono::steady_clock::now();
+  fleet_.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
 TEST_F(FleetFaultsTest, AFrameOtherThanHelloFirstIsRefused) {
   Peer peer(fleet_->port());
   v1::AgentFrame beat;
