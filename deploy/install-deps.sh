@@ -6,7 +6,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config python3 git clang-format
   llvm-19-dev liblld-19-dev lld-19 libisl-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  python3-grpcio python3-protobuf python3-pytest python3-numpy openssl file
+  python3-grpcio python3-protobuf python3-pytest python3-numpy python3-matplotlib openssl file
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libxgboost-dev xgboost
   libprotobuf-c-dev protobuf-c-compiler
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user

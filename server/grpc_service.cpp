@@ -14,6 +14,7 @@
 
 #include "kiln/v1/service.pb.h"
 #include "request.h"
+#include "tuning.h"
 
 namespace kiln::server {
 
@@ -29,6 +30,10 @@ grpc::StatusCode grpc_code(Code c) {
       return grpc::StatusCode::RESOURCE_EXHAUSTED;
     case Code::DeadlineExceeded:
       return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case Code::NotFound:
+      return grpc::StatusCode::NOT_FOUND;
+    case Code::FailedPrecondition:
+      return grpc::StatusCode::FAILED_PRECONDITION;
     case Code::Unavailable:
       return grpc::StatusCode::UNAVAILABLE;
     case Code::Cancelled:
@@ -155,6 +160,55 @@ class CompilerService final : public grpc::Service {
                             v1::MeasureResult::Error_Name(out->result().error()), out->median_ms());
           return s;
         });
+
+    // Tuning and records (tuning.h).
+    streaming<v1::TuneRequest, v1::TuneProgress>(
+        "/kiln.v1.Compiler/Tune",
+        [this](const auto& r, const auto& send, const auto& call, std::string& detail) {
+          int64_t job = 0;
+          Status s = core_.tuning().tune(
+              r,
+              [&](const v1::TuneProgress& p) {
+                job = p.job();
+                return send(p);
+              },
+              call);
+          detail = fmt::format(" on {} job {}", r.key(), job);
+          return s;
+        });
+    streaming<v1::ResumeTuneRequest, v1::TuneProgress>(
+        "/kiln.v1.Compiler/ResumeTune",
+        [this](const auto& r, const auto& send, const auto& call, std::string& detail) {
+          detail = fmt::format(" job {}", r.job());
+          return core_.tuning().resume(r, send, call);
+        });
+    method<v1::CancelTuneRequest, v1::CancelTuneResponse>(
+        "/kiln.v1.Compiler/CancelTune",
+        [this](const auto& r, auto* out, const auto&, std::string& detail) {
+          detail = fmt::format(" job {}", r.job());
+          return core_.tuning().cancel(r, out);
+        });
+    method<v1::ListJobsRequest, v1::ListJobsResponse>(
+        "/kiln.v1.Compiler/ListJobs", [this](const auto& r, auto* out, const auto&, std::string&) {
+          return core_.tuning().list_jobs(r, out);
+        });
+    method<v1::QueryRecordsRequest, v1::QueryRecordsResponse>(
+        "/kiln.v1.Compiler/QueryRecords",
+        [this](const auto& r, auto* out, const auto&, std::string& detail) {
+          Status s = core_.tuning().query(r, out);
+          if (s.ok()) detail = fmt::format(" {} of {}", out->records_size(), out->total());
+          return s;
+        });
+    method<v1::BestConfigRequest, v1::BestConfigResponse>(
+        "/kiln.v1.Compiler/BestConfig",
+        [this](const auto& r, auto* out, const auto& call, std::string&) {
+          return core_.tuning().best(r, out, call);
+        });
+    streaming<v1::ExportRecordsRequest, v1::ExportRecordsChunk>(
+        "/kiln.v1.Compiler/ExportRecords",
+        [this](const auto& r, const auto& send, const auto&, std::string&) {
+          return core_.tuning().export_records(r, send);
+        });
   }
 
  private:
@@ -188,6 +242,40 @@ class CompilerService final : public grpc::Service {
     };
     AddMethod(new grpc::internal::RpcServiceMethod(path, grpc::internal::RpcMethod::NORMAL_RPC,
                                                    new Handler(handle, this)));
+  }
+
+  // Registers the server-streaming method `path`, served by `serve(request,
+  // send, call, detail)`, where send(response) writes one message and says
+  // whether the client is still there.
+  template <typename Request, typename Response, typename Serve>
+  void streaming(const char* path, Serve serve) {
+    const char* name = std::strrchr(path, '/') + 1;
+    using Handler =
+        grpc::internal::ServerStreamingHandler<CompilerService, grpc::ByteBuffer, grpc::ByteBuffer>;
+    auto handle = [name, serve](CompilerService* self, grpc::ServerContext* ctx,
+                                const grpc::ByteBuffer* in,
+                                grpc::ServerWriter<grpc::ByteBuffer>* writer) {
+      auto start = std::chrono::steady_clock::now();
+      Request request;
+      std::string detail;
+      Status s = self->admit(ctx);
+      if (s.ok()) s = parse_request(*in, &request);
+      int64_t sent = 0;
+      std::function<bool(const Response&)> send = [&](const Response& r) {
+        ++sent;
+        return !ctx->IsCancelled() && writer->Write(serialized(r));
+      };
+      if (s.ok()) s = serve(request, send, call_options(ctx), detail);
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      spdlog::info("{}{} {} {} messages {:.1f} ms{}", name, detail, code_name(s.code), sent, ms,
+                   s.ok() ? "" : ": " + s.message);
+      if (!s.ok()) return grpc::Status(grpc_code(s.code), s.message);
+      return grpc::Status::OK;
+    };
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        path, grpc::internal::RpcMethod::SERVER_STREAMING, new Handler(handle, this)));
   }
 
   // The token, and a client still there.

@@ -48,6 +48,7 @@
 #include "kiln/limits.h"
 #include "local_agent.h"
 #include "service.h"
+#include "tuning.h"
 
 namespace {
 
@@ -406,6 +407,8 @@ int main(int argc, char** argv) {
     std::string agent_host = flags.agent_listen.substr(0, flags.agent_listen.rfind(':'));
     std::printf("kilnd: agents on %s:%d\n", agent_host.c_str(), fleet->port());
   }
+  if (flags.data_dir.empty())
+    spdlog::warn("no --data-dir: the tuning records are kept in memory and lost when kilnd stops");
   spdlog::info("serving on {}:{} ({}{}); runner {}", host, port,
                flags.tls_cert.empty() ? "plaintext" : "TLS",
                access.token.empty() ? "" : ", token required",
@@ -417,6 +420,9 @@ int main(int argc, char** argv) {
     sigwait(&stop_signals, &sig);
     spdlog::info("{}: finishing the requests in flight, refusing new ones",
                  sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    // Tuning jobs stop first (their records kept, to be resumed): the calls
+    // that follow them end, and do not hold the shutdown.
+    core.tuning().stop();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
   });
   server->Wait();

@@ -26,6 +26,10 @@ const char* code_name(Code c) {
       return "CANCELLED";
     case Code::Unauthenticated:
       return "UNAUTHENTICATED";
+    case Code::NotFound:
+      return "NOT_FOUND";
+    case Code::FailedPrecondition:
+      return "FAILED_PRECONDITION";
     case Code::Unavailable:
       return "UNAVAILABLE";
     case Code::Internal:

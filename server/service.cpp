@@ -21,10 +21,12 @@
 #include "kiln/graph.h"
 #include "kiln/interp.h"
 #include "kiln/operator_def.h"
+#include "kiln/records.h"
 #include "kiln/run.h"
 #include "kiln/v1/service.pb.h"
 #include "request.h"
 #include "runner.pb.h"
+#include "tuning.h"
 
 namespace kiln::server {
 
@@ -141,6 +143,7 @@ struct Service::Impl {
   ServiceOptions options;
   CompileCache cache;
   Admission admission;
+  std::unique_ptr<Tuning> tuning;  // made last, stopped first
   explicit Impl(ServiceOptions o)
       : options(std::move(o)),
         cache(options.cache_bytes, options.data_dir),
@@ -164,8 +167,23 @@ struct Service::Impl {
   v1::CompileResponse artifact(const CompileRequest& r, const CallOptions& call);
 };
 
-Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
-Service::~Service() = default;
+Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  const std::string& dir = impl_->options.data_dir;
+  std::string records =
+      dir.empty() ? records::kInMemory : (std::filesystem::path(dir) / "records.db").string();
+  try {
+    impl_->tuning = std::make_unique<Tuning>(*this, records);
+  } catch (const records::RecordsError& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
+Service::~Service() {
+  if (impl_->tuning) impl_->tuning->stop();
+}
+
+Tuning& Service::tuning() { return *impl_->tuning; }
+const Limits& Service::limits() const { return impl_->options.limits; }
 
 CacheStats Service::cache_stats() const { return impl_->cache.stats(); }
 
@@ -374,6 +392,19 @@ v1::Device device_for(const Fleet& fleet, const std::string& key, const CallOpti
 
 }  // namespace
 
+Status Service::agent_device(const std::string& key, v1::Device* device, const CallOptions& call) {
+  try {
+    if (!impl_->options.fleet)
+      refuse(Code::Unavailable,
+             "this kilnd takes no agents: start it with --agent-token-file FILE or --local-agent "
+             "(docs/agents.md)");
+    *device = device_for(*impl_->options.fleet, key, call);
+    return {};
+  } catch (...) {
+    return status_of(std::current_exception(), v1::Operator{});
+  }
+}
+
 namespace {
 
 // The job for an agent: the artifact's arguments in its order (params with
@@ -471,6 +502,8 @@ Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* 
     response->set_artifact_key(a.key());
     response->set_cache_hit(compiled.cache_hit());
     *response->mutable_notes() = compiled.notes();
+    *response->mutable_times() = compiled.times();
+    response->set_compiler_version(compiler_version());
 
     // Inputs are made here when they must be checked or meet a value spec;
     // the agent makes the others.

@@ -27,11 +27,14 @@ class CompileResponse;
 class RunRequest;
 class RunResponse;
 class ListAgentsResponse;
+class Device;
 class MeasureRequest;
 class MeasureResponse;
 }  // namespace kiln::v1
 
 namespace kiln::server {
+
+class Tuning;
 
 struct ServiceOptions {
   Limits limits{};
@@ -39,7 +42,8 @@ struct ServiceOptions {
   // used first out); 0 keeps none.
   size_t cache_bytes = size_t{256} << 20;
   // kilnd's data directory: the compile cache's disk entries live under it
-  // (DIR/cache/). Empty: memory only.
+  // (DIR/cache/), and the tuning-record database (DIR/records.db). Empty:
+  // memory only.
   std::string data_dir;
   // Requests compiling at once (0: one per core), and requests that may wait
   // for one of them; a request beyond both is RESOURCE_EXHAUSTED at once.
@@ -98,6 +102,13 @@ class Service {
 
   // The agents Measure uses, once they listen (kilnd starts them after the service).
   void set_fleet(Fleet* fleet);
+  // The device of a connected agent of `key` (waiting a while for one);
+  // UNAVAILABLE, naming the keys there are, when none comes.
+  Status agent_device(const std::string& key, v1::Device* device, const CallOptions& call = {});
+
+  // The tuning jobs and the records database (tuning.h).
+  Tuning& tuning();
+  const Limits& limits() const;
 
   CacheStats cache_stats() const;
 

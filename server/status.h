@@ -13,8 +13,10 @@ enum class Code : uint8_t {
   DeadlineExceeded,
   Cancelled,
   Unauthenticated,
-  Unavailable,  // no agent of the key a job asks for, or every agent that took it was lost
-  Internal,     // a bug in kiln, or a kernel that crashed its runner
+  Unavailable,         // no agent of the key a job asks for, or every agent that took it was lost
+  Internal,            // a bug in kiln, or a kernel that crashed its runner
+  NotFound,            // a tuning job, or a record, that is not there
+  FailedPrecondition,  // refused in the state things are in (resuming a finished job)
 };
 const char* code_name(Code c);  // "OK", "INVALID_ARGUMENT", ...
 

@@ -25,6 +25,7 @@
 #include "kiln/passes.h"
 #include "kiln/run.h"
 #include "kiln/runtime.h"
+#include "kiln/v1/service.pb.h"
 #include "remote.h"
 #include "report.h"
 #include "selection.h"
@@ -407,6 +408,11 @@ int run_measure(const Options& o) {
 
 int run_compile(const Options& o) {
   std::unique_ptr<Remote> remote = remote_of(o);
+  if (o.best && !remote)
+    throw UsageError(o.command,
+                     "--best reads kilnd's tuning records: give --server HOST:PORT (or set "
+                     "KILN_SERVER)");
+  if (o.key && !o.best) throw UsageError(o.command, "--key goes with --best");
   CompileOptions c = compile_options(o);
   spdlog::debug("compile: for {} (cpu '{}', features '{}'), -O{}", c.target.triple, c.target.cpu,
                 c.target.features, c.opt_level);
@@ -421,7 +427,15 @@ int run_compile(const Options& o) {
                                          *o.output, f.name));
         }
         ArtifactBytes a;
-        if (remote) {
+        if (o.best) {
+          // The knobs' values of the fastest record for this target (or key).
+          v1::BestConfigResponse best = remote->best(p);
+          ir::Overrides knobs(best.record().config().begin(), best.record().config().end());
+          fmt::print("best {} on {}: {}: {:.4f} ms, record {} of job {}\n", f.name,
+                     best.record().key(), best.record().config_text(), best.record().median_ms(),
+                     best.record().id(), best.record().job());
+          a = remote->compile(p, knobs);
+        } else if (remote) {
           a = remote->compile(p);
         } else {
           codegen::Artifact local = *compile_logged(f, c, CompileOutput::Artifact).artifact;

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "options.h"
+#include "tuning.h"
 
 namespace {
 
@@ -40,6 +41,10 @@ int run(const kiln::cli::Options& o) {
       return kiln::cli::run_agents(o);
     case Command::Measure:
       return kiln::cli::run_measure(o);
+    case Command::Tune:
+      return kiln::cli::run_tune(o);
+    case Command::Records:
+      return kiln::cli::run_records(o);
     case Command::None:
       break;
   }

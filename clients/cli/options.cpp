@@ -6,6 +6,7 @@
 
 #include <array>
 #include <charconv>
+#include <ctime>
 #include <string_view>
 #include <vector>
 
@@ -15,74 +16,114 @@ namespace kiln::cli {
 namespace {
 
 // One option: its name, whether it takes a value (and what kind, for
-// messages), and which commands accept it.
+// messages), and which commands accept it (a bit each).
 struct OptionSpec {
   std::string_view name;
   std::string_view value;  // empty: a flag
-  bool check, emit, interp, run, compile, agents, measure;
+  uint32_t commands;
 };
 
-constexpr std::array<OptionSpec, 36> kOptions = {{
-    // name            value       check  emit   interp run    compile agents measure
-    {"--func", "NAME", true, true, true, true, true, false, true},
-    {"--graph", "NAME", true, true, true, true, false, false, false},
-    {"--set", "NAME=INT", true, true, true, true, true, false, true},
-    {"--stage", "STAGE", false, true, false, false, false, false, false},
-    {"--no-schedule", "", false, true, true, true, true, false, true},
-    {"--check", "", false, false, true, true, false, false, true},
-    {"--json", "", false, false, true, true, false, true, true},
-    {"--seed", "N", false, false, true, true, false, false, true},
-    {"--verbose", "", true, true, true, true, true, true, true},
-    {"--bench", "", false, false, false, true, false, false, false},
-    {"--repeat", "R", false, false, false, true, false, false, true},
-    {"--number", "N", false, false, false, true, false, false, true},
-    {"--threads", "N", false, false, false, true, false, false, true},
-    {"-O0", "", false, true, false, true, true, false, true},
-    {"-O1", "", false, true, false, true, true, false, true},
-    {"-O2", "", false, true, false, true, true, false, true},
-    {"-O3", "", false, true, false, true, true, false, true},
-    {"--print-after", "PASS", false, true, false, true, true, false, false},
-    {"--time-passes", "", false, true, false, true, true, false, false},
-    {"--disable-pass", "NAME", false, true, false, true, true, false, true},
-    {"--require-pass", "NAME", false, true, false, true, true, false, true},
-    {"--target", "TRIPLE", false, true, false, false, true, false, false},
-    {"--cpu", "NAME", false, true, false, false, true, false, false},
-    {"--features", "FEATURES", false, true, false, false, true, false, false},
-    {"-o", "FILE", false, false, false, false, true, false, false},
-    {"--output", "FILE", false, false, false, false, true, false, false},
-    {"--server", "HOST:PORT", true, true, false, true, true, true, true},
-    {"--token-file", "FILE", true, true, false, true, true, true, true},
-    {"--tls-ca", "FILE", true, true, false, true, true, true, true},
-    {"--tls-cert", "FILE", true, true, false, true, true, true, true},
-    {"--tls-key", "FILE", true, true, false, true, true, true, true},
-    {"--key", "KEY", false, false, false, false, false, false, true},
-    {"--priority", "N", false, false, false, false, false, false, true},
-    {"--min-repeat-ms", "MS", false, false, false, false, false, false, true},
-    {"--time-limit-ms", "MS", false, false, false, false, false, false, true},
-    {"--memory-limit-mb", "MB", false, false, false, false, false, false, true},
+constexpr uint32_t bit(Command c) { return uint32_t{1} << static_cast<int>(c); }
+
+constexpr std::array<OptionSpec, 56> kOptions = {{
+    {"--func", "NAME",
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
+         bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
+         bit(Command::Records)},
+    {"--graph", "NAME",
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run)},
+    {"--set", "NAME=INT",
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
+         bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
+         bit(Command::Records)},
+    {"--stage", "STAGE", bit(Command::Emit)},
+    {"--no-schedule", "",
+     bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) | bit(Command::Compile) |
+         bit(Command::Measure)},
+    {"--check", "", bit(Command::Interp) | bit(Command::Run) | bit(Command::Measure)},
+    {"--json", "",
+     bit(Command::Interp) | bit(Command::Run) | bit(Command::Agents) | bit(Command::Measure) |
+         bit(Command::Tune) | bit(Command::Records)},
+    {"--seed", "N",
+     bit(Command::Interp) | bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
+    {"--verbose", "",
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
+         bit(Command::Compile) | bit(Command::Agents) | bit(Command::Measure) | bit(Command::Tune) |
+         bit(Command::Records)},
+    {"--bench", "", bit(Command::Run)},
+    {"--repeat", "R", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
+    {"--number", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
+    {"--threads", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
+    {"-O0", "",
+     bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
+         bit(Command::Tune)},
+    {"-O1", "",
+     bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
+         bit(Command::Tune)},
+    {"-O2", "",
+     bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
+         bit(Command::Tune)},
+    {"-O3", "",
+     bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
+         bit(Command::Tune)},
+    {"--print-after", "PASS", bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile)},
+    {"--time-passes", "", bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile)},
+    {"--disable-pass", "NAME",
+     bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
+         bit(Command::Tune)},
+    {"--require-pass", "NAME",
+     bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
+         bit(Command::Tune)},
+    {"--target", "TRIPLE", bit(Command::Emit) | bit(Command::Compile) | bit(Command::Records)},
+    {"--cpu", "NAME", bit(Command::Emit) | bit(Command::Compile) | bit(Command::Records)},
+    {"--features", "FEATURES",
+     bit(Command::Emit) | bit(Command::Compile) | bit(Command::Records) | bit(Command::Tune)},
+    {"-o", "FILE", bit(Command::Compile) | bit(Command::Records)},
+    {"--output", "FILE", bit(Command::Compile) | bit(Command::Records)},
+    {"--out", "FILE", bit(Command::Records)},
+    {"--server", "HOST:PORT",
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) |
+         bit(Command::Agents) | bit(Command::Measure) | bit(Command::Tune) | bit(Command::Records)},
+    {"--token-file", "FILE",
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) |
+         bit(Command::Agents) | bit(Command::Measure) | bit(Command::Tune) | bit(Command::Records)},
+    {"--tls-ca", "FILE",
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) |
+         bit(Command::Agents) | bit(Command::Measure) | bit(Command::Tune) | bit(Command::Records)},
+    {"--tls-cert", "FILE",
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) |
+         bit(Command::Agents) | bit(Command::Measure) | bit(Command::Tune) | bit(Command::Records)},
+    {"--tls-key", "FILE",
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) |
+         bit(Command::Agents) | bit(Command::Measure) | bit(Command::Tune) | bit(Command::Records)},
+    {"--key", "KEY",
+     bit(Command::Measure) | bit(Command::Tune) | bit(Command::Records) | bit(Command::Compile)},
+    {"--priority", "N", bit(Command::Measure) | bit(Command::Tune)},
+    {"--min-repeat-ms", "MS", bit(Command::Measure) | bit(Command::Tune)},
+    {"--time-limit-ms", "MS", bit(Command::Measure) | bit(Command::Tune)},
+    {"--memory-limit-mb", "MB", bit(Command::Measure) | bit(Command::Tune)},
+    {"--trials", "N", bit(Command::Tune)},
+    {"--batch", "N", bit(Command::Tune)},
+    {"--early-stop", "N", bit(Command::Tune)},
+    {"--search", "STRATEGY", bit(Command::Tune)},
+    {"--detach", "", bit(Command::Tune)},
+    {"--resume", "JOB", bit(Command::Tune)},
+    {"--cancel", "JOB", bit(Command::Tune)},
+    {"--transfer", "", bit(Command::Tune)},
+    {"--best", "", bit(Command::Compile)},
+    {"--job", "JOB", bit(Command::Records)},
+    {"--name", "NAME", bit(Command::Records)},
+    {"--workload", "HASH", bit(Command::Records)},
+    {"--error", "CLASS", bit(Command::Records)},
+    {"--ok", "", bit(Command::Records)},
+    {"--sort", "ORDER", bit(Command::Records)},
+    {"--limit", "N", bit(Command::Records)},
+    {"--offset", "N", bit(Command::Records)},
+    {"--since", "TIME", bit(Command::Records)},
+    {"--until", "TIME", bit(Command::Records)},
 }};
 
-bool accepts(const OptionSpec& o, Command c) {
-  switch (c) {
-    case Command::Check:
-      return o.check;
-    case Command::Emit:
-      return o.emit;
-    case Command::Interp:
-      return o.interp;
-    case Command::Run:
-      return o.run;
-    case Command::Compile:
-      return o.compile;
-    case Command::Agents:
-      return o.agents;
-    case Command::Measure:
-      return o.measure;
-    case Command::None:
-      return false;
-  }
-  return false;
-}
+bool accepts(const OptionSpec& o, Command c) { return c != Command::None && (o.commands & bit(c)); }
 
 const OptionSpec* find_option(std::string_view name) {
   for (const OptionSpec& o : kOptions) {
@@ -99,10 +140,13 @@ std::optional<Command> command_from_name(std::string_view name) {
   if (name == "compile") return Command::Compile;
   if (name == "agents") return Command::Agents;
   if (name == "measure") return Command::Measure;
+  if (name == "tune") return Command::Tune;
+  if (name == "records") return Command::Records;
   return std::nullopt;
 }
 
-constexpr const char* kCommandList = "check, emit, interp, run, compile, agents or measure";
+constexpr const char* kCommandList =
+    "check, emit, interp, run, compile, agents, measure, tune or records";
 
 bool is_identifier(std::string_view s) {
   auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
@@ -193,6 +237,22 @@ std::string parse_pass_name(Command c, std::string_view option, std::string_view
                                   fmt::join(known, ", ")));
 }
 
+// --since, --until: a UTC date (2026-11-25, 2026-11-25T14:30[:00]) or Unix
+// seconds; the time in Unix milliseconds.
+int64_t parse_time(Command c, std::string_view option, std::string_view text) {
+  if (std::optional<int64_t> seconds = parse_int<int64_t>(text)) return *seconds * 1000;
+  std::tm tm{};
+  std::string t(text);
+  for (const char* format : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"}) {
+    tm = std::tm{};
+    const char* end = strptime(t.c_str(), format, &tm);
+    if (end && *end == '\0') return static_cast<int64_t>(timegm(&tm)) * 1000;
+  }
+  throw UsageError(c, fmt::format("{} '{}': expected a UTC date (2026-11-25, 2026-11-25T14:30) "
+                                  "or Unix seconds",
+                                  option, text));
+}
+
 void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
   Command c = o.command;
   std::string_view name = spec.name;
@@ -224,6 +284,7 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.bench = true;
   } else if (name == "--repeat") {
     o.repeat = parse_count(c, name, value, 1);
+    o.repeat_given = true;
   } else if (name == "--number") {
     o.number = parse_count(c, name, value, 1);
   } else if (name == "--threads") {
@@ -243,9 +304,14 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.target = parse_text(c, name, value, "a target triple such as aarch64-linux-gnu");
   } else if (name == "--cpu") {
     o.cpu = parse_text(c, name, value, "a CPU name such as neoverse-n1");
+  } else if (name == "--features" && c == Command::Tune) {
+    if (value != "knob" && value != "iter")
+      throw UsageError(
+          c, fmt::format("--features '{}': the model's features are knob or iter", value));
+    o.model_features = std::string(value);
   } else if (name == "--features") {
     o.features = parse_text(c, name, value, "CPU features such as +avx2,+fma");
-  } else if (name == "-o" || name == "--output") {
+  } else if (name == "-o" || name == "--output" || name == "--out") {
     o.output = parse_text(c, name, value, "an output file name");
   } else if (name == "--server") {
     o.server = parse_text(c, name, value, "kilnd's address, such as localhost:50051");
@@ -269,6 +335,48 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.time_limit_ms = parse_count(c, name, value, 1);
   } else if (name == "--memory-limit-mb") {
     o.memory_limit_mb = parse_count(c, name, value, 1);
+  } else if (name == "--trials") {
+    o.trials = parse_count(c, name, value, 1);
+  } else if (name == "--batch") {
+    o.batch = parse_count(c, name, value, 1);
+  } else if (name == "--early-stop") {
+    o.early_stop = parse_count(c, name, value, 1);
+  } else if (name == "--search") {
+    if (value != "xgb-rank" && value != "xgb-reg" && value != "random" && value != "grid")
+      throw UsageError(
+          c, fmt::format("--search '{}': expected xgb-rank, xgb-reg, random or grid", value));
+    o.search = std::string(value);
+  } else if (name == "--detach") {
+    o.detach = true;
+  } else if (name == "--resume") {
+    o.resume = parse_count(c, name, value, 1);
+  } else if (name == "--cancel") {
+    o.cancel = parse_count(c, name, value, 1);
+  } else if (name == "--transfer") {
+    o.transfer = true;
+  } else if (name == "--best") {
+    o.best = true;
+  } else if (name == "--job") {
+    o.job = parse_count(c, name, value, 1);
+  } else if (name == "--name") {
+    o.name = parse_text(c, name, value, "an operator's name");
+  } else if (name == "--workload") {
+    o.workload = parse_text(c, name, value, "a workload hash (kiln records jobs shows them)");
+  } else if (name == "--error") {
+    o.error = parse_text(c, name, value, "an error class such as TIMEOUT or RUNTIME_CRASH");
+  } else if (name == "--ok") {
+    o.error = "";
+  } else if (name == "--sort") {
+    if (value != "fastest" && value != "arrival")
+      throw UsageError(c, fmt::format("--sort '{}': expected fastest or arrival", value));
+    o.sort_fastest = value == "fastest";
+  } else if (name == "--limit") {
+    o.limit = parse_count(c, name, value, 1);
+  } else if (name == "--offset") {
+    o.offset = parse_count(c, name, value, 0);
+  } else if (name == "--since" || name == "--until") {
+    int64_t ms = parse_time(c, name, value);
+    (name == "--since" ? o.since_unix_ms : o.until_unix_ms) = ms;
   }
 }
 
@@ -290,6 +398,10 @@ const char* command_name(Command c) {
       return "agents";
     case Command::Measure:
       return "measure";
+    case Command::Tune:
+      return "tune";
+    case Command::Records:
+      return "records";
     case Command::None:
       return "";
   }
@@ -410,8 +522,44 @@ Options parse_command_line(int argc, const char* const* argv) {
                                               o.files.front()));
     return o;
   }
+  if (o.command == Command::Records) {
+    if (o.files.empty())
+      throw UsageError(o.command,
+                       "missing what to do (expected jobs, query, best, export or plot)");
+    o.subcommand = o.files.front();
+    o.files.erase(o.files.begin());
+    const std::string& sub = o.subcommand;
+    if (sub != "jobs" && sub != "query" && sub != "best" && sub != "export" && sub != "plot")
+      throw UsageError(o.command, fmt::format("records {}: expected jobs, query, best, export or "
+                                              "plot",
+                                              sub));
+    if (sub == "best" && o.files.size() != 1 && !o.workload)
+      throw UsageError(o.command, "records best: name one FILE (or --workload HASH)");
+    if (sub != "best" && !o.files.empty())
+      throw UsageError(o.command, fmt::format("records {}: unexpected argument '{}' (filter with "
+                                              "--name, --workload, --job, --key)",
+                                              sub, o.files.front()));
+    if (sub == "plot" && !o.output)
+      throw UsageError(o.command, "records plot: name the picture to write (--out FILE.png)");
+    return o;
+  }
+  if (o.command == Command::Tune && (o.resume || o.cancel)) {
+    if (!o.files.empty())
+      throw UsageError(o.command, fmt::format("unexpected argument '{}': --resume and --cancel "
+                                              "name a job, not a file",
+                                              o.files.front()));
+    if (o.resume && o.cancel) throw UsageError(o.command, "--resume and --cancel: give one");
+    return o;
+  }
   if (o.files.empty()) {
     throw UsageError(o.command, "missing FILE (expected one or more .kiln files)");
+  }
+  if (o.command == Command::Tune && !o.key) {
+    throw UsageError(o.command,
+                     "missing --key (the device class to tune on; `kiln agents` lists them)");
+  }
+  if (o.best && !o.server) {
+    // --server may also come from $KILN_SERVER: checked by the command.
   }
   if (o.command == Command::Measure && !o.key) {
     throw UsageError(o.command,
@@ -486,6 +634,24 @@ std::string synopsis(Command c) {
              "       [--func NAME] [--seed N] [--set NAME=INT]... [-O0..-O3] [--priority N]\n"
              "       [--min-repeat-ms MS] [--time-limit-ms MS] [--memory-limit-mb MB] "
              "[--server HOST:PORT]";
+    case Command::Tune:
+      return "usage: kiln tune FILE --key KEY [--trials N] [--search "
+             "xgb-rank|xgb-reg|random|grid]\n"
+             "       [--features knob|iter] [--batch N] [--early-stop N] [--transfer] [--detach]\n"
+             "       [--func NAME] [--set NAME=INT]... [--seed N] [--repeat R] [--number N]\n"
+             "       [--min-repeat-ms MS] [--threads N] [--time-limit-ms MS] [--memory-limit-mb "
+             "MB]\n"
+             "       [--priority N] [--json] [--server HOST:PORT]\n"
+             "       kiln tune --resume JOB [--trials N] [--detach] | --cancel JOB";
+    case Command::Records:
+      return "usage: kiln records jobs|query|export|plot [--name NAME | --workload HASH] "
+             "[--key KEY] [--job JOB]\n"
+             "       [--ok | --error CLASS] [--since TIME] [--until TIME] [--sort "
+             "fastest|arrival]\n"
+             "       [--limit N] [--offset N] [--json] [--out FILE] [--server HOST:PORT]\n"
+             "       kiln records best FILE [--func NAME] [--set NAME=INT]... [--key KEY | "
+             "--target "
+             "TRIPLE --cpu NAME]";
     case Command::None:
       break;
   }
@@ -597,7 +763,9 @@ std::string help_text(Command c) {
              "metadata (triple, CPU, entry symbol, arguments, hash) beside it as JSON:\n"
              "  ok  matmul: matmul.so and matmul.so.json (aarch64-linux-gnu, 5432 bytes)\n\n"
              "Options:\n"
-             "  -o FILE         the shared object (default: FUNC.so); one func only\n" +
+             "  -o FILE         the shared object (default: FUNC.so); one func only\n"
+             "  --best          the best configuration kilnd recorded for the target (its\n"
+             "                  knob values; --key KEY: of that device class); needs kilnd\n" +
              std::string(target) + pass_options +
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" + common +
              server + exits;
@@ -638,6 +806,54 @@ std::string help_text(Command c) {
              "  --seed N        seed of the random inputs (default 0)\n"
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
              common + server + exits;
+    case Command::Tune:
+      return synopsis(c) +
+             "\n\nTunes the knobs of a func on kilnd's agents of KEY (docs/tuning.md): batches of\n"
+             "points chosen by the search are compiled on kilnd and measured on the agents,\n"
+             "each measurement a record in kilnd's database the moment it arrives. Shows a\n"
+             "progress bar on a terminal (a line a trial otherwise), then the best\n"
+             "configurations. Interrupting it cancels the job (--detach leaves it running);\n"
+             "a job cut short by a stopped kilnd goes on with --resume JOB.\n\nOptions:\n"
+             "  --key KEY       the device class to tune on (required)\n"
+             "  --trials N      points to measure (default 64)\n"
+             "  --search S      xgb-rank (default), xgb-reg, random or grid\n"
+             "  --features F    the cost model's features: knob (default) or iter\n"
+             "  --batch N       points measured at once (default 16)\n"
+             "  --early-stop N  stop after N trials without a better one\n"
+             "  --transfer      start the model from records of the same operator at other\n"
+             "                  shapes on KEY\n"
+             "  --detach        start the job, print its number and return\n"
+             "  --resume JOB    go on with a job that did not finish (more with --trials)\n"
+             "  --cancel JOB    stop a running job\n"
+             "  --set NAME=INT  a param's value, or a knob held fixed (repeatable)\n"
+             "  --repeat R, --number N, --min-repeat-ms MS, --threads N,\n"
+             "  --time-limit-ms MS, --memory-limit-mb MB, --priority N\n"
+             "                  how each point is measured, as for `kiln measure` (default\n"
+             "                  3 rounds of at least 20 ms)\n"
+             "  --json          one JSON object a progress message instead of the bar\n" +
+             std::string(server) + exits;
+    case Command::Records:
+      return synopsis(c) +
+             "\n\nReads kilnd's tuning-record database (docs/records.md):\n"
+             "  jobs    the tuning jobs, newest first\n"
+             "  query   the records that match the filters, a table (--json: JSON lines)\n"
+             "  best    the fastest record of FILE's func (with its --set params) on --key,\n"
+             "          or on the device class whose target is --target/--cpu (default:\n"
+             "          this machine)\n"
+             "  export  the records as JSON lines, to --out FILE or stdout\n"
+             "  plot    best GFLOP/s against trials, a line a job, as a PNG (--out FILE)\n\n"
+             "Options:\n"
+             "  --name NAME     records of the operator called NAME\n"
+             "  --workload HASH records of one workload (an operator at one shape)\n"
+             "  --key KEY, --job JOB\n"
+             "  --ok            only the records that ran; --error CLASS: those that failed so\n"
+             "  --since TIME, --until TIME\n"
+             "                  a UTC date (2026-11-25, 2026-11-25T14:30) or Unix seconds\n"
+             "  --sort ORDER    arrival (default) or fastest\n"
+             "  --limit N       records to show (default 20), --offset N to page\n"
+             "  --json          JSON lines instead of a table\n"
+             "  --out FILE      export, plot: the file to write\n" +
+             std::string(server) + exits;
     case Command::None:
       break;
   }
@@ -652,7 +868,9 @@ std::string help_text(Command c) {
          "           reference, --bench times it\n"
          "  compile  compile into a shared object for any target\n"
          "  agents   list the agents connected to kilnd\n"
-         "  measure  compile on kilnd for an agent's device and time it there\n\n"
+         "  measure  compile on kilnd for an agent's device and time it there\n"
+         "  tune     search a func's knobs on kilnd's agents, every trial recorded\n"
+         "  records  query, export and plot kilnd's tuning records\n\n"
          "Options:\n"
          "  --verbose       debug logs of every stage on stderr\n"
          "  --version       print the version\n"

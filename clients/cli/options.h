@@ -12,7 +12,7 @@
 
 namespace kiln::cli {
 
-enum class Command { None, Check, Emit, Interp, Run, Compile, Agents, Measure };
+enum class Command { None, Check, Emit, Interp, Run, Compile, Agents, Measure, Tune, Records };
 
 // What `emit --stage` prints.
 enum class Stage { Ast, Ir, Schedule, Loops, Llvm, Asm, Graph };
@@ -34,8 +34,9 @@ struct Options {
   bool json = false;           // interp, run --json
   uint64_t seed = 0;           // interp, run --seed
 
-  bool bench = false;            // run --bench
-  int repeat = 5;                // run --repeat: timed repeats
+  bool bench = false;  // run --bench
+  int repeat = 5;      // run --repeat: timed repeats
+  bool repeat_given = false;
   int number = 0;                // run --number: runs per repeat; 0 = from the warm-up run
   std::optional<int> threads;    // run --threads: size of the runtime's thread pool
   int opt_level = 3;             // -O0..-O3: run, compile, emit --stage loops|llvm|asm
@@ -66,6 +67,28 @@ struct Options {
   int min_repeat_ms = 0;           // --min-repeat-ms MS (0: the agent's default)
   int time_limit_ms = 0;           // --time-limit-ms MS (0: kilnd's)
   int memory_limit_mb = 0;         // --memory-limit-mb MB (0: kilnd's)
+
+  // tune (kiln.v1.TuneRequest): --key, --set, --seed and the measure options above too.
+  int trials = 0;                             // --trials N (0: kilnd's default, 64)
+  int batch = 0;                              // --batch N
+  int early_stop = 0;                         // --early-stop N
+  std::optional<std::string> search;          // --search xgb-rank|xgb-reg|random|grid
+  std::optional<std::string> model_features;  // --features knob|iter
+  bool detach = false;                        // --detach: start the job and return
+  bool transfer = false;                      // --transfer: warm-start from other shapes
+  int64_t resume = 0, cancel = 0;             // --resume JOB, --cancel JOB
+
+  // compile --best [--key KEY]: the best recorded configuration (needs kilnd).
+  bool best = false;
+
+  // records jobs|query|best|export|plot, with filters.
+  std::string subcommand;
+  int64_t job = 0;                               // --job JOB
+  std::optional<std::string> name, workload;     // --name NAME, --workload HASH
+  std::optional<std::string> error;              // --error CLASS; --ok: ""
+  bool sort_fastest = false;                     // --sort fastest|arrival
+  int limit = 0, offset = 0;                     // --limit N (0: 20), --offset N
+  int64_t since_unix_ms = 0, until_unix_ms = 0;  // --since, --until
 };
 
 // A command line kiln cannot make sense of. `command` says whose usage to
@@ -85,7 +108,7 @@ class UsageError : public std::runtime_error {
 // funcs exist is for the commands to find out.
 Options parse_command_line(int argc, const char* const* argv);
 
-const char* command_name(Command c);  // "check", ..., "agents", "measure"; "" for None
+const char* command_name(Command c);  // "check", ..., "tune", "records"; "" for None
 const char* stage_name(Stage s);      // "ast", "ir", "schedule", "loops", "llvm", "asm"
 
 // The one-line synopsis of a command (or of kiln for None), for usage errors.

@@ -115,6 +115,10 @@ struct Remote::Impl {
     return w;
   }
 
+  void authorize(grpc::ClientContext& ctx) const {
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  }
+
   // Throws Failure for a failed call; an operator kilnd refused has the
   // offline command's message.
   void expect_ok(const grpc::Status& s) const {
@@ -137,7 +141,7 @@ struct Remote::Impl {
   Response call(Send send) const {
     Response response;
     grpc::ClientContext ctx;
-    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    authorize(ctx);
     expect_ok(send(&ctx, &response));
     if constexpr (requires { response.notes(); }) {
       for (const v1::Diagnostic& d : response.notes()) spdlog::warn("{}", d.text());
@@ -189,6 +193,10 @@ struct Remote::Impl {
         return "RESOURCE_EXHAUSTED";
       case grpc::StatusCode::UNAUTHENTICATED:
         return "UNAUTHENTICATED";
+      case grpc::StatusCode::NOT_FOUND:
+        return "NOT_FOUND";
+      case grpc::StatusCode::FAILED_PRECONDITION:
+        return "FAILED_PRECONDITION";
       case grpc::StatusCode::PERMISSION_DENIED:
         return "PERMISSION_DENIED";
       case grpc::StatusCode::UNIMPLEMENTED:
@@ -273,8 +281,9 @@ GraphTexts Remote::emit_graph(const GraphJob& j, Stage stage) {
   return out;
 }
 
-ArtifactBytes Remote::compile(const Prepared& p) {
+ArtifactBytes Remote::compile(const Prepared& p, const ir::Overrides& knobs) {
   v1::CompileRequest request = impl_->request<v1::CompileRequest>(p);
+  for (const auto& [name, value] : knobs) (*request.mutable_options()->mutable_set())[name] = value;
   v1::CompileResponse response = impl_->call<v1::CompileResponse>(
       [&](auto* ctx, auto* out) { return impl_->stub->Compile(ctx, request, out); });
   spdlog::debug("{}: kilnd {} ({})", p.func.name, response.cache_hit() ? "cache hit" : "compiled",
@@ -362,6 +371,119 @@ Measurement Remote::measure(const Prepared& p) {
   m.tries = response.tries();
   m.cache_hit = response.cache_hit();
   return m;
+}
+
+namespace {
+
+// Reads a stream of progress until it ends or `each` says stop.
+template <typename Reader>
+bool read_progress(Reader& reader, const Remote::ProgressFn& each, grpc::ClientContext& ctx) {
+  v1::TuneProgress p;
+  while (reader->Read(&p)) {
+    if (!each(p)) {
+      ctx.TryCancel();
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void Remote::tune(const Prepared& p, const ProgressFn& each) {
+  const Options& o = impl_->o;
+  v1::TuneRequest request;
+  *request.mutable_op() = Impl::op(p);
+  *request.mutable_options() = impl_->options(p);
+  request.mutable_options()->clear_target();  // the agents'
+  request.set_key(*o.key);
+  request.mutable_runtime_params()->insert(p.runtime_params.begin(), p.runtime_params.end());
+  request.set_trials(o.trials);
+  request.set_batch(o.batch);
+  request.set_early_stop(o.early_stop);
+  request.set_search(o.search.value_or(""));
+  request.set_features(o.model_features.value_or(""));
+  request.set_seed(o.seed);
+  request.set_detach(o.detach);
+  request.set_transfer(o.transfer);
+  request.set_priority(o.priority);
+  v1::MeasureSettings& s = *request.mutable_settings();
+  if (o.repeat_given) s.set_repeat(o.repeat);
+  s.set_number(o.number);
+  s.set_min_repeat_ms(o.min_repeat_ms);
+  s.set_threads(o.threads.value_or(0));
+  s.set_time_limit_ms(o.time_limit_ms);
+  s.set_memory_limit_bytes(static_cast<uint64_t>(o.memory_limit_mb) << 20);
+  grpc::ClientContext ctx;
+  impl_->authorize(ctx);
+  auto reader = impl_->stub->Tune(&ctx, request);
+  if (!read_progress(reader, each, ctx)) return;
+  impl_->expect_ok(reader->Finish());
+}
+
+void Remote::resume(int64_t job, const ProgressFn& each) {
+  v1::ResumeTuneRequest request;
+  request.set_job(job);
+  request.set_trials(impl_->o.trials);
+  request.set_detach(impl_->o.detach);
+  grpc::ClientContext ctx;
+  impl_->authorize(ctx);
+  auto reader = impl_->stub->ResumeTune(&ctx, request);
+  if (!read_progress(reader, each, ctx)) return;
+  impl_->expect_ok(reader->Finish());
+}
+
+v1::CancelTuneResponse Remote::cancel(int64_t job) {
+  v1::CancelTuneRequest request;
+  request.set_job(job);
+  return impl_->call<v1::CancelTuneResponse>(
+      [&](auto* ctx, auto* out) { return impl_->stub->CancelTune(ctx, request, out); });
+}
+
+v1::ListJobsResponse Remote::jobs(const v1::ListJobsRequest& r) {
+  return impl_->call<v1::ListJobsResponse>(
+      [&](auto* ctx, auto* out) { return impl_->stub->ListJobs(ctx, r, out); });
+}
+
+v1::QueryRecordsResponse Remote::query(const v1::QueryRecordsRequest& r) {
+  return impl_->call<v1::QueryRecordsResponse>(
+      [&](auto* ctx, auto* out) { return impl_->stub->QueryRecords(ctx, r, out); });
+}
+
+v1::BestConfigResponse Remote::best(const Prepared& p) {
+  v1::BestConfigRequest request;
+  *request.mutable_op() = Impl::op(p);
+  *request.mutable_options() = impl_->options(p);
+  if (impl_->o.key) {
+    request.set_key(*impl_->o.key);
+  } else {
+    const Options& o = impl_->o;
+    Target t = Target::named(o.target.value_or(""), o.cpu.value_or(""), o.features.value_or(""));
+    v1::Target* w = request.mutable_options()->mutable_target();
+    w->set_triple(t.triple);
+    w->set_cpu(t.cpu);
+    w->set_features(t.features);
+  }
+  return impl_->call<v1::BestConfigResponse>(
+      [&](auto* ctx, auto* out) { return impl_->stub->BestConfig(ctx, request, out); });
+}
+
+v1::BestConfigResponse Remote::best(const std::string& workload) {
+  v1::BestConfigRequest request;
+  request.set_workload(workload);
+  request.set_key(impl_->o.key.value_or(""));
+  return impl_->call<v1::BestConfigResponse>(
+      [&](auto* ctx, auto* out) { return impl_->stub->BestConfig(ctx, request, out); });
+}
+
+void Remote::export_records(const v1::ExportRecordsRequest& r,
+                            const std::function<void(const std::string& lines)>& each) {
+  grpc::ClientContext ctx;
+  impl_->authorize(ctx);
+  auto reader = impl_->stub->ExportRecords(&ctx, r);
+  v1::ExportRecordsChunk chunk;
+  while (reader->Read(&chunk)) each(chunk.lines());
+  impl_->expect_ok(reader->Finish());
 }
 
 }  // namespace kiln::cli

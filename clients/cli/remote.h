@@ -4,6 +4,7 @@
 // output is the same either way.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +14,17 @@
 #include "options.h"
 #include "report.h"
 #include "selection.h"
+
+namespace kiln::v1 {
+class TuneProgress;
+class CancelTuneResponse;
+class ListJobsRequest;
+class ListJobsResponse;
+class QueryRecordsRequest;
+class QueryRecordsResponse;
+class BestConfigResponse;
+class ExportRecordsRequest;
+}  // namespace kiln::v1
 
 namespace kiln::cli {
 
@@ -46,7 +58,8 @@ class Remote {
   void check(const Prepared& p);
   // The text `kiln emit --stage` prints for p's func.
   std::string emit(const Prepared& p, Stage stage);
-  ArtifactBytes compile(const Prepared& p);
+  // `knobs`: values given beside the command line's (compile --best).
+  ArtifactBytes compile(const Prepared& p, const ir::Overrides& knobs = {});
   InterpResult run(const Prepared& p);
 
   // The same for a graph of a file.
@@ -57,6 +70,23 @@ class Remote {
   // kilnd's agents, and a func measured on one of key o.key.
   std::vector<AgentRow> agents();
   Measurement measure(const Prepared& p);
+
+  // Tuning (tuning.cpp prints it): a job's progress, message by message,
+  // until it ends (or until `each` returns false: the call is dropped,
+  // which cancels a job not started with --detach).
+  using ProgressFn = std::function<bool(const v1::TuneProgress&)>;
+  void tune(const Prepared& p, const ProgressFn& each);
+  void resume(int64_t job, const ProgressFn& each);
+  v1::CancelTuneResponse cancel(int64_t job);
+  // The records database.
+  v1::ListJobsResponse jobs(const v1::ListJobsRequest& r);
+  v1::QueryRecordsResponse query(const v1::QueryRecordsRequest& r);
+  // The best record of p's func (its --set params) on o.key, or on the
+  // device class whose target is the command line's (this machine's).
+  v1::BestConfigResponse best(const Prepared& p);
+  v1::BestConfigResponse best(const std::string& workload);
+  void export_records(const v1::ExportRecordsRequest& r,
+                      const std::function<void(const std::string& lines)>& each);
 
  private:
   struct Impl;

@@ -299,7 +299,8 @@ TEST(CliUsage, UnknownCommandIsNamed) {
   Result r = kiln({"frobnicate", data("matmul_small.kiln")});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(Contains(r.err, "unknown command 'frobnicate'"));
-  EXPECT_TRUE(Contains(r.err, "check, emit, interp, run, compile, agents or measure"));
+  EXPECT_TRUE(
+      Contains(r.err, "check, emit, interp, run, compile, agents, measure, tune or records"));
 }
 
 TEST(CliUsage, AgentsAndMeasureNeedKilndAndMeasureAKey) {

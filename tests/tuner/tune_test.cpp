@@ -87,9 +87,15 @@ TEST_F(TuneTest, EveryTrialIsARecordAndTheBestIsOneQueryAway) {
   SyntheticMeasurer m;
   TuneSettings settings;
   settings.trials = 64;
-  std::vector<int> seen_progress;
-  TuneProgress p = tune(space, m, *store_, workload_, "x86", settings, 0,
-                        [&](const TuneProgress& now) { seen_progress.push_back(now.trials); });
+  std::vector<int> seen_progress;   // after each batch and at the end
+  std::vector<int> trial_progress;  // after each trial, with the trial
+  TuneProgress p =
+      tune(space, m, *store_, workload_, "x86", settings, 0, [&](const TuneProgress& now) {
+        (now.last ? trial_progress : seen_progress).push_back(now.trials);
+        if (now.last) {
+          EXPECT_EQ(count(now.job), now.trials);
+        }
+      });
   EXPECT_TRUE(p.done);
   EXPECT_EQ(p.stopped, "trials");
   EXPECT_EQ(p.trials, 64);
@@ -97,6 +103,8 @@ TEST_F(TuneTest, EveryTrialIsARecordAndTheBestIsOneQueryAway) {
   EXPECT_EQ(count(p.job), 64);
   EXPECT_EQ(store_->job(p.job)->state, records::JobState::Done);
   EXPECT_EQ(seen_progress, (std::vector<int>{16, 32, 48, 64}));
+  ASSERT_EQ(trial_progress.size(), 64u);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(trial_progress[static_cast<size_t>(i)], i + 1);
   std::optional<records::Record> best = store_->best("wl-hash", "x86");
   ASSERT_TRUE(best && p.best);
   EXPECT_EQ(best->config, p.best->point);

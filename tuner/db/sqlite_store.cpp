@@ -206,6 +206,13 @@ class SqliteStore : public RecordStore {
     s.bind(1, t.key).bind(2, t.triple).bind(3, t.cpu).bind(4, t.features).bind(5, now_unix_ms());
     s.step();
   }
+  std::vector<Target> targets() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement s(db_, "SELECT key, triple, cpu, features FROM targets ORDER BY key", path_);
+    std::vector<Target> out;
+    while (s.step()) out.push_back(Target{s.text(0), s.text(1), s.text(2), s.text(3)});
+    return out;
+  }
   std::optional<Workload> workload(const std::string& hash) override {
     std::lock_guard<std::mutex> lock(mu_);
     Statement s(db_, "SELECT hash, name, definition FROM workloads WHERE hash = ?", path_);
@@ -322,6 +329,7 @@ class SqliteStore : public RecordStore {
   static std::string where(const Query& q) {
     std::vector<std::string> terms;
     if (q.workload) terms.push_back("workload = ?");
+    if (q.name) terms.push_back("workload IN (SELECT hash FROM workloads WHERE name = ?)");
     if (q.key) terms.push_back("key = ?");
     if (q.job) terms.push_back("job = ?");
     if (q.since_unix_ms) terms.push_back("unix_ms >= ?");
@@ -335,6 +343,7 @@ class SqliteStore : public RecordStore {
   static int bind_where(Statement& s, const Query& q) {
     int i = 1;
     if (q.workload) s.bind(i++, *q.workload);
+    if (q.name) s.bind(i++, *q.name);
     if (q.key) s.bind(i++, *q.key);
     if (q.job) s.bind(i++, *q.job);
     if (q.since_unix_ms) s.bind(i++, *q.since_unix_ms);
@@ -393,6 +402,8 @@ void check_existing(sqlite3* db, const std::string& path) {
 int sqlite_schema_version() { return kSchema; }
 
 std::unique_ptr<RecordStore> open_sqlite_store(const std::string& path) {
+  if (path.empty())
+    throw RecordsError("records database: no file named (\":memory:\" for one in memory)");
   std::error_code ec;
   bool existed = std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) > 0;
   sqlite3* db = nullptr;
@@ -435,7 +446,7 @@ std::unique_ptr<RecordStore> open_sqlite_store(const std::string& path) {
           "records database {}: a SQLite database that kiln did not make (it has tables and no "
           "kiln schema version); kiln left it as it is",
           path));
-    if (scalar(db, path, "PRAGMA journal_mode=WAL") != "wal")
+    if (path != kInMemory && scalar(db, path, "PRAGMA journal_mode=WAL") != "wal")
       throw RecordsError(fmt::format("records database {}: cannot use write-ahead logging", path));
     exec(db, path, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON", "settings");
     // Up to date, one version a transaction; IMMEDIATE so that two processes

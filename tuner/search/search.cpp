@@ -38,6 +38,21 @@ struct Searcher::Impl {
   std::vector<uint64_t> measured_index;
   std::optional<std::pair<Config, double>> best;
   int64_t since_improvement = 0;
+  FeatureRows warm_rows;  // transfer: other shapes' points, and their relative costs
+  std::vector<double> warm_cost;
+
+  // Trains on this search's measurements and the warm-start rows, those
+  // scaled to this search's best; not before min_trained measurements are in
+  // unless there are warm-start rows.
+  void fit() {
+    if (static_cast<int>(measured_cost.size()) < options.min_trained && warm_rows.empty()) return;
+    FeatureRows rows = measured_rows;
+    std::vector<double> cost = measured_cost;
+    double scale = best ? best->second : 1.0;
+    rows.insert(rows.end(), warm_rows.begin(), warm_rows.end());
+    for (double c : warm_cost) cost.push_back(c * scale);
+    model.fit(rows, cost);
+  }
 
   Impl(const Space& s, SearchOptions o, FeatureFn f)
       : space(s), options(o), features(std::move(f)), rng(o.seed), model(o.loss, o.seed) {}
@@ -134,7 +149,8 @@ struct Searcher::Impl {
   }
 
   void model_batch(int n, std::vector<Config>& out) {
-    if (!model.trained() || static_cast<int>(measured_cost.size()) < options.min_trained) {
+    if (!model.trained() ||
+        (static_cast<int>(measured_cost.size()) < options.min_trained && warm_rows.empty())) {
       random_batch(n, out);
       return;
     }
@@ -184,9 +200,29 @@ void Searcher::update(const std::vector<Config>& points, const std::vector<doubl
       ++s.since_improvement;
     }
   }
-  if (s.options.strategy == Strategy::Model &&
-      static_cast<int>(s.measured_cost.size()) >= s.options.min_trained)
-    s.model.fit(s.measured_rows, s.measured_cost);
+  if (s.options.strategy == Strategy::Model) s.fit();
+}
+
+void Searcher::warm_start(const std::vector<Config>& points,
+                          const std::vector<double>& relative_cost) {
+  Impl& s = *impl_;
+  const std::vector<KnobDef>& knobs = s.space.knobs();
+  for (size_t i = 0; i < points.size() && i < relative_cost.size(); ++i) {
+    bool fits = true;
+    for (size_t k = 0; k < knobs.size() && fits; ++k) {
+      for (const std::string& n : knobs[k].names) {
+        auto it = points[i].find(n);
+        fits = fits && it != points[i].end();
+        if (fits &&
+            (knobs[k].kind == KnobDef::Kind::Tag || knobs[k].kind == KnobDef::Kind::Reorder))
+          fits = it->second >= 0 && static_cast<uint64_t>(it->second) < s.space.choices(k);
+      }
+    }
+    if (!fits) continue;
+    s.warm_rows.push_back(s.features(s.space, points[i]));
+    s.warm_cost.push_back(relative_cost[i]);
+  }
+  if (s.options.strategy == Strategy::Model) s.fit();
 }
 
 const std::map<std::string, int64_t>& Searcher::rejected() const { return impl_->rejected; }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -53,8 +54,21 @@ TuneProgress tune(const Space& space, Measurer& measurer, records::RecordStore& 
                   const std::function<bool()>& cancelled) {
   auto start = std::chrono::steady_clock::now();
   Searcher search(space, settings.search);
+  if (!settings.warm_points.empty()) search.warm_start(settings.warm_points, settings.warm_cost);
   TuneProgress p;
   p.target = settings.trials;
+  int trials_before = 0;                   // measured by earlier runs of the job
+  std::map<std::string, int64_t> illegal;  // points the Measurer refused, by reason
+  auto rejected = [&] {
+    std::map<std::string, int64_t> all = search.rejected();
+    for (const auto& [why, n] : illegal) all[why] += n;
+    return all;
+  };
+  auto timing = [&] {
+    p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    int run = p.trials - trials_before;
+    p.eta_s = run > 0 ? p.elapsed_s / run * std::max(0, settings.trials - p.trials) : 0;
+  };
   auto note = [&](const Trial& t) {
     ++p.trials;
     if (!t.error.empty()) {
@@ -88,12 +102,15 @@ TuneProgress tune(const Space& space, Measurer& measurer, records::RecordStore& 
       costs.push_back(cost_of(t));
     }
     search.update(points, costs);
+    trials_before = p.trials;
   }
 
   auto finish = [&](const char* why, records::JobState state) {
     p.done = true;
     p.stopped = why;
-    p.rejected = search.rejected();
+    p.rejected = rejected();
+    p.last.reset();
+    timing();
     p.eta_s = 0;
     store.finish_job(p.job, state);
     if (progress) progress(p);
@@ -112,6 +129,10 @@ TuneProgress tune(const Space& space, Measurer& measurer, records::RecordStore& 
     std::vector<double> costs;
     measurer.measure(batch, [&](const Trial& t) {
       std::lock_guard<std::mutex> lock(mu);
+      if (!t.rejected.empty()) {
+        ++illegal[t.rejected];
+        return;
+      }
       records::Record r;
       r.job = p.job;
       r.workload = workload.hash;
@@ -129,13 +150,17 @@ TuneProgress tune(const Space& space, Measurer& measurer, records::RecordStore& 
       note(t);
       measured.push_back(t.point);
       costs.push_back(cost_of(t));
+      if (progress) {
+        p.last = t;
+        p.rejected = rejected();
+        timing();
+        progress(p);
+        p.last.reset();
+      }
     });
     search.update(measured, costs);
-    double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    p.elapsed_s = elapsed;
-    p.rejected = search.rejected();
-    p.eta_s = p.trials > 0 ? elapsed / p.trials * (settings.trials - p.trials) : 0;
+    p.rejected = rejected();
+    timing();
     if (progress && p.trials < settings.trials) progress(p);
   }
   return finish("trials", records::JobState::Done);

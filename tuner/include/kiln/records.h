@@ -66,6 +66,7 @@ struct Record {
 // Which records, in which order, which page.
 struct Query {
   std::optional<std::string> workload, key;
+  std::optional<std::string> name;  // the workloads of an operator, by its name
   std::optional<int64_t> job;
   std::optional<int64_t> since_unix_ms, until_unix_ms;  // [since, until)
   std::optional<std::string> error;                     // "" for the records that ran
@@ -88,6 +89,7 @@ class RecordStore {
   virtual void put_workload(const Workload& w) = 0;
   virtual void put_target(const Target& t) = 0;
   virtual std::optional<Workload> workload(const std::string& hash) = 0;
+  virtual std::vector<Target> targets() = 0;  // by key
 
   // A new job (its id), running; its workload must be there.
   virtual int64_t start_job(const Job& j) = 0;
@@ -110,11 +112,13 @@ class RecordStore {
   virtual std::optional<Record> best(const std::string& workload, const std::string& key) = 0;
 };
 
-// The SQLite store in the file `path`, created when missing, its schema
+// The SQLite store in the file `path` (kInMemory: one in memory, gone when
+// closed), created when missing, its schema
 // brought up to date. Throws RecordsError, naming the file, when it cannot be
 // opened, is not a kiln records database, is damaged or truncated, or comes
 // from a newer kiln; such a file is left exactly as it was.
 std::unique_ptr<RecordStore> open_sqlite_store(const std::string& path);
+inline constexpr const char* kInMemory = ":memory:";
 // The schema version this kiln writes.
 int sqlite_schema_version();
 

@@ -50,6 +50,12 @@ class Searcher {
   // failed): those proposed, or measured before (a resumed job), which are
   // then never proposed. The model is retrained on everything measured.
   void update(const std::vector<Config>& points, const std::vector<double>& cost);
+  // Transfer: what points cost on the same operator at other shapes (relative
+  // to the best there, 1 the best). The model learns them, beside this
+  // search's own measurements (scaled so that the best of both agree); they
+  // are not measurements of this space and are still proposed. Points that
+  // lack a knob of this space, or name a choice it does not have, are left out.
+  void warm_start(const std::vector<Config>& points, const std::vector<double>& relative_cost);
 
   // Points rejected by a constraint, by the constraint's text.
   const std::map<std::string, int64_t>& rejected() const;

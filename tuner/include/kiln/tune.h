@@ -31,6 +31,9 @@ struct Trial {
   int64_t flops = 0;  // a call's floating-point operations, 0 when unknown
   std::string agent;
   std::string compiler_version;
+  // Set when the point was refused before anything measured it (its schedule
+  // is illegal): counted under this reason, never recorded, not a trial.
+  std::string rejected;
 };
 
 // Compiles and measures points. measure() reports each point of the batch
@@ -48,7 +51,11 @@ struct TuneSettings {
   int batch = 16;      // points proposed at once
   int early_stop = 0;  // stop after this many trials without a better one (0: never)
   SearchOptions search;
-  std::string json() const;  // as the job's row keeps them
+  // Transfer: points measured on the same operator at other shapes, and
+  // their cost relative to the best there (Searcher::warm_start).
+  std::vector<Config> warm_points;
+  std::vector<double> warm_cost;
+  std::string json() const;  // the settings above but the warm start, as JSON
 };
 
 struct TuneProgress {
@@ -58,13 +65,15 @@ struct TuneProgress {
   double best_gflops = 0;                   // of the best, when its flops are known
   std::map<std::string, int64_t> errors;    // failed trials by class
   std::map<std::string, int64_t> rejected;  // points refused before compiling, by constraint
-  double elapsed_s = 0, eta_s = 0;
+  std::optional<Trial> last;                // the trial just reported (none at a batch's end)
+  double elapsed_s = 0, eta_s = 0;          // of this run of the job
   bool done = false;
   std::string stopped;  // when done: "trials", "early stop", "space exhausted", "cancelled"
 };
 
 // Runs (job 0: starts; else resumes) the tuning job of `workload` on device
-// class `key`. `progress` is called after every batch and at the end;
+// class `key`. `progress` is called after every trial (from the thread that
+// reported it, one call at a time), after every batch and at the end;
 // `cancelled` is asked between batches. Returns the final progress; throws
 // what the Measurer or the store throws (the job stays running in the
 // store, to be resumed).

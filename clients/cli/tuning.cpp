@@ -1,0 +1,473 @@
+// `kiln tune` and `kiln records`: kilnd's tuning jobs and its record
+// database, as a person reads them (a progress bar, tables) or as JSON.
+#include "tuning.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "kiln/json.h"
+#include "kiln/records.h"
+#include "kiln/v1/service.pb.h"
+#include "remote.h"
+#include "selection.h"
+
+namespace kiln::cli {
+namespace {
+
+std::unique_ptr<Remote> need_remote(const Options& o, const char* what) {
+  if (!o.server)
+    throw UsageError(o.command,
+                     fmt::format("{} kilnd's: give --server HOST:PORT (or set KILN_SERVER)", what));
+  return std::make_unique<Remote>(o);
+}
+
+std::string proto_json(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions p;
+  p.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, p);
+  return out;
+}
+
+// A record as docs/records.md writes it.
+std::string record_line(const v1::TuningRecord& w) {
+  records::Record r;
+  r.id = w.id();
+  r.job = w.job();
+  r.workload = w.workload();
+  r.key = w.key();
+  r.config = records::Config(w.config().begin(), w.config().end());
+  r.round_ms.assign(w.round_ms().begin(), w.round_ms().end());
+  r.median_ms = w.median_ms();
+  r.error = w.error();
+  r.message = w.message();
+  r.compile_ms = w.compile_ms();
+  r.flops = w.flops();
+  r.compiler_version = w.compiler_version();
+  r.agent = w.agent();
+  r.unix_ms = w.unix_ms();
+  return records::record_json(r);
+}
+
+std::string duration(double s) {
+  if (s < 60) return fmt::format("{:.0f}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  return fmt::format("{}h{:02}m", static_cast<int>(s) / 3600, static_cast<int>(s) % 3600 / 60);
+}
+
+std::string utc(int64_t unix_ms) {
+  if (unix_ms == 0) return "-";
+  std::time_t t = unix_ms / 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm);
+  return text;
+}
+
+std::string timing(const v1::TuningRecord& r) {
+  if (!r.error().empty()) return r.error();
+  std::string out = fmt::format("{:.4f} ms", r.median_ms());
+  if (r.gflops() > 0) out += fmt::format(" ({:.1f} GFLOP/s)", r.gflops());
+  return out;
+}
+
+std::string counts(const google::protobuf::Map<std::string, int64_t>& m) {
+  std::map<std::string, int64_t> sorted(m.begin(), m.end());
+  std::vector<std::string> parts;
+  for (const auto& [what, n] : sorted) parts.push_back(fmt::format("{} {}", what, n));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+int64_t total(const google::protobuf::Map<std::string, int64_t>& m) {
+  int64_t n = 0;
+  for (const auto& [what, k] : m) n += k;
+  return n;
+}
+
+// The progress of a job as a person follows it: a bar redrawn on a
+// terminal, a line a trial otherwise.
+class ProgressView {
+ public:
+  explicit ProgressView(const Options& o) : o_(o), tty_(isatty(STDOUT_FILENO) == 1) {}
+
+  bool show(const v1::TuneProgress& p) {
+    if (o_.json) {
+      fmt::print("{}\n", proto_json(p));
+      std::fflush(stdout);
+      return !o_.detach;
+    }
+    if (!started_) {
+      started_ = true;
+      fmt::print("tuning job {}: {} on {} ({} search, {} points in the space, {} trials{})\n",
+                 p.job(), p.name(), p.key(), p.search(), p.space_size(), p.target(),
+                 p.trials() > 0 ? fmt::format(", {} measured before", p.trials()) : "");
+      if (o_.detach) {
+        fmt::print(
+            "detached: follow it with `kiln tune --resume {}`, stop it with `kiln tune "
+            "--cancel {}`\n",
+            p.job(), p.job());
+        return false;
+      }
+    }
+    last_ = p;
+    if (p.done()) {
+      if (tty_) fmt::print("\r\x1b[K");
+      return true;
+    }
+    if (tty_) {
+      draw_bar(p);
+    } else if (p.has_last()) {
+      fmt::print("trial {}/{}: {}: {}{}\n", p.trials(), p.target(), p.last().config_text(),
+                 timing(p.last()),
+                 p.has_best() ? fmt::format("; best {}", timing(p.best())) : std::string());
+    }
+    std::fflush(stdout);
+    return true;
+  }
+
+  const std::optional<v1::TuneProgress>& last() const { return last_; }
+
+ private:
+  void draw_bar(const v1::TuneProgress& p) {
+    winsize ws{};
+    int width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 100;
+    constexpr int kBar = 24;
+    int filled = p.target() > 0 ? std::min(kBar, kBar * p.trials() / p.target()) : 0;
+    std::string line = fmt::format("{:>4}/{} [{}{}] best {}", p.trials(), p.target(),
+                                   std::string(filled, '#'), std::string(kBar - filled, '.'),
+                                   p.has_best() ? timing(p.best()) : std::string("-"));
+    if (int64_t e = total(p.errors())) line += fmt::format("  errors {}", e);
+    if (int64_t r = total(p.rejected())) line += fmt::format("  rejected {}", r);
+    if (p.eta_s() > 0) line += "  ETA " + duration(p.eta_s());
+    if (static_cast<int>(line.size()) >= width) line.resize(static_cast<size_t>(width - 1));
+    fmt::print("\r{}\x1b[K", line);
+  }
+
+  const Options& o_;
+  bool tty_;
+  bool started_ = false;
+  std::optional<v1::TuneProgress> last_;
+};
+
+// The end of a job: why it stopped, its best configurations, what failed.
+int print_summary(Remote& remote, const Options& o, const v1::TuneProgress& p,
+                  const std::string& file) {
+  if (o.json) return p.done() && p.stopped() != "cancelled" ? 0 : 1;
+  fmt::print("tuning job {} {}: {} trials in {}\n", p.job(),
+             p.stopped() == "trials" ? "done" : "stopped (" + p.stopped() + ")", p.trials(),
+             duration(p.elapsed_s()));
+  v1::QueryRecordsRequest q;
+  q.mutable_filter()->set_job(p.job());
+  q.mutable_filter()->set_error("");
+  q.set_order(v1::QueryRecordsRequest::FASTEST);
+  q.set_limit(5);
+  v1::QueryRecordsResponse best = remote.query(q);
+  if (best.records_size() > 0) {
+    fmt::print("  {:>4}  {:>12}  {:>10}  {}\n", "RANK", "MEDIAN MS", "GFLOP/S", "CONFIG");
+    int rank = 0;
+    for (const v1::TuningRecord& r : best.records())
+      fmt::print("  {:>4}  {:>12.4f}  {:>10.1f}  {}\n", ++rank, r.median_ms(), r.gflops(),
+                 r.config_text());
+  } else {
+    fmt::print("  no configuration ran\n");
+  }
+  if (total(p.errors()) > 0) fmt::print("  failed: {}\n", counts(p.errors()));
+  if (total(p.rejected()) > 0)
+    fmt::print("  rejected before measuring: {}\n", counts(p.rejected()));
+  if (best.records_size() > 0 && !file.empty())
+    fmt::print("compile the best: kiln compile {} --best --key {}\n", file, p.key());
+  return p.stopped() == "cancelled" ? 1 : 0;
+}
+
+}  // namespace
+
+namespace {
+
+int tune(Remote& remote_ref, const Options& o) {
+  Remote* remote = &remote_ref;
+  if (o.cancel) {
+    v1::CancelTuneResponse r = remote->cancel(o.cancel);
+    if (o.json) {
+      fmt::print("{}\n", proto_json(r.job()));
+    } else {
+      fmt::print("tuning job {}: {} ({} records)\n", r.job().id(), r.job().state(),
+                 r.job().records());
+    }
+    return 0;
+  }
+  ProgressView view(o);
+  auto each = [&](const v1::TuneProgress& p) { return view.show(p); };
+  std::string file;
+  if (o.resume) {
+    remote->resume(o.resume, each);
+  } else {
+    int status = for_each_func(
+        o,
+        [&](const Prepared& p, bool many) {
+          if (many)
+            throw CompileError(ErrorStage::Validate, SourceLoc{p.file, 0, 0},
+                               "kiln tune tunes one func at a time; choose one with --func");
+          file = p.file;
+          remote->tune(p, each);
+          return true;
+        },
+        print_error);
+    if (status != 0) return status;
+  }
+  if (o.detach || !view.last()) return 0;
+  return print_summary(*remote, o, *view.last(), file);
+}
+
+}  // namespace
+
+int run_tune(const Options& o) {
+  std::unique_ptr<Remote> remote = need_remote(o, "tuning is");
+  try {
+    return tune(*remote, o);
+  } catch (const Failure& f) {
+    std::fflush(stdout);
+    fmt::print(stderr, "\n{}\n", f.what());
+    return 1;
+  }
+}
+
+namespace {
+
+v1::RecordFilter filter_of(const Options& o) {
+  v1::RecordFilter f;
+  if (o.name) f.set_name(*o.name);
+  if (o.workload) f.set_workload(*o.workload);
+  if (o.key) f.set_key(*o.key);
+  f.set_job(o.job);
+  f.set_since_unix_ms(o.since_unix_ms);
+  f.set_until_unix_ms(o.until_unix_ms);
+  if (o.error) f.set_error(*o.error);
+  return f;
+}
+
+int records_jobs(Remote& remote, const Options& o) {
+  v1::ListJobsRequest r;
+  if (o.name) r.set_name(*o.name);
+  if (o.workload) r.set_workload(*o.workload);
+  r.set_limit(o.limit > 0 ? o.limit : 20);
+  v1::ListJobsResponse jobs = remote.jobs(r);
+  if (o.json) {
+    for (const v1::TuningJob& j : jobs.jobs()) fmt::print("{}\n", proto_json(j));
+    return 0;
+  }
+  if (jobs.jobs_size() == 0) {
+    fmt::print("no tuning jobs\n");
+    return 0;
+  }
+  fmt::print("{:>5}  {:<16} {:<12} {:<11} {:>7}  {:<19}  {}\n", "JOB", "NAME", "KEY", "STATE",
+             "RECORDS", "STARTED (UTC)", "WORKLOAD");
+  for (const v1::TuningJob& j : jobs.jobs()) {
+    std::string state = j.state() == "running" && !j.live() ? "interrupted" : j.state();
+    fmt::print("{:>5}  {:<16} {:<12} {:<11} {:>7}  {:<19}  {}\n", j.id(), j.name(), j.key(), state,
+               j.records(), utc(j.started_unix_ms()), j.workload().substr(0, 12));
+  }
+  return 0;
+}
+
+int records_query(Remote& remote, const Options& o) {
+  v1::QueryRecordsRequest r;
+  *r.mutable_filter() = filter_of(o);
+  r.set_order(o.sort_fastest ? v1::QueryRecordsRequest::FASTEST : v1::QueryRecordsRequest::ARRIVAL);
+  r.set_offset(o.offset);
+  r.set_limit(o.limit > 0 ? o.limit : 20);
+  v1::QueryRecordsResponse page = remote.query(r);
+  if (o.json) {
+    for (const v1::TuningRecord& rec : page.records()) fmt::print("{}\n", record_line(rec));
+    return 0;
+  }
+  fmt::print("{:>6} {:>4}  {:<10} {:>12} {:>9}  {:<16}  {:<19}  {}\n", "ID", "JOB", "KEY",
+             "MEDIAN MS", "GFLOP/S", "ERROR", "WHEN (UTC)", "CONFIG");
+  for (const v1::TuningRecord& rec : page.records()) {
+    fmt::print("{:>6} {:>4}  {:<10} {:>12} {:>9}  {:<16}  {:<19}  {}\n", rec.id(), rec.job(),
+               rec.key(), rec.error().empty() ? fmt::format("{:.4f}", rec.median_ms()) : "-",
+               rec.gflops() > 0 ? fmt::format("{:.1f}", rec.gflops()) : "-",
+               rec.error().empty() ? "-" : rec.error(), utc(rec.unix_ms()), rec.config_text());
+  }
+  int64_t shown_to = o.offset + page.records_size();
+  fmt::print("{} of {} records{}\n", page.records_size(), page.total(),
+             page.next_offset() > 0 ? fmt::format(" (more: --offset {})", shown_to) : "");
+  return 0;
+}
+
+int print_best(const v1::BestConfigResponse& b, const Options& o, const std::string& what) {
+  if (o.json) {
+    fmt::print("{}\n", record_line(b.record()));
+    return 0;
+  }
+  const v1::TuningRecord& r = b.record();
+  fmt::print("best {} on {} ({}{}): {}: {}, record {} of job {}\n", what, r.key(),
+             b.target().triple(), b.target().cpu().empty() ? "" : ", " + b.target().cpu(),
+             r.config_text(), timing(r), r.id(), r.job());
+  return 0;
+}
+
+int records_best(Remote& remote, const Options& o) {
+  if (o.files.empty()) return print_best(remote.best(*o.workload), o, o.workload->substr(0, 12));
+  return for_each_func(
+      o,
+      [&](const Prepared& p, bool) {
+        print_best(remote.best(p), o, p.func.name);
+        return true;
+      },
+      print_error);
+}
+
+int records_export(Remote& remote, const Options& o) {
+  v1::ExportRecordsRequest r;
+  *r.mutable_filter() = filter_of(o);
+  std::ofstream file;
+  if (o.output) {
+    file.open(*o.output, std::ios::binary | std::ios::trunc);
+    if (!file) throw Failure(fmt::format("kiln records export: cannot write {}", *o.output));
+  }
+  int64_t lines = 0;
+  remote.export_records(r, [&](const std::string& chunk) {
+    lines += std::count(chunk.begin(), chunk.end(), '\n');
+    if (o.output) {
+      file << chunk;
+    } else {
+      fmt::print("{}", chunk);
+    }
+  });
+  if (o.output) {
+    file.close();
+    if (!file) throw Failure(fmt::format("kiln records export: cannot write {}", *o.output));
+    fmt::print(stderr, "{} records written to {}\n", lines, *o.output);
+  }
+  return 0;
+}
+
+// Draws the curves with matplotlib (python3-matplotlib), from a JSON file of
+// {"title", "ylabel", "jobs": [{"label", "y": [...]}]}.
+constexpr const char* kPlotScript = R"py(
+import json, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+data = json.load(open(sys.argv[1]))
+fig, ax = plt.subplots(figsize=(8, 5))
+for job in data["jobs"]:
+    ax.plot(range(1, len(job["y"]) + 1), job["y"], label=job["label"])
+ax.set_xlabel("trials")
+ax.set_ylabel(data["ylabel"])
+ax.set_title(data["title"])
+ax.grid(True, alpha=0.3)
+ax.legend(fontsize="small")
+fig.tight_layout()
+fig.savefig(sys.argv[2], dpi=100)
+)py";
+
+int records_plot(Remote& remote, const Options& o) {
+  v1::ListJobsRequest lr;
+  if (o.name) lr.set_name(*o.name);
+  if (o.workload) lr.set_workload(*o.workload);
+  lr.set_limit(1000);
+  std::vector<v1::TuningJob> jobs;
+  v1::ListJobsResponse listed = remote.jobs(lr);
+  for (const v1::TuningJob& j : listed.jobs()) {
+    if (o.job && j.id() != o.job) continue;
+    if (o.key && j.key() != *o.key) continue;
+    jobs.push_back(j);
+  }
+  if (jobs.empty()) throw Failure("kiln records plot: no tuning job matches");
+  std::reverse(jobs.begin(), jobs.end());  // oldest first
+
+  // Best GFLOP/s so far after each trial (best speed, 1/ms, when the flops are unknown).
+  bool gflops = true;
+  std::vector<std::pair<std::string, std::vector<double>>> curves;
+  for (const v1::TuningJob& j : jobs) {
+    v1::QueryRecordsRequest q;
+    q.mutable_filter()->set_job(j.id());
+    q.set_limit(10'000);
+    std::vector<double> y;
+    double best = 0;
+    for (;;) {
+      v1::QueryRecordsResponse page = remote.query(q);
+      for (const v1::TuningRecord& r : page.records()) {
+        if (r.flops() <= 0) gflops = false;
+        double v = r.gflops() > 0 ? r.gflops() : r.median_ms() > 0 ? 1.0 / r.median_ms() : 0;
+        best = std::max(best, v);
+        y.push_back(best);
+      }
+      if (page.next_offset() == 0) break;
+      q.set_offset(page.next_offset());
+    }
+    std::string search = "?";
+    if (size_t at = j.settings_json().find("\"search\":\""); at != std::string::npos) {
+      size_t from = at + 10, to = j.settings_json().find('"', from);
+      search = j.settings_json().substr(from, to - from);
+    }
+    curves.push_back({fmt::format("job {}: {} on {} ({})", j.id(), j.name(), j.key(), search), y});
+  }
+  std::string json_jobs;
+  for (const auto& [label, y] : curves) {
+    std::vector<std::string> values;
+    for (double v : y) values.push_back(json_number(gflops ? v : v * 1000));
+    json_jobs += (json_jobs.empty() ? "" : ",") +
+                 JsonObject().str("label", label).raw("y", json_array(values)).done();
+  }
+  std::string data = JsonObject()
+                         .str("title", "best configuration so far")
+                         .str("ylabel", gflops ? "GFLOP/s" : "calls per second")
+                         .raw("jobs", "[" + json_jobs + "]")
+                         .done();
+  std::string dir = std::filesystem::temp_directory_path() / "kiln-plot-XXXXXX";
+  if (!mkdtemp(dir.data())) throw Failure("kiln records plot: cannot make a temporary directory");
+  std::string data_file = dir + "/curves.json", script = dir + "/plot.py";
+  std::ofstream(data_file) << data;
+  std::ofstream(script) << kPlotScript;
+  std::string command =
+      fmt::format("/usr/bin/python3 '{}' '{}' '{}' 2>'{}/err'", script, data_file, *o.output, dir);
+  int rc = std::system(command.c_str());
+  std::string err;
+  if (std::ifstream e(dir + "/err"); e) err.assign(std::istreambuf_iterator<char>(e), {});
+  std::filesystem::remove_all(dir);
+  if (rc != 0) {
+    if (err.find("No module named 'matplotlib'") != std::string::npos)
+      throw Failure(
+          "kiln records plot: needs matplotlib for /usr/bin/python3 (apt-get install "
+          "python3-matplotlib)");
+    throw Failure(fmt::format("kiln records plot: python3 failed to draw {}: {}", *o.output, err));
+  }
+  fmt::print("{}: {} job{}, best {} against trials\n", *o.output, curves.size(),
+             curves.size() == 1 ? "" : "s", gflops ? "GFLOP/s" : "speed");
+  return 0;
+}
+
+}  // namespace
+
+int run_records(const Options& o) {
+  std::unique_ptr<Remote> remote = need_remote(o, "the tuning records are");
+  try {
+    if (o.subcommand == "jobs") return records_jobs(*remote, o);
+    if (o.subcommand == "query") return records_query(*remote, o);
+    if (o.subcommand == "best") return records_best(*remote, o);
+    if (o.subcommand == "export") return records_export(*remote, o);
+    return records_plot(*remote, o);
+  } catch (const Failure& f) {
+    std::fflush(stdout);
+    fmt::print(stderr, "{}\n", f.what());
+    return 1;
+  }
+}
+
+}  // namespace kiln::cli

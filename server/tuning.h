@@ -1,0 +1,70 @@
+// kilnd's tuning jobs and its tuning-record database (DESIGN.md section 7,
+// docs/tuning.md): the Tune, ResumeTune, CancelTune, ListJobs, QueryRecords,
+// BestConfig and ExportRecords methods of proto/kiln/v1/service.proto. A job
+// runs on a thread of its own, measuring each batch of the search through the
+// service's Measure (the compile cache, then the agents of the job's key) and
+// recording every trial as it arrives; the calls that follow it stream its
+// progress. Knows nothing of gRPC.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "service.h"
+#include "status.h"
+
+namespace kiln::v1 {
+class TuneRequest;
+class TuneProgress;
+class ResumeTuneRequest;
+class CancelTuneRequest;
+class CancelTuneResponse;
+class ListJobsRequest;
+class ListJobsResponse;
+class QueryRecordsRequest;
+class QueryRecordsResponse;
+class BestConfigRequest;
+class BestConfigResponse;
+class ExportRecordsRequest;
+class ExportRecordsChunk;
+}  // namespace kiln::v1
+
+namespace kiln::server {
+
+class Tuning {
+ public:
+  // The records database in the file `records_path` (records::kInMemory: one
+  // in memory); `service` measures and must outlive this. Throws
+  // records::RecordsError when the database cannot be used.
+  Tuning(Service& service, const std::string& records_path);
+  ~Tuning();  // stop()
+  Tuning(const Tuning&) = delete;
+  Tuning& operator=(const Tuning&) = delete;
+
+  // Receives a job's progress; false when the client has gone away.
+  using ProgressSink = std::function<bool(const v1::TuneProgress&)>;
+
+  // Starts a job and streams its progress until it ends, or until the client
+  // goes away (which cancels the job unless request.detach).
+  Status tune(const v1::TuneRequest& request, const ProgressSink& sink, const CallOptions& call);
+  Status resume(const v1::ResumeTuneRequest& request, const ProgressSink& sink,
+                const CallOptions& call);
+  Status cancel(const v1::CancelTuneRequest& request, v1::CancelTuneResponse* response);
+  Status list_jobs(const v1::ListJobsRequest& request, v1::ListJobsResponse* response);
+  Status query(const v1::QueryRecordsRequest& request, v1::QueryRecordsResponse* response);
+  Status best(const v1::BestConfigRequest& request, v1::BestConfigResponse* response,
+              const CallOptions& call);
+  Status export_records(const v1::ExportRecordsRequest& request,
+                        const std::function<bool(const v1::ExportRecordsChunk&)>& sink);
+
+  // kilnd is stopping: every job ends after the measurements in flight, left
+  // running in the database, to be resumed; new jobs are refused.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::server
