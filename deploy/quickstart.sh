@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # From a fresh checkout to kiln at work: install dependencies, build, check
 # every example and run it against the reference interpreter, show what a
-# schedule does to matmul's loop nest, then start kilnd and do the same work
-# through it, from the command line and from Python.
+# schedule does to matmul's loop nest, then start kilnd (with its records
+# database and one local agent) and do the same work through it, from the
+# command line and from Python; then kiln's main job: tune a GEMM and a ResNet
+# conv2d on the agent, put the best configurations beside OpenBLAS and oneDNN
+# measured in the same run, query the records and draw the tuning curves.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -13,6 +16,7 @@ heading() {
 
 heading "Installing dependencies and building"
 ./deploy/build.sh
+cmake --build build --target bench_gemm bench_conv
 kiln=build/clients/cli/kiln
 
 shopt -s nullglob
@@ -46,10 +50,11 @@ heading "$matmul: the same after its schedule (emit --stage loops)"
 heading "$matmul: timed on this machine (kiln run --bench)"
 "$kiln" run "$matmul" --bench
 
-heading "Starting kilnd, the compile service, on a free loopback port"
+heading "Starting kilnd, the compile service, on a free loopback port, with one local agent"
 data_dir=$(mktemp -d)
 kilnd_out=$data_dir/kilnd.out
-build/server/kilnd --listen 127.0.0.1:0 --data-dir "$data_dir" --log-level warn > "$kilnd_out" &
+build/server/kilnd --listen 127.0.0.1:0 --data-dir "$data_dir" --local-agent --log-level warn \
+  > "$kilnd_out" &
 kilnd_pid=$!
 trap 'kill $kilnd_pid 2> /dev/null; wait $kilnd_pid 2> /dev/null; rm -rf "$data_dir"' EXIT
 for _ in $(seq 100); do
@@ -61,7 +66,7 @@ if [ -z "$address" ]; then
   echo "quickstart: kilnd did not start" >&2
   exit 1
 fi
-echo "kilnd: listening on $address"
+echo "kilnd: listening on $address; tuning records in $data_dir/records.db; agent key 'local'"
 
 heading "Every example compiled and run by kilnd, in a child process (kiln run --check --server)"
 "$kiln" run "${examples[@]}" --check --server "$address"
@@ -95,6 +100,44 @@ print(f"matmul_py: checked against the reference interpreter: {'ok' if r.ok else
 sys.exit(0 if r.ok and err < 1e-3 else 1)
 EOF_PY
 
+# The main job: tuning on the agent, every trial a record.
+gemm=tests/bench/kernels/gemm.kiln
+conv=tests/bench/kernels/conv2d.kiln
+gemm_size=${KILN_QUICKSTART_GEMM:-1024}
+gemm_shape=(--set "M=$gemm_size" --set "N=$gemm_size" --set "K=$gemm_size")
+out_dir=$PWD/build/quickstart
+mkdir -p "$out_dir"
+
+heading "Tuning the GEMM ($gemm_size^3, fp32) on the local agent: 48 trials (kiln tune)"
+"$kiln" tune "$gemm" --key local --trials 48 "${gemm_shape[@]}" --server "$address"
+
+heading "Tuning a ResNet conv2d (64x56x56, 64 3x3 filters) on the local agent: 24 trials"
+"$kiln" tune "$conv" --key local --trials 24 --server "$address"
+
+# The best record's knobs as --set options.
+best_sets() {
+  "$kiln" records best "$@" --key local --json --server "$address" |
+    /usr/bin/python3 -c 'import json, sys
+print(" ".join(f"--set {k}={v}" for k, v in sorted(json.load(sys.stdin)["config"].items())))'
+}
+heading "The best configurations (kiln records best)"
+"$kiln" records best "$gemm" "${gemm_shape[@]}" --key local --server "$address"
+"$kiln" records best "$conv" --key local --server "$address"
+read -r -a gemm_best <<< "$(best_sets "$gemm" "${gemm_shape[@]}")"
+read -r -a conv_best <<< "$(best_sets "$conv")"
+
+heading "The best configurations beside OpenBLAS and oneDNN, measured now in one run"
+echo "(2 threads; ratio = kiln GFLOP/s / library GFLOP/s; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'))"
+build/tests/bench/bench_gemm --sizes "$gemm_size" --threads 2 "${gemm_best[@]}"
+build/tests/bench/bench_conv --case 1x64x56x56_64x3x3_s1p1 --threads 2 "${conv_best[@]}"
+
+heading "A records query: the five fastest GEMM records (kiln records query)"
+"$kiln" records query --name gemm --sort fastest --limit 5 --server "$address"
+"$kiln" records jobs --server "$address"
+
+heading "The tuning curves: best GFLOP/s against trials (kiln records plot)"
+"$kiln" records plot --out "$out_dir/tuning-curve.png" --server "$address"
+
 echo
-echo "Next: '$kiln --help', docs/cli.md, docs/language.md, docs/server.md and docs/python.md;"
-echo "./deploy/test.sh runs every test."
+echo "Next: '$kiln --help', docs/tuning.md, docs/cli.md, docs/language.md, docs/server.md and"
+echo "docs/python.md; ./deploy/test.sh runs every test."

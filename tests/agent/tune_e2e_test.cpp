@@ -297,6 +297,44 @@ TEST_F(TuneTest, KilledMidJobTheJobResumesWithNoRecordLostOrRepeated) {
   EXPECT_EQ(records(id).total(), 44);
 }
 
+// Only S = 0 keeps a before b in the fused loop: the other shifts are illegal
+// schedules, refused by the legality check before code generation.
+const char* kShifted = R"(
+func shifted {
+  param N = 256;
+  input x : f32[N];
+  temp t : f32[N];
+  output y : f32[N];
+  compute a(i) in 0 <= i < N: t[i] = x[i] * 2.0;
+  compute b(i) in 0 <= i < N: y[i] = t[i] + 1.0;
+  schedule {
+    knob S = 0 in [-2, -1, 0, 1, 2];
+    a.shift(i, S);
+    b.after(a, i);
+    b.tag(i, vectorize);
+  }
+}
+)";
+
+TEST_F(TuneTest, PointsWithIllegalSchedulesAreRejectedAndCountedNotMeasured) {
+  start_agents(1);
+  v1::TuneRequest r = gemm(10);
+  r.mutable_op()->mutable_source()->set_text(kShifted);
+  r.mutable_options()->clear_set();
+  Stream s = follow(r);
+  ASSERT_TRUE(s.status.ok()) << s.status.error_message();
+  const v1::TuneProgress& end = s.messages.back();
+  EXPECT_TRUE(end.done());
+  EXPECT_EQ(end.stopped(), "space exhausted");
+  EXPECT_EQ(end.trials(), 1);
+  ASSERT_EQ(end.rejected().count("illegal schedule"), 1u);
+  EXPECT_EQ(end.rejected().at("illegal schedule"), 4);
+  v1::QueryRecordsResponse all = records(end.job());
+  ASSERT_EQ(all.total(), 1);
+  EXPECT_EQ(all.records(0).config_text(), "S=0");
+  EXPECT_EQ(all.records(0).error(), "");
+}
+
 TEST_F(TuneTest, AClientThatGoesAwayCancelsItsJobAndCancelTuneStopsADetachedOne) {
   start_agents(1);
   Stream s = follow(gemm(64, 2), 3);

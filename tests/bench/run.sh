@@ -4,7 +4,7 @@ set -euo pipefail
 
 # The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
 # built as the CMake target bench_G.
-GROUPS_ALL=(gemm conv licm server agent)
+GROUPS_ALL=(gemm conv licm server agent tune)
 
 usage() {
   cat <<EOF
@@ -20,7 +20,10 @@ Progress goes to stderr.
   GROUP            gemm (kiln vs OpenBLAS sgemm), conv (kiln vs oneDNN conv2d),
                    licm (kiln with LICM + CSE off vs on: T0 / T1 per case, then a summary),
                    server (kilnd under concurrent Compile requests), agent (the round trip
-                   of a Measure of an empty kernel on kilnd's local agent vs kilnd's Run)
+                   of a Measure of an empty kernel on kilnd's local agent vs kilnd's Run),
+                   tune (kiln tune on the local agent, xgb-rank and random at the same
+                   budget, the best beside OpenBLAS / oneDNN: tests/bench/bench_tune.py;
+                   long: --quick, or -- --trials N)
   --quick          the smallest cases only, for a smoke run
   --build-dir DIR  the CMake build folder (default: \$KILN_BUILD_DIR or build)
   -- OPTIONS       passed to every benchmark program (see build/tests/bench/bench_gemm --help)
@@ -68,16 +71,29 @@ fi
 # Build what is needed; a group whose baseline library is missing has no target (CMake
 # said so when it configured) and is skipped.
 targets=()
+tune=0
 available=$(cmake --build "$build_dir" --target help 2>/dev/null || true)
 for g in "${groups[@]}"; do
+  if [[ $g == tune ]]; then
+    # A script over kilnd, the CLI, the agent and the gemm and conv benchmarks.
+    if grep -Eq "(^|[^[:alnum:]_])bench_conv([^[:alnum:]_]|$)" <<< "$available"; then
+      tune=1
+    else
+      echo "run.sh: skipping tune: bench_gemm and bench_conv are needed" >&2
+    fi
+    continue
+  fi
   if grep -Eq "(^|[^[:alnum:]_])bench_$g([^[:alnum:]_]|$)" <<< "$available"; then
     targets+=("bench_$g")
   else
     echo "run.sh: skipping $g: no target bench_$g in $build_dir (its baseline library is missing)" >&2
   fi
 done
-[[ ${#targets[@]} -gt 0 ]] || exit 1
-cmake --build "$build_dir" --target "${targets[@]}" >&2
+[[ ${#targets[@]} -gt 0 || $tune -eq 1 ]] || exit 1
+if [[ $tune -eq 1 ]]; then
+  cmake --build "$build_dir" --target kilnd kiln kiln-agent bench_gemm bench_conv >&2
+fi
+[[ ${#targets[@]} -eq 0 ]] || cmake --build "$build_dir" --target "${targets[@]}" >&2
 
 echo "run.sh: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs)," \
   "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)" >&2
@@ -86,4 +102,9 @@ for t in "${targets[@]}"; do
   echo "run.sh: $t ${bench_args[*]}" >&2
   "$build_dir/tests/bench/$t" "${bench_args[@]}" || status=1
 done
+if [[ $tune -eq 1 ]]; then
+  echo "run.sh: tune ${bench_args[*]}" >&2
+  /usr/bin/python3 "$root/tests/bench/bench_tune.py" --build-dir "$build_dir" "${bench_args[@]}" ||
+    status=1
+fi
 exit $status

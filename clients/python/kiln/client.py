@@ -9,7 +9,8 @@ import numpy as np
 from kiln import te
 from kiln.v1 import agent_pb2, operator_pb2, service_pb2, service_pb2_grpc
 
-__all__ = ["Client", "KilnError", "Measurement", "RunResult", "source", "load"]
+__all__ = ["Client", "KilnError", "Measurement", "Record", "RunResult", "TuneJob", "source",
+           "load"]
 
 _STAGES = {"ast": service_pb2.AST, "ir": service_pb2.IR, "schedule": service_pb2.SCHEDULE,
            "loops": service_pb2.LOOPS, "llvm": service_pb2.LLVM, "asm": service_pb2.ASM,
@@ -150,6 +151,74 @@ class Measurement:
                 f"{len(self.rounds_ms)} rounds{check})")
 
 
+class Record:
+    """A tuning record (docs/records.md): ``config`` (knob values), ``median_ms``,
+    ``rounds_ms``, ``gflops``, ``error`` ("" when it ran), ``message``, ``job``,
+    ``workload``, ``key``, ``agent``, ``compile_ms``, ``unix_ms``, ``id``."""
+
+    def __init__(self, r):
+        self.id, self.job, self.workload, self.key = r.id, r.job, r.workload, r.key
+        self.config = dict(r.config)
+        self.rounds_ms = list(r.round_ms)
+        self.median_ms, self.gflops, self.flops = r.median_ms, r.gflops, r.flops
+        self.error, self.message = r.error, r.message
+        self.compile_ms, self.compiler_version = r.compile_ms, r.compiler_version
+        self.agent, self.unix_ms = r.agent, r.unix_ms
+
+    @property
+    def ok(self):
+        return not self.error
+
+    def __repr__(self):
+        config = ",".join(f"{k}={v}" for k, v in sorted(self.config.items()))
+        if self.error:
+            return f"Record({self.id}: {config}: {self.error})"
+        return f"Record({self.id}: {config}: {self.median_ms:.4f} ms, {self.gflops:.1f} GFLOP/s)"
+
+
+class TuneJob:
+    """A tuning job as it runs: iterate over it for its progress, one
+    kiln.v1.TuneProgress a trial (``trials``, ``target``, ``best``, ``last``,
+    ``errors``, ``rejected``, ``eta_s``) and a last one with ``done``. ``id`` is
+    known from the first message on; ``best`` and ``progress`` are the latest.
+    ``wait()`` follows it to its end. Leaving the job (``cancel()``, or
+    dropping the iteration of a job not started with ``detach``) cancels it."""
+
+    def __init__(self, client, call, detach):
+        self._client, self._call, self._detach = client, call, detach
+        self.id, self.progress = 0, None
+
+    def __iter__(self):
+        try:
+            for p in self._call:
+                self.id, self.progress = p.job, p
+                yield p
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.CANCELLED and self.progress and not self._detach:
+                return
+            raise KilnError(e.code(), e.details()) from None
+
+    def wait(self):
+        """Follows the job to its end; the last progress message."""
+        for _ in self:
+            pass
+        return self.progress
+
+    @property
+    def best(self):
+        """The best record so far (a Record), or None."""
+        if self.progress is None or not self.progress.HasField("best"):
+            return None
+        return Record(self.progress.best)
+
+    def cancel(self):
+        """Stops the job (its records stay): kiln.v1.TuningJob."""
+        if not self.id:
+            self._call.cancel()
+            return None
+        return self._client.cancel_tune(self.id)
+
+
 class Client:
     """A connection to kilnd.
 
@@ -262,3 +331,84 @@ class Client:
         for name, value in (runtime_params or {}).items():
             request.runtime_params[name] = int(value)
         return Measurement(self._call(self._stub.Measure, request))
+
+    # Tuning and records (docs/tuning.md, docs/records.md).
+
+    def tune(self, op, key, *, trials=0, search="", features="", batch=0, early_stop=0,
+             transfer=False, detach=False, seed=0, runtime_params=None, repeat=0, number=0,
+             min_repeat_ms=0, threads=0, time_limit_ms=0, memory_limit_mb=0, priority=0,
+             **options):
+        """Starts a tuning job of ``op``'s knobs on the agents of ``key``: a
+        TuneJob, whose iteration is the job's progress. ``search`` is xgb-rank
+        (default), xgb-reg, random or grid; ``options["set"]`` gives params
+        their values and holds knobs fixed. Measurement options as for measure()
+        (default 3 rounds of at least 20 ms)."""
+        if options.get("target") or options.get("cpu"):
+            raise ValueError("tune compiles for the agents' own target: leave out target and cpu")
+        settings = agent_pb2.MeasureSettings(
+            number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, threads=threads,
+            time_limit_ms=time_limit_ms, memory_limit_bytes=int(memory_limit_mb) << 20)
+        request = service_pb2.TuneRequest(
+            op=_operator(op), options=_options(**options), key=key, trials=trials, batch=batch,
+            early_stop=early_stop, search=search, features=features, seed=seed,
+            settings=settings, detach=detach, transfer=transfer, priority=priority)
+        for name, value in (runtime_params or {}).items():
+            request.runtime_params[name] = int(value)
+        return TuneJob(self, self._stub.Tune(request, metadata=self._metadata), detach)
+
+    def resume_tune(self, job, *, trials=0, detach=False):
+        """Goes on with a job that did not finish (or a done one, with more
+        ``trials``), from its records; follows a running one. A TuneJob."""
+        request = service_pb2.ResumeTuneRequest(job=job, trials=trials, detach=detach)
+        return TuneJob(self, self._stub.ResumeTune(request, metadata=self._metadata), detach)
+
+    def cancel_tune(self, job):
+        """Stops a running job: kiln.v1.TuningJob as it is after."""
+        return self._call(self._stub.CancelTune, service_pb2.CancelTuneRequest(job=job)).job
+
+    def jobs(self, name="", workload="", limit=0):
+        """Tuning jobs, newest first: a list of kiln.v1.TuningJob (``id``,
+        ``name``, ``key``, ``state``, ``live``, ``records``, ...)."""
+        return list(self._call(self._stub.ListJobs, service_pb2.ListJobsRequest(
+            name=name, workload=workload, limit=limit)).jobs)
+
+    @staticmethod
+    def _filter(name="", workload="", key="", job=0, since_unix_ms=0, until_unix_ms=0,
+                error=None):
+        f = service_pb2.RecordFilter(name=name, workload=workload, key=key, job=job,
+                                     since_unix_ms=since_unix_ms, until_unix_ms=until_unix_ms)
+        if error is not None:
+            f.error = error
+        return f
+
+    def records(self, *, fastest=False, offset=0, limit=0, **filters):
+        """Records matching the filters (``name``, ``workload``, ``key``,
+        ``job``, ``since_unix_ms``, ``until_unix_ms``, ``error``: "" for those
+        that ran): a list of Record, in arrival order or ``fastest`` first, one
+        page (``limit``, default 100; ``offset``)."""
+        order = (service_pb2.QueryRecordsRequest.FASTEST if fastest
+                 else service_pb2.QueryRecordsRequest.ARRIVAL)
+        r = self._call(self._stub.QueryRecords, service_pb2.QueryRecordsRequest(
+            filter=self._filter(**filters), order=order, offset=offset, limit=limit))
+        return [Record(x) for x in r.records]
+
+    def best(self, op=None, key="", *, workload="", **options):
+        """The fastest record of ``op`` (with ``set`` for its params) or of a
+        workload hash on ``key`` (default: the device class of this target):
+        a Record. KilnError NOT_FOUND when it was never tuned there."""
+        request = service_pb2.BestConfigRequest(key=key, workload=workload,
+                                                options=_options(**options))
+        if op is not None:
+            request.op.CopyFrom(_operator(op))
+        return Record(self._call(self._stub.BestConfig, request).record)
+
+    def export_records(self, **filters):
+        """The records matching the filters as JSON lines (docs/records.md): a
+        generator of lines, without their newlines."""
+        try:
+            for chunk in self._stub.ExportRecords(
+                    service_pb2.ExportRecordsRequest(filter=self._filter(**filters)),
+                    timeout=self.timeout, metadata=self._metadata):
+                yield from chunk.lines.splitlines()
+        except grpc.RpcError as e:
+            raise KilnError(e.code(), e.details()) from None
