@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "kiln/compile.h"
+#include "kiln/cost_model.h"
 #include "kiln/digest.h"
+#include "kiln/error.h"
 #include "kiln/interp.h"
 #include "kiln/loop_ir.h"
 #include "kiln/records.h"
@@ -148,6 +150,31 @@ Prepared prepare(const v1::TuneRequest& request, const Limits& limits) {
   return p;
 }
 
+// The Iter features of a point: its loops after the passes, compiled for the
+// key's target at the request's opt level. A point that does not compile
+// (an illegal schedule, rejected when measured) gets zeros.
+tuner::FeatureFn iter_features_of(const Prepared& p, const v1::TuneRequest& request,
+                                  const v1::Device& device, const Limits& limits) {
+  CompileOptions o;
+  o.target = Target::named(device.triple(), device.cpu(), device.features());
+  if (request.options().has_opt_level()) o.opt_level = request.options().opt_level();
+  o.limits = limits;
+  std::map<std::string, int64_t> given(request.runtime_params().begin(),
+                                       request.runtime_params().end());
+  std::map<std::string, int64_t> values =
+      interp::param_values(p.func, run_param_values(p.func, given).values);
+  ir::Func func = p.func;
+  return [func, o, values](const tuner::Space&, const tuner::Config& point) {
+    try {
+      CompileResult r = kiln::compile(CompileRequest{
+          .func = func, .overrides = point, .options = o, .output = CompileOutput::Loops});
+      return tuner::iter_features(r.optimized, values);
+    } catch (const CompileError&) {
+      return std::vector<float>(tuner::kIterFeatureLength, 0.0f);
+    }
+  };
+}
+
 tuner::SearchOptions search_options(const v1::TuneRequest& r) {
   tuner::SearchOptions o;
   const std::string& s = r.search();
@@ -186,12 +213,9 @@ v1::TuneRequest normalized(v1::TuneRequest r) {
            fmt::format("batch: {} is more than {} points at once", r.batch(), kMaxBatch));
   if (r.search().empty()) r.set_search("xgb-rank");
   if (r.features().empty()) r.set_features("knob");
-  if (r.features() != "knob")
+  if (r.features() != "knob" && r.features() != "iter")
     refuse(Code::InvalidArgument,
-           fmt::format("features: '{}' is not available to kilnd's tuner; use knob (the iter "
-                       "features need a lowered loop nest a candidate, which costs a compile "
-                       "each: docs/tuning.md)",
-                       r.features()));
+           fmt::format("features: '{}' is not a kind of features (knob, iter)", r.features()));
   if (r.seed() == 0) r.set_seed(1);
   v1::MeasureSettings& m = *r.mutable_settings();
   if (m.repeat() == 0) m.set_repeat(3);
@@ -235,58 +259,97 @@ v1::TuneRequest request_of_job(const records::Job& job, const records::Workload&
 class ServiceMeasurer final : public tuner::Measurer {
  public:
   ServiceMeasurer(Service& service, const v1::TuneRequest& request, const Prepared& prepared,
-                  std::function<bool()> stopping, std::function<bool()> cancelled)
+                  v1::Device device, std::function<bool()> stopping,
+                  std::function<bool()> cancelled)
       : service_(service),
         request_(request),
         prepared_(prepared),
+        device_(std::move(device)),
         stopping_(std::move(stopping)),
         cancelled_(std::move(cancelled)) {}
 
+  // Two phases: every point of the batch compiled at once (through the
+  // cache), then the compiled ones measured at once. Compiling while an
+  // agent on the same machine measures (kilnd --local-agent) would disturb
+  // its timings.
   void measure(const std::vector<tuner::Config>& batch,
                const std::function<void(const tuner::Trial&)>& report) override {
     std::mutex mu;
     std::optional<Status> failure;
-    std::vector<std::thread> threads;
-    threads.reserve(batch.size());
-    for (const tuner::Config& point : batch) {
-      threads.emplace_back([&, point] {
-        if (gone()) return;
-        v1::MeasureResponse response;
-        Status s = measure_one(point, &response);
-        if (gone()) return;  // not this point's doing
-        tuner::Trial t;
-        t.point = point;
-        t.flops = prepared_.flops;
-        if (s.ok()) {
-          const v1::MeasureResult& result = response.result();
-          t.round_ms.assign(result.round_ms().begin(), result.round_ms().end());
-          t.median_ms = response.median_ms();
-          if (result.error() != v1::MeasureResult::OK) {
-            t.error = v1::MeasureResult::Error_Name(result.error());
-            t.message = result.message();
-          }
-          for (const v1::StageTime& st : response.times()) t.compile_ms += st.ms();
-          t.agent = response.agent_id();
-          t.compiler_version = response.compiler_version();
-        } else if (s.code == Code::InvalidArgument || s.code == Code::ResourceExhausted) {
-          // The point's own fault: its schedule, or a limit its compilation met.
-          if (s.message.find("legality error") != std::string::npos) {
-            t.rejected = "illegal schedule";
-          } else {
-            t.error = "COMPILE_ERROR";
-            t.message = s.message;
-          }
-          t.compiler_version = compiler_version();
-        } else {
-          // Not the point's: no agent, every agent lost, kilnd stopping.
-          std::lock_guard<std::mutex> lock(mu);
-          if (!failure) failure = s;
-          return;
-        }
-        report(t);
-      });
-    }
-    for (std::thread& t : threads) t.join();
+    // Whether a status is the point's own fault (its schedule, or a limit its
+    // compilation met), reporting it then; false for kilnd's (no agent, every
+    // agent lost, kilnd stopping), remembered as the batch's failure.
+    auto point_fault = [&](const tuner::Config& point, const Status& s) {
+      if (s.code != Code::InvalidArgument && s.code != Code::ResourceExhausted) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failure) failure = s;
+        return false;
+      }
+      tuner::Trial t;
+      t.point = point;
+      t.flops = prepared_.flops;
+      if (s.message.find("legality error") != std::string::npos) {
+        t.rejected = "illegal schedule";
+      } else {
+        t.error = "COMPILE_ERROR";
+        t.message = s.message;
+      }
+      t.compiler_version = compiler_version();
+      report(t);
+      return true;
+    };
+    auto each = [&](const std::vector<size_t>& which, const std::function<void(size_t)>& work) {
+      std::vector<std::thread> threads;
+      threads.reserve(which.size());
+      for (size_t i : which)
+        threads.emplace_back([&, i] {
+          if (!gone()) work(i);
+        });
+      for (std::thread& t : threads) t.join();
+    };
+
+    std::vector<size_t> all(batch.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    std::vector<double> compile_ms(batch.size(), 0.0);
+    std::vector<char> compiled(batch.size(), 0);
+    each(all, [&](size_t i) {
+      v1::CompileResponse response;
+      Status s = compile_one(batch[i], &response);
+      if (gone()) return;
+      if (!s.ok()) {
+        point_fault(batch[i], s);
+        return;
+      }
+      for (const v1::StageTime& st : response.times()) compile_ms[i] += st.ms();
+      compiled[i] = 1;
+    });
+    std::vector<size_t> ready;
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (compiled[i]) ready.push_back(i);
+    each(ready, [&](size_t i) {
+      v1::MeasureResponse response;
+      Status s = measure_one(batch[i], &response);
+      if (gone()) return;  // not this point's doing
+      if (!s.ok()) {
+        point_fault(batch[i], s);
+        return;
+      }
+      tuner::Trial t;
+      t.point = batch[i];
+      t.flops = prepared_.flops;
+      const v1::MeasureResult& result = response.result();
+      t.round_ms.assign(result.round_ms().begin(), result.round_ms().end());
+      t.median_ms = response.median_ms();
+      if (result.error() != v1::MeasureResult::OK) {
+        t.error = v1::MeasureResult::Error_Name(result.error());
+        t.message = result.message();
+      }
+      t.compile_ms = compile_ms[i];
+      for (const v1::StageTime& st : response.times()) t.compile_ms += st.ms();
+      t.agent = response.agent_id();
+      t.compiler_version = response.compiler_version();
+      report(t);
+    });
     if (stopping_())
       refuse(Code::Unavailable, "kilnd is stopping; the job is kept and can be resumed");
     if (failure && !cancelled_()) throw Refusal{*failure};
@@ -295,11 +358,45 @@ class ServiceMeasurer final : public tuner::Measurer {
  private:
   bool gone() const { return stopping_() || cancelled_(); }
 
+  v1::CompileOptions options_of(const tuner::Config& point) const {
+    v1::CompileOptions o = request_.options();
+    for (const auto& [name, value] : point) (*o.mutable_set())[name] = value;
+    return o;
+  }
+
+  // Calls `call` until kilnd's compile queue has room: a full queue is
+  // kilnd's state, not the point's.
+  template <typename Call>
+  Status retry_busy(Call call) {
+    for (;;) {
+      Status s = call();
+      if (s.code != Code::ResourceExhausted || !s.message.starts_with("kilnd is busy") || gone())
+        return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  // The point compiled for the key's target, as Measure will ask for it.
+  Status compile_one(const tuner::Config& point, v1::CompileResponse* response) {
+    v1::CompileRequest c;
+    *c.mutable_op() = request_.op();
+    *c.mutable_options() = options_of(point);
+    v1::Target* t = c.mutable_options()->mutable_target();
+    t->set_triple(device_.triple());
+    t->set_cpu(device_.cpu());
+    t->set_features(device_.features());
+    CallOptions call;
+    call.cancelled = [this] { return gone(); };
+    return retry_busy([&] {
+      response->Clear();
+      return service_.compile(c, response, call);
+    });
+  }
+
   Status measure_one(const tuner::Config& point, v1::MeasureResponse* response) {
     v1::MeasureRequest m;
     *m.mutable_op() = request_.op();
-    *m.mutable_options() = request_.options();
-    for (const auto& [name, value] : point) (*m.mutable_options()->mutable_set())[name] = value;
+    *m.mutable_options() = options_of(point);
     m.set_key(request_.key());
     *m.mutable_runtime_params() = request_.runtime_params();
     m.set_seed(request_.seed());
@@ -307,19 +404,16 @@ class ServiceMeasurer final : public tuner::Measurer {
     m.set_priority(request_.priority());
     CallOptions call;
     call.cancelled = [this] { return gone(); };
-    // A full compile queue is kilnd's state, not the point's: wait and try again.
-    for (;;) {
+    return retry_busy([&] {
       response->Clear();
-      Status s = service_.measure(m, response, call);
-      if (s.code != Code::ResourceExhausted || !s.message.starts_with("kilnd is busy") || gone())
-        return s;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
+      return service_.measure(m, response, call);
+    });
   }
 
   Service& service_;
   const v1::TuneRequest& request_;
   const Prepared& prepared_;
+  v1::Device device_;
   std::function<bool()> stopping_, cancelled_;
 };
 
@@ -425,6 +519,14 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
   settings.batch = request.batch();
   settings.early_stop = request.early_stop();
   settings.search = search_options(request);
+  if (request.features() == "iter") {
+    // The loops each point lowers to, for the agents' target: a compile up to
+    // the passes a point, so the model scores a pool of candidates a round
+    // (4 batches' worth) instead of annealing over thousands.
+    settings.search.pool = std::max(32, 4 * settings.batch);
+    settings.search.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    settings.features = iter_features_of(*prepared, request, device, limits);
+  }
   if (request.transfer()) warm_start(prepared->workload, request.key(), settings);
 
   auto live_job = std::make_shared<LiveJob>();
@@ -442,7 +544,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
                    ? ""
                    : fmt::format(", warm-started from {} records", settings.warm_points.size()));
 
-  std::thread([this, live_job, prepared, request, settings] {
+  std::thread([this, live_job, prepared, request, settings, device] {
     auto post = [&](const tuner::TuneProgress& p) {
       v1::TuneProgress w;
       w.set_job(p.job);
@@ -476,7 +578,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
       post(first);
     }
     ServiceMeasurer measurer(
-        service, request, *prepared, [this] { return stopping.load(); },
+        service, request, *prepared, device, [this] { return stopping.load(); },
         [live_job] { return live_job->cancel.load(); });
     Status status;
     try {

@@ -297,6 +297,23 @@ TEST_F(TuneTest, KilledMidJobTheJobResumesWithNoRecordLostOrRepeated) {
   EXPECT_EQ(records(id).total(), 44);
 }
 
+TEST_F(TuneTest, IterFeaturesFromEachPointsLoopsDriveTheSearch) {
+  start_agents(1);
+  v1::TuneRequest r = gemm(40);
+  r.set_features("iter");
+  Stream s = follow(r);
+  ASSERT_TRUE(s.status.ok()) << s.status.error_message();
+  const v1::TuneProgress& end = s.messages.back();
+  EXPECT_TRUE(end.done());
+  EXPECT_EQ(end.trials(), 40);
+  v1::QueryRecordsResponse all = records(end.job());
+  std::set<std::string> configs;
+  for (const v1::TuningRecord& rec : all.records()) configs.insert(rec.config_text());
+  EXPECT_EQ(configs.size(), 40u);
+  EXPECT_NE(job(end.job()).settings_json().find("\"features\":\"iter\""), std::string::npos)
+      << job(end.job()).settings_json();
+}
+
 // Only S = 0 keeps a before b in the fused loop: the other shifts are illegal
 // schedules, refused by the legality check before code generation.
 const char* kShifted = R"(

@@ -77,7 +77,8 @@ def main():
     ap.add_argument("--build-dir", default=str(ROOT / "build"))
     ap.add_argument("--quick", action="store_true", help="GEMM at 1024, the batch-1 convs")
     ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--searches", default="xgb-rank,random")
+    ap.add_argument("--searches", default="xgb-rank+iter,xgb-rank,random",
+                    help="strategies, a +iter for the Iter features")
     ap.add_argument("--case", default="", help="only cases whose name contains TEXT")
     args = ap.parse_args()
     build = pathlib.Path(args.build_dir)
@@ -102,9 +103,11 @@ def main():
                 for search in args.searches.split(","):
                     log(f"{name}: {search}, {args.trials} trials")
                     start = time.monotonic()
+                    strategy, _, features = search.partition("+")
                     tune = subprocess.run(
                         [kiln, "tune", str(kernels / kernel), "--key", "local", "--trials",
-                         str(args.trials), "--search", search, "--json", *sets],
+                         str(args.trials), "--search", strategy, "--features",
+                         features or "knob", "--json", *sets],
                         env=env, capture_output=True, text=True)
                     wall = time.monotonic() - start
                     if tune.returncode != 0:
@@ -144,7 +147,8 @@ def main():
                            "trials_to_90": to_90,
                            "candidates_per_s": round(end.get("trials", 0) / wall, 3),
                            "tuning_s": round(wall, 1), "best": best.get("config_text", ""),
-                           "errors": end.get("errors", {}), "rejected": end.get("rejected", {}),
+                           "errors": {k: int(v) for k, v in end.get("errors", {}).items()},
+                           "rejected": {k: int(v) for k, v in end.get("rejected", {}).items()},
                            "cpu": cpu, "target_cpu": device.get("cpu", ""),
                            "features": features}
                     if "error" in base:

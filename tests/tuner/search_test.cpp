@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -89,14 +90,22 @@ double synthetic_cost(const Config& c) {
 }
 
 // Trials until the optimum is measured (batches of 16), at most `budget`.
-int trials_to_optimum(Strategy strategy, Loss loss, uint64_t seed, int budget) {
+// `pool` > 0: the model scores a pool of candidates instead of annealing,
+// with features that count how often they were asked for.
+int trials_to_optimum(Strategy strategy, Loss loss, uint64_t seed, int budget, int pool = 0,
+                      std::atomic<int>* feature_calls = nullptr) {
   Space space({KnobDef::values_of("X", range(32)), KnobDef::values_of("Y", range(32)),
                KnobDef::values_of("Z", range(8))});
   SearchOptions o;
   o.strategy = strategy;
   o.loss = loss;
   o.seed = seed;
-  Searcher s(space, o);
+  o.pool = pool;
+  o.threads = 2;
+  Searcher s(space, o, [feature_calls](const Space& sp, const Config& c) {
+    if (feature_calls) ++*feature_calls;
+    return knob_features(sp, c);
+  });
   int trials = 0;
   while (trials < budget) {
     std::vector<Config> batch = s.next_batch(16);
@@ -124,6 +133,23 @@ TEST(ModelSearch, FindsTheOptimumInFarFewerTrialsThanRandom) {
     EXPECT_LT(reg, random);
     EXPECT_LE(rank, 200);
     EXPECT_LE(reg, 200);
+  }
+}
+
+// For features that cost a compile a point: a pool of 64 candidates a round
+// instead of thousands walked, each point's features computed once.
+TEST(ModelSearch, APoolOfCandidatesFindsTheOptimumSoonerThanRandomWithFewFeatureCalls) {
+  for (uint64_t seed : {1, 2, 3}) {
+    std::atomic<int> calls{0};
+    int random = trials_to_optimum(Strategy::Random, Loss::Rank, seed, 8192);
+    int pooled = trials_to_optimum(Strategy::Model, Loss::Rank, seed, 8192, 64, &calls);
+    SCOPED_TRACE(::testing::Message() << "seed " << seed << ": random " << random << ", pool "
+                                      << pooled << " with " << calls << " feature rows");
+    EXPECT_LT(pooled, random);
+    EXPECT_LE(pooled, 400);
+    // At most the pool and the batch a round, and every point once.
+    int rounds = (pooled + 15) / 16;
+    EXPECT_LE(calls.load(), rounds * (64 + 16));
   }
 }
 

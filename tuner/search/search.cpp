@@ -2,10 +2,13 @@
 #include "kiln/search.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 namespace kiln::tuner {
 
@@ -38,6 +41,7 @@ struct Searcher::Impl {
   std::vector<uint64_t> measured_index;
   std::optional<std::pair<Config, double>> best;
   int64_t since_improvement = 0;
+  std::unordered_map<uint64_t, std::vector<float>> feature_cache;  // by point index
   FeatureRows warm_rows;  // transfer: other shapes' points, and their relative costs
   std::vector<double> warm_cost;
 
@@ -93,10 +97,37 @@ struct Searcher::Impl {
     while (static_cast<int>(out.size()) < n && grid_next < space.size()) take(grid_next++, out);
   }
 
+  // A point's features, computed once.
+  const std::vector<float>& feature_row(const Config& c) {
+    uint64_t index = space.index_of(c);
+    auto it = feature_cache.find(index);
+    if (it == feature_cache.end()) it = feature_cache.emplace(index, features(space, c)).first;
+    return it->second;
+  }
+  // The features of points not computed yet, on options.threads threads.
+  void prefetch(const std::vector<Config>& points) {
+    std::vector<std::pair<uint64_t, const Config*>> todo;
+    for (const Config& c : points)
+      if (!feature_cache.count(space.index_of(c))) todo.push_back({space.index_of(c), &c});
+    int threads = std::max(1, options.threads);
+    if (threads == 1 || todo.size() < 2) return;
+    std::vector<std::vector<float>> rows(todo.size());
+    std::atomic<size_t> next{0};
+    std::vector<std::future<void>> workers;
+    for (int t = 0; t < threads; ++t)
+      workers.push_back(std::async(std::launch::async, [&] {
+        for (size_t i = next++; i < todo.size(); i = next++)
+          rows[i] = features(space, *todo[i].second);
+      }));
+    for (std::future<void>& w : workers) w.get();  // rethrows a worker's exception
+    for (size_t i = 0; i < todo.size(); ++i) feature_cache[todo[i].first] = std::move(rows[i]);
+  }
+
   std::vector<double> scores(const std::vector<Config>& points) {
+    prefetch(points);
     FeatureRows rows;
     rows.reserve(points.size());
-    for (const Config& c : points) rows.push_back(features(space, c));
+    for (const Config& c : points) rows.push_back(feature_row(c));
     return model.predict(rows);
   }
 
@@ -148,6 +179,45 @@ struct Searcher::Impl {
     return out;
   }
 
+  // A pool of unseen points that keep the constraints -- half neighbours of
+  // the best measured points, the rest random -- ranked by the model, best
+  // first. A point of the pool that breaks a constraint is rejected (and
+  // counted) here.
+  std::vector<uint64_t> pool_ranked(size_t want) {
+    size_t size = static_cast<size_t>(std::max(options.pool, 1));
+    std::vector<size_t> order(measured_cost.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return measured_cost[a] < measured_cost[b]; });
+    std::vector<Config> pool;
+    std::unordered_set<uint64_t> in_pool;
+    auto consider = [&](Config c) {
+      uint64_t index = space.index_of(c);
+      if (seen.count(index) || !in_pool.insert(index).second) return;
+      if (std::optional<std::string> broken = space.broken_constraint(c)) {
+        seen.insert(index);
+        ++rejected[*broken];
+        return;
+      }
+      pool.push_back(std::move(c));
+    };
+    size_t tops = std::min<size_t>(order.size(), 8);
+    for (int tries = 0; tops > 0 && pool.size() < size / 2 && tries < static_cast<int>(size) * 8;
+         ++tries)
+      consider(space.neighbour(space.point(measured_index[order[tries % tops]]), rng));
+    for (int tries = 0; pool.size() < size && tries < static_cast<int>(size) * 8 && !exhausted();
+         ++tries)
+      consider(space.random_point(rng));
+    std::vector<double> score = scores(pool);
+    std::vector<size_t> rank(pool.size());
+    for (size_t i = 0; i < rank.size(); ++i) rank[i] = i;
+    std::sort(rank.begin(), rank.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
+    std::vector<uint64_t> out;
+    for (size_t i = 0; i < rank.size() && out.size() < want; ++i)
+      out.push_back(space.index_of(pool[rank[i]]));
+    return out;
+  }
+
   void model_batch(int n, std::vector<Config>& out) {
     if (!model.trained() ||
         (static_cast<int>(measured_cost.size()) < options.min_trained && warm_rows.empty())) {
@@ -156,7 +226,9 @@ struct Searcher::Impl {
     }
     int from_model = n - static_cast<int>(std::lround(options.epsilon * n));
     // More candidates than needed: some break a constraint.
-    for (uint64_t index : anneal(static_cast<size_t>(2 * n))) {
+    std::vector<uint64_t> ranked = options.pool > 0 ? pool_ranked(static_cast<size_t>(2 * n))
+                                                    : anneal(static_cast<size_t>(2 * n));
+    for (uint64_t index : ranked) {
       if (static_cast<int>(out.size()) >= from_model) break;
       take(index, out);
     }
@@ -187,11 +259,12 @@ std::vector<Config> Searcher::next_batch(int n) {
 
 void Searcher::update(const std::vector<Config>& points, const std::vector<double>& cost) {
   Impl& s = *impl_;
+  s.prefetch(points);
   for (size_t i = 0; i < points.size() && i < cost.size(); ++i) {
     uint64_t index = s.space.index_of(points[i]);
     s.seen.insert(index);  // measured elsewhere (a resumed job): never proposed again
     s.measured_index.push_back(index);
-    s.measured_rows.push_back(s.features(s.space, points[i]));
+    s.measured_rows.push_back(s.feature_row(points[i]));
     s.measured_cost.push_back(cost[i]);
     if (std::isfinite(cost[i]) && (!s.best || cost[i] < s.best->second)) {
       s.best = {points[i], cost[i]};
@@ -219,7 +292,7 @@ void Searcher::warm_start(const std::vector<Config>& points,
       }
     }
     if (!fits) continue;
-    s.warm_rows.push_back(s.features(s.space, points[i]));
+    s.warm_rows.push_back(s.features(s.space, points[i]));  // not a point of this space's cache
     s.warm_cost.push_back(relative_cost[i]);
   }
   if (s.options.strategy == Strategy::Model) s.fit();

@@ -43,6 +43,7 @@ std::string TuneSettings::json() const {
       .num("epsilon", search.epsilon)
       .integer("annealing_steps", search.annealing_steps)
       .integer("population", search.population)
+      .integer("pool", search.pool)
       .integer("seed", static_cast<int64_t>(search.seed))
       .done();
 }
@@ -53,7 +54,8 @@ TuneProgress tune(const Space& space, Measurer& measurer, records::RecordStore& 
                   const std::function<void(const TuneProgress&)>& progress,
                   const std::function<bool()>& cancelled) {
   auto start = std::chrono::steady_clock::now();
-  Searcher search(space, settings.search);
+  Searcher search(space, settings.search,
+                  settings.features ? settings.features : FeatureFn(knob_features));
   if (!settings.warm_points.empty()) search.warm_start(settings.warm_points, settings.warm_cost);
   TuneProgress p;
   p.target = settings.trials;

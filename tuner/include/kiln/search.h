@@ -33,9 +33,16 @@ struct SearchOptions {
   int population = 128;       // points the annealing walks at once
   int min_trained = 16;       // measurements before the model is trusted (random until then)
   uint64_t seed = 1;
+  // > 0: instead of annealing, each round the model scores a pool of this
+  // many unseen points -- neighbours of the best measured ones and random
+  // ones -- for features that cost a compile a point (Iter). Their features
+  // are computed on `threads` threads (the FeatureFn must allow it).
+  int pool = 0;
+  int threads = 1;
 };
 
-// A point's features for the model (knob_features by default).
+// A point's features for the model (knob_features by default). The searcher
+// asks once a point: it keeps them.
 using FeatureFn = std::function<std::vector<float>(const Space&, const Config&)>;
 
 class Searcher {

@@ -51,6 +51,7 @@ struct TuneSettings {
   int batch = 16;      // points proposed at once
   int early_stop = 0;  // stop after this many trials without a better one (0: never)
   SearchOptions search;
+  FeatureFn features;  // the model's (empty: knob_features)
   // Transfer: points measured on the same operator at other shapes, and
   // their cost relative to the best there (Searcher::warm_start).
   std::vector<Config> warm_points;
