@@ -298,26 +298,49 @@ class ServiceMeasurer final : public tuner::Measurer {
       report(t);
       return true;
     };
-    auto each = [&](const std::vector<size_t>& which, const std::function<void(size_t)>& work) {
+    // `work` on each of `which`, at most `limit` at once; a point is not
+    // started once the job is cancelled or kilnd stops. An exception (the
+    // store failing in `report`) is rethrown here, after the joins.
+    auto each = [&](const std::vector<size_t>& which, size_t limit,
+                    const std::function<void(size_t)>& work) {
+      std::atomic<size_t> next{0};
+      std::exception_ptr error;
       std::vector<std::thread> threads;
-      threads.reserve(which.size());
-      for (size_t i : which)
-        threads.emplace_back([&, i] {
-          if (!gone()) work(i);
-        });
+      auto run = [&] {
+        for (size_t k = next++; k < which.size(); k = next++) {
+          if (gone()) return;
+          try {
+            work(which[k]);
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(mu);
+            if (!error) error = std::current_exception();
+            next = which.size();
+          }
+        }
+      };
+      try {
+        for (size_t t = 0; t < std::min(limit, which.size()); ++t) threads.emplace_back(run);
+      } catch (...) {  // no thread to be had: those made finish the work
+        next = which.size();
+        for (std::thread& t : threads) t.join();
+        throw;
+      }
       for (std::thread& t : threads) t.join();
+      if (error) std::rethrow_exception(error);
     };
 
     std::vector<size_t> all(batch.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
     std::vector<double> compile_ms(batch.size(), 0.0);
     std::vector<char> compiled(batch.size(), 0);
-    each(all, [&](size_t i) {
+    // As many compiles at once as kilnd has workers: a batch does not fill
+    // the queue other clients wait in.
+    size_t workers = std::max(1u, std::thread::hardware_concurrency());
+    each(all, workers, [&](size_t i) {
       v1::CompileResponse response;
       Status s = compile_one(batch[i], &response);
-      if (gone()) return;
       if (!s.ok()) {
-        point_fault(batch[i], s);
+        if (!gone()) point_fault(batch[i], s);
         return;
       }
       for (const v1::StageTime& st : response.times()) compile_ms[i] += st.ms();
@@ -326,12 +349,12 @@ class ServiceMeasurer final : public tuner::Measurer {
     std::vector<size_t> ready;
     for (size_t i = 0; i < batch.size(); ++i)
       if (compiled[i]) ready.push_back(i);
-    each(ready, [&](size_t i) {
+    each(ready, ready.size(), [&](size_t i) {
       v1::MeasureResponse response;
       Status s = measure_one(batch[i], &response);
-      if (gone()) return;  // not this point's doing
+      // A measurement that arrives is recorded, cancelled job or not.
       if (!s.ok()) {
-        point_fault(batch[i], s);
+        if (!gone()) point_fault(batch[i], s);
         return;
       }
       tuner::Trial t;
@@ -370,7 +393,8 @@ class ServiceMeasurer final : public tuner::Measurer {
   Status retry_busy(Call call) {
     for (;;) {
       Status s = call();
-      if (s.code != Code::ResourceExhausted || !s.message.starts_with("kilnd is busy") || gone())
+      if (s.code != Code::ResourceExhausted || !s.message.starts_with("kilnd is busy") ||
+          stopping_())
         return s;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -385,8 +409,8 @@ class ServiceMeasurer final : public tuner::Measurer {
     t->set_triple(device_.triple());
     t->set_cpu(device_.cpu());
     t->set_features(device_.features());
-    CallOptions call;
-    call.cancelled = [this] { return gone(); };
+    CallOptions call;  // a cancelled job lets what is in flight finish; kilnd stopping does not
+    call.cancelled = [this] { return stopping_(); };
     return retry_busy([&] {
       response->Clear();
       return service_.compile(c, response, call);
@@ -402,8 +426,8 @@ class ServiceMeasurer final : public tuner::Measurer {
     m.set_seed(request_.seed());
     *m.mutable_settings() = request_.settings();
     m.set_priority(request_.priority());
-    CallOptions call;
-    call.cancelled = [this] { return gone(); };
+    CallOptions call;  // a cancelled job lets what is in flight finish; kilnd stopping does not
+    call.cancelled = [this] { return stopping_(); };
     return retry_busy([&] {
       response->Clear();
       return service_.measure(m, response, call);
@@ -474,7 +498,8 @@ struct Tuning::Impl {
     q.name = w.name;
     q.key = key;
     q.error = "";
-    q.limit = -1;
+    q.order = records::Query::Order::Fastest;  // the most telling ones, and not too many
+    q.limit = 512;
     std::map<std::string, std::vector<records::Record>> by_workload;
     for (records::Record& r : store->query(q))
       if (r.workload != w.hash && r.median_ms > 0) by_workload[r.workload].push_back(std::move(r));
@@ -505,14 +530,6 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
   // The key's target: what its agents compile for.
   v1::Device device;
   if (Status s = service.agent_device(request.key(), &device, call); !s.ok()) throw Refusal{s};
-  store->put_target({request.key(), device.triple(), device.cpu(), device.features()});
-  store->put_workload(prepared->workload);
-  if (job_id == 0) {
-    job_id = store->start_job(
-        {0, prepared->workload.hash, request.key(), settings_json(request), {}, 0, 0});
-  } else {
-    store->finish_job(job_id, records::JobState::Running);
-  }
 
   tuner::TuneSettings settings;
   settings.trials = request.trials();
@@ -528,12 +545,25 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
     settings.features = iter_features_of(*prepared, request, device, limits);
   }
   if (request.transfer()) warm_start(prepared->workload, request.key(), settings);
+  store->put_target({request.key(), device.triple(), device.cpu(), device.features()});
+  store->put_workload(prepared->workload);
 
+  // The job, running and live here, under `mu`: two resumes of one job, or a
+  // resume and a cancel, cannot both act on it.
   auto live_job = std::make_shared<LiveJob>();
-  live_job->id = job_id;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (stopping) refuse(Code::Unavailable, "kilnd is stopping");
+    if (job_id != 0 && live.count(job_id))
+      refuse(Code::FailedPrecondition,
+             fmt::format("tuning job {} is running already; follow it with ResumeTune", job_id));
+    if (job_id == 0) {
+      job_id = store->start_job(
+          {0, prepared->workload.hash, request.key(), settings_json(request), {}, 0, 0});
+    } else {
+      store->finish_job(job_id, records::JobState::Running);
+    }
+    live_job->id = job_id;
     live[job_id] = live_job;
     ++threads;
   }
@@ -544,7 +574,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
                    ? ""
                    : fmt::format(", warm-started from {} records", settings.warm_points.size()));
 
-  std::thread([this, live_job, prepared, request, settings, device] {
+  auto body = [this, live_job, prepared, request, settings, device] {
     auto post = [&](const tuner::TuneProgress& p) {
       v1::TuneProgress w;
       w.set_job(p.job);
@@ -567,21 +597,21 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
       live_job->messages.push_back(std::move(w));
       live_job->changed.notify_all();
     };
-    {
-      // The first message: the job's number, before anything is measured.
-      tuner::TuneProgress first;
-      first.job = live_job->id;
-      first.target = settings.trials;
-      records::Query q;
-      q.job = live_job->id;
-      first.trials = static_cast<int>(store->count(q));
-      post(first);
-    }
     ServiceMeasurer measurer(
         service, request, *prepared, device, [this] { return stopping.load(); },
         [live_job] { return live_job->cancel.load(); });
     Status status;
     try {
+      {
+        // The first message: the job's number, before anything is measured.
+        tuner::TuneProgress first;
+        first.job = live_job->id;
+        first.target = settings.trials;
+        records::Query q;
+        q.job = live_job->id;
+        first.trials = static_cast<int>(store->count(q));
+        post(first);
+      }
       tuner::TuneProgress end =
           tuner::tune(*prepared->space, measurer, *store, prepared->workload, request.key(),
                       settings, live_job->id, post, [&] { return live_job->cancel.load(); });
@@ -608,8 +638,9 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
       spdlog::warn("{}", status.message);
     }
     {
-      std::lock_guard<std::mutex> lock(mu);
-      live.erase(live_job->id);  // no longer live once anyone sees it ended
+      std::lock_guard<std::mutex> lock(mu);  // no longer live once anyone sees it ended
+      if (auto it = live.find(live_job->id); it != live.end() && it->second == live_job)
+        live.erase(it);
     }
     {
       std::lock_guard<std::mutex> lock(live_job->mu);
@@ -620,7 +651,16 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
     std::lock_guard<std::mutex> lock(mu);
     --threads;
     threads_done.notify_all();
-  }).detach();
+  };
+  try {
+    std::thread(body).detach();
+  } catch (...) {  // no thread: the job is left to be resumed
+    std::lock_guard<std::mutex> lock(mu);
+    live.erase(live_job->id);
+    --threads;
+    threads_done.notify_all();
+    throw;
+  }
   return live_job;
 }
 
@@ -682,6 +722,11 @@ Status Tuning::resume(const v1::ResumeTuneRequest& request, const ProgressSink& 
                       const CallOptions& call) {
   try {
     if (std::shared_ptr<LiveJob> live = impl_->find_live(request.job())) {
+      if (request.trials() != 0)
+        refuse(Code::FailedPrecondition,
+               fmt::format("tuning job {} is running: its trials can change once it has stopped "
+                           "(resume without trials to follow it)",
+                           request.job()));
       size_t from = 0;
       {
         std::lock_guard<std::mutex> lock(live->mu);
@@ -719,9 +764,14 @@ Status Tuning::cancel(const v1::CancelTuneRequest& request, v1::CancelTuneRespon
     if (!job) refuse(Code::NotFound, fmt::format("no tuning job {}", request.job()));
     if (std::shared_ptr<LiveJob> live = impl_->find_live(request.job())) {
       live->cancel = true;
-      // The job marks itself cancelled once the measurements in flight stop.
+      // The job marks itself cancelled once the measurements in flight end
+      // (each within its time limit).
       std::unique_lock<std::mutex> lock(live->mu);
-      live->changed.wait_for(lock, std::chrono::seconds(30), [&] { return live->ended; });
+      if (!live->changed.wait_for(lock, std::chrono::seconds(120), [&] { return live->ended; }))
+        refuse(Code::DeadlineExceeded,
+               fmt::format("tuning job {} is stopping: it ends when its measurements in flight "
+                           "do (ListJobs shows when)",
+                           request.job()));
     } else if (job->state == records::JobState::Running) {
       impl_->store->finish_job(job->id, records::JobState::Cancelled);  // interrupted before
     } else {
@@ -807,7 +857,9 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
         if (k.cpu == want.cpu) keys.push_back(k.key);
         if (impl_->store->best(workload, k.key)) same_arch.push_back(k.key);
       }
-      if (keys.empty() && same_arch.size() == 1) keys = same_arch;
+      bool recorded = false;
+      for (const std::string& k : keys) recorded = recorded || impl_->store->best(workload, k);
+      if (!recorded && same_arch.size() == 1) keys = same_arch;
       if (keys.empty()) {
         std::vector<std::string> all;
         for (const records::Target& k : targets)

@@ -8,7 +8,8 @@ Starts kilnd with a records database and one local agent, tunes the GEMM
 budget, then times the best configuration beside OpenBLAS / oneDNN in one run
 (bench_gemm / bench_conv, 2 threads). One JSON line per case and strategy:
 
-  {"bench":"tune_gemm_2048","search":"xgb-rank","trials":200,"kiln_gflops":...,
+  {"bench":"tune_gemm_2048","search":"xgb-rank","model_features":"iter","trials":200,
+   "kiln_gflops":...,
    "baseline":"openblas","baseline_gflops":...,"ratio":...,"trials_to_90":...,
    "candidates_per_s":...,"tuning_s":...,"best":"KB=...","cpu":"...","features":"..."}
 
@@ -103,16 +104,17 @@ def main():
                 for search in args.searches.split(","):
                     log(f"{name}: {search}, {args.trials} trials")
                     start = time.monotonic()
-                    strategy, _, features = search.partition("+")
+                    strategy, _, model_features = search.partition("+")
                     tune = subprocess.run(
                         [kiln, "tune", str(kernels / kernel), "--key", "local", "--trials",
                          str(args.trials), "--search", strategy, "--features",
-                         features or "knob", "--json", *sets],
+                         model_features or "knob", "--json", *sets],
                         env=env, capture_output=True, text=True)
                     wall = time.monotonic() - start
                     if tune.returncode != 0:
                         log(f"{name}: kiln tune failed: {tune.stderr.strip()}")
-                        print(json.dumps({"bench": name, "search": search,
+                        print(json.dumps({"bench": name, "search": strategy,
+                                          "model_features": model_features or "knob",
                                           "error": tune.stderr.strip()}), flush=True)
                         ok = False
                         continue
@@ -139,7 +141,9 @@ def main():
                     device = json.loads(subprocess.run(
                         [kiln, "agents", "--json"], env=env, capture_output=True,
                         text=True).stdout.splitlines()[0])
-                    out = {"bench": name, "search": search, "trials": end.get("trials", 0),
+                    out = {"bench": name, "search": strategy,
+                           "model_features": model_features or "knob",
+                           "trials": end.get("trials", 0),
                            "kiln_gflops": base.get("kiln_gflops"),
                            "baseline": base.get("baseline"),
                            "baseline_gflops": base.get("baseline_gflops"),

@@ -91,3 +91,16 @@ def test_refusals_are_kiln_errors_with_kilnds_message(client):
     assert e.value.code == grpc.StatusCode.NOT_FOUND and "tune it first" in e.value.message
     with pytest.raises(ValueError):
         client.tune(kiln.load(GEMM), "local", target="aarch64-linux-gnu")
+
+
+def test_leaving_the_iteration_early_cancels_the_job(client):
+    import time
+    job = tune(client, 40)
+    for p in job:
+        if p.trials >= 2:
+            break
+    deadline = time.monotonic() + 30
+    while {j.id: j for j in client.jobs()}[job.id].state == "running":
+        assert time.monotonic() < deadline, "the job was not cancelled"
+        time.sleep(0.05)
+    assert {j.id: j for j in client.jobs()}[job.id].state == "cancelled"

@@ -104,23 +104,39 @@ struct Searcher::Impl {
     if (it == feature_cache.end()) it = feature_cache.emplace(index, features(space, c)).first;
     return it->second;
   }
-  // The features of points not computed yet, on options.threads threads.
-  void prefetch(const std::vector<Config>& points) {
-    std::vector<std::pair<uint64_t, const Config*>> todo;
-    for (const Config& c : points)
-      if (!feature_cache.count(space.index_of(c))) todo.push_back({space.index_of(c), &c});
-    int threads = std::max(1, options.threads);
-    if (threads == 1 || todo.size() < 2) return;
-    std::vector<std::vector<float>> rows(todo.size());
+  // The features of `points`, on options.threads threads.
+  FeatureRows rows_of(const std::vector<const Config*>& points) {
+    FeatureRows rows(points.size());
+    size_t threads =
+        std::min<size_t>(static_cast<size_t>(std::max(1, options.threads)), points.size());
+    if (threads <= 1) {
+      for (size_t i = 0; i < points.size(); ++i) rows[i] = features(space, *points[i]);
+      return rows;
+    }
     std::atomic<size_t> next{0};
     std::vector<std::future<void>> workers;
-    for (int t = 0; t < threads; ++t)
+    for (size_t t = 0; t < threads; ++t)
       workers.push_back(std::async(std::launch::async, [&] {
-        for (size_t i = next++; i < todo.size(); i = next++)
-          rows[i] = features(space, *todo[i].second);
+        for (size_t i = next++; i < points.size(); i = next++)
+          rows[i] = features(space, *points[i]);
       }));
     for (std::future<void>& w : workers) w.get();  // rethrows a worker's exception
-    for (size_t i = 0; i < todo.size(); ++i) feature_cache[todo[i].first] = std::move(rows[i]);
+    return rows;
+  }
+  // The features of points not computed yet, into the cache.
+  void prefetch(const std::vector<Config>& points) {
+    std::vector<const Config*> todo;
+    std::vector<uint64_t> index;
+    std::unordered_set<uint64_t> queued;
+    for (const Config& c : points) {
+      uint64_t i = space.index_of(c);
+      if (feature_cache.count(i) || !queued.insert(i).second) continue;
+      todo.push_back(&c);
+      index.push_back(i);
+    }
+    if (todo.size() < 2) return;
+    FeatureRows rows = rows_of(todo);
+    for (size_t i = 0; i < todo.size(); ++i) feature_cache[index[i]] = std::move(rows[i]);
   }
 
   std::vector<double> scores(const std::vector<Config>& points) {
@@ -280,6 +296,7 @@ void Searcher::warm_start(const std::vector<Config>& points,
                           const std::vector<double>& relative_cost) {
   Impl& s = *impl_;
   const std::vector<KnobDef>& knobs = s.space.knobs();
+  std::vector<const Config*> fitting;
   for (size_t i = 0; i < points.size() && i < relative_cost.size(); ++i) {
     bool fits = true;
     for (size_t k = 0; k < knobs.size() && fits; ++k) {
@@ -292,9 +309,11 @@ void Searcher::warm_start(const std::vector<Config>& points,
       }
     }
     if (!fits) continue;
-    s.warm_rows.push_back(s.features(s.space, points[i]));  // not a point of this space's cache
+    fitting.push_back(&points[i]);
     s.warm_cost.push_back(relative_cost[i]);
   }
+  // Not points of this space's cache: computed here, on every thread.
+  for (std::vector<float>& row : s.rows_of(fitting)) s.warm_rows.push_back(std::move(row));
   if (s.options.strategy == Strategy::Model) s.fit();
 }
 

@@ -188,15 +188,27 @@ class TuneJob:
         self._client, self._call, self._detach = client, call, detach
         self.id, self.progress = 0, None
 
-    def __iter__(self):
+    def _next(self):
         try:
-            for p in self._call:
-                self.id, self.progress = p.job, p
-                yield p
+            p = next(self._call)
+        except StopIteration:
+            return None
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.CANCELLED and self.progress and not self._detach:
-                return
+                return None
             raise KilnError(e.code(), e.details()) from None
+        self.id, self.progress = p.job, p
+        return p
+
+    def __iter__(self):
+        finished = False
+        try:
+            while (p := self._next()) is not None:
+                yield p
+            finished = True
+        finally:
+            if not finished and not self._detach:
+                self._call.cancel()  # left early: the job is cancelled
 
     def wait(self):
         """Follows the job to its end; the last progress message."""
@@ -214,8 +226,7 @@ class TuneJob:
     def cancel(self):
         """Stops the job (its records stay): kiln.v1.TuningJob."""
         if not self.id:
-            self._call.cancel()
-            return None
+            self._next()  # the first message names the job
         return self._client.cancel_tune(self.id)
 
 
@@ -394,8 +405,9 @@ class Client:
 
     def best(self, op=None, key="", *, workload="", **options):
         """The fastest record of ``op`` (with ``set`` for its params) or of a
-        workload hash on ``key`` (default: the device class of this target):
-        a Record. KilnError NOT_FOUND when it was never tuned there."""
+        workload hash on ``key`` (default: the device class of ``target`` and
+        ``cpu``, or of kilnd's own machine): a Record. KilnError NOT_FOUND when
+        it was never tuned there."""
         request = service_pb2.BestConfigRequest(key=key, workload=workload,
                                                 options=_options(**options))
         if op is not None:
