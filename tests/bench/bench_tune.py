@@ -15,6 +15,11 @@ budget, then times the best configuration beside OpenBLAS / oneDNN in one run
 
 trials_to_90 is the first trial whose best so far reached 90% of the job's final
 best; candidates_per_s counts every measured trial. Progress goes to stderr.
+
+--transfer instead asks whether a warm start helps: the GEMM tuned at --from
+(xgb-rank), then at --to with and without --transfer, several seeds; one line per
+seed and arm with its best GFLOP/s after 16 and after --trials trials and its
+trials to 90% of the better arm's final best.
 """
 
 import argparse
@@ -73,6 +78,55 @@ class Kilnd:
         self.proc.wait(timeout=60)
 
 
+def curve_of(stdout):
+    """The best GFLOP/s after each trial, and the last progress message."""
+    progress = [json.loads(line) for line in stdout.splitlines()]
+    curve = [p.get("best", {}).get("gflops", 0.0) for p in progress if "last" in p]
+    return curve, progress[-1]
+
+
+def transfer(args):
+    build = pathlib.Path(args.build_dir)
+    kiln = str(build / "clients" / "cli" / "kiln")
+    gemm = str(ROOT / "tests" / "bench" / "kernels" / "gemm.kiln")
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), "unknown")
+    with tempfile.TemporaryDirectory() as data:
+        kilnd = Kilnd(build, data)
+        try:
+            env = dict(os.environ, KILN_SERVER=kilnd.address)
+
+            def tune(size, seed, *extra):
+                sets = [a for p in "MNK" for a in ("--set", f"{p}={size}")]
+                r = subprocess.run([kiln, "tune", gemm, "--key", "local", "--trials",
+                                    str(args.trials), "--seed", str(seed), "--json", *sets,
+                                    *extra], env=env, capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise SystemExit(f"bench_tune: kiln tune failed: {r.stderr.strip()}")
+                return curve_of(r.stdout)[0]
+
+            log(f"source: gemm {args.from_size}, {args.trials} trials")
+            tune(args.from_size, 1)
+            for seed in (int(s) for s in args.seeds.split(",")):
+                arms = {}
+                for arm, extra in (("cold", []), ("transfer", ["--transfer"])):
+                    log(f"gemm {args.to_size}, seed {seed}: {arm}")
+                    arms[arm] = tune(args.to_size, seed, *extra)
+                top = max(max(c) for c in arms.values())
+                for arm, c in arms.items():
+                    print(json.dumps({
+                        "bench": f"transfer_gemm_{args.from_size}_to_{args.to_size}",
+                        "arm": arm, "seed": seed, "trials": len(c),
+                        "best_gflops_16": round(c[min(15, len(c) - 1)], 2),
+                        "best_gflops": round(c[-1], 2),
+                        "trials_to_90_of_best_arm": next(
+                            (i + 1 for i, g in enumerate(c) if g >= 0.9 * top), None),
+                        "cpu": cpu}), flush=True)
+        finally:
+            kilnd.stop()
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build-dir", default=str(ROOT / "build"))
@@ -81,7 +135,13 @@ def main():
     ap.add_argument("--searches", default="xgb-rank+iter,xgb-rank,random",
                     help="strategies, a +iter for the Iter features")
     ap.add_argument("--case", default="", help="only cases whose name contains TEXT")
+    ap.add_argument("--transfer", action="store_true", help="the warm-start experiment")
+    ap.add_argument("--from-size", type=int, default=512)
+    ap.add_argument("--to-size", type=int, default=1024)
+    ap.add_argument("--seeds", default="1,2,3")
     args = ap.parse_args()
+    if args.transfer:
+        return transfer(args)
     build = pathlib.Path(args.build_dir)
     kiln = str(build / "clients" / "cli" / "kiln")
     kernels = ROOT / "tests" / "bench" / "kernels"

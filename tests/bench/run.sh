@@ -23,7 +23,7 @@ Progress goes to stderr.
                    of a Measure of an empty kernel on kilnd's local agent vs kilnd's Run),
                    tune (kiln tune on the local agent, xgb-rank and random at the same
                    budget, the best beside OpenBLAS / oneDNN: tests/bench/bench_tune.py;
-                   long: --quick, or -- --trials N)
+                   long: --quick, or -- --trials N; -- --transfer: the warm-start experiment)
   --quick          the smallest cases only, for a smoke run
   --build-dir DIR  the CMake build folder (default: \$KILN_BUILD_DIR or build)
   -- OPTIONS       passed to every benchmark program (see build/tests/bench/bench_gemm --help)
