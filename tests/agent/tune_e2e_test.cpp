@@ -306,6 +306,50 @@ TEST_F(TuneTest, KilledMidJobTheJobResumesWithNoRecordLostOrRepeated) {
   EXPECT_EQ(records(id).total(), 44);
 }
 
+TEST_F(TuneTest, StoppedWithSigtermMidJobKilndEndsPromptlyAndTheJobResumes) {
+  std::string port = agents_address_.substr(agents_address_.rfind(':') + 1);
+  start_agents(1);
+  v1::TuneRequest r = gemm(40, 4);
+  Stream first;
+  std::thread client([&] { first = follow(r); });
+  // Wait for some records, then SIGTERM.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (records(1).total() < 8) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto asked = std::chrono::steady_clock::now();
+  kilnd_->terminate();
+  int status = kilnd_->wait();
+  double stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  client.join();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::printf("kilnd stopped %.2f s after SIGTERM\n", stop_s);
+  // The client was told the job is kept, and how to go on.
+  EXPECT_EQ(first.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << first.status.error_message();
+  EXPECT_NE(first.status.error_message().find("kiln tune --resume 1"), std::string::npos)
+      << first.status.error_message();
+  int64_t kept = 0;
+  {
+    auto store = records::open_sqlite_store(dir_ + "data/records.db");
+    EXPECT_EQ(store->job(1)->state, records::JobState::Running);
+    records::Query q;
+    q.job = 1;
+    kept = store->count(q);
+  }
+  ASSERT_GE(kept, 8);
+
+  start_kilnd("127.0.0.1:" + port);
+  wait_for_agents(1);
+  v1::ResumeTuneRequest resume;
+  resume.set_job(1);
+  Stream rest = follow(resume);
+  ASSERT_TRUE(rest.status.ok()) << rest.status.error_message();
+  EXPECT_EQ(rest.messages.front().trials(), kept);
+  EXPECT_EQ(records(1).total(), 40);
+}
+
 TEST_F(TuneTest, IterFeaturesFromEachPointsLoopsDriveTheSearch) {
   start_agents(1);
   v1::TuneRequest r = gemm(40);
