@@ -80,7 +80,7 @@ std::string utc(int64_t unix_ms) {
 
 std::string timing(const v1::TuningRecord& r) {
   if (!r.error().empty()) return r.error();
-  std::string out = fmt::format("{:.4f} ms", r.median_ms());
+  std::string out = fmt::format("{:.5g} ms", r.median_ms());
   if (r.gflops() > 0) out += fmt::format(" ({:.1f} GFLOP/s)", r.gflops());
   return out;
 }
@@ -180,7 +180,7 @@ int print_summary(Remote& remote, const Options& o, const v1::TuneProgress& p,
     fmt::print("  {:>4}  {:>12}  {:>10}  {}\n", "RANK", "MEDIAN MS", "GFLOP/S", "CONFIG");
     int rank = 0;
     for (const v1::TuningRecord& r : best.records())
-      fmt::print("  {:>4}  {:>12.4f}  {:>10.1f}  {}\n", ++rank, r.median_ms(), r.gflops(),
+      fmt::print("  {:>4}  {:>12.5g}  {:>10.1f}  {}\n", ++rank, r.median_ms(), r.gflops(),
                  r.config_text());
   } else {
     fmt::print("  no configuration ran\n");
@@ -298,7 +298,7 @@ int records_query(Remote& remote, const Options& o) {
              "MEDIAN MS", "GFLOP/S", "ERROR", "WHEN (UTC)", "CONFIG");
   for (const v1::TuningRecord& rec : page.records()) {
     fmt::print("{:>6} {:>4}  {:<10} {:>12} {:>9}  {:<16}  {:<19}  {}\n", rec.id(), rec.job(),
-               rec.key(), rec.error().empty() ? fmt::format("{:.4f}", rec.median_ms()) : "-",
+               rec.key(), rec.error().empty() ? fmt::format("{:.5g}", rec.median_ms()) : "-",
                rec.gflops() > 0 ? fmt::format("{:.1f}", rec.gflops()) : "-",
                rec.error().empty() ? "-" : rec.error(), utc(rec.unix_ms()), rec.config_text());
   }

@@ -81,6 +81,11 @@ struct KnobDecl {
   Pos value_pos;
   std::vector<int64_t> candidates;
   std::vector<Pos> candidate_pos;
+  // A tag knob (`knob T = parallel in [none, parallel];`): its default and
+  // candidates are tags, not numbers.
+  bool is_tag = false;
+  std::string tag_value;
+  std::vector<std::string> tags;
 };
 
 enum class AssignOp : uint8_t { Set, Add, Sub, Mul };

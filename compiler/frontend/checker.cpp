@@ -15,6 +15,7 @@
 
 #include "affine.h"
 #include "kiln/analysis.h"
+#include "kiln/loop_ir.h"
 #include "scope.h"
 #include "typing.h"
 
@@ -303,10 +304,38 @@ class FuncChecker {
     func_.fast_math = true;
   }
 
+  static std::string join_names(const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  }
+
   void check(const KnobDecl& d) {
     Decl decl;
     decl.kind = Decl::Kind::Knob;
     declare_name(d.name, decl);
+    if (d.is_tag) {
+      // Its value is the number of its tag in the list: what --set and the tuner give.
+      ir::Knob k{d.name.name, 0, {}, src_.loc(d.name.pos), d.tags};
+      for (size_t i = 0; i < d.tags.size(); ++i) {
+        if (!ir::loop_tag_from_name(d.tags[i]))
+          fail(d.candidate_pos[i], "tag knob " + q(d.name.name) + ": '" + d.tags[i] +
+                                       "' is not a tag (none, parallel, vectorize, unroll, "
+                                       "unroll_explicit, gpu_block_x/y/z, gpu_thread_x/y/z)");
+        for (size_t j = 0; j < i; ++j)
+          if (d.tags[j] == d.tags[i])
+            fail(d.candidate_pos[i],
+                 "tag knob " + q(d.name.name) + " lists the tag " + d.tags[i] + " twice");
+        k.candidates.push_back(static_cast<int64_t>(i));
+      }
+      auto at = std::find(d.tags.begin(), d.tags.end(), d.tag_value);
+      if (at == d.tags.end())
+        fail(d.value_pos, "the default " + d.tag_value + " of tag knob " + q(d.name.name) +
+                              " is not one of its tags [" + join_names(d.tags) + "]");
+      k.value = at - d.tags.begin();
+      func_.knobs.push_back(std::move(k));
+      return;
+    }
     for (size_t k = 0; k < d.candidates.size(); ++k) {
       for (size_t j = 0; j < k; ++j) {
         if (d.candidates[j] == d.candidates[k]) {

@@ -384,6 +384,30 @@ void knob(Writer& w, const v1::Knob& k) {
     Field n(w, "name");
     w.name(k.name(), "knob name");
   }
+  if (k.tags_size() > 0) {  // a tag knob: the value names its tag
+    if (k.candidates_size() > 0) {
+      Field c(w, "candidates");
+      w.fail("a tag knob gives tags, not candidates");
+    }
+    {
+      Field v(w, "value");
+      w.tok("=");
+      if (k.value() < 0 || k.value() >= k.tags_size())
+        w.fail(fmt::format("{} is not the number of one of the knob's {} tags", k.value(),
+                           k.tags_size()));
+      w.name(k.tags(static_cast<int>(k.value())), "tag");
+    }
+    w.tok("in");
+    w.tok("[");
+    for (int i = 0; i < k.tags_size(); ++i) {
+      if (i) w.tok(",");
+      Field t(w, "tags", i);
+      w.name(k.tags(i), "tag");
+    }
+    w.tok("]");
+    w.tok(";");
+    return;
+  }
   {
     Field v(w, "value");
     w.tok("=");

@@ -397,12 +397,25 @@ class Parser {
     k.name = expect_ident("a knob name after 'knob'");
     std::string name = q(k.name.name);
     expect(Tok::Assign, "'=' and a default value after knob " + name);
-    k.value = parse_signed_int("an integer default for knob " + name, &k.value_pos);
+    if (at(Tok::Ident)) {  // a tag knob: `knob T = parallel in [none, parallel];`
+      k.is_tag = true;
+      Ident v = expect_ident("a tag");
+      k.tag_value = v.name;
+      k.value_pos = v.pos;
+    } else {
+      k.value = parse_signed_int("an integer (or a tag) default for knob " + name, &k.value_pos);
+    }
     expect(Tok::KwIn, "'in' and a list of candidates after the default of knob " + name);
     expect(Tok::LBracket, "'[' to start the candidates of knob " + name);
     for (;;) {
       Pos p;
-      k.candidates.push_back(parse_signed_int("an integer candidate for knob " + name, &p));
+      if (k.is_tag) {
+        Ident t = expect_ident("a tag candidate for tag knob " + name);
+        k.tags.push_back(t.name);
+        p = t.pos;
+      } else {
+        k.candidates.push_back(parse_signed_int("an integer candidate for knob " + name, &p));
+      }
       k.candidate_pos.push_back(p);
       if (accept(Tok::Comma)) continue;
       if (accept(Tok::RBracket)) break;

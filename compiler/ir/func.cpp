@@ -167,6 +167,15 @@ Func apply_overrides(const Func& f, const Overrides& overrides) {
     auto knob = std::find_if(out.knobs.begin(), out.knobs.end(),
                              [&](const Knob& k) { return k.name == name; });
     if (knob != out.knobs.end()) {
+      if (!knob->tags.empty() && (value < 0 || value >= static_cast<int64_t>(knob->tags.size()))) {
+        std::vector<std::string> choices;
+        for (size_t i = 0; i < knob->tags.size(); ++i)
+          choices.push_back(fmt::format("{} {}", i, knob->tags[i]));
+        throw CompileError(ErrorStage::Validate, knob->where,
+                           fmt::format("value {} for tag knob {} is not the number of one of its "
+                                       "tags ({})",
+                                       value, name, fmt::join(choices, ", ")));
+      }
       if (!knob->candidates.empty() && std::find(knob->candidates.begin(), knob->candidates.end(),
                                                  value) == knob->candidates.end()) {
         throw CompileError(ErrorStage::Validate, knob->where,
@@ -350,6 +359,11 @@ std::string to_string(const Func& f) {
   for (const Comp& c : f.comps) print_comp(os, c);
   if (!f.knobs.empty()) os << "\n";
   for (const Knob& k : f.knobs) {
+    if (const std::string* t = k.tag()) {
+      os << "  knob " << k.name << " = " << *t << " in ["
+         << fmt::format("{}", fmt::join(k.tags, ", ")) << "];\n";
+      continue;
+    }
     os << "  knob " << k.name << " = " << k.value;
     if (!k.candidates.empty())
       os << " in [" << fmt::format("{}", fmt::join(k.candidates, ", ")) << "]";

@@ -63,7 +63,12 @@ int64_t int_arg(const Impl& m, const ir::ScheduleCommand& cmd, size_t i, const s
   const Arg& a = cmd.args[i];
   if (a.kind == Arg::Kind::Int) return a.number;
   if (a.kind == Arg::Kind::Name && !a.text.empty()) {
-    if (const ir::Knob* k = m.func.find_knob(a.text)) return k->value;
+    if (const ir::Knob* k = m.func.find_knob(a.text)) {
+      if (k->tag())
+        fail(a.where, cmd.op + ": '" + a.text + "' is a tag knob: it names a tag (" + what +
+                          " must be a number)");
+      return k->value;
+    }
     auto c = m.constants.find(a.text);
     if (c != m.constants.end()) return c->second;
     fail(a.where, cmd.op + ": '" + a.text + "' is not a knob or a compile-time param (" + what +
@@ -319,10 +324,17 @@ void cmd_separate(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   c.sched = c.sched.apply_range(keep.unite(move));
 }
 
-void cmd_tag(Impl&, CompModel& c, const ir::ScheduleCommand& cmd) {
+void cmd_tag(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   expect_args(cmd, 2, "tag(LOOP, TAG)");
   int p = loop_index(c, cmd, 0);
-  const std::string& t = name_arg(cmd, 1, "a tag");
+  std::string t = name_arg(cmd, 1, "a tag");
+  if (const ir::Knob* k = m.func.find_knob(t)) {
+    if (!k->tag())
+      fail(cmd.args[1].where, "tag: knob '" + t +
+                                  "' is a number; a tag knob names tags (knob T = parallel in "
+                                  "[none, parallel];)");
+    t = *k->tag();
+  }
   auto tag = ir::loop_tag_from_name(t);
   if (!tag)
     fail(cmd.args[1].where,

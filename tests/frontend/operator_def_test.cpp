@@ -196,6 +196,27 @@ TEST(OperatorDef, TheTextIsCanonicalAndParsesBack) {
   EXPECT_EQ(ir::to_string(again), ir::to_string(frontend::parse_operator_def(def(kMatmulDef))));
 }
 
+TEST(OperatorDef, ATagKnobGivesItsTagsAndTheNumberOfItsDefault) {
+  v1::OperatorDef d = def(kMatmulDef);
+  v1::Knob* k = d.add_knobs();
+  k->set_name("T");
+  k->set_value(1);
+  k->add_tags("none");
+  k->add_tags("parallel");
+  std::string text = frontend::operator_def_text(d);
+  EXPECT_NE(text.find("knob T = parallel in[none, parallel];"), std::string::npos) << text;
+  ir::Func f = frontend::parse_operator_def(d);
+  EXPECT_EQ(*f.find_knob("T")->tag(), "parallel");
+  k->set_value(2);
+  EXPECT_EQ(error_of(d),
+            "knobs[1].value: validate error: 2 is not the number of one of the knob's 2 tags");
+  k->set_value(0);
+  k->add_candidates(4);
+  EXPECT_EQ(error_of(d),
+            "knobs[1].candidates: validate error: a tag knob gives tags, not "
+            "candidates");
+}
+
 // Each error names the field, as a text's names FILE:LINE:COL.
 TEST(OperatorDef, ErrorsNameTheField) {
   struct Case {

@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "kiln/cost_model.h"
 #include "kiln/frontend.h"
 
 namespace kiln::tuner {
@@ -180,6 +181,41 @@ TEST(SpaceOfAFunc, ItsKnobsAndKnobConstraints) {
   Space fixed = space_of(f, {"MB"});
   EXPECT_EQ(fixed.size(), 3u);
   EXPECT_EQ(fixed.point(0).at("MB"), 32);
+}
+
+TEST(SpaceOfAFunc, ATagKnobIsATagKnobOfTheSpace) {
+  ir::Func f = frontend::parse_module(R"(func scale {
+  param N = 64;
+  input x : f32[N];
+  output y : f32[N];
+  compute c(i) in 0 <= i < N: y[i] = x[i];
+  schedule {
+    knob V = 8 in [8, 16];
+    knob U = vectorize in [none, vectorize, unroll];
+    c.split(i, V, io, ii);
+    c.tag(ii, U);
+  }
+}
+)",
+                                      "scale.kiln")
+                   .funcs.at(0);
+  Space s = space_of(f);
+  EXPECT_EQ(s.size(), 6u);
+  const KnobDef& u = s.knobs().at(1);
+  EXPECT_EQ(u.kind, KnobDef::Kind::Tag);
+  EXPECT_EQ(u.tags, (std::vector<std::string>{"none", "vectorize", "unroll"}));
+  std::set<std::string> tags;
+  for (uint64_t p = 0; p < s.size(); ++p) tags.insert(s.tag(s.point(p), "U"));
+  EXPECT_EQ(tags, (std::set<std::string>{"none", "vectorize", "unroll"}));
+  // A point's value is what --set takes: the tag's number.
+  for (uint64_t p = 0; p < s.size(); ++p) {
+    Config c = s.point(p);
+    EXPECT_EQ(*ir::apply_overrides(f, c).find_knob("U")->tag(), s.tag(c, "U"));
+  }
+  EXPECT_EQ(knob_features(s, s.point(0)).size(), 1u + 3u);  // V, and U one-hot
+  Space fixed = space_of(ir::apply_overrides(f, {{"U", 2}}), {"U"});
+  EXPECT_EQ(fixed.size(), 2u);
+  EXPECT_EQ(fixed.point(0).at("U"), 2);
 }
 
 }  // namespace

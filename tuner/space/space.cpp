@@ -245,10 +245,15 @@ const std::vector<std::string>& Space::order(const Config& c, const std::string&
 
 Space space_of(const ir::Func& f, const std::set<std::string>& fixed) {
   std::vector<KnobDef> knobs;
-  for (const ir::Knob& k : f.knobs)
+  for (const ir::Knob& k : f.knobs) {
+    if (!k.tags.empty() && !fixed.count(k.name)) {
+      knobs.push_back(KnobDef::tag(k.name, k.tags));  // a choice's number is its value
+      continue;
+    }
     knobs.push_back(KnobDef::values_of(k.name, fixed.count(k.name) || k.candidates.empty()
                                                    ? std::vector<int64_t>{k.value}
                                                    : k.candidates));
+  }
   std::map<std::string, ir::Expr> values;
   for (const ir::Param& p : f.params)
     if (p.value) values[p.name] = ir::int_imm(*p.value);

@@ -338,6 +338,11 @@ struct Knob {
   int64_t value = 0;  // the default; `--set` or the tuner replaces it
   std::vector<int64_t> candidates;
   SourceLoc where;
+  // A tag knob (`knob T = parallel in [none, parallel];`) names a loop tag in
+  // `tag` commands: its tags, and its value and candidates are their numbers
+  // in this list. Empty for a number knob.
+  std::vector<std::string> tags{};
+  const std::string* tag() const { return tags.empty() ? nullptr : &tags.at(value); }
 };
 
 // One schedule command: `target.op(args...)`.

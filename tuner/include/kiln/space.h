@@ -94,7 +94,8 @@ class Space {
   uint64_t size_ = 1;
 };
 
-// The space of a func's knobs: a Values knob each, over its candidates, and
+// The space of a func's knobs: a Values knob each, over its candidates (a Tag
+// knob for a tag knob, its values the numbers of its tags), and
 // its knob constraints with the values of its compile-time params put in.
 // Knobs named in `fixed` (set by hand) keep their one value. Throws
 // std::invalid_argument for a knob constraint that reads a run-time param.
