@@ -86,6 +86,18 @@ struct KnobDecl {
   bool is_tag = false;
   std::string tag_value;
   std::vector<std::string> tags;
+  // A knob split (`knob split (IO, II = 16) of N max 64 pow2;`): its parts
+  // (name is the first), the inner parts' defaults, the extent (a number, or
+  // a param's name), and its rules.
+  bool is_split = false;
+  std::vector<Ident> parts;
+  std::vector<int64_t> part_values;  // of parts[1..]
+  std::vector<Pos> part_value_pos;
+  std::string extent_param;
+  int64_t extent = 0;
+  Pos extent_pos;
+  bool pow2 = false;
+  int64_t max_factor = 0;
 };
 
 enum class AssignOp : uint8_t { Set, Add, Sub, Mul };

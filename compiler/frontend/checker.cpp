@@ -74,18 +74,24 @@ class FuncChecker {
 
   ir::Func run() {
     for (const Item& item : decl_.items) note_future_names(item);
+    auto note_knob = [&](const KnobDecl& k) {
+      knob_names_.insert(k.name.name);
+      for (const Ident& part : k.parts) knob_names_.insert(part.name);
+    };
     for (const Item& item : decl_.items) {
-      if (const auto* k = std::get_if<KnobDecl>(&item)) knob_names_.insert(k->name.name);
+      if (const auto* k = std::get_if<KnobDecl>(&item)) note_knob(*k);
       if (const auto* s = std::get_if<ScheduleDecl>(&item))
-        for (const KnobDecl& k : s->knobs) knob_names_.insert(k.name.name);
+        for (const KnobDecl& k : s->knobs) note_knob(k);
     }
     func_.name = decl_.name.name;
     func_.where = src_.loc(decl_.name.pos);
     for (const Item& item : decl_.items) {
       std::visit([&](const auto& d) { check(d); }, item);
     }
-    // Knob constraints once every knob is declared, wherever it is.
+    // Knob constraints once every knob is declared, wherever it is; knob
+    // splits once every param is.
     for (const Piece& p : knob_pieces_) check_knob_constraint(p);
+    ir::resolve_knob_splits(func_);
     check_schedule_targets();
     return std::move(func_);
   }
@@ -99,7 +105,11 @@ class FuncChecker {
     if (const auto* p = std::get_if<ParamDecl>(&item)) scope_.add_future(p->name.name, p->name.pos);
     if (const auto* b = std::get_if<BufferDecl>(&item))
       scope_.add_future(b->name.name, b->name.pos);
-    if (const auto* k = std::get_if<KnobDecl>(&item)) scope_.add_future(k->name.name, k->name.pos);
+    if (const auto* k = std::get_if<KnobDecl>(&item)) {
+      scope_.add_future(k->name.name, k->name.pos);
+      for (size_t i = 1; i < k->parts.size(); ++i)
+        scope_.add_future(k->parts[i].name, k->parts[i].pos);
+    }
     if (const auto* c = std::get_if<ComputeDecl>(&item))
       scope_.add_future(c->name.name, c->name.pos);
   }
@@ -313,6 +323,33 @@ class FuncChecker {
   void check(const KnobDecl& d) {
     Decl decl;
     decl.kind = Decl::Kind::Knob;
+    if (d.is_split) {
+      ir::KnobSplit s;
+      for (size_t i = 0; i < d.parts.size(); ++i) {
+        declare_name(d.parts[i], decl);
+        s.parts.push_back(d.parts[i].name);
+        func_.knobs.push_back(ir::Knob{
+            d.parts[i].name, i == 0 ? 0 : d.part_values[i - 1], {}, src_.loc(d.parts[i].pos)});
+      }
+      if (d.max_factor < 0)
+        fail(d.extent_pos, "the largest part (max) of a knob split is positive");
+      s.extent_param = d.extent_param;
+      s.extent = d.extent;
+      s.pow2 = d.pow2;
+      s.max_factor = d.max_factor;
+      s.where = src_.loc(d.extent_pos);
+      if (!d.extent_param.empty() && !func_.find_param(d.extent_param)) {
+        bool later = false;
+        for (const Item& item : decl_.items)
+          if (const auto* p = std::get_if<ParamDecl>(&item))
+            later = later || p->name.name == d.extent_param;
+        if (!later)
+          fail(d.extent_pos, "the extent " + q(d.extent_param) +
+                                 " of a knob split is not a param of " + q(func_.name));
+      }
+      func_.knob_splits.push_back(std::move(s));
+      return;
+    }
     declare_name(d.name, decl);
     if (d.is_tag) {
       // Its value is the number of its tag in the list: what --set and the tuner give.

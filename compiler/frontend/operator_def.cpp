@@ -538,6 +538,49 @@ void schedule_command(Writer& w, const v1::ScheduleCommand& c) {
   w.tok(";");
 }
 
+void knob_split(Writer& w, const v1::KnobSplit& k) {
+  w.tok("knob");
+  w.tok("split");
+  w.tok("(");
+  if (k.parts_size() < 2) {
+    Field p(w, "parts");
+    w.fail("a knob split has two parts or more");
+  }
+  if (k.values_size() != k.parts_size() - 1) {
+    Field v(w, "values");
+    w.fail(fmt::format("{} defaults for {} inner parts: one for each part but the first",
+                       k.values_size(), k.parts_size() - 1));
+  }
+  for (int i = 0; i < k.parts_size(); ++i) {
+    if (i) w.tok(",");
+    {
+      Field p(w, "parts", i);
+      w.name(k.parts(i), "knob name");
+    }
+    if (i > 0) {
+      Field v(w, "values", i - 1);
+      w.tok("=");
+      w.integer(k.values(i - 1));
+    }
+  }
+  w.tok(")");
+  w.tok("of");
+  if (k.extent_case() == v1::KnobSplit::kExtentParam) {
+    Field e(w, "extent_param");
+    w.name(k.extent_param(), "param name");
+  } else {
+    Field e(w, "extent_value");
+    w.integer(k.extent_value());
+  }
+  if (k.max_factor() != 0) {
+    Field m(w, "max_factor");
+    w.tok("max");
+    w.integer(k.max_factor());
+  }
+  if (k.pow2()) w.tok("pow2");
+  w.tok(";");
+}
+
 void func(Writer& w, const v1::OperatorDef& d) {
   w.tok("func");
   {
@@ -561,6 +604,11 @@ void func(Writer& w, const v1::OperatorDef& d) {
   for (int k = 0; k < d.buffers_size(); ++k) {
     Field f(w, "buffers", k);
     buffer(w, d.buffers(k));
+    w.newline();
+  }
+  for (int k = 0; k < d.knob_splits_size(); ++k) {
+    Field f(w, "knob_splits", k);
+    knob_split(w, d.knob_splits(k));
     w.newline();
   }
   for (int k = 0; k < d.knobs_size(); ++k) {
@@ -786,6 +834,7 @@ void map_func(const FieldMap& fields, ir::Func& f) {
     }
   }
   for (auto& k : f.knobs) k.where = fields.map(k.where);
+  for (auto& s : f.knob_splits) s.where = fields.map(s.where);
   for (auto& s : f.schedule) {
     s.where = fields.map(s.where);
     for (auto& a : s.args) map_arg(fields, a);

@@ -65,6 +65,11 @@ class Parser {
   }
   bool at(Tok k) const { return peek().kind == k; }
   bool at_ident(const char* word) const { return at(Tok::Ident) && peek().text == word; }
+  bool accept_ident(const char* word) {
+    if (!at_ident(word)) return false;
+    advance();
+    return true;
+  }
   const Token& advance() {
     const Token& t = peek();
     if (p_ + 1 < toks_.size()) ++p_;
@@ -391,10 +396,58 @@ class Parser {
     return b;
   }
 
+  // `knob split (IO, IM = 4, II = 16) of N [max 64] [pow2];`
+  KnobDecl parse_knob_split(Ident split) {
+    KnobDecl k;
+    k.is_split = true;
+    expect(Tok::LParen, "'(' and the parts of the knob split");
+    for (;;) {
+      k.parts.push_back(expect_ident("a part of the knob split (a knob name)"));
+      std::string part = q(k.parts.back().name);
+      if (k.parts.size() == 1) {
+        if (at(Tok::Assign))
+          fail_expected("',' after " + part +
+                        ": the outer part of a split is what the inner ones leave, it has no "
+                        "default");
+      } else {
+        expect(Tok::Assign, "'=' and a default for the inner part " + part);
+        Pos p;
+        k.part_values.push_back(parse_signed_int("an integer default for " + part, &p));
+        k.part_value_pos.push_back(p);
+      }
+      if (accept(Tok::Comma)) continue;
+      if (accept(Tok::RParen)) break;
+      fail_expected("',' or ')' after a part of the knob split");
+    }
+    if (k.parts.size() < 2) fail_expected("',' and an inner part: a split has two parts or more");
+    k.name = k.parts.front();
+    k.extent_pos = split.pos;
+    if (!at_ident("of")) fail_expected("'of' and the extent after the parts of the knob split");
+    advance();
+    k.extent_pos = peek().pos;
+    if (at(Tok::Ident)) {
+      k.extent_param = expect_ident("the extent").name;
+    } else {
+      k.extent = parse_signed_int("the extent (a number or a param) of the knob split", nullptr);
+    }
+    for (;;) {
+      if (accept_ident("pow2")) {
+        k.pow2 = true;
+      } else if (accept_ident("max")) {
+        k.max_factor = parse_signed_int("the largest part after 'max'");
+      } else {
+        break;
+      }
+    }
+    expect(Tok::Semi, "'max N', 'pow2' or ';' after the extent of the knob split");
+    return k;
+  }
+
   KnobDecl parse_knob() {
     advance();  // knob
     KnobDecl k;
     k.name = expect_ident("a knob name after 'knob'");
+    if (k.name.name == "split" && at(Tok::LParen)) return parse_knob_split(k.name);
     std::string name = q(k.name.name);
     expect(Tok::Assign, "'=' and a default value after knob " + name);
     if (at(Tok::Ident)) {  // a tag knob: `knob T = parallel in [none, parallel];`

@@ -152,6 +152,57 @@ bool is_memory_schedule(ScheduleOp op) {
 // ---------------------------------------------------------------------------
 // --set NAME=VALUE
 
+const KnobSplit* split_of(const Func& f, const std::string& knob) {
+  for (const KnobSplit& s : f.knob_splits)
+    if (std::find(s.parts.begin(), s.parts.end(), knob) != s.parts.end()) return &s;
+  return nullptr;
+}
+
+void resolve_knob_splits(Func& f) {
+  for (KnobSplit& s : f.knob_splits) {
+    if (!s.extent_param.empty()) {
+      const Param* p = f.find_param(s.extent_param);
+      if (!p || !p->value)
+        throw CompileError(ErrorStage::Validate, s.where,
+                           fmt::format("the extent {} of knob split ({}) must have a value when "
+                                       "compiling (a param with a value, or --set {}=N)",
+                                       s.extent_param, fmt::join(s.parts, ", "), s.extent_param));
+      s.extent = *p->value;
+    }
+    if (s.extent <= 0)
+      throw CompileError(ErrorStage::Validate, s.where,
+                         fmt::format("knob split ({}) splits the extent {}; it must be positive",
+                                     fmt::join(s.parts, ", "), s.extent));
+    int64_t product = 1;
+    for (size_t i = 1; i < s.parts.size(); ++i) {
+      Knob* k = nullptr;
+      for (Knob& x : f.knobs)
+        if (x.name == s.parts[i]) k = &x;
+      int64_t v = k->value;
+      std::string rule;
+      if (v < 1) {
+        rule = "a part is at least 1";
+      } else if (s.max_factor > 0 && v > s.max_factor) {
+        rule = fmt::format("a part is at most {} (max)", s.max_factor);
+      } else if (s.pow2 && (v & (v - 1)) != 0) {
+        rule = "a part is a power of two (pow2)";
+      } else if (s.pow2 && product * v > s.extent) {
+        rule = fmt::format("the inner parts' product is at most the extent {}", s.extent);
+      } else if (!s.pow2 && (s.extent / product) % v != 0) {
+        rule =
+            fmt::format("a part divides what the parts outside it leave ({})", s.extent / product);
+      }
+      if (!rule.empty())
+        throw CompileError(ErrorStage::Validate, k->where,
+                           fmt::format("{}={} does not split {} ({}): {}", k->name, v, s.extent,
+                                       fmt::join(s.parts, ", "), rule));
+      product *= v;
+    }
+    for (Knob& x : f.knobs)
+      if (x.name == s.parts.front()) x.value = (s.extent + product - 1) / product;
+  }
+}
+
 Func apply_overrides(const Func& f, const Overrides& overrides) {
   Func out = f;
   for (const auto& entry : overrides) {
@@ -193,6 +244,17 @@ Func apply_overrides(const Func& f, const Overrides& overrides) {
         fmt::format(
             "--set {}: func {} has no param or knob named {} (known: {})", name, f.name, name,
             known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))));
+  }
+  resolve_knob_splits(out);
+  for (const KnobSplit& s : out.knob_splits) {
+    auto given = overrides.find(s.parts.front());
+    const Knob* outer = out.find_knob(s.parts.front());
+    if (given != overrides.end() && given->second != outer->value)
+      throw CompileError(
+          ErrorStage::Validate, outer->where,
+          fmt::format("{} is the outer part of knob split ({}) of {}: it is what "
+                      "the inner parts leave ({} here), not set",
+                      outer->name, fmt::join(s.parts, ", "), s.extent, outer->value));
   }
   check_knob_constraints(out);
   return out;
@@ -358,7 +420,19 @@ std::string to_string(const Func& f) {
   if (!f.comps.empty()) os << "\n";
   for (const Comp& c : f.comps) print_comp(os, c);
   if (!f.knobs.empty()) os << "\n";
+  for (const KnobSplit& s : f.knob_splits) {
+    os << "  knob split (";
+    for (size_t i = 0; i < s.parts.size(); ++i) {
+      os << (i ? ", " : "") << s.parts[i];
+      if (i > 0) os << " = " << f.find_knob(s.parts[i])->value;
+    }
+    os << ") of " << (s.extent_param.empty() ? std::to_string(s.extent) : s.extent_param);
+    if (s.max_factor > 0) os << " max " << s.max_factor;
+    if (s.pow2) os << " pow2";
+    os << ";\n";
+  }
   for (const Knob& k : f.knobs) {
+    if (split_of(f, k.name)) continue;
     if (const std::string* t = k.tag()) {
       os << "  knob " << k.name << " = " << *t << " in ["
          << fmt::format("{}", fmt::join(k.tags, ", ")) << "];\n";

@@ -217,6 +217,28 @@ TEST(OperatorDef, ATagKnobGivesItsTagsAndTheNumberOfItsDefault) {
             "candidates");
 }
 
+TEST(OperatorDef, AKnobSplitGivesItsPartsAndTheInnerOnesDefaults) {
+  v1::OperatorDef d = def(kMatmulDef);
+  v1::KnobSplit* k = d.add_knob_splits();
+  k->add_parts("MO");
+  k->add_parts("MI");
+  k->add_values(16);
+  k->set_extent_param("M");
+  k->set_max_factor(32);
+  std::string text = frontend::operator_def_text(d);
+  EXPECT_NE(text.find("knob split(MO, MI = 16) of M max 32;"), std::string::npos) << text;
+  ir::Func f = frontend::parse_operator_def(d);
+  EXPECT_EQ(f.find_knob("MO")->value, 4);  // 64 / 16
+  k->clear_values();
+  EXPECT_EQ(error_of(d),
+            "knob_splits[0].values: validate error: 0 defaults for 1 inner parts: "
+            "one for each part but the first");
+  k->add_values(48);
+  EXPECT_EQ(error_of(d),
+            "knob_splits[0].parts[1]: validate error: MI=48 does not split 64 (MO, "
+            "MI): a part is at most 32 (max)");
+}
+
 // Each error names the field, as a text's names FILE:LINE:COL.
 TEST(OperatorDef, ErrorsNameTheField) {
   struct Case {

@@ -218,5 +218,46 @@ TEST(SpaceOfAFunc, ATagKnobIsATagKnobOfTheSpace) {
   EXPECT_EQ(fixed.point(0).at("U"), 2);
 }
 
+TEST(SpaceOfAFunc, AKnobSplitIsASplitOfTheSpace) {
+  ir::Func f = frontend::parse_module(R"(func scale3 {
+  param N = 1024;
+  input x : f32[N];
+  output y : f32[N];
+  compute c(i) in 0 <= i < N: y[i] = x[i] * 3.0;
+  schedule {
+    knob split (IO, IM = 4, II = 16) of N max 64;
+    knob V = 1 in [1, 2];
+    c.split(i, II, i1, ii);
+    c.split(i1, IM, io, im);
+  }
+}
+)",
+                                      "split.kiln")
+                   .funcs.at(0);
+  Space s = space_of(f);
+  ASSERT_EQ(s.knobs().size(), 2u);
+  EXPECT_EQ(s.knobs()[0].kind, KnobDef::Kind::Split);
+  EXPECT_EQ(s.knobs()[0].names, (std::vector<std::string>{"IO", "IM", "II"}));
+  // (IM, II): powers of two up to 64 whose product divides 1024.
+  uint64_t pairs = 0;
+  for (int64_t im = 1; im <= 64; im *= 2)
+    for (int64_t ii = 1; ii <= 64; ii *= 2) pairs += im * ii <= 1024 ? 1 : 0;
+  EXPECT_EQ(s.size(), pairs * 2);
+  // Every point is one apply_overrides takes, its outer part the one it derives.
+  for (uint64_t p = 0; p < s.size(); ++p) {
+    Config c = s.point(p);
+    ir::Func g = ir::apply_overrides(f, c);
+    EXPECT_EQ(g.find_knob("IO")->value, c.at("IO")) << records::config_text(c);
+  }
+  // At another shape, another split.
+  Space wider = space_of(ir::apply_overrides(f, {{"N", 4096}}));
+  EXPECT_GT(wider.size(), s.size());
+  // A part set by hand holds the whole split.
+  Space held = space_of(ir::apply_overrides(f, {{"II", 8}}), {"II"});
+  EXPECT_EQ(held.size(), 2u);
+  EXPECT_EQ(held.point(0).at("IM"), 4);
+  EXPECT_EQ(held.point(0).at("IO"), 32);
+}
+
 }  // namespace
 }  // namespace kiln::tuner

@@ -245,7 +245,17 @@ const std::vector<std::string>& Space::order(const Config& c, const std::string&
 
 Space space_of(const ir::Func& f, const std::set<std::string>& fixed) {
   std::vector<KnobDef> knobs;
+  for (const ir::KnobSplit& s : f.knob_splits) {
+    bool held = false;
+    for (const std::string& part : s.parts) held = held || fixed.count(part);
+    if (!held) knobs.push_back(KnobDef::split(s.parts, s.extent, s.pow2, s.max_factor));
+  }
   for (const ir::Knob& k : f.knobs) {
+    if (const ir::KnobSplit* s = ir::split_of(f, k.name)) {
+      bool held = false;
+      for (const std::string& part : s->parts) held = held || fixed.count(part);
+      if (!held) continue;  // in its split's KnobDef
+    }
     if (!k.tags.empty() && !fixed.count(k.name)) {
       knobs.push_back(KnobDef::tag(k.name, k.tags));  // a choice's number is its value
       continue;

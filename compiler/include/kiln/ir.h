@@ -345,6 +345,20 @@ struct Knob {
   const std::string* tag() const { return tags.empty() ? nullptr : &tags.at(value); }
 };
 
+// `knob split (IO, II = 16) of N max 64;`: knobs that split an extent into
+// parts, outermost first, each part a knob of the func. The inner parts are
+// chosen: each divides what the parts outside it leave (with `pow2`: each a
+// power of two, their product at most the extent), none above max_factor.
+// The outermost is what they leave, rounded up: never chosen, always derived.
+struct KnobSplit {
+  std::vector<std::string> parts;
+  std::string extent_param;  // the param the extent is; "" when it is a number
+  int64_t extent = 0;        // the extent (the param's value once known)
+  bool pow2 = false;
+  int64_t max_factor = 0;  // 0: no bound
+  SourceLoc where;
+};
+
 // One schedule command: `target.op(args...)`.
 struct ScheduleArg {
   enum class Kind : uint8_t { Int, Name, Text } kind = Kind::Int;
@@ -400,6 +414,7 @@ struct Func {
   std::vector<Buf> bufs;
   std::vector<Comp> comps;
   std::vector<Knob> knobs;
+  std::vector<KnobSplit> knob_splits;  // their parts are in `knobs`
   // Conditions on knob values (and compile-time params): `constraint MB % MR == 0`.
   // A point of the knobs that breaks one is refused before anything compiles it.
   std::vector<Constraint> knob_constraints;
@@ -498,6 +513,12 @@ struct Module {
 // (stage "validate") for a name that is neither, a knob value that is not
 // one of its candidates, or knob values that break a knob constraint.
 using Overrides = std::map<std::string, int64_t>;
+// Each knob split's extent from its param, its inner parts checked and its
+// outer part derived; throws CompileError (validate) naming the part and the
+// rule it breaks.
+void resolve_knob_splits(Func& f);
+// The split a knob is a part of, or null.
+const KnobSplit* split_of(const Func& f, const std::string& knob);
 Func apply_overrides(const Func& f, const Overrides& overrides);
 // Throws CompileError (stage "validate") naming the knob constraint the
 // func's knob values break, with the values it read.

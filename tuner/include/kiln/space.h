@@ -95,7 +95,9 @@ class Space {
 };
 
 // The space of a func's knobs: a Values knob each, over its candidates (a Tag
-// knob for a tag knob, its values the numbers of its tags), and
+// knob for a tag knob, its values the numbers of its tags; a Split for a knob
+// split, its extent the param's value; a part set by hand holds the whole
+// split at its values), and
 // its knob constraints with the values of its compile-time params put in.
 // Knobs named in `fixed` (set by hand) keep their one value. Throws
 // std::invalid_argument for a knob constraint that reads a run-time param.

@@ -1,0 +1,245 @@
+// The kinds of knob beyond a number (docs/language.md, "knob"). Tag knobs:
+// `knob T = parallel in [none, parallel];` names a loop tag in `tag` commands;
+// its value is the number of its tag. Knob splits: `knob split (IO, II = 16)
+// of N max 64;` splits an extent into parts, the outer one derived. Both print
+// and parse back, refuse what they cannot be saying where, make the schedule
+// they say, and every point of their space runs and matches the reference
+// interpreter
+// (the tuner's space: tests/tuner/space_test.cpp; a structured operator's:
+// tests/frontend/operator_def_test.cpp).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kiln/compile.h"
+#include "kiln/error.h"
+#include "kiln/frontend.h"
+#include "kiln/run.h"
+
+namespace kiln {
+namespace {
+
+const char* kScale = R"(func scale {
+  param N = 1000;
+  input x : f32[N];
+  output y : f32[N];
+  compute c(i) in 0 <= i < N: y[i] = x[i] * 3.0;
+  schedule {
+    knob V = 16 in [8, 16];
+    knob T = parallel in [none, parallel];
+    knob U = vectorize in [none, vectorize, unroll];
+    c.split(i, V, io, ii);
+    c.tag(io, T);
+    c.tag(ii, U);
+  }
+}
+)";
+
+ir::Func scale(const std::string& text = kScale) {
+  return frontend::parse_module(text, "scale.kiln").funcs.at(0);
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    scale(text);
+  } catch (const CompileError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string with(const std::string& from, const std::string& to) {
+  std::string s = kScale;
+  s.replace(s.find(from), from.size(), to);
+  return s;
+}
+
+std::string loops(const ir::Func& f, const ir::Overrides& set) {
+  CompileRequest r{.func = f, .overrides = set};
+  return kiln::emit(r, EmitStage::Loops, false).text;
+}
+
+TEST(TagKnobs, HoldTheNumberOfTheirTagAndPrintAsTheyWereWritten) {
+  ir::Func f = scale();
+  const ir::Knob* t = f.find_knob("T");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->tags, (std::vector<std::string>{"none", "parallel"}));
+  EXPECT_EQ(t->value, 1);
+  EXPECT_EQ(t->candidates, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(*t->tag(), "parallel");
+  std::string text = ir::to_string(f);
+  EXPECT_NE(text.find("knob T = parallel in [none, parallel];"), std::string::npos) << text;
+  EXPECT_NE(text.find("knob U = vectorize in [none, vectorize, unroll];"), std::string::npos);
+  EXPECT_EQ(ir::to_string(scale(text)), text);
+}
+
+TEST(TagKnobs, PickTheTagOfTheirValue) {
+  ir::Func f = scale();
+  std::string defaults = loops(f, {});
+  EXPECT_NE(defaults.find("// parallel"), std::string::npos) << defaults;
+  EXPECT_NE(defaults.find("// vectorize"), std::string::npos) << defaults;
+  std::string other = loops(f, {{"T", 0}, {"U", 2}});
+  EXPECT_EQ(other.find("// parallel"), std::string::npos) << other;
+  EXPECT_NE(other.find("// unroll"), std::string::npos) << other;
+}
+
+TEST(TagKnobs, RefuseWhatIsNotATagSayingWhere) {
+  EXPECT_EQ(error_of(with("[none, parallel]", "[none, paralel]")),
+            "scale.kiln:8:33: validate error: tag knob 'T': 'paralel' is not a tag (none, "
+            "parallel, vectorize, unroll, unroll_explicit, gpu_block_x/y/z, gpu_thread_x/y/z)");
+  EXPECT_EQ(error_of(with("[none, parallel]", "[parallel, parallel]")),
+            "scale.kiln:8:37: validate error: tag knob 'T' lists the tag parallel twice");
+  EXPECT_EQ(error_of(with("T = parallel in", "T = vectorize in")),
+            "scale.kiln:8:14: validate error: the default vectorize of tag knob 'T' is not one "
+            "of its tags [none, parallel]");
+  EXPECT_NE(error_of(with("[none, parallel]", "[none, 3]")).find("a tag candidate for tag knob"),
+            std::string::npos);
+  ir::Func f = scale();
+  try {
+    ir::apply_overrides(f, {{"U", 3}});
+    ADD_FAILURE() << "U=3 was taken";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "scale.kiln:9:10: validate error: value 3 for tag knob U is not the number of one "
+              "of its tags (0 none, 1 vectorize, 2 unroll)");
+  }
+  // A tag knob where a number goes, and a number knob where a tag goes.
+  try {
+    loops(scale(with("c.split(i, V, io, ii);", "c.split(i, T, io, ii);")), {});
+    ADD_FAILURE() << "a tag knob split a loop";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("'T' is a tag knob"), std::string::npos) << e.what();
+  }
+  try {
+    loops(scale(with("c.tag(io, T);", "c.tag(io, V);")), {});
+    ADD_FAILURE() << "a number knob tagged a loop";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("knob 'V' is a number"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TagKnobs, EveryPointRunsAndMatchesTheReference) {
+  ir::Func f = scale();
+  for (int64_t v : {8, 16})
+    for (int64_t t : {0, 1})
+      for (int64_t u : {0, 1, 2}) {
+        RunSpec spec;
+        spec.check = true;
+        RunOutcome out = run_kernel(ir::apply_overrides(f, {{"V", v}, {"T", t}, {"U", u}}), spec);
+        ASSERT_TRUE(out.mismatch && out.mismatch->ok)
+            << "V=" << v << " T=" << t << " U=" << u << ": " << out.mismatch->describe();
+      }
+}
+
+const char* kSplit = R"(func scale3 {
+  param N = 1024;
+  input x : f32[N];
+  output y : f32[N];
+  compute c(i) in 0 <= i < N: y[i] = x[i] * 3.0;
+  schedule {
+    knob split (IO, IM = 4, II = 16) of N max 64;
+    c.split(i, II, i1, ii);
+    c.split(i1, IM, io, im);
+    c.tag(io, parallel);
+    c.tag(ii, vectorize);
+  }
+}
+)";
+
+ir::Func split3(const std::string& text = kSplit) {
+  return frontend::parse_module(text, "split.kiln").funcs.at(0);
+}
+
+std::string override_error(const ir::Func& f, const ir::Overrides& set) {
+  try {
+    ir::apply_overrides(f, set);
+  } catch (const CompileError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(KnobSplits, DeriveTheOuterPartAndPrintAsWritten) {
+  ir::Func f = split3();
+  ASSERT_EQ(f.knob_splits.size(), 1u);
+  EXPECT_EQ(f.knob_splits[0].parts, (std::vector<std::string>{"IO", "IM", "II"}));
+  EXPECT_EQ(f.knob_splits[0].extent, 1024);
+  EXPECT_EQ(f.find_knob("IO")->value, 16);  // 1024 / (4 * 16)
+  std::string text = ir::to_string(f);
+  EXPECT_NE(text.find("knob split (IO, IM = 4, II = 16) of N max 64;"), std::string::npos) << text;
+  EXPECT_EQ(ir::to_string(split3(text)), text);
+  ir::Func other = ir::apply_overrides(f, {{"IM", 2}, {"II", 64}});
+  EXPECT_EQ(other.find_knob("IO")->value, 8);
+  EXPECT_NE(ir::to_string(other).find("knob split (IO, IM = 2, II = 64) of N max 64;"),
+            std::string::npos);
+  // A param's new value is a new extent.
+  EXPECT_EQ(ir::apply_overrides(f, {{"N", 2048}}).find_knob("IO")->value, 32);
+}
+
+TEST(KnobSplits, RefuseWhatDoesNotSplitSayingWhichRule) {
+  ir::Func f = split3();
+  EXPECT_EQ(override_error(f, {{"II", 3}}),
+            "split.kiln:7:29: validate error: II=3 does not split 1024 (IO, IM, II): a part "
+            "divides what the parts outside it leave (256)");
+  EXPECT_EQ(override_error(f, {{"II", 128}, {"IM", 1}}),
+            "split.kiln:7:29: validate error: II=128 does not split 1024 (IO, IM, II): a part is "
+            "at most 64 (max)");
+  EXPECT_EQ(override_error(f, {{"IO", 5}}),
+            "split.kiln:7:17: validate error: IO is the outer part of knob split (IO, IM, II) of "
+            "1024: it is what the inner parts leave (16 here), not set");
+  EXPECT_EQ(override_error(f, {{"IO", 16}}), "");
+  EXPECT_EQ(override_error(f, {{"N", 1000}}),
+            "split.kiln:7:29: validate error: II=16 does not split 1000 (IO, IM, II): a part "
+            "divides what the parts outside it leave (250)");
+  std::string pow2 = kSplit;
+  pow2.replace(pow2.find("max 64;"), 7, "max 64 pow2;");
+  ir::Func p = split3(pow2);
+  EXPECT_EQ(override_error(p, {{"N", 1000}}), "");  // 1000 = 16 x 4 x 16 with a tail
+  EXPECT_EQ(ir::apply_overrides(p, {{"N", 1000}}).find_knob("IO")->value, 16);
+  EXPECT_EQ(override_error(p, {{"II", 12}}),
+            "split.kiln:7:29: validate error: II=12 does not split 1024 (IO, IM, II): a part is "
+            "a power of two (pow2)");
+  auto parse_error = [](const std::string& text) {
+    try {
+      split3(text);
+    } catch (const CompileError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::string bad = kSplit;
+  bad.replace(bad.find("(IO, IM"), 7, "(IO = 2, IM");
+  EXPECT_NE(parse_error(bad).find("the outer part of a split is what the inner ones leave"),
+            std::string::npos)
+      << parse_error(bad);
+  bad = kSplit;
+  bad.replace(bad.find("of N"), 4, "of Q");
+  EXPECT_EQ(parse_error(bad),
+            "split.kiln:7:41: validate error: the extent 'Q' of a knob split is not a param of "
+            "'scale3'");
+  bad = kSplit;
+  bad.replace(bad.find("max 64"), 6, "most 64");
+  EXPECT_NE(parse_error(bad).find("expected 'max N', 'pow2' or ';' after the extent"),
+            std::string::npos)
+      << parse_error(bad);
+}
+
+TEST(KnobSplits, EveryPointOfTheirSpaceRunsAndMatchesTheReference) {
+  ir::Func f = split3(std::string(kSplit).replace(std::string(kSplit).find("1024"), 4, "192"));
+  int ran = 0;
+  const int64_t divisors[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};  // of 192, at most 64
+  for (int64_t im : divisors)
+    for (int64_t ii : divisors) {
+      if (((192 / im) % ii) != 0) continue;
+      RunSpec spec;
+      spec.check = true;
+      RunOutcome out = run_kernel(ir::apply_overrides(f, {{"IM", im}, {"II", ii}}), spec);
+      ASSERT_TRUE(out.mismatch && out.mismatch->ok)
+          << "IM=" << im << " II=" << ii << ": " << out.mismatch->describe();
+      ++ran;
+    }
+  EXPECT_EQ(ran, 78);  // (IM, II) with IM * II dividing 192, each at most 64
+}
+
+}  // namespace
+}  // namespace kiln
