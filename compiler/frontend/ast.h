@@ -98,6 +98,13 @@ struct KnobDecl {
   Pos extent_pos;
   bool pow2 = false;
   int64_t max_factor = 0;
+  // An order knob (`knob order O of (io, jo, k) in [(io, jo, k), (jo, io, k)]
+  // = (jo, io, k);`): its loops, the orders listed (none: every one), and the
+  // default (none: the first).
+  bool is_order = false;
+  std::vector<Ident> order_loops;
+  std::vector<std::vector<Ident>> orders;
+  std::vector<Ident> default_order;
 };
 
 enum class AssignOp : uint8_t { Set, Add, Sub, Mul };

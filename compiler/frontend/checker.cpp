@@ -323,6 +323,55 @@ class FuncChecker {
   void check(const KnobDecl& d) {
     Decl decl;
     decl.kind = Decl::Kind::Knob;
+    if (d.is_order) {
+      declare_name(d.name, decl);
+      ir::Knob k{d.name.name, 0, {}, src_.loc(d.name.pos)};
+      std::string name = q(d.name.name);
+      auto names = [](const std::vector<Ident>& ids) {
+        std::vector<std::string> out;
+        for (const Ident& i : ids) out.push_back(i.name);
+        return out;
+      };
+      k.order_loops = names(d.order_loops);
+      if (k.order_loops.size() < 2)
+        fail(d.name.pos, "order knob " + name + " orders one loop; it needs two or more");
+      std::vector<std::string> sorted = k.order_loops;
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+        fail(d.order_loops.front().pos, "order knob " + name + " names a loop twice");
+      auto is_order = [&](const std::vector<std::string>& o) {
+        std::vector<std::string> s = o;
+        std::sort(s.begin(), s.end());
+        return s == sorted;
+      };
+      if (d.orders.empty()) {
+        k.orders = ir::all_orders_of(k.order_loops);
+        k.all_orders = true;
+      } else {
+        for (const std::vector<Ident>& o : d.orders) {
+          std::vector<std::string> order = names(o);
+          if (!is_order(order))
+            fail(o.front().pos, "order knob " + name + ": (" + join_names(order) +
+                                    ") is not an order of its loops (" + join_names(k.order_loops) +
+                                    ")");
+          if (std::find(k.orders.begin(), k.orders.end(), order) != k.orders.end())
+            fail(o.front().pos,
+                 "order knob " + name + " lists the order (" + join_names(order) + ") twice");
+          k.orders.push_back(std::move(order));
+        }
+      }
+      if (!d.default_order.empty()) {
+        auto at = std::find(k.orders.begin(), k.orders.end(), names(d.default_order));
+        if (at == k.orders.end())
+          fail(d.default_order.front().pos, "the default (" + join_names(names(d.default_order)) +
+                                                ") of order knob " + name +
+                                                " is not one of its orders");
+        k.value = at - k.orders.begin();
+      }
+      for (size_t i = 0; i < k.orders.size(); ++i) k.candidates.push_back(static_cast<int64_t>(i));
+      func_.knobs.push_back(std::move(k));
+      return;
+    }
     if (d.is_split) {
       ir::KnobSplit s;
       for (size_t i = 0; i < d.parts.size(); ++i) {

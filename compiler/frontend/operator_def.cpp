@@ -380,9 +380,63 @@ void buffer(Writer& w, const v1::Buffer& b) {
 
 void knob(Writer& w, const v1::Knob& k) {
   w.tok("knob");
-  {
+  if (k.order_loops_size() == 0) {
     Field n(w, "name");
     w.name(k.name(), "knob name");
+  }
+  if (k.order_loops_size() > 0) {  // an order knob: the value is its default's number
+    auto group = [&](const google::protobuf::RepeatedPtrField<std::string>& loops,
+                     const char* field) {
+      w.tok("(");
+      for (int i = 0; i < loops.size(); ++i) {
+        if (i) w.tok(",");
+        Field l(w, field, i);
+        w.name(loops[i], "loop name");
+      }
+      w.tok(")");
+    };
+    w.tok("order");
+    {
+      Field n(w, "name");
+      w.name(k.name(), "knob name");
+    }
+    w.tok("of");
+    group(k.order_loops(), "order_loops");
+    if (k.orders_size() > 0) {
+      w.tok("in");
+      w.tok("[");
+      for (int i = 0; i < k.orders_size(); ++i) {
+        if (i) w.tok(",");
+        Field o(w, "orders", i);
+        group(k.orders(i).loops(), "loops");
+      }
+      w.tok("]");
+    }
+    if (k.value() != 0) {
+      Field v(w, "value");
+      int64_t n = k.orders_size() > 0 ? k.orders_size() : 0;
+      if (n == 0) {
+        n = 1;
+        for (int i = 2; i <= k.order_loops_size(); ++i) n *= i;
+      }
+      if (k.value() < 0 || k.value() >= n)
+        w.fail(fmt::format("{} is not the number of one of the knob's {} orders", k.value(), n));
+      w.tok("=");
+      std::vector<std::string> loops(k.order_loops().begin(), k.order_loops().end());
+      std::vector<std::string> order =
+          k.orders_size() > 0
+              ? std::vector<std::string>(k.orders(static_cast<int>(k.value())).loops().begin(),
+                                         k.orders(static_cast<int>(k.value())).loops().end())
+              : ir::all_orders_of(loops).at(static_cast<size_t>(k.value()));
+      w.tok("(");
+      for (size_t i = 0; i < order.size(); ++i) {
+        if (i) w.tok(",");
+        w.name(order[i], "loop name");
+      }
+      w.tok(")");
+    }
+    w.tok(";");
+    return;
   }
   if (k.tags_size() > 0) {  // a tag knob: the value names its tag
     if (k.candidates_size() > 0) {

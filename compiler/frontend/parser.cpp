@@ -443,11 +443,48 @@ class Parser {
     return k;
   }
 
+  // (a, b, c)
+  std::vector<Ident> parse_loop_group(const std::string& what) {
+    std::vector<Ident> out;
+    expect(Tok::LParen, "'(' and " + what);
+    for (;;) {
+      out.push_back(expect_ident("a loop name"));
+      if (accept(Tok::Comma)) continue;
+      if (accept(Tok::RParen)) break;
+      fail_expected("',' or ')' after loop " + q(out.back().name));
+    }
+    return out;
+  }
+
+  // `knob order O of (io, jo, k) [in [(io, jo, k), (jo, io, k)]] [= (jo, io, k)];`
+  KnobDecl parse_knob_order() {
+    KnobDecl k;
+    k.is_order = true;
+    k.name = expect_ident("the order knob's name after 'knob order'");
+    std::string name = q(k.name.name);
+    if (!at_ident("of")) fail_expected("'of' and the loops of order knob " + name);
+    advance();
+    k.order_loops = parse_loop_group("the loops of order knob " + name);
+    if (accept(Tok::KwIn)) {
+      expect(Tok::LBracket, "'[' to start the orders of knob " + name);
+      for (;;) {
+        k.orders.push_back(parse_loop_group("an order of the loops"));
+        if (accept(Tok::Comma)) continue;
+        if (accept(Tok::RBracket)) break;
+        fail_expected("',' or ']' after an order of knob " + name);
+      }
+    }
+    if (accept(Tok::Assign)) k.default_order = parse_loop_group("the default order");
+    expect(Tok::Semi, "'in', '=' or ';' after the loops of order knob " + name);
+    return k;
+  }
+
   KnobDecl parse_knob() {
     advance();  // knob
     KnobDecl k;
     k.name = expect_ident("a knob name after 'knob'");
     if (k.name.name == "split" && at(Tok::LParen)) return parse_knob_split(k.name);
+    if (k.name.name == "order" && at(Tok::Ident)) return parse_knob_order();
     std::string name = q(k.name.name);
     expect(Tok::Assign, "'=' and a default value after knob " + name);
     if (at(Tok::Ident)) {  // a tag knob: `knob T = parallel in [none, parallel];`

@@ -152,6 +152,18 @@ bool is_memory_schedule(ScheduleOp op) {
 // ---------------------------------------------------------------------------
 // --set NAME=VALUE
 
+std::vector<std::vector<std::string>> all_orders_of(const std::vector<std::string>& loops) {
+  std::vector<size_t> at(loops.size());
+  for (size_t i = 0; i < at.size(); ++i) at[i] = i;
+  std::vector<std::vector<std::string>> out;
+  do {
+    std::vector<std::string> order;
+    for (size_t i : at) order.push_back(loops[i]);
+    out.push_back(std::move(order));
+  } while (std::next_permutation(at.begin(), at.end()));
+  return out;
+}
+
 const KnobSplit* split_of(const Func& f, const std::string& knob) {
   for (const KnobSplit& s : f.knob_splits)
     if (std::find(s.parts.begin(), s.parts.end(), knob) != s.parts.end()) return &s;
@@ -218,6 +230,14 @@ Func apply_overrides(const Func& f, const Overrides& overrides) {
     auto knob = std::find_if(out.knobs.begin(), out.knobs.end(),
                              [&](const Knob& k) { return k.name == name; });
     if (knob != out.knobs.end()) {
+      if (!knob->orders.empty() &&
+          (value < 0 || value >= static_cast<int64_t>(knob->orders.size()))) {
+        throw CompileError(
+            ErrorStage::Validate, knob->where,
+            fmt::format("value {} for order knob {} is not the number of one of "
+                        "its {} orders (0 is ({}))",
+                        value, name, knob->orders.size(), fmt::join(knob->orders.front(), ", ")));
+      }
       if (!knob->tags.empty() && (value < 0 || value >= static_cast<int64_t>(knob->tags.size()))) {
         std::vector<std::string> choices;
         for (size_t i = 0; i < knob->tags.size(); ++i)
@@ -433,6 +453,20 @@ std::string to_string(const Func& f) {
   }
   for (const Knob& k : f.knobs) {
     if (split_of(f, k.name)) continue;
+    if (!k.orders.empty()) {
+      auto group = [](const std::vector<std::string>& loops) {
+        return fmt::format("({})", fmt::join(loops, ", "));
+      };
+      os << "  knob order " << k.name << " of " << group(k.order_loops);
+      if (!k.all_orders) {
+        os << " in [";
+        for (size_t i = 0; i < k.orders.size(); ++i) os << (i ? ", " : "") << group(k.orders[i]);
+        os << "]";
+      }
+      if (k.value != 0) os << " = " << group(k.orders.at(static_cast<size_t>(k.value)));
+      os << ";\n";
+      continue;
+    }
     if (const std::string* t = k.tag()) {
       os << "  knob " << k.name << " = " << *t << " in ["
          << fmt::format("{}", fmt::join(k.tags, ", ")) << "];\n";

@@ -178,7 +178,22 @@ void cmd_tile(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   reorder(c, order, m.ctx.get());
 }
 
-void cmd_reorder(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
+void cmd_reorder(Impl& m, CompModel& c, const ir::ScheduleCommand& given) {
+  ir::ScheduleCommand cmd = given;
+  // An order knob: the loops of the order its value names.
+  if (cmd.args.size() == 1 && cmd.args[0].kind == Arg::Kind::Name) {
+    if (const ir::Knob* k = m.func.find_knob(cmd.args[0].text)) {
+      if (k->orders.empty())
+        fail(cmd.args[0].where,
+             "reorder: knob '" + k->name + "' is not an order knob (knob order O of (a, b, c);)");
+      ir::ScheduleArg loop = cmd.args[0];
+      cmd.args.clear();
+      for (const std::string& name : k->orders.at(static_cast<size_t>(k->value))) {
+        loop.text = name;
+        cmd.args.push_back(loop);
+      }
+    }
+  }
   if (cmd.args.size() < 2)
     fail(cmd.where, "reorder expects at least two loops: reorder(A, B, ...)");
   std::vector<int> loops;

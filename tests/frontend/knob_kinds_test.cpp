@@ -4,7 +4,9 @@
 // of N max 64;` splits an extent into parts, the outer one derived. Both print
 // and parse back, refuse what they cannot be saying where, make the schedule
 // they say, and every point of their space runs and matches the reference
-// interpreter
+// interpreter. Order knobs: `knob order O of (i, j, k);` names an order of
+// loops in `reorder(O)`, every permutation or a list; its value is the
+// order's number
 // (the tuner's space: tests/tuner/space_test.cpp; a structured operator's:
 // tests/frontend/operator_def_test.cpp).
 #include <gtest/gtest.h>
@@ -239,6 +241,93 @@ TEST(KnobSplits, EveryPointOfTheirSpaceRunsAndMatchesTheReference) {
       ++ran;
     }
   EXPECT_EQ(ran, 78);  // (IM, II) with IM * II dividing 192, each at most 64
+}
+
+const char* kOrder = R"(func add3 {
+  param A = 8, B = 12, C = 16;
+  input x : f32[A, B, C];
+  output y : f32[A, B, C];
+  compute c(i, j, k) in 0 <= i < A, 0 <= j < B, 0 <= k < C: y[i, j, k] = x[i, j, k] + 1.0;
+  schedule {
+    knob order O of (i, j, k);
+    knob order P of (i, j) in [(i, j), (j, i)] = (j, i);
+    c.reorder(O);
+  }
+}
+)";
+
+ir::Func add3(const std::string& text = kOrder) {
+  return frontend::parse_module(text, "order.kiln").funcs.at(0);
+}
+
+TEST(OrderKnobs, NumberTheirOrdersAndPrintAsWritten) {
+  ir::Func f = add3();
+  const ir::Knob* o = f.find_knob("O");
+  ASSERT_NE(o, nullptr);
+  ASSERT_EQ(o->orders.size(), 6u);
+  EXPECT_EQ(o->orders[0], (std::vector<std::string>{"i", "j", "k"}));
+  EXPECT_EQ(o->orders[5], (std::vector<std::string>{"k", "j", "i"}));
+  EXPECT_EQ(o->value, 0);
+  EXPECT_EQ(f.find_knob("P")->value, 1);
+  std::string text = ir::to_string(f);
+  EXPECT_NE(text.find("knob order O of (i, j, k);"), std::string::npos) << text;
+  EXPECT_NE(text.find("knob order P of (i, j) in [(i, j), (j, i)] = (j, i);"), std::string::npos)
+      << text;
+  EXPECT_EQ(ir::to_string(add3(text)), text);
+}
+
+TEST(OrderKnobs, EveryOrderRunsAndMatchesTheReference) {
+  ir::Func f = add3();
+  for (int64_t v = 0; v < 6; ++v) {
+    std::string nest = loops(f, {{"O", v}});
+    const std::vector<std::string>& order = f.find_knob("O")->orders[static_cast<size_t>(v)];
+    size_t first = nest.find("for (" + order[0]), second = nest.find("for (" + order[1]),
+           third = nest.find("for (" + order[2]);
+    EXPECT_TRUE(first < second && second < third) << v << ":\n" << nest;
+    RunSpec spec;
+    spec.check = true;
+    RunOutcome out = run_kernel(ir::apply_overrides(f, {{"O", v}}), spec);
+    ASSERT_TRUE(out.mismatch && out.mismatch->ok) << "O=" << v << ": " << out.mismatch->describe();
+  }
+}
+
+TEST(OrderKnobs, RefuseWhatIsNotAnOrderSayingWhere) {
+  auto parse_error = [](std::string from, std::string to) {
+    std::string text = kOrder;
+    text.replace(text.find(from), from.size(), to);
+    try {
+      add3(text);
+    } catch (const CompileError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(parse_error("in [(i, j), (j, i)]", "in [(i, j), (j, k)]"),
+            "order.kiln:8:41: validate error: order knob 'P': (j, k) is not an order of its loops "
+            "(i, j)");
+  EXPECT_EQ(parse_error("in [(i, j), (j, i)]", "in [(i, j), (i, j)]"),
+            "order.kiln:8:41: validate error: order knob 'P' lists the order (i, j) twice");
+  EXPECT_EQ(parse_error("= (j, i)", "= (k, i)"),
+            "order.kiln:8:51: validate error: the default (k, i) of order knob 'P' is not one of "
+            "its orders");
+  EXPECT_EQ(parse_error("of (i, j, k)", "of (i, i, k)"),
+            "order.kiln:7:22: validate error: order knob 'O' names a loop twice");
+  ir::Func f = add3();
+  try {
+    ir::apply_overrides(f, {{"O", 6}});
+    ADD_FAILURE() << "O=6 was taken";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "order.kiln:7:16: validate error: value 6 for order knob O is not the number of one "
+              "of its 6 orders (0 is (i, j, k))");
+  }
+  try {
+    loops(add3(std::string(kOrder).replace(std::string(kOrder).find("c.reorder(O);"), 13,
+                                           "c.reorder(A);")),
+          {});
+    ADD_FAILURE() << "a param reordered loops";
+  } catch (const CompileError&) {
+  }
 }
 
 }  // namespace

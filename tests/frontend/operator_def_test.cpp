@@ -217,6 +217,21 @@ TEST(OperatorDef, ATagKnobGivesItsTagsAndTheNumberOfItsDefault) {
             "candidates");
 }
 
+TEST(OperatorDef, AnOrderKnobGivesItsLoopsAndOrders) {
+  v1::OperatorDef d = def(kMatmulDef);
+  v1::Knob* k = d.add_knobs();
+  k->set_name("O");
+  k->add_order_loops("io");
+  k->add_order_loops("jo");
+  k->set_value(1);
+  std::string text = frontend::operator_def_text(d);
+  EXPECT_NE(text.find("knob order O of(io, jo) =(jo, io);"), std::string::npos) << text;
+  EXPECT_EQ(frontend::parse_operator_def(d).find_knob("O")->value, 1);
+  k->set_value(2);
+  EXPECT_EQ(error_of(d),
+            "knobs[1].value: validate error: 2 is not the number of one of the knob's 2 orders");
+}
+
 TEST(OperatorDef, AKnobSplitGivesItsPartsAndTheInnerOnesDefaults) {
   v1::OperatorDef d = def(kMatmulDef);
   v1::KnobSplit* k = d.add_knob_splits();

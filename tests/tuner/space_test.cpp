@@ -218,6 +218,32 @@ TEST(SpaceOfAFunc, ATagKnobIsATagKnobOfTheSpace) {
   EXPECT_EQ(fixed.point(0).at("U"), 2);
 }
 
+TEST(SpaceOfAFunc, AnOrderKnobIsAReorderOfTheSpace) {
+  ir::Func f = frontend::parse_module(R"(func add3 {
+  param A = 8, B = 12, C = 16;
+  input x : f32[A, B, C];
+  output y : f32[A, B, C];
+  compute c(i, j, k) in 0 <= i < A, 0 <= j < B, 0 <= k < C: y[i, j, k] = x[i, j, k] + 1.0;
+  schedule {
+    knob order O of (i, j, k);
+    knob order P of (i, j) in [(i, j), (j, i)] = (j, i);
+    c.reorder(O);
+  }
+}
+)",
+                                      "order.kiln")
+                   .funcs.at(0);
+  Space s = space_of(f);
+  EXPECT_EQ(s.size(), 12u);
+  EXPECT_EQ(s.knobs()[0].kind, KnobDef::Kind::Reorder);
+  for (uint64_t p = 0; p < s.size(); ++p) {
+    Config c = s.point(p);
+    ir::Func g = ir::apply_overrides(f, c);
+    const ir::Knob* o = g.find_knob("O");
+    EXPECT_EQ(o->orders.at(static_cast<size_t>(o->value)), s.order(c, "O"));
+  }
+}
+
 TEST(SpaceOfAFunc, AKnobSplitIsASplitOfTheSpace) {
   ir::Func f = frontend::parse_module(R"(func scale3 {
   param N = 1024;

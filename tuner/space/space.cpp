@@ -256,6 +256,10 @@ Space space_of(const ir::Func& f, const std::set<std::string>& fixed) {
       for (const std::string& part : s->parts) held = held || fixed.count(part);
       if (!held) continue;  // in its split's KnobDef
     }
+    if (!k.orders.empty() && !fixed.count(k.name)) {
+      knobs.push_back(KnobDef::reorder(k.name, k.order_loops, k.orders));
+      continue;
+    }
     if (!k.tags.empty() && !fixed.count(k.name)) {
       knobs.push_back(KnobDef::tag(k.name, k.tags));  // a choice's number is its value
       continue;

@@ -343,7 +343,18 @@ struct Knob {
   // in this list. Empty for a number knob.
   std::vector<std::string> tags{};
   const std::string* tag() const { return tags.empty() ? nullptr : &tags.at(value); }
+  // An order knob (`knob order O of (io, jo, k);`) names an order of loops in
+  // `reorder(O)`: its loops, the orders it may take (every permutation, the
+  // loops' own order first, unless a list was given: all_orders false), and
+  // its value and candidates are their numbers. Empty for other knobs.
+  std::vector<std::string> order_loops{};
+  std::vector<std::vector<std::string>> orders{};
+  bool all_orders = false;
 };
+
+// Every order of `loops`, their own order first, in the order of
+// std::next_permutation over their positions (as the tuner numbers them).
+std::vector<std::vector<std::string>> all_orders_of(const std::vector<std::string>& loops);
 
 // `knob split (IO, II = 16) of N max 64;`: knobs that split an extent into
 // parts, outermost first, each part a knob of the func. The inner parts are

@@ -95,7 +95,8 @@ class Space {
 };
 
 // The space of a func's knobs: a Values knob each, over its candidates (a Tag
-// knob for a tag knob, its values the numbers of its tags; a Split for a knob
+// knob for a tag knob, its values the numbers of its tags; a Reorder for an
+// order knob, its values the numbers of its orders; a Split for a knob
 // split, its extent the param's value; a part set by hand holds the whole
 // split at its values), and
 // its knob constraints with the values of its compile-time params put in.
