@@ -129,6 +129,7 @@ CompileResult compile(const CompileRequest& request) {
   const CompileOptions& o = request.options;
   CompileResult out;
   StageClock clock(out.times, request);
+  PartSink parts(out.parts);
 
   // A target kiln cannot generate code for is refused before any work is done.
   if (request.output != CompileOutput::Schedule && request.output != CompileOutput::Loops) {

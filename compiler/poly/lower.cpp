@@ -13,6 +13,7 @@
 #include <set>
 
 #include "kiln/analysis.h"
+#include "kiln/timing.h"
 #include "model.h"
 
 namespace kiln::poly {
@@ -647,10 +648,15 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     for (const auto& c : m.comps) table[isl_name(c.name)] = padded_schedule(c, dims);
     build = build.set_at_each_domain(
         [&](isl::ast_node, isl::ast_build b) { return at_each_domain(table, b); });
-    isl::ast_node root = build.node_from_schedule_map(sched);
+    isl::ast_node root;
+    {
+      TimedPart part("ast");
+      root = build.node_from_schedule_map(sched);
+    }
     if (root.is_null()) fail(m.func.where, "isl could not build the loop nest of " + m.func.name);
 
     timer.check(m.func.where, "after isl generated the loops of " + m.func.name);
+    TimedPart part("ast to loops");
     AstLowering lowering(m);
     ir::Stmt loops = lowering.node(root);
     body = lowering.place_data_params(loops, {});

@@ -1,6 +1,7 @@
 // schedule(): the polyhedral model of a Func with its schedule commands applied and checked.
 #include <spdlog/spdlog.h>
 
+#include "kiln/timing.h"
 #include "model.h"
 
 namespace kiln::poly {
@@ -34,16 +35,25 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands, const Limits& lim
   std::unique_ptr<ScheduledFunc::Impl> m;
   try {
     StageTimer timer(ErrorStage::Schedule, limits);
-    m = build_model(f, apply_commands, limits);
-    check_access_bounds(*m);
+    {
+      TimedPart part("model");
+      m = build_model(f, apply_commands, limits);
+    }
+    {
+      TimedPart part("bounds");
+      check_access_bounds(*m);
+    }
     timer.check(f.where, "after building the model of " + f.name);
     if (apply_commands) {
+      std::optional<TimedPart> commands_part(std::in_place, "commands");
       for (const auto& cmd : m->func.schedule) {
         apply_command(*m, cmd);
         m->applied.push_back(command_text(cmd));
         spdlog::debug("{}: applied {}", f.name, m->applied.back());
         timer.check(cmd.where, "after " + m->applied.back());
       }
+      commands_part.reset();
+      std::optional<TimedPart> range_part(std::in_place, "loop ranges");
       if (auto problem = schedule_range_problem(*m)) {
         // Blame the first command after which a loop leaves the range.
         auto replay = build_model(f, true, limits);
@@ -55,6 +65,8 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands, const Limits& lim
         }
         throw CompileError(ErrorStage::Schedule, f.where, *problem);
       }
+      range_part.reset();
+      TimedPart part("legality");
       if (!is_legal(*m)) {
         // Blame the first command after which the schedule is illegal.
         auto replay = build_model(f, true, limits);

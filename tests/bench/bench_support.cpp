@@ -191,9 +191,44 @@ bool finish_case(
   return ok;
 }
 
+void add_host(JsonObject& line) {
+  static const std::string model = [] {
+    std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+    std::string name;
+    if (!f) return name;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, f)) {
+      std::string l = buf;
+      // x86 says "model name", aarch64 kernels "CPU part" at best.
+      if (l.rfind("model name", 0) == 0 && l.find(':') != std::string::npos) {
+        name = l.substr(l.find(':') + 1);
+        name.erase(0, name.find_first_not_of(" \t"));
+        name.erase(name.find_last_not_of(" \t\n") + 1);
+        break;
+      }
+    }
+    std::fclose(f);
+    return name;
+  }();
+  static const std::string isa = [] {
+    const char* const wanted[] = {"sse4.2",   "avx",      "avx2",       "fma",        "avx512f",
+                                  "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "avx512fp16",
+                                  "amx-tile", "neon",     "sve",        "sve2"};
+    std::string features = "," + Target::host().features + ",", out;
+    for (const char* w : wanted) {
+      if (features.find(std::string(",+") + w + ",") != std::string::npos)
+        out += (out.empty() ? "" : ",") + std::string(w);
+    }
+    return out;
+  }();
+  line.str("cpu", model.empty() ? "unknown" : model);
+  line.str("llvm_cpu", Target::host().cpu).str("isa", isa);
+}
+
 void print_json(const Result& r) {
   JsonObject line;
   line.str("bench", r.bench);
+  add_host(line);
   if (r.error) {
     line.str("baseline", r.baseline).str("error", *r.error);
   } else {

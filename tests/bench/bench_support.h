@@ -11,6 +11,7 @@
 
 #include "kiln/codegen.h"
 #include "kiln/ir.h"
+#include "kiln/json.h"
 
 namespace kiln::bench {
 
@@ -87,6 +88,11 @@ struct Result {
   std::optional<std::string> error;  // why the case could not run; no timings then
 };
 void print_json(const Result& r);
+
+// Adds what the figures ran on to a JSON line: "cpu" (the model name the kernel
+// reports), "llvm_cpu" (the CPU LLVM targets) and "isa" (the vector features kiln
+// can use: avx2, fma, avx512f, ...). Ratios only mean something beside them.
+void add_host(JsonObject& line);
 
 // The largest max_rel_error the benchmarks accept as a match.
 inline constexpr double kTolerance = 1e-4;

@@ -4,7 +4,7 @@ set -euo pipefail
 
 # The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
 # built as the CMake target bench_G.
-GROUPS_ALL=(gemm conv licm server agent tune)
+GROUPS_ALL=(gemm conv compile licm server agent tune)
 
 usage() {
   cat <<EOF
@@ -18,6 +18,8 @@ library timed side by side in the same process:
 Progress goes to stderr.
 
   GROUP            gemm (kiln vs OpenBLAS sgemm), conv (kiln vs oneDNN conv2d),
+                   compile (kiln's compile time per stage and part for every operator, median
+                   of 10, and a warm line per operator with knobs: other knob values),
                    licm (kiln with LICM + CSE off vs on: T0 / T1 per case, then a summary),
                    server (kilnd under concurrent Compile requests), agent (the round trip
                    of a Measure of an empty kernel on kilnd's local agent vs kilnd's Run),

@@ -71,6 +71,39 @@ TEST(Compile, EachOutputStopsWhereItShould) {
   EXPECT_EQ(a.artifact->key, a.key);
 }
 
+std::vector<std::string> parts(const CompileResult& r) {
+  std::vector<std::string> out;
+  for (const PartTime& t : r.parts) {
+    EXPECT_GE(t.ms, 0) << t.part;
+    out.emplace_back(t.part);
+  }
+  return out;
+}
+
+TEST(Compile, ThePartsOfEachStageAreTimedInTheOrderTheyRan) {
+  std::vector<std::string> poly{"model", "bounds", "commands", "loop ranges", "legality", "ast",
+                                "ast to loops"};
+  std::vector<std::string> kernel = poly, artifact = poly;
+  for (const char* p : {"llvm ir", "llvm optimize"}) {
+    kernel.push_back(p);
+    artifact.push_back(p);
+  }
+  kernel.push_back("machine code and link");
+  artifact.push_back("machine code");
+  artifact.push_back("link");
+  EXPECT_EQ(parts(compile(request(CompileOutput::Kernel))), kernel);
+  EXPECT_EQ(parts(compile(request(CompileOutput::Artifact))), artifact);
+  // Outside kiln::compile nothing collects them, and a part costs nothing.
+  std::vector<PartTime> outer;
+  {
+    PartSink sink(outer);
+    { TimedPart part("outer part"); }
+    compile(request(CompileOutput::Loops));  // its own sink, not this one
+  }
+  ASSERT_EQ(outer.size(), 1u);
+  EXPECT_STREQ(outer[0].part, "outer part");
+}
+
 TEST(Compile, TheKernelComputesWhatTheReferenceDoes) {
   CompileRequest r = request(CompileOutput::Kernel);
   r.overrides = {{"S", 16}, {"N", 100}};

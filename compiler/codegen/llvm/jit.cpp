@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "kiln/runtime.h"
+#include "kiln/timing.h"
 #include "target_machine.h"
 
 namespace kiln::codegen {
@@ -105,6 +106,7 @@ Kernel jit_compile(const ir::LoweredFunc& f, const Options& opts_in) {
   auto state = std::make_shared<Kernel::State>();
   state->func = f;
   std::lock_guard<std::mutex> guard(engine.lock());
+  TimedPart part("machine code and link");
   llvm::orc::LLJIT& jit = engine.jit();
   llvm::Expected<llvm::orc::JITDylib&> dylib = jit.createJITDylib(engine.next_dylib_name());
   if (!dylib) {

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 
+#include "kiln/timing.h"
 #include "target_machine.h"
 
 LLD_HAS_DRIVER(elf)
@@ -76,6 +77,7 @@ std::mutex lld_mutex;
 bool lld_usable = true;
 
 std::vector<char> link_shared(const std::vector<char>& object, const std::string& soname) {
+  TimedPart part("link");
   ScratchDir dir;
   std::string obj = dir.file("kernel.o"), so = dir.file(soname);
   write_file(obj, object);

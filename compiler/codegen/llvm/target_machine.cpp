@@ -21,6 +21,7 @@
 #include <mutex>
 #include <set>
 
+#include "kiln/timing.h"
 #include "module_builder.h"
 
 namespace kiln::codegen {
@@ -236,19 +237,24 @@ OptimizedModule optimized_module(const ir::LoweredFunc& f, const Options& opts,
   out.llvm_error = std::make_shared<std::string>();
   ctx.setDiagnosticHandler(std::make_unique<Diagnostics>(f.name, opts.note, out.llvm_error),
                            /*RespectFilters=*/true);
-  out.module = build_module(f, opts, ctx);
+  {
+    TimedPart part("llvm ir");
+    out.module = build_module(f, opts, ctx);
+  }
   if (builtins == Builtins::Freestanding) {
     for (llvm::Function& fn : *out.module) {
       if (!fn.isDeclaration()) fn.addFnAttr("no-builtins");
     }
   }
   out.machine = make_target_machine(opts.target, opts.opt_level);
+  TimedPart part("llvm optimize");
   optimize(*out.module, *out.machine, opts.opt_level);
   check_llvm_errors(out);
   return out;
 }
 
 std::vector<char> machine_code(OptimizedModule& m, llvm::CodeGenFileType type) {
+  TimedPart part("machine code");
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream os(buffer);
   llvm::legacy::PassManager pm;

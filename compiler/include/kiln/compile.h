@@ -18,6 +18,7 @@
 #include "kiln/passes.h"
 #include "kiln/poly.h"
 #include "kiln/target.h"
+#include "kiln/timing.h"
 
 namespace kiln {
 
@@ -68,6 +69,7 @@ struct CompileResult {
   std::optional<codegen::Kernel> kernel;      // Kernel
   std::optional<codegen::Artifact> artifact;  // Artifact; its key is `key`
   std::vector<StageTime> times;               // in the order the stages ran
+  std::vector<PartTime> parts;                // the parts of the stages (kiln/timing.h), in order
   // What the code generator said about the kernel without refusing it (a
   // loop tagged vectorize that LLVM could not vectorize): codegen::Options::note.
   std::vector<std::string> notes;
