@@ -77,90 +77,115 @@ struct Violation {
   std::string message;
 };
 
-// Pairs of schedule vectors (x, y) that agree on dims [0, k) and have x_k < y_k.
-isl::map carried_at(isl::ctx ctx, int dims, int k) {
-  std::string in = "[", out = "[", cond;
-  for (int i = 0; i < dims; ++i) {
-    in += (i ? ", " : "") + std::string("x") + std::to_string(i);
-    out += (i ? ", " : "") + std::string("y") + std::to_string(i);
-    if (i < k) cond += "x" + std::to_string(i) + " = y" + std::to_string(i) + " and ";
-  }
-  cond += "x" + std::to_string(k) + " < y" + std::to_string(k);
-  return isl::map(ctx, "{ " + in + "] -> " + out + "] : " + cond + " }");
-}
-
 // One relation of a dependence, between two computations of the model, with
-// their schedules padded to `dims`.
+// their schedules padded to `dims`: the pairs of schedule vectors of its ends
+// (`times`), and the differences sink - source (`deltas`) with their leading
+// dims fixed to 0 one level after another: zero[k] holds the deltas whose dims
+// 0..k are all 0, as far as they are not empty.
 struct DependencePair {
   const Dependence& dep;
-  const isl::map& rel;
+  isl::map rel;
   const CompModel& src;
   const CompModel& dst;
   isl::map s_src, s_dst;
+  isl::map times;
+  std::vector<isl::set> zero;
 };
 
-// Calls check on every pair of every dependence; the first violation it finds.
-std::optional<Violation> first_violation(
-    const ScheduledFunc::Impl& m, int dims,
-    const std::function<std::optional<Violation>(const DependencePair&)>& check) {
+// The schedule respects a dependence when every delta is lexicographically
+// positive. Level by level: no delta may be negative at dim k where dims
+// 0..k-1 are 0, and none may be 0 throughout. Fills p.zero; returns the
+// first level at which the schedule runs a sink before its source (dims when
+// at the same time), or -1.
+int order_violation_level(DependencePair& p, int dims) {
+  isl::set d = p.times.deltas();
+  for (int k = 0; k < dims; ++k) {
+    isl::set negative = isl::manage(isl_set_upper_bound_si(d.copy(), isl_dim_set, k, -1));
+    if (!negative.is_empty()) return k;
+    d = isl::manage(isl_set_fix_si(d.release(), isl_dim_set, k, 0));
+    if (d.is_empty()) return -1;
+    p.zero.push_back(d);
+  }
+  return dims;
+}
+
+// The pairs of instances of p whose schedule vectors agree on dims 0..level-1
+// and, at `level`, have the sink's earlier (`later` false) or later.
+isl::map pairs_at(const DependencePair& p, int level, bool later) {
+  isl_map* t = p.times.copy();
+  for (int k = 0; k < level; ++k) t = isl_map_equate(t, isl_dim_in, k, isl_dim_out, k);
+  if (level < static_cast<int>(p.times.range_tuple_dim()))
+    t = later ? isl_map_order_lt(t, isl_dim_in, level, isl_dim_out, level)
+              : isl_map_order_gt(t, isl_dim_in, level, isl_dim_out, level);
+  isl::map times = isl::manage(t);
+  return p.s_src.apply_range(times).apply_range(p.s_dst.reverse()).intersect(p.rel);
+}
+
+std::vector<DependencePair> dependence_pairs(const ScheduledFunc::Impl& m, int dims) {
+  std::vector<DependencePair> out;
   for (const auto& d : m.deps) {
     for (const auto& rel : maps_of(d.relation)) {
       const CompModel* src = m.find(domain_name(rel));
       const CompModel* dst = m.find(range_name(rel));
       if (!src || !dst) continue;
-      DependencePair pair{
-          d, rel, *src, *dst, padded_schedule(*src, dims), padded_schedule(*dst, dims)};
-      if (std::optional<Violation> v = check(pair)) return v;
+      isl::map s_src = padded_schedule(*src, dims), s_dst = padded_schedule(*dst, dims);
+      isl::map times = rel.apply_domain(s_src).apply_range(s_dst);
+      out.push_back(DependencePair{d, rel, *src, *dst, s_src, s_dst, times, {}});
     }
   }
-  return std::nullopt;
+  return out;
 }
 
 std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
   int dims = schedule_dims(m);
   isl::ctx ctx = m.ctx.get();
-  // x <lex y: the sink runs strictly after the source.
-  isl::map later = isl::manage(isl_map_lex_lt(isl_space_set_alloc(ctx.get(), 0, dims)));
-  std::optional<Violation> order = first_violation(m, dims, [&](const DependencePair& p) {
-    // The schedule vectors of the two ends of each dependence.
-    isl::map bad_times = p.rel.apply_domain(p.s_src).apply_range(p.s_dst).subtract(later);
-    if (bad_times.is_empty()) return std::optional<Violation>();
-    isl::map pairs = p.s_src.apply_range(bad_times).apply_range(p.s_dst.reverse()).intersect(p.rel);
-    return std::optional<Violation>(Violation{
-        std::string("breaks the ") + kind_name(p.dep.kind) + " dependence from " + p.src.name +
-        " to " + p.dst.name + ": " + describe_violation(p.dep, pairs, p.src, p.dst) +
-        ", but the schedule no longer runs " + p.src.name + " first"});
-  });
-  if (order) return order;
+  std::vector<DependencePair> pairs = dependence_pairs(m, dims);
+  for (DependencePair& p : pairs) {
+    int level = order_violation_level(p, dims);
+    if (level < 0) continue;
+    return Violation{std::string("breaks the ") + kind_name(p.dep.kind) + " dependence from " +
+                     p.src.name + " to " + p.dst.name + ": " +
+                     describe_violation(p.dep, pairs_at(p, level, false), p.src, p.dst) +
+                     ", but the schedule no longer runs " + p.src.name + " first"};
+  }
   // A loop bound to parallel hardware must carry no dependence between any
   // two instances that run inside it, whichever computations they belong to.
   for (const auto& c : m.comps) {
-    for (int p = 0; p < c.loops(); ++p) {
-      ir::LoopTag t = c.tags[p];
+    for (int loop = 0; loop < c.loops(); ++loop) {
+      ir::LoopTag t = c.tags[loop];
       if (t == ir::LoopTag::None || t == ir::LoopTag::Unroll || t == ir::LoopTag::UnrollExplicit)
         continue;
-      // The instances of this loop: c's schedule vectors cut after dim 2p.
-      isl::set inside = c.domain_approx.apply(padded_schedule(c, dims));
-      isl_set* prefix =
-          isl_set_project_out(inside.release(), isl_dim_set, 2 * p + 1, dims - 2 * p - 1);
-      prefix = isl_set_flat_product(
-          prefix, isl_set_universe(isl_space_set_alloc(ctx.get(), 0, dims - 2 * p - 1)));
-      isl::set in_loop = isl::manage(prefix);
-      isl::map carried = carried_at(ctx, dims, 2 * p + 1);
-      std::optional<Violation> v = first_violation(m, dims, [&](const DependencePair& d) {
+      int level = 2 * loop + 1;
+      // The instances of this loop: c's schedule vectors cut after dim level - 1.
+      std::optional<isl::set> in_loop;
+      for (const DependencePair& p : pairs) {
+        // Carried at `level`: deltas 0 before it and positive at it (the order
+        // check above left no negative one).
+        if (static_cast<int>(p.zero.size()) < level) continue;
+        isl::set at =
+            isl::manage(isl_set_lower_bound_si(p.zero[level - 1].copy(), isl_dim_set, level, 1));
+        if (at.is_empty()) continue;
+        if (!in_loop) {
+          isl::set inside = c.domain_approx.apply(padded_schedule(c, dims));
+          isl_set* prefix = isl_set_project_out(inside.release(), isl_dim_set, level, dims - level);
+          prefix = isl_set_flat_product(
+              prefix, isl_set_universe(isl_space_set_alloc(ctx.get(), 0, dims - level)));
+          in_loop = isl::manage(prefix);
+        }
+        // Only pairs inside c's loop count: the same static prefix may also
+        // hold other loops.
+        isl::map carried = pairs_at(p, level, true);
         isl::map times =
-            d.rel.apply_domain(d.s_src).apply_range(d.s_dst).intersect_domain(in_loop).intersect(
-                carried);
-        if (times.is_empty()) return std::optional<Violation>();
-        isl::map pairs = d.s_src.apply_range(times).apply_range(d.s_dst.reverse()).intersect(d.rel);
-        return std::optional<Violation>(
-            Violation{std::string("loop '") + c.loop_names[p] + "' of " + c.name + " is tagged " +
-                      ir::loop_tag_name(t) + " but carries the " + kind_name(d.dep.kind) +
-                      " dependence from " + d.src.name + " to " + d.dst.name + ": " +
-                      describe_violation(d.dep, pairs, d.src, d.dst) +
-                      "; its iterations cannot run at the same time"});
-      });
-      if (v) return v;
+            carried.apply_domain(p.s_src).apply_range(p.s_dst).intersect_domain(*in_loop);
+        if (times.is_empty()) continue;
+        isl::map instances =
+            p.s_src.apply_range(times).apply_range(p.s_dst.reverse()).intersect(p.rel);
+        return Violation{std::string("loop '") + c.loop_names[loop] + "' of " + c.name +
+                         " is tagged " + ir::loop_tag_name(t) + " but carries the " +
+                         kind_name(p.dep.kind) + " dependence from " + p.src.name + " to " +
+                         p.dst.name + ": " + describe_violation(p.dep, instances, p.src, p.dst) +
+                         "; its iterations cannot run at the same time"};
+      }
     }
   }
   return std::nullopt;
