@@ -4,8 +4,10 @@
 #include <isl/ast_build.h>
 #include <isl/id.h>
 #include <isl/map.h>
+#include <isl/schedule.h>
 #include <isl/union_map.h>
 #include <isl/val.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <functional>
@@ -586,8 +588,92 @@ void check_unrolling(const Impl& m, const ir::Stmt& body) {
   walk.visit(body);
 }
 
-// Each statement's padded schedule, by isl name, for at_each_domain.
-using ScheduleTable = std::map<std::string, isl::map>;
+// Each statement's padded schedule as a function, by isl name, for at_each_domain.
+using ScheduleTable = std::map<std::string, isl::pw_multi_aff>;
+
+// Part of a computation's instances on its way down the schedule tree: those
+// whose static dims so far took one path.
+struct Piece {
+  isl::set domain;
+  const isl::pw_multi_aff* sched;  // the computation's padded schedule
+};
+
+// The value of each static dim is a constant on each piece of the schedule's
+// function (separate and the like give a computation several); the instances
+// of `p` by the value their static dim q takes.
+std::map<int64_t, isl::set> static_values(const Piece& p, int q) {
+  std::map<int64_t, isl::set> out;
+  isl::pw_aff dim = p.sched->at(q).intersect_domain(p.domain);
+  bool constant = true;
+  dim.foreach_piece([&](isl::set where, isl::multi_aff piece) {
+    isl::aff value = piece.at(0);
+    if (!value.is_cst()) {
+      constant = false;
+      return;
+    }
+    isl::val v = value.constant_val();
+    if (!v.is_int()) {
+      constant = false;
+      return;
+    }
+    auto [at, fresh] = out.try_emplace(v.get_num_si(), where);
+    if (!fresh) at->second = at->second.unite(where);
+  });
+  if (constant) return out;
+  // A static dim that varies within a piece (an apply_sch map): its values,
+  // one at a time.
+  out.clear();
+  isl::set values = isl::manage(isl_set_from_pw_aff(dim.copy()));
+  values.foreach_point([&](isl::point pt) {
+    int64_t v = isl::manage(isl_point_get_coordinate_val(pt.get(), isl_dim_set, 0)).get_num_si();
+    isl_pw_aff* is_v =
+        isl_pw_aff_val_on_domain(p.domain.copy(), isl_val_int_from_si(dim.ctx().get(), v));
+    isl::set where = isl::manage(isl_pw_aff_eq_set(dim.copy(), is_v));
+    out.emplace(v, where.intersect(p.domain));
+  });
+  return out;
+}
+
+// The schedule tree of `pieces` from schedule dim q on: a static dim is a
+// sequence of the groups of instances that take each of its values, in
+// order; a dynamic dim is a band, one loop. isl generates code from the tree
+// without the static dims ever being loops of their own, which the same
+// schedules as one relation over every dim made it treat as such.
+isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int q, int dims) {
+  if (q == dims) {
+    isl::union_set domain = isl::union_set::empty(ctx);
+    for (const Piece& p : pieces) domain = domain.unite(isl::union_set(p.domain));
+    return isl::manage(isl_schedule_from_domain(domain.release()));
+  }
+  if (q % 2 == 0) {
+    std::map<int64_t, std::vector<Piece>> groups;
+    for (const Piece& p : pieces)
+      for (auto& [v, where] : static_values(p, q)) groups[v].push_back(Piece{where, p.sched});
+    isl::schedule out;
+    for (const auto& [v, group] : groups) {
+      isl::schedule child = schedule_tree(ctx, group, q + 1, dims);
+      out = out.is_null() ? child
+                          : isl::manage(isl_schedule_sequence(out.release(), child.release()));
+    }
+    return out;
+  }
+  isl::schedule child = schedule_tree(ctx, pieces, q + 1, dims);
+  isl::union_pw_aff loop =
+      isl::manage(isl_union_pw_aff_empty(isl_space_params_alloc(ctx.get(), 0)));
+  for (const Piece& p : pieces)
+    loop = loop.union_add(isl::union_pw_aff(p.sched->at(q).intersect_domain(p.domain)));
+  isl_schedule* tree = isl_schedule_insert_partial_schedule(
+      child.release(), isl_multi_union_pw_aff_from_union_pw_aff(loop.release()));
+  // One loop over all its instances (atomic), as the relation form had it:
+  // isl would otherwise split the loop where the instances inside it differ,
+  // which for a data-dependent bound means testing it before it is read.
+  isl_schedule_node* band = isl_schedule_node_child(isl_schedule_get_root(tree), 0);
+  isl_schedule_free(tree);
+  band = isl_schedule_node_band_member_set_ast_loop_type(band, 0, isl_ast_loop_atomic);
+  tree = isl_schedule_node_get_schedule(band);
+  isl_schedule_node_free(band);
+  return isl::manage(tree);
+}
 using ExprList = std::unique_ptr<isl_ast_expr_list, decltype(&isl_ast_expr_list_free)>;
 
 // Turns isl's user node into a call f(iterators..., schedule dims...): the
@@ -605,7 +691,7 @@ isl::ast_node at_each_domain(const ScheduleTable& table, const isl::ast_build& b
     list.reset(isl_ast_expr_list_add(list.release(), e.release()));
   };
   for (unsigned i = 1; i < call.n_arg(); ++i) add(call.arg(static_cast<int>(i)));
-  isl::pw_multi_aff dims = pw_multi_aff_from_map(table.at(id_name(fn))).value();
+  const isl::pw_multi_aff& dims = table.at(id_name(fn));
   int count = static_cast<int>(isl_pw_multi_aff_dim(dims.get(), isl_dim_out));
   for (int k = 0; k < count; ++k) add(build.expr_from(dims.at(k).pullback(iters)));
   return isl::manage(isl_ast_node_alloc_user(isl_ast_expr_call(fn.release(), list.release())));
@@ -623,37 +709,38 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
   isl_ctx_reset_operations(ctx.get());  // lowering has a budget of its own
   StageTimer timer(ErrorStage::Lower, m.limits);
   try {
-    isl::union_map sched = isl::union_map::empty(ctx);
-    for (const auto& c : m.comps)
-      sched = sched.unite(isl::union_map(padded_schedule(c, dims).intersect_domain(c.domain)));
+    ScheduleTable table;
+    for (const auto& c : m.comps) {
+      std::optional<isl::pw_multi_aff> f = pw_multi_aff_from_map(padded_schedule(c, dims));
+      if (!f)
+        fail(c.comp ? c.comp->where : m.func.where,
+             "the schedule of " + c.name + " gives an instance more than one time");
+      table[isl_name(c.name)] = *f;
+    }
+    isl::schedule tree;
+    {
+      TimedPart part("schedule tree");
+      std::vector<Piece> pieces;
+      for (const auto& c : m.comps) pieces.push_back(Piece{c.domain, &table.at(isl_name(c.name))});
+      tree = schedule_tree(ctx, pieces, 0, dims);
+    }
 
     isl::ast_build build = isl::ast_build::from_context(m.context);
-    // Iterators c0, c1, ...: schedule dim K is the loop over cK. (No C++ call
-    // for iterators or options: each raw result is managed at once.)
-    isl::id_list names(ctx, dims);
-    for (int k = 0; k < dims; ++k) names = names.add(isl::id(ctx, "c" + std::to_string(k)));
+    // Iterators c1, c3, ...: band K of every path is dynamic dim 2K + 1, so
+    // the loop over cK is schedule dim K. (No C++ call for iterators: the raw
+    // result is managed at once.)
+    isl::id_list names(ctx, dims / 2);
+    for (int k = 1; k < dims; k += 2) names = names.add(isl::id(ctx, "c" + std::to_string(k)));
     build = isl::manage(isl_ast_build_set_iterators(build.release(), names.release()));
-    // Static dims take one value per piece of a computation: unrolling them
-    // gives each piece (separate) its own copy of the loop nest.
-    std::string opts = "{ ";
-    std::string tuple = "[";
-    for (int k = 0; k < dims; ++k) tuple += (k ? ", " : "") + std::string("x") + std::to_string(k);
-    tuple += "]";
-    for (int k = 0; k < dims; k += 2)
-      opts += (k ? "; " : "") + tuple + " -> unroll[" + std::to_string(k) + "]";
-    opts += " }";
-    build = isl::manage(
-        isl_ast_build_set_options(build.release(), isl::union_map(ctx, opts).release()));
-    ScheduleTable table;
-    for (const auto& c : m.comps) table[isl_name(c.name)] = padded_schedule(c, dims);
     build = build.set_at_each_domain(
         [&](isl::ast_node, isl::ast_build b) { return at_each_domain(table, b); });
     isl::ast_node root;
     {
       TimedPart part("ast");
-      root = build.node_from_schedule_map(sched);
+      root = build.node_from(tree);
     }
     if (root.is_null()) fail(m.func.where, "isl could not build the loop nest of " + m.func.name);
+    spdlog::debug("{}: isl's loop nest:\n{}", m.func.name, root.to_C_str());
 
     timer.check(m.func.where, "after isl generated the loops of " + m.func.name);
     TimedPart part("ast to loops");
