@@ -12,6 +12,7 @@
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/CommandLine.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
@@ -34,6 +35,16 @@ void initialize_llvm() {
     llvm::InitializeAllTargetMCs();
     llvm::InitializeAllAsmPrinters();
     llvm::InitializeAllAsmParsers();
+    // LLVM's scheduler after register allocation took a third of the
+    // machine-code time of an unrolled GEMM micro-kernel (18 of 56 ms) and
+    // changed none of the benchmark kernels' speed on an out-of-order x86
+    // (docs/codegen.md): kiln's code goes without it. It is an option of
+    // LLVM's, not of a TargetMachine. (The machine scheduler before it costs
+    // as much, but without it the first compilation in a process gave other
+    // aarch64 code than the next ones.)
+    llvm::StringMap<llvm::cl::Option*>& options = llvm::cl::getRegisteredOptions();
+    if (auto found = options.find("post-RA-scheduler"); found != options.end())
+      found->second->addOccurrence(1, "post-RA-scheduler", "false");
   });
 }
 
@@ -138,6 +149,35 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int op
   return tm;
 }
 
+namespace {
+
+// Whether kiln vectorized m's loops itself: it has vector arithmetic, and no
+// loop asks LLVM's loop vectorizer for help (a loop tagged vectorize that kiln
+// could not vectorize carries llvm.loop.vectorize.enable).
+bool vectorized_by_kiln(const llvm::Module& m) {
+  bool vectors = false;
+  for (const llvm::Function& f : m) {
+    for (const llvm::BasicBlock& b : f) {
+      for (const llvm::Instruction& i : b) {
+        if (const llvm::MDNode* loop = i.getMetadata(llvm::LLVMContext::MD_loop)) {
+          for (const llvm::MDOperand& op : loop->operands()) {
+            const auto* entry = llvm::dyn_cast_or_null<llvm::MDNode>(op.get());
+            if (!entry || entry->getNumOperands() == 0) continue;
+            const auto* key = llvm::dyn_cast<llvm::MDString>(entry->getOperand(0));
+            if (key && key->getString() == "llvm.loop.vectorize.enable") return false;
+          }
+        }
+        if (!vectors && i.getType()->isVectorTy() && i.getType()->isFPOrFPVectorTy() &&
+            llvm::isa<llvm::BinaryOperator, llvm::CallInst>(i))
+          vectors = true;
+      }
+    }
+  }
+  return vectors;
+}
+
+}  // namespace
+
 void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level) {
   m.setTargetTriple(tm.getTargetTriple().getTriple());
   m.setDataLayout(tm.createDataLayout());
@@ -146,8 +186,12 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level) {
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
   llvm::PipelineTuningOptions tuning;
-  tuning.LoopVectorization = opt_level >= 2;
-  tuning.SLPVectorization = opt_level >= 2;
+  // Code kiln vectorized needs no vectorizer of LLVM's: they cost time and
+  // find nothing. LLVM's unroller stays: unrolling the reduction loop around
+  // a register tile (which no schedule tags yet) is worth 10-25% of the GEMM.
+  bool vectorized = vectorized_by_kiln(m);
+  tuning.LoopVectorization = opt_level >= 2 && !vectorized;
+  tuning.SLPVectorization = opt_level >= 2 && !vectorized;
   llvm::PassBuilder pb(&tm, tuning);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
