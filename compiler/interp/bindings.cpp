@@ -201,6 +201,22 @@ Mismatch compare_buffers(const std::vector<std::string>& names,
       return m;
     }
     bool exact = !ir::is_float(eb.dtype());
+    // A float that came out of cancellation in a sum (a dot product near 0)
+    // is as accurate as the sum's terms, not as itself: an element is held to
+    // the larger of its own magnitude and the buffer's mean magnitude.
+    double scale = 0;
+    if (!exact) {
+      double sum = 0;
+      int64_t finite = 0;
+      for (int64_t k = 0; k < eb.size(); ++k) {
+        double x = eb.get_f(k);
+        if (std::isfinite(x)) {
+          sum += std::fabs(x);
+          ++finite;
+        }
+      }
+      scale = finite > 0 ? sum / static_cast<double>(finite) : 0;
+    }
     for (int64_t k = 0; k < eb.size(); ++k) {
       double x = eb.get_f(k), y = ab.get_f(k);
       double err = 0;
@@ -214,7 +230,7 @@ Mismatch compare_buffers(const std::vector<std::string>& names,
         err = bad ? INFINITY : 0;
       } else if (x != y) {  // also covers equal infinities
         err = std::fabs(x - y);
-        bad = !(err <= rtol * std::fabs(x) + atol);
+        bad = !(err <= rtol * std::max(std::fabs(x), scale) + atol);
       }
       Mismatch& slot = bad ? worst : worst_any;
       bool first = bad ? worst.ok : worst_any.buffer.empty();

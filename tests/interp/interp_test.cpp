@@ -682,6 +682,24 @@ TEST(CompareOutputs, ReportsTheWorstElement) {
   EXPECT_EQ(compare_outputs(f, e, a).describe(), "n[1]: expected 2, got 3 (abs 1, rel 0.5)");
 }
 
+// A dot product near 0 is as accurate as its terms: an element is held to the
+// buffer's mean magnitude when it is smaller, never to less.
+TEST(CompareOutputs, ASmallResultOfCancellationIsHeldToTheBuffersScale) {
+  Func f;
+  f.name = "cmp";
+  f.bufs = {buf("y", DType::F32, {c(4)}, BufKind::Output)};
+  Bindings e, a;
+  e.buffers["y"] = filled(DType::F32, {4}, {4, -4, 4, -4.8e-5});
+  // Mean |y| is 3: within 1e-5 * 3 + 1e-6 of -4.8e-5 passes, though it is 3.7% of it.
+  a.buffers["y"] = filled(DType::F32, {4}, {4, -4, 4, -4.625e-5});
+  EXPECT_TRUE(compare_outputs(f, e, a).ok) << compare_outputs(f, e, a).describe();
+  a.buffers["y"].set_f(3, -4.8e-5 + 4e-5);  // beyond it
+  EXPECT_FALSE(compare_outputs(f, e, a).ok);
+  // The large elements keep their own relative tolerance.
+  a.buffers["y"] = filled(DType::F32, {4}, {4.0002f, -4, 4, -4.8e-5});
+  EXPECT_FALSE(compare_outputs(f, e, a).ok);
+}
+
 TEST(CompareOutputs, NanEqualsNanAndShapesMustAgree) {
   Func f;
   f.name = "cmp";

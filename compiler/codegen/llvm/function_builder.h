@@ -42,13 +42,15 @@ class FunctionBuilder {
   FunctionBuilder(const ir::LoweredFunc& f, const Options& opts, llvm::LLVMContext& ctx,
                   llvm::Module& m)
       : f_(f), opts_(opts), ctx_(ctx), m_(m), b_(ctx) {
-    // IEEE order unless the operator allows fast math: then LLVM may fuse
-    // a * b + c and reassociate.
-    if (f.fast_math) {
-      llvm::FastMathFlags fmf;
+    // IEEE order unless the operator allows fast math: then LLVM may
+    // reassociate. Either way a * b + c may become one fused multiply-add
+    // (LLVM's `contract`), as C compilers do by default.
+    llvm::FastMathFlags fmf;
+    if (f.fast_math)
       fmf.setFast();
-      b_.setFastMathFlags(fmf);
-    }
+    else
+      fmf.setAllowContract(true);
+    b_.setFastMathFlags(fmf);
   }
 
   // Builds f's body function and its entry point in the module.

@@ -51,7 +51,11 @@ struct Mismatch {
   std::string describe() const;  // "y[3, 1]: expected 2.5, got 2.75 (abs 0.25, rel 0.1)"
 };
 // Compares every output buffer of f. Integers must match exactly; floats
-// within rtol * |expected| + atol.
+// within rtol * max(|expected|, the mean |expected| of the buffer) + atol: an
+// element that is the small result of a sum of large terms (cancellation) is
+// as accurate as the terms are, so contraction into fused multiply-adds or
+// reassociation (fast_math) may change it by more than its own magnitude
+// allows.
 Mismatch compare_outputs(const ir::Func& f, const Bindings& expected, const Bindings& actual,
                          double rtol = 1e-5, double atol = 1e-6);
 
