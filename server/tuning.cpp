@@ -139,14 +139,7 @@ Prepared prepare(const v1::TuneRequest& request, const Limits& limits) {
                                        request.runtime_params().end());
   std::map<std::string, int64_t> values =
       interp::param_values(p.func, run_param_values(p.func, given).values);
-  CompileOptions o;
-  o.target = Target::host();
-  o.opt_level = 0;
-  o.apply_schedule = false;
-  o.limits = limits;
-  CompileResult loops =
-      kiln::compile(CompileRequest{.func = p.func, .options = o, .output = CompileOutput::Loops});
-  p.flops = std::max<int64_t>(0, ir::flop_count(loops.lowered, values));
+  p.flops = std::max<int64_t>(0, algorithm_flops(p.func, values, limits));
   return p;
 }
 

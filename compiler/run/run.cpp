@@ -39,7 +39,8 @@ std::string shape_text(ir::DType t, const std::vector<int64_t>& shape) {
 
 // Times a compiled kernel. The inputs are a copy: a kernel that accumulates
 // into its output may change it from run to run.
-BenchResult bench(const codegen::Kernel& k, Bindings b, const RunSpec& spec) {
+BenchResult bench(const ir::Func& algorithm, const codegen::Kernel& k, Bindings b,
+                  const RunSpec& spec) {
   const ir::LoweredFunc& f = k.func();
   std::vector<kiln_value> args = codegen::pack_arguments(f, b);
   auto nargs = static_cast<int32_t>(args.size());
@@ -50,11 +51,22 @@ BenchResult bench(const codegen::Kernel& k, Bindings b, const RunSpec& spec) {
         }
       },
       spec.repeat, spec.number);
-  out.flops = ir::flop_count(f, b.params);
+  out.flops = algorithm_flops(algorithm, b.params, spec.options.limits);
   return out;
 }
 
 }  // namespace
+
+int64_t algorithm_flops(const ir::Func& f, const std::map<std::string, int64_t>& params,
+                        const Limits& limits) {
+  CompileOptions o;
+  o.opt_level = 0;
+  o.apply_schedule = false;
+  o.limits = limits;
+  CompileResult loops =
+      compile(CompileRequest{.func = f, .options = o, .output = CompileOutput::Loops});
+  return ir::flop_count(loops.lowered, params);
+}
 
 std::vector<OutputSum> checksums(const std::vector<std::string>& names,
                                  const std::map<std::string, HostBuffer>& buffers) {
@@ -129,7 +141,7 @@ RunOutcome run_kernel(const ir::Func& f, const RunSpec& spec) {
   r.outputs = checksums(f, r.bindings);
   if (expected) r.mismatch = interp::compare_outputs(f, *expected, r.bindings);
   if (spec.bench && (!r.mismatch || r.mismatch->ok)) {
-    r.bench = step(spec, "benchmark", [&] { return bench(k, std::move(inputs), spec); });
+    r.bench = step(spec, "benchmark", [&] { return bench(f, k, std::move(inputs), spec); });
   }
   return r;
 }

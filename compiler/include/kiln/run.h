@@ -76,6 +76,14 @@ BenchResult measure(const std::function<void()>& run_once, int repeat, int numbe
 // GFLOP/s, when the flop count is known.
 std::optional<double> gflops(const BenchResult& b);
 
+// The floating-point operations one run of f performs (ir::flop_count), counted
+// on the algorithm's own loops, not on a schedule's: the work is the same, and
+// the algorithm's loops are boxes where a tiled or skewed schedule's bounds
+// depend on the loops around them and must be stepped through. `params` gives
+// the run-time params' values. -1 when unknown (data-dependent bounds).
+int64_t algorithm_flops(const ir::Func& f, const std::map<std::string, int64_t>& params,
+                        const Limits& limits = {});
+
 // ---------------------------------------------------------------------------
 // One run of a compiled func
 
