@@ -1,4 +1,5 @@
-/* The thread pool behind kiln_parallel_launch: workers created once, pinned, woken per launch. */
+/* The thread pool behind kiln_parallel_launch: workers created once, woken per launch, handing out
+   the iterations in chunks as they finish the last (pinned only when asked). */
 #define _GNU_SOURCE
 
 #include <pthread.h>
@@ -18,7 +19,6 @@
 
 typedef struct kiln_worker {
   pthread_t thread;
-  int index;     /* which chunk it runs: 1 .. nthreads - 1 (the launching thread runs 0) */
   int cpu;       /* the CPU it is pinned to, or -1 */
   uint64_t seen; /* the generation when it was created */
 } kiln_worker;
@@ -29,15 +29,19 @@ typedef struct kiln_worker {
 typedef struct kiln_pool {
   _Alignas(64) _Atomic uint64_t generation; /* bumped once per launch; workers wait on it */
   _Alignas(64) atomic_int unfinished;       /* workers still running this launch */
+  _Alignas(64) _Atomic int64_t next;        /* the first iteration no thread has taken yet */
   atomic_int caller_waiting;                /* the launching thread sleeps on `done` */
   _Alignas(64) atomic_int sleepers;         /* workers asleep on `wake` */
   atomic_int busy;
   atomic_int ready;    /* 1 once the workers exist */
   atomic_int nthreads; /* workers + 1 */
   atomic_int pinned;
+  atomic_int epoch; /* bumped whenever the workers are replaced */
+  int caller_cpu;   /* the CPU a launching thread is pinned to when the pool is pinned, or -1 */
   kiln_task_fn fn;
   void* closure;
   int64_t n;
+  int64_t grain; /* iterations per chunk */
   int stopping;
   uint64_t spin_ns;
   kiln_worker* workers;
@@ -48,6 +52,7 @@ typedef struct kiln_pool {
 
 static kiln_pool g_pool = {
     .nthreads = 1,
+    .caller_cpu = -1,
     .mutex = PTHREAD_MUTEX_INITIALIZER,
     .wake = PTHREAD_COND_INITIALIZER,
     .done = PTHREAD_COND_INITIALIZER,
@@ -69,15 +74,26 @@ static void cpu_relax(void) {
 #endif
 }
 
-/* Chunk `index` of [0, n) split into nthreads contiguous chunks whose sizes differ by at most
-   one (the first n % nthreads chunks take one more). */
-static void run_chunk(kiln_task_fn fn, void* closure, int64_t n, int nthreads, int index) {
-  int64_t base = n / nthreads;
-  int64_t extra = n % nthreads;
-  int64_t begin = index * base + (index < extra ? index : extra);
-  int64_t end = begin + base + (index < extra ? 1 : 0);
-  if (begin < end) {
-    fn(begin, end, closure);
+/* Chunks per thread a launch aims for: enough that a thread slowed down (by another process, an
+   interrupt, a slower core) leaves its share to the others, few enough that taking one costs
+   nothing beside running it. */
+#define KILN_CHUNKS_PER_THREAD 8
+
+static int64_t grain_of(int64_t n, int nthreads) {
+  int64_t grain = n / ((int64_t)nthreads * KILN_CHUNKS_PER_THREAD);
+  return grain > 0 ? grain : 1;
+}
+
+/* Runs chunks of the current launch until none is left. */
+static void run_chunks(kiln_pool* pool) {
+  int64_t n = pool->n;
+  int64_t grain = pool->grain;
+  for (;;) {
+    int64_t begin = atomic_fetch_add_explicit(&pool->next, grain, memory_order_relaxed);
+    if (begin >= n) {
+      return;
+    }
+    pool->fn(begin, n - begin > grain ? begin + grain : n, pool->closure);
   }
 }
 
@@ -143,7 +159,6 @@ static void wait_for_workers(kiln_pool* pool) {
 static void* worker_main(void* arg) {
   kiln_pool* pool = &g_pool;
   const kiln_worker* self = arg;
-  int index = self->index;
   uint64_t seen = self->seen;
   t_in_task = 1;
   for (;;) {
@@ -151,8 +166,7 @@ static void* worker_main(void* arg) {
     if (pool->stopping) {
       return NULL;
     }
-    run_chunk(pool->fn, pool->closure, pool->n,
-              atomic_load_explicit(&pool->nthreads, memory_order_relaxed), index);
+    run_chunks(pool);
     if (atomic_fetch_sub(&pool->unfinished, 1) == 1 && atomic_load(&pool->caller_waiting)) {
       pthread_mutex_lock(&pool->mutex);
       pthread_cond_signal(&pool->done);
@@ -206,7 +220,6 @@ static void start_workers(kiln_pool* pool, int requested) {
     uint64_t generation = atomic_load(&pool->generation);
     for (; nworkers < plan->nthreads - 1; nworkers++) {
       kiln_worker* worker = &pool->workers[nworkers];
-      worker->index = nworkers + 1;
       worker->cpu = plan->cpu[nworkers + 1];
       worker->seen = generation;
       if (pthread_create(&worker->thread, NULL, worker_main, worker) != 0) {
@@ -215,8 +228,11 @@ static void start_workers(kiln_pool* pool, int requested) {
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
   }
-  atomic_store(&pool->pinned, nworkers > 0 ? pin_workers(pool, nworkers, &plan->allowed) : 0);
+  int pinned = nworkers > 0 && pin_workers(pool, nworkers, &plan->allowed);
+  pool->caller_cpu = pinned ? plan->cpu[0] : -1;
+  atomic_store(&pool->pinned, pinned);
   atomic_store(&pool->nthreads, nworkers + 1);
+  atomic_fetch_add(&pool->epoch, 1);
   free(plan);
 }
 
@@ -237,6 +253,7 @@ static void stop_workers(kiln_pool* pool) {
   pool->workers = NULL;
   atomic_store(&pool->nthreads, 1);
   atomic_store(&pool->pinned, 0);
+  pool->caller_cpu = -1;
 }
 
 static void before_fork(void) { pthread_mutex_lock(&g_setup); }
@@ -259,6 +276,7 @@ static void after_fork_in_child(void) {
   atomic_store(&pool->busy, 0);
   atomic_store(&pool->nthreads, 1);
   atomic_store(&pool->pinned, 0);
+  pool->caller_cpu = -1;
   atomic_store(&pool->ready, 0);
 }
 
@@ -278,6 +296,22 @@ static kiln_pool* ready_pool(void) {
     pthread_mutex_unlock(&g_setup);
   }
   return pool;
+}
+
+/* A pinned pool pins the threads that launch on it too, each to the CPU the plan left to the
+   caller, once per thread and pool: its own chunks then never share a CPU with a worker's. */
+static _Thread_local int t_pinned_epoch;
+
+static void pin_caller(kiln_pool* pool) {
+  int epoch = atomic_load_explicit(&pool->epoch, memory_order_relaxed);
+  if (pool->caller_cpu < 0 || t_pinned_epoch == epoch) {
+    return;
+  }
+  t_pinned_epoch = epoch;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(pool->caller_cpu, &one);
+  pthread_setaffinity_np(pthread_self(), sizeof one, &one); /* a refusal leaves it as it was */
 }
 
 int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
@@ -304,9 +338,13 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
     run_serially(fn, closure, n);
     return KILN_OK;
   }
+  pin_caller(pool);
   pool->fn = fn;
   pool->closure = closure;
   pool->n = n;
+  pool->grain = grain_of(n, nthreads);
+  /* The launching thread's first chunk is its own: it always takes part, and starts at once. */
+  atomic_store_explicit(&pool->next, pool->grain, memory_order_relaxed);
   atomic_store_explicit(&pool->unfinished, nthreads - 1, memory_order_relaxed);
   atomic_fetch_add(&pool->generation, 1);
   if (atomic_load(&pool->sleepers) > 0) {
@@ -315,7 +353,8 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
     pthread_mutex_unlock(&pool->mutex);
   }
   t_in_task = 1;
-  run_chunk(fn, closure, n, nthreads, 0);
+  fn(0, pool->grain < n ? pool->grain : n, closure);
+  run_chunks(pool);
   t_in_task = 0;
   wait_for_workers(pool);
   atomic_store_explicit(&pool->busy, 0, memory_order_release);

@@ -134,7 +134,13 @@ void kiln_plan_threads(int requested, kiln_thread_plan* plan) {
      the process may not use makes the pool fall back to unpinned rather than silently move. */
   cpu_set_t candidates;
   const char* named = getenv("KILN_CPUS");
-  if (named == NULL || kiln_parse_cpu_list(named, &candidates) != KILN_OK) {
+  int named_ok = named != NULL && kiln_parse_cpu_list(named, &candidates) == KILN_OK;
+  const char* pin = getenv("KILN_PIN");
+  /* Pinned only when asked: CPUs named, or KILN_PIN=1. Two processes that each pinned their
+     threads to "their" CPUs would pick the same ones and stack there while other CPUs idle;
+     unpinned, the kernel spreads them. */
+  int pinning = named_ok || (pin != NULL && strcmp(pin, "1") == 0);
+  if (!named_ok) {
     const char* hyperthreads = getenv("KILN_USE_HYPERTHREADS");
     if (hyperthreads != NULL && strcmp(hyperthreads, "1") == 0) {
       candidates = plan->allowed;
@@ -158,13 +164,10 @@ void kiln_plan_threads(int requested, kiln_thread_plan* plan) {
   for (int i = 0; i < nthreads; i++) {
     plan->cpu[i] = -1;
   }
-  for (int cpu = 0; cpu < CPU_SETSIZE && ncandidates < nthreads; cpu++) {
+  for (int cpu = 0; pinning && cpu < CPU_SETSIZE && ncandidates < nthreads; cpu++) {
     if (CPU_ISSET(cpu, &candidates)) {
-      /* The first candidate is left to the (unpinned) calling thread. */
-      if (ncandidates > 0) {
-        plan->cpu[ncandidates] = cpu;
-      }
-      ncandidates++;
+      /* The first candidate is the launching thread's. */
+      plan->cpu[ncandidates++] = cpu;
     }
   }
 }

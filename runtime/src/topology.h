@@ -11,12 +11,13 @@ enum { KILN_MAX_THREADS = 1024 };
 typedef struct kiln_thread_plan {
   int nthreads;              /* >= 1, the calling thread included */
   int cpu[KILN_MAX_THREADS]; /* thread i's CPU, or -1 to leave it unpinned; cpu[0] is the
-                                calling thread's and always -1: kiln never pins its caller */
+                                launching thread's. All -1 unless pinning was asked for
+                                (KILN_CPUS or KILN_PIN=1). */
   cpu_set_t allowed;         /* the process's affinity mask when the plan was made */
 } kiln_thread_plan;
 
 /* Plans a pool of `requested` threads; 0 asks for the default (KILN_NUM_THREADS, else one per
-   CPU of the list the plan pins to). */
+   CPU of the candidate list: KILN_CPUS, else one allowed CPU per physical core). */
 void kiln_plan_threads(int requested, kiln_thread_plan* plan);
 
 /* Parses a Linux CPU list ("0-3,8,10-11", as in sysfs) into set. Returns KILN_OK, or

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -72,34 +73,48 @@ bool restrict_to(int cpu) {
 }
 
 void clear_environment() {
+  unsetenv("KILN_PIN");
   unsetenv("KILN_NUM_THREADS");
   unsetenv("KILN_USE_HYPERTHREADS");
   unsetenv("KILN_CPUS");
 }
 
-// The affinity mask of the thread that ran each chunk of a launch over [0, threads).
+// The affinity mask of each thread of the pool, the launching thread's first: a launch over
+// [0, threads) whose chunks (one index each) wait for one another, so that no thread can take a
+// second. (Chunks go to whichever thread asks; a thread held at the barrier cannot ask.)
 std::vector<cpu_set_t> masks_of_threads() {
   const int threads = kiln_runtime_threads();
-  std::vector<cpu_set_t> masks(static_cast<size_t>(threads));
+  struct Run {
+    std::vector<cpu_set_t> masks;
+    std::vector<pthread_t> who;
+    std::atomic<int> arrived{0};
+    int threads = 0;
+  } run;
+  run.masks.resize(static_cast<size_t>(threads));
+  run.who.resize(static_cast<size_t>(threads));
+  run.threads = threads;
   auto task = [](int64_t begin, int64_t end, void* closure) {
-    auto* out = static_cast<std::vector<cpu_set_t>*>(closure);
+    auto* r = static_cast<Run*>(closure);
     for (int64_t i = begin; i < end; ++i) {
-      CPU_ZERO(&(*out)[static_cast<size_t>(i)]);
-      pthread_getaffinity_np(pthread_self(), sizeof(cpu_set_t), &(*out)[static_cast<size_t>(i)]);
+      auto k = static_cast<size_t>(i);
+      CPU_ZERO(&r->masks[k]);
+      pthread_getaffinity_np(pthread_self(), sizeof(cpu_set_t), &r->masks[k]);
+      r->who[k] = pthread_self();
+      r->arrived.fetch_add(1);
+      while (r->arrived.load() < r->threads) sched_yield();
     }
   };
-  kiln_parallel_launch(task, &masks, threads);
-  return masks;
+  kiln_parallel_launch(task, &run, threads);
+  return run.masks;
 }
 
-// Pinned: every worker (chunk 1 on) is pinned to one CPU of its own. Unpinned: every worker may
-// run anywhere the process may. The launching thread (chunk 0) is never pinned by kiln.
+// Pinned: every thread, the launching one (chunk 0) included, is pinned to one CPU of its own.
+// Unpinned: every thread may run anywhere the process may.
 int check_pinning_is_consistent(const cpu_set_t& allowed) {
   std::vector<cpu_set_t> masks = masks_of_threads();
-  CHILD_CHECK(CPU_EQUAL(&masks[0], &allowed));
   cpu_set_t used;
   CPU_ZERO(&used);
-  for (size_t i = 1; i < masks.size(); ++i) {
+  for (size_t i = 0; i < masks.size(); ++i) {
     if (kiln_runtime_pinned()) {
       if (CPU_COUNT(&masks[i]) != 1) continue;  // a thread beyond the CPU list runs unpinned
       cpu_set_t overlap;
@@ -110,7 +125,7 @@ int check_pinning_is_consistent(const cpu_set_t& allowed) {
       CHILD_CHECK(CPU_EQUAL(&masks[i], &allowed));
     }
   }
-  CHILD_CHECK(!kiln_runtime_pinned() || CPU_COUNT(&used) > 0);
+  CHILD_CHECK(!kiln_runtime_pinned() || CPU_COUNT(&masks[0]) == 1);
   return 0;
 }
 
@@ -125,6 +140,37 @@ TEST(Affinity, DefaultIsOneThreadPerPhysicalCoreAllowed) {
               CHILD_CHECK(threads <= CPU_COUNT(&allowed));
               CHILD_CHECK(launch_covers_once(1000003));
               return check_pinning_is_consistent(allowed);
+            }),
+            "");
+}
+
+// Unless asked, nothing is pinned: two kiln processes on one machine would otherwise pin their
+// threads to the same CPUs (each plans from the same list) and stack there while others idle.
+TEST(Affinity, NothingIsPinnedUnlessAsked) {
+  EXPECT_EQ(run_in_child([] {
+              clear_environment();
+              const cpu_set_t allowed = process_mask();
+              CHILD_CHECK(kiln_runtime_set_threads(2) == 2);
+              CHILD_CHECK(kiln_runtime_pinned() == 0);
+              return check_pinning_is_consistent(allowed);
+            }),
+            "");
+}
+
+// Asked (KILN_PIN=1), the launching thread is pinned like the workers, each to a CPU of its own.
+TEST(Affinity, PinnedOnRequestTheLaunchingThreadToo) {
+  const cpu_set_t allowed = process_mask();
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "needs two CPUs";
+  EXPECT_EQ(run_in_child([] {
+              clear_environment();
+              setenv("KILN_PIN", "1", 1);
+              CHILD_CHECK(kiln_runtime_set_threads(2) == 2);
+              std::vector<cpu_set_t> masks = masks_of_threads();
+              if (kiln_runtime_pinned()) {  // a seccomp policy may still refuse it
+                CHILD_CHECK(CPU_COUNT(&masks[0]) == 1 && CPU_COUNT(&masks[1]) == 1);
+                CHILD_CHECK(!CPU_EQUAL(&masks[0], &masks[1]));
+              }
+              return check_pinning_is_consistent(process_mask());
             }),
             "");
 }
@@ -147,9 +193,8 @@ TEST(Affinity, NumThreadsFromTheEnvironment) {
               setenv("KILN_NUM_THREADS", "3", 1);
               CHILD_CHECK(kiln_runtime_default_threads() == 3);
               CHILD_CHECK(kiln_runtime_threads() == 3);
-              Chunks chunks;
-              CHILD_CHECK(kiln_parallel_launch(Chunks::task, &chunks, 300) == KILN_OK);
-              CHILD_CHECK(chunks.sorted().size() == 3);
+              // Three threads take part: each waits in its chunk until all three have one.
+              CHILD_CHECK(masks_of_threads().size() == 3);
               CHILD_CHECK(launch_covers_once(1000003));
               // set_threads(0) goes back to the environment's count.
               CHILD_CHECK(kiln_runtime_set_threads(1) == 1);

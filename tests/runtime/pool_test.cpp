@@ -1,10 +1,12 @@
-// kiln_parallel_launch: every index runs exactly once, in contiguous chunks balanced across the
-// pool, under repeated, nested and concurrent launches and any thread count.
+// kiln_parallel_launch: every index runs exactly once, in contiguous chunks handed to the
+// threads as they ask, under repeated, nested and concurrent launches and any thread count.
 #include <gtest/gtest.h>
 #include <kiln/runtime.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <set>
 #include <thread>
@@ -33,7 +35,9 @@ TEST_F(ParallelLaunch, CoversEveryIndexExactlyOnce) {
   }
 }
 
-TEST_F(ParallelLaunch, SplitsIntoContiguousChunksThatDifferByAtMostOne) {
+// The iterations go out in chunks of one size (the last may be shorter), about eight per
+// thread, each to whichever thread asks next; the launching thread's first is [0, grain).
+TEST_F(ParallelLaunch, HandsOutEqualContiguousChunksAsThreadsAskForThem) {
   for (int threads : {1, 2, 3, 4}) {
     ASSERT_EQ(kiln_runtime_set_threads(threads), threads);
     for (int64_t n : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{64}, int64_t{1001}}) {
@@ -41,21 +45,45 @@ TEST_F(ParallelLaunch, SplitsIntoContiguousChunksThatDifferByAtMostOne) {
       Chunks chunks;
       ASSERT_EQ(kiln_parallel_launch(Chunks::task, &chunks, n), KILN_OK);
       std::vector<Chunks::Chunk> sorted = chunks.sorted();
-      ASSERT_EQ(static_cast<int64_t>(sorted.size()), std::min<int64_t>(n, threads));
+      const int64_t grain = std::max<int64_t>(1, n / (threads * 8));
+      if (threads == 1) {
+        ASSERT_EQ(sorted.size(), 1u);  // a pool of one runs the whole range at once
+        EXPECT_EQ(sorted[0].end - sorted[0].begin, n);
+        continue;
+      }
+      ASSERT_EQ(static_cast<int64_t>(sorted.size()), (n + grain - 1) / grain);
       int64_t next = 0;
-      std::set<pthread_t> runners;
       for (const auto& chunk : sorted) {
         EXPECT_EQ(chunk.begin, next);
-        const int64_t size = chunk.end - chunk.begin;
-        EXPECT_TRUE(size == n / threads || size == n / threads + 1) << "chunk size " << size;
+        EXPECT_EQ(chunk.end - chunk.begin, std::min(grain, n - chunk.begin));
         next = chunk.end;
-        runners.insert(chunk.thread);
       }
       EXPECT_EQ(next, n);
-      // Each chunk has a thread of its own: the split is static, one chunk per thread.
-      EXPECT_EQ(runners.size(), sorted.size());
+      EXPECT_TRUE(pthread_equal(sorted.front().thread, pthread_self()));
     }
   }
+}
+
+// A thread held up (here the launching one, for 200 ms in its first chunk) leaves the rest to
+// the others instead of holding the launch up with a fixed share of its own.
+TEST_F(ParallelLaunch, ASlowChunkLeavesTheRestToTheOtherThreads) {
+  ASSERT_EQ(kiln_runtime_set_threads(2), 2);
+  struct Run {
+    Chunks chunks;
+    static void task(int64_t begin, int64_t end, void* closure) {
+      auto* self = static_cast<Run*>(closure);
+      if (begin == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      Chunks::task(begin, end, &self->chunks);
+    }
+  } run;
+  ASSERT_EQ(kiln_parallel_launch(Run::task, &run, 32), KILN_OK);
+  std::vector<Chunks::Chunk> sorted = run.chunks.sorted();
+  ASSERT_EQ(sorted.size(), 16u);  // chunks of 2
+  int64_t by_caller = 0;
+  for (const auto& chunk : sorted)
+    if (pthread_equal(chunk.thread, pthread_self())) by_caller += chunk.end - chunk.begin;
+  // A static split would have given each thread 16 of the 32.
+  EXPECT_EQ(by_caller, 2) << "the worker should have taken every chunk after the first";
 }
 
 TEST_F(ParallelLaunch, TheCallingThreadTakesPart) {
@@ -85,7 +113,9 @@ TEST_F(ParallelLaunch, TenThousandRepeatedLaunches) {
     ASSERT_EQ(kiln_parallel_launch(task, &sum, kN), KILN_OK) << "launch " << launch;
   }
   EXPECT_EQ(sum.indices.load(), kLaunches * (kN * (kN - 1) / 2));
-  EXPECT_EQ(sum.calls.load(), kLaunches * std::min<int64_t>(kN, kiln_runtime_threads()));
+  const int64_t threads = kiln_runtime_threads();
+  const int64_t grain = std::max<int64_t>(1, kN / (threads * 8));
+  EXPECT_EQ(sum.calls.load(), kLaunches * (threads == 1 ? 1 : (kN + grain - 1) / grain));
 }
 
 // An inner launch from a task runs serially, on the task's thread, over its whole range.
