@@ -569,15 +569,11 @@ Options parse_command_line(int argc, const char* const* argv) {
     throw UsageError(
         o.command, "missing --stage (expected one of: ast, ir, schedule, loops, llvm, asm, graph)");
   }
-  // The target matters once there is machine code; the opt level and the
-  // passes once there are loops.
+  // The opt level and the passes matter once there are loops. (The target
+  // matters at every stage: knobs may have defaults by target.)
   if (o.command == Command::Emit) {
     bool machine = *o.stage == Stage::Llvm || *o.stage == Stage::Asm;
     bool loops = machine || *o.stage == Stage::Loops || *o.stage == Stage::Graph;
-    if (!machine && (o.target || o.cpu || o.features)) {
-      const char* what = o.target ? "--target" : o.cpu ? "--cpu" : "--features";
-      throw UsageError(o.command, fmt::format("{} applies to --stage llvm and asm only", what));
-    }
     if (!loops && (o.opt_level_given || !o.print_after.empty() || o.time_passes ||
                    !o.disabled_passes.empty() || !o.required_passes.empty())) {
       const char* what = o.opt_level_given            ? "-O"

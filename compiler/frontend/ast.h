@@ -86,6 +86,10 @@ struct KnobDecl {
   bool is_tag = false;
   std::string tag_value;
   std::vector<std::string> tags;
+  // Defaults by target (`... for avx512f = 64, sve = 32;`): a CPU feature and
+  // the default on a target that has it.
+  std::vector<std::pair<Ident, int64_t>> target_defaults;
+  std::vector<Pos> target_default_pos;
   // A knob split (`knob split (IO, II = 16) of N max 64 pow2;`): its parts
   // (name is the first), the inner parts' defaults, the extent (a number, or
   // a param's name), and its rules.

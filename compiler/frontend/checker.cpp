@@ -400,6 +400,10 @@ class FuncChecker {
       return;
     }
     declare_name(d.name, decl);
+    if (d.is_tag && !d.target_defaults.empty())
+      fail(d.target_defaults.front().first.pos,
+           "tag knob " + q(d.name.name) +
+               " cannot have defaults by target ('for'); only number knobs can");
     if (d.is_tag) {
       // Its value is the number of its tag in the list: what --set and the tuner give.
       ir::Knob k{d.name.name, 0, {}, src_.loc(d.name.pos), d.tags};
@@ -436,7 +440,23 @@ class FuncChecker {
       fail(d.value_pos, "the default " + std::to_string(d.value) + " of knob " + q(d.name.name) +
                             " is not one of its candidates [" + list + "]");
     }
-    func_.knobs.push_back(ir::Knob{d.name.name, d.value, d.candidates, src_.loc(d.name.pos)});
+    ir::Knob knob{d.name.name, d.value, d.candidates, src_.loc(d.name.pos)};
+    for (size_t i = 0; i < d.target_defaults.size(); ++i) {
+      const auto& [feature, value] = d.target_defaults[i];
+      if (std::find(d.candidates.begin(), d.candidates.end(), value) == d.candidates.end()) {
+        std::string list;
+        for (int64_t c : d.candidates) list += (list.empty() ? "" : ", ") + std::to_string(c);
+        fail(d.target_default_pos[i], "the default " + std::to_string(value) + " of knob " +
+                                          q(d.name.name) + " on targets with " + feature.name +
+                                          " is not one of its candidates [" + list + "]");
+      }
+      for (size_t j = 0; j < i; ++j)
+        if (d.target_defaults[j].first.name == feature.name)
+          fail(feature.pos,
+               "knob " + q(d.name.name) + " gives a default for " + feature.name + " twice");
+      knob.target_defaults.push_back({feature.name, value});
+    }
+    func_.knobs.push_back(std::move(knob));
   }
 
   void check(const ScheduleDecl& d) {

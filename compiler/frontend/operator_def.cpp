@@ -380,6 +380,10 @@ void buffer(Writer& w, const v1::Buffer& b) {
 
 void knob(Writer& w, const v1::Knob& k) {
   w.tok("knob");
+  if (k.target_defaults_size() > 0 && (k.tags_size() > 0 || k.order_loops_size() > 0)) {
+    Field d(w, "target_defaults");
+    w.fail("only a number knob has defaults by target");
+  }
   if (k.order_loops_size() == 0) {
     Field n(w, "name");
     w.name(k.name(), "knob name");
@@ -475,6 +479,17 @@ void knob(Writer& w, const v1::Knob& k) {
     w.integer(k.candidates(i));
   }
   w.tok("]");
+  for (int i = 0; i < k.target_defaults_size(); ++i) {
+    w.tok(i ? "," : "for");
+    Field d(w, "target_defaults", i);
+    {
+      Field f(w, "feature");
+      w.name(k.target_defaults(i).feature(), "CPU feature");
+    }
+    w.tok("=");
+    Field v(w, "value");
+    w.integer(k.target_defaults(i).value());
+  }
   w.tok(";");
 }
 

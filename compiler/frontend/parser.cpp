@@ -511,7 +511,21 @@ class Parser {
       if (accept(Tok::RBracket)) break;
       fail_expected("',' or ']' after a candidate of knob " + name);
     }
-    expect(Tok::Semi, "';' after knob " + name);
+    // `for avx512f = 64, sve = 32`: defaults by the target's CPU features.
+    if (at_ident("for")) {
+      advance();
+      for (;;) {
+        Ident feature = expect_ident("a CPU feature (avx2, avx512f, neon, ...) after 'for'");
+        expect(Tok::Assign,
+               "'=' and the default of knob " + name + " on targets with " + feature.name);
+        Pos p;
+        int64_t v = parse_signed_int("an integer default for knob " + name, &p);
+        k.target_defaults.emplace_back(feature, v);
+        k.target_default_pos.push_back(p);
+        if (!accept(Tok::Comma)) break;
+      }
+    }
+    expect(Tok::Semi, "'for' or ';' after the candidates of knob " + name);
     return k;
   }
 

@@ -215,6 +215,17 @@ void resolve_knob_splits(Func& f) {
   }
 }
 
+Func apply_target_defaults(const Func& f,
+                           const std::function<bool(const std::string&)>& has_feature) {
+  Func out = f;
+  for (Knob& k : out.knobs) {
+    for (const Knob::TargetDefault& d : k.target_defaults)
+      if (has_feature(d.feature)) k.value = d.value;
+    k.target_defaults.clear();
+  }
+  return out;
+}
+
 Func apply_overrides(const Func& f, const Overrides& overrides) {
   Func out = f;
   for (const auto& entry : overrides) {
@@ -475,6 +486,9 @@ std::string to_string(const Func& f) {
     os << "  knob " << k.name << " = " << k.value;
     if (!k.candidates.empty())
       os << " in [" << fmt::format("{}", fmt::join(k.candidates, ", ")) << "]";
+    for (size_t i = 0; i < k.target_defaults.size(); ++i)
+      os << (i ? ", " : " for ") << k.target_defaults[i].feature << " = "
+         << k.target_defaults[i].value;
     os << ";\n";
   }
   if (!f.knob_constraints.empty()) {

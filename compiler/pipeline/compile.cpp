@@ -121,8 +121,28 @@ std::string compiler_version() {
   return fmt::format("kiln {}, {}", KILN_VERSION, codegen::backend_version());
 }
 
+namespace {
+
+// The func as the request compiles it: its knobs' defaults for the target,
+// then the overrides.
+ir::Func configured(const CompileRequest& r) {
+  const Target& target = r.options.target;
+  ir::Func f = r.func;
+  bool by_target = false;
+  for (const ir::Knob& k : f.knobs) by_target = by_target || !k.target_defaults.empty();
+  if (by_target) {
+    codegen::check_target(target);
+    f = ir::apply_target_defaults(f, [&](const std::string& feature) {
+      return codegen::target_has_feature(target, feature);
+    });
+  }
+  return ir::apply_overrides(f, r.overrides);
+}
+
+}  // namespace
+
 std::string cache_key(const CompileRequest& request) {
-  return key_of(request, ir::apply_overrides(request.func, request.overrides));
+  return key_of(request, configured(request));
 }
 
 CompileResult compile(const CompileRequest& request) {
@@ -135,8 +155,7 @@ CompileResult compile(const CompileRequest& request) {
   if (request.output != CompileOutput::Schedule && request.output != CompileOutput::Loops) {
     codegen::check_target(o.target);
   }
-  out.func =
-      clock("overrides", [&] { return ir::apply_overrides(request.func, request.overrides); });
+  out.func = clock("overrides", [&] { return configured(request); });
   out.key = key_of(request, out.func);
 
   poly::ScheduledFunc scheduled =
@@ -178,7 +197,7 @@ CompileResult compile(const CompileRequest& request) {
 CompileResult emit(CompileRequest r, EmitStage stage, bool optimizing) {
   if (stage == EmitStage::Ast) {
     CompileResult out;
-    out.func = ir::apply_overrides(r.func, r.overrides);
+    out.func = configured(r);
     out.text = ir::to_string(out.func);
     return out;
   }

@@ -21,6 +21,7 @@ using kiln::bench::Options;
 const char* const kUsage =
     "usage: bench_conv [--quick] [--threads N,...] [--repeat R] [--set KNOB=INT]...\n"
     "                  [--kernel FILE] [--case TEXT]\n"
+    "                  [--cpu NAME] [--features F]\n"
     "\n"
     "Times kiln's conv2d (tests/bench/kernels/conv2d.kiln, func conv2d) and oneDNN's\n"
     "direct convolution_forward on the same NCHW / OIHW fp32 inputs and prints one JSON\n"
@@ -37,6 +38,9 @@ const char* const kUsage =
     "  --repeat R      timed runs (default 10, 2 for the batch-256 shape)\n"
     "  --set KNOB=INT  a schedule knob of conv2d.kiln (TX), for every shape\n"
     "  --kernel FILE   another .kiln file with a func conv2d(I, Wt, O)\n"
+    "  --cpu NAME      compile kiln's kernel for this CPU (LLVM's name) instead of this\n"
+    "                  machine's: an AVX2 CPU (haswell, znver3) on an AVX-512 machine\n"
+    "  --features F    and these LLVM features (+avx2,-avx512f)\n"
     "  --case TEXT     only cases whose name contains TEXT\n";
 
 struct Shape {
@@ -192,12 +196,13 @@ bool run_shape(const Options& opts, const Shape& s, const std::vector<int>& thre
                                        {"OH", s.oh()},
                                        {"OW", s.ow()},
                                        {"TX", s.tx}},
-                                      opts.knobs);
+                                      opts.knobs, kiln::bench::target_of(opts));
 
   bool ok = true;
   for (int t : todo) {
     kiln::bench::Result r;
     r.bench = s.name(t);
+    r.target = kiln::bench::target_of(opts);
     r.baseline = "onednn";
     r.threads = t;
     r.repeat = opts.repeat ? opts.repeat : s.repeat;

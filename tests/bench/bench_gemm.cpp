@@ -22,6 +22,7 @@ using kiln::bench::Options;
 const char* const kUsage =
     "usage: bench_gemm [--quick] [--sizes 512,1024,2048] [--threads 1,2] [--repeat R]\n"
     "                  [--set KNOB=INT]... [--kernel FILE] [--case TEXT]\n"
+    "                  [--cpu NAME] [--features F]\n"
     "\n"
     "Times kiln's matmul (tests/bench/kernels/gemm.kiln, func gemm) and OpenBLAS's\n"
     "cblas_sgemm on the same row-major fp32 inputs, C = A * B with M = N = K, and prints\n"
@@ -38,6 +39,9 @@ const char* const kUsage =
     "  --repeat R      timed runs (default 20 up to 512, 10 up to 1024, 5 above)\n"
     "  --set KNOB=INT  a schedule knob of gemm.kiln (MB, NB, KB, MR, NR)\n"
     "  --kernel FILE   another .kiln file with a func gemm(A, B, C)\n"
+    "  --cpu NAME      compile kiln's kernel for this CPU (LLVM's name) instead of this\n"
+    "                  machine's: an AVX2 CPU (haswell, znver3) on an AVX-512 machine\n"
+    "  --features F    and these LLVM features (+avx2,-avx512f)\n"
     "  --case TEXT     only cases whose name contains TEXT\n";
 
 int default_repeat(int64_t n) { return n <= 512 ? 20 : n <= 1024 ? 10 : 5; }
@@ -95,14 +99,15 @@ bool run_size(const Options& opts, int64_t n, const std::vector<int>& threads) {
   if (todo.empty()) return true;
 
   Arrays arrays(n);
-  kiln::bench::KernelOrError k =
-      kiln::bench::try_compile_kernel(kiln::bench::kernel_path(opts, "gemm.kiln"), "gemm",
-                                      {{"M", n}, {"N", n}, {"K", n}}, opts.knobs);
+  kiln::bench::KernelOrError k = kiln::bench::try_compile_kernel(
+      kiln::bench::kernel_path(opts, "gemm.kiln"), "gemm", {{"M", n}, {"N", n}, {"K", n}},
+      opts.knobs, kiln::bench::target_of(opts));
 
   bool ok = true;
   for (int t : todo) {
     kiln::bench::Result r;
     r.bench = name(t);
+    r.target = kiln::bench::target_of(opts);
     r.baseline = "openblas";
     r.threads = t;
     r.repeat = opts.repeat ? opts.repeat : default_repeat(n);

@@ -83,6 +83,10 @@ Options parse_options(int argc, char** argv, const std::string& usage) {
       o.knobs[v.substr(0, eq)] = parse_int(v.substr(eq + 1), "--set " + v.substr(0, eq), usage);
     } else if (arg == "--kernel") {
       o.kernel = value();
+    } else if (arg == "--cpu") {
+      o.cpu = value();
+    } else if (arg == "--features") {
+      o.features = value();
     } else if (arg == "--case") {
       o.filter = value();
     } else {
@@ -92,13 +96,19 @@ Options parse_options(int argc, char** argv, const std::string& usage) {
   return o;
 }
 
+Target target_of(const Options& opts) {
+  if (opts.cpu.empty() && opts.features.empty()) return Target::host();
+  return Target::named("", opts.cpu, opts.features);
+}
+
 std::string kernel_path(const Options& opts, const std::string& file) {
   if (!opts.kernel.empty()) return opts.kernel;
   return std::string(KILN_BENCH_KERNELS) + "/" + file;
 }
 
 CompiledKernel compile_kernel(const std::string& path, const std::string& func,
-                              const ir::Overrides& overrides, const ir::Overrides& knobs) {
+                              const ir::Overrides& overrides, const ir::Overrides& knobs,
+                              const Target& target) {
   uint64_t start = kiln_now_ns();
   ir::Module m = frontend::parse_file(path);
   const ir::Func* f = m.find(func);
@@ -111,6 +121,7 @@ CompiledKernel compile_kernel(const std::string& path, const std::string& func,
   }
   // The benchmark's own values first, then the command line's knobs over them.
   CompileRequest r{.func = ir::apply_overrides(*f, overrides), .overrides = knobs};
+  r.options.target = target;
   codegen::Kernel kernel = *compile(r).kernel;
   return {std::move(kernel), double(kiln_now_ns() - start) * 1e-6};
 }
@@ -159,10 +170,11 @@ double max_rel_error(const Floats& got, const Floats& ref) {
 }
 
 KernelOrError try_compile_kernel(const std::string& path, const std::string& func,
-                                 const ir::Overrides& overrides, const ir::Overrides& knobs) {
+                                 const ir::Overrides& overrides, const ir::Overrides& knobs,
+                                 const Target& target) {
   KernelOrError k;
   try {
-    k.compiled = compile_kernel(path, func, overrides, knobs);
+    k.compiled = compile_kernel(path, func, overrides, knobs, target);
   } catch (const std::exception& e) {
     k.error = "kiln: " + std::string(e.what());
   }
@@ -191,7 +203,7 @@ bool finish_case(
   return ok;
 }
 
-void add_host(JsonObject& line) {
+void add_host(JsonObject& line, const Target& target) {
   static const std::string model = [] {
     std::FILE* f = std::fopen("/proc/cpuinfo", "r");
     std::string name;
@@ -210,25 +222,21 @@ void add_host(JsonObject& line) {
     std::fclose(f);
     return name;
   }();
-  static const std::string isa = [] {
-    const char* const wanted[] = {"sse4.2",   "avx",      "avx2",       "fma",        "avx512f",
-                                  "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "avx512fp16",
-                                  "amx-tile", "neon",     "sve",        "sve2"};
-    std::string features = "," + Target::host().features + ",", out;
-    for (const char* w : wanted) {
-      if (features.find(std::string(",+") + w + ",") != std::string::npos)
-        out += (out.empty() ? "" : ",") + std::string(w);
-    }
-    return out;
-  }();
+  const char* const wanted[] = {"sse4.2",   "avx",      "avx2",       "fma",        "avx512f",
+                                "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "avx512fp16",
+                                "amx-tile", "neon",     "sve",        "sve2"};
+  std::string isa;
+  for (const char* w : wanted) {
+    if (codegen::target_has_feature(target, w)) isa += (isa.empty() ? "" : ",") + std::string(w);
+  }
   line.str("cpu", model.empty() ? "unknown" : model);
-  line.str("llvm_cpu", Target::host().cpu).str("isa", isa);
+  line.str("llvm_cpu", target.cpu).str("isa", isa);
 }
 
 void print_json(const Result& r) {
   JsonObject line;
   line.str("bench", r.bench);
-  add_host(line);
+  add_host(line, r.target);
   if (r.error) {
     line.str("baseline", r.baseline).str("error", *r.error);
   } else {

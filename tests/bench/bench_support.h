@@ -24,7 +24,14 @@ struct Options {
   std::string kernel;          // --kernel FILE: another .kiln file with the same func
   std::string filter;          // --case TEXT: only the cases whose name contains TEXT
   std::vector<int64_t> sizes;  // --sizes 512,1024: the problem sizes, where a benchmark has them
+  std::string cpu;             // --cpu NAME: compile for this CPU (of this machine's architecture)
+  std::string features;        // --features F: and these LLVM features (+avx2,-avx512f)
 };
+
+// The target kiln compiles the benchmark's kernels for: this machine, or the --cpu and
+// --features given (code for another CPU of the same architecture that this one can run: an
+// AVX2 target on an AVX-512 machine).
+Target target_of(const Options& opts);
 
 // Parses argv. `--help` prints `usage` and exits 0; a bad option prints the problem and
 // `usage` on stderr and exits 2.
@@ -41,7 +48,8 @@ struct CompiledKernel {
   double compile_ms = 0;  // parse and kiln::compile (schedule, lower, passes, JIT)
 };
 CompiledKernel compile_kernel(const std::string& path, const std::string& func,
-                              const ir::Overrides& overrides, const ir::Overrides& knobs);
+                              const ir::Overrides& overrides, const ir::Overrides& knobs,
+                              const Target& target = Target::host());
 
 // Runs `fn` `warmup` times, then `repeat` timed times; returns the median in seconds.
 double median_seconds(const std::function<void()>& fn, int warmup, int repeat);
@@ -85,14 +93,15 @@ struct Result {
   double kiln_seconds = 0, baseline_seconds = 0;
   double compile_ms = 0;
   double max_rel_error = 0;
+  Target target = Target::host();    // what kiln's code was compiled for
   std::optional<std::string> error;  // why the case could not run; no timings then
 };
 void print_json(const Result& r);
 
 // Adds what the figures ran on to a JSON line: "cpu" (the model name the kernel
-// reports), "llvm_cpu" (the CPU LLVM targets) and "isa" (the vector features kiln
-// can use: avx2, fma, avx512f, ...). Ratios only mean something beside them.
-void add_host(JsonObject& line);
+// reports), "llvm_cpu" (the CPU kiln's code was compiled for) and "isa" (its vector
+// features: avx2, fma, avx512f, ...). Ratios only mean something beside them.
+void add_host(JsonObject& line, const Target& target = Target::host());
 
 // The largest max_rel_error the benchmarks accept as a match.
 inline constexpr double kTolerance = 1e-4;
@@ -104,7 +113,8 @@ struct KernelOrError {
   std::string error;
 };
 KernelOrError try_compile_kernel(const std::string& path, const std::string& func,
-                                 const ir::Overrides& overrides, const ir::Overrides& knobs);
+                                 const ir::Overrides& overrides, const ir::Overrides& knobs,
+                                 const Target& target = Target::host());
 
 // Finishes a case whose name, baseline, threads, repeat and gflop are set:
 // times it with `time_case` (which fills the timings and max_rel_error, or

@@ -365,11 +365,11 @@ TEST(CliUsage, EmitNeedsAKnownStage) {
   EXPECT_TRUE(Contains(r.err, "ast, ir, schedule, loops, llvm, asm"));
 }
 
-TEST(CliUsage, TargetOptionsNeedMachineCode) {
+TEST(CliUsage, TargetOptionsForEmitAndCompileOnly) {
+  // Every stage takes a target: a knob's default may depend on it.
   Result r = kiln(
       {"emit", data("matmul_small.kiln"), "--stage", "loops", "--target", "aarch64-linux-gnu"});
-  EXPECT_EQ(r.status, 2);
-  EXPECT_TRUE(Contains(r.err, "--target applies to --stage llvm and asm only"));
+  EXPECT_EQ(r.status, 0) << r.err;
 
   r = kiln({"run", data("matmul_small.kiln"), "--target", "aarch64-linux-gnu"});
   EXPECT_EQ(r.status, 2);

@@ -61,6 +61,90 @@ std::string loops(const ir::Func& f, const ir::Overrides& set) {
   return kiln::emit(r, EmitStage::Loops, false).text;
 }
 
+// Defaults by target: `knob NR = 16 in [16, 32, 64] for avx512f = 64;` is 64 where the target
+// has AVX-512 and 16 elsewhere; the last listed feature the target has wins.
+const char* kByTarget = R"(func scale {
+  param N = 1024;
+  input x : f32[N];
+  output y : f32[N];
+  compute c(i) in 0 <= i < N: y[i] = x[i] * 3.0;
+  schedule {
+    knob V = 8 in [4, 8, 16, 32] for avx2 = 16, avx512f = 32, neon = 4;
+    c.split(i, V, io, ii);
+    c.tag(ii, vectorize);
+  }
+}
+)";
+
+int64_t knob_on(const std::string& text, const Target& target, const ir::Overrides& set = {}) {
+  CompileRequest r{.func = scale(text), .overrides = set};
+  r.options.target = target;
+  r.output = CompileOutput::Schedule;
+  return compile(r).func.find_knob("V")->value;
+}
+
+TEST(TargetDefaults, PickTheLastFeatureTheTargetHas) {
+  EXPECT_EQ(knob_on(kByTarget, Target{"x86_64-linux-gnu", "haswell", ""}), 16);
+  EXPECT_EQ(knob_on(kByTarget, Target{"x86_64-linux-gnu", "skylake-avx512", ""}), 32);
+  EXPECT_EQ(knob_on(kByTarget, Target{"x86_64-linux-gnu", "x86-64", ""}), 8);  // SSE2 only
+  // The feature list's word decides over the CPU's tables.
+  EXPECT_EQ(knob_on(kByTarget, Target{"x86_64-linux-gnu", "skylake-avx512", "-avx512f"}), 16);
+  EXPECT_EQ(knob_on(kByTarget, Target{"x86_64-linux-gnu", "haswell", "+avx512f"}), 32);
+  EXPECT_EQ(knob_on(kByTarget, Target{"aarch64-linux-gnu", "", ""}), 4);  // neon is base
+  // --set and the tuner still choose.
+  EXPECT_EQ(knob_on(kByTarget, Target{"x86_64-linux-gnu", "skylake-avx512", ""}, {{"V", 4}}), 4);
+  // The key follows the value chosen: the default by target and the same value set by hand
+  // compile the same.
+  CompileRequest a{.func = scale(kByTarget)};
+  a.options.target = Target{"x86_64-linux-gnu", "haswell", ""};
+  CompileRequest b = a;
+  b.overrides = {{"V", 16}};
+  EXPECT_EQ(cache_key(a), cache_key(b));
+}
+
+TEST(TargetDefaults, PrintAndParseBackAndAreResolvedAway) {
+  ir::Func f = scale(kByTarget);
+  std::string text = ir::to_string(f);
+  EXPECT_NE(text.find("knob V = 8 in [4, 8, 16, 32] for avx2 = 16, avx512f = 32, neon = 4;"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(ir::to_string(scale(text)), text);
+  ir::Func resolved =
+      ir::apply_target_defaults(f, [](const std::string& feature) { return feature == "avx2"; });
+  EXPECT_EQ(resolved.find_knob("V")->value, 16);
+  EXPECT_TRUE(resolved.find_knob("V")->target_defaults.empty());
+  EXPECT_NE(ir::to_string(resolved).find("knob V = 16 in [4, 8, 16, 32];"), std::string::npos);
+}
+
+TEST(TargetDefaults, RefuseWhatCannotBeSayingWhere) {
+  auto with_defaults = [](const std::string& clause) {
+    std::string s = kByTarget;
+    std::string from = "for avx2 = 16, avx512f = 32, neon = 4";
+    s.replace(s.find(from), from.size(), clause);
+    return s;
+  };
+  EXPECT_EQ(error_of(with_defaults("for avx2 = 12")),
+            "scale.kiln:7:45: validate error: the default 12 of knob 'V' on targets with avx2 is "
+            "not one of its candidates [4, 8, 16, 32]");
+  EXPECT_EQ(error_of(with_defaults("for avx2 = 16, avx2 = 32")),
+            "scale.kiln:7:49: validate error: knob 'V' gives a default for avx2 twice");
+  EXPECT_NE(error_of(with_defaults("for = 16")).find("a CPU feature"), std::string::npos);
+  std::string tag = kScale;
+  std::string from = "knob T = parallel in [none, parallel];";
+  tag.replace(tag.find(from), from.size(), "knob T = parallel in [none, parallel] for avx2 = 1;");
+  EXPECT_EQ(error_of(tag),
+            "scale.kiln:8:47: validate error: tag knob 'T' cannot have defaults by target "
+            "('for'); only number knobs can");
+  // A feature no architecture knows is refused when a target is asked about it.
+  try {
+    knob_on(with_defaults("for avx521f = 16"), Target{"x86_64-linux-gnu", "haswell", ""});
+    FAIL() << "an unknown feature was accepted";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.message().find("'avx521f' is not a CPU feature LLVM knows"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TagKnobs, HoldTheNumberOfTheirTagAndPrintAsTheyWereWritten) {
   ir::Func f = scale();
   const ir::Knob* t = f.find_knob("T");

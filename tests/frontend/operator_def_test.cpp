@@ -217,6 +217,33 @@ TEST(OperatorDef, ATagKnobGivesItsTagsAndTheNumberOfItsDefault) {
             "candidates");
 }
 
+TEST(OperatorDef, ANumberKnobGivesItsDefaultsByTarget) {
+  v1::OperatorDef d = def(kMatmulDef);
+  v1::Knob* k = d.add_knobs();
+  k->set_name("NR");
+  k->set_value(16);
+  k->add_candidates(16);
+  k->add_candidates(64);
+  v1::TargetDefault* t = k->add_target_defaults();
+  t->set_feature("avx512f");
+  t->set_value(64);
+  std::string text = frontend::operator_def_text(d);
+  EXPECT_NE(text.find("knob NR = 16 in[16, 64] for avx512f = 64;"), std::string::npos) << text;
+  ir::Func f = frontend::parse_operator_def(d);
+  const ir::Knob* nr = f.find_knob("NR");
+  ASSERT_EQ(nr->target_defaults.size(), 1u);
+  EXPECT_EQ(nr->target_defaults[0].feature, "avx512f");
+  t->set_value(32);
+  EXPECT_NE(error_of(d).find("the default 32 of knob 'NR' on targets with avx512f is not one of "
+                             "its candidates [16, 64]"),
+            std::string::npos)
+      << error_of(d);
+  k->add_tags("none");
+  EXPECT_EQ(error_of(d),
+            "knobs[1].target_defaults: validate error: only a number knob has defaults by "
+            "target");
+}
+
 TEST(OperatorDef, AnOrderKnobGivesItsLoopsAndOrders) {
   v1::OperatorDef d = def(kMatmulDef);
   v1::Knob* k = d.add_knobs();

@@ -35,3 +35,19 @@ def test_the_built_example_runs_checked_as_its_text(client, example):
     if isinstance(built, kiln.te.Func) or isinstance(built, kiln.te.Operator):
         # A func compiles too, to an artifact for the server's machine.
         assert client.compile(built).artifact.code
+
+
+def test_a_knob_default_by_target_is_the_languages(client):
+    """``op.knob(..., by_target={"avx512f": 64})`` is ``for avx512f = 64``: kilnd picks the
+    default of the target it is asked for."""
+    from kiln import te
+    n = te.var("n")
+    x = te.placeholder((n,), "f32", name="x")
+    y = te.compute((n,), lambda i: x[i] * 3.0, name="y")
+    op = te.create_operator("scale", outputs=[y], constraints=[n > 0])
+    nr = op.knob("NR", 16, [16, 64], by_target={"avx512f": 64})
+    op[y].split("i", nr, "io", "ii")
+    avx2 = client.emit(op, stage="loops", target="x86_64-linux-gnu", cpu="haswell")
+    avx512 = client.emit(op, stage="loops", target="x86_64-linux-gnu", cpu="skylake-avx512")
+    assert "ii < min(16," in avx2, avx2
+    assert "ii < min(64," in avx512, avx512

@@ -147,13 +147,15 @@ class IterVar(Var):
 
 
 class Knob(Var):
-    """A schedule constant the tuner chooses: ``knob TI = 32 in [8, 16, 32];``."""
+    """A schedule constant the tuner chooses: ``knob TI = 32 in [8, 16, 32];``, with defaults
+    by target as ``by_target={"avx512f": 64}`` (``... for avx512f = 64``)."""
 
-    __slots__ = ("value", "candidates")
+    __slots__ = ("value", "candidates", "by_target")
 
-    def __init__(self, name, value, candidates):
+    def __init__(self, name, value, candidates, by_target=None):
         super().__init__(name)
         self.value, self.candidates = int(value), [int(c) for c in candidates]
+        self.by_target = {str(f): int(v) for f, v in (by_target or {}).items()}
 
 
 class _Reduce:
@@ -365,8 +367,10 @@ class Operator:
         """``op[C]``: the schedule of C's computation (or of buffer C)."""
         return _Stage(self, tensor.name if isinstance(tensor, Tensor) else str(tensor))
 
-    def knob(self, name, value, candidates):
-        k = Knob(name, value, candidates)
+    def knob(self, name, value, candidates, by_target=None):
+        """A knob; ``by_target={"avx512f": 64}`` gives its default on targets with a CPU
+        feature (the last listed feature the target has wins)."""
+        k = Knob(name, value, candidates, by_target)
         self.knobs.append(k)
         return k
 
@@ -397,7 +401,9 @@ class Operator:
             if t.computation is not None:
                 _add_computation(d, t.computation)
         for k in self.knobs:
-            d.knobs.add(name=k.name, value=k.value, candidates=k.candidates)
+            d.knobs.add(name=k.name, value=k.value, candidates=k.candidates,
+                        target_defaults=[pb.TargetDefault(feature=f, value=v)
+                                         for f, v in k.by_target.items()])
         d.schedule.extend(self.schedule)
         return d
 

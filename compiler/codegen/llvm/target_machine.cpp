@@ -18,6 +18,7 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -130,6 +131,56 @@ void check_target(const Target& t) {
   check_target_with_llvm(t);
   std::lock_guard<std::mutex> guard(mu);
   accepted.insert(std::move(key));
+}
+
+namespace {
+
+// The CPU features LLVM knows for a triple.
+const std::set<std::string>& known_features(const std::string& triple_text) {
+  static std::mutex mu;
+  static std::map<std::string, std::set<std::string>> known;
+  std::lock_guard<std::mutex> guard(mu);
+  auto found = known.find(triple_text);
+  if (found != known.end()) return found->second;
+  std::set<std::string>& out = known[triple_text];
+  llvm::Triple triple;
+  const llvm::Target& target = supported_target(Target{triple_text, "", ""}, triple);
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      target.createMCSubtargetInfo(triple.getTriple(), "", ""));
+  if (sti)
+    for (const llvm::SubtargetFeatureKV& f : sti->getAllProcessorFeatures()) out.insert(f.Key);
+  return out;
+}
+
+}  // namespace
+
+bool target_has_feature(const Target& t, const std::string& feature) {
+  llvm::Triple triple;
+  const llvm::Target& target = supported_target(t, triple);
+  if (!known_features(triple.getTriple()).count(feature)) {
+    for (const char* other : {"x86_64-linux-gnu", "aarch64-linux-gnu"})
+      if (known_features(other).count(feature)) return false;
+    refuse("'" + feature + "' is not a CPU feature LLVM knows for x86-64 or aarch64");
+  }
+  // The feature list's own word, the last one, decides.
+  llvm::SmallVector<llvm::StringRef, 16> words;
+  llvm::StringRef(t.features).split(words, ',', -1, false);
+  for (auto w = words.rbegin(); w != words.rend(); ++w) {
+    llvm::StringRef word = w->trim();
+    if (word.size() > 1 && word.drop_front() == feature) return word.front() == '+';
+  }
+  // Else the CPU's: asked once per CPU and feature.
+  static std::mutex mu;
+  static std::map<std::string, bool> answers;
+  std::string key = triple.getTriple() + '\n' + t.cpu + '\n' + feature;
+  std::lock_guard<std::mutex> guard(mu);
+  auto found = answers.find(key);
+  if (found != answers.end()) return found->second;
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      target.createMCSubtargetInfo(triple.getTriple(), t.cpu.empty() ? "generic" : t.cpu, ""));
+  bool has = sti && sti->checkFeatures("+" + feature);
+  answers[key] = has;
+  return has;
 }
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int opt_level) {

@@ -127,6 +127,13 @@ Artifact compile_artifact(const ir::LoweredFunc& f, const Options& opts, std::st
 // mode. Every code generation checks this before LLVM sees the target.
 void check_target(const Target& t);
 
+// Whether t has a CPU feature (LLVM's name: avx2, avx512f, fma, neon, sve, ...):
+// as its feature list says (+NAME or -NAME, the last word), else as its CPU
+// has it (LLVM's CPU tables; "generic" has only the architecture's base). A
+// feature only the other architecture knows is false; one neither x86-64 nor
+// aarch64 knows is a CompileError. t must be a target check_target accepts.
+bool target_has_feature(const Target& t, const std::string& feature);
+
 // The code generator and its version ("LLVM 19.1.7"): part of every cache key.
 std::string backend_version();
 

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -350,6 +351,15 @@ struct Knob {
   std::vector<std::string> order_loops{};
   std::vector<std::vector<std::string>> orders{};
   bool all_orders = false;
+  // Defaults by target (`knob NR = 16 in [16, 64] for avx512f = 64;`): on a
+  // target with the CPU feature, the default is its value (the last listed
+  // feature the target has wins); `value` is the default elsewhere.
+  // apply_target_defaults resolves them.
+  struct TargetDefault {
+    std::string feature;  // an LLVM CPU feature name: avx2, avx512f, neon, sve, ...
+    int64_t value = 0;
+  };
+  std::vector<TargetDefault> target_defaults{};
 };
 
 // Every order of `loops`, their own order first, in the order of
@@ -531,6 +541,12 @@ void resolve_knob_splits(Func& f);
 // The split a knob is a part of, or null.
 const KnobSplit* split_of(const Func& f, const std::string& knob);
 Func apply_overrides(const Func& f, const Overrides& overrides);
+// f with each knob's default by target resolved: its value the one of the last
+// feature in its `for` list that `has_feature` says the target has (else its
+// own), and its `for` list dropped. The knob constraints are checked by
+// apply_overrides, which comes after.
+Func apply_target_defaults(const Func& f,
+                           const std::function<bool(const std::string&)>& has_feature);
 // Throws CompileError (stage "validate") naming the knob constraint the
 // func's knob values break, with the values it read.
 void check_knob_constraints(const Func& f);
