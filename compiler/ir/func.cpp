@@ -265,6 +265,7 @@ Func apply_overrides(const Func& f, const Overrides& overrides) {
                                        value, name, fmt::join(knob->candidates, ", ")));
       }
       knob->value = value;
+      knob->target_defaults.clear();  // a value set is final, whatever the target
       continue;
     }
     std::vector<std::string> known;

@@ -142,6 +142,13 @@ void check_legality(const ScheduledFunc::Impl& m, const ir::ScheduleCommand* cmd
 // True when the current schedules respect every dependence and tag.
 bool is_legal(const ScheduledFunc::Impl& m);
 
+// Rewrites each loop tagged unroll_explicit whose start is a constant and
+// whose end varies within a constant bound (the last, partial register tile
+// of a block): unrolled to the bound, each copy under `i < end`, and the loop
+// around it whose variable decides the end split into the case where every
+// copy runs (no guards) and the rest. Defined in unroll_tails.cpp.
+ir::Stmt unroll_tails(const ir::Stmt& body);
+
 // Memory schedules. Defined in memory.cpp.
 void cmd_cache_identity(ScheduledFunc::Impl& m, CompModel& c, const ir::ScheduleCommand& cmd);
 void cmd_alloc_at(ScheduledFunc::Impl& m, CompModel& c, const ir::ScheduleCommand& cmd);

@@ -4,6 +4,7 @@
 #include "example_cases.h"
 #include "kiln/codegen.h"
 #include "kiln/compile.h"
+#include "kiln/runtime.h"
 #include "programs.h"
 
 namespace kiln::testing {
@@ -67,6 +68,32 @@ TEST(JitDataDependentBounds, SegmentSumAtTheEdges) {
       EXPECT_TRUE(mm.ok) << mm.describe();
     }
   }
+}
+
+// The benchmark GEMM with register tiles that do not divide its blocks, nor the
+// blocks the matrix: the last tile of a block is unrolled with guards (MR = 6,
+// BLIS's AVX2 tile), on one thread and on two.
+TEST(JitRegisterTiles, GemmWithTilesThatDoNotDivideItsBlocks) {
+  std::ifstream file(std::string(KILN_SOURCE_DIR) + "/tests/bench/kernels/gemm.kiln");
+  std::stringstream text;
+  text << file.rdbuf();
+  int before = kiln_runtime_threads();
+  for (ir::Overrides set :
+       std::vector<ir::Overrides>{{{"MB", 48}, {"MR", 6}, {"NB", 64}, {"NR", 16}, {"KB", 64}},
+                                  {{"MB", 96}, {"MR", 6}, {"NB", 64}, {"NR", 32}, {"KB", 64}},
+                                  {{"MB", 16}, {"MR", 8}, {"NB", 64}, {"NR", 16}, {"KB", 128}}}) {
+    set.insert({{"M", 100}, {"N", 70}, {"K", 33}});
+    ir::Func f = parse_one(text.str(), set);
+    Bindings in = interp::random_bindings(f, interp::param_values(f), 7);
+    for (int threads : {1, 2}) {
+      kiln_runtime_set_threads(threads);
+      SCOPED_TRACE("MB " + std::to_string(set.at("MB")) + ", MR " + std::to_string(set.at("MR")) +
+                   ", " + std::to_string(threads) + " threads");
+      interp::Mismatch mm = jit_differential(f, in, 3);
+      EXPECT_TRUE(mm.ok) << mm.describe();
+    }
+  }
+  kiln_runtime_set_threads(before);
 }
 
 }  // namespace

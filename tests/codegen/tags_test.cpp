@@ -126,11 +126,44 @@ TEST(UnrollExplicit, CopiesTheBodyForEachIteration) {
   EXPECT_TRUE(run_against_reference(p).ok);
 }
 
-TEST(UnrollExplicit, NeedsConstantBounds) {
+TEST(UnrollExplicit, APartialTileIsUnrolledToItsBoundWithGuards) {
+  // 13 elements in tiles of 4: the last tile has 1, so ii's end varies with io
+  // (min(4, 13 - 4 * io)). Lowering unrolls it to 4 copies under `ii < end`
+  // and splits io's body into the full tiles, unguarded, and the rest.
   std::string p = with_schedule(kScale, "s.split(i, 4, io, ii); s.tag(ii, unroll_explicit);");
+  ir::LoweredFunc f = lowered_func(p, {{"N", 13}});
+  EXPECT_EQ(ir::to_string(f.body),
+            "for (io = 0; io < 4; io += 1) {\n"
+            "  if (3 < min(4, -4 * io + 13)) {\n"
+            "    for (ii = 0; ii < 4; ii += 1) {  // unroll_explicit\n"
+            "      b[4 * io + ii] = a[4 * io + ii] * 3.0 + 1.0;\n"
+            "    }\n"
+            "  } else {\n"
+            "    for (ii = 0; ii < 4; ii += 1) {  // unroll_explicit\n"
+            "      if (ii < min(4, -4 * io + 13)) {\n"
+            "        b[4 * io + ii] = a[4 * io + ii] * 3.0 + 1.0;\n"
+            "      }\n"
+            "    }\n"
+            "  }\n"
+            "}\n");
+  for (int n : {1, 4, 13, 16, 17}) {
+    SCOPED_TRACE("N = " + std::to_string(n));
+    for (int opt : {0, 3}) EXPECT_TRUE(run_against_reference(p, {{"N", n}}, opt).ok);
+  }
+}
+
+TEST(UnrollExplicit, NeedsABoundOnTheTripCount) {
+  // A loop over a run-time extent has no count to unroll to.
+  const char* program = R"(func scale {
+    param N;
+    input a : f32[N];
+    output b : f32[N];
+    compute s(i) in 0 <= i < N: b[i] = a[i] * 3.0 + 1.0;
+  })";
+  std::string p = with_schedule(program, "s.tag(i, unroll_explicit);");
   try {
-    codegen::jit_compile(lowered_func(p, {{"N", 13}}));
-    FAIL() << "a loop with a variable extent was unrolled";
+    codegen::jit_compile(lowered_func(p));
+    FAIL() << "a loop with a run-time extent was unrolled";
   } catch (const CompileError& e) {
     EXPECT_EQ(e.stage(), ErrorStage::Codegen);
     EXPECT_NE(e.message().find("tagged unroll_explicit but its bounds"), std::string::npos)

@@ -102,6 +102,17 @@ TEST(TargetDefaults, PickTheLastFeatureTheTargetHas) {
   EXPECT_EQ(cache_key(a), cache_key(b));
 }
 
+TEST(TargetDefaults, AValueSetBeforeTheTargetIsKnownIsKept) {
+  // The CLI applies --set as it parses, before the compile knows its target:
+  // the value set must win over the target's default all the same.
+  ir::Func f = ir::apply_overrides(scale(kByTarget), {{"V", 4}});
+  EXPECT_TRUE(f.find_knob("V")->target_defaults.empty());
+  CompileRequest r{.func = f};
+  r.options.target = Target{"x86_64-linux-gnu", "skylake-avx512", ""};
+  r.output = CompileOutput::Schedule;
+  EXPECT_EQ(compile(r).func.find_knob("V")->value, 4);
+}
+
 TEST(TargetDefaults, PrintAndParseBackAndAreResolvedAway) {
   ir::Func f = scale(kByTarget);
   std::string text = ir::to_string(f);
