@@ -70,6 +70,46 @@ static void detect_cpu(device_info* d) {
     copy(d->cpu, sizeof d->cpu, "x86-64");
   else
     snprintf(d->cpu, sizeof d->cpu, "x86-64-v%d", level);
+  /* What the CPU has beyond its level, as LLVM's features: a virtual machine that hides one
+     flag of a level (lzcnt, "abm", is often missing) would otherwise leave AVX2 and AVX-512
+     unused, and the features no level names (AVX-512 VNNI, BF16, ...) are worth having. */
+  static const struct {
+    const char* flag;
+    const char* feature;
+    int level; /* the lowest level that implies it; 5: none does */
+  } extra[] = {
+      {"avx", "+avx", 3},
+      {"avx2", "+avx2", 3},
+      {"fma", "+fma", 3},
+      {"f16c", "+f16c", 3},
+      {"bmi1", "+bmi", 3},
+      {"bmi2", "+bmi2", 3},
+      {"abm", "+lzcnt", 3},
+      {"movbe", "+movbe", 3},
+      {"xsave", "+xsave", 3},
+      {"avx512f", "+avx512f", 4},
+      {"avx512bw", "+avx512bw", 4},
+      {"avx512cd", "+avx512cd", 4},
+      {"avx512dq", "+avx512dq", 4},
+      {"avx512vl", "+avx512vl", 4},
+      {"avx512_vnni", "+avx512vnni", 5},
+      {"avx512_bf16", "+avx512bf16", 5},
+      {"avx512ifma", "+avx512ifma", 5},
+      {"avx512vbmi", "+avx512vbmi", 5},
+      {"avx_vnni", "+avxvnni", 5},
+  };
+  int avx512 = 0;
+  for (size_t i = 0; i < sizeof extra / sizeof *extra; ++i) {
+    if (level >= extra[i].level || !has_word(flags, extra[i].flag)) continue;
+    size_t len = strlen(d->features);
+    snprintf(d->features + len, sizeof d->features - len, "%s%s", len ? "," : "", extra[i].feature);
+    avx512 |= strncmp(extra[i].feature, "+avx512", 7) == 0;
+  }
+  /* 512-bit vectors: LLVM needs evex512 said when the CPU (below v4) does not imply it. */
+  if (avx512 && level < 4) {
+    size_t len = strlen(d->features);
+    snprintf(d->features + len, sizeof d->features - len, ",+evex512");
+  }
 }
 #elif defined(__aarch64__)
 static void detect_cpu(device_info* d) {

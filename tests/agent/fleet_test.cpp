@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,6 +21,7 @@
 
 #include "agent_process.h"
 #include "example_cases.h"
+#include "kiln/codegen.h"
 #include "kiln/v1/service.grpc.pb.h"
 #include "kilnd_process.h"
 #include "programs.h"
@@ -402,6 +405,44 @@ void measure_over_tls(const std::string& agent_binary, std::vector<std::string> 
   AgentProcess agent(agent_binary, agents, "tls", token, "tls-agent", {"--tls-ca", certs("ca.pem")},
                      std::move(runner));
   expect_scale_measured(kilnd, "tls", "tls-agent");
+}
+
+// What the agent detects is a target kilnd accepts, and it has every vector
+// feature /proc/cpuinfo lists: a level the CPU reaches only in part (a virtual
+// machine hiding one flag) must not cost it AVX2 or AVX-512.
+TEST(AgentDeviceTest, TheDetectedTargetHasTheCpusVectorFeatures) {
+  FILE* pipe = popen(KILN_AGENT_BINARY " --print-device", "r");
+  ASSERT_NE(pipe, nullptr);
+  std::map<std::string, std::string> fields;
+  char line[4096];
+  while (std::fgets(line, sizeof line, pipe)) {
+    std::string l(line);
+    if (!l.empty() && l.back() == '\n') l.pop_back();
+    size_t cut = l.find_first_of(' ');
+    if (cut == std::string::npos) continue;
+    size_t value = l.find_first_not_of(' ', cut);
+    if (l.rfind("cpu model", 0) == 0) continue;
+    fields[l.substr(0, cut)] = value == std::string::npos ? "" : l.substr(value);
+  }
+  ASSERT_EQ(pclose(pipe), 0);
+  if (fields["triple"] != "x86_64-linux-gnu") GTEST_SKIP() << "an x86-64 agent's detection";
+  std::string features = fields["features"] == "(the CPU's own)" ? "" : fields["features"];
+  codegen::Target t{fields["triple"], fields["cpu"], features};
+  ASSERT_NO_THROW(codegen::check_target(t)) << t.cpu << " " << t.features;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string flags;
+  for (std::string l; std::getline(cpuinfo, l);)
+    if (l.rfind("flags", 0) == 0) {
+      flags = " " + l.substr(l.find(':') + 1) + " ";
+      break;
+    }
+  for (const char* f : {"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl"}) {
+    bool listed = flags.find(std::string(" ") + f + " ") != std::string::npos;
+    EXPECT_EQ(codegen::target_has_feature(t, f), listed) << f << " on " << t.cpu << " " << features;
+  }
+  if (flags.find(" avx512f ") != std::string::npos) {
+    EXPECT_TRUE(codegen::target_has_feature(t, "evex512")) << t.cpu << " " << features;
+  }
 }
 
 TEST(AgentTlsTest, KilndTakesAnAgentOverTls) { measure_over_tls(KILN_AGENT_BINARY, {}); }

@@ -42,6 +42,20 @@ TEST(Vectorize, ConstantExtentBecomesOneVector) {
   EXPECT_TRUE(run_against_reference(p).ok);
 }
 
+TEST(Vectorize, AVX512FeaturesOnALevelCPUGive512BitVectors) {
+  // What an agent in a virtual machine reports: a level below v4 and AVX-512 as
+  // features. LLVM needs evex512 for zmm registers there; kiln adds it unless the
+  // features say otherwise.
+  std::string p = with_schedule(kScale, "s.split(i, 16, io, ii); s.tag(ii, vectorize);");
+  codegen::Options o;
+  o.target = codegen::Target{"x86_64-linux-gnu", "x86-64-v2", "+avx2,+fma,+avx512f,+avx512vl"};
+  EXPECT_NE(codegen::emit_asm(lowered_func(p), o).find("zmm"), std::string::npos);
+  o.target.features += ",-evex512";
+  std::string ymm_only = codegen::emit_asm(lowered_func(p), o);
+  EXPECT_EQ(ymm_only.find("zmm"), std::string::npos) << ymm_only;
+  EXPECT_NE(ymm_only.find("ymm"), std::string::npos) << ymm_only;
+}
+
 TEST(Vectorize, PartialVectorsRunAScalarTail) {
   // 13 elements in tiles of 8: the second tile has 5, a variable extent.
   std::string p = with_schedule(kScale, "s.split(i, 8, io, ii); s.tag(ii, vectorize);");

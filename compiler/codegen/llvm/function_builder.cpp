@@ -6,6 +6,7 @@
 
 #include "kiln/analysis.h"
 #include "module_builder.h"
+#include "target_machine.h"
 
 namespace kiln::codegen::detail {
 
@@ -217,7 +218,7 @@ llvm::Value* FunctionBuilder::to_i64(llvm::Value* v) {
 void FunctionBuilder::decorate(llvm::Function* fn) {
   fn->addFnAttr(llvm::Attribute::NoUnwind);
   if (!opts_.target.cpu.empty()) fn->addFnAttr("target-cpu", opts_.target.cpu);
-  if (!opts_.target.features.empty()) fn->addFnAttr("target-features", opts_.target.features);
+  if (!opts_.target.features.empty()) fn->addFnAttr("target-features", llvm_features(opts_.target));
 }
 
 FunctionBuilder::Saved FunctionBuilder::bind(const std::string& name, llvm::Value* v) {

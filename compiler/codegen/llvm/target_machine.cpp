@@ -183,6 +183,20 @@ bool target_has_feature(const Target& t, const std::string& feature) {
   return has;
 }
 
+std::string llvm_features(const Target& t) {
+  if (llvm::Triple(llvm::Triple::normalize(t.triple)).getArch() != llvm::Triple::x86_64)
+    return t.features;
+  llvm::SmallVector<llvm::StringRef, 16> words;
+  llvm::StringRef(t.features).split(words, ',', -1, false);
+  bool avx512 = false;
+  for (llvm::StringRef w : words) {
+    w = w.trim();
+    if (w.drop_front().starts_with("evex512")) return t.features;  // said either way
+    avx512 = avx512 || w.starts_with("+avx512");
+  }
+  return avx512 ? t.features + ",+evex512" : t.features;
+}
+
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int opt_level) {
   check_target(t);
   llvm::Triple triple;
@@ -192,9 +206,9 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int op
                                 : opt_level == 1 ? llvm::CodeGenOptLevel::Less
                                 : opt_level == 2 ? llvm::CodeGenOptLevel::Default
                                                  : llvm::CodeGenOptLevel::Aggressive;
-  std::unique_ptr<llvm::TargetMachine> tm(
-      target->createTargetMachine(triple.getTriple(), t.cpu.empty() ? "generic" : t.cpu, t.features,
-                                  options, llvm::Reloc::PIC_, std::nullopt, level));
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple.getTriple(), t.cpu.empty() ? "generic" : t.cpu, llvm_features(t), options,
+      llvm::Reloc::PIC_, std::nullopt, level));
   if (!tm)
     throw CompileError(ErrorStage::Codegen, {}, "LLVM cannot generate code for '" + t.triple + "'");
   return tm;

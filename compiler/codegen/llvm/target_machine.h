@@ -5,6 +5,7 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kiln/codegen.h"
@@ -13,6 +14,12 @@ namespace kiln::codegen {
 
 // Registers LLVM's targets once per process.
 void initialize_llvm();
+
+// t's features as LLVM is given them: on x86-64, a feature string that turns
+// on an AVX-512 feature and says nothing of evex512 gains +evex512, as clang's
+// -mavx512f does; without it LLVM 18 and later keep to 256-bit vectors on a
+// CPU that does not imply it (x86-64-v2 +avx512f gave ymm code).
+std::string llvm_features(const Target& t);
 
 // The TargetMachine for t (position-independent code). Throws CompileError
 // (stage "codegen") for a triple LLVM does not know.
