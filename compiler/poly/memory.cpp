@@ -7,9 +7,13 @@
 #include <isl/val.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <optional>
+#include <set>
 
 #include "affine_printer.h"
+#include "kiln/analysis.h"
 #include "model.h"
 
 namespace kiln::poly {
@@ -275,6 +279,77 @@ Footprint footprint_of(const Impl& m, const CompModel& c, int p, const std::stri
   return f;
 }
 
+// A zero of any type: what a padded copy holds outside its buffer.
+bool is_zero(const ir::Expr& e) {
+  if (const auto* i = ir::as<ir::IntImm>(e)) return i->value == 0;
+  if (const auto* f = ir::as<ir::FloatImm>(e)) return f->value == 0.0 && !std::signbit(f->value);
+  return false;
+}
+
+// The guarded reads of B in c that a copy with zeros outside B can serve
+// without their guard: select(g, B[idx], 0) where, on c's domain, g is false
+// only where idx lies outside B (a convolution's zero padding). isl decides
+// it; a guard or index it cannot read keeps its select.
+std::set<const ir::Select*> padding_selects(const Impl& m, const CompModel& c, const ir::Buf& b) {
+  std::vector<const ir::Select*> candidates;
+  std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+    if (const auto* s = ir::as<ir::Select>(e)) {
+      const auto* l = ir::as<ir::Load>(s->t);
+      if (l && l->buf == b.name && l->indices.size() == b.shape.size() && is_zero(s->f))
+        candidates.push_back(s);
+    }
+    ir::for_each_child(e, walk);
+  };
+  walk(c.value);
+  std::set<const ir::Select*> out;
+  if (candidates.empty() || !c.comp) return out;
+  AffinePrinter ap(m, std::set<std::string>(c.iters.begin(), c.iters.end()), c.name, nullptr);
+  AffinePrinter shape(m, {}, "", nullptr);
+  std::vector<std::string> domain;
+  for (const auto& cond : c.comp->domain) {
+    std::optional<std::string> text = ap.cond(cond);
+    if (!text) return out;  // a data-dependent domain: not worth proving here
+    domain.push_back("(" + *text + ")");
+  }
+  std::string dims;
+  for (const auto& it : c.iters) dims += (dims.empty() ? "" : ", ") + isl_name(it);
+  for (const ir::Select* s : candidates) {
+    std::vector<std::string> conds = domain;
+    std::optional<std::string> off = ap.cond(ir::unary(ir::UnaryOp::Not, s->cond));
+    if (!off) continue;
+    conds.push_back("(" + *off + ")");
+    const auto& l = static_cast<const ir::Load&>(*s->t);
+    bool affine = true;
+    for (size_t d = 0; d < l.indices.size() && affine; ++d) {
+      std::optional<std::string> at = ap.expr(l.indices[d]), n = shape.expr(b.shape[d]);
+      affine = at && n;
+      if (affine) conds.push_back("0 <= " + *at + " < " + *n);
+    }
+    if (!affine) continue;
+    std::string text = param_list(m) + " -> { [" + dims + "] : ";
+    for (size_t k = 0; k < conds.size(); ++k) text += (k ? " and " : "") + conds[k];
+    text += " }";
+    // Where the guard says no but the element exists: the copy would give it.
+    if (isl::set(m.ctx.get(), text).intersect_params(m.context).is_empty()) out.insert(s);
+  }
+  return out;
+}
+
+// The selects of `drop` become their first branch.
+class DropSelects : public ir::IRMutator {
+ public:
+  explicit DropSelects(const std::set<const ir::Select*>& drop) : drop_(drop) {}
+
+ protected:
+  ir::Expr mutate_select(const ir::Expr& e, const ir::Select& n) override {
+    if (drop_.count(&n)) return mutate(n.t);
+    return ir::IRMutator::mutate_select(e, n);
+  }
+
+ private:
+  const std::set<const ir::Select*>& drop_;
+};
+
 // The copy's shape, and index_of(dyn, e): where element e of B goes in the
 // copy during the iteration whose loop variables (through L) are dyn.
 using IndexOf = std::function<std::vector<ir::Expr>(const std::vector<ir::Expr>&,
@@ -282,6 +357,7 @@ using IndexOf = std::function<std::vector<ir::Expr>(const std::vector<ir::Expr>&
 struct CacheLayout {
   std::vector<int64_t> sizes;
   IndexOf index_of;
+  std::optional<isl::fixed_box> box;  // cache_identity's, per iteration of L
 };
 
 // cache_identity: the smallest fixed box around what one iteration reads,
@@ -294,6 +370,7 @@ CacheLayout box_layout(const CompModel& c, int p, int rank, const StaticPlace& p
     fail(cmd.where, "cache_identity: the part of '" + bname + "' that one iteration of loop '" +
                         c.loop_names[p] + "' reads has no size known at compile time");
   CacheLayout layout;
+  layout.box = box;
   isl::multi_val sz = box.size();
   for (int k = 0; k < rank; ++k) layout.sizes.push_back(sz.at(k).num_si());
   // Origin of the box as expressions of the loop prefix, with static dims
@@ -400,9 +477,14 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
 // The copy statement: for every iteration of c's loops through L and every
 // element of B read there, cache[index_of(loops, e)] = B[e], scheduled inside
 // L just before c.
+// padded: the copy is the whole box, every element of it outside B a zero
+// (the box's offset and sizes per iteration of L as box_layout took them).
 CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticPlace& place,
-                         const Footprint& f, const CacheLayout& layout, const std::string& bname,
-                         ir::DType dtype, const std::string& cache, int rank) {
+                         const Footprint& f, const CacheLayout& layout, const ir::Buf& b,
+                         const std::string& cache, const std::optional<isl::fixed_box>& padded) {
+  const std::string& bname = b.name;
+  const ir::DType dtype = b.dtype;
+  const int rank = static_cast<int>(b.shape.size());
   isl::ctx ctx = m.ctx.get();
   const int outer = 2 * p + 2;
   CompModel fill;
@@ -416,8 +498,30 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
   fill.target.buf = cache;
   fill.target.indices = layout.index_of(dyn, elem);
 
-  // Domain: the footprint, with the static dims dropped.
+  // Domain: the footprint, or the whole box when padded, with the static dims dropped.
   isl::set domain = f.footprint.wrap().flatten();
+  if (padded) {
+    // { prefix -> offset(prefix) + t : 0 <= t < size } where c runs.
+    isl::map at = isl::manage(isl_map_from_multi_aff(padded->offset().release()));
+    isl::map box = isl::map::universe(at.space());
+    isl::multi_val size = padded->size();
+    for (int d = 0; d < rank; ++d) {
+      box = isl::manage(isl_map_lower_bound_si(box.release(), isl_dim_out, d, 0));
+      box = isl::manage(
+          isl_map_upper_bound_si(box.release(), isl_dim_out, d, size.at(d).num_si() - 1));
+    }
+    isl::map whole =
+        isl::manage(isl_map_sum(at.release(), box.release())).intersect_domain(f.extent.domain());
+    domain = whole.wrap().flatten();
+    ir::Expr inside;
+    for (int d = 0; d < rank; ++d) {
+      for (ir::Expr cond : {ir::binary(ir::BinaryOp::Le, ir::int_imm(0), elem[d]),
+                            ir::binary(ir::BinaryOp::Lt, elem[d], b.shape[d])})
+        inside = inside ? ir::binary(ir::BinaryOp::And, inside, cond) : cond;
+    }
+    ir::Expr zero = ir::is_float(dtype) ? ir::float_imm(0.0, dtype) : ir::int_imm(0, dtype);
+    fill.value = ir::select(inside, fill.value, zero);
+  }
   for (int k = outer - 2; k >= 0; k -= 2) domain = project_out(domain, k, 1);
   fill.domain = named(domain, fill.name, fill.iters);
   fill.domain_approx = fill.domain;
@@ -480,6 +584,7 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
 // the copy for everything the loop reads.
 void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   const CacheRequest r = parse_cache_request(m, c, cmd);
+  const ir::Buf src = *r.src;  // r.src points into m.func.bufs, which grows below
   const std::string bname = r.src->name;
   const ir::DType dtype = r.src->dtype;
   const int rank = static_cast<int>(r.src->shape.size());
@@ -504,7 +609,13 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   m.buf_locs[cache] = r.loc;
   m.alloc_sites.push_back({cache, {c.name, cache + "_fill"}, p, c.loop_names[p], cmd.where});
 
-  CompModel fill = copy_statement(m, c, p, place, f, layout, bname, dtype, cache, rank);
+  // Zero padding: when the copy can hold zeros around B that some guarded
+  // reads then take unguarded, it is the whole box.
+  std::set<const ir::Select*> unguarded;
+  if (layout.box) unguarded = padding_selects(m, c, src);
+  std::optional<isl::fixed_box> padded;
+  if (!unguarded.empty()) padded = layout.box;
+  CompModel fill = copy_statement(m, c, p, place, f, layout, src, cache, padded);
   fill.memory_scheduled = cmd.where;
 
   // Everything inside L from c's position on moves one slot later.
@@ -521,7 +632,7 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   RedirectLoads redirect(bname, [&](const ir::Load& l) {
     return ir::load(cache, layout.index_of(cdyn, l.indices), dtype);
   });
-  c.value = redirect.mutate(c.value);
+  c.value = redirect.mutate(DropSelects(unguarded).mutate(c.value));
   c.memory_scheduled = cmd.where;
   // The copy goes right before c in the list, which is the order isl sees
   // statements in; its static position already orders it.

@@ -1,12 +1,102 @@
-/* Aligned buffers for kernel arguments and temporaries. */
+/* Aligned buffers for kernel arguments and temporaries.
+
+   A kernel allocates its temporaries (cached copies, blocked layouts) on every call and frees
+   them before it returns. The C library gives large blocks back to the system when they are
+   freed (munmap, or a trim of the heap's top), so each call would fault its temporaries in
+   again, page by page: on a virtual machine that cost a 1 MB-temporary convolution several
+   times its arithmetic. Freed blocks of at least KILN_KEEP_MIN bytes are therefore kept, up
+   to KILN_KEEP_SLOTS of them and KILN_KEEP_MAX bytes in all, and handed out again to a request
+   of the same alignment that they fit without wasting more than half of themselves. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "kiln/runtime.h"
 
 /* A cache line: two buffers never share one, and vector loads never split one at the start. */
 enum { KILN_MIN_ALIGN = 64 };
+
+enum { KILN_KEEP_SLOTS = 16 };
+static const size_t KILN_KEEP_MIN = (size_t)64 << 10;
+static const size_t KILN_KEEP_MAX = (size_t)256 << 20;
+
+/* Just below each block: what it is. The block starts `align` bytes into what posix_memalign
+   gave, so the header never moves it off its alignment. */
+typedef struct {
+  void* base;
+  size_t bytes;
+  size_t align;
+} block_header;
+
+static block_header* header_of(void* p) { return (block_header*)p - 1; }
+
+typedef struct {
+  void* blocks[KILN_KEEP_SLOTS];
+  size_t kept_bytes;
+  pthread_mutex_t lock;
+} keeper;
+
+static keeper kept = {{NULL}, 0, PTHREAD_MUTEX_INITIALIZER};
+
+/* A kept block for the request, taken out of the keeper, or NULL. */
+static void* take_kept(size_t bytes, size_t align) {
+  if (bytes < KILN_KEEP_MIN) return NULL;
+  void* best = NULL;
+  size_t slot = 0;
+  pthread_mutex_lock(&kept.lock);
+  for (size_t i = 0; i < KILN_KEEP_SLOTS; ++i) {
+    void* p = kept.blocks[i];
+    if (!p) continue;
+    const block_header* h = header_of(p);
+    if (h->align != align || h->bytes < bytes || h->bytes / 2 > bytes) continue;
+    if (!best || h->bytes < header_of(best)->bytes) {
+      best = p;
+      slot = i;
+    }
+  }
+  if (best) {
+    kept.blocks[slot] = NULL;
+    kept.kept_bytes -= header_of(best)->bytes;
+  }
+  pthread_mutex_unlock(&kept.lock);
+  return best;
+}
+
+/* Keeps a freed block when there is room; returns whether it did. */
+static int keep(void* p) {
+  const size_t bytes = header_of(p)->bytes;
+  if (bytes < KILN_KEEP_MIN || bytes > KILN_KEEP_MAX) return 0;
+  void* evicted = NULL;
+  pthread_mutex_lock(&kept.lock);
+  /* Room: a free slot, or the smallest kept block given back for a larger one. */
+  size_t slot = KILN_KEEP_SLOTS;
+  for (size_t i = 0; i < KILN_KEEP_SLOTS && slot == KILN_KEEP_SLOTS; ++i)
+    if (!kept.blocks[i]) slot = i;
+  if (slot == KILN_KEEP_SLOTS) {
+    for (size_t i = 0; i < KILN_KEEP_SLOTS; ++i)
+      if (slot == KILN_KEEP_SLOTS ||
+          header_of(kept.blocks[i])->bytes < header_of(kept.blocks[slot])->bytes)
+        slot = i;
+    if (header_of(kept.blocks[slot])->bytes >= bytes) slot = KILN_KEEP_SLOTS;
+  }
+  int taken = 0;
+  if (slot < KILN_KEEP_SLOTS) {
+    evicted = kept.blocks[slot];
+    size_t after = kept.kept_bytes - (evicted ? header_of(evicted)->bytes : 0) + bytes;
+    if (after <= KILN_KEEP_MAX) {
+      kept.blocks[slot] = p;
+      kept.kept_bytes = after;
+      taken = 1;
+    } else {
+      evicted = NULL;
+    }
+  }
+  pthread_mutex_unlock(&kept.lock);
+  if (evicted) free(header_of(evicted)->base);
+  return taken;
+}
 
 void* kiln_alloc(size_t bytes, size_t align) {
   if (align == 0 || align < KILN_MIN_ALIGN) {
@@ -16,11 +106,23 @@ void* kiln_alloc(size_t bytes, size_t align) {
     return NULL;
   }
   /* A zero-byte request still gets a distinct pointer, so NULL always means failure. */
-  void* p = NULL;
-  if (posix_memalign(&p, align, bytes == 0 ? 1 : bytes) != 0) {
+  if (bytes == 0) bytes = 1;
+  void* p = take_kept(bytes, align);
+  if (p) return p;
+  if (bytes > SIZE_MAX - align) return NULL;
+  void* base = NULL;
+  if (posix_memalign(&base, align, align + bytes) != 0) {
     return NULL;
   }
+  p = (char*)base + align;
+  block_header* h = header_of(p);
+  h->base = base;
+  h->bytes = bytes;
+  h->align = align;
   return p;
 }
 
-void kiln_free(void* p) { free(p); }
+void kiln_free(void* p) {
+  if (!p) return;
+  if (!keep(p)) free(header_of(p)->base);
+}

@@ -36,7 +36,7 @@ const char* const kUsage =
     "  --quick         the batch-1 shapes only\n"
     "  --threads LIST  thread counts for both libraries (default 1,2)\n"
     "  --repeat R      timed runs (default 10, 2 for the batch-256 shape)\n"
-    "  --set KNOB=INT  a schedule knob of conv2d.kiln (TX), for every shape\n"
+    "  --set KNOB=INT  a schedule knob of conv2d.kiln (XR), for every shape\n"
     "  --kernel FILE   another .kiln file with a func conv2d(I, Wt, O)\n"
     "  --cpu NAME      compile kiln's kernel for this CPU (LLVM's name) instead of this\n"
     "                  machine's: an AVX2 CPU (haswell, znver3) on an AVX-512 machine\n"
@@ -47,7 +47,6 @@ struct Shape {
   int64_t n, c, h, w;  // input
   int64_t f, kh, kw;   // filters
   int64_t stride, pad;
-  int64_t tx;  // the vector width knob: a divisor of the output width
   int repeat;  // default timed runs
   bool quick;  // part of --quick
 
@@ -64,10 +63,10 @@ struct Shape {
 
 const Shape kShapes[] = {
     // ResNet-50 conv2_x 3x3, and its first layer (7x7, stride 2).
-    {1, 64, 56, 56, 64, 3, 3, 1, 1, 14, 10, true},
-    {1, 3, 224, 224, 64, 7, 7, 2, 3, 14, 10, true},
+    {1, 64, 56, 56, 64, 3, 3, 1, 1, 10, true},
+    {1, 3, 224, 224, 64, 7, 7, 2, 3, 10, true},
     // A whole batch through a 3x3 layer: about 118 GFLOP per run.
-    {256, 256, 14, 14, 512, 3, 3, 1, 1, 14, 2, false},
+    {256, 256, 14, 14, 512, 3, 3, 1, 1, 2, false},
 };
 
 // oneDNN's side of one shape: primitives and memories in its preferred layouts.
@@ -194,8 +193,7 @@ bool run_shape(const Options& opts, const Shape& s, const std::vector<int>& thre
                                        {"S", s.stride},
                                        {"P", s.pad},
                                        {"OH", s.oh()},
-                                       {"OW", s.ow()},
-                                       {"TX", s.tx}},
+                                       {"OW", s.ow()}},
                                       opts.knobs, kiln::bench::target_of(opts));
 
   bool ok = true;

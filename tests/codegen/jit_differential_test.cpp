@@ -96,5 +96,64 @@ TEST(JitRegisterTiles, GemmWithTilesThatDoNotDivideItsBlocks) {
   kiln_runtime_set_threads(before);
 }
 
+// The benchmark convolution: channel blocks of 16 in vectors, a padded copy of
+// the input whose zeros replace the padding's selects, repacked filters, and
+// rows of output pixels that XR may not divide; stride 1 and 2, 1 and 2 threads.
+TEST(JitRegisterTiles, ConvWithPaddedInputAndRepackedFilters) {
+  std::ifstream file(std::string(KILN_SOURCE_DIR) + "/tests/bench/kernels/conv2d.kiln");
+  std::stringstream text;
+  text << file.rdbuf();
+  int before = kiln_runtime_threads();
+  const std::vector<ir::Overrides> shapes = {{{"N", 2},
+                                              {"C", 5},
+                                              {"H", 9},
+                                              {"W", 11},
+                                              {"F", 32},
+                                              {"KH", 3},
+                                              {"KW", 3},
+                                              {"S", 1},
+                                              {"P", 1},
+                                              {"OH", 9},
+                                              {"OW", 11},
+                                              {"XR", 4}},
+                                             {{"N", 1},
+                                              {"C", 3},
+                                              {"H", 20},
+                                              {"W", 18},
+                                              {"F", 16},
+                                              {"KH", 7},
+                                              {"KW", 7},
+                                              {"S", 2},
+                                              {"P", 3},
+                                              {"OH", 10},
+                                              {"OW", 9},
+                                              {"XR", 14}},
+                                             {{"N", 1},
+                                              {"C", 4},
+                                              {"H", 6},
+                                              {"W", 6},
+                                              {"F", 16},
+                                              {"KH", 1},
+                                              {"KW", 1},
+                                              {"S", 1},
+                                              {"P", 0},
+                                              {"OH", 6},
+                                              {"OW", 6},
+                                              {"XR", 7}}};
+  for (const ir::Overrides& set : shapes) {
+    ir::Func f = parse_one(text.str(), set);
+    Bindings in = interp::random_bindings(f, interp::param_values(f), 5);
+    for (int threads : {1, 2}) {
+      kiln_runtime_set_threads(threads);
+      SCOPED_TRACE("KH " + std::to_string(set.at("KH")) + ", S " + std::to_string(set.at("S")) +
+                   ", XR " + std::to_string(set.at("XR")) + ", " + std::to_string(threads) +
+                   " threads");
+      interp::Mismatch mm = jit_differential(f, in, 3);
+      EXPECT_TRUE(mm.ok) << mm.describe();
+    }
+  }
+  kiln_runtime_set_threads(before);
+}
+
 }  // namespace
 }  // namespace kiln::testing

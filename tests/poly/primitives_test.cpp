@@ -285,6 +285,42 @@ TEST(Primitives, CacheIdentityCopiesTheWindowOfAnIteration) {
 )");
 }
 
+// Zero padding: reads guarded by exactly "inside a" with 0 otherwise
+// (select(i >= 1, a[i - 1], 0.0)) make the copy the whole window, zeros
+// around a, and lose their select; a guard that is false where the element
+// exists (i >= 2 at i = 1) keeps it.
+const char* kPadded = R"(func pad {
+  param N = 10;
+  input a : f32[N];
+  output b : f32[N];
+  compute s(i) in 0 <= i < N:
+    b[i] = select(i >= 1, a[i - 1], 0.0) + a[i] + select(i + 1 < N, a[i + 1], 0.0) +
+           select(i >= 2, a[i - 1], 0.0);
+})";
+
+TEST(Primitives, CacheIdentityPadsWithZerosWhatGuardedReadsSkip) {
+  const std::string schedule = "s.split(i, 4, io, ii); s.cache_identity(a, io, stack);";
+  EXPECT_EQ(scheduled(kPadded, schedule),
+            R"(func pad(input a: f32[10], output b: f32[10]) {
+  for (io = 0; io < 3; io += 1) {
+    alloc a_s_cache: f32[6] @stack {
+      for (a_s_cache_0 = 4 * io - 1; a_s_cache_0 < 4 * io + 5; a_s_cache_0 += 1) {
+        a_s_cache[a_s_cache_0 - (-1 + 4 * io)] = select(0 <= a_s_cache_0 and a_s_cache_0 < 10, a[a_s_cache_0], 0.0);
+      }
+      for (ii = 0; ii < min(4, -4 * io + 10); ii += 1) {
+        b[4 * io + ii] = a_s_cache[4 * io + ii - 1 - (-1 + 4 * io)] + a_s_cache[4 * io + ii - (-1 + 4 * io)] + a_s_cache[4 * io + ii + 1 - (-1 + 4 * io)] + select(4 * io + ii >= 2, a_s_cache[4 * io + ii - 1 - (-1 + 4 * io)], 0.0);
+      }
+    }
+  }
+}
+)");
+  for (int n : {1, 3, 10, 13}) {
+    interp::Mismatch mm =
+        differential(parse_one(with_schedule(kPadded, schedule), {{"N", n}}), {}, 3);
+    EXPECT_TRUE(mm.ok) << "N = " << n << ": " << mm.describe();
+  }
+}
+
 // cache with a hand-written layout: the rows of a that one iteration of io
 // reads, stored transposed.
 const char* kTranspose = R"(func tr {

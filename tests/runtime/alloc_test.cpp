@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace kiln::testing {
 namespace {
@@ -43,6 +44,50 @@ TEST(Alloc, ZeroBytesIsStillAPointer) {
   void* p = kiln_alloc(0, 0);
   EXPECT_NE(p, nullptr);
   kiln_free(p);
+}
+
+// A kernel's temporaries come and go on every call: a large block freed is kept
+// and handed out again, so the next call does not fault it in afresh.
+TEST(Alloc, ALargeBlockFreedIsReusedByTheNextCall) {
+  const size_t bytes = size_t{1} << 20;
+  void* first = kiln_alloc(bytes, 64);
+  ASSERT_NE(first, nullptr);
+  std::memset(first, 0x22, bytes);
+  kiln_free(first);
+  void* again = kiln_alloc(bytes - 1000, 64);
+  EXPECT_EQ(again, first) << "a block that fits, of the same alignment";
+  std::memset(again, 0x33, bytes - 1000);
+  kiln_free(again);
+  // Not for a request it would fit with more than half to spare, nor for another alignment.
+  void* small = kiln_alloc(bytes / 4, 64);
+  void* other = kiln_alloc(bytes, 4096);
+  EXPECT_NE(small, first);
+  EXPECT_NE(other, first);
+  EXPECT_TRUE(aligned_to(other, 4096));
+  // Two live blocks are never the same one.
+  void* a = kiln_alloc(bytes, 64);
+  void* b = kiln_alloc(bytes, 64);
+  EXPECT_NE(a, b);
+  std::memset(a, 0x44, bytes);
+  std::memset(b, 0x55, bytes);
+  for (void* p : {small, other, a, b}) kiln_free(p);
+}
+
+TEST(Alloc, ManyLargeBlocksFreedAreAllGivenBackOrKept) {
+  // More blocks than are kept, and more bytes: what is not kept goes back to the
+  // system (the sanitizer builds check that nothing leaks).
+  std::vector<void*> blocks;
+  for (size_t k = 0; k < 40; ++k) {
+    blocks.push_back(kiln_alloc((size_t{1} << 16) << (k % 10), 64));
+    ASSERT_NE(blocks.back(), nullptr);
+  }
+  for (void* p : blocks) kiln_free(p);
+  for (size_t k = 0; k < 40; ++k) {
+    void* p = kiln_alloc((size_t{1} << 16) << (k % 10), 64);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 0x66, (size_t{1} << 16) << (k % 10));
+    kiln_free(p);
+  }
 }
 
 TEST(Alloc, RefusesWhatCannotBeHad) {
