@@ -29,8 +29,9 @@ typedef struct {
 
 /* Detects this machine. The CPU name is LLVM's generic level for what the CPU offers
    (x86-64-v2/v3/v4 on x86-64; "generic" on aarch64) and the features those of what
-   /proc/cpuinfo lists that the level does not imply, so code compiled for them runs here; --cpu and --features on the command line replace them. GPUs
-   are found through libcuda, opened with dlopen: none when it is missing. */
+   /proc/cpuinfo lists that the level does not imply, so code compiled for them runs here; --cpu and
+   --features on the command line replace them. GPUs are found through libcuda, opened with dlopen:
+   none when it is missing. */
 void device_detect(device_info* d);
 
 #endif
