@@ -11,11 +11,24 @@
 #include "kiln/runtime.h"
 #include "topology.h"
 
-/* How long a waiting thread spins before it sleeps: long enough to bridge back-to-back launches
-   and the ragged end of a balanced one, short enough not to hold a core someone else needs. A
-   pool with more threads than the CPUs it may use does not spin at all: there a spinning thread
-   only keeps the one it waits for off the CPU. */
-#define KILN_SPIN_NS 50000u
+/* How long a waiting thread spins before it sleeps, unless KILN_SPIN_US says otherwise: long
+   enough to bridge the launches of one kernel and the serial work between them (a copy, an
+   allocation), which a sleeping worker misses while it wakes (on this project's virtual
+   machines a wake took long enough that the launcher did most of a convolution's work alone:
+   with 50 us, two threads ran it at 1.0-1.5x one; with 1 ms, 1.8x), and about what libgomp
+   spins by default. A pool with more threads than the CPUs it may use does not spin at all:
+   there a spinning thread only keeps the one it waits for off the CPU. */
+#define KILN_SPIN_NS 1000000u
+
+/* KILN_SPIN_US from the environment, in nanoseconds, or the default. */
+static uint64_t spin_budget_ns(void) {
+  const char* text = getenv("KILN_SPIN_US");
+  if (text == NULL || *text == '\0') return KILN_SPIN_NS;
+  char* end = NULL;
+  unsigned long long us = strtoull(text, &end, 10);
+  if (*end != '\0' || text[0] == '-' || us > 10000000ull) return KILN_SPIN_NS; /* at most 10 s */
+  return (uint64_t)us * 1000u;
+}
 
 typedef struct kiln_worker {
   pthread_t thread;
@@ -208,7 +221,7 @@ static void start_workers(kiln_pool* pool, int requested) {
   int nworkers = 0;
   if (plan != NULL) {
     kiln_plan_threads(requested, plan);
-    pool->spin_ns = plan->nthreads > CPU_COUNT(&plan->allowed) ? 0 : KILN_SPIN_NS;
+    pool->spin_ns = plan->nthreads > CPU_COUNT(&plan->allowed) ? 0 : spin_budget_ns();
     pool->workers =
         plan->nthreads > 1 ? calloc((size_t)plan->nthreads - 1, sizeof *pool->workers) : NULL;
   }
