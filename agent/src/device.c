@@ -53,37 +53,25 @@ static void detect_cpu(device_info* d) {
   char flags[8192];
   cpuinfo_field("flags", flags, sizeof flags);
   cpuinfo_field("model name", d->cpu_model, sizeof d->cpu_model);
-  /* The x86-64 micro-architecture levels (psABI): what LLVM's x86-64-vN CPUs assume. */
-  static const char* const v2[] = {"cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3"};
-  static const char* const v3[] = {"avx", "avx2", "bmi1",  "bmi2", "f16c",
-                                   "fma", "abm",  "movbe", "xsave"};
-  static const char* const v4[] = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"};
-  int level = 1;
-  int all = 1;
-  for (size_t i = 0; i < sizeof v2 / sizeof *v2; ++i) all &= has_word(flags, v2[i]);
-  if (all) level = 2;
-  for (size_t i = 0; level == 2 && i < sizeof v3 / sizeof *v3; ++i) all &= has_word(flags, v3[i]);
-  if (level == 2 && all) level = 3;
-  for (size_t i = 0; level == 3 && i < sizeof v4 / sizeof *v4; ++i) all &= has_word(flags, v4[i]);
-  if (level == 3 && all) level = 4;
-  if (level == 1)
-    copy(d->cpu, sizeof d->cpu, "x86-64");
-  else
-    snprintf(d->cpu, sizeof d->cpu, "x86-64-v%d", level);
-  /* What the CPU has beyond its level, as LLVM's features: a virtual machine that hides one
-     flag of a level (lzcnt, "abm", is often missing) would otherwise leave AVX2 and AVX-512
-     unused, and the features no level names (AVX-512 VNNI, BF16, ...) are worth having. */
+  /* /proc/cpuinfo's flags as LLVM's features, with the lowest x86-64 micro-architecture level
+     (psABI; LLVM's x86-64-vN CPUs) that implies each; 5: none does. */
   static const struct {
     const char* flag;
     const char* feature;
-    int level; /* the lowest level that implies it; 5: none does */
-  } extra[] = {
+    int level;
+  } features[] = {
+      {"cx16", "+cx16", 2},
+      {"lahf_lm", "+sahf", 2},
+      {"popcnt", "+popcnt", 2},
+      {"sse4_1", "+sse4.1", 2},
+      {"sse4_2", "+sse4.2", 2},
+      {"ssse3", "+ssse3", 2},
       {"avx", "+avx", 3},
       {"avx2", "+avx2", 3},
-      {"fma", "+fma", 3},
-      {"f16c", "+f16c", 3},
       {"bmi1", "+bmi", 3},
       {"bmi2", "+bmi2", 3},
+      {"f16c", "+f16c", 3},
+      {"fma", "+fma", 3},
       {"abm", "+lzcnt", 3},
       {"movbe", "+movbe", 3},
       {"xsave", "+xsave", 3},
@@ -98,17 +86,28 @@ static void detect_cpu(device_info* d) {
       {"avx512vbmi", "+avx512vbmi", 5},
       {"avx_vnni", "+avxvnni", 5},
   };
-  int avx512 = 0;
-  for (size_t i = 0; i < sizeof extra / sizeof *extra; ++i) {
-    if (level >= extra[i].level || !has_word(flags, extra[i].flag)) continue;
-    size_t len = strlen(d->features);
-    snprintf(d->features + len, sizeof d->features - len, "%s%s", len ? "," : "", extra[i].feature);
-    avx512 |= strncmp(extra[i].feature, "+avx512", 7) == 0;
+  const size_t n_features = sizeof features / sizeof *features;
+  /* The level: the highest whose flags, and every lower level's, are all there. */
+  int level = 1;
+  for (int next = 2; next <= 4 && level == next - 1; ++next) {
+    int all = 1;
+    for (size_t i = 0; i < n_features; ++i)
+      if (features[i].level == next) all &= has_word(flags, features[i].flag);
+    if (all) level = next;
   }
-  /* 512-bit vectors: LLVM needs evex512 said when the CPU (below v4) does not imply it. */
-  if (avx512 && level < 4) {
+  if (level == 1)
+    copy(d->cpu, sizeof d->cpu, "x86-64");
+  else
+    snprintf(d->cpu, sizeof d->cpu, "x86-64-v%d", level);
+  /* What the CPU has beyond its level: a virtual machine that hides one flag of a level (lzcnt,
+     "abm", is often missing) would otherwise leave AVX2 and AVX-512 unused, and the features no
+     level names (AVX-512 VNNI, BF16, ...) are worth having. (kiln adds evex512 to a list that
+     turns AVX-512 on.) */
+  for (size_t i = 0; i < n_features; ++i) {
+    if (level >= features[i].level || !has_word(flags, features[i].flag)) continue;
     size_t len = strlen(d->features);
-    snprintf(d->features + len, sizeof d->features - len, ",+evex512");
+    snprintf(d->features + len, sizeof d->features - len, "%s%s", len ? "," : "",
+             features[i].feature);
   }
 }
 #elif defined(__aarch64__)

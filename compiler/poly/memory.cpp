@@ -302,35 +302,27 @@ std::set<const ir::Select*> padding_selects(const Impl& m, const CompModel& c, c
   };
   walk(c.value);
   std::set<const ir::Select*> out;
-  if (candidates.empty() || !c.comp) return out;
+  if (candidates.empty()) return out;
   AffinePrinter ap(m, std::set<std::string>(c.iters.begin(), c.iters.end()), c.name, nullptr);
   AffinePrinter shape(m, {}, "", nullptr);
-  std::vector<std::string> domain;
-  for (const auto& cond : c.comp->domain) {
-    std::optional<std::string> text = ap.cond(cond);
-    if (!text) return out;  // a data-dependent domain: not worth proving here
-    domain.push_back("(" + *text + ")");
-  }
-  std::string dims;
-  for (const auto& it : c.iters) dims += (dims.empty() ? "" : ", ") + isl_name(it);
+  std::string space = isl_name(c.name) + "[";
+  for (size_t k = 0; k < c.iters.size(); ++k) space += (k ? ", " : "") + isl_name(c.iters[k]);
+  space += "]";
   for (const ir::Select* s : candidates) {
-    std::vector<std::string> conds = domain;
     std::optional<std::string> off = ap.cond(ir::unary(ir::UnaryOp::Not, s->cond));
     if (!off) continue;
-    conds.push_back("(" + *off + ")");
+    std::string conds = "(" + *off + ")";
     const auto& l = static_cast<const ir::Load&>(*s->t);
     bool affine = true;
     for (size_t d = 0; d < l.indices.size() && affine; ++d) {
       std::optional<std::string> at = ap.expr(l.indices[d]), n = shape.expr(b.shape[d]);
       affine = at && n;
-      if (affine) conds.push_back("0 <= " + *at + " < " + *n);
+      if (affine) conds += " and 0 <= " + *at + " < " + *n;
     }
     if (!affine) continue;
-    std::string text = param_list(m) + " -> { [" + dims + "] : ";
-    for (size_t k = 0; k < conds.size(); ++k) text += (k ? " and " : "") + conds[k];
-    text += " }";
     // Where the guard says no but the element exists: the copy would give it.
-    if (isl::set(m.ctx.get(), text).intersect_params(m.context).is_empty()) out.insert(s);
+    isl::set wrong(m.ctx.get(), param_list(m) + " -> { " + space + " : " + conds + " }");
+    if (wrong.intersect(c.domain).is_empty()) out.insert(s);
   }
   return out;
 }
@@ -585,9 +577,9 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
 void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   const CacheRequest r = parse_cache_request(m, c, cmd);
   const ir::Buf src = *r.src;  // r.src points into m.func.bufs, which grows below
-  const std::string bname = r.src->name;
-  const ir::DType dtype = r.src->dtype;
-  const int rank = static_cast<int>(r.src->shape.size());
+  const std::string& bname = src.name;
+  const ir::DType dtype = src.dtype;
+  const int rank = static_cast<int>(src.shape.size());
   const int p = r.loop;
 
   const StaticPlace place = static_place(c, p, cmd);

@@ -2,69 +2,55 @@
 // that is not a multiple of it): unrolled to the largest trip count with a guard per copy,
 // and the loop around it that decides the trip count split into the full case, unguarded,
 // and the rest.
+#include <algorithm>
 #include <optional>
 #include <set>
 
+#include "kiln/analysis.h"
 #include "model.h"
 
 namespace kiln::poly {
 namespace {
 
-// The variables an expression reads.
-std::set<std::string> vars_of(const ir::Expr& e) {
-  struct Vars : ir::IRVisitor {
-    std::set<std::string> names;
-    void visit_var(const ir::Var& v) override { names.insert(v.name); }
-  } vars;
-  vars.visit(e);
-  return vars.names;
-}
+// Constant bounds on the values of e, whatever its variables, where the
+// expression's shape gives them (a min with a constant arm: isl's
+// `min(6, -96 * io - 6 * ir + 1024)` is at most 6).
+struct Range {
+  std::optional<int64_t> lo, hi;
+};
 
-std::optional<int64_t> lower_bound(const ir::Expr& e);
-
-// A constant no value of e exceeds, whatever its variables, when the
-// expression's shape gives one (a min with a constant arm: isl's
-// `min(6, -96 * io - 6 * ir + 1024)`).
-std::optional<int64_t> upper_bound(const ir::Expr& e) {
-  if (const auto* i = ir::as<ir::IntImm>(e)) return i->value;
+Range range_of(const ir::Expr& e) {
+  if (const auto* i = ir::as<ir::IntImm>(e)) return {i->value, i->value};
   const auto* b = ir::as<ir::Binary>(e);
-  if (!b) return std::nullopt;
-  std::optional<int64_t> x = upper_bound(b->a), y = upper_bound(b->b);
-  int64_t out = 0;
+  if (!b) return {};
+  Range x = range_of(b->a), y = range_of(b->b);
+  // A bound of both arms, combined by f; for min and max one arm's bound
+  // alone is enough on the side it caps (`either`).
+  auto both = [](std::optional<int64_t> p, std::optional<int64_t> q, auto f,
+                 bool either) -> std::optional<int64_t> {
+    if (p && q) return f(*p, *q);
+    return either ? (p ? p : q) : std::nullopt;
+  };
+  auto smaller = [](int64_t p, int64_t q) { return std::min(p, q); };
+  auto larger = [](int64_t p, int64_t q) { return std::max(p, q); };
+  auto checked = [](std::optional<int64_t> p, std::optional<int64_t> q, bool minus) {
+    int64_t out = 0;
+    if (!p || !q) return std::optional<int64_t>();
+    bool overflow =
+        minus ? __builtin_sub_overflow(*p, *q, &out) : __builtin_add_overflow(*p, *q, &out);
+    return overflow ? std::optional<int64_t>() : std::optional<int64_t>(out);
+  };
   switch (b->op) {
     case ir::BinaryOp::Min:
-      if (x && y) return std::min(*x, *y);
-      return x ? x : y;
+      return {both(x.lo, y.lo, smaller, false), both(x.hi, y.hi, smaller, true)};
     case ir::BinaryOp::Max:
-      if (x && y) return std::max(*x, *y);
-      return std::nullopt;
+      return {both(x.lo, y.lo, larger, true), both(x.hi, y.hi, larger, false)};
     case ir::BinaryOp::Add:
-      if (x && y && !__builtin_add_overflow(*x, *y, &out)) return out;
-      return std::nullopt;
-    case ir::BinaryOp::Sub: {
-      std::optional<int64_t> low = lower_bound(b->b);
-      if (x && low && !__builtin_sub_overflow(*x, *low, &out)) return out;
-      return std::nullopt;
-    }
+      return {checked(x.lo, y.lo, false), checked(x.hi, y.hi, false)};
+    case ir::BinaryOp::Sub:
+      return {checked(x.lo, y.hi, true), checked(x.hi, y.lo, true)};
     default:
-      return std::nullopt;
-  }
-}
-
-std::optional<int64_t> lower_bound(const ir::Expr& e) {
-  if (const auto* i = ir::as<ir::IntImm>(e)) return i->value;
-  const auto* b = ir::as<ir::Binary>(e);
-  if (!b) return std::nullopt;
-  std::optional<int64_t> x = lower_bound(b->a), y = lower_bound(b->b);
-  switch (b->op) {
-    case ir::BinaryOp::Max:
-      if (x && y) return std::max(*x, *y);
-      return x ? x : y;
-    case ir::BinaryOp::Min:
-      if (x && y) return std::min(*x, *y);
-      return std::nullopt;
-    default:
-      return std::nullopt;
+      return {};
   }
 }
 
@@ -82,7 +68,7 @@ std::optional<Tail> tail_of(const ir::For& n) {
   if (n.tag != ir::LoopTag::UnrollExplicit || n.step <= 0) return std::nullopt;
   const auto* lo = ir::as<ir::IntImm>(n.min);
   if (!lo || ir::as<ir::IntImm>(n.end)) return std::nullopt;
-  std::optional<int64_t> hi = upper_bound(n.end);
+  std::optional<int64_t> hi = range_of(n.end).hi;
   if (!hi || *hi <= lo->value) return std::nullopt;
   Tail t;
   t.loop = &n;
@@ -148,7 +134,7 @@ class UnrollTails : public ir::StmtMutator {
       void visit_for(const ir::For& n) override {
         if (found) return;
         if (std::optional<Tail> t = tail_of(n)) {
-          std::set<std::string> reads = vars_of(n.end);
+          std::set<std::string> reads = ir::free_vars(n.end);
           bool mine = reads.count(*var) > 0;
           for (const std::string& r : reads) mine = mine && inner.count(r) == 0;
           if (mine) {

@@ -5,8 +5,9 @@
    freed (munmap, or a trim of the heap's top), so each call would fault its temporaries in
    again, page by page: on a virtual machine that cost a 1 MB-temporary convolution several
    times its arithmetic. Freed blocks of at least KILN_KEEP_MIN bytes are therefore kept, up
-   to KILN_KEEP_SLOTS of them and KILN_KEEP_MAX bytes in all, and handed out again to a request
-   of the same alignment that they fit without wasting more than half of themselves. */
+   to KILN_KEEP_SLOTS of them and KILN_KEEP_MAX bytes in all (a block freed when they are full
+   goes back to the C library), and handed out again to a request of the same alignment that
+   they fit without wasting more than half of themselves. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
@@ -64,37 +65,22 @@ static void* take_kept(size_t bytes, size_t align) {
   return best;
 }
 
-/* Keeps a freed block when there is room; returns whether it did. */
+/* Keeps a freed block when a slot is free and the bytes kept stay within the limit; returns
+   whether it did. */
 static int keep(void* p) {
   const size_t bytes = header_of(p)->bytes;
-  if (bytes < KILN_KEEP_MIN || bytes > KILN_KEEP_MAX) return 0;
-  void* evicted = NULL;
-  pthread_mutex_lock(&kept.lock);
-  /* Room: a free slot, or the smallest kept block given back for a larger one. */
-  size_t slot = KILN_KEEP_SLOTS;
-  for (size_t i = 0; i < KILN_KEEP_SLOTS && slot == KILN_KEEP_SLOTS; ++i)
-    if (!kept.blocks[i]) slot = i;
-  if (slot == KILN_KEEP_SLOTS) {
-    for (size_t i = 0; i < KILN_KEEP_SLOTS; ++i)
-      if (slot == KILN_KEEP_SLOTS ||
-          header_of(kept.blocks[i])->bytes < header_of(kept.blocks[slot])->bytes)
-        slot = i;
-    if (header_of(kept.blocks[slot])->bytes >= bytes) slot = KILN_KEEP_SLOTS;
-  }
+  if (bytes < KILN_KEEP_MIN) return 0;
   int taken = 0;
-  if (slot < KILN_KEEP_SLOTS) {
-    evicted = kept.blocks[slot];
-    size_t after = kept.kept_bytes - (evicted ? header_of(evicted)->bytes : 0) + bytes;
-    if (after <= KILN_KEEP_MAX) {
-      kept.blocks[slot] = p;
-      kept.kept_bytes = after;
+  pthread_mutex_lock(&kept.lock);
+  if (bytes <= KILN_KEEP_MAX - kept.kept_bytes) {
+    for (size_t i = 0; i < KILN_KEEP_SLOTS && !taken; ++i) {
+      if (kept.blocks[i]) continue;
+      kept.blocks[i] = p;
+      kept.kept_bytes += bytes;
       taken = 1;
-    } else {
-      evicted = NULL;
     }
   }
   pthread_mutex_unlock(&kept.lock);
-  if (evicted) free(header_of(evicted)->base);
   return taken;
 }
 

@@ -74,16 +74,14 @@ TEST(JitDataDependentBounds, SegmentSumAtTheEdges) {
 // blocks the matrix: the last tile of a block is unrolled with guards (MR = 6,
 // BLIS's AVX2 tile), on one thread and on two.
 TEST(JitRegisterTiles, GemmWithTilesThatDoNotDivideItsBlocks) {
-  std::ifstream file(std::string(KILN_SOURCE_DIR) + "/tests/bench/kernels/gemm.kiln");
-  std::stringstream text;
-  text << file.rdbuf();
+  const std::string text = read_source("tests/bench/kernels/gemm.kiln");
   int before = kiln_runtime_threads();
   for (ir::Overrides set :
        std::vector<ir::Overrides>{{{"MB", 48}, {"MR", 6}, {"NB", 64}, {"NR", 16}, {"KB", 64}},
                                   {{"MB", 96}, {"MR", 6}, {"NB", 64}, {"NR", 32}, {"KB", 64}},
                                   {{"MB", 16}, {"MR", 8}, {"NB", 64}, {"NR", 16}, {"KB", 128}}}) {
     set.insert({{"M", 100}, {"N", 70}, {"K", 33}});
-    ir::Func f = parse_one(text.str(), set);
+    ir::Func f = parse_one(text, set);
     Bindings in = interp::random_bindings(f, interp::param_values(f), 7);
     for (int threads : {1, 2}) {
       kiln_runtime_set_threads(threads);
@@ -100,9 +98,7 @@ TEST(JitRegisterTiles, GemmWithTilesThatDoNotDivideItsBlocks) {
 // the input whose zeros replace the padding's selects, repacked filters, and
 // rows of output pixels that XR may not divide; stride 1 and 2, 1 and 2 threads.
 TEST(JitRegisterTiles, ConvWithPaddedInputAndRepackedFilters) {
-  std::ifstream file(std::string(KILN_SOURCE_DIR) + "/tests/bench/kernels/conv2d.kiln");
-  std::stringstream text;
-  text << file.rdbuf();
+  const std::string text = read_source("tests/bench/kernels/conv2d.kiln");
   int before = kiln_runtime_threads();
   const std::vector<ir::Overrides> shapes = {{{"N", 2},
                                               {"C", 5},
@@ -141,7 +137,7 @@ TEST(JitRegisterTiles, ConvWithPaddedInputAndRepackedFilters) {
                                               {"OW", 6},
                                               {"XR", 7}}};
   for (const ir::Overrides& set : shapes) {
-    ir::Func f = parse_one(text.str(), set);
+    ir::Func f = parse_one(text, set);
     Bindings in = interp::random_bindings(f, interp::param_values(f), 5);
     for (int threads : {1, 2}) {
       kiln_runtime_set_threads(threads);

@@ -15,11 +15,16 @@
 
 namespace kiln::testing {
 
-inline std::string read_example(const std::string& name) {
-  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/examples/" + name + ".kiln");
+// A file of the source tree, by its path from the root.
+inline std::string read_source(const std::string& path) {
+  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/" + path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+inline std::string read_example(const std::string& name) {
+  return read_source("examples/" + name + ".kiln");
 }
 
 // Replaces the body of the `schedule { ... }` block of `src` (braces inside

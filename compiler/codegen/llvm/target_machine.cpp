@@ -162,9 +162,10 @@ bool target_has_feature(const Target& t, const std::string& feature) {
       if (known_features(other).count(feature)) return false;
     refuse("'" + feature + "' is not a CPU feature LLVM knows for x86-64 or aarch64");
   }
-  // The feature list's own word, the last one, decides.
+  // The feature list's own word, the last one, decides (the list as LLVM gets it).
+  const std::string features = llvm_features(t);
   llvm::SmallVector<llvm::StringRef, 16> words;
-  llvm::StringRef(t.features).split(words, ',', -1, false);
+  llvm::StringRef(features).split(words, ',', -1, false);
   for (auto w = words.rbegin(); w != words.rend(); ++w) {
     llvm::StringRef word = w->trim();
     if (word.size() > 1 && word.drop_front() == feature) return word.front() == '+';

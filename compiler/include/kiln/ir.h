@@ -540,8 +540,9 @@ using Overrides = std::map<std::string, int64_t>;
 void resolve_knob_splits(Func& f);
 // The split a knob is a part of, or null.
 const KnobSplit* split_of(const Func& f, const std::string& knob);
+// f with the params and knobs of `overrides` set; a knob set keeps its value
+// whatever the target (its defaults by target are dropped).
 Func apply_overrides(const Func& f, const Overrides& overrides);
-// (apply_overrides drops the defaults by target of the knobs it sets.)
 // f with each knob's default by target resolved: its value the one of the last
 // feature in its `for` list that `has_feature` says the target has (else its
 // own), and its `for` list dropped. The knob constraints are checked by
