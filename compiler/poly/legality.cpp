@@ -5,6 +5,7 @@
 #include <isl/val.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 
 #include "model.h"
@@ -150,6 +151,36 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
   }
   // A loop bound to parallel hardware must carry no dependence between any
   // two instances that run inside it, whichever computations they belong to.
+  // The static positions (even dims) each computation has throughout, and
+  // whether a pair is carried at a level, are asked once: several tagged
+  // loops ask the same of a pair.
+  std::map<const CompModel*, std::vector<std::optional<int64_t>>> statics_of;
+  auto statics = [&](const CompModel& c) -> const std::vector<std::optional<int64_t>>& {
+    auto [it, added] = statics_of.try_emplace(&c);
+    if (added) {
+      isl::set r = c.domain_approx.apply(padded_schedule(c, dims));
+      for (int q = 0; q < dims; q += 2) {
+        std::optional<int64_t> v;
+        if (r.is_empty()) {
+          v = 0;
+        } else {
+          isl::val lo = r.dim_min_val(q), hi = r.dim_max_val(q);
+          if (lo.is_int() && hi.is_int() && lo.eq(hi)) v = lo.get_num_si();
+        }
+        it->second.push_back(v);
+      }
+    }
+    return it->second;
+  };
+  // False when a's instances cannot lie inside c's loop at `level`: a
+  // static position before it differs.
+  auto may_share_loop = [&](const CompModel& a, const CompModel& c, int level) {
+    const auto &sa = statics(a), &sc = statics(c);
+    for (int q = 0; q < level; q += 2)
+      if (sa[q / 2] && sc[q / 2] && *sa[q / 2] != *sc[q / 2]) return false;
+    return true;
+  };
+  std::map<std::pair<size_t, int>, bool> carried_at;
   for (const auto& c : m.comps) {
     for (int loop = 0; loop < c.loops(); ++loop) {
       ir::LoopTag t = c.tags[loop];
@@ -158,13 +189,19 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
       int level = 2 * loop + 1;
       // The instances of this loop: c's schedule vectors cut after dim level - 1.
       std::optional<isl::set> in_loop;
-      for (const DependencePair& p : pairs) {
+      for (size_t k = 0; k < pairs.size(); ++k) {
+        const DependencePair& p = pairs[k];
         // Carried at `level`: deltas 0 before it and positive at it (the order
         // check above left no negative one).
         if (static_cast<int>(p.zero.size()) < level) continue;
-        isl::set at =
-            isl::manage(isl_set_lower_bound_si(p.zero[level - 1].copy(), isl_dim_set, level, 1));
-        if (at.is_empty()) continue;
+        if (!may_share_loop(p.src, c, level)) continue;
+        auto [carried, added] = carried_at.try_emplace({k, level}, false);
+        if (added) {
+          isl::set at =
+              isl::manage(isl_set_lower_bound_si(p.zero[level - 1].copy(), isl_dim_set, level, 1));
+          carried->second = !at.is_empty();
+        }
+        if (!carried->second) continue;
         if (!in_loop) {
           isl::set inside = c.domain_approx.apply(padded_schedule(c, dims));
           isl_set* prefix = isl_set_project_out(inside.release(), isl_dim_set, level, dims - level);
@@ -174,9 +211,9 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
         }
         // Only pairs inside c's loop count: the same static prefix may also
         // hold other loops.
-        isl::map carried = pairs_at(p, level, true);
+        isl::map carried_pairs = pairs_at(p, level, true);
         isl::map times =
-            carried.apply_domain(p.s_src).apply_range(p.s_dst).intersect_domain(*in_loop);
+            carried_pairs.apply_domain(p.s_src).apply_range(p.s_dst).intersect_domain(*in_loop);
         if (times.is_empty()) continue;
         isl::map instances =
             p.s_src.apply_range(times).apply_range(p.s_dst.reverse()).intersect(p.rel);

@@ -336,7 +336,10 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
         std::vector<const ir::Load*> loads;
         collect_loads(cond, loads);
         uses_data = !loads.empty() || c.data_params.size() != before;
-        if (!uses_data) approx += (approx.empty() ? "" : " and ") + ("(" + *t + ")");
+        if (uses_data)
+          c.must_write = false;
+        else
+          approx += (approx.empty() ? "" : " and ") + ("(" + *t + ")");
       }
     }
     std::string tup = tuple(comp.name, comp.iters);
@@ -369,6 +372,8 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
       return isl::union_map(r.intersect_domain(c.domain_approx));
     };
     c.writes = relation(c.target.buf, c.target.indices);
+    for (const auto& x : c.target.indices)
+      if (!ap.expr(x)) c.must_write = false;
     std::vector<const ir::Load*> loads;
     collect_loads(c.value, loads);
     for (const auto& x : c.target.indices) collect_loads(x, loads);
@@ -387,34 +392,125 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
     m->comps.push_back(std::move(c));
   }
 
-  // Memory-based dependences between every pair of instances that touch the
-  // same element, at least one of them writing, ordered by the original
-  // schedule. Kills are ignored, so this is a superset of the value flow:
-  // safe for legality.
-  int dims = schedule_dims(*m);
-  isl::union_map original = isl::union_map::empty(ctx);
-  for (const auto& c : m->comps)
-    original = original.unite(isl::union_map(padded_schedule(c, dims)));
-  isl::union_map before =
-      isl::manage(isl_union_map_lex_lt_union_map(original.copy(), original.copy()));
+  // Direct dependences by isl's dataflow analysis over the original schedule.
+  // A write that may not happen (a dropped data-dependent condition) is a
+  // may-source: it kills nothing. A read through a non-affine index reads its
+  // whole dimension, which can only add dependences.
+  // The original order as a schedule tree: a sequence of the computations,
+  // each one band over its iterators, which isl analyses level by level.
+  // The original order of some computations as a schedule tree: a sequence
+  // of them, each one band over its iterators, which isl analyses level by
+  // level. Only the computations an analysis involves go in it: isl walks the
+  // whole tree for every sink.
+  std::vector<isl::schedule> bands;
+  for (const auto& c : m->comps) {
+    isl_schedule* one = isl_schedule_from_domain(isl_union_set_from_set(c.domain_approx.copy()));
+    if (!c.iters.empty()) {
+      isl_map* identity =
+          isl_map_identity(isl_space_map_from_set(c.domain_approx.space().release()));
+      one = isl_schedule_insert_partial_schedule(
+          one, isl_multi_union_pw_aff_from_union_map(isl_union_map_from_map(identity)));
+    }
+    bands.push_back(isl::manage(one));
+  }
+  auto original_order = [&](const std::set<size_t>& comps) {
+    isl_schedule* tree = nullptr;
+    for (size_t k : comps)
+      tree = tree ? isl_schedule_sequence(tree, bands[k].copy()) : bands[k].copy();
+    return isl::manage(tree);
+  };
+  struct Access {
+    size_t comp;
+    isl::map rel;
+    isl::set footprint;
+    bool must;
+  };
+  // Whether two accesses may meet, memoized: each pair is asked up to twice.
+  std::map<std::pair<const Access*, const Access*>, bool> meet_memo;
+  auto meet = [&](const Access& a, const Access& b) {
+    auto key = &a < &b ? std::make_pair(&a, &b) : std::make_pair(&b, &a);
+    auto [it, added] = meet_memo.try_emplace(key, false);
+    if (added) it->second = !a.footprint.is_disjoint(b.footprint);
+    return it->second;
+  };
+  // One analysis per sink. A read-modify-write (C[i] = C[i] + ...) asks the
+  // same question twice, as the sink of its flow and of its output
+  // dependences: the second time takes the first answer.
+  struct Analysed {
+    isl::map sink;
+    const std::vector<Access>* sources;
+    isl::union_map deps;
+  };
+  std::vector<Analysed> analysed;
+  auto analyse = [&](const std::vector<Access>& sinks, const std::vector<Access>& sources,
+                     bool sources_read, const std::vector<Access>* kills) {
+    isl::union_map out = isl::union_map::empty(ctx);
+    for (const auto& s : sinks) {
+      if (!sources_read && !kills) {
+        auto same = std::find_if(analysed.begin(), analysed.end(), [&](const Analysed& a) {
+          return a.sources == &sources && a.sink.is_equal(s.rel);
+        });
+        if (same != analysed.end()) {
+          out = out.unite(same->deps);
+          continue;
+        }
+      }
+      isl::union_map must = isl::union_map::empty(ctx), may = must, kill = must;
+      std::set<size_t> comps{s.comp};
+      for (const auto& a : sources)
+        if (meet(a, s)) {
+          comps.insert(a.comp);
+          if (a.must && !sources_read)
+            must = must.unite(isl::union_map(a.rel));
+          else
+            may = may.unite(isl::union_map(a.rel));
+        }
+      if (comps.size() == 1 && must.is_empty() && may.is_empty()) continue;
+      if (kills)
+        for (const auto& k : *kills)
+          if (k.must && meet(k, s)) {
+            comps.insert(k.comp);
+            kill = kill.unite(isl::union_map(k.rel));
+          }
+      isl::union_access_info info(isl::union_map(s.rel));
+      info = info.set_must_source(must).set_may_source(may).set_kill(kill).set_schedule(
+          original_order(comps));
+      isl::union_map deps = info.compute_flow().get_may_dependence();
+      if (!sources_read && !kills) analysed.push_back({s.rel, &sources, deps});
+      out = out.unite(deps);
+    }
+    return out;
+  };
   std::set<std::string> bufs;
   for (const auto& b : F.bufs) bufs.insert(b.name);
   for (const auto& b : bufs) {
-    isl::union_map W = isl::union_map::empty(ctx), R = isl::union_map::empty(ctx);
-    for (const auto& c : m->comps) {
+    std::vector<Access> W, R;
+    for (size_t k = 0; k < m->comps.size(); ++k) {
+      const CompModel& c = m->comps[k];
       for (const auto& mp : maps_of(c.writes))
-        if (range_name(mp) == isl_name(b)) W = W.unite(isl::union_map(mp));
+        if (range_name(mp) == isl_name(b)) W.push_back({k, mp, mp.range(), c.must_write});
       for (const auto& mp : maps_of(c.reads))
-        if (range_name(mp) == isl_name(b)) R = R.unite(isl::union_map(mp));
+        if (range_name(mp) == isl_name(b)) R.push_back({k, mp, mp.range(), false});
     }
-    if (W.is_empty()) continue;
-    auto add = [&](Dependence::Kind kind, const isl::union_map& src, const isl::union_map& dst) {
-      isl::union_map rel = src.apply_range(dst.reverse()).intersect(before);
-      if (!rel.is_empty()) m->deps.push_back({kind, b, rel});
+    if (W.empty()) continue;
+    meet_memo.clear();
+    std::vector<isl::union_map> kept;
+    auto add = [&](Dependence::Kind kind, const isl::union_map& rel) {
+      if (rel.is_empty()) return;
+      // A read-modify-write gives the same relation as flow, anti and
+      // output: checking it once is enough, and the flow reads best.
+      for (const auto& k : kept)
+        if (k.is_equal(rel)) return;
+      kept.push_back(rel);
+      m->deps.push_back({kind, b, rel});
     };
-    add(Dependence::Kind::Flow, W, R);
-    add(Dependence::Kind::Anti, R, W);
-    add(Dependence::Kind::Output, W, W);
+    // Flow: each read from the last write before it. Anti: each write from
+    // the reads since the write before it. Output: each write from the last
+    // write before it.
+    analysed.clear();
+    add(Dependence::Kind::Flow, analyse(R, W, false, nullptr));
+    add(Dependence::Kind::Anti, analyse(W, R, true, &W));
+    add(Dependence::Kind::Output, analyse(W, W, false, nullptr));
   }
 }
 

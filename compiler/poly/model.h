@@ -43,7 +43,11 @@ struct DataParam {
   ir::Expr value;
 };
 
-// A dependence between two computations through one buffer.
+// A direct dependence between two computations through one buffer: flow
+// relates a read to the write whose value it reads (value-based), anti a read
+// to the next write of its element, output a write to the next write of its
+// element. Dependences between further instances follow from these by
+// transitivity, so a schedule that respects these respects them all.
 struct Dependence {
   enum class Kind { Flow, Anti, Output } kind;
   std::string buf;
@@ -60,6 +64,10 @@ struct CompModel {
   isl::set domain;               // exact, may use data params
   isl::set domain_approx;        // data-dependent conditions dropped: a superset, for dependences
   isl::union_map reads, writes;  // over domain_approx; per buffer tuple
+  // Whether every instance of domain_approx runs and writes exactly the
+  // element `writes` names (no data-dependent condition was dropped, every
+  // store index is affine): its writes then kill the values they overwrite.
+  bool must_write = true;
   // Schedule: name[iters] -> [s0, d0, s1, d1, ..., sn]: static dims at even
   // positions order computations, dynamic dims at odd positions are loops.
   isl::map sched;

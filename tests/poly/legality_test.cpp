@@ -136,6 +136,81 @@ TEST(Legality, AcceptsTheExamplesOwnSchedules) {
   }
 }
 
+// Dependences are direct: each read depends on the write whose value it
+// reads, each write on the write it overwrites and on the reads since.
+TEST(Dependences, AreDirect) {
+  std::string s = poly::schedule(parse_one(read_example("matmul")), false).describe_schedule();
+  EXPECT_NE(s.find("C[i, j, k] -> C[i' = i, j' = j, k' = 1 + k]"), std::string::npos) << s;
+  EXPECT_NE(s.find("C_init[i, j] -> C[i' = i, j' = j, k = 0]"), std::string::npos) << s;
+  // The reduction's output dependences are its flow dependences: listed once.
+  EXPECT_EQ(s.find("output through C"), std::string::npos) << s;
+}
+
+// T is written by a, then by b, then read by c.
+std::string overwritten_temp(const std::string& b_domain, const std::string& schedule) {
+  return "func f {\n"
+         "  param N = 8;\n"
+         "  input n : i32[1] in [0, N];\n"
+         "  input x : f32[N];\n"
+         "  output O : f32[N];\n"
+         "  temp T : f32[N];\n"
+         "  compute a(i) in 0 <= i < N: T[i] = x[i];\n"
+         "  compute b(i) in " +
+         b_domain +
+         ": T[i] = 2.0 * x[i];\n"
+         "  compute c(i) in 0 <= i < N: O[i] = T[i];\n"
+         "  schedule {\n    " +
+         schedule + "\n  }\n}\n";
+}
+
+// b overwrites all of a's values: c reads none of them, and moving a after c
+// breaks only the order of the two writes.
+TEST(Dependences, AnOverwrittenValueFlowsNowhere) {
+  std::string s =
+      poly::schedule(parse_one(overwritten_temp("0 <= i < N", "")), false).describe_schedule();
+  EXPECT_NE(s.find("flow through T: { b[i] -> c[i' = i]"), std::string::npos) << s;
+  EXPECT_EQ(s.find("a[i] -> c["), std::string::npos) << s;
+  try {
+    poly::schedule(parse_one(overwritten_temp("0 <= i < N", "a.after(c, root);")));
+    FAIL() << "a moved after c was accepted";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.message().find("output (write after write) dependence from a to b"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A write under a condition read at run time may not happen: it kills
+// nothing, and c may read what a wrote.
+TEST(Dependences, AWriteThatMayNotHappenKillsNothing) {
+  std::string b_domain = "0 <= i < N, i < n[0]";
+  std::string s =
+      poly::schedule(parse_one(overwritten_temp(b_domain, "")), false).describe_schedule();
+  EXPECT_NE(s.find("a[i] -> c[i' = i]"), std::string::npos) << s;
+  try {
+    poly::schedule(parse_one(overwritten_temp(b_domain, "a.after(c, root);")));
+    FAIL() << "a moved after c was accepted";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.message().find("flow (read after write) dependence from a to c"), std::string::npos)
+        << e.what();
+    EXPECT_NE(e.message().find("reads T written by a"), std::string::npos) << e.what();
+  }
+}
+
+// Many computations over disjoint parts of one buffer: each is analysed
+// against the few whose elements meet its own, well inside the isl budget.
+TEST(Dependences, ManyComputationsOverDisjointRowsStayCheap) {
+  std::string text =
+      "func many {\n  param N = 64;\n  input x : f32[N];\n  output y : f32[250, N];\n";
+  for (int k = 0; k < 250; ++k)
+    text += "  compute c" + std::to_string(k) + "(i) in 0 <= i < N: y[" + std::to_string(k) +
+            ", i] = x[i] + 1.0;\n";
+  text += "  compute last(i) in 0 <= i < N: y[0, i] = y[249, i];\n}\n";
+  std::string s = poly::schedule(parse_one(text), false).describe_schedule();
+  EXPECT_NE(s.find("flow through y: { c249[i] -> last[i' = i]"), std::string::npos) << s;
+  EXPECT_NE(s.find("output through y: { c0[i] -> last[i' = i]"), std::string::npos) << s;
+}
+
 struct Malformed {
   std::string schedule;
   std::string message;
