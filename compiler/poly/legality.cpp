@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "model.h"
 
@@ -91,6 +92,88 @@ struct DependencePair {
   isl::map s_src, s_dst;
   isl::map times;
   std::vector<isl::set> zero;
+  bool broken = false;  // a relaxable dependence the schedule breaks
+};
+
+std::string instance_of(const ScheduledFunc::Impl& m, const isl::point& pt, int offset,
+                        const std::string& isl_tuple) {
+  for (const auto& c : m.comps)
+    if (isl_name(c.name) == isl_tuple) return instance_text(pt, offset, c);
+  return isl_tuple;
+}
+
+// The live ranges of one temp (see LiveRanges) against the current schedules.
+class LiveRangeCheck {
+ public:
+  LiveRangeCheck(const ScheduledFunc::Impl& m, const std::string& buf, int dims)
+      : m_(m), buf_(buf) {
+    const LiveRanges& lr = m.live_ranges.at(buf);
+    isl::union_set involved = lr.flow.domain().unite(lr.flow.range()).unite(lr.writes.domain());
+    theta_ = isl::union_map::empty(m.ctx.get());
+    for (const auto& c : m.comps) theta_ = theta_.unite(isl::union_map(padded_schedule(c, dims)));
+    theta_ = theta_.intersect_domain(involved);
+    // W -> W': another write of the element whose value W's readers read.
+    isl::union_map other =
+        lr.writes.intersect_domain(lr.flow.domain()).apply_range(lr.writes.reverse());
+    other = other.subtract(isl::manage(isl_union_set_identity(other.domain().release())));
+    overwrites_ = other;
+    flow_ = lr.flow;
+  }
+
+  // A write the schedule runs after a write and before a read of its value.
+  std::optional<std::string> broken() const {
+    isl::union_map before =
+        isl::manage(isl_union_map_lex_lt_union_map(theta_.copy(), theta_.copy()));
+    // W -> [W' -> R]: W' runs after W, R reads W's value, W' runs before R.
+    isl::union_map bad =
+        overwrites_.intersect(before).range_product(flow_).intersect_range(before.wrap());
+    if (bad.is_empty()) return std::nullopt;
+    isl::map one = maps_of(bad).front();
+    isl::map wr = one.range().unwrap();
+    isl::point pt = one.wrap().sample_point();
+    int nw = static_cast<int>(one.domain_tuple_dim()),
+        nw2 = static_cast<int>(wr.domain_tuple_dim());
+    return instance_of(m_, pt, nw + nw2, range_name(wr)) + " reads the " + buf_ + " that " +
+           instance_of(m_, pt, 0, domain_name(one)) + " writes, but the schedule runs " +
+           instance_of(m_, pt, nw, domain_name(wr)) + ", which overwrites it, in between";
+  }
+
+  // Within the loop instances `in_loop` at `level`, whose iterations run in
+  // any order: a write in one iteration to an element whose live range has
+  // its write or its read in another (either may run between them).
+  std::optional<std::string> race(const isl::set& in_loop, int level) const {
+    isl::union_map to_read = overwrites_.range_product(flow_).range().unwrap();  // W' -> R
+    isl::union_map to_write = overwrites_.reverse();                             // W' -> W
+    for (const isl::union_map& pairs : {to_write, to_read}) {
+      isl::union_map times_u = pairs.apply_domain(theta_).apply_range(theta_);
+      if (times_u.is_empty()) continue;
+      isl_map* t = isl_map_from_union_map(times_u.release());
+      for (int k = 0; k < level; ++k) t = isl_map_equate(t, isl_dim_in, k, isl_dim_out, k);
+      isl_map* lt = isl_map_order_lt(isl_map_copy(t), isl_dim_in, level, isl_dim_out, level);
+      t = isl_map_union(lt, isl_map_order_gt(t, isl_dim_in, level, isl_dim_out, level));
+      isl::map times = isl::manage(t).intersect_range(in_loop);
+      if (times.is_empty()) continue;
+      isl::union_map bad =
+          theta_.apply_range(isl::union_map(times)).apply_range(theta_.reverse()).intersect(pairs);
+      isl::map one = maps_of(bad).front();
+      isl::point pt = one.wrap().sample_point();
+      std::string other =
+          instance_of(m_, pt, static_cast<int>(one.domain_tuple_dim()), range_name(one));
+      return instance_of(m_, pt, 0, domain_name(one)) + " in one iteration overwrites the " + buf_ +
+             " " +
+             (&pairs == &to_read ? "whose value " + other + " reads"
+                                 : "that " + other + " writes") +
+             " in another, and that value is read";
+    }
+    return std::nullopt;
+  }
+
+ private:
+  const ScheduledFunc::Impl& m_;
+  std::string buf_;
+  isl::union_map theta_;       // instance -> schedule vector
+  isl::union_map overwrites_;  // W -> W'
+  isl::union_map flow_;        // W -> R
 };
 
 // The schedule respects a dependence when every delta is lexicographically
@@ -141,14 +224,29 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
   int dims = schedule_dims(m);
   isl::ctx ctx = m.ctx.get();
   std::vector<DependencePair> pairs = dependence_pairs(m, dims);
+  std::map<std::string, LiveRangeCheck> live;
+  auto live_check = [&](const std::string& buf) -> const LiveRangeCheck& {
+    auto it = live.find(buf);
+    if (it == live.end()) it = live.emplace(buf, LiveRangeCheck(m, buf, dims)).first;
+    return it->second;
+  };
+  std::set<std::string> reused;  // temps whose storage the schedule reuses otherwise
   for (DependencePair& p : pairs) {
     int level = order_violation_level(p, dims);
     if (level < 0) continue;
+    if (p.dep.relaxable) {
+      p.broken = true;
+      reused.insert(p.dep.buf);
+      continue;
+    }
     return Violation{std::string("breaks the ") + kind_name(p.dep.kind) + " dependence from " +
                      p.src.name + " to " + p.dst.name + ": " +
                      describe_violation(p.dep, pairs_at(p, level, false), p.src, p.dst) +
                      ", but the schedule no longer runs " + p.src.name + " first"};
   }
+  for (const auto& buf : reused)
+    if (auto what = live_check(buf).broken())
+      return Violation{"breaks a live range of temp " + buf + ": " + *what};
   // A loop bound to parallel hardware must carry no dependence between any
   // two instances that run inside it, whichever computations they belong to.
   // The static positions (even dims) each computation has throughout, and
@@ -189,25 +287,40 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
       int level = 2 * loop + 1;
       // The instances of this loop: c's schedule vectors cut after dim level - 1.
       std::optional<isl::set> in_loop;
+      std::set<std::string> raced;  // temps checked for this loop
       for (size_t k = 0; k < pairs.size(); ++k) {
         const DependencePair& p = pairs[k];
+        if (!may_share_loop(p.src, c, level)) continue;
         // Carried at `level`: deltas 0 before it and positive at it (the order
         // check above left no negative one).
-        if (static_cast<int>(p.zero.size()) < level) continue;
-        if (!may_share_loop(p.src, c, level)) continue;
-        auto [carried, added] = carried_at.try_emplace({k, level}, false);
-        if (added) {
-          isl::set at =
-              isl::manage(isl_set_lower_bound_si(p.zero[level - 1].copy(), isl_dim_set, level, 1));
-          carried->second = !at.is_empty();
-        }
-        if (!carried->second) continue;
+        auto carried = [&] {
+          if (static_cast<int>(p.zero.size()) < level) return false;
+          auto [it, added] = carried_at.try_emplace({k, level}, false);
+          if (added) {
+            isl::set at = isl::manage(
+                isl_set_lower_bound_si(p.zero[level - 1].copy(), isl_dim_set, level, 1));
+            it->second = !at.is_empty();
+          }
+          return it->second;
+        };
+        if (!p.broken && !carried()) continue;
         if (!in_loop) {
           isl::set inside = c.domain_approx.apply(padded_schedule(c, dims));
           isl_set* prefix = isl_set_project_out(inside.release(), isl_dim_set, level, dims - level);
           prefix = isl_set_flat_product(
               prefix, isl_set_universe(isl_space_set_alloc(ctx.get(), 0, dims - level)));
           in_loop = isl::manage(prefix);
+        }
+        if (p.dep.relaxable) {
+          // Iterations may share the temp's storage, one value after another,
+          // but not run so that one overwrites a value another still reads.
+          if (!raced.insert(p.dep.buf).second) continue;
+          if (auto what = live_check(p.dep.buf).race(*in_loop, level))
+            return Violation{std::string("loop '") + c.loop_names[loop] + "' of " + c.name +
+                             " is tagged " + ir::loop_tag_name(t) +
+                             " but its iterations share temp " + p.dep.buf + ": " + *what +
+                             "; its iterations cannot run at the same time"};
+          continue;
         }
         // Only pairs inside c's loop count: the same static prefix may also
         // hold other loops.

@@ -442,8 +442,10 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
     isl::union_map deps;
   };
   std::vector<Analysed> analysed;
+  // no_source, when given, collects the sink accesses that have no source.
   auto analyse = [&](const std::vector<Access>& sinks, const std::vector<Access>& sources,
-                     bool sources_read, const std::vector<Access>* kills) {
+                     bool sources_read, const std::vector<Access>* kills,
+                     isl::union_map* no_source = nullptr) {
     isl::union_map out = isl::union_map::empty(ctx);
     for (const auto& s : sinks) {
       if (!sources_read && !kills) {
@@ -465,7 +467,10 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
           else
             may = may.unite(isl::union_map(a.rel));
         }
-      if (comps.size() == 1 && must.is_empty() && may.is_empty()) continue;
+      if (comps.size() == 1 && must.is_empty() && may.is_empty()) {
+        if (no_source) *no_source = no_source->unite(isl::union_map(s.rel));
+        continue;
+      }
       if (kills)
         for (const auto& k : *kills)
           if (k.must && meet(k, s)) {
@@ -475,15 +480,16 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
       isl::union_access_info info(isl::union_map(s.rel));
       info = info.set_must_source(must).set_may_source(may).set_kill(kill).set_schedule(
           original_order(comps));
-      isl::union_map deps = info.compute_flow().get_may_dependence();
+      isl::union_flow flow = info.compute_flow();
+      isl::union_map deps = flow.get_may_dependence();
+      if (no_source) *no_source = no_source->unite(flow.get_may_no_source());
       if (!sources_read && !kills) analysed.push_back({s.rel, &sources, deps});
       out = out.unite(deps);
     }
     return out;
   };
-  std::set<std::string> bufs;
-  for (const auto& b : F.bufs) bufs.insert(b.name);
-  for (const auto& b : bufs) {
+  for (const auto& buf : F.bufs) {
+    const std::string& b = buf.name;
     std::vector<Access> W, R;
     for (size_t k = 0; k < m->comps.size(); ++k) {
       const CompModel& c = m->comps[k];
@@ -493,24 +499,47 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
         if (range_name(mp) == isl_name(b)) R.push_back({k, mp, mp.range(), false});
     }
     if (W.empty()) continue;
+    // A temp's final contents are never read: only its live ranges matter,
+    // so a schedule may reorder its writes and reads around them (storage
+    // reuse). That needs writes that surely happen, each to its element.
+    bool relax = buf.kind == ir::BufKind::Temp &&
+                 std::all_of(W.begin(), W.end(), [](const Access& a) { return a.must; });
     meet_memo.clear();
     std::vector<isl::union_map> kept;
-    auto add = [&](Dependence::Kind kind, const isl::union_map& rel) {
+    auto add = [&](Dependence::Kind kind, const isl::union_map& rel, bool relaxable) {
       if (rel.is_empty()) return;
       // A read-modify-write gives the same relation as flow, anti and
       // output: checking it once is enough, and the flow reads best.
       for (const auto& k : kept)
         if (k.is_equal(rel)) return;
       kept.push_back(rel);
-      m->deps.push_back({kind, b, rel});
+      m->deps.push_back({kind, b, rel, relaxable});
     };
     // Flow: each read from the last write before it. Anti: each write from
     // the reads since the write before it. Output: each write from the last
     // write before it.
     analysed.clear();
-    add(Dependence::Kind::Flow, analyse(R, W, false, nullptr));
-    add(Dependence::Kind::Anti, analyse(W, R, true, &W));
-    add(Dependence::Kind::Output, analyse(W, W, false, nullptr));
+    isl::union_map live_in = isl::union_map::empty(ctx);
+    isl::union_map flow = analyse(R, W, false, nullptr, &live_in);
+    add(Dependence::Kind::Flow, flow, false);
+    if (relax) {
+      // A read of what the temp held before any write must still come
+      // before the writes that followed it.
+      std::vector<Access> first_reads;
+      for (const auto& mp : maps_of(live_in)) {
+        auto c = std::find_if(m->comps.begin(), m->comps.end(), [&](const CompModel& x) {
+          return isl_name(x.name) == domain_name(mp);
+        });
+        if (c != m->comps.end())
+          first_reads.push_back({static_cast<size_t>(c - m->comps.begin()), mp, mp.range(), false});
+      }
+      add(Dependence::Kind::Anti, analyse(W, first_reads, true, &W), false);
+      isl::union_map writes = isl::union_map::empty(ctx);
+      for (const auto& w : W) writes = writes.unite(isl::union_map(w.rel));
+      m->live_ranges[b] = LiveRanges{flow, writes};
+    }
+    add(Dependence::Kind::Anti, analyse(W, R, true, &W), relax);
+    add(Dependence::Kind::Output, analyse(W, W, false, nullptr), relax);
   }
 }
 

@@ -52,6 +52,20 @@ struct Dependence {
   enum class Kind { Flow, Anti, Output } kind;
   std::string buf;
   isl::union_map relation;  // source instance -> sink instance, source first in the original order
+  // An anti or output dependence through a temp whose writes are all
+  // must-writes: the schedule may break it as long as no live range of the
+  // temp (LiveRanges) is broken, which is how storage is reused.
+  bool relaxable = false;
+};
+
+// The live ranges of a temp whose anti and output dependences are
+// relaxable: `flow` relates each write to the reads of its value, `writes`
+// is the temp's write accesses (instance -> element). A schedule is legal
+// for the temp when no other write to an element runs between its write and
+// a read of its value (and, in a parallel loop, no other iteration writes it).
+struct LiveRanges {
+  isl::union_map flow;
+  isl::union_map writes;
 };
 
 struct CompModel {
@@ -98,7 +112,8 @@ struct ScheduledFunc::Impl {
   std::vector<CompModel> comps;                // scheduled computations, in textual order
   std::map<std::string, ir::MemLoc> buf_locs;  // set_loc
   std::vector<Dependence> deps;
-  std::vector<std::string> applied;  // the commands applied, as written
+  std::map<std::string, LiveRanges> live_ranges;  // per temp with relaxable dependences
+  std::vector<std::string> applied;               // the commands applied, as written
   // (static prefix, level) pairs whose static positions separate has doubled.
   std::set<std::pair<std::vector<int64_t>, int>> separated;
   std::vector<AllocSite> alloc_sites;
