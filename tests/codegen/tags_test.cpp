@@ -194,6 +194,30 @@ TEST(Unroll, IsAHintToLlvm) {
   EXPECT_TRUE(run_against_reference(p).ok);
 }
 
+// A fill (a loop that reads no buffer) is not LLVM's to unroll: the GEMM's
+// zeroed C block became 512 stores in one block, all machine-scheduler time.
+// A loop that reads stays LLVM's.
+TEST(Unroll, FillsAreNotUnrolledByLlvm) {
+  const std::string text = read_source("tests/bench/kernels/gemm.kiln");
+  codegen::Options o;
+  o.opt_level = 0;
+  std::string ir_text = codegen::emit_llvm(lowered_func(text), o);
+  // The hint is one metadata node ("!N = !{!"llvm.loop.unroll.disable", i1
+  // true}"); each loop that carries it names !N in its own distinct node.
+  size_t hint = ir_text.find("!{!\"llvm.loop.unroll.disable\"");
+  ASSERT_NE(hint, std::string::npos) << ir_text;
+  size_t line = ir_text.rfind('\n', hint) + 1;
+  std::string id = ir_text.substr(line, ir_text.find(' ', line) - line);
+  size_t disabled = 0;
+  for (size_t at = ir_text.find(", " + id + ","); at != std::string::npos;
+       at = ir_text.find(", " + id + ",", at + 1))
+    ++disabled;
+  // C_init's row loop around its vectorized row of stores, and no loop that
+  // reads (the packing copy, the register tile's loops).
+  EXPECT_EQ(disabled, 1u) << ir_text;
+  EXPECT_TRUE(run_against_reference(with_schedule(kScale, "")).ok);
+}
+
 // Reassociation only where the operator asks for it; fusing a * b + c into a
 // multiply-add always (LLVM's contract flag), as C compilers do by default.
 TEST(FastMath, OnlyWhenTheOperatorAllowsIt) {
