@@ -538,7 +538,15 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
       for (const auto& w : W) writes = writes.unite(isl::union_map(w.rel));
       m->live_ranges[b] = LiveRanges{flow, writes};
     }
-    add(Dependence::Kind::Anti, analyse(W, R, true, &W), relax);
+    // A read-modify-write (its read of b is its write of b) reads an element
+    // just before it writes it: its anti dependences are its output ones.
+    std::vector<Access> pure_reads;
+    for (const auto& r : R) {
+      auto own =
+          std::find_if(W.begin(), W.end(), [&](const Access& w) { return w.comp == r.comp; });
+      if (own == W.end() || !own->rel.is_equal(r.rel)) pure_reads.push_back(r);
+    }
+    add(Dependence::Kind::Anti, analyse(W, pure_reads, true, &W), relax);
     add(Dependence::Kind::Output, analyse(W, W, false, nullptr), relax);
   }
 }
