@@ -122,11 +122,17 @@ class LiveRangeCheck {
 
   // A write the schedule runs after a write and before a read of its value.
   std::optional<std::string> broken() const {
-    isl::union_map before =
-        isl::manage(isl_union_map_lex_lt_union_map(theta_.copy(), theta_.copy()));
-    // W -> [W' -> R]: W' runs after W, R reads W's value, W' runs before R.
+    // Not after: before or at the same time, which for two instances leaves
+    // their order to chance. An instance that reads and writes an element
+    // reads it first: W' is never R itself.
+    isl::union_map not_after =
+        isl::manage(isl_union_map_lex_le_union_map(theta_.copy(), theta_.copy()));
+    isl::union_map others =
+        not_after.subtract(isl::manage(isl_union_set_identity(not_after.domain().release())));
+    // W -> [W' -> R]: W' does not run before W, R reads W's value, W' does
+    // not run after R.
     isl::union_map bad =
-        overwrites_.intersect(before).range_product(flow_).intersect_range(before.wrap());
+        overwrites_.intersect(not_after).range_product(flow_).intersect_range(others.wrap());
     if (bad.is_empty()) return std::nullopt;
     isl::map one = maps_of(bad).front();
     isl::map wr = one.range().unwrap();
