@@ -151,6 +151,7 @@ class BoundsChecker {
       if (ap.cond(p))
         where.push_back(p);  // a path condition isl cannot read is dropped: a superset
     AffinePrinter shape_printer(m_, {}, "", nullptr);
+    if (all_inside(s, *b, where, ap, shape_printer)) return;
     for (size_t k = 0; k < s.indices.size() && k < b->shape.size(); ++k) {
       auto index = ap.expr(s.indices[k]);
       auto extent = shape_printer.expr(b->shape[k]);
@@ -185,6 +186,41 @@ class BoundsChecker {
         if (std::regex_search(said, std::regex("\\b" + d.name + "\\b"))) data_used.insert(d.name);
       refuse(s, k, *b, shown, data_used, first_point(bad));
     }
+  }
+
+  // Whether isl proves every index of s inside its dimension at once: one
+  // set for all dimensions, which is all the usual access needs. When it
+  // cannot, check_site asks dimension by dimension, to say which one fails.
+  bool all_inside(const Site& s, const ir::Buf& b, const std::vector<ir::Expr>& where,
+                  AffinePrinter& ap, AffinePrinter& shape_printer) const {
+    std::set<std::string> used;
+    std::vector<std::string> all, outside, dims;
+    for (const auto& c : where) {
+      all.push_back("(" + *ap.cond(c) + ")");
+      for (const auto& v : ir::free_vars(c)) used.insert(v);
+    }
+    for (size_t k = 0; k < s.indices.size() && k < b.shape.size(); ++k) {
+      auto index = ap.expr(s.indices[k]);
+      auto extent = shape_printer.expr(b.shape[k]);
+      if (!index || !extent) return false;
+      for (const auto& v : ir::free_vars(s.indices[k])) used.insert(v);
+      std::string v = fresh("_v" + std::to_string(k)), n = fresh("_n" + std::to_string(k));
+      all.push_back(v + " = " + *index);
+      all.push_back(n + " = " + *extent);
+      outside.push_back(v + " < 0 or " + v + " >= " + n);
+      dims.push_back(v);
+      dims.push_back(n);
+    }
+    if (outside.empty()) return true;
+    all.push_back("(" + join(outside, " or ") + ")");
+    for (const auto& r : data_param_ranges(m_, data_)) all.push_back(r);
+    std::vector<std::string> shown;
+    for (const auto& it : c_.iters)
+      if (used.count(it)) shown.push_back(isl_name(it));
+    dims.insert(dims.begin(), shown.begin(), shown.end());
+    std::string text =
+        param_list(m_, data_) + " -> { [" + join(dims, ", ") + "] : " + join(all, " and ") + " }";
+    return isl::set(m_.ctx.get(), text).intersect_params(m_.context).is_empty();
   }
 
   // The lexicographically first point of a non-empty set, or any point
