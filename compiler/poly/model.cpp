@@ -433,9 +433,11 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
     if (added) it->second = !a.footprint.is_disjoint(b.footprint);
     return it->second;
   };
-  // One analysis per sink. A read-modify-write (C[i] = C[i] + ...) asks the
-  // same question twice, as the sink of its flow and of its output
-  // dependences: the second time takes the first answer.
+  // One analysis per sink, against the accesses of the computations up to
+  // its own: in the textual order no later one runs before it. A
+  // read-modify-write (C[i] = C[i] + ...) asks the same question twice, as
+  // the sink of its flow and of its output dependences: the second time
+  // takes the first answer.
   struct Analysed {
     isl::map sink;
     const std::vector<Access>* sources;
@@ -460,7 +462,7 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
       isl::union_map must = isl::union_map::empty(ctx), may = must, kill = must;
       std::set<size_t> comps{s.comp};
       for (const auto& a : sources)
-        if (meet(a, s)) {
+        if (a.comp <= s.comp && meet(a, s)) {
           comps.insert(a.comp);
           if (a.must && !sources_read)
             must = must.unite(isl::union_map(a.rel));
@@ -473,7 +475,7 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
       }
       if (kills)
         for (const auto& k : *kills)
-          if (k.must && meet(k, s)) {
+          if (k.must && k.comp <= s.comp && meet(k, s)) {
             comps.insert(k.comp);
             kill = kill.unite(isl::union_map(k.rel));
           }
