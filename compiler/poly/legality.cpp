@@ -150,7 +150,8 @@ class LiveRangeCheck {
   std::optional<std::string> race(const isl::set& in_loop, int level) const {
     isl::union_map to_read = overwrites_.range_product(flow_).range().unwrap();  // W' -> R
     isl::union_map to_write = overwrites_.reverse();                             // W' -> W
-    for (const isl::union_map& pairs : {to_write, to_read}) {
+    for (bool reads : {false, true}) {
+      const isl::union_map& pairs = reads ? to_read : to_write;
       isl::union_map times_u = pairs.apply_domain(theta_).apply_range(theta_);
       if (times_u.is_empty()) continue;
       isl_map* t = isl_map_from_union_map(times_u.release());
@@ -166,10 +167,8 @@ class LiveRangeCheck {
       std::string other =
           instance_of(m_, pt, static_cast<int>(one.domain_tuple_dim()), range_name(one));
       return instance_of(m_, pt, 0, domain_name(one)) + " in one iteration overwrites the " + buf_ +
-             " " +
-             (&pairs == &to_read ? "whose value " + other + " reads"
-                                 : "that " + other + " writes") +
-             " in another, and that value is read";
+             (reads ? " whose value " + other + " reads in another"
+                    : " that " + other + " writes in another, and that value is read");
     }
     return std::nullopt;
   }

@@ -276,7 +276,37 @@ TEST(StorageReuse, ParallelWritesOfAnElementStillReadAreRefused) {
     poly::schedule(parse_one(text));
     FAIL() << "a parallel loop of writes to one element was accepted";
   } catch (const CompileError& e) {
-    EXPECT_NE(e.message().find("loop 'i' of a is tagged parallel but its iterations share temp T"),
+    EXPECT_NE(
+        e.message().find("loop 'i' of a is tagged parallel but its iterations share temp T: "),
+        std::string::npos)
+        << e.what();
+    EXPECT_NE(e.message().find("writes in another, and that value is read"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Every iteration of i reads the T that a wrote before the loop; the last
+// iteration overwrites it, after all reads in the loop's order but not when
+// the iterations run at once.
+TEST(StorageReuse, AParallelOverwriteOfAValueOtherIterationsReadIsRefused) {
+  std::string text =
+      "func late {\n  param N = 16;\n  input A : f32[N];\n  output B : f32[N];\n"
+      "  output D : f32[1];\n  temp T : f32[1];\n"
+      "  compute a(i) in 0 <= i < 1: T[0] = 1.0;\n"
+      "  compute b(i) in 0 <= i < N: B[i] = T[0] + A[i];\n"
+      "  compute c(i) in N - 1 <= i < N: T[0] = A[i];\n"
+      "  compute d(i) in 0 <= i < 1: D[0] = T[0];\n"
+      "  schedule {\n    c.after(b, i);\n    b.tag(i, parallel);\n  }\n}\n";
+  std::string sequential = text;
+  sequential.replace(sequential.find("    b.tag(i, parallel);\n"), 24, "");
+  interp::Mismatch mm = differential(parse_one(sequential));
+  EXPECT_TRUE(mm.ok) << mm.describe();
+  try {
+    poly::schedule(parse_one(text));
+    FAIL() << "the parallel loop was accepted";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.message().find("loop 'i' of b is tagged parallel but its iterations share temp T: "
+                               "c(i=15) in one iteration overwrites the T whose value b(i="),
               std::string::npos)
         << e.what();
   }
