@@ -117,6 +117,22 @@ bool reads_memory(const Expr& e) {
       e, [](const Expr& x) { return x->kind == ExprKind::Load || x->kind == ExprKind::Access; });
 }
 
+bool reads_memory(const Stmt& s) {
+  struct Finder : StmtVisitor {
+    bool found = false;
+    void visit_load(const Load& n) override {
+      found = true;
+      StmtVisitor::visit_load(n);
+    }
+    void visit_access(const Access& n) override {
+      found = true;
+      StmtVisitor::visit_access(n);
+    }
+  } f;
+  f.visit(s);
+  return f.found;
+}
+
 bool calls_unknown(const Expr& e) {
   return any_subexpr(e, [](const Expr& x) {
     const auto* c = as<Call>(x);

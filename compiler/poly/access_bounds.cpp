@@ -151,76 +151,74 @@ class BoundsChecker {
       if (ap.cond(p))
         where.push_back(p);  // a path condition isl cannot read is dropped: a superset
     AffinePrinter shape_printer(m_, {}, "", nullptr);
-    if (all_inside(s, *b, where, ap, shape_printer)) return;
+    // All dimensions in one set first, which is all the usual access needs;
+    // dimension by dimension only when that set is not empty, to say which.
+    std::vector<size_t> dims;
+    bool affine = true;
     for (size_t k = 0; k < s.indices.size() && k < b->shape.size(); ++k) {
-      auto index = ap.expr(s.indices[k]);
-      auto extent = shape_printer.expr(b->shape[k]);
-      if (!index) refuse_not_affine(s, k);
-      if (!extent) continue;  // the frontend keeps shapes affine in params
-      std::set<std::string> used = ir::free_vars(s.indices[k]);
-      std::vector<std::string> all;
-      for (const auto& c : where) {
-        all.push_back("(" + *ap.cond(c) + ")");
-        for (const auto& v : ir::free_vars(c)) used.insert(v);
-      }
-      std::vector<std::string> shown;
-      for (const auto& it : c_.iters)
-        if (used.count(it)) shown.push_back(it);
-      std::string v = fresh("_v"), n = fresh("_n");
-      all.push_back(v + " = " + *index);
-      all.push_back(n + " = " + *extent);
-      all.push_back("(" + v + " < 0 or " + v + " >= " + n + ")");
-      std::string said = join(all, " ");  // what names the data params worth naming
-      for (const auto& r : data_param_ranges(m_, data_)) all.push_back(r);
-      std::vector<std::string> dims;
-      for (const auto& it : shown) dims.push_back(isl_name(it));
-      dims.push_back(v);
-      dims.push_back(n);
-      std::string text =
-          param_list(m_, data_) + " -> { [" + join(dims, ", ") + "] : " + join(all, " and ") + " }";
-      isl::set bad = isl::set(m_.ctx.get(), text).intersect_params(m_.context);
-      if (bad.is_empty()) continue;
+      if (!ap.expr(s.indices[k])) affine = false;
+      if (shape_printer.expr(b->shape[k])) dims.push_back(k);  // the frontend keeps shapes affine
+    }
+    if (affine && outside(s, *b, where, dims, ap, shape_printer).bad.is_empty()) return;
+    for (size_t k = 0; k < s.indices.size() && k < b->shape.size(); ++k) {
+      if (!ap.expr(s.indices[k])) refuse_not_affine(s, k);
+      if (!shape_printer.expr(b->shape[k])) continue;
+      Outside o = outside(s, *b, where, {k}, ap, shape_printer);
+      if (o.bad.is_empty()) continue;
       // The data params the conditions and the index mention: those worth naming.
       std::set<std::string> data_used;
       for (const auto& d : data_)
-        if (std::regex_search(said, std::regex("\\b" + d.name + "\\b"))) data_used.insert(d.name);
-      refuse(s, k, *b, shown, data_used, first_point(bad));
+        if (std::regex_search(o.said, std::regex("\\b" + d.name + "\\b"))) data_used.insert(d.name);
+      refuse(s, k, *b, o.shown, data_used, first_point(o.bad));
     }
   }
 
-  // Whether isl proves every index of s inside its dimension at once: one
-  // set for all dimensions, which is all the usual access needs. When it
-  // cannot, check_site asks dimension by dimension, to say which one fails.
-  bool all_inside(const Site& s, const ir::Buf& b, const std::vector<ir::Expr>& where,
-                  AffinePrinter& ap, AffinePrinter& shape_printer) const {
+  // The instances where `where` holds and some index k of s, k in `dims`
+  // (each affine, with an affine extent), falls outside its dimension: a set
+  // over the iterators the conditions and those indices use, then each
+  // index's value and extent.
+  struct Outside {
+    isl::set bad;
+    std::vector<std::string> shown;  // the iterators, as named in the source
+    std::string said;                // the constraints, but for the value specs
+  };
+  Outside outside(const Site& s, const ir::Buf& b, const std::vector<ir::Expr>& where,
+                  const std::vector<size_t>& dims, AffinePrinter& ap,
+                  AffinePrinter& shape_printer) const {
     std::set<std::string> used;
-    std::vector<std::string> all, outside, dims;
+    std::vector<std::string> all, out_of, values;
     for (const auto& c : where) {
       all.push_back("(" + *ap.cond(c) + ")");
       for (const auto& v : ir::free_vars(c)) used.insert(v);
     }
-    for (size_t k = 0; k < s.indices.size() && k < b.shape.size(); ++k) {
-      auto index = ap.expr(s.indices[k]);
-      auto extent = shape_printer.expr(b.shape[k]);
-      if (!index || !extent) return false;
+    for (size_t k : dims) {
       for (const auto& v : ir::free_vars(s.indices[k])) used.insert(v);
       std::string v = fresh("_v" + std::to_string(k)), n = fresh("_n" + std::to_string(k));
-      all.push_back(v + " = " + *index);
-      all.push_back(n + " = " + *extent);
-      outside.push_back(v + " < 0 or " + v + " >= " + n);
-      dims.push_back(v);
-      dims.push_back(n);
+      all.push_back(v + " = " + *ap.expr(s.indices[k]));
+      all.push_back(n + " = " + *shape_printer.expr(b.shape[k]));
+      out_of.push_back(v + " < 0 or " + v + " >= " + n);
+      values.push_back(v);
+      values.push_back(n);
     }
-    if (outside.empty()) return true;
-    all.push_back("(" + join(outside, " or ") + ")");
+    Outside o;
+    if (out_of.empty()) {
+      o.bad = isl::set::empty(isl::space(m_.ctx.get(), 0));
+      return o;
+    }
+    all.push_back("(" + join(out_of, " or ") + ")");
+    o.said = join(all, " ");
     for (const auto& r : data_param_ranges(m_, data_)) all.push_back(r);
-    std::vector<std::string> shown;
+    std::vector<std::string> names;
     for (const auto& it : c_.iters)
-      if (used.count(it)) shown.push_back(isl_name(it));
-    dims.insert(dims.begin(), shown.begin(), shown.end());
+      if (used.count(it)) {
+        o.shown.push_back(it);
+        names.push_back(isl_name(it));
+      }
+    names.insert(names.end(), values.begin(), values.end());
     std::string text =
-        param_list(m_, data_) + " -> { [" + join(dims, ", ") + "] : " + join(all, " and ") + " }";
-    return isl::set(m_.ctx.get(), text).intersect_params(m_.context).is_empty();
+        param_list(m_, data_) + " -> { [" + join(names, ", ") + "] : " + join(all, " and ") + " }";
+    o.bad = isl::set(m_.ctx.get(), text).intersect_params(m_.context);
+    return o;
   }
 
   // The lexicographically first point of a non-empty set, or any point

@@ -97,9 +97,8 @@ struct DependencePair {
 
 std::string instance_of(const ScheduledFunc::Impl& m, const isl::point& pt, int offset,
                         const std::string& isl_tuple) {
-  for (const auto& c : m.comps)
-    if (isl_name(c.name) == isl_tuple) return instance_text(pt, offset, c);
-  return isl_tuple;
+  const CompModel* c = m.find_tuple(isl_tuple);
+  return c ? instance_text(pt, offset, *c) : isl_tuple;
 }
 
 // The live ranges of one temp (see LiveRanges) against the current schedules.
@@ -214,8 +213,8 @@ std::vector<DependencePair> dependence_pairs(const ScheduledFunc::Impl& m, int d
   std::vector<DependencePair> out;
   for (const auto& d : m.deps) {
     for (const auto& rel : maps_of(d.relation)) {
-      const CompModel* src = m.find(domain_name(rel));
-      const CompModel* dst = m.find(range_name(rel));
+      const CompModel* src = m.find_tuple(domain_name(rel));
+      const CompModel* dst = m.find_tuple(range_name(rel));
       if (!src || !dst) continue;
       isl::map s_src = padded_schedule(*src, dims), s_dst = padded_schedule(*dst, dims);
       isl::map times = rel.apply_domain(s_src).apply_range(s_dst);
@@ -254,33 +253,23 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
       return Violation{"breaks a live range of temp " + buf + ": " + *what};
   // A loop bound to parallel hardware must carry no dependence between any
   // two instances that run inside it, whichever computations they belong to.
-  // The static positions (even dims) each computation has throughout, and
-  // whether a pair is carried at a level, are asked once: several tagged
-  // loops ask the same of a pair.
-  std::map<const CompModel*, std::vector<std::optional<int64_t>>> statics_of;
-  auto statics = [&](const CompModel& c) -> const std::vector<std::optional<int64_t>>& {
-    auto [it, added] = statics_of.try_emplace(&c);
-    if (added) {
-      isl::set r = c.domain_approx.apply(padded_schedule(c, dims));
-      for (int q = 0; q < dims; q += 2) {
-        std::optional<int64_t> v;
-        if (r.is_empty()) {
-          v = 0;
-        } else {
-          isl::val lo = r.dim_min_val(q), hi = r.dim_max_val(q);
-          if (lo.is_int() && hi.is_int() && lo.eq(hi)) v = lo.get_num_si();
-        }
-        it->second.push_back(v);
-      }
-    }
-    return it->second;
+  // Whether a pair is carried at a level is asked once: several tagged loops
+  // ask the same of a pair.
+  // Static position q of c (0 past its own, as padded), asked once per
+  // computation.
+  std::map<const CompModel*, std::vector<std::optional<int64_t>>> statics;
+  auto static_at = [&](const CompModel& c, int q) -> std::optional<int64_t> {
+    auto [it, added] = statics.try_emplace(&c);
+    if (added) it->second = static_values(c);
+    return q <= c.loops() ? it->second[q] : 0;
   };
   // False when a's instances cannot lie inside c's loop at `level`: a
   // static position before it differs.
   auto may_share_loop = [&](const CompModel& a, const CompModel& c, int level) {
-    const auto &sa = statics(a), &sc = statics(c);
-    for (int q = 0; q < level; q += 2)
-      if (sa[q / 2] && sc[q / 2] && *sa[q / 2] != *sc[q / 2]) return false;
+    for (int q = 0; 2 * q < level; ++q) {
+      std::optional<int64_t> va = static_at(a, q), vc = static_at(c, q);
+      if (va && vc && *va != *vc) return false;
+    }
     return true;
   };
   std::map<std::pair<size_t, int>, bool> carried_at;

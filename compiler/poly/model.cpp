@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "affine_printer.h"
 #include "kiln/analysis.h"
@@ -30,6 +31,12 @@ CompModel* ScheduledFunc::Impl::find(const std::string& name) {
 const CompModel* ScheduledFunc::Impl::find(const std::string& name) const {
   for (const auto& c : comps)
     if (c.name == name) return &c;
+  return nullptr;
+}
+
+const CompModel* ScheduledFunc::Impl::find_tuple(const std::string& tuple) const {
+  for (const auto& c : comps)
+    if (isl_name(c.name) == tuple) return &c;
   return nullptr;
 }
 
@@ -396,8 +403,7 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
   // A write that may not happen (a dropped data-dependent condition) is a
   // may-source: it kills nothing. A read through a non-affine index reads its
   // whole dimension, which can only add dependences.
-  // The original order as a schedule tree: a sequence of the computations,
-  // each one band over its iterators, which isl analyses level by level.
+  //
   // The original order of some computations as a schedule tree: a sequence
   // of them, each one band over its iterators, which isl analyses level by
   // level. Only the computations an analysis involves go in it: isl walks the
@@ -419,76 +425,56 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
       tree = tree ? isl_schedule_sequence(tree, bands[k].copy()) : bands[k].copy();
     return isl::manage(tree);
   };
+  // One computation's access to the buffer at hand (or the part of a read
+  // that no write reaches). Reads are never must-sources.
   struct Access {
     size_t comp;
     isl::map rel;
     isl::set footprint;
+    bool write;
     bool must;
   };
-  // Whether two accesses may meet, memoized: each pair is asked up to twice.
-  std::map<std::pair<const Access*, const Access*>, bool> meet_memo;
+  // Whether two accesses may meet, memoized by computation and direction:
+  // each pair is asked up to three times. (The part of a read is asked as
+  // the read: a superset, which only lets more sources through.)
+  std::map<std::tuple<size_t, bool, size_t, bool>, bool> meet_memo;
   auto meet = [&](const Access& a, const Access& b) {
-    auto key = &a < &b ? std::make_pair(&a, &b) : std::make_pair(&b, &a);
+    auto key = std::make_tuple(a.comp, a.write, b.comp, b.write);
+    if (std::make_pair(b.comp, b.write) < std::make_pair(a.comp, a.write))
+      key = std::make_tuple(b.comp, b.write, a.comp, a.write);
     auto [it, added] = meet_memo.try_emplace(key, false);
     if (added) it->second = !a.footprint.is_disjoint(b.footprint);
     return it->second;
   };
-  // One analysis per sink, against the accesses of the computations up to
-  // its own: in the textual order no later one runs before it. A
-  // read-modify-write (C[i] = C[i] + ...) asks the same question twice, as
-  // the sink of its flow and of its output dependences: the second time
-  // takes the first answer.
-  struct Analysed {
-    isl::map sink;
-    const std::vector<Access>* sources;
-    isl::union_map deps;
-  };
-  std::vector<Analysed> analysed;
-  // no_source, when given, collects the sink accesses that have no source.
-  auto analyse = [&](const std::vector<Access>& sinks, const std::vector<Access>& sources,
-                     bool sources_read, const std::vector<Access>* kills,
-                     isl::union_map* no_source = nullptr) {
-    isl::union_map out = isl::union_map::empty(ctx);
-    for (const auto& s : sinks) {
-      if (!sources_read && !kills) {
-        auto same = std::find_if(analysed.begin(), analysed.end(), [&](const Analysed& a) {
-          return a.sources == &sources && a.sink.is_equal(s.rel);
-        });
-        if (same != analysed.end()) {
-          out = out.unite(same->deps);
-          continue;
-        }
+  // The dependences of one sink, against the accesses of the computations up
+  // to its own whose elements meet its own (in the textual order no later
+  // one runs before it); `no_source`, when given, collects the part of the
+  // sink no source reaches.
+  const std::vector<Access> no_kills;
+  auto analyse = [&](const Access& s, const std::vector<Access>& sources,
+                     const std::vector<Access>& kills, isl::union_map* no_source = nullptr) {
+    isl::union_map must = isl::union_map::empty(ctx), may = must, kill = must;
+    std::set<size_t> comps{s.comp};
+    for (const auto& a : sources)
+      if (a.comp <= s.comp && meet(a, s)) {
+        comps.insert(a.comp);
+        (a.must ? must : may) = (a.must ? must : may).unite(isl::union_map(a.rel));
       }
-      isl::union_map must = isl::union_map::empty(ctx), may = must, kill = must;
-      std::set<size_t> comps{s.comp};
-      for (const auto& a : sources)
-        if (a.comp <= s.comp && meet(a, s)) {
-          comps.insert(a.comp);
-          if (a.must && !sources_read)
-            must = must.unite(isl::union_map(a.rel));
-          else
-            may = may.unite(isl::union_map(a.rel));
-        }
-      if (comps.size() == 1 && must.is_empty() && may.is_empty()) {
-        if (no_source) *no_source = no_source->unite(isl::union_map(s.rel));
-        continue;
-      }
-      if (kills)
-        for (const auto& k : *kills)
-          if (k.must && k.comp <= s.comp && meet(k, s)) {
-            comps.insert(k.comp);
-            kill = kill.unite(isl::union_map(k.rel));
-          }
-      isl::union_access_info info(isl::union_map(s.rel));
-      info = info.set_must_source(must).set_may_source(may).set_kill(kill).set_schedule(
-          original_order(comps));
-      isl::union_flow flow = info.compute_flow();
-      isl::union_map deps = flow.get_may_dependence();
-      if (no_source) *no_source = no_source->unite(flow.get_may_no_source());
-      if (!sources_read && !kills) analysed.push_back({s.rel, &sources, deps});
-      out = out.unite(deps);
+    if (must.is_empty() && may.is_empty()) {
+      if (no_source) *no_source = isl::union_map(s.rel);
+      return isl::union_map::empty(ctx);
     }
-    return out;
+    for (const auto& k : kills)
+      if (k.must && k.comp <= s.comp && meet(k, s)) {
+        comps.insert(k.comp);
+        kill = kill.unite(isl::union_map(k.rel));
+      }
+    isl::union_access_info info(isl::union_map(s.rel));
+    info = info.set_must_source(must).set_may_source(may).set_kill(kill).set_schedule(
+        original_order(comps));
+    isl::union_flow flow = info.compute_flow();
+    if (no_source) *no_source = flow.get_may_no_source();
+    return flow.get_may_dependence();
   };
   for (const auto& buf : F.bufs) {
     const std::string& b = buf.name;
@@ -496,60 +482,69 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
     for (size_t k = 0; k < m->comps.size(); ++k) {
       const CompModel& c = m->comps[k];
       for (const auto& mp : maps_of(c.writes))
-        if (range_name(mp) == isl_name(b)) W.push_back({k, mp, mp.range(), c.must_write});
+        if (range_name(mp) == isl_name(b)) W.push_back({k, mp, mp.range(), true, c.must_write});
       for (const auto& mp : maps_of(c.reads))
-        if (range_name(mp) == isl_name(b)) R.push_back({k, mp, mp.range(), false});
+        if (range_name(mp) == isl_name(b)) R.push_back({k, mp, mp.range(), false, false});
     }
     if (W.empty()) continue;
+    meet_memo.clear();
+    // A read-modify-write (its read of b is its write of b: C[i] = C[i] + ...)
+    // reads each element just before it writes it. Its output dependences
+    // are then its flow ones, and its anti dependences its output ones.
+    std::set<size_t> rmw;
+    for (const auto& r : R)
+      for (const auto& w : W)
+        if (w.comp == r.comp && w.rel.is_equal(r.rel)) rmw.insert(r.comp);
+    // Flow: each read from the last write before it. Anti: each write from
+    // the reads since the write before it. Output: each write from the last
+    // write before it.
+    isl::union_map flow = isl::union_map::empty(ctx), anti = flow, output = flow;
+    std::map<size_t, isl::union_map> rmw_flow;
+    std::vector<Access> pure_reads, first_reads;
+    for (const auto& r : R) {
+      isl::union_map unreached;
+      isl::union_map d = analyse(r, W, no_kills, &unreached);
+      flow = flow.unite(d);
+      if (rmw.count(r.comp))
+        rmw_flow[r.comp] = d;
+      else
+        pure_reads.push_back(r);
+      for (const auto& mp : maps_of(unreached))
+        first_reads.push_back({r.comp, mp, mp.range(), false, false});
+    }
+    for (const auto& w : W) {
+      auto same = rmw_flow.find(w.comp);
+      output = output.unite(same != rmw_flow.end() ? same->second : analyse(w, W, no_kills));
+    }
     // A temp's final contents are never read: only its live ranges matter,
     // so a schedule may reorder its writes and reads around them (storage
     // reuse). That needs writes that surely happen, each to its element.
     bool relax = buf.kind == ir::BufKind::Temp &&
                  std::all_of(W.begin(), W.end(), [](const Access& a) { return a.must; });
-    meet_memo.clear();
     std::vector<isl::union_map> kept;
     auto add = [&](Dependence::Kind kind, const isl::union_map& rel, bool relaxable) {
       if (rel.is_empty()) return;
-      // A read-modify-write gives the same relation as flow, anti and
-      // output: checking it once is enough, and the flow reads best.
+      // Flow, anti and output may give the same relation: checking it once
+      // is enough, and the first (flow) reads best.
       for (const auto& k : kept)
         if (k.is_equal(rel)) return;
       kept.push_back(rel);
       m->deps.push_back({kind, b, rel, relaxable});
     };
-    // Flow: each read from the last write before it. Anti: each write from
-    // the reads since the write before it. Output: each write from the last
-    // write before it.
-    analysed.clear();
-    isl::union_map live_in = isl::union_map::empty(ctx);
-    isl::union_map flow = analyse(R, W, false, nullptr, &live_in);
     add(Dependence::Kind::Flow, flow, false);
     if (relax) {
       // A read of what the temp held before any write must still come
       // before the writes that followed it.
-      std::vector<Access> first_reads;
-      for (const auto& mp : maps_of(live_in)) {
-        auto c = std::find_if(m->comps.begin(), m->comps.end(), [&](const CompModel& x) {
-          return isl_name(x.name) == domain_name(mp);
-        });
-        if (c != m->comps.end())
-          first_reads.push_back({static_cast<size_t>(c - m->comps.begin()), mp, mp.range(), false});
-      }
-      add(Dependence::Kind::Anti, analyse(W, first_reads, true, &W), false);
+      isl::union_map first = isl::union_map::empty(ctx);
+      for (const auto& w : W) first = first.unite(analyse(w, first_reads, W));
+      add(Dependence::Kind::Anti, first, false);
       isl::union_map writes = isl::union_map::empty(ctx);
       for (const auto& w : W) writes = writes.unite(isl::union_map(w.rel));
       m->live_ranges[b] = LiveRanges{flow, writes};
     }
-    // A read-modify-write (its read of b is its write of b) reads an element
-    // just before it writes it: its anti dependences are its output ones.
-    std::vector<Access> pure_reads;
-    for (const auto& r : R) {
-      auto own =
-          std::find_if(W.begin(), W.end(), [&](const Access& w) { return w.comp == r.comp; });
-      if (own == W.end() || !own->rel.is_equal(r.rel)) pure_reads.push_back(r);
-    }
-    add(Dependence::Kind::Anti, analyse(W, pure_reads, true, &W), relax);
-    add(Dependence::Kind::Output, analyse(W, W, false, nullptr), relax);
+    for (const auto& w : W) anti = anti.unite(analyse(w, pure_reads, W));
+    add(Dependence::Kind::Anti, anti, relax);
+    add(Dependence::Kind::Output, output, relax);
   }
 }
 

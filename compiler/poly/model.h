@@ -121,6 +121,9 @@ struct ScheduledFunc::Impl {
 
   CompModel* find(const std::string& name);
   const CompModel* find(const std::string& name) const;
+  // The computation whose isl tuple is `tuple` (isl_name of its name: a
+  // computation named like an isl keyword has another tuple name).
+  const CompModel* find_tuple(const std::string& tuple) const;
 };
 
 // Builds the model of f with its original (textual) schedule and its
@@ -183,6 +186,8 @@ ir::Expr aff_to_expr(const isl::aff& a, const std::vector<ir::Expr>& inputs);
 
 // The value of static dimension q of c, when it is the same for all its instances.
 std::optional<int64_t> static_value(const CompModel& c, int q);
+// Every static dim of c, as static_value gives each.
+std::vector<std::optional<int64_t>> static_values(const CompModel& c);
 // Rewrites static dim q (to `value`) of the computations whose static dims
 // 0..q-1 equal `prefix`, where `cond` holds; `except` is left alone.
 void remap_static(ScheduledFunc::Impl& m, const std::string& except,

@@ -480,12 +480,28 @@ void cmd_set_loc(Impl& m, const ir::ScheduleCommand& cmd) {
 }  // namespace
 
 // The value of static dimension q of c, which must be the same for all its instances.
-std::optional<int64_t> static_value(const CompModel& c, int q) {
-  isl::set r = c.domain_approx.apply(c.sched);
+namespace {
+
+// Static dim q of the schedule vectors `r` of a computation's instances,
+// when it is one value.
+std::optional<int64_t> static_value_of(const isl::set& r, int q) {
   if (r.is_empty()) return 0;
   isl::val lo = r.dim_min_val(2 * q), hi = r.dim_max_val(2 * q);
   if (!lo.is_int() || !hi.is_int() || !lo.eq(hi)) return std::nullopt;
   return lo.get_num_si();
+}
+
+}  // namespace
+
+std::optional<int64_t> static_value(const CompModel& c, int q) {
+  return static_value_of(c.domain_approx.apply(c.sched), q);
+}
+
+std::vector<std::optional<int64_t>> static_values(const CompModel& c) {
+  isl::set r = c.domain_approx.apply(c.sched);
+  std::vector<std::optional<int64_t>> out;
+  for (int q = 0; q <= c.loops(); ++q) out.push_back(static_value_of(r, q));
+  return out;
 }
 
 // Rewrites static dimension q of the computations whose static dims 0..q-1

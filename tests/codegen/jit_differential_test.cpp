@@ -155,23 +155,12 @@ TEST(JitRegisterTiles, ConvWithPaddedInputAndRepackedFilters) {
 // read by d, then a's, read by b, in each iteration (legal on the temp's live
 // ranges), compiled, on 1 and 2 threads.
 TEST(JitStorageReuse, FusedLiveRangesOfATempInAParallelLoop) {
-  const std::string text =
-      "func reuse {\n"
-      "  param N = 1000;\n"
-      "  input A : f32[N];\n"
-      "  output B : f32[N];\n"
-      "  output D : f32[N];\n"
-      "  temp T : f32[N];\n"
-      "  compute a(i) in 0 <= i < N: T[i] = A[i] * 2.0;\n"
-      "  compute b(i) in 0 <= i < N: B[i] = T[i] + 1.0;\n"
-      "  compute c(i) in 0 <= i < N: T[i] = A[i] * 3.0;\n"
-      "  compute d(i) in 0 <= i < N: D[i] = T[i] - 1.0;\n"
-      "  schedule {\n"
-      "    d.after(c, i); a.after(d, i); b.after(a, i);\n"
+  const std::string text = reused_temp(
+      "d.after(c, i); a.after(d, i); b.after(a, i);\n"
       "    c.split(i, 16, io, ii); d.split(i, 16, io, ii);\n"
       "    a.split(i, 16, io, ii); b.split(i, 16, io, ii);\n"
-      "    c.tag(io, parallel);\n"
-      "  }\n}\n";
+      "    c.tag(io, parallel);",
+      1000);
   int before = kiln_runtime_threads();
   ir::Func f = parse_one(text);
   Bindings in = interp::random_bindings(f, interp::param_values(f), 5);

@@ -215,7 +215,9 @@ TEST(Unroll, FillsAreNotUnrolledByLlvm) {
   // C_init's row loop around its vectorized row of stores, and no loop that
   // reads (the packing copy, the register tile's loops).
   EXPECT_EQ(disabled, 1u) << ir_text;
-  EXPECT_TRUE(run_against_reference(with_schedule(kScale, "")).ok);
+  // The fill without LLVM's unrolling still zeroes every block, partial ones too.
+  interp::Mismatch mm = run_against_reference(text, {{"M", 100}, {"N", 70}, {"K", 33}});
+  EXPECT_TRUE(mm.ok) << mm.describe();
 }
 
 // Reassociation only where the operator asks for it; fusing a * b + c into a

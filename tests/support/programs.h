@@ -73,6 +73,25 @@ inline interp::Mismatch differential(const ir::Func& f,
   return differential(f, interp::random_bindings(f, params, seed));
 }
 
+// Temp T holds two values one after the other: a's, read by b, then c's,
+// read by d (legality and codegen tests of storage reuse).
+inline std::string reused_temp(const std::string& schedule, int64_t n) {
+  return "func reuse {\n"
+         "  param N = " +
+         std::to_string(n) +
+         ";\n"
+         "  input A : f32[N];\n"
+         "  output B : f32[N];\n"
+         "  output D : f32[N];\n"
+         "  temp T : f32[N];\n"
+         "  compute a(i) in 0 <= i < N: T[i] = A[i] * 2.0;\n"
+         "  compute b(i) in 0 <= i < N: B[i] = T[i] + 1.0;\n"
+         "  compute c(i) in 0 <= i < N: T[i] = A[i] * 3.0;\n"
+         "  compute d(i) in 0 <= i < N: D[i] = T[i] - 1.0;\n"
+         "  schedule {\n    " +
+         schedule + "\n  }\n}\n";
+}
+
 inline std::string lowered(const std::string& src, const ir::Overrides& set = {}) {
   return ir::to_string(poly::lower(poly::schedule(parse_one(src, set))));
 }

@@ -27,24 +27,6 @@ bool vectorizable_body(const ir::Stmt& s) {
   return false;
 }
 
-// Whether s reads no buffer: a fill (zeroing an accumulator block, a
-// constant border).
-bool reads_no_buffer(const ir::Stmt& s) {
-  struct Finder : ir::StmtVisitor {
-    bool found = false;
-    void visit_load(const ir::Load& n) override {
-      found = true;
-      ir::StmtVisitor::visit_load(n);
-    }
-    void visit_access(const ir::Access& n) override {
-      found = true;
-      ir::StmtVisitor::visit_access(n);
-    }
-  } finder;
-  finder.visit(s);
-  return !finder.found;
-}
-
 void FunctionBuilder::build() {
   llvm::Type* i64 = b_.getInt64Ty();
   llvm::Type* ptr = b_.getPtrTy();
@@ -462,7 +444,7 @@ void FunctionBuilder::loop(const ir::For& n) {
       // machine scheduler relates every pair of them (37 of the GEMM
       // kernel's 62 ms of machine code). Other loops are LLVM's to unroll.
       counted(lo, hi, n.step, n.var, body_at,
-              reads_no_buffer(n.body) ? loop_hint("llvm.loop.unroll.disable", n.var) : nullptr);
+              !ir::reads_memory(n.body) ? loop_hint("llvm.loop.unroll.disable", n.var) : nullptr);
       return;
   }
 }

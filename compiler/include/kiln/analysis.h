@@ -24,8 +24,10 @@ Expr map_children(const Expr& e, const std::function<Expr(const Expr&)>& f);
 // Whether e or any expression inside it satisfies pred.
 bool any_subexpr(const Expr& e, const std::function<bool(const Expr&)>& pred);
 
-// Whether e reads memory: a Load of a buffer or an Access of a computation.
+// Whether e, or any expression in s, reads memory: a Load of a buffer or an
+// Access of a computation.
 bool reads_memory(const Expr& e);
+bool reads_memory(const Stmt& s);
 
 // Whether e calls something other than a math intrinsic (which may have side effects).
 bool calls_unknown(const Expr& e);
