@@ -13,62 +13,13 @@
 #include <regex>
 #include <set>
 
+#include "access_sites.h"
 #include "affine_printer.h"
 #include "kiln/analysis.h"
 #include "model.h"
 
 namespace kiln::poly {
 namespace {
-
-// One access of a computation instance, with the conditions under which it
-// runs: a read in one side of a select, or after && or ||, runs only when
-// that side is chosen (codegen and the interpreters evaluate it only then).
-struct Site {
-  std::string buf;
-  std::vector<ir::Expr> indices;
-  bool write = false;
-  SourceLoc where;
-  std::vector<ir::Expr> path;
-};
-
-class SiteCollector {
- public:
-  explicit SiteCollector(std::vector<Site>& out) : out_(out) {}
-
-  void visit(const ir::Expr& e) {
-    if (auto* s = ir::as<ir::Select>(e)) {
-      visit(s->cond);
-      under(s->cond, s->t);
-      under(ir::unary(ir::UnaryOp::Not, s->cond), s->f);
-      return;
-    }
-    if (auto* b = ir::as<ir::Binary>(e);
-        b && (b->op == ir::BinaryOp::And || b->op == ir::BinaryOp::Or)) {
-      visit(b->a);
-      under(b->op == ir::BinaryOp::And ? b->a : ir::unary(ir::UnaryOp::Not, b->a), b->b);
-      return;
-    }
-    if (auto* l = ir::as<ir::Load>(e)) out_.push_back({l->buf, l->indices, false, l->where, path_});
-    ir::for_each_child(e, [&](const ir::Expr& c) { visit(c); });
-  }
-
-  // The buffers e reads.
-  static void loads_of(const ir::Expr& e, std::set<std::string>& out) {
-    std::vector<Site> sites;
-    SiteCollector(sites).visit(e);
-    for (const auto& s : sites) out.insert(s.buf);
-  }
-
- private:
-  void under(const ir::Expr& cond, const ir::Expr& e) {
-    path_.push_back(cond);
-    visit(e);
-    path_.pop_back();
-  }
-
-  std::vector<Site>& out_;
-  std::vector<ir::Expr> path_;
-};
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string s;

@@ -640,11 +640,12 @@ std::map<int64_t, isl::set> static_values(const Piece& p, int q) {
 // without the static dims ever being loops of their own, which the same
 // schedules as one relation over every dim made it treat as such.
 isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int q, int dims) {
-  if (q == dims) {
+  auto leaf = [&](const std::vector<Piece>& of) {
     isl::union_set domain = isl::union_set::empty(ctx);
-    for (const Piece& p : pieces) domain = domain.unite(isl::union_set(p.domain));
+    for (const Piece& p : of) domain = domain.unite(isl::union_set(p.domain));
     return isl::manage(isl_schedule_from_domain(domain.release()));
-  }
+  };
+  if (q == dims) return leaf(pieces);
   if (q % 2 == 0) {
     std::map<int64_t, std::vector<Piece>> groups;
     for (const Piece& p : pieces)
@@ -655,7 +656,8 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
       out = out.is_null() ? child
                           : isl::manage(isl_schedule_sequence(out.release(), child.release()));
     }
-    return out;
+    // No instance at all (every domain empty for these params): nothing runs.
+    return out.is_null() ? leaf({}) : out;
   }
   isl::schedule child = schedule_tree(ctx, pieces, q + 1, dims);
   isl::union_pw_aff loop =

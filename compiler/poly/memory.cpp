@@ -543,7 +543,7 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
   }
   // The copy adds no dependence the model must check: it reads B, which
   // nothing writes inside L, and writes a buffer only c reads, after it.
-  fill.reads = isl::union_map::empty(ctx);
+  fill.reads = fill.reads_run = isl::union_map::empty(ctx);
   fill.writes = isl::union_map::empty(ctx);
 
   // Schedule: c's loops through L, then before c's body inside L.

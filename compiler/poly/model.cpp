@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "access_sites.h"
 #include "affine_printer.h"
 #include "kiln/analysis.h"
 
@@ -366,8 +367,9 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
     // Accesses, over the approximate domain. A non-affine index leaves its
     // dimension unconstrained: the access may touch any element along it.
     AffinePrinter ap(*m, iter_set, comp.name, nullptr);
-    auto relation = [&](const std::string& buf, const std::vector<ir::Expr>& indices) {
-      std::string out = isl_name(buf) + "[", conds;
+    auto relation = [&](const std::string& buf, const std::vector<ir::Expr>& indices,
+                        const std::string& where = "") {
+      std::string out = isl_name(buf) + "[", conds = where;
       for (size_t k = 0; k < indices.size(); ++k) {
         std::string a = "a" + std::to_string(k);
         out += (k ? ", " : "") + a;
@@ -381,12 +383,30 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
     c.writes = relation(c.target.buf, c.target.indices);
     for (const auto& x : c.target.indices)
       if (!ap.expr(x)) c.must_write = false;
-    std::vector<const ir::Load*> loads;
-    collect_loads(c.value, loads);
-    for (const auto& x : c.target.indices) collect_loads(x, loads);
-    for (const auto& dp : c.data_params) collect_loads(dp.value, loads);
-    c.reads = isl::union_map::empty(ctx);
-    for (const auto* l : loads) c.reads = c.reads.unite(relation(l->buf, l->indices));
+    std::vector<Site> sites;
+    SiteCollector collect(sites);
+    collect.visit(c.value);
+    for (const auto& x : c.target.indices) collect.visit(x);
+    for (const auto& dp : c.data_params) collect.visit(dp.value);
+    c.reads = c.reads_run = isl::union_map::empty(ctx);
+    for (const auto& site : sites) {
+      isl::union_map all = relation(site.buf, site.indices);
+      c.reads = c.reads.unite(all);
+      // The conditions isl can read, conjunct by conjunct; the rest are
+      // dropped, which leaves a superset of where the read runs.
+      std::string where;
+      std::function<void(const ir::Expr&)> add = [&](const ir::Expr& cond) {
+        if (auto* b = ir::as<ir::Binary>(cond); b && b->op == ir::BinaryOp::And) {
+          add(b->a);
+          add(b->b);
+        } else if (auto t = ap.cond(cond)) {
+          where += (where.empty() ? "" : " and ") + ("(" + *t + ")");
+        }
+      };
+      for (const auto& p : site.path) add(p);
+      c.reads_run =
+          c.reads_run.unite(where.empty() ? all : relation(site.buf, site.indices, where));
+    }
 
     // The original schedule: textual order, then the iterators in order.
     int t = static_cast<int>(m->comps.size());
@@ -483,7 +503,7 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
       const CompModel& c = m->comps[k];
       for (const auto& mp : maps_of(c.writes))
         if (range_name(mp) == isl_name(b)) W.push_back({k, mp, mp.range(), true, c.must_write});
-      for (const auto& mp : maps_of(c.reads))
+      for (const auto& mp : maps_of(c.reads_run))
         if (range_name(mp) == isl_name(b)) R.push_back({k, mp, mp.range(), false, false});
     }
     if (W.empty()) continue;
@@ -572,6 +592,8 @@ std::string ScheduledFunc::describe_domains() const {
          << " (read at run time)\n";
     os << "  writes: " << to_str(c.writes) << "\n";
     os << "  reads:  " << to_str(c.reads) << "\n";
+    if (!c.reads_run.is_equal(c.reads))
+      os << "  reads where they run: " << to_str(c.reads_run) << "\n";
     std::vector<ir::Expr> idx = c.target.indices;
     std::string target = c.target.buf + "[";
     for (size_t k = 0; k < idx.size(); ++k) target += (k ? ", " : "") + ir::to_string(idx[k]);

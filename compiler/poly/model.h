@@ -78,6 +78,11 @@ struct CompModel {
   isl::set domain;               // exact, may use data params
   isl::set domain_approx;        // data-dependent conditions dropped: a superset, for dependences
   isl::union_map reads, writes;  // over domain_approx; per buffer tuple
+  // The reads where they run, for dependences: a read in one side of a
+  // select (or after && and ||) only where the affine part of its condition
+  // chooses that side. `reads` names every element an access may touch
+  // wherever its guard is false, which is what sizes a copy of the buffer.
+  isl::union_map reads_run;
   // Whether every instance of domain_approx runs and writes exactly the
   // element `writes` names (no data-dependent condition was dropped, every
   // store index is affine): its writes then kill the values they overwrite.

@@ -173,5 +173,20 @@ TEST(JitStorageReuse, FusedLiveRangesOfATempInAParallelLoop) {
   kiln_runtime_set_threads(before);
 }
 
+// lu as one computation in k-outer order with parallel rows: the pivot is
+// read only on the division's side of the select.
+TEST(JitConditionalAccesses, LuInKOuterOrderWithParallelRows) {
+  int before = kiln_runtime_threads();
+  ir::Func f = parse_one(lu_in_one_computation("lu.reorder(k, i, j); lu.tag(i, parallel);", 61));
+  Bindings in = interp::random_bindings(f, interp::param_values(f), 9);
+  for (int threads : {1, 2}) {
+    kiln_runtime_set_threads(threads);
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    interp::Mismatch mm = jit_differential(f, in, 3);
+    EXPECT_TRUE(mm.ok) << mm.describe();
+  }
+  kiln_runtime_set_threads(before);
+}
+
 }  // namespace
 }  // namespace kiln::testing

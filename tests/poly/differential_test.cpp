@@ -45,5 +45,21 @@ TEST(Differential, EveryExampleWithoutSchedule) {
   }
 }
 
+// A computation with no instance for the params at hand (lu's updates at
+// N = 1) lowers to nothing, alone or beside others; it used to stop isl.
+TEST(Differential, ComputationsWithNoInstance) {
+  const std::string text =
+      "func f {\n  param N = 4;\n  input x : f32[N];\n  output y : f32[N];\n"
+      "  compute a(i) in 0 <= i < N: y[i] = x[i];\n"
+      "  compute b(i) in 0 <= i < N, i >= N + 2: y[i] = 2.0 * x[i];\n"
+      "  schedule {\n    b.after(a, i);\n  }\n}\n";
+  interp::Mismatch mm = differential(parse_one(text));
+  EXPECT_TRUE(mm.ok) << mm.describe();
+  ir::Func lu = parse_one(lu_in_one_computation("", 1));
+  mm = differential(lu);
+  EXPECT_TRUE(mm.ok) << mm.describe();
+  EXPECT_EQ(ir::to_string(poly::lower(poly::schedule(lu)).body), "");
+}
+
 }  // namespace
 }  // namespace kiln::testing

@@ -322,6 +322,55 @@ TEST(StorageReuse, ParallelIterationsWithTheirOwnElementsAreAccepted) {
   EXPECT_TRUE(mm.ok) << mm.describe();
 }
 
+// The division's read of the pivot A[j, j] runs only where k == j: there,
+// row j is final. Counted everywhere, it made the k-outer order (and the
+// parallel rows in it) look illegal.
+TEST(ConditionalAccesses, LuInKOuterOrderIsAccepted) {
+  for (std::string sched : {"lu.reorder(k, i, j);", "lu.reorder(k, i, j); lu.tag(i, parallel);",
+                            "lu.reorder(k, j, i); lu.tag(i, parallel);"}) {
+    SCOPED_TRACE(sched);
+    for (int64_t n : {1, 2, 7, 24}) {
+      ir::Func f = parse_one(lu_in_one_computation(sched, n));
+      interp::Mismatch mm = differential(f);
+      EXPECT_TRUE(mm.ok) << n << ": " << mm.describe();
+    }
+  }
+}
+
+// The side that runs keeps its reads: the division at (i, j = k) comes
+// before the updates of row i that read A[i, k].
+TEST(ConditionalAccesses, TheReadsOfTheSideThatRunsStillCount) {
+  try {
+    poly::schedule(
+        parse_one(lu_in_one_computation("lu.reorder(k, i, j); lu.tag(j, vectorize);", 24)));
+    FAIL() << "vectorized j was accepted";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Legality) << e.what();
+    EXPECT_NE(e.message().find("lu(i=1, j=1, k=0) reads A written by lu(i=1, j=0, k=0)"),
+              std::string::npos)
+        << e.what();
+  }
+  std::string s =
+      poly::schedule(parse_one(lu_in_one_computation("", 24)), false).describe_domains();
+  EXPECT_NE(s.find("reads where they run:"), std::string::npos) << s;
+  EXPECT_NE(s.find("lu[i, j, k = j] -> A[a0 = j, a1 = j]"), std::string::npos) << s;
+}
+
+// A condition read from memory cannot be decided by isl: the reads of both
+// sides count everywhere, and a loop they would make race stays sequential.
+TEST(ConditionalAccesses, AConditionReadAtRunTimeKeepsBothSides) {
+  const std::string text =
+      "func f {\n  param N = 16;\n  input m : i32[N];\n  output y : f32[N];\n"
+      "  compute s(i) in 1 <= i < N: y[i] = select(m[i] > 0, y[i - 1] + 1.0, 0.0);\n"
+      "  schedule {\n    s.tag(i, parallel);\n  }\n}\n";
+  try {
+    poly::schedule(parse_one(text));
+    FAIL() << "a parallel loop over a read chosen at run time was accepted";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.message().find("loop 'i' of s is tagged parallel"), std::string::npos) << e.what();
+  }
+}
+
 struct Malformed {
   std::string schedule;
   std::string message;

@@ -92,6 +92,21 @@ inline std::string reused_temp(const std::string& schedule, int64_t n) {
          schedule + "\n  }\n}\n";
 }
 
+// LU decomposition in place, as one computation: for k < j the update,
+// for k == j the division by the pivot A[j, j], which only that side of the
+// select reads (legality and codegen tests of conditional accesses).
+inline std::string lu_in_one_computation(const std::string& schedule, int64_t n) {
+  return "func lu {\n"
+         "  param N = " +
+         std::to_string(n) +
+         ";\n"
+         "  output A : f32[N, N];\n"
+         "  compute lu(i, j, k) in 0 <= i < N, 0 <= j < N, 0 <= k <= j, k < i:\n"
+         "    A[i, j] = select(k == j, A[i, j] / A[j, j], A[i, j] - A[i, k] * A[k, j]);\n"
+         "  schedule {\n    " +
+         schedule + "\n  }\n}\n";
+}
+
 inline std::string lowered(const std::string& src, const ir::Overrides& set = {}) {
   return ir::to_string(poly::lower(poly::schedule(parse_one(src, set))));
 }
