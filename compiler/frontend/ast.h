@@ -121,7 +121,21 @@ struct ReductionAst {
   AstPtr body;
 };
 
+// `for t in 0 <= t < T { ... }`: a loop of the algorithm around the
+// computations (and loops) in its braces, which share its iterator and run
+// interleaved in textual order for each of its values. The parser flattens
+// it: the LoopDecl item comes before the items of its body, each of which
+// names its innermost loop.
+struct LoopDecl {
+  int id = 0;       // its number among the func's loops, in textual order
+  int parent = -1;  // the loop around it, or -1
+  Pos pos;          // the `for`
+  Ident iter;
+  std::vector<AstPtr> domain;
+};
+
 struct ComputeDecl {
+  int loop = -1;  // the innermost `for` around it, or -1
   Ident name;
   std::vector<Ident> iters;
   std::vector<AstPtr> domain;
@@ -147,7 +161,7 @@ struct ScheduleDecl {
 };
 
 using Item = std::variant<ParamDecl, ConstraintDecl, BufferDecl, KnobDecl, ComputeDecl,
-                          ScheduleDecl, OptionDecl>;
+                          ScheduleDecl, OptionDecl, LoopDecl>;
 
 struct FuncDecl {
   Ident name;

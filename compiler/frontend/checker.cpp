@@ -518,11 +518,45 @@ class FuncChecker {
     }
   }
 
+  // The algorithm loops from the outermost to `loop` (-1: none).
+  std::vector<int> loop_path(int loop) const {
+    std::vector<int> path;
+    for (int l = loop; l >= 0; l = func_.loops.at(static_cast<size_t>(l)).parent)
+      path.insert(path.begin(), l);
+    return path;
+  }
+
+  // Puts the iterators of `path` in scope, outermost first.
+  void push_loop_iters(const std::vector<int>& path) {
+    for (int l : path) scope_.push_iter(loop_iters_.at(static_cast<size_t>(l)));
+  }
+
+  void check(const LoopDecl& d) {
+    std::string lname = q("for " + d.iter.name);
+    std::vector<int> outer = loop_path(d.parent);
+    scope_.clear_iters();
+    scope_.current_comp.clear();
+    push_loop_iters(outer);
+    check_iter_name(d.iter, "for " + d.iter.name);
+    scope_.push_iter(d.iter);
+    ir::AlgorithmLoop loop;
+    loop.iter = d.iter.name;
+    loop.parent = d.parent;
+    loop.where = src_.loc(d.pos);
+    Bounds bounds(scope_.iters().size());
+    check_domain(d.domain, "the range of " + lname, loop.domain, bounds);
+    require_bounds(bounds, outer.size(), "for " + d.iter.name);
+    func_.loops.push_back(std::move(loop));
+    loop_iters_.push_back(d.iter);
+  }
+
   void check(const ComputeDecl& d) {
     const std::string& cname = d.name.name;
     check_comp_name(d.name);
     scope_.clear_iters();
     scope_.current_comp = cname;
+    std::vector<int> path = loop_path(d.loop);
+    push_loop_iters(path);
     for (const Ident& i : d.iters) {
       check_iter_name(i, cname);
       scope_.push_iter(i);
@@ -530,16 +564,29 @@ class FuncChecker {
     ir::Comp comp;
     comp.name = cname;
     comp.where = src_.loc(d.name.pos);
-    for (const Ident& i : d.iters) comp.iters.push_back(i.name);
-    Bounds bounds(d.iters.size());
+    comp.loops = path;
+    for (const Ident& i : scope_.iters()) comp.iters.push_back(i.name);
+    for (int l : path) {
+      const auto& outer = func_.loops.at(static_cast<size_t>(l)).domain;
+      comp.domain.insert(comp.domain.end(), outer.begin(), outer.end());
+    }
+    Bounds bounds(scope_.iters().size());
     check_domain(d.domain, "the domain of " + q(cname), comp.domain, bounds);
-    require_bounds(bounds, 0, cname);
+    require_bounds(bounds, path.size(), cname);
 
     ExprContext body{"the value of " + q(cname), true, true, false, true};
     Decl decl;
     decl.kind = Decl::Kind::Comp;
     decl.pos = d.name.pos;
-    decl.rank = d.iters.size();
+    decl.rank = comp.iters.size();
+    if (!d.stores && !path.empty()) {
+      const ir::AlgorithmLoop& l = func_.loops.at(static_cast<size_t>(path.back()));
+      fail(d.name.pos, "value computation " + q(cname) + " is inside " + q("for " + l.iter) +
+                           " (at " + at_pos(loop_iters_.at(static_cast<size_t>(path.back())).pos) +
+                           "): only computations that store may be; declare it outside the loop, "
+                           "with " +
+                           q(l.iter) + " as an iterator of its own");
+    }
     if (!d.stores) {
       comp.value = Typer(src_, scope_, body).as_default(*d.value);
       decl.dtype = comp.value->type;
@@ -643,6 +690,7 @@ class FuncChecker {
     init.value = identity(r.op.name, dt);
     init.store = target;
     init.where = src_.loc(r.op.pos);
+    init.loops = comp.loops;
 
     for (const Ident& i : r.iters) comp.iters.push_back(i.name);
     comp.domain.insert(comp.domain.end(), inner.begin(), inner.end());
@@ -668,6 +716,7 @@ class FuncChecker {
   const Source& src_;
   const FuncDecl& decl_;
   Scope scope_;
+  std::vector<Ident> loop_iters_;  // the iterator of each algorithm loop checked so far
   // The size limits on one computation, once it is built (docs/limits.md).
   void check_size(const Ident& name, const ir::Comp& comp) {
     if (comp.iters.size() > limits_.max_domain_dims) {

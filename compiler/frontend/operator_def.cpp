@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "kiln/frontend.h"
@@ -650,6 +651,25 @@ void knob_split(Writer& w, const v1::KnobSplit& k) {
   w.tok(";");
 }
 
+// The loops from the outermost to `loop`, checked: each an index into
+// d.loops whose parent comes before it.
+std::vector<int> loop_path(Writer& w, const v1::OperatorDef& d, int loop) {
+  std::vector<int> path;
+  for (int at = loop;;) {
+    if (at < 0 || at >= d.loops_size())
+      w.fail("loop " + std::to_string(at) + " does not exist: the operator has " +
+             std::to_string(d.loops_size()) + " loops");
+    path.insert(path.begin(), at);
+    if (!d.loops(at).has_parent()) break;
+    int parent = d.loops(at).parent();
+    if (parent >= at)
+      w.fail("loops[" + std::to_string(at) + "].parent is " + std::to_string(parent) +
+             ": a loop's parent comes before it in loops");
+    at = parent;
+  }
+  return path;
+}
+
 void func(Writer& w, const v1::OperatorDef& d) {
   w.tok("func");
   {
@@ -692,11 +712,53 @@ void func(Writer& w, const v1::OperatorDef& d) {
     w.tok(";");
     w.newline();
   }
+  // The loops open around the computation written last, and those closed.
+  std::vector<int> open;
+  std::set<int> closed;
+  auto close_to = [&](size_t depth) {
+    while (open.size() > depth) {
+      closed.insert(open.back());
+      open.pop_back();
+      w.tok("}");
+      w.newline();
+    }
+  };
   for (int k = 0; k < d.computations_size(); ++k) {
+    std::vector<int> path;
+    if (d.computations(k).has_loop()) {
+      Field f(w, "computations", k);
+      Field l(w, "loop");
+      path = loop_path(w, d, d.computations(k).loop());
+    }
+    size_t common = 0;
+    while (common < open.size() && common < path.size() && open[common] == path[common]) ++common;
+    close_to(common);
+    for (size_t at = common; at < path.size(); ++at) {
+      if (closed.count(path[at])) {
+        Field f(w, "computations", k);
+        Field l(w, "loop");
+        w.fail("loops[" + std::to_string(path[at]) +
+               "] holds computations that are not consecutive: the computations of a loop follow "
+               "one another");
+      }
+      Field l(w, "loops", static_cast<size_t>(path[at]));
+      const v1::Loop& loop = d.loops(path[at]);
+      w.tok("for");
+      {
+        Field i(w, "iterator");
+        w.name(loop.iterator(), "iterator name");
+      }
+      w.tok("in");
+      exprs(w, loop.domain(), "domain", 1);
+      w.tok("{");
+      w.newline();
+      open.push_back(path[at]);
+    }
     Field f(w, "computations", k);
     computation(w, d.computations(k));
     w.newline();
   }
+  close_to(0);
   if (d.schedule_size() > 0) {
     w.tok("schedule");
     w.tok("{");
@@ -892,6 +954,10 @@ void map_func(const FieldMap& fields, ir::Func& f) {
     for (auto& s : b.shape) e(s);
     e(b.values.lo);
     e(b.values.hi);
+  }
+  for (auto& l : f.loops) {
+    l.where = fields.map(l.where);
+    for (auto& d : l.domain) e(d);
   }
   for (auto& c : f.comps) {
     c.where = fields.map(c.where);

@@ -107,6 +107,7 @@ class Parser {
   FuncDecl parse_func() {
     advance();  // func
     FuncDecl f;
+    loops_ = 0;
     f.name = expect_ident("a function name after 'func'");
     Pos open = expect(Tok::LBrace, "'{' after the function name " + q(f.name.name)).pos;
     while (!accept(Tok::RBrace)) {
@@ -149,11 +150,54 @@ class Parser {
       default:
         break;
     }
+    if (at_ident("for") && peek(1).kind == Tok::Ident) return parse_loop(f, -1);
     if (at(Tok::Ident) && peek(1).kind == Tok::Dot) {
       fail_expected("an item (schedule commands go inside 'schedule { ... }')");
     }
     fail_expected(
-        "an item (param, constraint, input, output, temp, knob, compute, option or schedule)");
+        "an item (param, constraint, input, output, temp, knob, compute, for, option or "
+        "schedule)");
+  }
+
+  // `for NAME in DOMAIN { computations and loops }`, flattened into f's
+  // items: the loop, then its body, each naming the loop around it.
+  void parse_loop(FuncDecl& f, int parent, int depth = 1) {
+    // Each level is an iterator of the computations inside, which
+    // max_domain_dims bounds far below this; the limit keeps the parser's
+    // recursion short on a hostile file.
+    constexpr int kMaxLoopNesting = 64;
+    if (depth > kMaxLoopNesting)
+      src_.parse_error(peek().pos, "'for' loops are nested too deeply (the limit is " +
+                                       std::to_string(kMaxLoopNesting) + " levels)");
+    LoopDecl l;
+    l.pos = advance().pos;  // for
+    l.id = loops_++;
+    l.parent = parent;
+    l.iter = expect_ident("an iterator name after 'for'");
+    std::string name = q("for " + l.iter.name);
+    expect(Tok::KwIn, "'in' and the range of " + name + " (as in 'for t in 0 <= t < T { ... }')");
+    for (;;) {
+      l.domain.push_back(parse_expr());
+      if (accept(Tok::Comma)) continue;
+      if (at(Tok::LBrace)) break;
+      fail_expected("',' or '{' after a condition of " + name);
+    }
+    Pos open = advance().pos;  // {
+    int id = l.id;
+    f.items.emplace_back(std::move(l));
+    while (!accept(Tok::RBrace)) {
+      if (at(Tok::End)) fail_expected("'}' to close " + name + " (opened at " + at_pos(open) + ")");
+      if (at(Tok::KwCompute)) {
+        ComputeDecl c = parse_compute();
+        c.loop = id;
+        f.items.emplace_back(std::move(c));
+      } else if (at_ident("for") && peek(1).kind == Tok::Ident) {
+        parse_loop(f, id, depth + 1);
+      } else {
+        fail_expected("a computation or a 'for' inside " + name +
+                      " (params, buffers, knobs and the schedule go outside loops)");
+      }
+    }
   }
 
   // ---- graphs
@@ -912,6 +956,7 @@ class Parser {
   const std::vector<Token>& toks_;
   size_t p_ = 0;
   int nesting_ = 0;
+  int loops_ = 0;  // the `for` loops of the func being parsed
 };
 
 }  // namespace

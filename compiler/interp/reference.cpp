@@ -291,13 +291,28 @@ class ReferenceInterpreter final : public detail::Evaluator {
       }
       plans.push_back(std::move(iters));
     }
-    for (size_t k = 0; k < f_.comps.size(); ++k) {
-      const ir::Comp& c = f_.comps[k];
-      if (!c.store) continue;  // a value computation runs where it is read
-      frames_.push_back({&c, {}});
-      enumerate(c, plans[k], 0);
-      frames_.pop_back();
+    // The algorithm loops, each as a computation over the iterators of the
+    // loops around it and its own, with their conditions: what bounds it.
+    for (size_t l = 0; l < f_.loops.size(); ++l) {
+      ir::Comp nest;
+      for (int at = static_cast<int>(l); at >= 0; at = f_.loops[static_cast<size_t>(at)].parent) {
+        const ir::AlgorithmLoop& outer = f_.loops[static_cast<size_t>(at)];
+        nest.iters.insert(nest.iters.begin(), outer.iter);
+        nest.domain.insert(nest.domain.begin(), outer.domain.begin(), outer.domain.end());
+      }
+      std::vector<IterBounds> plan = plan_bounds(nest);
+      const IterBounds& own = plan.back();
+      if (!own.has_lower || !own.has_upper) {
+        throw CompileError(ErrorStage::Interp, f_.loops[l].where,
+                           fmt::format("unbounded loop: 'for {}' has no {} bound", f_.loops[l].iter,
+                                       own.has_lower ? "upper" : "lower"));
+      }
+      loop_plans_.push_back(std::move(plan));
     }
+    plans_ = std::move(plans);
+    std::vector<size_t> all(f_.comps.size());
+    for (size_t k = 0; k < all.size(); ++k) all[k] = k;
+    run_in_order(all, 0);
   }
 
  protected:
@@ -376,17 +391,51 @@ class ReferenceInterpreter final : public detail::Evaluator {
     return r;
   }
 
-  void enumerate(const ir::Comp& c, const std::vector<IterBounds>& plan, size_t d) {
-    if (d == c.iters.size()) {
-      for (const Expr& cond : c.domain) {
-        if (!eval_bool(cond)) return;
+  // Runs the computations `ks` (in textual order), which share the
+  // algorithm loops above `depth`, whose iterators are in scope: each one
+  // over its own iterators, and those in a deeper loop together, for each
+  // value of its iterator.
+  void run_in_order(const std::vector<size_t>& ks, size_t depth) {
+    for (size_t a = 0; a < ks.size();) {
+      const ir::Comp& c = f_.comps[ks[a]];
+      if (c.loops.size() <= depth) {
+        if (c.store) {  // a value computation runs where it is read
+          frames_.push_back({&c, loop_values_});
+          enumerate(c, plans_[ks[a]], depth);
+          frames_.pop_back();
+        }
+        ++a;
+        continue;
       }
-      execute(c);
-      return;
+      int loop = c.loops[depth];
+      std::vector<size_t> inside;
+      for (; a < ks.size(); ++a) {
+        const ir::Comp& o = f_.comps[ks[a]];
+        if (o.loops.size() <= depth || o.loops[depth] != loop) break;
+        inside.push_back(ks[a]);
+      }
+      const ir::AlgorithmLoop& l = f_.loops[static_cast<size_t>(loop)];
+      auto [lo, hi] = range_of(loop_plans_[static_cast<size_t>(loop)][depth]);
+      push(l.iter, Value::of_int(ir::kIndexType, lo));
+      loop_values_.push_back(lo);
+      for (int64_t x = lo; x <= hi; ++x) {
+        set_top(Value::of_int(ir::kIndexType, x));
+        loop_values_.back() = x;
+        if (std::all_of(l.domain.begin(), l.domain.end(),
+                        [&](const Expr& cond) { return eval_bool(cond); }))
+          run_in_order(inside, depth + 1);
+        if (x == hi) break;
+      }
+      loop_values_.pop_back();
+      pop();
     }
+  }
+
+  // The values an iterator takes, from its bounds and the iterators outside it.
+  std::pair<int64_t, int64_t> range_of(const IterBounds& b) {
     int64_t lo = std::numeric_limits<int64_t>::min();
     int64_t hi = std::numeric_limits<int64_t>::max();
-    for (const BoundSource& s : plan[d].sources) {
+    for (const BoundSource& s : b.sources) {
       // coef * x + rest >= 0: x >= ceil(-rest / coef) for coef > 0, x <= floor(..) for coef < 0.
       int64_t m = -rest_of(s);
       if (s.coef > 0) {
@@ -395,6 +444,18 @@ class ReferenceInterpreter final : public detail::Evaluator {
         hi = std::min(hi, ir::floor_div(m, s.coef));
       }
     }
+    return {lo, hi};
+  }
+
+  void enumerate(const ir::Comp& c, const std::vector<IterBounds>& plan, size_t d) {
+    if (d == c.iters.size()) {
+      for (const Expr& cond : c.domain) {
+        if (!eval_bool(cond)) return;
+      }
+      execute(c);
+      return;
+    }
+    auto [lo, hi] = range_of(plan[d]);
     frames_.back().values.push_back(lo);
     push(c.iters[d], Value::of_int(ir::kIndexType, lo));
     for (int64_t x = lo; x <= hi; ++x) {
@@ -421,6 +482,9 @@ class ReferenceInterpreter final : public detail::Evaluator {
   Bindings& bindings_;
   std::map<std::string, HostBuffer> temps_;
   std::vector<Frame> frames_;
+  std::vector<std::vector<IterBounds>> plans_;       // per computation
+  std::vector<std::vector<IterBounds>> loop_plans_;  // per algorithm loop
+  std::vector<int64_t> loop_values_;                 // of the algorithm loops in scope
 };
 
 }  // namespace

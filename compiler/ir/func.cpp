@@ -22,6 +22,11 @@ const T* find_named(const std::vector<T>& items, const std::string& name) {
 
 const Buf* Func::find_buf(const std::string& n) const { return find_named(bufs, n); }
 const Comp* Func::find_comp(const std::string& n) const { return find_named(comps, n); }
+size_t Func::outer_conditions(const Comp& c) const {
+  size_t n = 0;
+  for (int l : c.loops) n += loops.at(static_cast<size_t>(l)).domain.size();
+  return n;
+}
 const Param* Func::find_param(const std::string& n) const { return find_named(params, n); }
 const Knob* Func::find_knob(const std::string& n) const { return find_named(knobs, n); }
 std::vector<const Buf*> Func::bufs_of_kind(BufKind kind) const {
@@ -381,11 +386,16 @@ void print_buf(std::ostringstream& os, const Buf& b) {
   os << (spec.empty() ? "" : " ") << spec << ";\n";
 }
 
-void print_comp(std::ostringstream& os, const Comp& c) {
-  os << "  compute " << c.name << "(";
-  for (size_t i = 0; i < c.iters.size(); ++i) os << (i ? ", " : "") << c.iters[i];
+// c inside the algorithm loops around it: its own iterators and conditions.
+void print_comp(std::ostringstream& os, const Func& f, const Comp& c) {
+  std::string indent(2 * (c.loops.size() + 1), ' ');
+  size_t outer = f.outer_conditions(c);
+  os << indent << "compute " << c.name << "(";
+  for (size_t i = c.loops.size(); i < c.iters.size(); ++i)
+    os << (i > c.loops.size() ? ", " : "") << c.iters[i];
   os << ")";
-  if (!c.domain.empty()) os << " in " << join_exprs(c.domain);
+  std::vector<Expr> own(c.domain.begin() + static_cast<std::ptrdiff_t>(outer), c.domain.end());
+  if (!own.empty()) os << " in " << join_exprs(own);
   if (c.store) {
     os << ": " << c.store->buf << "[" << join_exprs(c.store->indices)
        << "] = " << to_string(c.value) << ";\n";
@@ -450,7 +460,28 @@ std::string to_string(const Func& f) {
   if (!f.bufs.empty()) os << "\n";
   for (const Buf& b : f.bufs) print_buf(os, b);
   if (!f.comps.empty()) os << "\n";
-  for (const Comp& c : f.comps) print_comp(os, c);
+  // The algorithm loops open around the computation printed last.
+  std::vector<int> open;
+  auto close_to = [&](size_t depth) {
+    while (open.size() > depth) {
+      open.pop_back();
+      os << std::string(2 * (open.size() + 1), ' ') << "}\n";
+    }
+  };
+  for (const Comp& c : f.comps) {
+    size_t common = 0;
+    while (common < open.size() && common < c.loops.size() && open[common] == c.loops[common])
+      ++common;
+    close_to(common);
+    for (size_t d = common; d < c.loops.size(); ++d) {
+      const AlgorithmLoop& l = f.loops.at(static_cast<size_t>(c.loops[d]));
+      os << std::string(2 * (d + 1), ' ') << "for " << l.iter << " in " << join_exprs(l.domain)
+         << " {\n";
+      open.push_back(c.loops[d]);
+    }
+    print_comp(os, f, c);
+  }
+  close_to(0);
   if (!f.knobs.empty()) os << "\n";
   for (const KnobSplit& s : f.knob_splits) {
     os << "  knob split (";

@@ -138,6 +138,8 @@ std::string call_key(const ir::GraphCall& c) {
   }
   for (size_t k = 0; k < algo.comps.size(); ++k) comps[algo.comps[k].name] = fmt::format("c{}", k);
   Rewriter rw(bufs, {}, comps);
+  for (ir::AlgorithmLoop& loop : algo.loops)
+    for (ir::Expr& d : loop.domain) d = rw.rewrite(d);
   for (ir::Comp& comp : algo.comps) {
     comp.name = comps[comp.name];
     comp.value = rw.rewrite(comp.value);

@@ -277,6 +277,28 @@ std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_c
 
 namespace {
 
+// The static dims of the original schedule: a computation's place among the
+// items of the func and of each algorithm loop around it, counted in textual
+// order (computations in the same loop share the places above it).
+class OriginalPositions {
+ public:
+  std::vector<int64_t> next(const std::vector<int>& loops) {
+    size_t common = 0;
+    while (common < loops.size() && common < loops_.size() && loops[common] == loops_[common])
+      ++common;
+    std::vector<int64_t> pos(loops.size() + 1, 0);
+    for (size_t d = 0; d < common; ++d) pos[d] = pos_[d];
+    pos[common] = pos_[common] + 1;
+    loops_ = loops;
+    pos_ = pos;
+    return pos;
+  }
+
+ private:
+  std::vector<int> loops_;        // of the computation before
+  std::vector<int64_t> pos_{-1};  // its places
+};
+
 // Builds the model of m->func into m.
 void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limits) {
   const ir::Func& F = m->func;
@@ -309,6 +331,7 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
   std::map<std::string, ir::StoreTarget> stored;
   if (apply_commands) stored = stored_values(F);
   ValueResolver resolve(F, stored, limits.max_expression_nodes);
+  OriginalPositions positions;
 
   for (const auto& comp : F.comps) {
     CompModel c;
@@ -408,10 +431,15 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
           c.reads_run.unite(where.empty() ? all : relation(site.buf, site.indices, where));
     }
 
-    // The original schedule: textual order, then the iterators in order.
-    int t = static_cast<int>(m->comps.size());
-    std::string sched = "{ " + tup + " -> [" + std::to_string(t);
-    for (const auto& it : comp.iters) sched += ", " + isl_name(it) + ", 0";
+    // The original schedule: the textual order of the items at each level
+    // of the algorithm loops (a static dim), each loop's iterator between
+    // them, then c's own iterators in order.
+    std::vector<int64_t> pos = positions.next(comp.loops);
+    std::string sched = "{ " + tup + " -> [";
+    for (size_t d = 0; d <= comp.iters.size(); ++d) {
+      sched += std::to_string(d < pos.size() ? pos[d] : 0);
+      if (d < comp.iters.size()) sched += ", " + isl_name(comp.iters[d]) + ", ";
+    }
     sched += "] }";
     c.sched = isl::map(ctx, sched);
     c.loop_names = comp.iters;
@@ -428,22 +456,57 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
   // of them, each one band over its iterators, which isl analyses level by
   // level. Only the computations an analysis involves go in it: isl walks the
   // whole tree for every sink.
-  std::vector<isl::schedule> bands;
-  for (const auto& c : m->comps) {
+  //
+  // Computations in an algorithm loop are a sequence inside the loop's band.
+  auto iter_dims = [&](const CompModel& c, size_t from, size_t to) {
+    std::string out = "[";
+    for (size_t d = from; d < to; ++d) out += (d > from ? ", " : "") + isl_name(c.iters[d]);
+    // Not restricted to the domain: an empty one would leave isl no space.
+    return isl::union_map(isl::map(ctx, "{ " + tuple(c.name, c.iters) + " -> " + out + "] }"));
+  };
+  auto loops_of = [&](size_t k) -> const std::vector<int>& { return m->comps[k].comp->loops; };
+  std::vector<isl::schedule> bands;  // each computation over its own iterators
+  for (size_t k = 0; k < m->comps.size(); ++k) {
+    const CompModel& c = m->comps[k];
     isl_schedule* one = isl_schedule_from_domain(isl_union_set_from_set(c.domain_approx.copy()));
-    if (!c.iters.empty()) {
-      isl_map* identity =
-          isl_map_identity(isl_space_map_from_set(c.domain_approx.space().release()));
+    if (c.iters.size() > loops_of(k).size())
       one = isl_schedule_insert_partial_schedule(
-          one, isl_multi_union_pw_aff_from_union_map(isl_union_map_from_map(identity)));
-    }
+          one, isl_multi_union_pw_aff_from_union_map(
+                   iter_dims(c, loops_of(k).size(), c.iters.size()).release()));
     bands.push_back(isl::manage(one));
   }
+  std::function<isl::schedule(const std::vector<size_t>&, size_t)> order =
+      [&](const std::vector<size_t>& ks, size_t depth) {
+        isl_schedule* tree = nullptr;
+        for (size_t a = 0; a < ks.size();) {
+          isl_schedule* part;
+          if (loops_of(ks[a]).size() <= depth) {
+            part = bands[ks[a++]].copy();
+          } else {
+            int loop = loops_of(ks[a])[depth];
+            std::vector<size_t> inside;
+            isl::union_map band = isl::union_map::empty(ctx);
+            for (; a < ks.size(); ++a) {
+              if (loops_of(ks[a]).size() <= depth || loops_of(ks[a])[depth] != loop) break;
+              inside.push_back(ks[a]);
+              band = band.unite(iter_dims(m->comps[ks[a]], depth, depth + 1));
+            }
+            part = isl_schedule_insert_partial_schedule(
+                order(inside, depth + 1).release(),
+                isl_multi_union_pw_aff_from_union_map(band.release()));
+          }
+          tree = tree ? isl_schedule_sequence(tree, part) : part;
+        }
+        return isl::manage(tree);
+      };
   auto original_order = [&](const std::set<size_t>& comps) {
-    isl_schedule* tree = nullptr;
-    for (size_t k : comps)
-      tree = tree ? isl_schedule_sequence(tree, bands[k].copy()) : bands[k].copy();
-    return isl::manage(tree);
+    return order(std::vector<size_t>(comps.begin(), comps.end()), 0);
+  };
+  // Whether instances of computation a may run before instances of s in the
+  // original order: a comes first in the text, or a loop holds both.
+  auto may_precede = [&](size_t a, size_t s) {
+    return a <= s || (!loops_of(a).empty() && !loops_of(s).empty() &&
+                      loops_of(a).front() == loops_of(s).front());
   };
   // One computation's access to the buffer at hand (or the part of a read
   // that no write reaches). Reads are never must-sources.
@@ -466,17 +529,17 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
     if (added) it->second = !a.footprint.is_disjoint(b.footprint);
     return it->second;
   };
-  // The dependences of one sink, against the accesses of the computations up
-  // to its own whose elements meet its own (in the textual order no later
-  // one runs before it); `no_source`, when given, collects the part of the
-  // sink no source reaches.
+  // The dependences of one sink, against the accesses of the computations
+  // that may run before it (up to its own in the text, or in a loop with it)
+  // and whose elements meet its own; `no_source`, when given, collects the
+  // part of the sink no source reaches.
   const std::vector<Access> no_kills;
   auto analyse = [&](const Access& s, const std::vector<Access>& sources,
                      const std::vector<Access>& kills, isl::union_map* no_source = nullptr) {
     isl::union_map must = isl::union_map::empty(ctx), may = must, kill = must;
     std::set<size_t> comps{s.comp};
     for (const auto& a : sources)
-      if (a.comp <= s.comp && meet(a, s)) {
+      if (may_precede(a.comp, s.comp) && meet(a, s)) {
         comps.insert(a.comp);
         (a.must ? must : may) = (a.must ? must : may).unite(isl::union_map(a.rel));
       }
@@ -485,7 +548,7 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
       return isl::union_map::empty(ctx);
     }
     for (const auto& k : kills)
-      if (k.must && k.comp <= s.comp && meet(k, s)) {
+      if (k.must && may_precede(k.comp, s.comp) && meet(k, s)) {
         comps.insert(k.comp);
         kill = kill.unite(isl::union_map(k.rel));
       }

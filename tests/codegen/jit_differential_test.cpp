@@ -151,6 +151,18 @@ TEST(JitRegisterTiles, ConvWithPaddedInputAndRepackedFilters) {
   kiln_runtime_set_threads(before);
 }
 
+// f compiled at -O3 against the reference on `in`, on 1 and then 2 threads.
+void on_one_and_two_threads(const ir::Func& f, const Bindings& in) {
+  int before = kiln_runtime_threads();
+  for (int threads : {1, 2}) {
+    kiln_runtime_set_threads(threads);
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    interp::Mismatch mm = jit_differential(f, in, 3);
+    EXPECT_TRUE(mm.ok) << mm.describe();
+  }
+  kiln_runtime_set_threads(before);
+}
+
 // A temp reused for two values in one parallel loop: c's value of T[i],
 // read by d, then a's, read by b, in each iteration (legal on the temp's live
 // ranges), compiled, on 1 and 2 threads.
@@ -161,31 +173,38 @@ TEST(JitStorageReuse, FusedLiveRangesOfATempInAParallelLoop) {
       "    a.split(i, 16, io, ii); b.split(i, 16, io, ii);\n"
       "    c.tag(io, parallel);",
       1000);
-  int before = kiln_runtime_threads();
   ir::Func f = parse_one(text);
-  Bindings in = interp::random_bindings(f, interp::param_values(f), 5);
-  for (int threads : {1, 2}) {
-    kiln_runtime_set_threads(threads);
-    SCOPED_TRACE(std::to_string(threads) + " threads");
-    interp::Mismatch mm = jit_differential(f, in, 3);
-    EXPECT_TRUE(mm.ok) << mm.describe();
-  }
-  kiln_runtime_set_threads(before);
+  on_one_and_two_threads(f, interp::random_bindings(f, interp::param_values(f), 5));
 }
 
 // lu as one computation in k-outer order with parallel rows: the pivot is
 // read only on the division's side of the select.
 TEST(JitConditionalAccesses, LuInKOuterOrderWithParallelRows) {
-  int before = kiln_runtime_threads();
   ir::Func f = parse_one(lu_in_one_computation("lu.reorder(k, i, j); lu.tag(i, parallel);", 61));
-  Bindings in = interp::random_bindings(f, interp::param_values(f), 9);
-  for (int threads : {1, 2}) {
-    kiln_runtime_set_threads(threads);
-    SCOPED_TRACE(std::to_string(threads) + " threads");
-    interp::Mismatch mm = jit_differential(f, in, 3);
-    EXPECT_TRUE(mm.ok) << mm.describe();
+  on_one_and_two_threads(f, interp::random_bindings(f, interp::param_values(f), 9));
+}
+
+// PolyBench kernels written with algorithm loops (tests/data/polybench),
+// compiled under parallel and time-tiled schedules, on 1 and 2 threads.
+TEST(JitAlgorithmLoops, PolyBenchKernels) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"lu", "s3.split(k, 4, ko, ki);"},
+      {"jacobi2d", "s1.tag(i, parallel); s2.tag(i, parallel); s1.tag(j, vectorize);"},
+      {"jacobi2d",
+       "s1.skew(t, i, 2); s1.skew(t, j, 2); s2.skew(t, i, 2); s2.skew(t, j, 2); "
+       "s2.shift(i, 1); s2.shift(j, 1); s1.tile(t, i, 4, 16, to, io, ti, ii); "
+       "s2.tile(t, i, 4, 16, to, io, ti, ii); s2.after(s1, ii);"},
+      {"heat3d", "s1.tag(i, parallel); s2.tag(i, parallel);"},
+      {"seidel2d", "s.skew(t, i, 1); s.skew(t, j, 2); s.skew(i, j, 1);"},
+      {"fdtd2d", "s2.tag(i, parallel); s3.tag(i, parallel); s4.tag(i, parallel);"},
+      {"adi", "c4.tag(i, parallel); r4.tag(i, parallel);"},
+  };
+  for (const auto& [kernel, sched] : cases) {
+    SCOPED_TRACE(kernel + ": " + sched);
+    ir::Func f =
+        parse_one(with_schedule(read_source("tests/data/polybench/" + kernel + ".kiln"), sched));
+    on_one_and_two_threads(f, interp::random_bindings(f, interp::param_values(f), 4));
   }
-  kiln_runtime_set_threads(before);
 }
 
 }  // namespace

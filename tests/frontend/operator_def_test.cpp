@@ -282,6 +282,110 @@ TEST(OperatorDef, AKnobSplitGivesItsPartsAndTheInnerOnesDefaults) {
 }
 
 // Each error names the field, as a text's names FILE:LINE:COL.
+// Two statements in a time loop, and a third after it.
+const char* kLoopDef = R"pb(
+  name: "steps"
+  params { name: "T" value: 3 }
+  params { name: "N" value: 8 }
+  buffers {
+    name: "A"
+    kind: OUTPUT
+    dtype: F32
+    shape { name: "N" }
+  }
+  loops {
+    iterator: "t"
+    domain {
+      binary {
+        op: LE
+        lhs { int_value: 0 }
+        rhs { name: "t" }
+      }
+    }
+    domain {
+      binary {
+        op: LT
+        lhs { name: "t" }
+        rhs { name: "T" }
+      }
+    }
+  }
+  computations {
+    name: "a"
+    iterators: "i"
+    domain {
+      binary {
+        op: LE
+        lhs { int_value: 0 }
+        rhs { name: "i" }
+      }
+    }
+    domain {
+      binary {
+        op: LT
+        lhs { name: "i" }
+        rhs { name: "N" }
+      }
+    }
+    store {
+      buffer: "A"
+      indices { name: "i" }
+      assign: ADD_TO
+    }
+    value { float_value: 0.5 }
+    loop: 0
+  }
+  computations {
+    name: "b"
+    store {
+      buffer: "A"
+      indices { int_value: 0 }
+    }
+    value { float_value: 1.5 }
+    loop: 0
+  }
+  computations {
+    name: "c"
+    store {
+      buffer: "A"
+      indices { int_value: 1 }
+    }
+    value { float_value: 2.5 }
+  }
+)pb";
+
+TEST(OperatorDef, LoopsGiveTheTextsForLoops) {
+  const char* text =
+      "func steps {\n  param T = 3, N = 8;\n  output A : f32[N];\n"
+      "  for t in 0 <= t < T {\n"
+      "    compute a(i) in 0 <= i < N: A[i] += 0.5;\n"
+      "    compute b(): A[0] = 1.5;\n"
+      "  }\n"
+      "  compute c(): A[1] = 2.5;\n}\n";
+  ir::Func from_def = frontend::parse_operator_def(def(kLoopDef));
+  EXPECT_EQ(ir::to_string(from_def),
+            ir::to_string(frontend::parse_module(text, "steps.kiln").funcs.at(0)));
+  EXPECT_EQ(from_def.loops.at(0).where.str(), "loops[0]");
+
+  v1::OperatorDef d = def(kLoopDef);
+  d.mutable_computations(1)->set_loop(3);
+  EXPECT_EQ(error_of(d),
+            "computations[1].loop: validate error: loop 3 does not exist: the operator has 1 "
+            "loops");
+  d = def(kLoopDef);
+  d.add_loops()->set_iterator("u");
+  d.mutable_loops(0)->set_parent(1);
+  EXPECT_EQ(error_of(d),
+            "computations[0].loop: validate error: loops[0].parent is 1: a loop's parent comes "
+            "before it in loops");
+  d = def(kLoopDef);
+  d.mutable_computations(2)->set_loop(0);
+  d.mutable_computations(1)->clear_loop();
+  EXPECT_EQ(error_of(d),
+            "computations[2].loop: validate error: loops[0] holds computations that are not "
+            "consecutive: the computations of a loop follow one another");
+}
+
 TEST(OperatorDef, ErrorsNameTheField) {
   struct Case {
     const char* change;  // appended to the matmul definition (repeated fields add an item)

@@ -78,7 +78,7 @@ const BadInput kCases[] = {
      "bad.kiln:7:5: parse error: expected a function name after 'func', found end of file"},
     {"NotAnItem", true,
      "  let x = 3;\n}",
-     "bad.kiln:6:3: parse error: expected an item (param, constraint, input, output, temp, knob, compute, option or schedule), found 'let'"},
+     "bad.kiln:6:3: parse error: expected an item (param, constraint, input, output, temp, knob, compute, for, option or schedule), found 'let'"},
     {"ScheduleCommandOutsideSchedule", true,
      "  y.set_loc(stack);\n}",
      "bad.kiln:6:3: parse error: expected an item (schedule commands go inside 'schedule { ... }'), found 'y'"},

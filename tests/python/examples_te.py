@@ -114,6 +114,52 @@ def heat2d():
     return f
 
 
+def jacobi2d():
+    f = te.Func("jacobi2d")
+    T, N = f.param("T", 10), f.param("N", 64)
+    f.constraint(T > 0, N > 2)
+    A = f.output("A", "f32", (N, N))
+    B = f.output("B", "f32", (N, N))
+    t, i, j = te.iters("t i j")
+    inside = [1 <= i, i < N - 1, 1 <= j, j < N - 1]
+    with f.loop(t, [0 <= t, t < T]):
+        f.compute("s1", (i, j), inside, B[i, j],
+                  0.2 * (A[i, j] + A[i, j - 1] + A[i, j + 1] + A[i + 1, j] + A[i - 1, j]))
+        f.compute("s2", (i, j), inside, A[i, j],
+                  0.2 * (B[i, j] + B[i, j - 1] + B[i, j + 1] + B[i + 1, j] + B[i - 1, j]))
+    TT = f.knob("TT", 8, [4, 8, 16, 32])
+    TI = f.knob("TI", 32, [8, 16, 32, 64, 128])
+    f["s1"].skew("t", "i", 2)
+    f["s2"].skew("t", "i", 2)
+    f["s2"].shift("i", 1)
+    f["s1"].tile("t", "i", TT, TI, "to", "io", "ti", "ii")
+    f["s2"].tile("t", "i", TT, TI, "to", "io", "ti", "ii")
+    f["s2"].after("s1", "ii")
+    f["s1"].tag("j", "vectorize")
+    f["s2"].tag("j", "vectorize")
+    return f
+
+
+def lu():
+    f = te.Func("lu")
+    N = f.param("N", 64)
+    f.constraint(N > 0)
+    M = f.input("M", "f32", (N, N))
+    A = f.output("A", "f32", (N, N))
+    i, j, k = te.iters("i j k")
+    f.compute("init", (i, j), [0 <= i, i < N, 0 <= j, j < N], A[i, j],
+              te.select(i == j, M[i, j] + te.cast("f32", N), M[i, j]))
+    with f.loop(i, [0 <= i, i < N]):
+        with f.loop(j, [0 <= j, j < i]):
+            f.compute("s1", (k,), [0 <= k, k < j], A[i, j], A[i, k] * A[k, j], assign="-=")
+            f.compute("s2", (), [], A[i, j], A[i, j] / A[j, j])
+        with f.loop(j, [i <= j, j < N]):
+            f.compute("s3", (k,), [0 <= k, k < i], A[i, j], A[i, k] * A[k, j], assign="-=")
+    f["s3"].reorder("i", "k", "j")
+    f["s3"].tag("j", "vectorize")
+    return f
+
+
 def spmm():
     f = te.Func("spmm")
     m, n, p, nnz = (f.param(nm, v) for nm, v in (("m", 24), ("n", 16), ("p", 20), ("nnz", 96)))
@@ -217,6 +263,8 @@ EXAMPLES = {
     ("conv2d", "conv2d"): conv2d,
     ("trmm", "trmm"): trmm,
     ("heat2d", "heat2d"): heat2d,
+    ("jacobi2d", "jacobi2d"): jacobi2d,
+    ("lu", "lu"): lu,
     ("spmm", "spmm"): spmm,
     ("segment_sum", "segment_sum"): segment_sum,
     ("conv_bn_relu", "block"): conv_bn_relu,

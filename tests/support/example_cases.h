@@ -69,6 +69,14 @@ inline const std::vector<ExampleCase>& example_cases() {
         "step.skew(t, j, 2); step.skew(i, j, 1); step.reorder(j, t, i); step.split(i, 4, io, ii); "
         "step.tag(io, parallel);"},
        {{{"T", 3}, {"N", 9}}, {{"T", 1}, {"N", 3}}}},
+      {"jacobi2d",
+       {"<file>", "", "s1.tag(i, parallel); s2.tag(i, parallel);",
+        "s1.skew(t, i, 2); s2.skew(t, i, 2); s2.shift(i, 1); s1.tile(t, i, 3, 5, to, io, ti, "
+        "ii); s2.tile(t, i, 3, 5, to, io, ti, ii); s2.after(s1, ii);"},
+       {{{"T", 5}, {"N", 13}}, {{"T", 1}, {"N", 3}}}},
+      {"lu",
+       {"<file>", "", "s3.split(k, 3, ko, ki); s1.tag(k, unroll);"},
+       {{{"N", 17}}, {{"N", 1}}, {{"N", 2}}}},
   };
   return all;
 }

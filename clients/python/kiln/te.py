@@ -33,6 +33,7 @@ of a mistake (``computations[0].domain[1]``). What each piece becomes:
   the commands and their arguments).
 """
 
+import contextlib
 import inspect
 import numbers
 
@@ -554,12 +555,32 @@ class Func(Operator):
         f["upd"].reorder("i", "k", "j")
 
     Params, buffers and computations keep the order they are made in, which
-    is the order of the func (computations run in that order).
+    is the order of the func (computations run in that order). Computations
+    made inside ``with f.loop(t, domain):`` are inside that algorithm loop
+    (``for t in domain { ... }``): they run in order once for each value of
+    ``t``, which comes before their own iterators::
+
+        t, i = te.iters("t i")
+        with f.loop(t, [0 <= t, t < T]):
+            f.compute("s1", (i,), [1 <= i, i < N - 1], B[i], A[i - 1] + A[i + 1])
+            f.compute("s2", (i,), [1 <= i, i < N - 1], A[i], B[i])
     """
 
     def __init__(self, name, fast_math=False):
         super().__init__(name, [], (), fast_math)
         self._params, self._buffers, self._comps = [], [], []
+        self._loops, self._open = [], []
+
+    @contextlib.contextmanager
+    def loop(self, iterator, domain):
+        """``for iterator in domain { ... }`` around the computations made inside."""
+        parent = self._open[-1] if self._open else None
+        self._loops.append((iterator.name, [_expr(c) for c in domain], parent))
+        self._open.append(len(self._loops) - 1)
+        try:
+            yield iterator
+        finally:
+            self._open.pop()
 
     def param(self, name, value=None):
         p = _Param(name, value)
@@ -594,7 +615,7 @@ class Func(Operator):
         if assign not in _ASSIGN:
             raise ValueError(f"compute {name}: assign {assign!r} is not one of {list(_ASSIGN)}")
         self._comps.append((name, [v.name for v in iterators], [_expr(c) for c in domain],
-                            store, _expr(value), assign))
+                            store, _expr(value), assign, self._open[-1] if self._open else None))
         return ValueComputation(name) if store is None else None
 
     def definition(self):
@@ -604,8 +625,15 @@ class Func(Operator):
         d.constraints.extend(c.proto for c in self.constraints)
         for t in self._buffers:
             _add_buffer(d, t, t.kind)
-        for name, its, domain, store, value, assign in self._comps:
+        for it, domain, parent in self._loops:
+            loop = d.loops.add(iterator=it)
+            loop.domain.extend(e.proto for e in domain)
+            if parent is not None:
+                loop.parent = parent
+        for name, its, domain, store, value, assign, loop in self._comps:
             c = d.computations.add(name=name, iterators=its)
+            if loop is not None:
+                c.loop = loop
             c.domain.extend(e.proto for e in domain)
             if store is not None:
                 c.store.buffer = store.proto.index.buffer

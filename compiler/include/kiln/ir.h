@@ -324,13 +324,30 @@ struct StoreTarget {
 // computation is a pure value that others read through Access, inlined into
 // them unless the schedule stores it.
 // The original execution order is the textual order of computations, each
-// over its domain in lexicographic order of `iters`.
+// over its domain in lexicographic order of `iters`; computations inside an
+// algorithm loop (AlgorithmLoop) run interleaved in textual order for each of
+// its values.
 struct Comp {
   std::string name;
   std::vector<std::string> iters;
   std::vector<Expr> domain;
   Expr value;
   std::optional<StoreTarget> store;
+  SourceLoc where;
+  // The algorithm loops around it (indices into Func::loops), outermost
+  // first. Their iterators are the first of `iters`, and their conditions,
+  // in the same order, the first of `domain`.
+  std::vector<int> loops{};
+};
+
+// A loop of the algorithm, `for t in 0 <= t < T { ... }`: the computations in
+// it share its iterator and, for each of its values in increasing order, run
+// one after another in textual order, as the statements of a loop body do.
+struct AlgorithmLoop {
+  std::string iter;
+  // Its own conditions, over the iterators of the loops around it and its own.
+  std::vector<Expr> domain;
+  int parent = -1;  // the loop around it (an index into Func::loops), or -1
   SourceLoc where;
 };
 
@@ -434,6 +451,7 @@ struct Func {
   std::vector<Constraint> constraints;
   std::vector<Buf> bufs;
   std::vector<Comp> comps;
+  std::vector<AlgorithmLoop> loops;  // the `for` loops of the algorithm, in textual order
   std::vector<Knob> knobs;
   std::vector<KnobSplit> knob_splits;  // their parts are in `knobs`
   // Conditions on knob values (and compile-time params): `constraint MB % MR == 0`.
@@ -446,6 +464,8 @@ struct Func {
 
   const Buf* find_buf(const std::string& n) const;
   const Comp* find_comp(const std::string& n) const;
+  // How many of c's domain conditions come from the loops around it.
+  size_t outer_conditions(const Comp& c) const;
   const Param* find_param(const std::string& n) const;
   const Knob* find_knob(const std::string& n) const;
   // Its buffers of one kind, in declaration order (an operator's inputs or outputs).
