@@ -730,8 +730,7 @@ void func(Writer& w, const v1::OperatorDef& d) {
       Field l(w, "loop");
       path = loop_path(w, d, d.computations(k).loop());
     }
-    size_t common = 0;
-    while (common < open.size() && common < path.size() && open[common] == path[common]) ++common;
+    size_t common = ir::shared_loops(open, path);
     close_to(common);
     for (size_t at = common; at < path.size(); ++at) {
       if (closed.count(path[at])) {

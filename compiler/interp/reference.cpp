@@ -396,26 +396,19 @@ class ReferenceInterpreter final : public detail::Evaluator {
   // over its own iterators, and those in a deeper loop together, for each
   // value of its iterator.
   void run_in_order(const std::vector<size_t>& ks, size_t depth) {
-    for (size_t a = 0; a < ks.size();) {
-      const ir::Comp& c = f_.comps[ks[a]];
-      if (c.loops.size() <= depth) {
+    auto loops_of = [&](size_t k) -> const std::vector<int>& { return f_.comps[k].loops; };
+    for (const ir::LevelItem& item : ir::level_items(ks, depth, loops_of)) {
+      if (item.loop < 0) {
+        const ir::Comp& c = f_.comps[item.comps.front()];
         if (c.store) {  // a value computation runs where it is read
           frames_.push_back({&c, loop_values_});
-          enumerate(c, plans_[ks[a]], depth);
+          enumerate(c, plans_[item.comps.front()], depth);
           frames_.pop_back();
         }
-        ++a;
         continue;
       }
-      int loop = c.loops[depth];
-      std::vector<size_t> inside;
-      for (; a < ks.size(); ++a) {
-        const ir::Comp& o = f_.comps[ks[a]];
-        if (o.loops.size() <= depth || o.loops[depth] != loop) break;
-        inside.push_back(ks[a]);
-      }
-      const ir::AlgorithmLoop& l = f_.loops[static_cast<size_t>(loop)];
-      auto [lo, hi] = range_of(loop_plans_[static_cast<size_t>(loop)][depth]);
+      const ir::AlgorithmLoop& l = f_.loops[static_cast<size_t>(item.loop)];
+      auto [lo, hi] = range_of(loop_plans_[static_cast<size_t>(item.loop)][depth]);
       push(l.iter, Value::of_int(ir::kIndexType, lo));
       loop_values_.push_back(lo);
       for (int64_t x = lo; x <= hi; ++x) {
@@ -423,7 +416,7 @@ class ReferenceInterpreter final : public detail::Evaluator {
         loop_values_.back() = x;
         if (std::all_of(l.domain.begin(), l.domain.end(),
                         [&](const Expr& cond) { return eval_bool(cond); }))
-          run_in_order(inside, depth + 1);
+          run_in_order(item.comps, depth + 1);
         if (x == hi) break;
       }
       loop_values_.pop_back();

@@ -22,6 +22,24 @@ const T* find_named(const std::vector<T>& items, const std::string& name) {
 
 const Buf* Func::find_buf(const std::string& n) const { return find_named(bufs, n); }
 const Comp* Func::find_comp(const std::string& n) const { return find_named(comps, n); }
+size_t shared_loops(const std::vector<int>& a, const std::vector<int>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+std::vector<LevelItem> level_items(const std::vector<size_t>& comps, size_t depth,
+                                   const std::function<const std::vector<int>&(size_t)>& loops_of) {
+  std::vector<LevelItem> out;
+  for (size_t k : comps) {
+    const std::vector<int>& path = loops_of(k);
+    int loop = path.size() > depth ? path[depth] : -1;
+    if (loop < 0 || out.empty() || out.back().loop != loop) out.push_back({loop, {}});
+    out.back().comps.push_back(k);
+  }
+  return out;
+}
+
 size_t Func::outer_conditions(const Comp& c) const {
   size_t n = 0;
   for (int l : c.loops) n += loops.at(static_cast<size_t>(l)).domain.size();
@@ -469,9 +487,7 @@ std::string to_string(const Func& f) {
     }
   };
   for (const Comp& c : f.comps) {
-    size_t common = 0;
-    while (common < open.size() && common < c.loops.size() && open[common] == c.loops[common])
-      ++common;
+    size_t common = shared_loops(open, c.loops);
     close_to(common);
     for (size_t d = common; d < c.loops.size(); ++d) {
       const AlgorithmLoop& l = f.loops.at(static_cast<size_t>(c.loops[d]));

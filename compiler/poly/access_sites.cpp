@@ -1,6 +1,8 @@
 // The accesses of an expression and the conditions under which each runs.
 #include "access_sites.h"
 
+#include <functional>
+
 #include "kiln/analysis.h"
 
 namespace kiln::poly {
@@ -29,9 +31,18 @@ void SiteCollector::loads_of(const ir::Expr& e, std::set<std::string>& out) {
 }
 
 void SiteCollector::under(const ir::Expr& cond, const ir::Expr& e) {
-  path_.push_back(cond);
+  size_t depth = path_.size();
+  std::function<void(const ir::Expr&)> add = [&](const ir::Expr& c) {
+    if (auto* b = ir::as<ir::Binary>(c); b && b->op == ir::BinaryOp::And) {
+      add(b->a);
+      add(b->b);
+    } else {
+      path_.push_back(c);
+    }
+  };
+  add(cond);
   visit(e);
-  path_.pop_back();
+  path_.resize(depth);
 }
 
 }  // namespace kiln::poly

@@ -18,7 +18,9 @@ struct Site {
   std::vector<ir::Expr> indices;
   bool write = false;
   SourceLoc where;
-  std::vector<ir::Expr> path;  // every condition holds where the access runs
+  // Every condition holds where the access runs; a conjunction is split
+  // into its conjuncts, so a reader that cannot read one keeps the others.
+  std::vector<ir::Expr> path;
 };
 
 // Appends the reads of the expressions it visits, nested ones (in indices)

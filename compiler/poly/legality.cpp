@@ -253,8 +253,6 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
       return Violation{"breaks a live range of temp " + buf + ": " + *what};
   // A loop bound to parallel hardware must carry no dependence between any
   // two instances that run inside it, whichever computations they belong to.
-  // Whether a pair is carried at a level is asked once: several tagged loops
-  // ask the same of a pair.
   // Static position q of c (0 past its own, as padded), asked once per
   // computation.
   std::map<const CompModel*, std::vector<std::optional<int64_t>>> statics;
@@ -272,6 +270,8 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
     }
     return true;
   };
+  // Whether a pair is carried at a level is asked once: several tagged loops
+  // ask the same of a pair.
   std::map<std::pair<size_t, int>, bool> carried_at;
   for (const auto& c : m.comps) {
     for (int loop = 0; loop < c.loops(); ++loop) {

@@ -61,19 +61,6 @@ std::string tuple(const std::string& name, const std::vector<std::string>& vars)
   return s + "]";
 }
 
-// Collects every Load in an expression, including those nested in indices.
-void collect_loads(const ir::Expr& e, std::vector<const ir::Load*>& out) {
-  struct V : ir::IRVisitor {
-    std::vector<const ir::Load*>* out;
-    void visit_load(const ir::Load& n) override {
-      out->push_back(&n);
-      ir::IRVisitor::visit_load(n);
-    }
-  } v;
-  v.out = &out;
-  v.visit(e);
-}
-
 // Replaces reads of value computations: inlined ones by their expression,
 // stored ones by a read of their buffer.
 class ValueResolver : public ir::IRMutator {
@@ -283,9 +270,7 @@ namespace {
 class OriginalPositions {
  public:
   std::vector<int64_t> next(const std::vector<int>& loops) {
-    size_t common = 0;
-    while (common < loops.size() && common < loops_.size() && loops[common] == loops_[common])
-      ++common;
+    size_t common = ir::shared_loops(loops, loops_);
     std::vector<int64_t> pos(loops.size() + 1, 0);
     for (size_t d = 0; d < common; ++d) pos[d] = pos_[d];
     pos[common] = pos_[common] + 1;
@@ -363,11 +348,7 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
                              "domain condition '" + ir::to_string(cond) + "' of " + comp.name +
                                  " is not affine in its iterators and params");
         exact += (exact.empty() ? "" : " and ") + ("(" + *t + ")");
-        bool uses_data = false;
-        std::vector<const ir::Load*> loads;
-        collect_loads(cond, loads);
-        uses_data = !loads.empty() || c.data_params.size() != before;
-        if (uses_data)
+        if (ir::reads_memory(cond) || c.data_params.size() != before)
           c.must_write = false;
         else
           approx += (approx.empty() ? "" : " and ") + ("(" + *t + ")");
@@ -415,18 +396,11 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
     for (const auto& site : sites) {
       isl::union_map all = relation(site.buf, site.indices);
       c.reads = c.reads.unite(all);
-      // The conditions isl can read, conjunct by conjunct; the rest are
-      // dropped, which leaves a superset of where the read runs.
+      // The conditions isl can read; the rest are dropped, which leaves a
+      // superset of where the read runs.
       std::string where;
-      std::function<void(const ir::Expr&)> add = [&](const ir::Expr& cond) {
-        if (auto* b = ir::as<ir::Binary>(cond); b && b->op == ir::BinaryOp::And) {
-          add(b->a);
-          add(b->b);
-        } else if (auto t = ap.cond(cond)) {
-          where += (where.empty() ? "" : " and ") + ("(" + *t + ")");
-        }
-      };
-      for (const auto& p : site.path) add(p);
+      for (const auto& p : site.path)
+        if (auto t = ap.cond(p)) where += (where.empty() ? "" : " and ") + ("(" + *t + ")");
       c.reads_run =
           c.reads_run.unite(where.empty() ? all : relation(site.buf, site.indices, where));
     }
@@ -478,21 +452,15 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
   std::function<isl::schedule(const std::vector<size_t>&, size_t)> order =
       [&](const std::vector<size_t>& ks, size_t depth) {
         isl_schedule* tree = nullptr;
-        for (size_t a = 0; a < ks.size();) {
+        for (const ir::LevelItem& item : ir::level_items(ks, depth, loops_of)) {
           isl_schedule* part;
-          if (loops_of(ks[a]).size() <= depth) {
-            part = bands[ks[a++]].copy();
+          if (item.loop < 0) {
+            part = bands[item.comps.front()].copy();
           } else {
-            int loop = loops_of(ks[a])[depth];
-            std::vector<size_t> inside;
             isl::union_map band = isl::union_map::empty(ctx);
-            for (; a < ks.size(); ++a) {
-              if (loops_of(ks[a]).size() <= depth || loops_of(ks[a])[depth] != loop) break;
-              inside.push_back(ks[a]);
-              band = band.unite(iter_dims(m->comps[ks[a]], depth, depth + 1));
-            }
+            for (size_t k : item.comps) band = band.unite(iter_dims(m->comps[k], depth, depth + 1));
             part = isl_schedule_insert_partial_schedule(
-                order(inside, depth + 1).release(),
+                order(item.comps, depth + 1).release(),
                 isl_multi_union_pw_aff_from_union_map(band.release()));
           }
           tree = tree ? isl_schedule_sequence(tree, part) : part;

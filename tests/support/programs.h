@@ -73,6 +73,17 @@ inline interp::Mismatch differential(const ir::Func& f,
   return differential(f, interp::random_bindings(f, params, seed));
 }
 
+// What scheduling f throws, as CompileError::what() says it
+// ("file:line:col: legality error: ..."), or "(accepted)".
+inline std::string schedule_error(const ir::Func& f) {
+  try {
+    poly::schedule(f);
+  } catch (const CompileError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
 // Temp T holds two values one after the other: a's, read by b, then c's,
 // read by d (legality and codegen tests of storage reuse).
 inline std::string reused_temp(const std::string& schedule, int64_t n) {

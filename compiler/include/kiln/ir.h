@@ -351,6 +351,21 @@ struct AlgorithmLoop {
   SourceLoc where;
 };
 
+// How many algorithm loops, from the outermost, two paths of them (as
+// Comp::loops gives one) share.
+size_t shared_loops(const std::vector<int>& a, const std::vector<int>& b);
+
+// The items at one level of the algorithm: computations `comps` (in textual
+// order, all inside the same loops above `depth`, whose paths `loops_of`
+// gives) in runs, each a computation directly at that level (loop -1) or
+// every computation inside one loop at `depth` (that loop).
+struct LevelItem {
+  int loop = -1;
+  std::vector<size_t> comps;
+};
+std::vector<LevelItem> level_items(const std::vector<size_t>& comps, size_t depth,
+                                   const std::function<const std::vector<int>&(size_t)>& loops_of);
+
 struct Knob {
   std::string name;
   int64_t value = 0;  // the default; `--set` or the tuner replaces it
