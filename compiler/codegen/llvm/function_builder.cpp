@@ -126,24 +126,39 @@ void FunctionBuilder::input_checks() {
     int32_t code = ir::kStatusCheckBase + static_cast<int32_t>(k);
     auto* failed = llvm::BasicBlock::Create(ctx_, check.subject + ".bad", fn_);
     llvm::Type* elem = mem_type(arg->dtype);
-    counted(b_.getInt64(0), count, 1, check.subject + ".check", [&](llvm::Value* i) {
-      llvm::Value* v = b_.CreateSExt(b_.CreateLoad(elem, b_.CreateInBoundsGEP(elem, buf.ptr, i)),
-                                     b_.getInt64Ty());
-      llvm::Value* bad = b_.getFalse();
-      if (lo) bad = b_.CreateOr(bad, b_.CreateICmpSLT(v, lo));
-      if (hi) bad = b_.CreateOr(bad, b_.CreateICmpSGT(v, hi));
-      if (check.sorted) {
-        // v < buf[i - 1], for i > 0 (buf[i - 1] is read only then).
-        llvm::Value* first = b_.CreateICmpEQ(i, b_.getInt64(0));
-        llvm::Value* prev_at = b_.CreateInBoundsGEP(
-            elem, buf.ptr, b_.CreateSelect(first, i, b_.CreateSub(i, b_.getInt64(1))));
-        llvm::Value* prev = b_.CreateSExt(b_.CreateLoad(elem, prev_at), b_.getInt64Ty());
-        bad = b_.CreateOr(bad, b_.CreateAnd(b_.CreateNot(first), b_.CreateICmpSLT(v, prev)));
-      }
+    // Blocks of elements, each checked without a branch (a loop LLVM can
+    // vectorize), then one branch per block.
+    constexpr int64_t kBlock = 4096;
+    llvm::IRBuilder<> at_entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    llvm::Value* any_bad = at_entry.CreateAlloca(b_.getInt1Ty(), nullptr, check.subject + ".any");
+    auto block = [&](llvm::Value* from) {
+      llvm::Value* to = b_.CreateAdd(from, b_.getInt64(kBlock));
+      to = b_.CreateSelect(b_.CreateICmpSLT(to, count), to, count);
+      b_.CreateStore(b_.getFalse(), any_bad);
+      counted(from, to, 1, check.subject + ".check", [&](llvm::Value* i) {
+        llvm::Value* v = b_.CreateSExt(b_.CreateLoad(elem, b_.CreateInBoundsGEP(elem, buf.ptr, i)),
+                                       b_.getInt64Ty());
+        llvm::Value* bad = b_.getFalse();
+        if (lo) bad = b_.CreateOr(bad, b_.CreateICmpSLT(v, lo));
+        if (hi) bad = b_.CreateOr(bad, b_.CreateICmpSGT(v, hi));
+        if (check.sorted) {
+          // v < buf[i - 1], for i > 0 (buf[i - 1] is read only then).
+          llvm::Value* first = b_.CreateICmpEQ(i, b_.getInt64(0));
+          llvm::Value* prev_at = b_.CreateInBoundsGEP(
+              elem, buf.ptr, b_.CreateSelect(first, i, b_.CreateSub(i, b_.getInt64(1))));
+          llvm::Value* prev = b_.CreateSExt(b_.CreateLoad(elem, prev_at), b_.getInt64Ty());
+          bad = b_.CreateOr(bad, b_.CreateAnd(b_.CreateNot(first), b_.CreateICmpSLT(v, prev)));
+        }
+        b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), any_bad), bad), any_bad);
+      });
       auto* next = llvm::BasicBlock::Create(ctx_, check.subject + ".ok", fn_);
-      b_.CreateCondBr(bad, failed, next);
+      b_.CreateCondBr(b_.CreateLoad(b_.getInt1Ty(), any_bad), failed, next);
       b_.SetInsertPoint(next);
-    });
+    };
+    counted(b_.getInt64(0),
+            b_.CreateSDiv(b_.CreateAdd(count, b_.getInt64(kBlock - 1)), b_.getInt64(kBlock)), 1,
+            check.subject + ".blocks",
+            [&](llvm::Value* k) { block(b_.CreateMul(k, b_.getInt64(kBlock))); });
     llvm::IRBuilderBase::InsertPoint after = b_.saveIP();
     b_.SetInsertPoint(failed);
     b_.CreateRet(b_.getInt32(code));
