@@ -45,21 +45,6 @@ void split(const Ast& c, std::vector<Piece>& out) {
   }
 }
 
-// The identity of a reduction over a buffer of type t.
-ir::Expr identity(const std::string& op, ir::DType t) {
-  double inf = std::numeric_limits<double>::infinity();
-  if (ir::is_float(t)) {
-    double v = op == "sum" ? 0.0 : op == "prod" ? 1.0 : op == "max" ? -inf : inf;
-    return ir::float_imm(v, t);
-  }
-  int64_t lo = t == ir::DType::I32 ? std::numeric_limits<int32_t>::min()
-                                   : std::numeric_limits<int64_t>::min();
-  int64_t hi = t == ir::DType::I32 ? std::numeric_limits<int32_t>::max()
-                                   : std::numeric_limits<int64_t>::max();
-  int64_t v = op == "sum" ? 0 : op == "prod" ? 1 : op == "max" ? lo : hi;
-  return ir::int_imm(v, t);
-}
-
 ir::BinaryOp reduction_op(const std::string& op) {
   if (op == "sum") return ir::BinaryOp::Add;
   if (op == "prod") return ir::BinaryOp::Mul;
@@ -597,7 +582,8 @@ class FuncChecker {
       return;
     }
 
-    // A store: the target must be a writable buffer, indexed affinely.
+    // A store: the target must be a writable buffer, indexed affinely in the
+    // iterators and params or through reads of buffers (a scatter).
     const std::string tname = q(d.target.name);
     const Decl* buf = scope_.name(d.target.name);
     if (!buf || buf->kind != Decl::Kind::Buffer) {
@@ -619,7 +605,7 @@ class FuncChecker {
     ir::StoreTarget target{d.target.name, {}, src_.loc(d.target.pos)};
     {
       Typer typer(src_, scope_, body);
-      AffineContext actx{"the indices of the store to " + tname, false};
+      AffineContext actx{"the indices of the store to " + tname, true};
       for (size_t k = 0; k < d.target_indices.size(); ++k) {
         const Ast& a = *d.target_indices[k];
         target.indices.push_back(
@@ -687,7 +673,7 @@ class FuncChecker {
     init.name = init_name.name;
     init.iters = comp.iters;
     init.domain = comp.domain;
-    init.value = identity(r.op.name, dt);
+    init.value = ir::reduction_identity(reduction_op(r.op.name), dt);
     init.store = target;
     init.where = src_.loc(r.op.pos);
     init.loops = comp.loops;

@@ -198,6 +198,23 @@ Expr float_imm(double v, DType t) {
   return std::make_shared<FloatImm>(v, t);
 }
 
+Expr reduction_identity(BinaryOp op, DType t) {
+  double inf = std::numeric_limits<double>::infinity();
+  if (is_float(t)) {
+    double v = op == BinaryOp::Add   ? 0.0
+               : op == BinaryOp::Mul ? 1.0
+               : op == BinaryOp::Max ? -inf
+                                     : inf;
+    return float_imm(v, t);
+  }
+  int64_t lo =
+      t == DType::I32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+  int64_t hi =
+      t == DType::I32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+  int64_t v = op == BinaryOp::Add ? 0 : op == BinaryOp::Mul ? 1 : op == BinaryOp::Max ? lo : hi;
+  return int_imm(v, t);
+}
+
 Expr bool_imm(bool v) { return std::make_shared<IntImm>(v ? 1 : 0, DType::Bool); }
 
 Expr var(const std::string& name, DType t) { return std::make_shared<Var>(name, t); }

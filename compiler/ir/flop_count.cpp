@@ -66,7 +66,8 @@ class FlopCounter {
   // budget spent, or more than fits in int64).
   std::optional<int64_t> count(const Stmt& s) {
     if (!s) return 0;
-    if (const auto* n = as<Store>(s)) return float_ops(n->value);
+    if (const auto* n = as<Store>(s))
+      return float_ops(n->value) + (n->atomic && is_float(n->value->type) ? 1 : 0);
     if (const auto* n = as<Block>(s)) {
       int64_t total = 0;
       for (const Stmt& x : n->stmts) {

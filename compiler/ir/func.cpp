@@ -100,7 +100,7 @@ constexpr ScheduleOp kScheduleOps[] = {
     ScheduleOp::Skew,    ScheduleOp::Shift,  ScheduleOp::After,         ScheduleOp::Separate,
     ScheduleOp::Inline,  ScheduleOp::Tag,    ScheduleOp::ApplySch,      ScheduleOp::Store,
     ScheduleOp::StoreAt, ScheduleOp::SetLoc, ScheduleOp::CacheIdentity, ScheduleOp::Cache,
-    ScheduleOp::AllocAt,
+    ScheduleOp::AllocAt, ScheduleOp::Atomic, ScheduleOp::Privatize,
 };
 }  // namespace
 
@@ -140,6 +140,10 @@ const char* schedule_op_name(ScheduleOp op) {
       return "cache";
     case ScheduleOp::AllocAt:
       return "alloc_at";
+    case ScheduleOp::Atomic:
+      return "atomic";
+    case ScheduleOp::Privatize:
+      return "privatize";
   }
   return "?";
 }

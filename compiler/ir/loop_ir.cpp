@@ -106,6 +106,15 @@ void print_stmt(std::ostringstream& os, const Stmt& s, int indent) {
     }
     case StmtKind::Store: {
       const auto& n = static_cast<const Store&>(*s);
+      if (n.atomic) {
+        std::string op = *n.atomic == BinaryOp::Add   ? "add"
+                         : *n.atomic == BinaryOp::Sub ? "sub"
+                         : *n.atomic == BinaryOp::Mul ? "mul"
+                                                      : binary_op_symbol(*n.atomic);
+        os << pad << "atomic_" << op << "(" << n.buf << "[" << join_exprs(n.indices) << "], "
+           << to_string(n.value) << ");\n";
+        return;
+      }
       os << pad << n.buf << "[" << join_exprs(n.indices) << "] = " << to_string(n.value) << ";\n";
       return;
     }
@@ -329,7 +338,7 @@ Stmt StmtMutator::mutate_store(const Stmt& s, const Store& n) {
     if (inst.back().second != e) inst_changed = true;
   }
   if (!changed && !inst_changed && v == n.value) return s;
-  return std::make_shared<Store>(n.buf, std::move(idx), v, n.comp, std::move(inst));
+  return std::make_shared<Store>(n.buf, std::move(idx), v, n.comp, std::move(inst), n.atomic);
 }
 
 Stmt StmtMutator::mutate_alloc(const Stmt& s, const Alloc& n) {

@@ -502,7 +502,7 @@ class Eliminator : public StmtMutator {
     std::vector<Expr> idx = all(n.indices, &changed);
     Expr v = expr(n.value);
     if (!changed && v == n.value) return s;
-    return std::make_shared<Store>(n.buf, std::move(idx), v, n.comp, n.instance);
+    return std::make_shared<Store>(n.buf, std::move(idx), v, n.comp, n.instance, n.atomic);
   }
   Stmt mutate_alloc(const Stmt& s, const Alloc& n) override {
     bool changed = false;

@@ -779,7 +779,7 @@ class StmtSimplifier {
     std::vector<Expr> idx = exprs(n.indices, &changed);
     Expr v = expr(n.value);
     if (!changed && v == n.value) return s;
-    return std::make_shared<ir::Store>(n.buf, std::move(idx), v, n.comp, n.instance);
+    return std::make_shared<ir::Store>(n.buf, std::move(idx), v, n.comp, n.instance, n.atomic);
   }
 
   Stmt simplify_alloc(const Stmt& s, const ir::Alloc& n) {

@@ -270,6 +270,30 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
     }
     return true;
   };
+  // A computation's dependences on itself through the element it updates
+  // (update_of) do not hold back a loop whose iterations update atomically
+  // (any parallel hardware, not vector lanes) or that privatizes the target.
+  auto shared_update = [&](const DependencePair& p, const CompModel& c, int loop, ir::LoopTag t) {
+    if (&p.src != &p.dst || p.dep.buf != p.src.target.buf) return false;
+    if (p.src.atomic && t != ir::LoopTag::Vectorize) return true;
+    return &p.src == &c && c.privatized.count(c.loop_names[loop]) > 0;
+  };
+  // For a loop that carries such a dependence: how to let it.
+  auto update_hint = [&](const DependencePair& p, const CompModel& c, int loop, ir::LoopTag t) {
+    if (&p.src != &p.dst || p.dep.buf != p.src.target.buf || !update_of(p.src))
+      return std::string();
+    std::string how =
+        t == ir::LoopTag::Vectorize
+            ? ""
+            : p.src.name + ".atomic()" +
+                  (&p.src == &c ? " or " + c.name + ".privatize(" + c.loop_names[loop] + ")"
+                                : std::string());
+    if (how.empty())
+      return std::string("; ") + p.src.name + " updates " + p.dep.buf +
+             " in place, and vector lanes cannot update one element together";
+    return "; " + p.src.name + " updates " + p.dep.buf + " in place: " + how +
+           " lets iterations update one element together";
+  };
   // Whether a pair is carried at a level is asked once: several tagged loops
   // ask the same of a pair.
   std::map<std::pair<size_t, int>, bool> carried_at;
@@ -298,6 +322,7 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
           return it->second;
         };
         if (!p.broken && !carried()) continue;
+        if (shared_update(p, c, loop, t)) continue;
         if (!in_loop) {
           isl::set inside = c.domain_approx.apply(padded_schedule(c, dims));
           isl_set* prefix = isl_set_project_out(inside.release(), isl_dim_set, level, dims - level);
@@ -328,7 +353,8 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
                          " is tagged " + ir::loop_tag_name(t) + " but carries the " +
                          kind_name(p.dep.kind) + " dependence from " + p.src.name + " to " +
                          p.dst.name + ": " + describe_violation(p.dep, instances, p.src, p.dst) +
-                         "; its iterations cannot run at the same time"};
+                         "; its iterations cannot run at the same time" +
+                         update_hint(p, c, loop, t)};
       }
     }
   }

@@ -281,10 +281,34 @@ class AstLowering {
     return ir::LoopTag::None;
   }
 
+  // The computation that privatizes loop n (c.privatize(L)), if any.
+  const CompModel* privatizer(const isl::ast_node_for& n) const {
+    int k = schedule_dim_of(n);
+    if (k % 2 == 0) return nullptr;
+    std::set<std::string> names = statements_in(n);
+    for (const auto& c : m_.comps)
+      if (names.count(isl_name(c.name)) && c.loops() > (k - 1) / 2 &&
+          c.privatized.count(c.loop_names[(k - 1) / 2])) {
+        if (names.size() > 1) {
+          std::string others;
+          for (const auto& o : m_.comps)
+            if (&o != &c && names.count(isl_name(o.name)))
+              others += (others.empty() ? "'" : ", '") + o.name + "'";
+          fail(c.comp->where, "cannot privatize loop '" + c.loop_names[(k - 1) / 2] + "' of '" +
+                                  c.name + "': " + others +
+                                  " also runs inside it, and would not see the updates its "
+                                  "copies hold until the loop ends");
+        }
+        return &c;
+      }
+    return nullptr;
+  }
+
   ir::Stmt for_node(const isl::ast_node_for& n) {
     std::string iter = id_name(n.iterator());
     std::string var = unique_name(loop_name(n));
     ir::LoopTag tag = loop_tag(n);
+    const CompModel* priv = privatizer(n);
 
     ir::Expr lo = expr(n.init());
     loop_vars_[iter] = var;
@@ -298,10 +322,88 @@ class AstLowering {
       fail(m_.func.where, "isl produced a loop condition kiln does not lower");
     }
     int64_t step = n.inc().as<isl::ast_expr_int>().val().num_si();
+    std::optional<Copies> copies;
+    if (priv) {
+      // Copy number (var - lo) / step of the target, one per iteration.
+      const auto* lo_int = ir::as<ir::IntImm>(lo);
+      ir::Expr slot = lo_int ? plus(ir::var(var), -lo_int->value)
+                             : ir::binary(ir::BinaryOp::Sub, ir::var(var), lo);
+      if (step != 1) slot = ir::binary(ir::BinaryOp::Div, slot, ir::int_imm(step));
+      copies = Copies{unique_buffer(priv->target.buf + "_" + priv->name), slot};
+      copies_[priv->name] = *copies;
+    }
     ir::Stmt body = node(n.body());
     in_scope_.erase(var);
     loop_vars_.erase(iter);
-    return std::make_shared<ir::For>(var, lo, hi, step, tag, body);
+    if (priv) copies_.erase(priv->name);
+    ir::Stmt loop = std::make_shared<ir::For>(var, lo, hi, step, tag, body);
+    if (!priv) return loop;
+    return privatized(*priv, copies->buf, loop, lo, hi, step, tag);
+  }
+
+  // loop, which updates copies of c's target, one per iteration: the
+  // copies allocated and set to the update's identity before it, and
+  // combined into the target after it.
+  ir::Stmt privatized(const CompModel& c, const std::string& buf, const ir::Stmt& loop,
+                      const ir::Expr& lo, const ir::Expr& hi, int64_t step, ir::LoopTag tag) {
+    const ir::Buf* target = m_.func.find_buf(c.target.buf);
+    Update u = *update_of(c);
+    ir::Expr trips;
+    const auto *lo_int = ir::as<ir::IntImm>(lo), *hi_int = ir::as<ir::IntImm>(hi);
+    if (lo_int && hi_int) {
+      trips = ir::int_imm(std::max<int64_t>(0, (hi_int->value - lo_int->value + step - 1) / step));
+    } else {
+      trips = ir::binary(ir::BinaryOp::Sub, hi, lo);
+      if (step != 1)
+        trips = ir::binary(ir::BinaryOp::Div, plus(trips, step - 1), ir::int_imm(step));
+      trips = ir::binary(ir::BinaryOp::Max, trips, ir::int_imm(0));
+    }
+    std::vector<ir::Expr> shape = {trips};
+    for (const auto& e : target->shape) shape.push_back(folded(e, m_.constants));
+    // Loops over every element of the copies: `outer` first when given.
+    std::vector<std::string> vars;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      vars.push_back(unique_name(d == 0 ? "copy" : "e" + std::to_string(d - 1)));
+      in_scope_.insert(vars.back());
+    }
+    for (const auto& v : vars) in_scope_.erase(v);
+    auto nest = [&](const std::vector<size_t>& order, ir::Stmt inner) {
+      for (size_t k = order.size(); k-- > 0;) {
+        size_t d = order[k];
+        ir::LoopTag t = k == 0 && tag == ir::LoopTag::Parallel ? tag : ir::LoopTag::None;
+        inner =
+            std::make_shared<ir::For>(vars[d], ir::int_imm(0), shape[d], 1, t, std::move(inner));
+      }
+      return inner;
+    };
+    std::vector<ir::Expr> all, elem;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      all.push_back(ir::var(vars[d]));
+      if (d) elem.push_back(ir::var(vars[d]));
+    }
+    // The copies accumulate what the loop subtracts; the target then loses their sum.
+    ir::BinaryOp acc = u.op == ir::BinaryOp::Sub ? ir::BinaryOp::Add : u.op;
+    std::vector<size_t> copies_first, elements_first;
+    for (size_t d = 0; d < shape.size(); ++d) copies_first.push_back(d);
+    for (size_t d = 1; d < shape.size(); ++d) elements_first.push_back(d);
+    elements_first.push_back(0);
+    ir::Stmt init = nest(
+        copies_first,
+        std::make_shared<ir::Store>(buf, all, ir::reduction_identity(acc, target->dtype), c.name));
+    ir::Expr sum = ir::binary(u.op, ir::load(c.target.buf, elem, target->dtype),
+                              ir::load(buf, all, target->dtype));
+    ir::Stmt combine =
+        nest(elements_first, std::make_shared<ir::Store>(c.target.buf, elem, sum, c.name));
+    return std::make_shared<ir::Alloc>(buf, target->dtype, shape, ir::MemLoc::Heap,
+                                       ir::block({init, loop, combine}));
+  }
+
+  std::string unique_buffer(const std::string& want) {
+    std::string name = want;
+    for (int k = 1; reserved_names().count(name) || copy_names_.count(name); ++k)
+      name = want + "_" + std::to_string(k);
+    copy_names_.insert(name);
+    return name;
   }
 
   ir::Stmt if_node(const isl::ast_node_if& n) {
@@ -331,6 +433,20 @@ class AstLowering {
     }
     std::vector<ir::Expr> idx;
     for (const auto& x : c.target.indices) idx.push_back(ir::substitute(x, sub));
+    if (c.atomic) {
+      Update u = *update_of(c);
+      return std::make_shared<ir::Store>(c.target.buf, idx, ir::substitute(u.operand, sub), c.name,
+                                         instance, u.op);
+    }
+    auto copy = copies_.find(c.name);
+    if (copy != copies_.end()) {  // inside the loop it privatizes: its own copy
+      Update u = *update_of(c);
+      idx.insert(idx.begin(), copy->second.slot);
+      ir::BinaryOp acc = u.op == ir::BinaryOp::Sub ? ir::BinaryOp::Add : u.op;
+      ir::Expr v = ir::binary(acc, ir::load(copy->second.buf, idx, c.value->type),
+                              ir::substitute(u.operand, sub));
+      return std::make_shared<ir::Store>(copy->second.buf, idx, v, c.name, instance);
+    }
     return std::make_shared<ir::Store>(c.target.buf, idx, ir::substitute(c.value, sub), c.name,
                                        instance);
   }
@@ -489,6 +605,14 @@ class AstLowering {
   std::map<std::string, std::string> loop_vars_;  // isl iterator -> loop variable
   std::set<std::string> in_scope_;
   std::set<std::string> reserved_;
+  // The copies of a target that a privatized loop being lowered updates, by
+  // computation: the buffer and the copy of the current iteration.
+  struct Copies {
+    std::string buf;
+    ir::Expr slot;
+  };
+  std::map<std::string, Copies> copies_;
+  std::set<std::string> copy_names_;
 };
 
 // Every temporary is used only where it is allocated (alloc_at, caches).
@@ -712,6 +836,12 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
   StageTimer timer(ErrorStage::Lower, m.limits);
   try {
     ScheduleTable table;
+    for (const auto& c : m.comps)
+      for (const auto& l : c.privatized)
+        if (std::find(c.loop_names.begin(), c.loop_names.end(), l) == c.loop_names.end())
+          fail(c.comp->where, "'" + c.name + "' privatizes loop '" + l +
+                                  "', which a later schedule command replaced; privatize the "
+                                  "loop that stands last");
     for (const auto& c : m.comps) {
       std::optional<isl::pw_multi_aff> f = pw_multi_aff_from_map(padded_schedule(c, dims));
       if (!f)

@@ -96,7 +96,24 @@ struct CompModel {
   // Set once a memory schedule (cache_identity, alloc_at) refers to c's
   // loops: loop schedules after it would move the loops under it.
   std::optional<SourceLoc> memory_scheduled;
+  // c.atomic(): its update is an atomic read-modify-write, so parallel
+  // iterations may update one element (see updates.cpp).
+  bool atomic = false;
+  // c.privatize(L): each iteration of loop L updates a copy of c's target of
+  // its own, and the copies are combined into the target after the loop.
+  std::set<std::string> privatized;
 };
+
+// An update of the element a computation writes: target = target OP operand
+// (+=, -=, *=, max(t, v), min(t, v)), with an operand that does not read the
+// target's buffer. Instances that update one element may then run in any
+// order, up to the rounding of floats.
+struct Update {
+  ir::BinaryOp op;
+  ir::Expr operand;
+};
+// c's update, or nullopt when its value is not one. Defined in updates.cpp.
+std::optional<Update> update_of(const CompModel& c);
 
 // A temporary allocated inside loop `loop` (a dynamic dim) of computation
 // `comp` instead of around the whole function (alloc_at, caches).
@@ -183,6 +200,9 @@ ir::Stmt unroll_tails(const ir::Stmt& body);
 // Memory schedules. Defined in memory.cpp.
 void cmd_cache_identity(ScheduledFunc::Impl& m, CompModel& c, const ir::ScheduleCommand& cmd);
 void cmd_alloc_at(ScheduledFunc::Impl& m, CompModel& c, const ir::ScheduleCommand& cmd);
+// Updates that parallel iterations share. Defined in updates.cpp.
+void cmd_atomic(ScheduledFunc::Impl& m, CompModel& c, const ir::ScheduleCommand& cmd);
+void cmd_privatize(ScheduledFunc::Impl& m, CompModel& c, const ir::ScheduleCommand& cmd);
 
 // An isl affine expression as a kiln expression: input dim k becomes
 // `inputs[k]`, a param becomes a Var of its name (compile-time params are

@@ -561,7 +561,8 @@ void apply_command(Impl& m, const ir::ScheduleCommand& cmd) {
                         "' is a value computation inlined into its users, so it has no loops to " +
                         cmd.op + "; store it first (store_at)");
   // A tag names a loop; every other loop schedule changes the loops a memory schedule used.
-  if (c->memory_scheduled && *op != ScheduleOp::Tag && !ir::is_memory_schedule(*op))
+  if (c->memory_scheduled && *op != ScheduleOp::Tag && *op != ScheduleOp::Atomic &&
+      *op != ScheduleOp::Privatize && !ir::is_memory_schedule(*op))
     fail(cmd.where, "loop schedules of '" + c->name +
                         "' must come before its memory schedules (line " +
                         std::to_string(c->memory_scheduled->line) + "), which depend on its loops");
@@ -571,6 +572,10 @@ void apply_command(Impl& m, const ir::ScheduleCommand& cmd) {
       return cmd_cache_identity(m, *c, cmd);
     case ScheduleOp::AllocAt:
       return cmd_alloc_at(m, *c, cmd);
+    case ScheduleOp::Atomic:
+      return cmd_atomic(m, *c, cmd);
+    case ScheduleOp::Privatize:
+      return cmd_privatize(m, *c, cmd);
     case ScheduleOp::Split:
       return cmd_split(m, *c, cmd);
     case ScheduleOp::Tile:

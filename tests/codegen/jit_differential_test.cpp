@@ -184,6 +184,45 @@ TEST(JitConditionalAccesses, LuInKOuterOrderWithParallelRows) {
   on_one_and_two_threads(f, interp::random_bindings(f, interp::param_values(f), 9));
 }
 
+// Scatter updates from parallel iterations, compiled: atomic read-modify-
+// writes (LLVM's atomicrmw, and a compare-and-swap loop for *=, one per lane
+// in a vectorized loop) and privatized copies, on 1 and 2 threads, for every
+// update operator and element type. Many iterations update each element, so
+// two threads do race for them.
+TEST(JitScatter, AtomicAndPrivatizedUpdates) {
+  struct Case {
+    std::string update, type, init;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"out[bin[k]] += w[k]", "f32", "0.0"},
+           {"out[bin[k]] -= w[k]", "f64", "0.0"},
+           {"out[bin[k]] *= w[k]", "f32", "1.0"},
+           {"out[bin[k]] *= w[k]", "i64", "1"},
+           {"out[bin[k]] = max(out[bin[k]], w[k])", "f32", "-1000.0"},
+           {"out[bin[k]] = min(w[k], out[bin[k]])", "f64", "1000.0"},
+           {"out[bin[k]] += w[k]", "i32", "0"},
+           {"out[bin[k]] = max(out[bin[k]], w[k])", "i64", "-1000"},
+       }) {
+    for (std::string sched : {"h.split(k, 64, ko, ki); h.tag(ko, parallel); h.atomic();",
+                              "h.tag(k, parallel); h.atomic();",
+                              "h.split(k, 256, ko, ki); h.tag(ko, parallel); h.privatize(ko);"}) {
+      SCOPED_TRACE(c.update + " (" + c.type + "): " + sched);
+      // *= on few elements per bin, so products stay in range.
+      int64_t n = c.update.find("*=") != std::string::npos ? 96 : 5000;
+      ir::Func f = parse_one(scatter(c.update, sched, n, 32, c.type, c.init));
+      on_one_and_two_threads(f, interp::random_bindings(f, interp::param_values(f), 6));
+    }
+  }
+  // Rows: each lane of the vectorized j loop updates its own column.
+  for (std::string sched :
+       {"h.tag(k, parallel); h.atomic(); h.tag(j, vectorize);",
+        "h.split(k, 64, ko, ki); h.tag(ko, parallel); h.privatize(ko); h.tag(j, vectorize);"}) {
+    SCOPED_TRACE(sched);
+    ir::Func f = parse_one(scatter("out[bin[k], j] += w[k, j]", sched, 700, 5, "f32", "0.0", 19));
+    on_one_and_two_threads(f, interp::random_bindings(f, interp::param_values(f), 7));
+  }
+}
+
 // PolyBench kernels written with algorithm loops (tests/data/polybench),
 // compiled under parallel and time-tiled schedules, on 1 and 2 threads.
 TEST(JitAlgorithmLoops, PolyBenchKernels) {

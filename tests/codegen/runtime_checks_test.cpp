@@ -82,6 +82,31 @@ TEST(InputChecks, OffsetsOutsideTheirRangeOrUnsortedAreRefusedBeforeAnyRead) {
   }
 }
 
+// A scatter's index read from an input: a bin outside the range refused
+// before any write, whatever the schedule.
+TEST(InputChecks, ScatterIndicesOutsideTheirRangeAreRefused) {
+  for (std::string sched : {"", "h.split(k, 16, ko, ki); h.tag(ko, parallel); h.atomic();",
+                            "h.split(k, 16, ko, ki); h.tag(ko, parallel); h.privatize(ko);"}) {
+    SCOPED_TRACE(sched);
+    ir::Func f = parse_one(scatter("out[bin[k]] += w[k]", sched, 100, 8));
+    codegen::Kernel k = compiled(f);
+    for (int64_t bad : {-3, 8}) {
+      Bindings b = interp::random_bindings(f, interp::param_values(f), 4);
+      b.buffers.at("bin").set_i(99, bad);
+      auto args = codegen::pack_arguments(k.func(), b);
+      EXPECT_EQ(k.call(args.data(), static_cast<int32_t>(args.size())), KILN_ERR_CHECK);
+      std::string e = run_error(k, b);
+      EXPECT_NE(e.find("test.kiln:3:9: run error: input bin breaks its value spec in [0, bins): "
+                       "bin[99] = " +
+                       std::to_string(bad)),
+                std::string::npos)
+          << e;
+    }
+    Bindings ok = interp::random_bindings(f, interp::param_values(f), 4);
+    EXPECT_EQ(run_error(k, ok), "");
+  }
+}
+
 const char* kDivide = R"(func d {
   param N = 37;
   input a : T[N];

@@ -53,9 +53,10 @@ TEST(ScheduleOp, NamesRoundTripAndUnknownNamesAreNone) {
   std::string list = ir::schedule_op_list();
   EXPECT_EQ(list,
             "split, fuse, reorder, tile, skew, shift, after, separate, inline, tag, apply_sch, "
-            "store, store_at, set_loc, cache_identity, cache, alloc_at");
-  for (ir::ScheduleOp op : {ir::ScheduleOp::Split, ir::ScheduleOp::ApplySch,
-                            ir::ScheduleOp::CacheIdentity, ir::ScheduleOp::AllocAt}) {
+            "store, store_at, set_loc, cache_identity, cache, alloc_at, atomic, privatize");
+  for (ir::ScheduleOp op :
+       {ir::ScheduleOp::Split, ir::ScheduleOp::ApplySch, ir::ScheduleOp::CacheIdentity,
+        ir::ScheduleOp::AllocAt, ir::ScheduleOp::Atomic, ir::ScheduleOp::Privatize}) {
     EXPECT_EQ(ir::schedule_op_from_name(ir::schedule_op_name(op)), op);
   }
   EXPECT_FALSE(ir::schedule_op_from_name("twist").has_value());

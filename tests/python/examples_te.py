@@ -203,6 +203,23 @@ def segment_sum():
     return f
 
 
+def histogram():
+    f = te.Func("histogram")
+    n, bins = f.param("n", 100000), f.param("bins", 256)
+    f.constraint(n > 0)
+    bin_ = f.input("bin", "i32", (n,), values=(0, bins), hi_inclusive=False)
+    w = f.input("w", "f32", (n,))
+    hist = f.output("hist", "f32", (bins,))
+    b, k = te.iters("b k")
+    f.compute("h_init", (b,), [0 <= b, b < bins], hist[b], 0.0)
+    f.compute("h", (k,), [0 <= k, k < n], hist[bin_[k]], w[k], assign="+=")
+    chunk = f.knob("CHUNK", 16384, [256, 1024, 4096, 16384, 65536])
+    f["h"].split("k", chunk, "ko", "ki")
+    f["h"].tag("ko", "parallel")
+    f["h"].privatize("ko")
+    return f
+
+
 def conv_bn_relu():
     """The graph `block` of examples/conv_bn_relu.kiln and its four operators."""
     conv = te.Func("conv2d")
@@ -267,5 +284,6 @@ EXAMPLES = {
     ("lu", "lu"): lu,
     ("spmm", "spmm"): spmm,
     ("segment_sum", "segment_sum"): segment_sum,
+    ("histogram", "histogram"): histogram,
     ("conv_bn_relu", "block"): conv_bn_relu,
 }

@@ -77,6 +77,11 @@ inline const std::vector<ExampleCase>& example_cases() {
       {"lu",
        {"<file>", "", "s3.split(k, 3, ko, ki); s1.tag(k, unroll);"},
        {{{"N", 17}}, {{"N", 1}}, {{"N", 2}}}},
+      {"histogram",
+       {"<file>", "", "h.split(k, 64, ko, ki); h.tag(ko, parallel); h.atomic();",
+        "h.split(k, 100, ko, ki); h.privatize(ko); h.tag(ko, parallel); h_init.tag(b, "
+        "parallel);"},
+       {{{"n", 1000}, {"bins", 16}}, {{"n", 1}, {"bins", 1}}}},
   };
   return all;
 }

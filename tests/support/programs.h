@@ -118,6 +118,36 @@ inline std::string lu_in_one_computation(const std::string& schedule, int64_t n)
          schedule + "\n  }\n}\n";
 }
 
+// A scatter: instance k of h updates out[bin[k]] by `update` (a statement
+// such as "out[bin[k]] += w[k]") into an `out` of `type` set to `init` first;
+// with `rows`, out and w have that many columns and h an iterator j over them
+// (legality, interpreter and codegen tests of scatter stores).
+inline std::string scatter(const std::string& update, const std::string& schedule, int64_t n,
+                           int64_t bins, const std::string& type = "f32",
+                           const std::string& init = "0", int64_t rows = 0) {
+  std::string cols = rows ? ", " + std::to_string(rows) : "";
+  std::string j = rows ? ", j" : "", in_j = rows ? ", 0 <= j < " + std::to_string(rows) : "";
+  return "func scatter {\n"
+         "  param n = " +
+         std::to_string(n) + ", bins = " + std::to_string(bins) +
+         ";\n"
+         "  input bin : i32[n] in [0, bins);\n"
+         "  input w : " +
+         type + "[n" + cols +
+         "];\n"
+         "  output out : " +
+         type + "[bins" + cols +
+         "];\n"
+         "  compute init(b" +
+         j + ") in 0 <= b < bins" + in_j + ": out[b" + j + "] = " + init +
+         ";\n"
+         "  compute h(k" +
+         j + ") in 0 <= k < n" + in_j + ": " + update +
+         ";\n"
+         "  schedule {\n    " +
+         schedule + "\n  }\n}\n";
+}
+
 inline std::string lowered(const std::string& src, const ir::Overrides& set = {}) {
   return ir::to_string(poly::lower(poly::schedule(parse_one(src, set))));
 }

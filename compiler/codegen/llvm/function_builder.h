@@ -127,6 +127,8 @@ class FunctionBuilder {
   llvm::Value* lane0_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx);
   llvm::Value* load(const ir::Load& n);
   void store(const ir::Store& n);
+  // *at = *at OP v as one atomic step (a Store's `atomic`).
+  void atomic_update(ir::BinaryOp op, ir::DType t, llvm::Value* at, llvm::Value* v);
 
   // ---------------------------------------------------------------------
   // vector_lanes.cpp: vectorized loops: lanes, lane-varying lets and the stride of an access

@@ -84,6 +84,54 @@ llvm::Value* FunctionBuilder::load(const ir::Load& n) {
   return v;
 }
 
+void FunctionBuilder::atomic_update(ir::BinaryOp op, ir::DType t, llvm::Value* at, llvm::Value* v) {
+  using RMW = llvm::AtomicRMWInst::BinOp;
+  bool fp = ir::is_float(t);
+  llvm::Align align(ir::dtype_bytes(t));
+  auto ordering = llvm::AtomicOrdering::Monotonic;  // the launch's join orders the rest
+  std::optional<RMW> rmw;
+  switch (op) {
+    case ir::BinaryOp::Add:
+      rmw = fp ? RMW::FAdd : RMW::Add;
+      break;
+    case ir::BinaryOp::Sub:
+      rmw = fp ? RMW::FSub : RMW::Sub;
+      break;
+    case ir::BinaryOp::Max:
+      rmw = fp ? RMW::FMax : RMW::Max;
+      break;
+    case ir::BinaryOp::Min:
+      rmw = fp ? RMW::FMin : RMW::Min;
+      break;
+    default:
+      break;
+  }
+  if (rmw) {
+    b_.CreateAtomicRMW(*rmw, at, v, align, ordering);
+    return;
+  }
+  if (op != ir::BinaryOp::Mul) fail("an atomic update by an operator other than + - * min max");
+  // old * v, swapped in when the element still holds old; else again with
+  // what it holds now. On the bits, as cmpxchg takes integers.
+  llvm::Type* vt = v->getType();
+  llvm::Type* bits = b_.getIntNTy(static_cast<unsigned>(8 * ir::dtype_bytes(t)));
+  llvm::BasicBlock* entry = b_.GetInsertBlock();
+  llvm::BasicBlock* retry = llvm::BasicBlock::Create(ctx_, "atomic.retry", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "atomic.done", fn_);
+  llvm::LoadInst* first = b_.CreateAlignedLoad(bits, at, align);
+  first->setAtomic(ordering);
+  b_.CreateBr(retry);
+  b_.SetInsertPoint(retry);
+  llvm::PHINode* old = b_.CreatePHI(bits, 2);
+  old->addIncoming(first, entry);
+  llvm::Value* prod = fp ? b_.CreateFMul(b_.CreateBitCast(old, vt), v) : b_.CreateMul(old, v);
+  llvm::Value* pair = b_.CreateAtomicCmpXchg(at, old, fp ? b_.CreateBitCast(prod, bits) : prod,
+                                             align, ordering, ordering);
+  old->addIncoming(b_.CreateExtractValue(pair, 0), retry);
+  b_.CreateCondBr(b_.CreateExtractValue(pair, 1), done, retry);
+  b_.SetInsertPoint(done);
+}
+
 void FunctionBuilder::store(const ir::Store& n) {
   BufInfo& buf = buffer(n.buf);
   llvm::Align align(ir::dtype_bytes(buf.dtype));
@@ -91,6 +139,18 @@ void FunctionBuilder::store(const ir::Store& n) {
   storing_ = n.comp;
   llvm::Value* v = expr(n.value);
   storing_ = outer;
+  if (n.atomic) {
+    // Lane by lane inside a vectorized loop: each lane's update is one
+    // atomic step, whatever element the others update.
+    llvm::Value* at = element_ptr(buf, n.indices);
+    if (!is_vec(at) && !is_vec(v)) return atomic_update(*n.atomic, buf.dtype, at, v);
+    for (int l = 0; l < lanes_; ++l) {
+      llvm::Value* lane_at = is_vec(at) ? b_.CreateExtractElement(at, b_.getInt32(l)) : at;
+      llvm::Value* lane_v = is_vec(v) ? b_.CreateExtractElement(v, b_.getInt32(l)) : v;
+      atomic_update(*n.atomic, buf.dtype, lane_at, lane_v);
+    }
+    return;
+  }
   auto to_mem = [&](llvm::Value* x) {
     return buf.dtype == ir::DType::Bool ? b_.CreateZExt(x, like(b_.getInt8Ty(), x)) : x;
   };

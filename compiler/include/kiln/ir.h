@@ -196,6 +196,9 @@ Expr call(const std::string& name, std::vector<Expr> args);  // result type of a
 Expr access(const std::string& comp, std::vector<Expr> indices, DType t, SourceLoc where = {});
 Expr load(const std::string& buf, std::vector<Expr> indices, DType t, SourceLoc where = {});
 Expr let(const std::string& v, Expr value, Expr body);
+// The identity of a reduction by op (Add, Mul, Max or Min) over type t: 0, 1,
+// the type's lowest value (-inf for floats), its highest.
+Expr reduction_identity(BinaryOp op, DType t);
 
 // Shorthands for index arithmetic (both sides kIndexType or same type).
 Expr operator+(Expr a, Expr b);
@@ -441,6 +444,8 @@ enum class ScheduleOp : uint8_t {
   CacheIdentity,
   Cache,
   AllocAt,
+  Atomic,
+  Privatize,
 };
 const char* schedule_op_name(ScheduleOp op);  // "split", "apply_sch", "cache_identity", ...
 std::optional<ScheduleOp> schedule_op_from_name(std::string_view name);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,20 +74,28 @@ struct LetStmt final : StmtNode {
 // buf[indices] = value. `comp` and `instance` say which computation instance
 // this store executes (the original iterators as expressions of loop
 // variables); they are for diagnostics only.
+//
+// With `atomic` set, the store is an atomic read-modify-write and `value` is
+// its operand: buf[indices] = buf[indices] OP value, as one indivisible step
+// (OP is Add, Sub, Mul, Min or Max), so parallel iterations may update the
+// same element (a computation's `atomic()` schedule).
 struct Store final : StmtNode {
   std::string buf;
   std::vector<Expr> indices;
   Expr value;
   std::string comp;
   std::vector<std::pair<std::string, Expr>> instance;
+  std::optional<BinaryOp> atomic;
   Store(std::string b, std::vector<Expr> i, Expr v, std::string c = {},
-        std::vector<std::pair<std::string, Expr>> inst = {})
+        std::vector<std::pair<std::string, Expr>> inst = {},
+        std::optional<BinaryOp> atomic_op = std::nullopt)
       : StmtNode(StmtKind::Store),
         buf(std::move(b)),
         indices(std::move(i)),
         value(std::move(v)),
         comp(std::move(c)),
-        instance(std::move(inst)) {}
+        instance(std::move(inst)),
+        atomic(atomic_op) {}
 };
 // A temporary buffer that exists while body runs.
 struct Alloc final : StmtNode {
