@@ -153,7 +153,9 @@ class BoundsChecker {
     }
     Outside o;
     if (out_of.empty()) {
-      o.bad = isl::set::empty(isl::space(m_.ctx.get(), 0));
+      // A set space with no dimension (isl::space(ctx, 0) would parse a
+      // string from a null pointer).
+      o.bad = isl::manage(isl_set_empty(isl_space_set_alloc(m_.ctx.get().get(), 0, 0)));
       return o;
     }
     all.push_back("(" + join(out_of, " or ") + ")");

@@ -271,11 +271,12 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
     return true;
   };
   // A computation's dependences on itself through the element it updates
-  // (update_of) do not hold back a loop whose iterations update atomically
-  // (any parallel hardware, not vector lanes) or that privatizes the target.
+  // (update_of) do not hold back a loop on parallel hardware (not vector
+  // lanes) whose iterations update atomically or privatize the target.
   auto shared_update = [&](const DependencePair& p, const CompModel& c, int loop, ir::LoopTag t) {
-    if (&p.src != &p.dst || p.dep.buf != p.src.target.buf) return false;
-    if (p.src.atomic && t != ir::LoopTag::Vectorize) return true;
+    if (&p.src != &p.dst || p.dep.buf != p.src.target.buf || t == ir::LoopTag::Vectorize)
+      return false;
+    if (p.src.atomic) return true;
     return &p.src == &c && c.privatized.count(c.loop_names[loop]) > 0;
   };
   // For a loop that carries such a dependence: how to let it.

@@ -167,6 +167,9 @@ class AstLowering {
       for (const auto& x : b->stmts) out.push_back(place_data_params(x, bound));
       return ir::block(out);
     }
+    if (auto* a = ir::as<ir::Alloc>(s))
+      return std::make_shared<ir::Alloc>(a->buf, a->dtype, a->shape, a->loc,
+                                         place_data_params(a->body, bound));
     return s;
   }
 
@@ -323,6 +326,12 @@ class AstLowering {
     }
     int64_t step = n.inc().as<isl::ast_expr_int>().val().num_si();
     std::optional<Copies> copies;
+    if (priv && !together_.empty())
+      fail(priv->comp->where, "cannot privatize loop '" + loop_name(n) + "' of '" + priv->name +
+                                  "': it runs inside loop '" + together_.back() + "', tagged " +
+                                  ir::loop_tag_name(outer_tag_) +
+                                  ", whose iterations would combine their copies " +
+                                  "into all of '" + priv->target.buf + "' at the same time");
     if (priv) {
       // Copy number (var - lo) / step of the target, one per iteration.
       const auto* lo_int = ir::as<ir::IntImm>(lo);
@@ -332,7 +341,18 @@ class AstLowering {
       copies = Copies{unique_buffer(priv->target.buf + "_" + priv->name), slot};
       copies_[priv->name] = *copies;
     }
+    bool runs_together = tag != ir::LoopTag::None && tag != ir::LoopTag::Unroll &&
+                         tag != ir::LoopTag::UnrollExplicit;
+    ir::LoopTag saved_tag = outer_tag_;
+    if (runs_together) {
+      together_.push_back(var);
+      outer_tag_ = tag;
+    }
     ir::Stmt body = node(n.body());
+    if (runs_together) {
+      together_.pop_back();
+      outer_tag_ = saved_tag;
+    }
     in_scope_.erase(var);
     loop_vars_.erase(iter);
     if (priv) copies_.erase(priv->name);
@@ -347,7 +367,7 @@ class AstLowering {
   ir::Stmt privatized(const CompModel& c, const std::string& buf, const ir::Stmt& loop,
                       const ir::Expr& lo, const ir::Expr& hi, int64_t step, ir::LoopTag tag) {
     const ir::Buf* target = m_.func.find_buf(c.target.buf);
-    Update u = *update_of(c);
+    Update u = lowered_update(c);
     ir::Expr trips;
     const auto *lo_int = ir::as<ir::IntImm>(lo), *hi_int = ir::as<ir::IntImm>(hi);
     if (lo_int && hi_int) {
@@ -367,10 +387,14 @@ class AstLowering {
       in_scope_.insert(vars.back());
     }
     for (const auto& v : vars) in_scope_.erase(v);
-    auto nest = [&](const std::vector<size_t>& order, ir::Stmt inner) {
+    // In parallel when L is, over the outermost loop when its iterations
+    // write apart: the copies for the init, the target's elements for the
+    // combine (none for a target with no dimension).
+    auto nest = [&](const std::vector<size_t>& order, ir::Stmt inner, bool combine) {
       for (size_t k = order.size(); k-- > 0;) {
         size_t d = order[k];
-        ir::LoopTag t = k == 0 && tag == ir::LoopTag::Parallel ? tag : ir::LoopTag::None;
+        bool apart = k == 0 && (!combine || d != 0);
+        ir::LoopTag t = apart && tag == ir::LoopTag::Parallel ? tag : ir::LoopTag::None;
         inner =
             std::make_shared<ir::For>(vars[d], ir::int_imm(0), shape[d], 1, t, std::move(inner));
       }
@@ -387,13 +411,14 @@ class AstLowering {
     for (size_t d = 0; d < shape.size(); ++d) copies_first.push_back(d);
     for (size_t d = 1; d < shape.size(); ++d) elements_first.push_back(d);
     elements_first.push_back(0);
+    // The init and the combine run no instance of c: their stores name none.
     ir::Stmt init = nest(
         copies_first,
-        std::make_shared<ir::Store>(buf, all, ir::reduction_identity(acc, target->dtype), c.name));
+        std::make_shared<ir::Store>(buf, all, ir::reduction_identity(acc, target->dtype)), false);
     ir::Expr sum = ir::binary(u.op, ir::load(c.target.buf, elem, target->dtype),
                               ir::load(buf, all, target->dtype));
     ir::Stmt combine =
-        nest(elements_first, std::make_shared<ir::Store>(c.target.buf, elem, sum, c.name));
+        nest(elements_first, std::make_shared<ir::Store>(c.target.buf, elem, sum), true);
     return std::make_shared<ir::Alloc>(buf, target->dtype, shape, ir::MemLoc::Heap,
                                        ir::block({init, loop, combine}));
   }
@@ -434,13 +459,13 @@ class AstLowering {
     std::vector<ir::Expr> idx;
     for (const auto& x : c.target.indices) idx.push_back(ir::substitute(x, sub));
     if (c.atomic) {
-      Update u = *update_of(c);
+      Update u = lowered_update(c);
       return std::make_shared<ir::Store>(c.target.buf, idx, ir::substitute(u.operand, sub), c.name,
                                          instance, u.op);
     }
     auto copy = copies_.find(c.name);
     if (copy != copies_.end()) {  // inside the loop it privatizes: its own copy
-      Update u = *update_of(c);
+      Update u = lowered_update(c);
       idx.insert(idx.begin(), copy->second.slot);
       ir::BinaryOp acc = u.op == ir::BinaryOp::Sub ? ir::BinaryOp::Add : u.op;
       ir::Expr v = ir::binary(acc, ir::load(copy->second.buf, idx, c.value->type),
@@ -457,6 +482,7 @@ class AstLowering {
     if (auto* f = ir::as<ir::For>(s)) own = {f->min, f->end};
     if (auto* i = ir::as<ir::IfThenElse>(s)) own = {i->cond};
     if (auto* l = ir::as<ir::LetStmt>(s)) own = {l->value};
+    if (auto* a = ir::as<ir::Alloc>(s)) own = a->shape;
     if (auto* st = ir::as<ir::Store>(s)) {
       own = st->indices;
       own.push_back(st->value);
@@ -613,6 +639,10 @@ class AstLowering {
   };
   std::map<std::string, Copies> copies_;
   std::set<std::string> copy_names_;
+  // The loops around the node being lowered whose iterations run together
+  // (parallel, vectorized, GPU), innermost last, and the innermost's tag.
+  std::vector<std::string> together_;
+  ir::LoopTag outer_tag_ = ir::LoopTag::None;
 };
 
 // Every temporary is used only where it is allocated (alloc_at, caches).

@@ -114,6 +114,9 @@ struct Update {
 };
 // c's update, or nullopt when its value is not one. Defined in updates.cpp.
 std::optional<Update> update_of(const CompModel& c);
+// c's update for lowering c.atomic() or c.privatize(L); a lower error when a
+// later memory schedule left c's value no update of the element it writes.
+Update lowered_update(const CompModel& c);
 
 // A temporary allocated inside loop `loop` (a dynamic dim) of computation
 // `comp` instead of around the whole function (alloc_at, caches).

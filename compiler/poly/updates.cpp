@@ -73,7 +73,18 @@ std::optional<Update> update_of(const CompModel& c) {
   if (reads_buffer(operand, c.target.buf)) return std::nullopt;
   for (const auto& x : c.target.indices)
     if (reads_buffer(x, c.target.buf)) return std::nullopt;
+  for (const auto& d : c.data_params)  // a domain bound read from the target
+    if (reads_buffer(d.value, c.target.buf)) return std::nullopt;
   return Update{b->op, operand};
+}
+
+Update lowered_update(const CompModel& c) {
+  if (auto u = update_of(c)) return *u;
+  throw CompileError(ErrorStage::Lower, c.comp->where,
+                     std::string(c.atomic ? "atomic()" : "privatize") + " no longer applies to " +
+                         c.name + ": a memory schedule rewrote its value so that it no longer " +
+                         "reads the element it writes through the indices of its store; do not " +
+                         "cache the buffers those indices read");
 }
 
 void cmd_atomic(ScheduledFunc::Impl&, CompModel& c, const ir::ScheduleCommand& cmd) {
@@ -102,6 +113,9 @@ void cmd_privatize(ScheduledFunc::Impl& m, CompModel& c, const ir::ScheduleComma
   if (c.atomic)
     fail(cmd.where,
          "privatize: " + c.name + " is atomic already; an update is either atomic or privatized");
+  if (!c.privatized.empty())
+    fail(cmd.where, "privatize: " + c.name + " privatizes loop '" + *c.privatized.begin() +
+                        "' already; one loop of a computation may be privatized");
   if (!m.func.find_buf(c.target.buf))
     fail(cmd.where,
          "privatize: " + c.name + " writes '" + c.target.buf + "', which has no shape to copy");

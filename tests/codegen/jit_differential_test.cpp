@@ -213,6 +213,13 @@ TEST(JitScatter, AtomicAndPrivatizedUpdates) {
       on_one_and_two_threads(f, interp::random_bindings(f, interp::param_values(f), 6));
     }
   }
+  // A target of one element, its copies combined one after another.
+  ir::Func total = parse_one(
+      "func total {\n  param n = 3000;\n  input w : f32[n];\n  output s : f32[];\n"
+      "  compute s_init(): s[] = 1.0;\n  compute h(k) in 0 <= k < n: s[] += w[k];\n"
+      "  schedule {\n    h.split(k, 64, ko, ki); h.tag(ko, parallel); h.privatize(ko);\n"
+      "  }\n}\n");
+  on_one_and_two_threads(total, interp::random_bindings(total, interp::param_values(total), 8));
   // Rows: each lane of the vectorized j loop updates its own column.
   for (std::string sched :
        {"h.tag(k, parallel); h.atomic(); h.tag(j, vectorize);",

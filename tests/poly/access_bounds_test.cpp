@@ -28,6 +28,15 @@ TEST(AccessBounds, EveryExampleIsProvedInBounds) {
   }
 }
 
+// A buffer with no dimension has no index to prove (this once crashed the
+// check: an empty set built from a null string).
+TEST(AccessBounds, BuffersWithNoDimensionNeedNoProof) {
+  EXPECT_EQ(bounds_error("  output s : f32[];\n  compute t(): s[] = 0.5;\n"
+                         "  compute a(i) in 0 <= i < n: s[] += x[i];\n"
+                         "  compute b(i) in 0 <= i < n: y[i] = x[i] * s[];"),
+            "");
+}
+
 TEST(AccessBounds, ShiftedWriteIsRefusedWithItsLastInstance) {
   std::string e = bounds_error("  compute c(i) in 0 <= i < n: y[i + 1] = x[i];");
   EXPECT_NE(e.find("test.kiln:5:31: bounds error: the write y[i + 1] in computation c can fall "

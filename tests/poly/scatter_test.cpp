@@ -66,6 +66,50 @@ TEST(Scatter, RowsScatteredWithVectorLanes) {
   }
 }
 
+// Rows of out, each updated by the k of its row: one copy of out per
+// iteration of the privatized loop, combined into all of out after it.
+std::string rows(const std::string& schedule) {
+  return "func rows {\n  param m = 6, n = 50, bins = 4;\n"
+         "  input bin : i32[m, n] in [0, bins);\n  input w : f32[m, n];\n"
+         "  output out : f32[m, bins];\n"
+         "  compute init(i, b) in 0 <= i < m, 0 <= b < bins: out[i, b] = 0.0;\n"
+         "  compute h(i, k) in 0 <= i < m, 0 <= k < n: out[i, bin[i, k]] += w[i, k];\n"
+         "  schedule {\n    " +
+         schedule + "\n  }\n}\n";
+}
+
+// CSR times a vector, transposed: y[col[j]] += val[j] * x[i] over the
+// nonzeros j of row i, whose bounds are read at run time.
+std::string csr_transposed(const std::string& schedule) {
+  return "func spmv_t {\n  param m = 9, n = 5, nnz = 40;\n"
+         "  input ptr : i32[m + 1] in [0, nnz] sorted;\n  input col : i32[nnz] in [0, n);\n"
+         "  input val : f32[nnz];\n  input x : f32[m];\n  output y : f32[n];\n"
+         "  compute y_init(c) in 0 <= c < n: y[c] = 0.0;\n"
+         "  compute h(i, j) in 0 <= i < m, ptr[i] <= j < ptr[i + 1]: y[col[j]] += val[j] * x[i];\n"
+         "  schedule {\n    " +
+         schedule + "\n  }\n}\n";
+}
+
+TEST(Scatter, PrivatizedLoopsInsideOtherLoops) {
+  for (const std::string& src :
+       {rows("h.split(k, 10, ko, ki); h.privatize(ko); h.tag(ko, parallel);"),
+        rows("h.tag(i, parallel); h.privatize(i);"),
+        rows("h.reorder(k, i); h.tag(k, parallel); h.privatize(k); init.tag(i, parallel);"),
+        csr_transposed("h.tag(i, parallel); h.privatize(i);"), csr_transposed("h.privatize(j);"),
+        // A target with no dimension: copies of one element.
+        std::string(
+            "func total {\n  param n = 70;\n  input w : f32[n];\n  output s : f32[];\n"
+            "  compute s_init(): s[] = 1.0;\n  compute h(k) in 0 <= k < n: s[] += w[k];\n"
+            "  schedule {\n    h.split(k, 8, ko, ki); h.tag(ko, parallel); h.privatize(ko);\n"
+            "  }\n}\n")}) {
+    SCOPED_TRACE(src);
+    for (uint64_t seed : {1, 2}) {
+      interp::Mismatch mm = differential(parse_one(src), {}, seed);
+      EXPECT_TRUE(mm.ok) << mm.describe();
+    }
+  }
+}
+
 TEST(Scatter, LoopsShowTheAtomicUpdateAndTheCopies) {
   std::string atomic = lowered(histogram("h.tag(k, parallel); h.atomic();"));
   EXPECT_NE(atomic.find("atomic_add(out[i64(bin[k])], w[k]);"), std::string::npos) << atomic;
@@ -152,6 +196,19 @@ TEST(Scatter, CommandErrors) {
            {"h.privatize(k); h.atomic();",
             "11:21: schedule error: atomic: h already privatizes loop 'k'; an update is either "
             "atomic or privatized"},
+           {"h.split(k, 4, ko, ki); h.privatize(ko); h.privatize(ki);",
+            "11:45: schedule error: privatize: h privatizes loop 'ko' already; one loop of a "
+            "computation may be privatized"},
+           {"h.privatize(k); h.tag(k, vectorize);",
+            "11:21: legality error: schedule command 'h.tag' loop 'k' of h is tagged vectorize "
+            "but carries the flow (read after write) dependence from h to h: h(k=39) reads out "
+            "written by h(k=38); its iterations cannot run at the same time; h updates out in "
+            "place, and vector lanes cannot update one element together"},
+           {"h.split(k, 8, ko, ki); h.tag(ko, parallel); h.atomic(); "
+            "h.cache_identity(bin, ko, stack);",
+            "7:11: lower error: atomic() no longer applies to h: a memory schedule rewrote its "
+            "value so that it no longer reads the element it writes through the indices of its "
+            "store; do not cache the buffers those indices read"},
            {"h.privatize(k); h.split(k, 4, ko, ki);",
             "7:11: lower error: 'h' privatizes loop 'k', which a later schedule command replaced; "
             "privatize the loop that stands last"},
@@ -171,6 +228,20 @@ TEST(Scatter, CommandErrors) {
     }
     EXPECT_EQ(e, "test.kiln:" + c.error);
   }
+}
+
+TEST(Scatter, NoPrivatizedLoopInsideALoopWhoseIterationsRunTogether) {
+  std::string e;
+  try {
+    poly::lower(poly::schedule(
+        parse_one(rows("h.tag(i, parallel); h.split(k, 10, ko, ki); h.privatize(ko);"))));
+  } catch (const CompileError& err) {
+    e = err.what();
+  }
+  EXPECT_EQ(e,
+            "test.kiln:7:11: lower error: cannot privatize loop 'ko' of 'h': it runs inside loop "
+            "'i', tagged parallel, whose iterations would combine their copies into all of 'out' "
+            "at the same time");
 }
 
 TEST(Scatter, TheIndexValueSpecMustKeepWritesInside) {
