@@ -7,8 +7,10 @@
 #include <isl/val.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -381,7 +383,113 @@ CacheLayout box_layout(const CompModel& c, int p, int rank, const StaticPlace& p
   return layout;
 }
 
-// The copy's sizes from cache's fourth argument: numbers, knobs or compile-time params.
+// `text` with each number knob and compile-time param, as a whole word, replaced
+// by its value: what a cache's map and size expressions may name.
+std::string with_values(const Impl& m, const std::string& text,
+                        const std::vector<std::string>& keep = {}) {
+  std::map<std::string, int64_t> values = m.constants;
+  for (const ir::Knob& k : m.func.knobs)
+    if (!k.tag() && k.order_loops.empty()) values[k.name] = k.value;
+  std::string out;
+  for (size_t at = 0; at < text.size();) {
+    char ch = text[at];
+    if (!(std::isalpha(static_cast<unsigned char>(ch)) || ch == '_')) {
+      out += ch;
+      ++at;
+      continue;
+    }
+    size_t end = at;
+    while (end < text.size() &&
+           (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_'))
+      ++end;
+    std::string word = text.substr(at, end - at);
+    auto v = values.find(word);
+    bool kept = std::find(keep.begin(), keep.end(), word) != keep.end();
+    // In parentheses only when negative: isl takes a divisor as a bare number.
+    std::string value = v == values.end() ? "" : std::to_string(v->second);
+    if (v != values.end() && v->second < 0) value = "(" + value + ")";
+    out += v != values.end() && !kept ? value : word;
+    at = end;
+  }
+  return out;
+}
+
+// An integer expression of numbers with + - * / % and parentheses (/ and %
+// round toward minus infinity, as isl's floor and mod), or nullopt.
+class IntExpression {
+ public:
+  explicit IntExpression(const std::string& text) : s_(text) {}
+  std::optional<int64_t> value() {
+    auto v = sum();
+    skip();
+    if (!v || at_ != s_.size()) return std::nullopt;
+    return v;
+  }
+
+ private:
+  void skip() {
+    while (at_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[at_]))) ++at_;
+  }
+  bool eat(char c) {
+    skip();
+    if (at_ < s_.size() && s_[at_] == c) return ++at_, true;
+    return false;
+  }
+  std::optional<int64_t> sum() {
+    auto v = product();
+    while (v) {
+      if (eat('+')) {
+        auto r = product();
+        if (!r || __builtin_add_overflow(*v, *r, &*v)) return std::nullopt;
+      } else if (eat('-')) {
+        auto r = product();
+        if (!r || __builtin_sub_overflow(*v, *r, &*v)) return std::nullopt;
+      } else {
+        break;
+      }
+    }
+    return v;
+  }
+  std::optional<int64_t> product() {
+    auto v = atom();
+    while (v) {
+      char op = eat('*') ? '*' : eat('/') ? '/' : eat('%') ? '%' : 0;
+      if (!op) break;
+      auto r = atom();
+      if (!r) return std::nullopt;
+      if (op == '*') {
+        if (__builtin_mul_overflow(*v, *r, &*v)) return std::nullopt;
+        continue;
+      }
+      if (*r <= 0) return std::nullopt;
+      int64_t q = *v / *r, m = *v % *r;
+      if (m < 0) m += *r, --q;
+      v = op == '/' ? q : m;
+    }
+    return v;
+  }
+  std::optional<int64_t> atom() {
+    if (eat('(')) {
+      auto v = sum();
+      return v && eat(')') ? v : std::nullopt;
+    }
+    if (eat('-')) {
+      auto v = atom();
+      return v ? std::optional<int64_t>(-*v) : std::nullopt;
+    }
+    skip();
+    size_t start = at_;
+    while (at_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[at_]))) ++at_;
+    if (start == at_ || at_ - start > 18) return std::nullopt;
+    return std::stoll(s_.substr(start, at_ - start));
+  }
+
+  const std::string& s_;
+  size_t at_ = 0;
+};
+
+// The copy's sizes from cache's fourth argument: numbers, knobs, compile-time
+// params, or a quoted integer expression of them ("NB / NR", rounded down).
 std::vector<int64_t> cache_sizes(const Impl& m, const ir::ScheduleArg& sarg) {
   if (sarg.kind != ir::ScheduleArg::Kind::Name || !sarg.text.empty())
     fail(sarg.where, "cache: the fourth argument is the copy's shape, a list like [32, 8]");
@@ -395,8 +503,18 @@ std::vector<int64_t> cache_sizes(const Impl& m, const ir::ScheduleArg& sarg) {
       v = k->value;
     } else if (a.kind == ir::ScheduleArg::Kind::Name && m.constants.count(a.text)) {
       v = m.constants.at(a.text);
+    } else if (a.kind == ir::ScheduleArg::Kind::Text) {
+      std::string text = with_values(m, a.text);
+      std::optional<int64_t> e = IntExpression(text).value();
+      if (!e)
+        fail(a.where, "cache: size \"" + a.text + "\" (" + text +
+                          ") is not an integer expression of numbers, knobs and compile-time "
+                          "params with + - * / % and parentheses");
+      v = *e;
     } else {
-      fail(a.where, "cache: sizes must be numbers, knobs or compile-time params");
+      fail(a.where,
+           "cache: sizes must be numbers, knobs, compile-time params or a quoted expression of "
+           "them");
     }
     if (v <= 0) fail(a.where, "cache: sizes must be positive, got " + std::to_string(v));
     sizes.push_back(v);
@@ -420,7 +538,9 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
   std::string params;
   for (int q = 0; q <= p; ++q) params += (q ? ", " : "") + isl_name(c.loop_names[q]);
   // A malformed map is an error to report, not an exception: the C reader says null.
-  isl_map* raw = isl_map_read_from_str(ctx.get(), ("[" + params + "] -> " + marg.text).c_str());
+  std::vector<std::string> loops(c.loop_names.begin(), c.loop_names.begin() + p + 1);
+  isl_map* raw = isl_map_read_from_str(
+      ctx.get(), ("[" + params + "] -> " + with_values(m, marg.text, loops)).c_str());
   if (!raw) fail(marg.where, "cache: cannot parse the isl map \"" + marg.text + "\"");
   isl::map user = without_tuple_ids(isl::manage(raw));
   if (static_cast<int>(user.domain_tuple_dim()) != rank)

@@ -352,6 +352,44 @@ TEST(Primitives, CacheWithAHandWrittenLayout) {
 )");
 }
 
+// A layout in knobs and compile-time params: a GEMM kernel's panel of B in
+// the register tile's order, [NB / NR][KB][NR], whatever the knobs' values.
+TEST(Primitives, CacheLayoutInKnobsAndSizeExpressions) {
+  const char* program = R"(func mm {
+  param M = 6, N = 12, K = 5;
+  input A : f32[M, K];
+  input B : f32[K, N];
+  output C : f32[M, N];
+  compute C(i, j) in 0 <= i < M, 0 <= j < N: C[i, j] = sum(k in 0 <= k < K) A[i, k] * B[k, j];
+})";
+  for (auto [nb, nr] : std::vector<std::pair<int, int>>{{4, 2}, {6, 3}, {12, 4}}) {
+    std::string sched =
+        "knob NB = " + std::to_string(nb) + " in [4, 6, 12];\n    knob NR = " + std::to_string(nr) +
+        " in [2, 3, 4];\n"
+        "    C_init.split(j, NB, jo, jb); C.split(j, NB, jo, jb); C.reorder(jo, i, k, jb);\n"
+        "    C.split(jb, NR, jr, jm);\n"
+        "    C.cache(B, jo, heap, [\"NB / NR\", K, NR], "
+        "\"{ [e0, e1] -> [floor((e1 - NB * jo) / NR), e0, (e1 - NB * jo) mod NR] }\");";
+    SCOPED_TRACE(sched);
+    ir::Func f = parse_one(with_schedule(program, sched));
+    std::string loops = ir::to_string(poly::lower(poly::schedule(f)));
+    std::string shape = "alloc B_C_cache: f32[" + std::to_string(nb / nr) + ", 5, " +
+                        std::to_string(nr) + "] @heap {";
+    EXPECT_NE(loops.find(shape), std::string::npos) << loops;
+    interp::Mismatch mm = differential(f);
+    EXPECT_TRUE(mm.ok) << mm.describe();
+  }
+  // A size that is no integer expression says what it became.
+  std::string e = schedule_error(parse_one(with_schedule(
+      program,
+      "knob NB = 4 in [4];\n    C.split(j, NB, jo, jb);\n"
+      "    C.cache(B, jo, heap, [\"NB / Q\", K], \"{ [e0, e1] -> [e1 - NB * jo, e0] }\");")));
+  EXPECT_NE(e.find("schedule error: cache: size \"NB / Q\" (4 / Q) is not an integer expression of "
+                   "numbers, knobs and compile-time params with + - * / % and parentheses"),
+            std::string::npos)
+      << e;
+}
+
 // In a triangular domain the one iteration of j that reads a cached element
 // (j = 0) is fixed for every i, so isl generates the copy once, ahead of the
 // j loop, and not inside it: the copy's buffer goes around both, and the
