@@ -101,7 +101,14 @@ TEST(Scatter, PrivatizedLoopsInsideOtherLoops) {
             "func total {\n  param n = 70;\n  input w : f32[n];\n  output s : f32[];\n"
             "  compute s_init(): s[] = 1.0;\n  compute h(k) in 0 <= k < n: s[] += w[k];\n"
             "  schedule {\n    h.split(k, 8, ko, ki); h.tag(ko, parallel); h.privatize(ko);\n"
-            "  }\n}\n")}) {
+            "  }\n}\n"),
+        // A loop with a step of 3 (the domain's stride): copy (k - 1) / 3.
+        std::string("func strided {\n  param n = 100, bins = 5;\n"
+                    "  input bin : i32[n] in [0, bins);\n  input w : f32[n];\n"
+                    "  output out : f32[bins];\n"
+                    "  compute init(b) in 0 <= b < bins: out[b] = 0.0;\n"
+                    "  compute h(k) in 1 <= k < n, k % 3 == 1: out[bin[k]] += w[k];\n"
+                    "  schedule {\n    h.privatize(k); h.tag(k, parallel);\n  }\n}\n")}) {
     SCOPED_TRACE(src);
     for (uint64_t seed : {1, 2}) {
       interp::Mismatch mm = differential(parse_one(src), {}, seed);
