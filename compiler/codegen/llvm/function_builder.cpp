@@ -341,8 +341,13 @@ void FunctionBuilder::alloc(const ir::Alloc& n) {
     info.ptr = a;
     b_.CreateBr(use);
   } else {
-    llvm::FunctionCallee alloc_fn =
-        m_.getOrInsertFunction("kiln_alloc", b_.getPtrTy(), b_.getInt64Ty(), b_.getInt64Ty());
+    // kiln_alloc returns fresh memory, as malloc does: its result aliases no
+    // other pointer (noalias), so LLVM may keep a temp's values in registers
+    // across loads of the kernel's other buffers.
+    llvm::AttributeList attrs =
+        llvm::AttributeList().addRetAttribute(ctx_, llvm::Attribute::NoAlias);
+    llvm::FunctionCallee alloc_fn = m_.getOrInsertFunction("kiln_alloc", attrs, b_.getPtrTy(),
+                                                           b_.getInt64Ty(), b_.getInt64Ty());
     // Asked for nothing when too big: kiln_alloc(0) still gives a pointer, freed below.
     info.ptr = b_.CreateCall(
         alloc_fn, {b_.CreateSelect(too_big, b_.getInt64(0), bytes), b_.getInt64(64)}, n.buf);

@@ -127,6 +127,13 @@ class FunctionBuilder {
   llvm::Value* lane0_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx);
   llvm::Value* load(const ir::Load& n);
   void store(const ir::Store& n);
+  // Tells LLVM which buffer an access touches: kiln's buffers never overlap
+  // (arguments are noalias, temps are allocations of their own), so each
+  // gets an alias scope and its accesses are noalias with every other's.
+  // Inlining and closures (parallel tasks) lose what noalias arguments say;
+  // the scopes keep it, so LLVM can keep an accumulator in a register across
+  // loads of another temp.
+  void mark_buffer(llvm::Instruction* access, const std::string& buf);
   // *at = *at OP v as one atomic step (a Store's `atomic`).
   void atomic_update(ir::BinaryOp op, ir::DType t, llvm::Value* at, llvm::Value* v);
 
@@ -180,6 +187,9 @@ class FunctionBuilder {
   std::string storing_;
   // Copies of the current statement that unroll_explicit loops around it make.
   int64_t unrolled_ = 1;
+  // mark_buffer's scopes, one per buffer name (arguments and every Alloc),
+  // and for each name the list of all the others'.
+  std::map<std::string, llvm::MDNode*> scope_of_, others_of_;
 };
 
 // The name under which the status slot (an i32 the kernel returns) is in

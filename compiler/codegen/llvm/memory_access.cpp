@@ -1,5 +1,9 @@
 // FunctionBuilder's buffers: element addresses, loads and stores; contiguous lanes
 // become vector loads and stores, others gathers and scatters.
+#include <llvm/IR/MDBuilder.h>
+
+#include <set>
+
 #include "function_builder.h"
 
 namespace kiln::codegen::detail {
@@ -41,42 +45,83 @@ llvm::Value* FunctionBuilder::lane0_ptr(BufInfo& buf, const std::vector<ir::Expr
   return i;
 }
 
+void FunctionBuilder::mark_buffer(llvm::Instruction* access, const std::string& buf) {
+  if (scope_of_.empty()) {
+    // Every buffer name of the function, in one domain.
+    std::set<std::string> names;
+    for (const auto& a : f_.args) names.insert(a.name);
+    struct Allocs : ir::StmtVisitor {
+      std::set<std::string>* names;
+      void visit_alloc(const ir::Alloc& n) override {
+        names->insert(n.buf);
+        ir::StmtVisitor::visit_alloc(n);
+      }
+    } allocs;
+    allocs.names = &names;
+    allocs.visit(f_.body);
+    llvm::MDBuilder md(ctx_);
+    llvm::MDNode* domain = md.createAnonymousAliasScopeDomain(f_.name);
+    std::map<std::string, llvm::Metadata*> scopes;
+    for (const auto& name : names) {
+      llvm::MDNode* scope = md.createAnonymousAliasScope(domain, name);
+      scopes[name] = scope;
+      scope_of_[name] = llvm::MDNode::get(ctx_, {scope});
+    }
+    for (const auto& name : names) {
+      std::vector<llvm::Metadata*> rest;
+      for (const auto& [other, scope] : scopes)
+        if (other != name) rest.push_back(scope);
+      others_of_[name] = llvm::MDNode::get(ctx_, rest);
+    }
+  }
+  auto scope = scope_of_.find(buf);
+  if (scope == scope_of_.end()) return;  // unknown to the walk: LLVM assumes the worst
+  access->setMetadata(llvm::LLVMContext::MD_alias_scope, scope->second);
+  access->setMetadata(llvm::LLVMContext::MD_noalias, others_of_.at(buf));
+}
+
 llvm::Value* FunctionBuilder::load(const ir::Load& n) {
   BufInfo& buf = buffer(n.buf);
   llvm::Type* mt = mem_type(buf.dtype);
   llvm::Align align(ir::dtype_bytes(buf.dtype));
   auto stride = lane_stride(n.indices);
   llvm::Value* v = nullptr;
+  auto marked = [&](llvm::Value* access) {
+    mark_buffer(llvm::cast<llvm::Instruction>(access), n.buf);
+    return access;
+  };
   if (lanes_ && stride && *stride == 0) {
     // Uniform across lanes; under a mask, guard the scalar load by "any lane".
     llvm::Value* at = lane0_ptr(buf, n.indices);
     if (mask_) {
       llvm::Value* any = b_.CreateOrReduce(mask_);
       v = branch(
-          any, true, [&] { return b_.CreateLoad(mt, at); }, llvm::Constant::getNullValue(mt));
+          any, true, [&] { return marked(b_.CreateLoad(mt, at)); },
+          llvm::Constant::getNullValue(mt));
     } else {
-      v = b_.CreateLoad(mt, at);
+      v = marked(b_.CreateLoad(mt, at));
     }
   } else if (lanes_ && stride && *stride == 1) {
     llvm::Value* at = lane0_ptr(buf, n.indices);
     llvm::Type* vt = vec_of(mt);
     if (mask_)
-      v = b_.CreateMaskedLoad(vt, at, align, mask_, llvm::Constant::getNullValue(vt));
+      v = marked(b_.CreateMaskedLoad(vt, at, align, mask_, llvm::Constant::getNullValue(vt)));
     else
-      v = b_.CreateAlignedLoad(vt, at, align);
+      v = marked(b_.CreateAlignedLoad(vt, at, align));
   } else {
     llvm::Value* at = element_ptr(buf, n.indices);
     if (is_vec(at)) {
       llvm::Value* ptrs = at;
       llvm::Type* vt = vec_of(mt);
       llvm::Value* m = mask_ ? mask_ : llvm::Constant::getAllOnesValue(vec_of(b_.getInt1Ty()));
-      v = b_.CreateMaskedGather(vt, ptrs, align, m, llvm::Constant::getNullValue(vt));
+      v = marked(b_.CreateMaskedGather(vt, ptrs, align, m, llvm::Constant::getNullValue(vt)));
     } else if (mask_) {
       llvm::Value* any = b_.CreateOrReduce(mask_);
       v = branch(
-          any, true, [&] { return b_.CreateLoad(mt, at); }, llvm::Constant::getNullValue(mt));
+          any, true, [&] { return marked(b_.CreateLoad(mt, at)); },
+          llvm::Constant::getNullValue(mt));
     } else {
-      v = b_.CreateAlignedLoad(mt, at, align);
+      v = marked(b_.CreateAlignedLoad(mt, at, align));
     }
   }
   if (buf.dtype == ir::DType::Bool)
@@ -157,20 +202,21 @@ void FunctionBuilder::store(const ir::Store& n) {
   auto stride = lane_stride(n.indices);
   if (lanes_ && stride && *stride == 1) {
     llvm::Value* at = lane0_ptr(buf, n.indices);
-    b_.CreateAlignedStore(to_mem(splat(v)), at, align);
+    mark_buffer(b_.CreateAlignedStore(to_mem(splat(v)), at, align), n.buf);
     return;
   }
   llvm::Value* at = element_ptr(buf, n.indices);
   if (is_vec(at)) {
     llvm::Value* ptrs = at;
-    b_.CreateMaskedScatter(to_mem(splat(v)), ptrs, align,
-                           llvm::Constant::getAllOnesValue(vec_of(b_.getInt1Ty())));
+    mark_buffer(b_.CreateMaskedScatter(to_mem(splat(v)), ptrs, align,
+                                       llvm::Constant::getAllOnesValue(vec_of(b_.getInt1Ty()))),
+                n.buf);
     return;
   }
   if (is_vec(v))
     fail("vectorized loop '" + lane_var_ + "' stores different lanes to one element of '" + n.buf +
          "'");
-  b_.CreateAlignedStore(to_mem(v), at, align);
+  mark_buffer(b_.CreateAlignedStore(to_mem(v), at, align), n.buf);
 }
 
 }  // namespace kiln::codegen::detail
