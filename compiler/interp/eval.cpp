@@ -213,8 +213,10 @@ Value Evaluator::eval_binary(const ir::Binary& n, const ir::Expr& e) {
   // and/or short-circuit, like C: `i < n and x[i] > 0` never reads x[n].
   if (n.op == BinaryOp::And) return Value::of_bool(eval_bool(n.a) && eval_bool(n.b));
   if (n.op == BinaryOp::Or) return Value::of_bool(eval_bool(n.a) || eval_bool(n.b));
-  Value a = eval(n.a);
-  Value b = eval(n.b);
+  return apply_binary(n.op, eval(n.a), eval(n.b), e);
+}
+
+Value Evaluator::apply_binary(BinaryOp op, Value a, Value b, const ir::Expr& e) {
   if (a.type != b.type) {
     // The IR constructors keep operand types equal; be lenient with hand-built nodes.
     DType t = ir::is_float(a.type) ? a.type : b.type;
@@ -224,8 +226,8 @@ Value Evaluator::eval_binary(const ir::Binary& n, const ir::Expr& e) {
   if (ir::is_float(a.type)) {
     double x = a.f, y = b.f;
     DType t = a.type;
-    if (is_comparison(n.op)) return Value::of_bool(ir::compare(n.op, x, y));
-    switch (n.op) {
+    if (is_comparison(op)) return Value::of_bool(ir::compare(op, x, y));
+    switch (op) {
       case BinaryOp::Add:
         return Value::of_float(t, x + y);
       case BinaryOp::Sub:
@@ -248,8 +250,8 @@ Value Evaluator::eval_binary(const ir::Binary& n, const ir::Expr& e) {
   int64_t x = a.i, y = b.i;
   uint64_t ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
   DType t = a.type;
-  if (is_comparison(n.op)) return Value::of_bool(ir::compare(n.op, x, y));
-  switch (n.op) {
+  if (is_comparison(op)) return Value::of_bool(ir::compare(op, x, y));
+  switch (op) {
     case BinaryOp::Add:
       return Value::of_int(t, static_cast<int64_t>(ux + uy));
     case BinaryOp::Sub:
@@ -263,7 +265,7 @@ Value Evaluator::eval_binary(const ir::Binary& n, const ir::Expr& e) {
       if (y == -1 && static_cast<double>(x) == ir::dtype_min(t))
         fail(fmt::format("integer overflow: the smallest {} divided by -1 in {}", ir::dtype_name(t),
                          ir::to_string(e)));
-      return Value::of_int(t, n.op == BinaryOp::Div ? ir::floor_div(x, y) : ir::floor_mod(x, y));
+      return Value::of_int(t, op == BinaryOp::Div ? ir::floor_div(x, y) : ir::floor_mod(x, y));
     case BinaryOp::Min:
       return Value::of_int(t, std::min(x, y));
     case BinaryOp::Max:

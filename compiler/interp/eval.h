@@ -82,6 +82,9 @@ class Evaluator {
   // "x[1024] (x has shape [1024])" or "y[8] (shape [8])".
   virtual std::string describe_element(const std::string& buf, const std::vector<int64_t>& idx,
                                        const std::vector<int64_t>& shape) const;
+  // a OP b for an arithmetic OP or comparison (not and/or), as eval computes
+  // it; `e` names the expression in errors.
+  Value apply_binary(ir::BinaryOp op, Value a, Value b, const ir::Expr& e);
 
  private:
   Value eval_binary(const ir::Binary& n, const ir::Expr& e);

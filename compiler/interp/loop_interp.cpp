@@ -132,10 +132,8 @@ class LoopInterpreter final : public detail::Evaluator {
         HostBuffer* b = find_buffer(n.buf);
         if (!b) fail("write to unknown buffer " + n.buf);
         int64_t flat = checked_flat("write", n.buf, *b, idx);
-        if (n.atomic) {  // one thread: the update is the plain one
-          ir::Expr old = ir::load(n.buf, n.indices, n.value->type);
-          v = eval(ir::binary(*n.atomic, old, n.value));
-        }
+        // One thread: an atomic update is the plain one, on the element addressed.
+        if (n.atomic) v = apply_binary(*n.atomic, detail::load_element(*b, flat), v, n.value);
         detail::store_element(*b, flat, detail::convert(v, b->dtype()));
         store_ = nullptr;
         return;

@@ -283,17 +283,12 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
   auto update_hint = [&](const DependencePair& p, const CompModel& c, int loop, ir::LoopTag t) {
     if (&p.src != &p.dst || p.dep.buf != p.src.target.buf || !update_of(p.src))
       return std::string();
-    std::string how =
-        t == ir::LoopTag::Vectorize
-            ? ""
-            : p.src.name + ".atomic()" +
-                  (&p.src == &c ? " or " + c.name + ".privatize(" + c.loop_names[loop] + ")"
-                                : std::string());
-    if (how.empty())
-      return std::string("; ") + p.src.name + " updates " + p.dep.buf +
-             " in place, and vector lanes cannot update one element together";
-    return "; " + p.src.name + " updates " + p.dep.buf + " in place: " + how +
-           " lets iterations update one element together";
+    std::string updates = "; " + p.src.name + " updates " + p.dep.buf + " in place";
+    if (t == ir::LoopTag::Vectorize)
+      return updates + ", and vector lanes cannot update one element together";
+    std::string how = p.src.name + ".atomic()";
+    if (&p.src == &c) how += " or " + c.name + ".privatize(" + c.loop_names[loop] + ")";
+    return updates + ": " + how + " lets iterations update one element together";
   };
   // Whether a pair is carried at a level is asked once: several tagged loops
   // ask the same of a pair.

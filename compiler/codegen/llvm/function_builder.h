@@ -135,7 +135,8 @@ class FunctionBuilder {
   // loads of another temp.
   void mark_buffer(llvm::Instruction* access, const std::string& buf);
   // *at = *at OP v as one atomic step (a Store's `atomic`).
-  void atomic_update(ir::BinaryOp op, ir::DType t, llvm::Value* at, llvm::Value* v);
+  void atomic_update(ir::BinaryOp op, const std::string& buf, ir::DType t, llvm::Value* at,
+                     llvm::Value* v);
 
   // ---------------------------------------------------------------------
   // vector_lanes.cpp: vectorized loops: lanes, lane-varying lets and the stride of an access

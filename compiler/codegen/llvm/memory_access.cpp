@@ -129,7 +129,8 @@ llvm::Value* FunctionBuilder::load(const ir::Load& n) {
   return v;
 }
 
-void FunctionBuilder::atomic_update(ir::BinaryOp op, ir::DType t, llvm::Value* at, llvm::Value* v) {
+void FunctionBuilder::atomic_update(ir::BinaryOp op, const std::string& buf, ir::DType t,
+                                    llvm::Value* at, llvm::Value* v) {
   using RMW = llvm::AtomicRMWInst::BinOp;
   bool fp = ir::is_float(t);
   llvm::Align align(ir::dtype_bytes(t));
@@ -152,7 +153,7 @@ void FunctionBuilder::atomic_update(ir::BinaryOp op, ir::DType t, llvm::Value* a
       break;
   }
   if (rmw) {
-    b_.CreateAtomicRMW(*rmw, at, v, align, ordering);
+    mark_buffer(b_.CreateAtomicRMW(*rmw, at, v, align, ordering), buf);
     return;
   }
   if (op != ir::BinaryOp::Mul) fail("an atomic update by an operator other than + - * min max");
@@ -165,13 +166,15 @@ void FunctionBuilder::atomic_update(ir::BinaryOp op, ir::DType t, llvm::Value* a
   llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "atomic.done", fn_);
   llvm::LoadInst* first = b_.CreateAlignedLoad(bits, at, align);
   first->setAtomic(ordering);
+  mark_buffer(first, buf);
   b_.CreateBr(retry);
   b_.SetInsertPoint(retry);
   llvm::PHINode* old = b_.CreatePHI(bits, 2);
   old->addIncoming(first, entry);
   llvm::Value* prod = fp ? b_.CreateFMul(b_.CreateBitCast(old, vt), v) : b_.CreateMul(old, v);
-  llvm::Value* pair = b_.CreateAtomicCmpXchg(at, old, fp ? b_.CreateBitCast(prod, bits) : prod,
-                                             align, ordering, ordering);
+  llvm::AtomicCmpXchgInst* pair = b_.CreateAtomicCmpXchg(
+      at, old, fp ? b_.CreateBitCast(prod, bits) : prod, align, ordering, ordering);
+  mark_buffer(pair, buf);
   old->addIncoming(b_.CreateExtractValue(pair, 0), retry);
   b_.CreateCondBr(b_.CreateExtractValue(pair, 1), done, retry);
   b_.SetInsertPoint(done);
@@ -188,11 +191,11 @@ void FunctionBuilder::store(const ir::Store& n) {
     // Lane by lane inside a vectorized loop: each lane's update is one
     // atomic step, whatever element the others update.
     llvm::Value* at = element_ptr(buf, n.indices);
-    if (!is_vec(at) && !is_vec(v)) return atomic_update(*n.atomic, buf.dtype, at, v);
+    if (!is_vec(at) && !is_vec(v)) return atomic_update(*n.atomic, n.buf, buf.dtype, at, v);
     for (int l = 0; l < lanes_; ++l) {
       llvm::Value* lane_at = is_vec(at) ? b_.CreateExtractElement(at, b_.getInt32(l)) : at;
       llvm::Value* lane_v = is_vec(v) ? b_.CreateExtractElement(v, b_.getInt32(l)) : v;
-      atomic_update(*n.atomic, buf.dtype, lane_at, lane_v);
+      atomic_update(*n.atomic, n.buf, buf.dtype, lane_at, lane_v);
     }
     return;
   }
