@@ -132,6 +132,7 @@ RunSpec run_spec(const Options& o, const std::string& subject) {
   spec.bench = o.bench;
   spec.repeat = o.repeat;
   spec.number = o.number;
+  if (o.gpu) spec.gpu = *o.gpu;
   spec.on_step = [subject](std::string_view step, double ms) {
     spdlog::debug("{}: {} took {:.3f} ms", subject, step, ms);
   };
@@ -156,6 +157,9 @@ InterpResult run_compiled(const Prepared& p, const Options& o) {
 
 // The run of a graph by `kiln run`: kiln::run_graph.
 GraphResult run_graph_compiled(const GraphJob& j, const Options& o) {
+  if (o.gpu)
+    throw UsageError(o.command, "--gpu runs funcs: graph " + j.graph->name +
+                                    " runs on the CPU (leave out --gpu, or --func NAME)");
   GraphRunOutcome out = run_graph(*j.graph, run_spec(o, j.graph->name));
   for (const std::string& note : out.notes) spdlog::warn("{}", note);
   GraphResult r;
@@ -243,6 +247,9 @@ std::string stage_text(const ir::Func& f, const Options& o) {
     case Stage::Llvm:
       stage = EmitStage::Llvm;
       break;
+    case Stage::Cuda:
+      stage = EmitStage::Cuda;
+      break;
     case Stage::Asm:
     case Stage::Graph:
       break;
@@ -274,6 +281,11 @@ GraphTexts graph_texts(const GraphJob& j, const Options& o) {
 
 int run_emit(const Options& o) {
   std::unique_ptr<Remote> remote = remote_of(o);
+  if (remote && *o.stage == Stage::Cuda)
+    throw UsageError(o.command,
+                     "--stage cuda is printed by this kiln only: kilnd's Emit has no CUDA "
+                     "stage; leave out --server (and unset KILN_SERVER), or ask kilnd for "
+                     "--stage asm (PTX)");
   spdlog::debug("emit: stage {}{}", stage_name(*o.stage), o.no_schedule ? ", no schedule" : "");
   bool first = true;
   // A comment line in .kiln, the C-like loop syntax, LLVM IR, or the assembly.
@@ -316,6 +328,10 @@ int run_emit(const Options& o) {
 
 int run_run(const Options& o) {
   std::unique_ptr<Remote> remote = remote_of(o);
+  if (remote && o.gpu)
+    throw UsageError(o.command,
+                     "--gpu runs on this machine's GPU: leave out --server (and unset "
+                     "KILN_SERVER)");
   if (o.threads && !remote) {
     int n = kiln_runtime_set_threads(*o.threads);
     spdlog::debug("run: {} thread(s) in the runtime's pool", n);

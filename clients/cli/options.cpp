@@ -25,7 +25,7 @@ struct OptionSpec {
 
 constexpr uint32_t bit(Command c) { return uint32_t{1} << static_cast<int>(c); }
 
-constexpr std::array<OptionSpec, 56> kOptions = {{
+constexpr std::array<OptionSpec, 57> kOptions = {{
     {"--func", "NAME",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
@@ -51,6 +51,7 @@ constexpr std::array<OptionSpec, 56> kOptions = {{
          bit(Command::Compile) | bit(Command::Agents) | bit(Command::Measure) | bit(Command::Tune) |
          bit(Command::Records)},
     {"--bench", "", bit(Command::Run)},
+    {"--gpu", "N", bit(Command::Run) | bit(Command::Measure)},
     {"--repeat", "R", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
     {"--number", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
     {"--threads", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
@@ -196,9 +197,10 @@ Stage parse_stage(Command c, std::string_view text) {
   if (text == "loops") return Stage::Loops;
   if (text == "llvm") return Stage::Llvm;
   if (text == "asm") return Stage::Asm;
+  if (text == "cuda") return Stage::Cuda;
   if (text == "graph") return Stage::Graph;
   throw UsageError(c, fmt::format("--stage '{}': unknown stage (expected one of: ast, ir, "
-                                  "schedule, loops, llvm, asm, graph)",
+                                  "schedule, loops, llvm, asm, cuda, graph)",
                                   text));
 }
 
@@ -289,6 +291,8 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.number = parse_count(c, name, value, 1);
   } else if (name == "--threads") {
     o.threads = parse_count(c, name, value, 1);
+  } else if (name == "--gpu") {
+    o.gpu = parse_count(c, name, value, 0);
   } else if (name.size() == 3 && name.starts_with("-O")) {
     o.opt_level = name[2] - '0';
     o.opt_level_given = true;
@@ -422,6 +426,8 @@ const char* stage_name(Stage s) {
       return "llvm";
     case Stage::Asm:
       return "asm";
+    case Stage::Cuda:
+      return "cuda";
     case Stage::Graph:
       return "graph";
   }
@@ -567,12 +573,13 @@ Options parse_command_line(int argc, const char* const* argv) {
   }
   if (o.command == Command::Emit && !o.stage) {
     throw UsageError(
-        o.command, "missing --stage (expected one of: ast, ir, schedule, loops, llvm, asm, graph)");
+        o.command,
+        "missing --stage (expected one of: ast, ir, schedule, loops, llvm, asm, cuda, graph)");
   }
   // The opt level and the passes matter once there are loops. (The target
   // matters at every stage: knobs may have defaults by target.)
   if (o.command == Command::Emit) {
-    bool machine = *o.stage == Stage::Llvm || *o.stage == Stage::Asm;
+    bool machine = *o.stage == Stage::Llvm || *o.stage == Stage::Asm || *o.stage == Stage::Cuda;
     bool loops = machine || *o.stage == Stage::Loops || *o.stage == Stage::Graph;
     if (!loops && (o.opt_level_given || !o.print_after.empty() || o.time_passes ||
                    !o.disabled_passes.empty() || !o.required_passes.empty())) {
@@ -581,8 +588,9 @@ Options parse_command_line(int argc, const char* const* argv) {
                          : o.time_passes              ? "--time-passes"
                          : !o.disabled_passes.empty() ? "--disable-pass"
                                                       : "--require-pass";
-      throw UsageError(o.command,
-                       fmt::format("{} applies to --stage loops, llvm, asm and graph only", what));
+      throw UsageError(
+          o.command,
+          fmt::format("{} applies to --stage loops, llvm, asm, cuda and graph only", what));
     }
   }
   if (o.func && o.graph) {
@@ -599,7 +607,8 @@ std::string synopsis(Command c) {
     case Command::Check:
       return "usage: kiln check FILE... [--func NAME | --graph NAME] [--set NAME=INT]...";
     case Command::Emit:
-      return "usage: kiln emit FILE... --stage {ast,ir,schedule,loops,llvm,asm,graph} [--func NAME "
+      return "usage: kiln emit FILE... --stage {ast,ir,schedule,loops,llvm,asm,cuda,graph} [--func "
+             "NAME "
              "| "
              "--graph NAME] "
              "[--no-schedule] [--set NAME=INT]...\n"
@@ -612,7 +621,7 @@ std::string synopsis(Command c) {
              "[--no-schedule] [--set NAME=INT]...";
     case Command::Run:
       return "usage: kiln run FILE... [--check] [--bench [--repeat R] [--number N]] "
-             "[--threads N] [-O0..-O3] [--json]\n"
+             "[--threads N] [--gpu N] [-O0..-O3] [--json]\n"
              "       [--func NAME | --graph NAME] [--seed N] [--no-schedule] [--set NAME=INT]...\n"
              "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
              "[--require-pass NAME]...";
@@ -626,7 +635,7 @@ std::string synopsis(Command c) {
       return "usage: kiln agents [--json] [--server HOST:PORT]";
     case Command::Measure:
       return "usage: kiln measure FILE... --key KEY [--check] [--repeat R] [--number N] "
-             "[--threads N] [--json]\n"
+             "[--threads N] [--gpu N] [--json]\n"
              "       [--func NAME] [--seed N] [--set NAME=INT]... [-O0..-O3] [--priority N]\n"
              "       [--min-repeat-ms MS] [--time-limit-ms MS] [--memory-limit-mb MB] "
              "[--server HOST:PORT]";
@@ -708,7 +717,9 @@ std::string help_text(Command c) {
              "  loops     the lowered loop nest; with -O or a pass option, after kiln's\n"
              "            passes at that level\n"
              "  llvm      the LLVM IR, after LLVM's optimization pipeline\n"
-             "  asm       the target's assembly\n"
+             "  asm       the target's assembly (a GPU target's: NVRTC's PTX)\n"
+             "  cuda      a GPU target's CUDA C++, its launches first (--target\n"
+             "            nvptx64-nvidia-cuda --cpu sm_90)\n"
              "  graph     each graph; with -O or a pass option, after the graph passes,\n"
              "            followed by the operators they made (fused ones)\n"
              "For a graph, the other stages print each call's operator, after the graph\n"
@@ -746,7 +757,10 @@ std::string help_text(Command c) {
              "  --bench         time the kernel\n"
              "  --repeat R      timed repeats (default 5)\n"
              "  --number N      runs per repeat (default: enough for about 50 ms)\n"
-             "  --threads N     threads of the runtime's pool (default: one per core)\n" +
+             "  --threads N     threads of the runtime's pool (default: one per core)\n"
+             "  --gpu N         compile for this machine's GPU N (CUDA through NVRTC, for its\n"
+             "                  architecture) and run there; --bench times each run of the\n"
+             "                  kernels with CUDA events\n" +
              std::string(pass_options) +
              "  --json          one JSON object per func on stdout instead of text\n"
              "  --seed N        seed of the random inputs (default 0)\n"
@@ -792,6 +806,8 @@ std::string help_text(Command c) {
              "  --min-repeat-ms MS\n"
              "                  the shortest round when --number is not given (default 50)\n"
              "  --threads N     threads of the agent's pool (default: its cores)\n"
+             "  --gpu N         on the agent's GPU N instead (`kiln agents` lists them): CUDA\n"
+             "                  for its compute capability, timed with CUDA events\n"
              "  --time-limit-ms MS, --memory-limit-mb MB\n"
              "                  the job's limits on the agent (default: kilnd's)\n"
              "  --priority N    higher goes first among queued jobs (default 0)\n"

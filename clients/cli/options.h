@@ -15,7 +15,7 @@ namespace kiln::cli {
 enum class Command { None, Check, Emit, Interp, Run, Compile, Agents, Measure, Tune, Records };
 
 // What `emit --stage` prints.
-enum class Stage { Ast, Ir, Schedule, Loops, Llvm, Asm, Graph };
+enum class Stage { Ast, Ir, Schedule, Loops, Llvm, Asm, Cuda, Graph };
 
 struct Options {
   Command command = Command::None;
@@ -39,6 +39,7 @@ struct Options {
   bool repeat_given = false;
   int number = 0;                // run --number: runs per repeat; 0 = from the warm-up run
   std::optional<int> threads;    // run --threads: size of the runtime's thread pool
+  std::optional<int> gpu;        // run --gpu N: run on this machine's GPU N
   int opt_level = 3;             // -O0..-O3: run, compile, emit --stage loops|llvm|asm
   bool opt_level_given = false;  // -O appeared: emit --stage loops shows the optimized loops
 

@@ -37,6 +37,7 @@ std::string bench_json(const BenchResult& b) {
   JsonObject obj;
   obj.num("median_s", b.median_s).num("min_s", b.min_s);
   obj.integer("repeat", b.repeat).integer("number", b.number).integer("threads", b.threads);
+  if (!b.device.empty()) obj.str("device", b.device);
   if (b.flops >= 0) {
     obj.integer("flops", b.flops);
   } else {
@@ -199,7 +200,7 @@ void print_bench_text(const Prepared& p, const BenchResult& b) {
   std::optional<double> g = gflops(b);
   fmt::print("bench {}: {} per run (median of {} x {}, {}), {}\n", p.func.name,
              duration(b.median_s), b.repeat, count(static_cast<size_t>(b.number), "run"),
-             count(static_cast<size_t>(b.threads), "thread"),
+             b.device.empty() ? count(static_cast<size_t>(b.threads), "thread") : b.device,
              g ? fmt::format("{:.3g} GFLOP/s", *g) : std::string("flop count unknown"));
 }
 
@@ -216,7 +217,7 @@ bool print_measurement_text(const Prepared& p, const Measurement& m) {
   const BenchResult& b = m.bench;
   fmt::print("measure {} on {}: {} per run (median of {} x {}, {})\n", name, where,
              duration(b.median_s), b.repeat, count(static_cast<size_t>(b.number), "run"),
-             count(static_cast<size_t>(b.threads), "thread"));
+             b.device.empty() ? count(static_cast<size_t>(b.threads), "thread") : b.device);
   if (!m.mismatch) return true;
   if (m.mismatch->ok) {
     size_t n = m.outputs.size();

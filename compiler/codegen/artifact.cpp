@@ -36,8 +36,9 @@ std::string Artifact::metadata_json() const {
                              .str("message", c.message)
                              .done());
   }
-  return JsonObject()
-      .str("name", name)
+  JsonObject out;
+  out.str("kind", kind);
+  out.str("name", name)
       .str("triple", triple)
       .str("cpu", cpu)
       .str("features", features)
@@ -50,8 +51,51 @@ std::string Artifact::metadata_json() const {
       .integer("size", static_cast<int64_t>(code.size()))
       .str("code_sha256", code_sha256)
       .str("key", key)
-      .raw("checks", json_array(check_list))
-      .done();
+      .raw("checks", json_array(check_list));
+  if (kind != "shared-object") {
+    std::vector<std::string> kernel_list, temp_list;
+    for (const GpuKernel& k : kernels) {
+      std::vector<std::string> grid;
+      for (const ir::Expr& e : k.grid) grid.push_back(ir::to_string(e));
+      kernel_list.push_back(JsonObject()
+                                .str("name", k.name)
+                                .raw("grid", json_string_array(grid))
+                                .raw("block", json_int_array({k.block[0], k.block[1], k.block[2]}))
+                                .integer("shared_bytes", k.shared_bytes)
+                                .done());
+    }
+    for (const GpuTemp& t : temps) {
+      std::vector<std::string> shape;
+      for (const ir::Expr& e : t.shape) shape.push_back(ir::to_string(e));
+      temp_list.push_back(JsonObject()
+                              .str("name", t.name)
+                              .str("dtype", ir::dtype_name(t.dtype))
+                              .raw("shape", json_string_array(shape))
+                              .done());
+    }
+    out.raw("kernels", json_array(kernel_list)).raw("temps", json_array(temp_list));
+  }
+  return out.done();
+}
+
+std::vector<ArtifactArg> artifact_args(const ir::LoweredFunc& f) {
+  std::vector<ArtifactArg> args;
+  for (const std::string& p : f.params) {
+    ArtifactArg arg;
+    arg.kind = ArtifactArg::Kind::Param;
+    arg.name = p;
+    args.push_back(arg);
+  }
+  for (const ir::Buf& b : f.args) {
+    ArtifactArg arg;
+    arg.kind = ArtifactArg::Kind::Buffer;
+    arg.name = b.name;
+    arg.dtype = b.dtype;
+    arg.role = b.kind;
+    for (const ir::Expr& e : b.shape) arg.shape.push_back(ir::to_string(e));
+    args.push_back(arg);
+  }
+  return args;
 }
 
 Artifact compile_artifact(const ir::LoweredFunc& f, const Options& opts, std::string key) {
@@ -63,21 +107,7 @@ Artifact compile_artifact(const ir::LoweredFunc& f, const Options& opts, std::st
   a.opt_level = opts.opt_level;
   a.fast_math = f.fast_math;
   a.entry = entry_symbol(f);
-  for (const std::string& p : f.params) {
-    ArtifactArg arg;
-    arg.kind = ArtifactArg::Kind::Param;
-    arg.name = p;
-    a.args.push_back(arg);
-  }
-  for (const ir::Buf& b : f.args) {
-    ArtifactArg arg;
-    arg.kind = ArtifactArg::Kind::Buffer;
-    arg.name = b.name;
-    arg.dtype = b.dtype;
-    arg.role = b.kind;
-    for (const ir::Expr& e : b.shape) arg.shape.push_back(ir::to_string(e));
-    a.args.push_back(arg);
-  }
+  a.args = artifact_args(f);
   a.code = compile_shared_object(f, opts);
   a.imports = shared_object_imports(a.code);
   a.code_sha256 = sha256_hex(std::string_view(a.code.data(), a.code.size()));

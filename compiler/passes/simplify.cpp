@@ -812,6 +812,8 @@ ir::Expr simplify(const ir::Expr& e, const Bounds& known) {
   return ExprSimplifier(known).mutate(e);
 }
 
+Interval range_of(const ir::Expr& e, const Bounds& known) { return bounds_of(e, known); }
+
 ir::Stmt simplify(const ir::Stmt& s) {
   Stmt out = StmtSimplifier().run(s);
   return out ? out : ir::block({});

@@ -103,6 +103,8 @@ const char* compile_output_name(CompileOutput o) {
       return "kernel";
     case CompileOutput::Artifact:
       return "artifact";
+    case CompileOutput::Cuda:
+      return "cuda";
   }
   return "?";
 }
@@ -131,12 +133,66 @@ ir::Func configured(const CompileRequest& r) {
   bool by_target = false;
   for (const ir::Knob& k : f.knobs) by_target = by_target || !k.target_defaults.empty();
   if (by_target) {
+    if (target.is_gpu())
+      throw CompileError(ErrorStage::Validate, f.where,
+                         "knob defaults by target feature are for CPUs; on a GPU target set "
+                         "the knobs of " +
+                             f.name + " directly");
     codegen::check_target(target);
     f = ir::apply_target_defaults(f, [&](const std::string& feature) {
       return codegen::target_has_feature(target, feature);
     });
   }
   return ir::apply_overrides(f, r.overrides);
+}
+
+// The GPU backend's part of compile(): CUDA C++, and NVRTC's PTX and cubin for Assembly.
+void gpu_codegen(const CompileRequest& request, CompileResult& out) {
+  const Target& t = request.options.target;
+  switch (request.output) {
+    case CompileOutput::Cuda:
+    case CompileOutput::Assembly:
+      break;
+    case CompileOutput::LlvmIr:
+      throw CompileError(ErrorStage::Codegen, out.func.where,
+                         "a GPU target has no LLVM IR stage: kiln generates CUDA C++ (--stage "
+                         "cuda) and NVRTC makes PTX of it (--stage asm)");
+    case CompileOutput::Kernel:
+      throw CompileError(ErrorStage::Codegen, out.func.where,
+                         "code for " + t.cpu +
+                             " does not run in kiln's own process: run it "
+                             "on a GPU (kiln run on a machine with one, or a "
+                             "GPU agent)");
+    case CompileOutput::Artifact:
+      break;
+    default:
+      return;
+  }
+  out.cuda = cuda::generate(out.optimized);
+  out.notes.insert(out.notes.end(), out.cuda->notes.begin(), out.cuda->notes.end());
+  if (request.output == CompileOutput::Cuda) {
+    out.text = cuda::describe_launches(*out.cuda) + out.cuda->source;
+    return;
+  }
+  out.cuda_binary = cuda::compile(*out.cuda, t.cpu);
+  out.text = out.cuda_binary->ptx;
+  if (request.output != CompileOutput::Artifact) return;
+  codegen::Artifact a;
+  a.kind = "cubin";
+  a.name = out.optimized.name;
+  a.triple = t.triple;
+  a.cpu = t.cpu;
+  a.opt_level = request.options.opt_level;
+  a.fast_math = out.optimized.fast_math;
+  a.args = codegen::artifact_args(out.optimized);
+  a.code = out.cuda_binary->cubin;
+  a.code_sha256 = sha256_hex(std::string_view(a.code.data(), a.code.size()));
+  a.key = out.key;
+  a.checks = out.optimized.checks;
+  for (const cuda::Launch& l : out.cuda->launches)
+    a.kernels.push_back({l.kernel, l.grid, l.block, l.shared_bytes});
+  for (const cuda::DeviceTemp& d : out.cuda->temps) a.temps.push_back({d.name, d.dtype, d.shape});
+  out.artifact = std::move(a);
 }
 
 }  // namespace
@@ -153,7 +209,10 @@ CompileResult compile(const CompileRequest& request) {
 
   // A target kiln cannot generate code for is refused before any work is done.
   if (request.output != CompileOutput::Schedule && request.output != CompileOutput::Loops) {
-    codegen::check_target(o.target);
+    if (o.target.is_gpu())
+      cuda::check_target(o.target);
+    else
+      codegen::check_target(o.target);
   }
   out.func = clock("overrides", [&] { return configured(request); });
   out.key = key_of(request, out.func);
@@ -170,6 +229,10 @@ CompileResult compile(const CompileRequest& request) {
       clock("passes", [&] { return passes::run_pipeline(out.lowered, pass_context(o)); });
   if (request.output == CompileOutput::Loops) return out;
 
+  if (o.target.is_gpu()) {
+    clock("codegen", [&] { gpu_codegen(request, out); });
+    return out;
+  }
   codegen::Options llvm{o.target, o.opt_level,
                         [&out](const std::string& note) { out.notes.push_back(note); }};
   clock("codegen", [&] {
@@ -186,6 +249,10 @@ CompileResult compile(const CompileRequest& request) {
       case CompileOutput::Artifact:
         out.artifact = codegen::compile_artifact(out.optimized, llvm, out.key);
         break;
+      case CompileOutput::Cuda:
+        throw CompileError(ErrorStage::Codegen, out.func.where,
+                           "CUDA is generated for GPU targets only (--target " +
+                               std::string(cuda::kTriple) + " --cpu sm_90)");
       case CompileOutput::Schedule:
       case CompileOutput::Loops:
         break;
@@ -215,6 +282,9 @@ CompileResult emit(CompileRequest r, EmitStage stage, bool optimizing) {
       break;
     case EmitStage::Asm:
       r.output = CompileOutput::Assembly;
+      break;
+    case EmitStage::Cuda:
+      r.output = CompileOutput::Cuda;
       break;
     default:
       r.output = CompileOutput::Schedule;

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kiln/codegen.h"
+#include "kiln/cuda.h"
 #include "kiln/error.h"
 #include "kiln/graph.h"
 
@@ -107,7 +108,70 @@ std::string given_input_error(const ir::Func& f, const Tensors& inputs,
   return "";
 }
 
+namespace {
+
+// What the CPU and GPU runs of run_kernel share: the run-time params, the inputs (given ones
+// checked before anything reads them), and with spec.check the reference's run on them, before
+// the compiled program runs: an out-of-bounds access is then reported by the reference, with
+// the access and the instance, before a compiled kernel could make it. Returns the reference's
+// outputs, if it ran.
+std::optional<Bindings> prepare_run(const ir::Func& f, const RunSpec& spec, RunOutcome& r) {
+  RunParams run_params = run_param_values(f, spec.runtime_params);
+  r.chosen = run_params.chosen;
+  r.params = interp::param_values(f, run_params.values);
+  if (std::string e = given_input_error(f, spec.inputs, r.params); !e.empty()) {
+    throw CompileError(ErrorStage::Interp, SourceLoc{"inputs", 0, 0}, e);
+  }
+  r.bindings =
+      step(spec, "random inputs", [&] { return interp::random_bindings(f, r.params, spec.seed); });
+  for (const auto& [name, data] : spec.inputs) r.bindings.buffers[name] = data;
+  std::optional<Bindings> expected;
+  if (spec.check) {
+    expected = r.bindings;
+    step(spec, "reference interpreter", [&] { interp::run_reference(f, *expected); });
+  }
+  return expected;
+}
+
+// run_kernel on a GPU of this machine.
+RunOutcome run_on_gpu(const ir::Func& f, const RunSpec& spec) {
+  RunOutcome r;
+  cuda::Device gpu(spec.gpu);
+  CompileOptions options = spec.options;
+  options.target = Target{cuda::kTriple, gpu.arch(), ""};
+  CompileResult compiled = step(spec, "compilation", [&] {
+    return compile(CompileRequest{
+        .func = f, .overrides = {}, .options = options, .output = CompileOutput::Assembly});
+  });
+  r.notes = compiled.notes;
+  std::optional<Bindings> expected = prepare_run(f, spec, r);
+  Bindings inputs = r.bindings;
+  step(spec, "compiled run", [&] { gpu.run(*compiled.cuda, *compiled.cuda_binary, r.bindings); });
+  r.outputs = checksums(f, r.bindings);
+  if (expected) r.mismatch = interp::compare_outputs(f, *expected, r.bindings);
+  if (spec.bench && (!r.mismatch || r.mismatch->ok)) {
+    r.bench = step(spec, "benchmark", [&] {
+      cuda::Device::Timing t =
+          gpu.run(*compiled.cuda, *compiled.cuda_binary, inputs, std::max(spec.repeat, 1));
+      BenchResult b;
+      b.repeat = static_cast<int>(t.ms.size());
+      b.number = 1;
+      b.device = gpu.name() + " (" + gpu.arch() + ")";
+      for (double ms : t.ms) b.round_s.push_back(ms * 1e-3);
+      RoundStats stats = round_stats(b.round_s);
+      b.median_s = stats.median;
+      b.min_s = stats.min;
+      b.flops = algorithm_flops(f, inputs.params, spec.options.limits);
+      return b;
+    });
+  }
+  return r;
+}
+
+}  // namespace
+
 RunOutcome run_kernel(const ir::Func& f, const RunSpec& spec) {
+  if (spec.gpu >= 0) return run_on_gpu(f, spec);
   RunOutcome r;
   // Compile first: a schedule kiln refuses should not wait for the reference run.
   CompileResult compiled = step(spec, "compilation", [&] {
@@ -116,26 +180,7 @@ RunOutcome run_kernel(const ir::Func& f, const RunSpec& spec) {
   });
   r.notes = compiled.notes;
   const codegen::Kernel& k = *compiled.kernel;
-
-  RunParams run_params = run_param_values(f, spec.runtime_params);
-  r.chosen = run_params.chosen;
-  r.params = interp::param_values(f, run_params.values);
-  // Given inputs are checked before any kernel or interpreter reads them.
-  if (std::string e = given_input_error(f, spec.inputs, r.params); !e.empty()) {
-    throw CompileError(ErrorStage::Interp, SourceLoc{"inputs", 0, 0}, e);
-  }
-  r.bindings =
-      step(spec, "random inputs", [&] { return interp::random_bindings(f, r.params, spec.seed); });
-  for (const auto& [name, data] : spec.inputs) r.bindings.buffers[name] = data;
-
-  // The reference runs before the scheduled program: an out-of-bounds access
-  // is then reported by the reference, with the access and the instance,
-  // before a compiled kernel could make it.
-  std::optional<Bindings> expected;
-  if (spec.check) {
-    expected = r.bindings;
-    step(spec, "reference interpreter", [&] { interp::run_reference(f, *expected); });
-  }
+  std::optional<Bindings> expected = prepare_run(f, spec, r);
   Bindings inputs = r.bindings;
   step(spec, "compiled run", [&] { k.run(r.bindings); });
   r.outputs = checksums(f, r.bindings);

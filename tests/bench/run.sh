@@ -4,7 +4,7 @@ set -euo pipefail
 
 # The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
 # built as the CMake target bench_G.
-GROUPS_ALL=(gemm conv compile licm server agent tune)
+GROUPS_ALL=(gemm conv compile licm server agent tune gpu)
 
 usage() {
   cat <<EOF
@@ -25,7 +25,9 @@ Progress goes to stderr.
                    of a Measure of an empty kernel on kilnd's local agent vs kilnd's Run),
                    tune (kiln tune on the local agent, xgb-rank and random at the same
                    budget, the best beside OpenBLAS / oneDNN: tests/bench/bench_tune.py;
-                   long: --quick, or -- --trials N; -- --transfer: the warm-start experiment)
+                   long: --quick, or -- --trials N; -- --transfer: the warm-start experiment),
+                   gpu (kiln's GPU examples vs cuBLAS and cuDNN on this machine's GPU; built
+                   with the CUDA toolkit, and says "skipped" without a GPU: docs/gpu.md)
   --quick          the smallest cases only, for a smoke run
   --build-dir DIR  the CMake build folder (default: \$KILN_BUILD_DIR or build)
   -- OPTIONS       passed to every benchmark program (see build/tests/bench/bench_gemm --help)

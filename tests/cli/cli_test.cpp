@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/cuda.h"
 #include "kilnd_process.h"
 #include "test_certs.h"
 
@@ -578,6 +579,59 @@ TEST(CliCheck, VerboseLogsGoToStderrOnly) {
 // ---------------------------------------------------------------------------
 // emit
 
+// GPU targets: the CUDA source with its launches, NVRTC's PTX, and what a GPU target refuses.
+TEST(CliEmit, CudaAndPtxForAGpuTarget) {
+  std::string file = std::string(KILN_SOURCE_DIR) + "/examples/gpu/matmul.kiln";
+  Result r = kiln({"emit", file, "--stage", "cuda", "--target", "nvptx64-nvidia-cuda", "--cpu",
+                   "sm_90", "--set", "M=256", "--set", "N=128"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "// launch matmul_gpu_k0: grid (2, 4, 1), block (16, 16, 1)"))
+      << r.out;
+  EXPECT_TRUE(
+      Contains(r.out, "extern \"C\" __global__ void __launch_bounds__(256) matmul_gpu_k0("));
+  EXPECT_TRUE(Contains(r.out, "__syncthreads();"));
+  if (kiln::cuda::nvrtc_available()) {
+    r = kiln({"emit", file, "--stage", "asm", "--target", "nvptx64-nvidia-cuda", "--cpu", "sm_90"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_TRUE(Contains(r.out, ".target sm_90")) << r.out.substr(0, 400);
+    EXPECT_TRUE(Contains(r.out, ".entry matmul_gpu_k0"));
+  }
+  r = kiln({"emit", file, "--stage", "cuda", "--target", "nvptx64-nvidia-cuda"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "needs its architecture as the CPU, sm_XY")) << r.err;
+  r = kiln({"emit", file, "--stage", "llvm", "--target", "nvptx64-nvidia-cuda", "--cpu", "sm_90"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "a GPU target has no LLVM IR stage")) << r.err;
+  r = kiln({"emit", data("matmul_small.kiln"), "--stage", "cuda"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "CUDA is generated for GPU targets only")) << r.err;
+  r = kiln({"emit", std::string(KILN_SOURCE_DIR) + "/examples/matmul.kiln", "--stage", "cuda",
+            "--target", "nvptx64-nvidia-cuda", "--cpu", "sm_90"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "is tagged parallel, a CPU tag")) << r.err;
+}
+
+// `kiln run --gpu N` on a machine without a GPU says so; with one, it checks and times the
+// kernel there.
+TEST(CliRun, GpuRunsOnThisMachinesGpu) {
+  std::string file = std::string(KILN_SOURCE_DIR) + "/examples/gpu/matmul.kiln";
+  std::string why;
+  if (!kiln::cuda::gpu_available(&why)) {
+    Result r = kiln({"run", "--check", "--gpu", "0", file});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(Contains(r.err, "run error: no GPU driver")) << r.err;
+    return;
+  }
+  Result r = kiln({"run", "--check", "--bench", "--gpu", "0", file, "--set", "M=300", "--set",
+                   "N=200", "--set", "K=50"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "ok  matmul_gpu: 1 output matches")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "bench matmul_gpu:")) << r.out;
+  r = kiln({"run", "--check", "--gpu", "99", file});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "no GPU 99")) << r.err;
+}
+
 TEST(CliEmit, AstIsTheParsedProgramInKilnSyntax) {
   Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "ast"});
   EXPECT_EQ(r.status, 0) << r.err;
@@ -923,7 +977,8 @@ TEST(CliPasses, UnknownPassIsAUsageError) {
 TEST(CliPasses, PassOptionsNeedLoops) {
   Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "ast", "-O2"});
   EXPECT_EQ(r.status, 2);
-  EXPECT_TRUE(Contains(r.err, "-O applies to --stage loops, llvm, asm and graph only")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "-O applies to --stage loops, llvm, asm, cuda and graph only"))
+      << r.err;
   r = kiln({"interp", data("matmul_small.kiln"), "--time-passes"});
   EXPECT_EQ(r.status, 2);
 }

@@ -2,6 +2,7 @@
 // in-process through ORC's LLJIT. No LLVM type appears in this header.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -98,6 +99,9 @@ struct ArtifactArg {
 // A compiled kernel that describes itself (DESIGN.md section 5): what it was
 // compiled for, how to call it, its code, and the key it is cached under.
 struct Artifact {
+  // "shared-object" (a CPU target), or "cubin" (a GPU target: `code` is NVRTC's cubin for the
+  // architecture in `cpu`, and `kernels` and `temps` say how to run it: kiln/cuda.h).
+  std::string kind = "shared-object";
   std::string name;                   // the func's
   std::string triple, cpu, features;  // Options::target
   int opt_level = 3;
@@ -111,6 +115,19 @@ struct Artifact {
   // The statuses from KILN_ERR_CHECK up the kernel can return, in order: what
   // a loader reports for each (LoweredFunc::checks).
   std::vector<ir::RuntimeCheck> checks;
+  struct GpuKernel {
+    std::string name;
+    std::array<ir::Expr, 3> grid;  // blocks along x, y, z, in the run-time params
+    std::array<int64_t, 3> block{};
+    int64_t shared_bytes = 0;
+  };
+  struct GpuTemp {
+    std::string name;
+    ir::DType dtype = ir::DType::F32;
+    std::vector<ir::Expr> shape;
+  };
+  std::vector<GpuKernel> kernels;  // cubin: in launch order
+  std::vector<GpuTemp> temps;      // cubin: device temporaries
 
   // The metadata (everything but the code) as one JSON object, for
   // `kiln compile`'s out.so.json and for agents.
@@ -120,6 +137,10 @@ struct Artifact {
 // Compiles f to a shared object for opts.target and describes it; `key` is
 // the cache key of the request it answers (kiln::compile sets it).
 Artifact compile_artifact(const ir::LoweredFunc& f, const Options& opts, std::string key);
+
+// The entry point's arguments of f, in the packed ABI's order (params, then buffers): what
+// every artifact of f lists, whatever its code.
+std::vector<ArtifactArg> artifact_args(const ir::LoweredFunc& f);
 
 // Throws CompileError (stage Codegen) unless kiln generates code for t: an
 // x86-64 or aarch64 Linux triple LLVM knows, a CPU LLVM knows for it (or

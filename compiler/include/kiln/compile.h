@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/codegen.h"
+#include "kiln/cuda.h"
 #include "kiln/ir.h"
 #include "kiln/limits.h"
 #include "kiln/loop_ir.h"
@@ -30,6 +31,10 @@ enum class CompileOutput : uint8_t {
   Assembly,  // the target's assembly, as text
   Kernel,    // machine code loaded into this process (the target must be the host)
   Artifact,  // a shared object for the target, with what describes it
+  // GPU targets (nvptx64-nvidia-cuda, the CPU naming the architecture: sm_90) stop at Cuda
+  // (the CUDA program: kernels and launches) or Assembly (also NVRTC's PTX as text, and the
+  // cubin in CompileResult::cuda_binary); the other outputs are CPU-only.
+  Cuda,
 };
 const char* compile_output_name(CompileOutput o);  // "schedule", "loops", "llvm", ...
 
@@ -68,6 +73,8 @@ struct CompileResult {
   std::string text;                           // LlvmIr, Assembly
   std::optional<codegen::Kernel> kernel;      // Kernel
   std::optional<codegen::Artifact> artifact;  // Artifact; its key is `key`
+  std::optional<cuda::Program> cuda;          // GPU targets: Cuda and Assembly
+  std::optional<cuda::Binary> cuda_binary;    // GPU targets: Assembly
   std::vector<StageTime> times;               // in the order the stages ran
   std::vector<PartTime> parts;                // the parts of the stages (kiln/timing.h), in order
   // What the code generator said about the kernel without refusing it (a
@@ -87,7 +94,8 @@ enum class EmitStage : uint8_t {
   Schedule,  // the schedule, applied and checked
   Loops,     // loop IR
   Llvm,      // LLVM IR
-  Asm,       // the target's assembly
+  Asm,       // the target's assembly (a GPU target's: PTX)
+  Cuda,      // a GPU target's CUDA C++, its launches first
 };
 
 // Compiles as far as `stage` needs and returns the result with that stage's

@@ -56,6 +56,7 @@ std::vector<OutputSum> checksums(const ir::Func& f, const Bindings& b);
 struct BenchResult {
   int repeat = 0, number = 0;   // repeats of `number` runs each
   int threads = 0;              // of the runtime's pool
+  std::string device;           // "" on the CPU; a GPU run's device ("NVIDIA H100 (sm_90)")
   double median_s = 0;          // per run
   double min_s = 0;             // per run, the fastest repeat
   int64_t flops = -1;           // per run; -1 = unknown
@@ -96,6 +97,10 @@ struct RunSpec {
   uint64_t seed = 0;
   bool check = false;  // also run the reference interpreter and compare
   bool bench = false;  // then time the kernel (skipped when the check failed)
+  // >= 0: compile for GPU `gpu` of this machine (its architecture read from the device; the
+  // target in `options` is replaced) and run there; the bench times each run of all its
+  // kernels with CUDA events (`number` is 1).
+  int gpu = -1;
   int repeat = 5, number = 0;
   // Told the name and duration of each step (compile, random inputs,
   // reference interpreter, compiled run, benchmark), for logging.

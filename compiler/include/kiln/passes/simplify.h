@@ -29,6 +29,11 @@ using Bounds = std::map<std::string, Interval>;
 // executes is never dropped.
 ir::Expr simplify(const ir::Expr& e, const Bounds& known = {});
 
+// The range an integer expression takes when its variables stay in `known`
+// (a variable not in it is unbounded): what Simplify itself uses, for code
+// generators that need a constant bound (a GPU block's thread count).
+Interval range_of(const ir::Expr& e, const Bounds& known);
+
 // Simplifies every expression with the ranges of the loops around it, and
 // removes dead code: ifs with a constant condition, loops with an empty
 // range; a loop of one iteration becomes a let of its variable.

@@ -1,0 +1,318 @@
+// Unrolling and register accumulators for the CUDA backend (registers.h).
+#include "registers.h"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "kiln/analysis.h"
+#include "kiln/passes/simplify.h"
+
+namespace kiln::cuda {
+namespace {
+
+using ir::Expr;
+using ir::Stmt;
+
+std::optional<int64_t> constant(const Expr& e) {
+  if (const ir::IntImm* i = ir::as<ir::IntImm>(passes::simplify(e))) return i->value;
+  return std::nullopt;
+}
+
+// Replaces one variable by a constant in every expression of a statement.
+class Substitute : public ir::StmtMutator {
+ public:
+  Substitute(std::string var, Expr value) : var_(std::move(var)), value_(std::move(value)) {}
+
+ protected:
+  Expr mutate_stmt_expr(const Expr& e) override {
+    if (!ir::free_vars(e).count(var_)) return e;
+    return passes::simplify(ir::substitute(e, {{var_, value_}}));
+  }
+
+ private:
+  std::string var_;
+  Expr value_;
+};
+
+class Unroller : public ir::StmtMutator {
+ public:
+  explicit Unroller(int64_t max_copies) : budget_(max_copies) {}
+
+ protected:
+  Stmt mutate_for(const Stmt& s, const ir::For& n) override {
+    bool unroll = n.tag == ir::LoopTag::Unroll || n.tag == ir::LoopTag::UnrollExplicit;
+    std::optional<int64_t> lo = constant(n.min), hi = constant(n.end);
+    if (!unroll || !lo || !hi || n.step <= 0) return ir::StmtMutator::mutate_for(s, n);
+    int64_t trips = *hi > *lo ? (*hi - *lo + n.step - 1) / n.step : 0;
+    if (trips > budget_) return ir::StmtMutator::mutate_for(s, n);
+    int64_t saved = budget_;
+    budget_ = trips > 0 ? budget_ / trips : budget_;
+    Stmt body = mutate(n.body);
+    budget_ = saved;
+    std::vector<Stmt> copies;
+    for (int64_t k = 0; k < trips; ++k)
+      copies.push_back(Substitute(n.var, ir::int_imm(*lo + k * n.step)).mutate(body));
+    return ir::block(std::move(copies));
+  }
+
+ private:
+  int64_t budget_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+struct Access {
+  std::vector<Expr> index;  // with the loop's lets expanded, simplified
+  bool store = false;
+};
+
+// Walks a loop's body with its lets expanded, recording every access of every buffer, and
+// which buffers cannot be promoted.
+class Survey {
+ public:
+  Survey(std::set<std::string> inner_vars) : inner_(std::move(inner_vars)) {}
+
+  std::map<std::string, std::vector<Access>> accesses;
+  std::set<std::string> excluded;
+
+  void stmt(const Stmt& s, bool conditional) {
+    if (!s) return;
+    switch (s->kind) {
+      case ir::StmtKind::Block:
+        for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts) stmt(c, conditional);
+        return;
+      case ir::StmtKind::LetStmt: {
+        const auto& n = static_cast<const ir::LetStmt&>(*s);
+        expr(n.value, conditional);
+        auto it = lets_.find(n.var);
+        bool had = it != lets_.end();
+        Expr saved = had ? it->second : nullptr;
+        Expr value = expand(n.value);
+        lets_[n.var] = value;
+        stmt(n.body, conditional);
+        if (had)
+          lets_[n.var] = saved;
+        else
+          lets_.erase(n.var);
+        return;
+      }
+      case ir::StmtKind::For: {
+        const auto& n = static_cast<const ir::For&>(*s);
+        expr(n.min, conditional);
+        expr(n.end, conditional);
+        inner_.insert(n.var);
+        stmt(n.body, conditional);
+        return;
+      }
+      case ir::StmtKind::If: {
+        const auto& n = static_cast<const ir::IfThenElse&>(*s);
+        expr(n.cond, conditional);
+        stmt(n.then_case, true);
+        stmt(n.else_case, true);
+        return;
+      }
+      case ir::StmtKind::Alloc: {
+        const auto& n = static_cast<const ir::Alloc&>(*s);
+        excluded.insert(n.buf);
+        stmt(n.body, conditional);
+        return;
+      }
+      case ir::StmtKind::Store: {
+        const auto& n = static_cast<const ir::Store&>(*s);
+        for (const Expr& i : n.indices) expr(i, conditional);
+        expr(n.value, conditional);
+        if (n.atomic) excluded.insert(n.buf);
+        record(n.buf, n.indices, true, conditional);
+        return;
+      }
+      case ir::StmtKind::Evaluate:
+        expr(static_cast<const ir::Evaluate&>(*s).value, conditional);
+        return;
+    }
+  }
+
+  Expr expand(const Expr& e) const {
+    Expr r = e;
+    for (int round = 0; round < 64; ++round) {
+      std::map<std::string, Expr> sub;
+      for (const std::string& v : ir::free_vars(r)) {
+        auto it = lets_.find(v);
+        if (it != lets_.end()) sub[v] = it->second;
+      }
+      if (sub.empty()) break;
+      r = ir::substitute(r, sub);
+    }
+    return passes::simplify(r);
+  }
+
+ private:
+  void expr(const Expr& e, bool conditional) {
+    ir::any_subexpr(e, [&](const Expr& x) {
+      if (const ir::Load* l = ir::as<ir::Load>(x)) record(l->buf, l->indices, false, conditional);
+      // a select or an and/or evaluates a side only sometimes
+      if (x->kind == ir::ExprKind::Select || x->kind == ir::ExprKind::Let) {
+        ir::any_subexpr(x, [&](const Expr& y) {
+          if (const ir::Load* l = ir::as<ir::Load>(y)) excluded.insert(l->buf);
+          return false;
+        });
+      }
+      if (const ir::Binary* b = ir::as<ir::Binary>(x);
+          b && (b->op == ir::BinaryOp::And || b->op == ir::BinaryOp::Or)) {
+        ir::any_subexpr(x, [&](const Expr& y) {
+          if (const ir::Load* l = ir::as<ir::Load>(y)) excluded.insert(l->buf);
+          return false;
+        });
+      }
+      return false;
+    });
+  }
+
+  void record(const std::string& buf, const std::vector<Expr>& index, bool store,
+              bool conditional) {
+    if (conditional) excluded.insert(buf);
+    Access a{{}, store};
+    for (const Expr& i : index) {
+      Expr x = expand(i);
+      for (const std::string& v : ir::free_vars(x))
+        if (inner_.count(v)) excluded.insert(buf);
+      if (ir::reads_memory(x)) excluded.insert(buf);
+      a.index.push_back(x);
+    }
+    accesses[buf].push_back(std::move(a));
+  }
+
+  std::set<std::string> inner_;
+  std::map<std::string, Expr> lets_;
+};
+
+bool same(const std::vector<Expr>& a, const std::vector<Expr>& b) {
+  for (size_t d = 0; d < a.size(); ++d)
+    if (!ir::equal(a[d], b[d])) return false;
+  return true;
+}
+
+bool distinct(const std::vector<Expr>& a, const std::vector<Expr>& b) {
+  for (size_t d = 0; d < a.size(); ++d) {
+    std::optional<int64_t> diff = constant(a[d] - b[d]);
+    if (diff && *diff != 0) return true;
+  }
+  return false;
+}
+
+// Rewrites the accesses of the promoted elements to their temporaries.
+class Redirect : public ir::StmtMutator {
+ public:
+  struct Slot {
+    std::string buf;
+    std::vector<Expr> index;
+    std::string temp;
+    ir::DType dtype;
+  };
+  Redirect(const std::vector<Slot>& slots, Survey& survey) : slots_(slots), survey_(survey) {}
+
+ protected:
+  Stmt mutate_let_stmt(const Stmt& s, const ir::LetStmt& n) override {
+    (void)s;
+    Expr value = mutate(n.value);
+    lets_.push_back({n.var, n.value});
+    Stmt body = mutate(n.body);
+    lets_.pop_back();
+    return std::make_shared<ir::LetStmt>(n.var, value, body);
+  }
+  Stmt mutate_store(const Stmt& s, const ir::Store& n) override {
+    Expr value = mutate(n.value);
+    if (const Slot* slot = find(n.buf, n.indices))
+      return std::make_shared<ir::Store>(slot->temp, std::vector<Expr>{}, value, n.comp,
+                                         n.instance);
+    (void)s;
+    std::vector<Expr> idx;
+    for (const Expr& i : n.indices) idx.push_back(mutate(i));
+    return std::make_shared<ir::Store>(n.buf, idx, value, n.comp, n.instance, n.atomic);
+  }
+  Expr mutate_load(const Expr& e, const ir::Load& n) override {
+    if (const Slot* slot = find(n.buf, n.indices))
+      return ir::load(slot->temp, {}, slot->dtype, n.where);
+    return ir::StmtMutator::mutate_load(e, n);
+  }
+
+ private:
+  const Slot* find(const std::string& buf, const std::vector<Expr>& index) {
+    bool any = false;
+    for (const Slot& s : slots_) any = any || s.buf == buf;
+    if (!any) return nullptr;
+    std::vector<Expr> expanded;
+    for (const Expr& i : index) {
+      Expr x = i;
+      for (auto it = lets_.rbegin(); it != lets_.rend(); ++it)
+        x = ir::substitute(x, {{it->first, it->second}});
+      expanded.push_back(survey_.expand(x));
+    }
+    for (const Slot& s : slots_)
+      if (s.buf == buf && same(s.index, expanded)) return &s;
+    return nullptr;
+  }
+
+  const std::vector<Slot>& slots_;
+  Survey& survey_;
+  std::vector<std::pair<std::string, Expr>> lets_;
+};
+
+}  // namespace
+
+Stmt unroll_constant_loops(const Stmt& s, int64_t max_copies) {
+  return Unroller(max_copies).mutate(s);
+}
+
+Stmt keep_accumulators_in_registers(
+    const Stmt& loop, const std::function<std::optional<ir::DType>(const std::string&)>& eligible,
+    const std::function<std::string()>& fresh) {
+  const ir::For* n = ir::as<ir::For>(loop);
+  if (!n) return loop;
+  Survey survey({n->var});
+  survey.stmt(n->body, false);
+  std::vector<Redirect::Slot> slots;
+  for (const auto& [buf, list] : survey.accesses) {
+    if (survey.excluded.count(buf)) continue;
+    std::optional<ir::DType> dtype = eligible(buf);
+    if (!dtype) continue;
+    bool stores = false;
+    for (const Access& a : list) stores = stores || a.store;
+    if (!stores) continue;
+    std::vector<std::vector<Expr>> distinct_indices;
+    bool ok = true;
+    for (const Access& a : list) {
+      bool seen = false;
+      for (const auto& d : distinct_indices) {
+        if (same(d, a.index)) {
+          seen = true;
+          break;
+        }
+        if (!distinct(d, a.index)) ok = false;
+      }
+      if (!seen) distinct_indices.push_back(a.index);
+    }
+    if (!ok || distinct_indices.size() > 64) continue;
+    for (const auto& idx : distinct_indices) slots.push_back({buf, idx, fresh(), *dtype});
+  }
+  if (slots.empty()) return loop;
+  Stmt body = Redirect(slots, survey).mutate(n->body);
+  std::vector<Stmt> steps;
+  for (const Redirect::Slot& s : slots)
+    steps.push_back(std::make_shared<ir::Store>(s.temp, std::vector<Expr>{},
+                                                ir::load(s.buf, s.index, s.dtype)));
+  steps.push_back(std::make_shared<ir::For>(n->var, n->min, n->end, n->step, n->tag, body));
+  for (const Redirect::Slot& s : slots)
+    steps.push_back(std::make_shared<ir::Store>(s.buf, s.index, ir::load(s.temp, {}, s.dtype)));
+  // The elements are read and written back only when the loop runs: its indices may be valid
+  // only then.
+  Stmt out = std::make_shared<ir::IfThenElse>(ir::binary(ir::BinaryOp::Lt, n->min, n->end),
+                                              ir::block(std::move(steps)), nullptr);
+  for (auto it = slots.rbegin(); it != slots.rend(); ++it)
+    out = std::make_shared<ir::Alloc>(it->temp, it->dtype, std::vector<Expr>{},
+                                      ir::MemLoc::GpuLocal, out);
+  return out;
+}
+
+}  // namespace kiln::cuda

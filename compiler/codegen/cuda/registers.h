@@ -1,0 +1,32 @@
+// Register-level rewrites of the loops one GPU thread runs (internal to the CUDA backend):
+// loops tagged unroll with constant bounds unrolled by kiln, and accumulators kept in registers
+// across the loop that updates them.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "kiln/loop_ir.h"
+
+namespace kiln::cuda {
+
+// s with every loop tagged unroll or unroll_explicit whose bounds are constants replaced by its
+// iterations, each with the loop variable replaced by its value, while a nest makes at most
+// `max_copies` copies of a statement. (NVRTC unrolls poorly on its own, and the rewrite below
+// needs the unrolled indices.)
+ir::Stmt unroll_constant_loops(const ir::Stmt& s, int64_t max_copies = 64);
+
+// Keeps the elements of buffers the serial loop `loop` updates at indices that do not change
+// inside it in registers: each is loaded into a one-element gpu_local temporary before the loop,
+// read and written there, and stored back after it. A buffer qualifies when `eligible(name)` gives
+// its type, every access to it in the loop is at such an index (the lets inside the loop expanded),
+// none is atomic or under a condition, at least one is a store, and its distinct indices are
+// provably distinct (a constant difference in some dimension). Returns the loop itself when no
+// buffer qualifies; `fresh` makes names for the temporaries.
+ir::Stmt keep_accumulators_in_registers(
+    const ir::Stmt& loop,
+    const std::function<std::optional<ir::DType>(const std::string&)>& eligible,
+    const std::function<std::string()>& fresh);
+
+}  // namespace kiln::cuda

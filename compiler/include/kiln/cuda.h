@@ -1,0 +1,139 @@
+// GPU code generation (DESIGN.md section 5): loop IR to CUDA C++, NVRTC to PTX and cubin, and
+// running the result on a GPU through the driver (runtime/include/kiln/cuda_driver.h).
+//
+// A GPU func is a sequence of kernels. Each top-level loop nest whose outermost loops are
+// tagged gpu_block_{x,y,z} becomes one kernel: those loops become the grid, loops tagged
+// gpu_thread_{x,y,z} inside them the block. Inside a block, code outside the thread loops runs
+// once per block: a copy into a temporary (a cache_identity or cache fill) is shared among the
+// block's threads, any other store is made by its first thread, and `__syncthreads()` is placed
+// between two such steps only where one writes what the other reads or writes. Temporaries
+// allocated inside the block loops live in shared memory (in a thread loop, or gpu_local: in
+// each thread's registers); those allocated outside every kernel in device memory. A nest with
+// no GPU tag runs as one thread (a note says so).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/buffers.h"
+#include "kiln/ir.h"
+#include "kiln/loop_ir.h"
+#include "kiln/target.h"
+
+namespace kiln::cuda {
+
+// The triple of GPU targets; the target's CPU is the architecture ("sm_90").
+inline constexpr const char* kTriple = "nvptx64-nvidia-cuda";
+
+// Throws CompileError (stage Codegen) unless t is a GPU target kiln generates code for: the
+// triple kTriple and an architecture sm_XY as its CPU.
+void check_target(const Target& t);
+
+// One kernel launch, in the order the func runs them.
+struct Launch {
+  std::string kernel;              // its extern "C" name in the source
+  std::array<ir::Expr, 3> grid;    // blocks along x, y, z: i64 expressions in the run-time params
+  std::array<int64_t, 3> block{};  // threads along x, y, z
+  int64_t shared_bytes = 0;        // static shared memory (already in the source)
+};
+
+// A temporary in device memory, allocated by whoever launches the kernels.
+struct DeviceTemp {
+  std::string name;
+  ir::DType dtype = ir::DType::F32;
+  std::vector<ir::Expr> shape;  // extents in the run-time params
+};
+
+// The CUDA program of one func. Every kernel takes the same parameters: the run-time params
+// (long long) in order, then a pointer per buffer argument in order, then one per device
+// temporary, then `int* status` (0, or the first failing check's code: kiln/loop_ir.h).
+struct Program {
+  std::string name;
+  std::string source;
+  std::vector<std::string> params;
+  std::vector<ir::Buf> args;
+  std::vector<DeviceTemp> temps;
+  std::vector<Launch> launches;
+  std::vector<ir::RuntimeCheck> checks;
+  bool fast_math = false;
+  std::vector<std::string> notes;  // what runs slower than the schedule may suggest
+};
+
+// Generates the CUDA program of f. Throws CompileError (stage Codegen) naming the loop or
+// buffer when the schedule cannot run on a GPU: block loops not outermost or not perfectly
+// nested, a thread loop whose extent has no constant bound, a tag used twice in one nest,
+// `parallel` or a loop around kernels, a shared or local temporary of run-time size.
+Program generate(const ir::LoweredFunc& f);
+
+// A launch's integer expression (a grid extent, a temporary's size) as postfix tokens, which
+// whoever launches the kernels evaluates without kiln's parser: integers, param names, and the
+// operators "+", "-", "*", "/" and "%" (rounding down), "min", "max" and "neg". Throws
+// CompileError (stage Codegen) for an expression with anything else in it.
+std::vector<std::string> postfix(const ir::Expr& e);
+// The value of postfix tokens under `params`; nullopt for a malformed list, a name not in
+// params, a division by zero or an overflow.
+std::optional<int64_t> eval_postfix(const std::vector<std::string>& tokens,
+                                    const std::map<std::string, int64_t>& params);
+
+// The program's launch configuration and temporaries as text (`kiln emit --stage cuda`
+// prints it above the source).
+std::string describe_launches(const Program& p);
+
+// NVRTC's output for one architecture.
+struct Binary {
+  std::string arch;         // "sm_90"
+  std::string ptx;          // PTX text
+  std::vector<char> cubin;  // machine code for arch
+  std::string log;          // NVRTC's warnings
+};
+
+// Whether NVRTC is part of this build; why not in `why`.
+bool nvrtc_available(std::string* why = nullptr);
+// NVRTC's version ("NVRTC 13.0"), or "no NVRTC".
+std::string nvrtc_version();
+// Compiles p with NVRTC for `arch` ("sm_90"; "sm_XY" for compute capability X.Y). Throws
+// CompileError (stage Codegen) with NVRTC's log when it refuses the source, or when this
+// build has no NVRTC.
+Binary compile(const Program& p, const std::string& arch);
+
+// A GPU, opened through the driver. Not copyable; one per thread that uses it.
+class Device {
+ public:
+  // Throws CompileError (stage Run) when there is no driver or no such GPU.
+  explicit Device(int ordinal = 0);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  std::string name() const;
+  std::string arch() const;  // "sm_90"
+  int max_threads_per_block() const;
+  int max_shared_per_block() const;
+
+  // How long one run of the kernels took on the device, in milliseconds.
+  struct Timing {
+    std::vector<double> ms;  // one per timed run
+  };
+  // Runs p (compiled as `bin`) on the params and buffers of b: copies the inputs and outputs to
+  // the device, launches every kernel in order, copies the outputs back. With `repeat` > 0 it
+  // then times `repeat` more runs (each all kernels, no copies) after one warm-up. Throws
+  // CompileError (stage Run) for a launch the device cannot take (too many threads, too much
+  // shared memory), a kernel fault, or a nonzero status (the failing check's message). After a
+  // fault no CUDA call of this process succeeds again (the driver's sticky errors): what must
+  // survive one runs the kernel in a child process.
+  Timing run(const Program& p, const Binary& bin, Bindings& b, int repeat = 0);
+
+  struct State;
+
+ private:
+  State* state_;
+};
+
+// Whether a GPU can be opened; why not in `why` ("no GPU driver: libcuda.so.1 cannot be loaded").
+bool gpu_available(std::string* why = nullptr, int ordinal = 0);
+
+}  // namespace kiln::cuda

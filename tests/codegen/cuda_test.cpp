@@ -1,0 +1,425 @@
+// The GPU backend: CUDA C++ generated from loop IR for every GPU example under several
+// schedules, NVRTC's PTX and cubin for sm_90 (everywhere: NVRTC needs no GPU), the launch
+// configuration and synchronization the source has, every refusal, and, where a GPU is there,
+// every kernel against the reference interpreter. Without a GPU the tests that need one skip and
+// say why.
+#include "kiln/cuda.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "kiln/compile.h"
+#include "kiln/interp.h"
+#include "programs.h"
+
+namespace kiln::testing {
+namespace {
+
+struct GpuCase {
+  std::string example;                 // examples/gpu/NAME.kiln
+  std::vector<std::string> schedules;  // "<file>": its own
+  std::vector<ir::Overrides> params;   // sizes and knob values
+};
+
+const std::vector<GpuCase>& gpu_cases() {
+  static const std::vector<GpuCase> all = {
+      {"matmul",
+       {"<file>",
+        // one element per thread, no shared memory
+        "C_init.tile(i, j, 16, 16, io, jo, ii, ji); C.tile(i, j, 16, 16, io, jo, ii, ji);"
+        "C.after(C_init, ji); C_init.tag(io, gpu_block_y); C_init.tag(jo, gpu_block_x);"
+        "C_init.tag(ii, gpu_thread_y); C_init.tag(ji, gpu_thread_x); C.tag(io, gpu_block_y);"
+        "C.tag(jo, gpu_block_x); C.tag(ii, gpu_thread_y); C.tag(ji, gpu_thread_x);",
+        // rows of C over blocks, columns over threads, B's rows staged per k step
+        "C_init.split(j, 32, jo, ji); C.split(j, 32, jo, ji); C.split(k, 8, ko, ki);"
+        "C.reorder(i, jo, ko, ji, ki); C.after(C_init, jo); C.cache_identity(B, ko, gpu_shared);"
+        "C_init.tag(i, gpu_block_x); C_init.tag(ji, gpu_thread_x); C.tag(i, gpu_block_x);"
+        "C.tag(ji, gpu_thread_x);",
+        // no GPU tag at all: one thread
+        ""},
+       {{{"M", 64}, {"N", 64}, {"K", 32}},
+        {{"M", 70}, {"N", 45}, {"K", 19}, {"RI", 2}, {"TX", 8}},
+        {{"M", 1}, {"N", 1}, {"K", 1}}}},
+      {"batch_matmul",
+       {"<file>",
+        "C.tag(b, gpu_block_x); C_init.tag(b, gpu_block_x); C.tag(j, gpu_thread_x);"
+        "C_init.tag(j, gpu_thread_x); C.after(C_init, j);"},
+       {{{"BATCH", 3}, {"M", 20}, {"N", 24}, {"K", 9}},
+        {{"BATCH", 1}, {"M", 1}, {"N", 1}, {"K", 2}}}},
+      {"conv2d",
+       {"<file>"},
+       {{{"N", 1}, {"C", 3}, {"H", 12}, {"W", 10}, {"F", 4}},
+        {{"N", 2}, {"C", 5}, {"H", 9}, {"W", 17}, {"F", 3}, {"P", 0}, {"CB", 2}}}},
+  };
+  return all;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string gpu_example(const std::string& name) {
+  return read_source("examples/gpu/" + name + ".kiln");
+}
+
+std::string program_text(const GpuCase& c, const std::string& sched) {
+  std::string src = gpu_example(c.example);
+  return sched == "<file>" ? src : with_schedule(src, sched);
+}
+
+CompileRequest gpu_request(const ir::Func& f, int opt = 3) {
+  CompileRequest r{.func = f};
+  r.options.target = Target{cuda::kTriple, "sm_90", ""};
+  r.options.opt_level = opt;
+  r.output = CompileOutput::Loops;
+  return r;
+}
+
+cuda::Program gpu_program(const ir::Func& f, int opt = 3) {
+  return cuda::generate(compile(gpu_request(f, opt)).optimized);
+}
+
+// The overrides of `set` that f has (a schedule without the file's knobs has none of them).
+ir::Overrides known(const std::string& text, const ir::Overrides& set) {
+  ir::Func bare = parse_one(text);
+  ir::Overrides out;
+  for (const auto& [k, v] : set) {
+    bool has = std::any_of(bare.knobs.begin(), bare.knobs.end(),
+                           [&](const ir::Knob& n) { return n.name == k; }) ||
+               std::any_of(bare.params.begin(), bare.params.end(),
+                           [&](const ir::Param& p) { return p.name == k; });
+    if (has) out[k] = v;
+  }
+  return out;
+}
+
+std::string compile_error(const std::string& text) {
+  try {
+    gpu_program(parse_one(text));
+  } catch (const CompileError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The schedules of the GPU examples keep every dependence: the loops they lower to, run by the
+// loop interpreter (which ignores tags), compute what the reference computes.
+TEST(GpuSchedules, LoopsMatchTheReference) {
+  for (const GpuCase& c : gpu_cases()) {
+    for (const std::string& sched : c.schedules) {
+      std::string text = program_text(c, sched);
+      for (const ir::Overrides& set : c.params) {
+        SCOPED_TRACE(c.example + ", schedule: " + sched);
+        ir::Func f = parse_one(text, known(text, set));
+        Bindings in = interp::random_bindings(f, interp::param_values(f), 3);
+        Bindings expected = in, actual = in;
+        interp::run_reference(f, expected);
+        interp::run_loops(compile(gpu_request(f)).optimized, actual);
+        interp::Mismatch mm = interp::compare_outputs(f, expected, actual);
+        EXPECT_TRUE(mm.ok) << mm.describe();
+      }
+    }
+  }
+}
+
+// Every GPU example, under every schedule and at -O0 and -O3, becomes CUDA that NVRTC compiles
+// to PTX and to an sm_90 cubin, with one entry per launch.
+TEST(GpuCodegen, NvrtcCompilesEveryExample) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;
+  for (const GpuCase& c : gpu_cases()) {
+    for (const std::string& sched : c.schedules) {
+      std::string text = program_text(c, sched);
+      for (int opt : {0, 3}) {
+        SCOPED_TRACE(c.example + ", -O" + std::to_string(opt) + ", schedule: " + sched);
+        ir::Func f = parse_one(text, known(text, c.params[0]));
+        cuda::Program p = gpu_program(f, opt);
+        cuda::Binary bin = cuda::compile(p, "sm_90");
+        EXPECT_NE(bin.ptx.find(".target sm_90"), std::string::npos);
+        ASSERT_GE(bin.cubin.size(), 4u);
+        EXPECT_EQ(std::string(bin.cubin.data(), 4),
+                  "\x7f"
+                  "ELF");
+        for (const cuda::Launch& l : p.launches)
+          EXPECT_NE(bin.ptx.find(".entry " + l.kernel), std::string::npos) << l.kernel;
+      }
+    }
+  }
+}
+
+// The shared-memory matmul: one kernel of (N / 64) x (M / 64) blocks of 16 x 16 threads, 8 KiB
+// of shared tiles, filled by all the block's threads; a barrier between filling the tiles and
+// reading them (which also orders C's initialization before the first update), and one before
+// the next step refills them.
+TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
+  ir::Func f = parse_one(gpu_example("matmul"),
+                         {{"M", 256}, {"N", 128}, {"K", 64}, {"RI", 4}, {"RJ", 4}, {"BK", 16}});
+  cuda::Program p = gpu_program(f);
+  ASSERT_EQ(p.launches.size(), 1u);
+  const cuda::Launch& l = p.launches[0];
+  EXPECT_EQ(ir::to_string(l.grid[0]), "2");
+  EXPECT_EQ(ir::to_string(l.grid[1]), "4");
+  EXPECT_EQ(l.block, (std::array<int64_t, 3>{16, 16, 1}));
+  EXPECT_EQ(l.shared_bytes, 2 * 64 * 16 * 4);
+  EXPECT_EQ(count(p.source, "__shared__ float"), 2);
+  EXPECT_EQ(count(p.source, "__syncthreads();"), 2) << p.source;
+  // the fills are dealt out to the threads
+  EXPECT_EQ(count(p.source, "+= kiln_nthreads"), 2) << p.source;
+  // 16 x 16 threads for 16-wide thread loops: no bound check in them
+  EXPECT_EQ(count(p.source, "if (v_tx <"), 0) << p.source;
+  EXPECT_TRUE(p.notes.empty());
+}
+
+// Sizes that the tiles do not divide: the thread loops keep their bound checks, and the grid
+// rounds up.
+TEST(GpuCodegen, PartialTilesKeepTheirGuards) {
+  ir::Func f = parse_one(gpu_example("matmul"),
+                         {{"M", 70}, {"N", 45}, {"K", 19}, {"RI", 4}, {"RJ", 4}, {"BK", 16}});
+  cuda::Program p = gpu_program(f);
+  ASSERT_EQ(p.launches.size(), 1u);
+  EXPECT_EQ(ir::to_string(p.launches[0].grid[0]), "1");
+  EXPECT_EQ(ir::to_string(p.launches[0].grid[1]), "2");
+  EXPECT_GT(count(p.source, "if (v_ty <"), 0) << p.source;
+}
+
+// Run-time sizes: the grid is an expression of the params, evaluated at launch.
+TEST(GpuCodegen, GridInRunTimeParams) {
+  std::string text = gpu_example("matmul");
+  text =
+      std::regex_replace(text, std::regex("param M = 1024, N = 1024, K = 1024;"), "param M, N, K;");
+  cuda::Program p = gpu_program(parse_one(text, {{"RI", 4}, {"RJ", 4}}));
+  ASSERT_EQ(p.launches.size(), 1u);
+  EXPECT_EQ(p.params, (std::vector<std::string>{"M", "N", "K"}));
+  std::optional<int64_t> gx =
+      ir::eval_int(p.launches[0].grid[0], {{"M", 100}, {"N", 130}, {"K", 7}});
+  std::optional<int64_t> gy =
+      ir::eval_int(p.launches[0].grid[1], {{"M", 100}, {"N", 130}, {"K", 7}});
+  EXPECT_EQ(gx, 3);
+  EXPECT_EQ(gy, 2);
+}
+
+// A nest with no GPU tag runs, slowly, on one thread, and a note says so.
+TEST(GpuCodegen, UntaggedNestRunsOnOneThreadWithANote) {
+  ir::Func f = parse_one(with_schedule(gpu_example("matmul"), ""), {{"M", 8}, {"N", 8}, {"K", 8}});
+  cuda::Program p = gpu_program(f);
+  ASSERT_FALSE(p.launches.empty());
+  for (const cuda::Launch& l : p.launches) EXPECT_EQ(l.block, (std::array<int64_t, 3>{1, 1, 1}));
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_NE(p.notes[0].find("runs as one GPU thread"), std::string::npos) << p.notes[0];
+}
+
+// What a GPU cannot run is refused with the loop and the reason.
+TEST(GpuCodegen, RefusesWhatAGpuCannotRun) {
+  const std::string mm = gpu_example("matmul");
+  auto refused = [&](const std::string& sched, const std::string& expected) {
+    std::string err = compile_error(with_schedule(mm, sched));
+    EXPECT_NE(err.find(expected), std::string::npos) << "schedule: " << sched << "\n" << err;
+  };
+  refused("C.tag(i, parallel); C_init.tag(i, parallel);", "tagged parallel, a CPU tag");
+  refused(
+      "C.tag(j, gpu_block_x); C_init.tag(j, gpu_block_x);"
+      "C.tag(i, gpu_thread_x); C_init.tag(i, gpu_thread_x);",
+      "outside every gpu_block loop");
+  refused(
+      "C_init.split(j, 4, jo, ji); C.split(j, 4, jo, ji); C.after(C_init, ji);"
+      "C.tag(i, gpu_block_x); C_init.tag(i, gpu_block_x);"
+      "C.tag(jo, gpu_block_x); C_init.tag(jo, gpu_block_x);",
+      "two loops of one kernel are tagged gpu_block_x");
+  refused(
+      "C_init.split(j, 64, jo, ji); C.split(j, 64, jo, ji); C.split(i, 32, io, ii);"
+      "C_init.split(i, 32, io, ii); C.reorder(io, jo, ii, ji, k); C_init.reorder(io, jo, ii, ji);"
+      "C.after(C_init, ji); C.tag(io, gpu_block_x); C_init.tag(io, gpu_block_x);"
+      "C.tag(ii, gpu_thread_y); C_init.tag(ii, gpu_thread_y);"
+      "C.tag(ji, gpu_thread_x); C_init.tag(ji, gpu_thread_x);",
+      "needs 2048 threads per block (64 x 32 x 1)");
+  refused(
+      "C.tag(i, gpu_block_x); C_init.tag(i, gpu_block_x); C.tag(j, gpu_thread_x);"
+      "C_init.tag(j, gpu_thread_x); C.after(C_init, j); C.cache_identity(B, j, gpu_shared);",
+      "gpu_shared but allocated inside a thread loop");
+}
+
+// A block has at most 1024 threads: a 1024-wide thread loop is accepted, a 1025-wide one not.
+TEST(GpuCodegen, AThousandAndTwentyFourThreadsFit) {
+  std::string text = with_schedule(gpu_example("matmul"),
+                                   "C.tag(i, gpu_block_x); C_init.tag(i, gpu_block_x);"
+                                   "C.tag(j, gpu_thread_x); C_init.tag(j, gpu_thread_x);"
+                                   "C.after(C_init, j);");
+  cuda::Program p = gpu_program(parse_one(text, {{"N", 1024}, {"M", 4}, {"K", 4}}));
+  EXPECT_EQ(p.launches.at(0).block[0], 1024);
+  try {
+    gpu_program(parse_one(text, {{"N", 1025}, {"M", 4}, {"K", 4}}));
+    FAIL() << "accepted";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs 1025 threads per block"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A thread loop whose extent is a run-time size has no constant bound.
+TEST(GpuCodegen, ThreadLoopOfRunTimeExtentIsRefused) {
+  std::string text = std::regex_replace(
+      gpu_example("matmul"), std::regex("param M = 1024, N = 1024, K = 1024;"), "param M, N, K;");
+  std::string err =
+      compile_error(with_schedule(text,
+                                  "C.tag(i, gpu_block_x); C_init.tag(i, gpu_block_x);"
+                                  "C.tag(j, gpu_thread_x); C_init.tag(j, gpu_thread_x);"
+                                  "C.after(C_init, j);"));
+  EXPECT_NE(err.find("extent of gpu_thread loop 'j'"), std::string::npos) << err;
+  EXPECT_NE(err.find("no constant bound"), std::string::npos) << err;
+}
+
+// NVRTC's refusal comes back with its log.
+TEST(GpuCodegen, NvrtcErrorsCarryTheLog) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;
+  cuda::Program p;
+  p.name = "broken";
+  p.source = "extern \"C\" __global__ void broken_k0() { undeclared_name = 1; }\n";
+  try {
+    cuda::compile(p, "sm_90");
+    FAIL() << "compiled";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("undeclared_name"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(cuda::compile(p, "compute_90x"), CompileError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// On a GPU
+
+bool have_gpu(std::string* why) {
+  if (!cuda::nvrtc_available(why)) return false;
+  return cuda::gpu_available(why);
+}
+
+// Every GPU example under every schedule and size computes on the GPU what the reference
+// interpreter computes.
+TEST(GpuRun, EveryExampleMatchesTheReference) {
+  std::string why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here (" << why << "): GPU execution not checked";
+  cuda::Device gpu;
+  for (const GpuCase& c : gpu_cases()) {
+    for (const std::string& sched : c.schedules) {
+      std::string text = program_text(c, sched);
+      for (const ir::Overrides& set : c.params) {
+        for (int opt : {0, 3}) {
+          SCOPED_TRACE(c.example + ", -O" + std::to_string(opt) + ", schedule: " + sched);
+          ir::Func f = parse_one(text, known(text, set));
+          cuda::Program p = gpu_program(f, opt);
+          cuda::Binary bin = cuda::compile(p, gpu.arch());
+          Bindings in = interp::random_bindings(f, interp::param_values(f), 7);
+          Bindings expected = in, actual = in;
+          interp::run_reference(f, expected);
+          gpu.run(p, bin, actual);
+          interp::Mismatch mm = interp::compare_outputs(f, expected, actual);
+          EXPECT_TRUE(mm.ok) << mm.describe();
+        }
+      }
+    }
+  }
+}
+
+// An integer division by zero inside a GPU kernel gives its check's status, which the run
+// reports as the CPU kernels' callers do.
+TEST(GpuRun, DivisionByZeroIsReported) {
+  std::string why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here (" << why << "): GPU execution not checked";
+  const std::string text = R"(
+func quotient {
+  param n = 300;
+  input a : i32[n];
+  input b : i32[n];
+  output q : i32[n];
+  compute q(i) in 0 <= i < n: q[i] = a[i] / b[i];
+  schedule { q.split(i, 64, io, ii); q.tag(io, gpu_block_x); q.tag(ii, gpu_thread_x); }
+}
+)";
+  ir::Func f = parse_one(text);
+  cuda::Program p = gpu_program(f);
+  cuda::Binary bin = cuda::compile(p, cuda::Device().arch());
+  cuda::Device gpu;
+  Bindings in = interp::random_bindings(f, interp::param_values(f), 5);
+  for (int64_t i = 0; i < 300; ++i) in.buffers.at("b").set_i(i, i % 7 + 1);
+  Bindings ok = in;
+  gpu.run(p, bin, ok);
+  for (int64_t i = 0; i < 300; ++i)
+    EXPECT_EQ(ok.buffers.at("q").get_i(i),
+              ir::floor_div(in.buffers.at("a").get_i(i), in.buffers.at("b").get_i(i)));
+  in.buffers.at("b").set_i(123, 0);
+  try {
+    gpu.run(p, bin, in);
+    FAIL() << "no error";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Run);
+    EXPECT_NE(std::string(e.what()).find("zero"), std::string::npos) << e.what();
+  }
+}
+
+// The faulting kernel of AFaultingKernelIsSurvived, run in a process of its own: it passes when
+// the run reports the fault.
+TEST(GpuRun, FaultingKernelChild) {
+  if (!std::getenv("KILN_CUDA_TEST_FAULT_CHILD"))
+    GTEST_SKIP() << "runs only as the child process of GpuRun.AFaultingKernelIsSurvived";
+  cuda::Program bad;
+  bad.name = "bad";
+  bad.source =
+      "extern \"C\" __global__ void bad_k0(int* kiln_status) {\n"
+      "  *(volatile int*)(0x10) = 1;\n"
+      "}\n";
+  bad.launches.push_back(
+      {"bad_k0", {ir::int_imm(1), ir::int_imm(1), ir::int_imm(1)}, {1, 1, 1}, 0});
+  cuda::Device gpu;
+  cuda::Binary bin = cuda::compile(bad, gpu.arch());
+  Bindings none;
+  try {
+    gpu.run(bad, bin, none);
+    FAIL() << "no error";
+  } catch (const CompileError& e) {
+    std::printf("fault reported: %s\n", e.what());
+    EXPECT_NE(std::string(e.what()).find("CUDA_ERROR_"), std::string::npos) << e.what();
+  }
+}
+
+// A kernel that faults poisons the CUDA context of its process for good (the driver's sticky
+// errors), which is why agents run each job in a child process. Here the child is this test
+// program run again: it reports the fault and ends, and this process's GPU runs on.
+TEST(GpuRun, AFaultingKernelIsSurvived) {
+  std::string why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here (" << why << "): GPU execution not checked";
+  std::string out = ::testing::TempDir() + "/cuda_fault_child.txt";
+  std::string command = "KILN_CUDA_TEST_FAULT_CHILD=1 /proc/" + std::to_string(getpid()) +
+                        "/exe --gtest_filter=GpuRun.FaultingKernelChild > " + out + " 2>&1";
+  int status = std::system(command.c_str());
+  std::string child = read_file(out);
+  EXPECT_EQ(status, 0) << child;
+  EXPECT_NE(child.find("fault reported"), std::string::npos) << child;
+  EXPECT_NE(child.find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos) << child;
+
+  ir::Func f = parse_one(gpu_example("matmul"), {{"M", 64}, {"N", 64}, {"K", 16}});
+  cuda::Program p = gpu_program(f);
+  Bindings in = interp::random_bindings(f, interp::param_values(f), 1);
+  Bindings expected = in, actual = in;
+  interp::run_reference(f, expected);
+  cuda::Device gpu;
+  gpu.run(p, cuda::compile(p, gpu.arch()), actual);
+  interp::Mismatch mm = interp::compare_outputs(f, expected, actual);
+  EXPECT_TRUE(mm.ok) << mm.describe();
+}
+
+}  // namespace
+}  // namespace kiln::testing
