@@ -11,12 +11,14 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "child_process.h"
 #include "kiln/compile.h"
+#include "kiln/cuda.h"
 #include "kiln/frontend.h"
 #include "kiln/graph.h"
 #include "kiln/interp.h"
@@ -40,9 +42,14 @@ void add_times(const CompileResult& r, google::protobuf::RepeatedPtrField<v1::St
   }
 }
 
+void to_wire(const ir::Expr& e, v1::IntExpression* out) {
+  out->set_text(ir::to_string(e));
+  for (const std::string& t : cuda::postfix(e)) out->add_postfix(t);
+}
+
 void to_wire(const codegen::Artifact& a, v1::Artifact* out) {
   out->set_name(a.name);
-  out->set_kind("shared-object");
+  out->set_kind(a.kind);
   out->mutable_target()->set_triple(a.triple);
   out->mutable_target()->set_cpu(a.cpu);
   out->mutable_target()->set_features(a.features);
@@ -72,6 +79,19 @@ void to_wire(const codegen::Artifact& a, v1::Artifact* out) {
     w->set_message(c.message);
   }
   out->set_metadata_json(a.metadata_json());
+  for (const codegen::Artifact::GpuKernel& k : a.kernels) {
+    v1::GpuKernel* w = out->add_kernels();
+    w->set_name(k.name);
+    for (const ir::Expr& g : k.grid) to_wire(g, w->add_grid());
+    for (int64_t b : k.block) w->add_block(b);
+    w->set_shared_bytes(k.shared_bytes);
+  }
+  for (const codegen::Artifact::GpuTemp& t : a.temps) {
+    v1::GpuTemp* w = out->add_temps();
+    w->set_name(t.name);
+    w->set_dtype(wire_dtype(t.dtype));
+    for (const ir::Expr& e : t.shape) to_wire(e, w->add_shape());
+  }
 }
 
 }  // namespace
@@ -416,8 +436,43 @@ v1::MeasureJob measure_job(const v1::Artifact& a, const ir::Func& f,
                            const ServiceOptions& options) {
   v1::MeasureJob job;
   job.set_entry(a.entry());
-  job.set_artifact_kind("shared-object");
+  job.set_artifact_kind(a.kind());
   job.set_seed(request.seed());
+  if (request.has_gpu()) {
+    job.set_gpu(request.gpu());
+    // The launches and temporaries sized for these params.
+    auto value = [&](const v1::IntExpression& e, const std::string& what) {
+      std::vector<std::string> tokens(e.postfix().begin(), e.postfix().end());
+      std::optional<int64_t> v = cuda::eval_postfix(tokens, params);
+      if (!v || *v < 0 || *v > std::numeric_limits<uint32_t>::max())
+        refuse(Code::InvalidArgument,
+               fmt::format("{} of {} is {} = {} under the job's params", what, a.name(), e.text(),
+                           v ? std::to_string(*v) : "undefined"));
+      return *v;
+    };
+    for (const v1::GpuKernel& k : a.kernels()) {
+      v1::GpuLaunch* l = job.add_launches();
+      l->set_kernel(k.name());
+      for (const v1::IntExpression& g : k.grid())
+        l->add_grid(static_cast<uint32_t>(value(g, "the grid of kernel " + k.name())));
+      for (int64_t b : k.block()) l->add_block(static_cast<uint32_t>(b));
+      l->set_shared_bytes(static_cast<uint32_t>(k.shared_bytes()));
+    }
+    for (const v1::GpuTemp& t : a.temps()) {
+      uint64_t bytes = 0;
+      for (ir::DType d :
+           {ir::DType::Bool, ir::DType::I32, ir::DType::I64, ir::DType::F32, ir::DType::F64})
+        if (wire_dtype(d) == t.dtype()) bytes = ir::dtype_bytes(d);
+      for (const v1::IntExpression& e : t.shape()) {
+        int64_t n = value(e, "the size of temporary " + t.name());
+        if (n > 0 && bytes > (uint64_t{1} << 62) / static_cast<uint64_t>(n))
+          refuse(Code::InvalidArgument,
+                 "temporary " + t.name() + " of " + a.name() + " is too large");
+        bytes *= static_cast<uint64_t>(n);
+      }
+      job.add_temp_bytes(bytes);
+    }
+  }
   v1::MeasureSettings& m = *job.mutable_settings();
   m = request.settings();
   if (m.time_limit_ms() <= 0) m.set_time_limit_ms(static_cast<int32_t>(options.measure_timeout_ms));
@@ -490,11 +545,27 @@ Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* 
              "options.target: a measurement compiles for its agent's own target; leave it unset");
     v1::Device device = device_for(*fleet, request.key(), call);
 
-    // Compiled for the agent's triple, CPU and features, through the cache.
+    // Compiled for the agent's triple, CPU and features (or its GPU's architecture), through
+    // the cache.
     v1::CompileOptions options = request.options();
-    options.mutable_target()->set_triple(device.triple());
-    options.mutable_target()->set_cpu(device.cpu());
-    options.mutable_target()->set_features(device.features());
+    if (request.has_gpu()) {
+      if (request.gpu() < 0 || request.gpu() >= device.gpus_size())
+        refuse(Code::FailedPrecondition,
+               fmt::format("gpu: the agents of key {} have {} GPU{}{}", request.key(),
+                           device.gpus_size(), device.gpus_size() == 1 ? "" : "s",
+                           device.gpus_size() > 0
+                               ? fmt::format(" (0 to {})", device.gpus_size() - 1)
+                               : std::string(": measure on their CPU (leave out gpu)")));
+      const v1::Gpu& g = device.gpus(request.gpu());
+      options.mutable_target()->set_triple(cuda::kTriple);
+      options.mutable_target()->set_cpu(
+          fmt::format("sm_{}{}", g.compute_major(), g.compute_minor()));
+      options.mutable_target()->set_features("");
+    } else {
+      options.mutable_target()->set_triple(device.triple());
+      options.mutable_target()->set_cpu(device.cpu());
+      options.mutable_target()->set_features(device.features());
+    }
     CompileRequest r =
         pipeline_request(request.op(), options, impl_->limits(call), CompileOutput::Artifact);
     v1::CompileResponse compiled = impl_->artifact(r, call);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/sysinfo.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kiln/runtime.h"
@@ -141,13 +142,9 @@ static void detect_cpu(device_info* d) {
 }
 #endif
 
+#if !defined(KILN_AGENT_STATIC)
 /* GPUs through the driver API, opened at run time: the agent links no CUDA library. */
-static void detect_gpus(device_info* d) {
-#if defined(KILN_AGENT_STATIC)
-  /* A static binary cannot load the driver's shared library reliably. */
-  copy(d->gpu_note, sizeof d->gpu_note, "a static kiln-agent does not load libcuda");
-  return;
-#endif
+static void query_gpus(device_info* d) {
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!cuda) {
     copy(d->gpu_note, sizeof d->gpu_note, "no libcuda.so.1");
@@ -168,7 +165,6 @@ static void detect_gpus(device_info* d) {
   int n = 0;
   if (!init || !count || !get || !name || !attr || !mem || init(0) != 0 || count(&n) != 0) {
     copy(d->gpu_note, sizeof d->gpu_note, "libcuda.so.1 is there but reports no device");
-    dlclose(cuda);
     return;
   }
   enum { COMPUTE_MAJOR = 75, COMPUTE_MINOR = 76 }; /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_* */
@@ -182,7 +178,64 @@ static void detect_gpus(device_info* d) {
     size_t bytes = 0;
     if (mem(&bytes, dev) == 0) g->memory_bytes = bytes;
   }
-  dlclose(cuda);
+}
+#endif
+
+/* The GPUs, asked in a child process: CUDA initialized in the agent itself would be unusable in
+   the children it forks for jobs, which are where GPU jobs run. */
+static void detect_gpus(device_info* d) {
+#if defined(KILN_AGENT_STATIC)
+  /* A static binary cannot load the driver's shared library reliably. */
+  copy(d->gpu_note, sizeof d->gpu_note, "a static kiln-agent does not load libcuda");
+  return;
+#else
+  typedef struct {
+    int count;
+    device_gpu gpus[DEVICE_MAX_GPUS];
+    char note[DEVICE_TEXT];
+  } answer;
+  int p[2];
+  if (pipe(p) != 0) {
+    copy(d->gpu_note, sizeof d->gpu_note, "cannot make a pipe to ask for GPUs");
+    return;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(p[0]);
+    close(p[1]);
+    copy(d->gpu_note, sizeof d->gpu_note, "cannot fork to ask for GPUs");
+    return;
+  }
+  if (pid == 0) {
+    close(p[0]);
+    device_info probe;
+    memset(&probe, 0, sizeof probe);
+    query_gpus(&probe);
+    answer a;
+    memset(&a, 0, sizeof a);
+    a.count = probe.gpu_count;
+    memcpy(a.gpus, probe.gpus, sizeof a.gpus);
+    copy(a.note, sizeof a.note, probe.gpu_note);
+    _exit(write(p[1], &a, sizeof a) == (ssize_t)sizeof a ? 0 : 1);
+  }
+  close(p[1]);
+  answer a;
+  size_t got = 0;
+  while (got < sizeof a) {
+    ssize_t k = read(p[0], (char*)&a + got, sizeof a - got);
+    if (k <= 0) break;
+    got += (size_t)k;
+  }
+  close(p[0]);
+  waitpid(pid, NULL, 0);
+  if (got != sizeof a) {
+    copy(d->gpu_note, sizeof d->gpu_note, "the GPU probe process died (a broken driver?)");
+    return;
+  }
+  d->gpu_count = a.count < 0 ? 0 : a.count > DEVICE_MAX_GPUS ? DEVICE_MAX_GPUS : a.count;
+  memcpy(d->gpus, a.gpus, sizeof d->gpus);
+  copy(d->gpu_note, sizeof d->gpu_note, a.note);
+#endif
 }
 
 void device_detect(device_info* d) {

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpu_measure.h"
 #include "kiln/runtime.h"
 
 enum { RESULT_FD = 3, MAX_RESULT = 1 << 30 };
@@ -26,7 +27,9 @@ static void run_child(int result_fd, const measure_job* job, const uint8_t* code
   struct rlimit core = {0, 0};
   setrlimit(RLIMIT_CORE, &core);
   uint64_t memory = job_settings(job)->memory_limit_bytes;
-  if (memory > 0) {
+  /* The CUDA driver reserves address space far beyond what a job uses: a GPU job's memory is
+     the device's, bounded by the device. */
+  if (memory > 0 && !is_gpu_kind(job->artifact_kind)) {
     struct rlimit as = {memory, memory};
     setrlimit(RLIMIT_AS, &as);
   }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpu_measure.h"
 #include "kiln/runtime.h"
 
 typedef Kiln__V1__JobArgument job_argument;
@@ -65,7 +66,7 @@ void result_error(measure_result* r, Kiln__V1__MeasureResult__Error error, const
   r->message = message;
 }
 
-static size_t element_size(Kiln__V1__ElementType t) {
+size_t element_size(Kiln__V1__ElementType t) {
   switch (t) {
     case KILN__V1__ELEMENT_TYPE__ELEMENT_BOOL:
       return 1;
@@ -185,7 +186,7 @@ static double round_per_call(const call_site* c, int number, int32_t* status) {
   return total / number;
 }
 
-static void kernel_failed(measure_result* r, int32_t status) {
+void kernel_failed(measure_result* r, int32_t status) {
   r->status = status;
   if (status == KILN_ERR_ALLOC)
     result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY,
@@ -199,7 +200,107 @@ static void kernel_failed(measure_result* r, int32_t status) {
                                             : " (not a status kiln's kernels return)");
 }
 
+int host_arguments_make(const measure_job* job, host_arguments* h, measure_result* r) {
+  size_t n = job->n_arguments;
+  h->n = n;
+  h->n_outputs = 0;
+  h->values = calloc(n ? n : 1, sizeof(kiln_value));
+  h->counts = calloc(n ? n : 1, sizeof(size_t));
+  h->bytes = calloc(n ? n : 1, sizeof(size_t));
+  if (!h->values || !h->counts || !h->bytes) {
+    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY, "no memory for the arguments");
+    return -1;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const job_argument* a = job->arguments[i];
+    if (!a->is_buffer) {
+      h->values[i].i64 = a->value;
+      continue;
+    }
+    size_t size = element_size(a->type);
+    if (size == 0) {
+      result_error(r, KILN__V1__MEASURE_RESULT__ERROR__BAD_JOB, "buffer %s has no element type",
+                   a->name);
+      return -1;
+    }
+    size_t count = 1;
+    for (size_t d = 0; d < a->n_shape; ++d) {
+      if (a->shape[d] < 0 || (a->shape[d] > 0 && count > SIZE_MAX / 16 / (size_t)a->shape[d])) {
+        result_error(r, KILN__V1__MEASURE_RESULT__ERROR__BAD_JOB,
+                     "buffer %s: extent %lld of dimension %zu is negative or too large", a->name,
+                     (long long)a->shape[d], d);
+        return -1;
+      }
+      count *= (size_t)a->shape[d];
+    }
+    size_t bytes = count * size;
+    void* data = kiln_alloc(bytes, 64);
+    if (!data) {
+      result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY,
+                   "cannot allocate buffer %s of %zu bytes", a->name, bytes);
+      return -1;
+    }
+    if (a->output) {
+      memset(data, 0, bytes);
+      ++h->n_outputs;
+    } else if (a->data.len > 0) {
+      if (a->data.len != bytes) {
+        result_error(r, KILN__V1__MEASURE_RESULT__ERROR__BAD_JOB,
+                     "input %s: %zu bytes given for %zu elements of %zu bytes", a->name,
+                     a->data.len, count, size);
+        return -1;
+      }
+      memcpy(data, a->data.data, bytes);
+    } else {
+      fill_random(data, count, a->type, job->seed * 0x100000001b3ull + i);
+    }
+    h->values[i].ptr = data;
+    h->counts[i] = count;
+    h->bytes[i] = bytes;
+  }
+  return 0;
+}
+
+int host_arguments_report(const measure_job* job, const host_arguments* h, measure_result* r) {
+  r->outputs = calloc(h->n_outputs ? h->n_outputs : 1, sizeof *r->outputs);
+  if (!r->outputs) {
+    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY, "no memory for the outputs");
+    return -1;
+  }
+  for (size_t i = 0; i < h->n; ++i) {
+    const job_argument* a = job->arguments[i];
+    if (!a->is_buffer || !a->output) continue;
+    Kiln__V1__OutputValues* o = malloc(sizeof *o);
+    if (!o) {
+      result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY, "no memory for the outputs");
+      return -1;
+    }
+    kiln__v1__output_values__init(o);
+    o->name = a->name;
+    o->type = a->type;
+    o->n_shape = a->n_shape;
+    o->shape = a->shape; /* the job's, which outlives the result */
+    o->checksum = checksum(h->values[i].ptr, h->counts[i], a->type);
+    if (job->return_outputs) {
+      o->data.data = malloc(h->bytes[i] ? h->bytes[i] : 1);
+      if (!o->data.data) {
+        result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY,
+                     "no memory to return output %s", a->name);
+        return -1;
+      }
+      memcpy(o->data.data, h->values[i].ptr, h->bytes[i]);
+      o->data.len = h->bytes[i];
+    }
+    r->outputs[r->n_outputs++] = o;
+  }
+  return 0;
+}
+
 void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, measure_result* r) {
+  if (is_gpu_kind(job->artifact_kind)) {
+    gpu_measure_run(job, code, code_len, r);
+    return;
+  }
   double start = now_ms();
   const measure_settings* m = job_settings(job);
   r->job_id = job->job_id;
@@ -218,67 +319,24 @@ void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, m
   }
   memcpy(&entry, &sym, sizeof entry);
 
-  size_t n = job->n_arguments;
+  host_arguments h;
+  if (host_arguments_make(job, &h, r) != 0) return;
+  size_t n = h.n;
   call_site c = {entry,
-                 calloc(n ? n : 1, sizeof(kiln_value)),
+                 h.values,
                  (int32_t)n,
                  0,
                  calloc(n ? n : 1, sizeof(void*)),
                  calloc(n ? n : 1, sizeof(size_t)),
                  m->flush_cache};
-  size_t* counts = calloc(n ? n : 1, sizeof(size_t));
-  if (!c.args || !c.buf || !c.bytes || !counts) {
+  if (!c.buf || !c.bytes) {
     result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY, "no memory for the arguments");
     return;
   }
-  size_t n_outputs = 0;
   for (size_t i = 0; i < n; ++i) {
-    const job_argument* a = job->arguments[i];
-    if (!a->is_buffer) {
-      c.args[i].i64 = a->value;
-      continue;
-    }
-    size_t size = element_size(a->type);
-    if (size == 0) {
-      result_error(r, KILN__V1__MEASURE_RESULT__ERROR__BAD_JOB, "buffer %s has no element type",
-                   a->name);
-      return;
-    }
-    size_t count = 1;
-    for (size_t d = 0; d < a->n_shape; ++d) {
-      if (a->shape[d] < 0 || (a->shape[d] > 0 && count > SIZE_MAX / 16 / (size_t)a->shape[d])) {
-        result_error(r, KILN__V1__MEASURE_RESULT__ERROR__BAD_JOB,
-                     "buffer %s: extent %lld of dimension %zu is negative or too large", a->name,
-                     (long long)a->shape[d], d);
-        return;
-      }
-      count *= (size_t)a->shape[d];
-    }
-    size_t bytes = count * size;
-    void* data = kiln_alloc(bytes, 64);
-    if (!data) {
-      result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY,
-                   "cannot allocate buffer %s of %zu bytes", a->name, bytes);
-      return;
-    }
-    if (a->output) {
-      memset(data, 0, bytes);
-      ++n_outputs;
-    } else if (a->data.len > 0) {
-      if (a->data.len != bytes) {
-        result_error(r, KILN__V1__MEASURE_RESULT__ERROR__BAD_JOB,
-                     "input %s: %zu bytes given for %zu elements of %zu bytes", a->name,
-                     a->data.len, count, size);
-        return;
-      }
-      memcpy(data, a->data.data, bytes);
-    } else {
-      fill_random(data, count, a->type, job->seed * 0x100000001b3ull + i);
-    }
-    c.args[i].ptr = data;
-    c.buf[c.nbuf] = data;
-    c.bytes[c.nbuf++] = bytes;
-    counts[i] = count;
+    if (!job->arguments[i]->is_buffer) continue;
+    c.buf[c.nbuf] = h.values[i].ptr;
+    c.bytes[c.nbuf++] = h.bytes[i];
   }
 
   r->threads = kiln_runtime_set_threads(m->threads > 0 ? m->threads : 0);
@@ -291,30 +349,7 @@ void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, m
     kernel_failed(r, status);
     return;
   }
-  r->outputs = calloc(n_outputs ? n_outputs : 1, sizeof *r->outputs);
-  for (size_t i = 0; i < n; ++i) {
-    const job_argument* a = job->arguments[i];
-    if (!a->is_buffer || !a->output) continue;
-    Kiln__V1__OutputValues* o = malloc(sizeof *o);
-    kiln__v1__output_values__init(o);
-    o->name = a->name;
-    o->type = a->type;
-    o->n_shape = a->n_shape;
-    o->shape = a->shape; /* the job's, which outlives the result */
-    o->checksum = checksum(c.args[i].ptr, counts[i], a->type);
-    if (job->return_outputs) {
-      size_t bytes = counts[i] * element_size(a->type);
-      o->data.data = malloc(bytes ? bytes : 1);
-      if (!o->data.data) {
-        result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY,
-                     "no memory to return output %s", a->name);
-        return;
-      }
-      memcpy(o->data.data, c.args[i].ptr, bytes);
-      o->data.len = bytes;
-    }
-    r->outputs[r->n_outputs++] = o;
-  }
+  if (host_arguments_report(job, &h, r) != 0) return;
 
   for (int i = 1; i < (m->warmup > 0 ? m->warmup : 1); ++i) {
     if ((status = call(&c, &ms)) != KILN_OK) {

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "elf_loader.h"
+#include "kiln/runtime.h"
 #include "kiln/v1/agent.pb-c.h"
 
 typedef Kiln__V1__MeasureJob measure_job;
@@ -24,6 +25,24 @@ const kiln_symbol* agent_imports(void);
    rounds, outputs). Everything it allocates lives until the process exits: it runs in a child
    that exits after sending `r`. */
 void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, measure_result* r);
+
+/* A job's arguments on the host: params' values, and buffers allocated and filled (inputs with
+   the job's data or seeded-random values, outputs with zeros). Shared by the CPU and GPU paths. */
+typedef struct {
+  size_t n;           /* job->n_arguments */
+  kiln_value* values; /* a param's value, a buffer's host pointer */
+  size_t* counts;     /* a buffer's elements */
+  size_t* bytes;      /* a buffer's bytes */
+  size_t n_outputs;
+} host_arguments;
+
+/* 0, or -1 with r's error set. */
+int host_arguments_make(const measure_job* job, host_arguments* h, measure_result* r);
+/* r->outputs from the host buffers: checksums, and the bytes when the job asks. */
+int host_arguments_report(const measure_job* job, const host_arguments* h, measure_result* r);
+/* r's error for a kernel that returned `status`. */
+void kernel_failed(measure_result* r, int32_t status);
+size_t element_size(Kiln__V1__ElementType t);
 
 /* The message of a result, printf-style, kept in a buffer of its own. */
 void result_error(measure_result* r, Kiln__V1__MeasureResult__Error error, const char* fmt, ...)

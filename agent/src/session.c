@@ -17,6 +17,7 @@
 
 #include "elf_loader.h"
 #include "frame.h"
+#include "gpu_measure.h"
 #include "jobs.h"
 #include "kiln/runtime.h"
 #include "log.h"
@@ -342,17 +343,14 @@ typedef struct {
 /* Why this agent cannot run a job of `kind` on its device, in `why`: 0 when it can. */
 static int unsupported(const char* kind, int gpu, const device_info* d, char* why, size_t len) {
   if (!kind || !kind[0] || !strcmp(kind, "shared-object")) return 0;
-  if (!strcmp(kind, "cubin") || !strcmp(kind, "ptx")) {
+  if (is_gpu_kind(kind)) {
     if (d->gpu_count == 0)
       snprintf(why, len, "a %s job needs a GPU, and this agent has none (%s)", kind, d->gpu_note);
     else if (gpu < 0 || gpu >= d->gpu_count)
       snprintf(why, len, "GPU %d: this agent has %d GPU%s", gpu, d->gpu_count,
                d->gpu_count == 1 ? "" : "s");
     else
-      snprintf(why, len,
-               "this kiln-agent does not run GPU jobs yet (its %s is listed; the GPU path comes "
-               "with kiln's GPU backend)",
-               d->gpus[gpu].name);
+      return 0;
     return 1;
   }
   snprintf(why, len, "artifact kind '%s' is not one this agent runs (shared-object, cubin, ptx)",
@@ -381,7 +379,9 @@ static int start_job(const agent_config* cfg, artifact_cache* cache, conn* l, wo
       rc = answer(l, job->job_id, KILN__V1__MEASURE_RESULT__ERROR__ARTIFACT_UNKNOWN, err);
     }
   }
-  if (a && kiln_elf_check(a->code, a->len, agent_imports(), err, sizeof err) != 0) {
+  /* GPU code is the driver's to check, in the job's child. */
+  if (a && !is_gpu_kind(job->artifact_kind) &&
+      kiln_elf_check(a->code, a->len, agent_imports(), err, sizeof err) != 0) {
     rc = answer(l, job->job_id, KILN__V1__MEASURE_RESULT__ERROR__LOAD_ERROR, err);
     a = NULL;
   }

@@ -37,6 +37,8 @@ v1::Stage wire_stage(Stage s) {
       return v1::LLVM;
     case Stage::Asm:
       return v1::ASM;
+    case Stage::Cuda:
+      return v1::STAGE_UNSPECIFIED;  // offline only: refused before it gets here
     case Stage::Graph:
       return v1::GRAPH;
   }
@@ -339,6 +341,7 @@ Measurement Remote::measure(const Prepared& p) {
   request.set_seed(o.seed);
   request.set_check(o.check);
   request.set_priority(o.priority);
+  if (o.gpu) request.set_gpu(*o.gpu);
   v1::MeasureSettings& s = *request.mutable_settings();
   s.set_repeat(o.repeat);
   s.set_number(o.number);
@@ -362,6 +365,11 @@ Measurement Remote::measure(const Prepared& p) {
   m.bench.repeat = r.round_ms_size();
   m.bench.number = r.number();
   m.bench.threads = r.threads();
+  if (o.gpu && *o.gpu < response.device().gpus_size()) {
+    const v1::Gpu& g = response.device().gpus(*o.gpu);
+    m.bench.device =
+        fmt::format("GPU {}: {} (sm_{}{})", *o.gpu, g.name(), g.compute_major(), g.compute_minor());
+  }
   m.bench.median_s = response.median_ms() * 1e-3;
   m.bench.min_s = response.min_ms() * 1e-3;
   for (double ms : r.round_ms()) m.bench.round_s.push_back(ms * 1e-3);

@@ -31,6 +31,7 @@
 
 #include "agent_process.h"
 #include "fleet.h"
+#include "kiln/cuda.h"
 #include "kiln/digest.h"
 #include "test_certs.h"
 
@@ -252,6 +253,9 @@ TEST_F(FleetFaultsTest, EachFaultGetsItsClassAndTheSameAgentServesTheNextJob) {
 }
 
 TEST_F(FleetFaultsTest, AGpuJobOnAnAgentWithoutAGpuIsUnsupported) {
+  std::string why;
+  if (cuda::gpu_available(&why))
+    GTEST_SKIP() << "this machine has a GPU: its agent is not GPU-less";
   start_agent();
   for (const char* kind : {"cubin", "ptx", "hsaco"}) {
     FleetJob job;
@@ -269,6 +273,61 @@ TEST_F(FleetFaultsTest, AGpuJobOnAnAgentWithoutAGpuIsUnsupported) {
     EXPECT_NE(out.result.message().find(want), std::string::npos) << out.result.message();
     expect_served();
   }
+}
+
+// On a machine with a GPU: a GPU kernel that faults costs its job (RUNTIME_CRASH, with the
+// driver's error), and the agent serves on; a good GPU job after it runs and returns its output.
+TEST_F(FleetFaultsTest, AFaultingGpuKernelCostsItsJobAndTheAgentServesOn) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why) || !cuda::gpu_available(&why))
+    GTEST_SKIP() << "no GPU here (" << why << "): the GPU fault path not checked";
+  cuda::Program p;
+  p.name = "gpu_faults";
+  p.source =
+      "extern \"C\" __global__ void bad(float* y, int* status) { *(volatile int*)(0x10) = 1; }\n"
+      "extern \"C\" __global__ void good(float* y, int* status) { y[threadIdx.x] = 42.0f; }\n";
+  std::string arch;
+  {
+    cuda::Device probe;  // in this test process: the agent's children are others
+    arch = probe.arch();
+  }
+  cuda::Binary bin = cuda::compile(p, arch);
+  auto code = std::make_shared<const std::string>(bin.cubin.begin(), bin.cubin.end());
+  start_agent();
+  auto gpu_job = [&](const char* kernel) {
+    FleetJob job;
+    job.key = "x86";
+    job.code = code;
+    job.code_sha256 = sha256_hex(*code);
+    job.job.set_artifact_kind("cubin");
+    job.job.set_gpu(0);
+    job.job.set_return_outputs(true);
+    v1::JobArgument* y = job.job.add_arguments();
+    y->set_name("y");
+    y->set_is_buffer(true);
+    y->set_type(v1::ELEMENT_F32);
+    y->add_shape(4);
+    y->set_output(true);
+    v1::GpuLaunch* l = job.job.add_launches();
+    l->set_kernel(kernel);
+    for (int d = 0; d < 3; ++d) l->add_grid(1);
+    l->add_block(4);
+    l->add_block(1);
+    l->add_block(1);
+    return fleet_->submit(std::move(job)).get();
+  };
+  FleetOutcome bad = gpu_job("bad");
+  ASSERT_TRUE(bad.status.ok()) << bad.status.message;
+  EXPECT_EQ(bad.result.error(), v1::MeasureResult::RUNTIME_CRASH) << bad.result.message();
+  EXPECT_NE(bad.result.message().find("CUDA_ERROR_"), std::string::npos) << bad.result.message();
+  FleetOutcome good = gpu_job("good");
+  ASSERT_TRUE(good.status.ok()) << good.status.message;
+  ASSERT_EQ(good.result.error(), v1::MeasureResult::OK) << good.result.message();
+  ASSERT_EQ(good.result.outputs_size(), 1);
+  float first = 0;
+  std::memcpy(&first, good.result.outputs(0).data().data(), sizeof first);
+  EXPECT_EQ(first, 42.0f);
+  expect_served();
 }
 
 TEST_F(FleetFaultsTest, AWrongProtocolVersionIsRefusedNamingBothVersions) {

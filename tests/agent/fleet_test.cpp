@@ -22,6 +22,7 @@
 #include "agent_process.h"
 #include "example_cases.h"
 #include "kiln/codegen.h"
+#include "kiln/cuda.h"
 #include "kiln/v1/service.grpc.pb.h"
 #include "kilnd_process.h"
 #include "programs.h"
@@ -163,6 +164,63 @@ TEST_F(FleetTest, OutputsComeBackAndARepeatedArtifactIsNotSentAgain) {
     EXPECT_TRUE(out.check().ok());
     EXPECT_EQ(out.cache_hit(), k == 1);
   }
+}
+
+// A GPU measurement on agents without a GPU is refused before anything is compiled, naming
+// what the agents have.
+TEST_F(FleetTest, AGpuMeasurementOnAgentsWithoutAGpuIsRefused) {
+  std::string why;
+  if (cuda::gpu_available(&why))
+    GTEST_SKIP() << "this machine has a GPU: its agents are not GPU-less";
+  HostAgent a(agents_, "x86", token_, "agent-a");
+  wait_for_agents(1);
+  EXPECT_EQ(list().agents(0).device().gpus_size(), 0);
+  v1::MeasureRequest r = request(read_source("examples/gpu/matmul.kiln"), "matmul.kiln");
+  (*r.mutable_options()->mutable_set())["M"] = 64;
+  r.set_gpu(0);
+  v1::MeasureResponse out;
+  grpc::Status s = measure(r, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("the agents of key x86 have 0 GPUs"), std::string::npos)
+      << s.error_message();
+}
+
+// On a machine with a GPU: the agent lists it, and every GPU example measured on it through
+// kilnd (compiled for its compute capability, run in the job's child) matches the reference.
+TEST_F(FleetTest, GpuExamplesMeasuredOnTheAgentsGpuMatchTheReference) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why) || !cuda::gpu_available(&why))
+    GTEST_SKIP() << "no GPU here (" << why << "): GPU measurement not checked";
+  HostAgent a(agents_, "gpu", token_, "agent-gpu");
+  wait_for_agents(1);
+  v1::Device device = list().agents(0).device();
+  ASSERT_GE(device.gpus_size(), 1);
+  EXPECT_GE(device.gpus(0).compute_major(), 5);
+  const std::map<std::string, std::map<std::string, int64_t>> sizes = {
+      {"matmul", {{"M", 200}, {"N", 96}, {"K", 40}}},
+      {"batch_matmul", {{"BATCH", 3}, {"M", 64}, {"N", 48}, {"K", 32}}},
+      {"conv2d", {{"C", 8}, {"H", 20}, {"W", 18}, {"F", 16}}}};
+  for (const auto& [example, set] : sizes) {
+    SCOPED_TRACE(example);
+    v1::MeasureRequest r =
+        request(read_source("examples/gpu/" + example + ".kiln"), "gpu.kiln", "gpu");
+    r.mutable_options()->mutable_set()->insert(set.begin(), set.end());
+    r.set_gpu(0);
+    r.set_check(true);
+    r.set_seed(5);
+    v1::MeasureResponse out;
+    grpc::Status s = measure(r, &out);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
+    EXPECT_TRUE(out.check().ok()) << out.check().message();
+    EXPECT_EQ(out.result().round_ms_size(), 2);
+    EXPECT_GT(out.median_ms(), 0);
+  }
+  // A GPU that is not there.
+  v1::MeasureRequest r = request(read_source("examples/gpu/matmul.kiln"), "gpu.kiln", "gpu");
+  r.set_gpu(device.gpus_size());
+  v1::MeasureResponse out;
+  EXPECT_EQ(measure(r, &out).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
 TEST_F(FleetTest, AJobPastItsTimeLimitTimesOutAndTheAgentServesOn) {

@@ -81,3 +81,13 @@ def test_a_key_without_agents_is_unavailable(client):
 def test_a_target_is_refused_before_anything_is_sent(client):
     with pytest.raises(ValueError, match="agent's own target"):
         client.measure(SCALE, "local", target="aarch64-linux-gnu")
+
+
+def test_a_gpu_the_agents_lack_is_a_failed_precondition(client):
+    agents = client.agents()
+    if agents and len(agents[0].device.gpus) > 0:
+        pytest.skip("the local agent has a GPU")
+    with pytest.raises(kiln.KilnError) as e:
+        client.measure(SCALE, "local", gpu=0)
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "the agents of key local have 0 GPUs" in e.value.message

@@ -320,14 +320,18 @@ class Client:
 
     def measure(self, op, key, *, runtime_params=None, seed=0, check=False, return_outputs=False,
                 repeat=0, number=0, min_repeat_ms=0, warmup=0, cooldown_ms=0, flush_cache=False,
-                threads=0, time_limit_ms=0, memory_limit_mb=0, priority=0, **options):
+                threads=0, time_limit_ms=0, memory_limit_mb=0, priority=0, gpu=None,
+                **options):
         """Compiles for an agent of ``key`` (its triple and CPU), ships the
         kernel there and times it: ``warmup`` calls, then ``repeat`` rounds of
         ``number`` calls (``number`` grown until a round lasts
         ``min_repeat_ms`` when 0). ``check`` compares the outputs with the
-        reference interpreter. A crash or timeout is the Measurement's
-        ``error``, not an exception; a key no agent has raises KilnError
-        (UNAVAILABLE). Compile options as for compile(), without a target.
+        reference interpreter. ``gpu=N`` measures on the agent's GPU N instead
+        (CUDA for its compute capability, timed with CUDA events; a key whose
+        agents lack it raises KilnError, FAILED_PRECONDITION). A crash or
+        timeout is the Measurement's ``error``, not an exception; a key no
+        agent has raises KilnError (UNAVAILABLE). Compile options as for
+        compile(), without a target.
         """
         if any(options.get(k) for k in ("target", "cpu", "features")):
             raise ValueError("measure compiles for the agent's own target: leave out target, "
@@ -339,6 +343,8 @@ class Client:
         request = service_pb2.MeasureRequest(
             op=_operator(op), options=_options(**options), key=key, seed=seed, check=check,
             return_outputs=return_outputs, settings=settings, priority=priority)
+        if gpu is not None:
+            request.gpu = int(gpu)
         for name, value in (runtime_params or {}).items():
             request.runtime_params[name] = int(value)
         return Measurement(self._call(self._stub.Measure, request))
