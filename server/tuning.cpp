@@ -18,6 +18,7 @@
 
 #include "kiln/compile.h"
 #include "kiln/cost_model.h"
+#include "kiln/cuda.h"
 #include "kiln/digest.h"
 #include "kiln/error.h"
 #include "kiln/interp.h"
@@ -143,13 +144,29 @@ Prepared prepare(const v1::TuneRequest& request, const Limits& limits) {
   return p;
 }
 
+// What a job's points are compiled for: the agents' CPU, or their GPU `gpu`.
+Target job_target(const v1::Device& device, const v1::TuneRequest& r) {
+  if (!r.has_gpu()) return Target::named(device.triple(), device.cpu(), device.features());
+  if (r.gpu() < 0 || r.gpu() >= device.gpus_size())
+    refuse(Code::FailedPrecondition,
+           fmt::format("gpu: the agents of key {} have {} GPU{}", r.key(), device.gpus_size(),
+                       device.gpus_size() == 1 ? "" : "s"));
+  const v1::Gpu& g = device.gpus(r.gpu());
+  return Target{cuda::kTriple, fmt::format("sm_{}{}", g.compute_major(), g.compute_minor()), ""};
+}
+
+// The key a job's records are kept under: the agents' key, and "/gpuN" for a GPU.
+std::string record_key(const v1::TuneRequest& r) {
+  return r.has_gpu() ? fmt::format("{}/gpu{}", r.key(), r.gpu()) : r.key();
+}
+
 // The Iter features of a point: its loops after the passes, compiled for the
 // key's target at the request's opt level. A point that does not compile
 // (an illegal schedule, rejected when measured) gets zeros.
 tuner::FeatureFn iter_features_of(const Prepared& p, const v1::TuneRequest& request,
                                   const v1::Device& device, const Limits& limits) {
   CompileOptions o;
-  o.target = Target::named(device.triple(), device.cpu(), device.features());
+  o.target = job_target(device, request);
   if (request.options().has_opt_level()) o.opt_level = request.options().opt_level();
   o.limits = limits;
   std::map<std::string, int64_t> given(request.runtime_params().begin(),
@@ -399,9 +416,10 @@ class ServiceMeasurer final : public tuner::Measurer {
     *c.mutable_op() = request_.op();
     *c.mutable_options() = options_of(point);
     v1::Target* t = c.mutable_options()->mutable_target();
-    t->set_triple(device_.triple());
-    t->set_cpu(device_.cpu());
-    t->set_features(device_.features());
+    Target target = job_target(device_, request_);
+    t->set_triple(target.triple);
+    t->set_cpu(target.cpu);
+    t->set_features(target.features);
     CallOptions call;  // a cancelled job lets what is in flight finish; kilnd stopping does not
     call.cancelled = [this] { return stopping_(); };
     return retry_busy([&] {
@@ -419,6 +437,7 @@ class ServiceMeasurer final : public tuner::Measurer {
     m.set_seed(request_.seed());
     *m.mutable_settings() = request_.settings();
     m.set_priority(request_.priority());
+    if (request_.has_gpu()) m.set_gpu(request_.gpu());
     CallOptions call;  // a cancelled job lets what is in flight finish; kilnd stopping does not
     call.cancelled = [this] { return stopping_(); };
     return retry_busy([&] {
@@ -537,8 +556,10 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
     settings.search.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     settings.features = iter_features_of(*prepared, request, device, limits);
   }
-  if (request.transfer()) warm_start(prepared->workload, request.key(), settings);
-  store->put_target({request.key(), device.triple(), device.cpu(), device.features()});
+  const Target target = job_target(device, request);
+  const std::string records_key = record_key(request);
+  if (request.transfer()) warm_start(prepared->workload, records_key, settings);
+  store->put_target({records_key, target.triple, target.cpu, target.features});
   store->put_workload(prepared->workload);
 
   // The job, running and live here, under `mu`: two resumes of one job, or a
@@ -552,7 +573,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
              fmt::format("tuning job {} is running already; follow it with ResumeTune", job_id));
     if (job_id == 0) {
       job_id = store->start_job(
-          {0, prepared->workload.hash, request.key(), settings_json(request), {}, 0, 0});
+          {0, prepared->workload.hash, records_key, settings_json(request), {}, 0, 0});
     } else {
       store->finish_job(job_id, records::JobState::Running);
     }
@@ -561,29 +582,29 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
     ++threads;
   }
   spdlog::info("tuning job {}: {} on {}, {} trials, {} search, space of {} points{}", job_id,
-               prepared->workload.name, request.key(), settings.trials, request.search(),
+               prepared->workload.name, records_key, settings.trials, request.search(),
                prepared->space->size(),
                settings.warm_points.empty()
                    ? ""
                    : fmt::format(", warm-started from {} records", settings.warm_points.size()));
 
-  auto body = [this, live_job, prepared, request, settings, device] {
+  auto body = [this, live_job, prepared, request, settings, device, records_key] {
     auto post = [&](const tuner::TuneProgress& p) {
       v1::TuneProgress w;
       w.set_job(p.job);
       w.set_workload(prepared->workload.hash);
       w.set_name(prepared->workload.name);
-      w.set_key(request.key());
+      w.set_key(records_key);
       w.set_search(request.search());
       w.set_space_size(prepared->space->size());
       w.set_trials(p.trials);
       w.set_target(p.target);
-      if (p.best) to_wire(*p.best, p.job, prepared->workload, request.key(), w.mutable_best());
+      if (p.best) to_wire(*p.best, p.job, prepared->workload, records_key, w.mutable_best());
       for (const auto& [k, n] : p.errors) (*w.mutable_errors())[k] = n;
       for (const auto& [k, n] : p.rejected) (*w.mutable_rejected())[k] = n;
       w.set_elapsed_s(p.elapsed_s);
       w.set_eta_s(p.eta_s);
-      if (p.last) to_wire(*p.last, p.job, prepared->workload, request.key(), w.mutable_last());
+      if (p.last) to_wire(*p.last, p.job, prepared->workload, records_key, w.mutable_last());
       w.set_done(p.done);
       w.set_stopped(p.stopped);
       std::lock_guard<std::mutex> lock(live_job->mu);
@@ -606,8 +627,8 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
         post(first);
       }
       tuner::TuneProgress end =
-          tuner::tune(*prepared->space, measurer, *store, prepared->workload, request.key(),
-                      settings, live_job->id, post, [&] { return live_job->cancel.load(); });
+          tuner::tune(*prepared->space, measurer, *store, prepared->workload, records_key, settings,
+                      live_job->id, post, [&] { return live_job->cancel.load(); });
       spdlog::info("tuning job {}: {} after {} trials, best {}", live_job->id, end.stopped,
                    end.trials,
                    end.best ? fmt::format("{:.4f} ms ({})", end.best->median_ms,

@@ -51,7 +51,7 @@ constexpr std::array<OptionSpec, 57> kOptions = {{
          bit(Command::Compile) | bit(Command::Agents) | bit(Command::Measure) | bit(Command::Tune) |
          bit(Command::Records)},
     {"--bench", "", bit(Command::Run)},
-    {"--gpu", "N", bit(Command::Run) | bit(Command::Measure)},
+    {"--gpu", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
     {"--repeat", "R", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
     {"--number", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
     {"--threads", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
@@ -644,8 +644,8 @@ std::string synopsis(Command c) {
              "xgb-rank|xgb-reg|random|grid]\n"
              "       [--features knob|iter] [--batch N] [--early-stop N] [--transfer] [--detach]\n"
              "       [--func NAME] [--set NAME=INT]... [--seed N] [--repeat R] [--number N]\n"
-             "       [--min-repeat-ms MS] [--threads N] [--time-limit-ms MS] [--memory-limit-mb "
-             "MB]\n"
+             "       [--min-repeat-ms MS] [--threads N] [--gpu N] [--time-limit-ms MS] "
+             "[--memory-limit-mb MB]\n"
              "       [--priority N] [--json] [--server HOST:PORT]\n"
              "       kiln tune --resume JOB [--trials N] [--detach] | --cancel JOB";
     case Command::Records:
@@ -842,6 +842,8 @@ std::string help_text(Command c) {
              "  --time-limit-ms MS, --memory-limit-mb MB, --priority N\n"
              "                  how each point is measured, as for `kiln measure` (default\n"
              "                  3 rounds of at least 20 ms)\n"
+             "  --gpu N         tune on the agents' GPU N; the records are kept under the key\n"
+             "                  KEY/gpuN (docs/gpu.md)\n"
              "  --json          one JSON object a progress message instead of the bar\n" +
              std::string(server) + exits;
     case Command::Records:

@@ -415,6 +415,7 @@ void Remote::tune(const Prepared& p, const ProgressFn& each) {
   request.set_detach(o.detach);
   request.set_transfer(o.transfer);
   request.set_priority(o.priority);
+  if (o.gpu) request.set_gpu(*o.gpu);
   v1::MeasureSettings& s = *request.mutable_settings();
   if (o.repeat_given) s.set_repeat(o.repeat);
   s.set_number(o.number);

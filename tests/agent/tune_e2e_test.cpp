@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent_process.h"
+#include "kiln/cuda.h"
 #include "kiln/records.h"
 #include "kiln/v1/service.grpc.pb.h"
 #include "kilnd_process.h"
@@ -155,6 +156,50 @@ class TuneTest : public ::testing::Test {
   std::unique_ptr<v1::Compiler::Stub> stub_;
   std::vector<std::unique_ptr<AgentProcess>> agents_;
 };
+
+// On a machine with a GPU: a short tune of the GPU matmul on the agent's GPU, every trial a
+// record under the key "x86/gpu0". With no GPU: the job is refused, naming what the agents
+// have.
+TEST_F(TuneTest, AShortTuneOfTheGpuMatmulOnTheAgentsGpu) {
+  start_agents(1);
+  v1::TuneRequest r;
+  r.mutable_op()->mutable_source()->set_text(
+      read_text(std::string(KILN_SOURCE_DIR) + "/examples/gpu/matmul.kiln"));
+  r.mutable_op()->mutable_source()->set_filename("matmul.kiln");
+  for (const char* p : {"M", "N", "K"}) (*r.mutable_options()->mutable_set())[p] = 256;
+  r.set_key("x86");
+  r.set_gpu(0);
+  r.set_trials(12);
+  r.set_batch(4);
+  r.set_search("random");
+  r.mutable_settings()->set_repeat(2);
+  r.mutable_settings()->set_min_repeat_ms(1);
+  std::string why;
+  if (!cuda::nvrtc_available(&why) || !cuda::gpu_available(&why)) {
+    Stream s = follow(r);
+    EXPECT_EQ(s.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(s.status.error_message().find("the agents of key x86 have 0 GPUs"), std::string::npos)
+        << s.status.error_message();
+    GTEST_SKIP() << "no GPU here (" << why << "): GPU tuning checked up to its refusal";
+  }
+  Stream s = follow(r);
+  ASSERT_TRUE(s.status.ok()) << s.status.error_message();
+  ASSERT_FALSE(s.messages.empty());
+  const v1::TuneProgress& last = s.messages.back();
+  EXPECT_TRUE(last.done());
+  EXPECT_EQ(last.key(), "x86/gpu0");
+  EXPECT_EQ(last.trials(), 12);
+  ASSERT_TRUE(last.has_best());
+  EXPECT_GT(last.best().median_ms(), 0);
+  v1::QueryRecordsResponse recs = records(last.job());
+  EXPECT_EQ(recs.records_size(), 12);
+  int measured = 0;
+  for (const v1::TuningRecord& rec : recs.records()) {
+    EXPECT_EQ(rec.key(), "x86/gpu0");
+    if (rec.error().empty()) ++measured;
+  }
+  EXPECT_GT(measured, 0);
+}
 
 TEST_F(TuneTest, SixtyFourTrialsOfTheGemmAreEachARecordAndTheBestReproduces) {
   start_agents(2);

@@ -354,12 +354,13 @@ class Client:
     def tune(self, op, key, *, trials=0, search="", features="", batch=0, early_stop=0,
              transfer=False, detach=False, seed=0, runtime_params=None, repeat=0, number=0,
              min_repeat_ms=0, threads=0, time_limit_ms=0, memory_limit_mb=0, priority=0,
-             **options):
+             gpu=None, **options):
         """Starts a tuning job of ``op``'s knobs on the agents of ``key``: a
         TuneJob, whose iteration is the job's progress. ``search`` is xgb-rank
         (default), xgb-reg, random or grid; ``options["set"]`` gives params
         their values and holds knobs fixed. Measurement options as for measure()
-        (default 3 rounds of at least 20 ms)."""
+        (default 3 rounds of at least 20 ms). ``gpu=N`` tunes on the agents'
+        GPU N; its records are kept under the key ``"KEY/gpuN"``."""
         if options.get("target") or options.get("cpu"):
             raise ValueError("tune compiles for the agents' own target: leave out target and cpu")
         settings = agent_pb2.MeasureSettings(
@@ -369,6 +370,8 @@ class Client:
             op=_operator(op), options=_options(**options), key=key, trials=trials, batch=batch,
             early_stop=early_stop, search=search, features=features, seed=seed,
             settings=settings, detach=detach, transfer=transfer, priority=priority)
+        if gpu is not None:
+            request.gpu = int(gpu)
         for name, value in (runtime_params or {}).items():
             request.runtime_params[name] = int(value)
         return TuneJob(self, self._stub.Tune(request, metadata=self._metadata), detach)
