@@ -336,6 +336,7 @@ static int answer(conn* l, uint64_t job_id, Kiln__V1__MeasureResult__Error error
 typedef struct {
   running_job slots[MAX_SLOTS];
   int busy[MAX_SLOTS];
+  int gpu_of[MAX_SLOTS];             /* a busy slot's GPU, or -1 for a CPU job */
   agent_frame* pending[MAX_PENDING]; /* jobs waiting for a slot, in order */
   size_t npending;
 } workers;
@@ -356,6 +357,15 @@ static int unsupported(const char* kind, int gpu, const device_info* d, char* wh
   snprintf(why, len, "artifact kind '%s' is not one this agent runs (shared-object, cubin, ptx)",
            kind);
   return 1;
+}
+
+/* Whether a job waits even with a slot free: a GPU job while another runs on its GPU, since
+   two jobs on one GPU would skew each other's timings. */
+static int must_wait(const workers* w, int slots, const measure_job* job) {
+  if (!is_gpu_kind(job->artifact_kind)) return 0;
+  for (int s = 0; s < slots; ++s)
+    if (w->busy[s] && w->gpu_of[s] == job->gpu) return 1;
+  return 0;
 }
 
 /* Starts `f`'s job in slot `s`, or answers it at once (a job for a device it lacks, a missing
@@ -388,6 +398,7 @@ static int start_job(const agent_config* cfg, artifact_cache* cache, conn* l, wo
   if (a) {
     if (job_start(&w->slots[s], job, a->code, a->len, err, sizeof err) == 0) {
       w->busy[s] = 1;
+      w->gpu_of[s] = is_gpu_kind(job->artifact_kind) ? job->gpu : -1;
       log_line(LOG_DEBUG, "job %llu started (pid %d)", (unsigned long long)job->job_id,
                (int)w->slots[s].pid);
     } else {
@@ -471,7 +482,7 @@ session_end session_run(const agent_config* cfg, artifact_cache* cache, int* wel
           int free_slot = -1;
           for (int s = 0; s < slots && free_slot < 0; ++s)
             if (!w->busy[s]) free_slot = s;
-          if (free_slot >= 0) {
+          if (free_slot >= 0 && !must_wait(w, slots, f->job)) {
             if (start_job(cfg, cache, &l, w, free_slot, f) != 0) broken = 1;
           } else if (w->npending < MAX_PENDING) {
             w->pending[w->npending++] = f;
@@ -515,10 +526,14 @@ session_end session_run(const agent_config* cfg, artifact_cache* cache, int* wel
         break;
       }
       free(bytes);
-      if (w->npending > 0) {
-        agent_frame* next = w->pending[0];
-        memmove(w->pending, w->pending + 1, --w->npending * sizeof *w->pending);
+      /* The first waiting job that may start now. */
+      for (size_t i = 0; i < w->npending; ++i) {
+        if (must_wait(w, slots, w->pending[i]->job)) continue;
+        agent_frame* next = w->pending[i];
+        --w->npending;
+        memmove(w->pending + i, w->pending + i + 1, (w->npending - i) * sizeof *w->pending);
         if (start_job(cfg, cache, &l, w, s, next) != 0) broken = 1;
+        break;
       }
     }
     if (broken) {
