@@ -244,6 +244,7 @@ void print_json(const Result& r) {
     double baseline_gflops = r.gflop / r.baseline_seconds;
     line.num("kiln_gflops", kiln_gflops, 4);
     line.str("baseline", r.baseline);
+    if (!r.baseline_kernel.empty()) line.str("baseline_kernel", r.baseline_kernel);
     line.num("baseline_gflops", baseline_gflops, 4);
     line.num("ratio", kiln_gflops / baseline_gflops, 3);
     line.num("max_rel_error", r.max_rel_error, 3);

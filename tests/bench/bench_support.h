@@ -87,6 +87,9 @@ double max_rel_error(const Floats& got, const Floats& ref);
 struct Result {
   std::string bench;     // "gemm_512_t1"
   std::string baseline;  // "openblas", "onednn"
+  // What the baseline picked for this machine ("SkylakeX" for OpenBLAS's kernels): a library
+  // that misreads a virtual machine's CPU runs generic code, and the ratio means little.
+  std::string baseline_kernel;
   int threads = 1;
   int repeat = 0;
   double gflop = 0;  // the work of one run
