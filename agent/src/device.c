@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/sysinfo.h>
 #include <sys/utsname.h>
@@ -172,6 +173,7 @@ static void query_gpus(device_info* d) {
     int dev = 0;
     if (get(&dev, i) != 0) continue;
     device_gpu* g = &d->gpus[d->gpu_count++];
+    g->ordinal = i;
     if (name(g->name, (int)sizeof g->name, dev) != 0) copy(g->name, sizeof g->name, "?");
     attr(&g->compute_major, COMPUTE_MAJOR, dev);
     attr(&g->compute_minor, COMPUTE_MINOR, dev);
@@ -249,4 +251,37 @@ void device_detect(device_info* d) {
   struct sysinfo si;
   if (sysinfo(&si) == 0) d->memory_bytes = (uint64_t)si.totalram * si.mem_unit;
   detect_gpus(d);
+}
+
+int device_select_gpus(device_info* d, const char* list, char* err, size_t len) {
+  long wanted[DEVICE_MAX_GPUS];
+  int n = 0;
+  for (const char* p = list;;) {
+    char* end = NULL;
+    long ordinal = strtol(p, &end, 10);
+    if (end == p || (*end && *end != ',') || ordinal < 0 || n == DEVICE_MAX_GPUS) {
+      snprintf(err, len, "--gpu '%s': expected GPU numbers separated by commas (0,2)", list);
+      return -1;
+    }
+    wanted[n++] = ordinal;
+    if (!*end) break;
+    p = end + 1;
+  }
+  device_gpu chosen[DEVICE_MAX_GPUS];
+  for (int k = 0; k < n; ++k) {
+    int found = -1;
+    for (int g = 0; g < d->gpu_count; ++g)
+      if (d->gpus[g].ordinal == wanted[k]) found = g;
+    if (found < 0) {
+      if (d->gpu_count == 0)
+        snprintf(err, len, "--gpu %ld: this machine has no GPU (%s)", wanted[k], d->gpu_note);
+      else
+        snprintf(err, len, "--gpu %ld: this machine has GPU 0 to %d", wanted[k], d->gpu_count - 1);
+      return -1;
+    }
+    chosen[k] = d->gpus[found];
+  }
+  memcpy(d->gpus, chosen, sizeof(device_gpu) * (size_t)n);
+  d->gpu_count = n;
+  return 0;
 }

@@ -3,12 +3,14 @@
 #ifndef KILN_AGENT_DEVICE_H
 #define KILN_AGENT_DEVICE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum { DEVICE_TEXT = 256, DEVICE_FEATURES = 2048, DEVICE_MAX_GPUS = 16 };
 
 typedef struct {
   char name[DEVICE_TEXT];
+  int ordinal; /* the driver's number for it; jobs name GPUs by their place in the list */
   int compute_major, compute_minor;
   uint64_t memory_bytes;
 } device_gpu;
@@ -33,5 +35,9 @@ typedef struct {
    --features on the command line replace them. GPUs are found through libcuda, opened with dlopen:
    none when it is missing. */
 void device_detect(device_info* d);
+
+/* Keeps only the GPUs whose driver ordinals `list` names ("1" or "0,2", in that order), for an
+   agent that serves some of a machine's GPUs. 0, or -1 with why in `err`. */
+int device_select_gpus(device_info* d, const char* list, char* err, size_t len);
 
 #endif

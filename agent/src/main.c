@@ -5,7 +5,8 @@
    usage: kiln-agent --server HOST:PORT --key NAME --token-file FILE [--id ID] [--slots N]
                      [--tls] [--tls-ca FILE] [--tls-server-name NAME]
                      [--cpu NAME] [--features LIST] [--cache-mb N] [--max-frame-mb N]
-                     [--log-level debug|info|warning|error] [--once] [--print-device] */
+                     [--gpu LIST] [--log-level debug|info|warning|error] [--once]
+                     [--print-device] */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -25,7 +26,9 @@ static const char* const kUsage =
     "usage: kiln-agent --server HOST:PORT --key NAME --token-file FILE [--id ID] [--slots N]\n"
     "                  [--tls] [--tls-ca FILE] [--tls-server-name NAME]\n"
     "                  [--cpu NAME] [--features LIST] [--cache-mb N] [--max-frame-mb N]\n"
-    "                  [--log-level debug|info|warning|error] [--once] [--print-device]\n";
+    "                  [--gpu LIST] [--log-level debug|info|warning|error] [--once]\n"
+    "                  [--print-device]\n"
+    "  --gpu LIST      serve only these GPUs (driver numbers, 0,2); jobs name them 0, 1, ...\n";
 
 static void usage_error(const char* fmt, const char* what) {
   fprintf(stderr, "kiln-agent: ");
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
   cfg.slots = 1;
   cfg.max_frame = (size_t)1024 << 20;
   size_t cache_bytes = (size_t)256 << 20;
-  const char *server = NULL, *token_file = NULL, *cpu = NULL, *features = NULL;
+  const char *server = NULL, *token_file = NULL, *cpu = NULL, *features = NULL, *gpus = NULL;
   const char *tls_ca = NULL, *tls_server_name = NULL;
   int once = 0, show_device = 0, tls = 0;
   static char id[256], host_part[256];
@@ -144,6 +147,8 @@ int main(int argc, char** argv) {
       cpu = v;
     else if (!strcmp(a, "--features"))
       features = v;
+    else if (!strcmp(a, "--gpu"))
+      gpus = v;
     else if (!strcmp(a, "--cache-mb"))
       cache_bytes = (size_t)count_arg(a, v, 1, 1 << 20) << 20;
     else if (!strcmp(a, "--max-frame-mb"))
@@ -170,6 +175,10 @@ int main(int argc, char** argv) {
     if (!features) cfg.device.features[0] = '\0'; /* the named CPU's own */
   }
   if (features) snprintf(cfg.device.features, sizeof cfg.device.features, "%s", features);
+  if (gpus) {
+    char why[512];
+    if (device_select_gpus(&cfg.device, gpus, why, sizeof why) != 0) usage_error("%s", why);
+  }
   if (show_device) {
     print_device(&cfg);
     return 0;

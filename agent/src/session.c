@@ -396,9 +396,13 @@ static int start_job(const agent_config* cfg, artifact_cache* cache, conn* l, wo
     a = NULL;
   }
   if (a) {
+    /* Jobs name GPUs by their place in the list this agent serves (--gpu); the child opens
+       the driver's number for it. */
+    int gpu = is_gpu_kind(job->artifact_kind) ? job->gpu : -1;
+    if (gpu >= 0) f->job->gpu = cfg->device.gpus[gpu].ordinal;
     if (job_start(&w->slots[s], job, a->code, a->len, err, sizeof err) == 0) {
       w->busy[s] = 1;
-      w->gpu_of[s] = is_gpu_kind(job->artifact_kind) ? job->gpu : -1;
+      w->gpu_of[s] = gpu;
       log_line(LOG_DEBUG, "job %llu started (pid %d)", (unsigned long long)job->job_id,
                (int)w->slots[s].pid);
     } else {

@@ -468,6 +468,38 @@ void measure_over_tls(const std::string& agent_binary, std::vector<std::string> 
 // What the agent detects is a target kilnd accepts, and it has every vector
 // feature /proc/cpuinfo lists: a level the CPU reaches only in part (a virtual
 // machine hiding one flag) must not cost it AVX2 or AVX-512.
+// `--gpu LIST` picks the GPUs an agent serves; a GPU the machine does not have is a usage error
+// that says what it has.
+TEST(AgentDeviceTest, GpuSelectsTheGpusTheAgentServes) {
+  auto run = [](const std::string& args, int* status) {
+    std::string out;
+    FILE* pipe =
+        popen((std::string(KILN_AGENT_BINARY) + " --print-device " + args + " 2>&1").c_str(), "r");
+    char line[4096];
+    while (pipe && std::fgets(line, sizeof line, pipe)) out += line;
+    *status = pipe ? pclose(pipe) : -1;
+    return out;
+  };
+  int status = 0;
+  std::string out = run("--gpu 0,x", &status);
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(out.find("--gpu '0,x': expected GPU numbers separated by commas"), std::string::npos)
+      << out;
+  std::string why;
+  if (!cuda::gpu_available(&why)) {
+    out = run("--gpu 0", &status);
+    EXPECT_EQ(WEXITSTATUS(status), 2);
+    EXPECT_NE(out.find("--gpu 0: this machine has no GPU"), std::string::npos) << out;
+    return;
+  }
+  out = run("--gpu 0", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("gpu 0     "), std::string::npos) << out;
+  out = run("--gpu 99", &status);
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(out.find("--gpu 99: this machine has GPU 0 to"), std::string::npos) << out;
+}
+
 TEST(AgentDeviceTest, TheDetectedTargetHasTheCpusVectorFeatures) {
   FILE* pipe = popen(KILN_AGENT_BINARY " --print-device", "r");
   ASSERT_NE(pipe, nullptr);
