@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # From a fresh checkout to kiln at work: install dependencies, build, check
-# every example and run it against the reference interpreter, show what a
+# every example and run it against the reference interpreter, check the GPU
+# examples and show their CUDA (and run them where there is a GPU), show what a
 # schedule does to matmul's loop nest, then start kilnd (with its records
 # database and one local agent) and do the same work through it, from the
 # command line and from Python; then kiln's main job: tune a GEMM and a ResNet
@@ -34,6 +35,22 @@ heading "Running each example, scheduled, against the reference interpreter (kil
 
 heading "Compiling each example for this CPU (LLVM, in-process JIT) and checking it (kiln run --check)"
 "$kiln" run "${examples[@]}" --check
+
+gpu_examples=(examples/gpu/*.kiln)
+if [ ${#gpu_examples[@]} -gt 0 ]; then
+  heading "The GPU examples: schedules checked, loops run against the reference, CUDA for sm_90"
+  "$kiln" check "${gpu_examples[@]}"
+  # Small sizes: the interpreter runs the scheduled loops on this CPU.
+  "$kiln" interp examples/gpu/matmul.kiln --check --set M=128 --set N=96 --set K=64
+  "$kiln" emit examples/gpu/matmul.kiln --stage cuda --target nvptx64-nvidia-cuda --cpu sm_90 |
+    grep -E '^// launch|__global__|__syncthreads'
+  if "$kiln" run examples/gpu/matmul.kiln --gpu 0 --check --set M=256 --set N=256 --set K=256 \
+    2> /tmp/kiln-quickstart-gpu.txt; then
+    "$kiln" run "${gpu_examples[@]}" --gpu 0 --bench
+  else
+    echo "(no GPU run here: $(tail -1 /tmp/kiln-quickstart-gpu.txt))"
+  fi
+fi
 
 matmul=examples/matmul.kiln
 if [ ! -f "$matmul" ]; then
