@@ -175,6 +175,11 @@ void gpu_codegen(const CompileRequest& request, CompileResult& out) {
     return;
   }
   out.cuda_binary = cuda::compile(*out.cuda, t.cpu);
+  // NVRTC's warnings reach the caller as the CPU backend's do (Compile's notes).
+  if (std::string log = out.cuda_binary->log; !log.empty()) {
+    while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.pop_back();
+    out.notes.push_back(out.optimized.name + ": NVRTC: " + log);
+  }
   out.text = out.cuda_binary->ptx;
   if (request.output != CompileOutput::Artifact) return;
   codegen::Artifact a;

@@ -297,6 +297,11 @@ TEST(GpuCodegen, NvrtcErrorsCarryTheLog) {
     EXPECT_NE(std::string(e.what()).find("undeclared_name"), std::string::npos) << e.what();
   }
   EXPECT_THROW(cuda::compile(p, "compute_90x"), CompileError);
+  // A warning does not stop it, and is in the log.
+  p.source = "extern \"C\" __global__ void broken_k0(int* p) { *p = 1 / 0; }\n";
+  cuda::Binary bin = cuda::compile(p, "sm_90");
+  EXPECT_FALSE(bin.cubin.empty());
+  EXPECT_NE(bin.log.find("warning"), std::string::npos) << bin.log;
 }
 
 // ---------------------------------------------------------------------------------------------
