@@ -558,8 +558,7 @@ Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* 
                                : std::string(": measure on their CPU (leave out gpu)")));
       const v1::Gpu& g = device.gpus(request.gpu());
       options.mutable_target()->set_triple(cuda::kTriple);
-      options.mutable_target()->set_cpu(
-          fmt::format("sm_{}{}", g.compute_major(), g.compute_minor()));
+      options.mutable_target()->set_cpu(cuda::arch_of(g.compute_major(), g.compute_minor()));
       options.mutable_target()->set_features("");
     } else {
       options.mutable_target()->set_triple(device.triple());

@@ -152,7 +152,7 @@ Target job_target(const v1::Device& device, const v1::TuneRequest& r) {
            fmt::format("gpu: the agents of key {} have {} GPU{}", r.key(), device.gpus_size(),
                        device.gpus_size() == 1 ? "" : "s"));
   const v1::Gpu& g = device.gpus(r.gpu());
-  return Target{cuda::kTriple, fmt::format("sm_{}{}", g.compute_major(), g.compute_minor()), ""};
+  return Target{cuda::kTriple, cuda::arch_of(g.compute_major(), g.compute_minor()), ""};
 }
 
 // The key a job's records are kept under: the agents' key, and "/gpuN" for a GPU.

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "kiln/cuda.h"
 #include "kiln/target.h"
 #include "kiln/v1/service.grpc.pb.h"
 
@@ -367,8 +368,8 @@ Measurement Remote::measure(const Prepared& p) {
   m.bench.threads = r.threads();
   if (o.gpu && *o.gpu < response.device().gpus_size()) {
     const v1::Gpu& g = response.device().gpus(*o.gpu);
-    m.bench.device =
-        fmt::format("GPU {}: {} (sm_{}{})", *o.gpu, g.name(), g.compute_major(), g.compute_minor());
+    m.bench.device = fmt::format("GPU {}: {} ({})", *o.gpu, g.name(),
+                                 cuda::arch_of(g.compute_major(), g.compute_minor()));
   }
   m.bench.median_s = response.median_ms() * 1e-3;
   m.bench.min_s = response.min_ms() * 1e-3;

@@ -33,6 +33,27 @@ const char* loop_tag_name(LoopTag t) {
   return "?";
 }
 
+bool is_gpu_block_tag(LoopTag t) {
+  return t == LoopTag::GpuBlockX || t == LoopTag::GpuBlockY || t == LoopTag::GpuBlockZ;
+}
+
+bool is_gpu_thread_tag(LoopTag t) {
+  return t == LoopTag::GpuThreadX || t == LoopTag::GpuThreadY || t == LoopTag::GpuThreadZ;
+}
+
+int gpu_tag_axis(LoopTag t) {
+  switch (t) {
+    case LoopTag::GpuBlockY:
+    case LoopTag::GpuThreadY:
+      return 1;
+    case LoopTag::GpuBlockZ:
+    case LoopTag::GpuThreadZ:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
 std::optional<LoopTag> loop_tag_from_name(const std::string& name) {
   for (LoopTag t :
        {LoopTag::None, LoopTag::Parallel, LoopTag::Vectorize, LoopTag::Unroll,

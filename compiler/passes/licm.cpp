@@ -272,11 +272,6 @@ class Hoister : public ir::StmtMutator {
  private:
   using Lets = std::vector<std::pair<std::string, Expr>>;
 
-  static bool gpu_bound(LoopTag t) {
-    return t == LoopTag::GpuBlockX || t == LoopTag::GpuBlockY || t == LoopTag::GpuBlockZ ||
-           t == LoopTag::GpuThreadX || t == LoopTag::GpuThreadY || t == LoopTag::GpuThreadZ;
-  }
-
   Stmt loop(const Stmt& s, const For& n) {
     Expr lo = expr(n.min), hi = expr(n.end);  // evaluated once, outside the loop
     const auto* clo = as<IntImm>(lo);
@@ -302,7 +297,7 @@ class Hoister : public ir::StmtMutator {
     --depth_;
 
     Stmt result;
-    if (invariant_branch && !gpu_bound(n.tag) && speculatable(branch->cond)) {
+    if (invariant_branch && !ir::is_gpu_tag(n.tag) && speculatable(branch->cond)) {
       // HoistIfThenElse: for i { if (c) A else B } -> if (c) for i A else for i B.
       auto in_loop = [&](const Stmt& b) -> Stmt {
         return b ? std::make_shared<For>(n.var, lo, hi, n.step, n.tag, b) : nullptr;

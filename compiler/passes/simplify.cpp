@@ -639,12 +639,6 @@ bool is_empty(const Stmt& s) {
   return b != nullptr && b->stmts.empty();
 }
 
-bool is_gpu_tag(ir::LoopTag t) {
-  return t == ir::LoopTag::GpuBlockX || t == ir::LoopTag::GpuBlockY ||
-         t == ir::LoopTag::GpuBlockZ || t == ir::LoopTag::GpuThreadX ||
-         t == ir::LoopTag::GpuThreadY || t == ir::LoopTag::GpuThreadZ;
-}
-
 class StmtSimplifier {
  public:
   Stmt run(const Stmt& s) {
@@ -708,7 +702,7 @@ class StmtSimplifier {
     bool bounds_load = count_loads(lo) + count_loads(hi) != 0;
     if (extent.ok && extent.is_constant() && n.step > 0 && !bounds_load) {
       if (extent.constant <= 0) return ir::block({});
-      if (extent.constant <= n.step && !is_gpu_tag(n.tag)) {
+      if (extent.constant <= n.step && !ir::is_gpu_tag(n.tag)) {
         return run(std::make_shared<ir::LetStmt>(n.var, lo, n.body));
       }
     }

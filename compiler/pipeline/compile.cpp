@@ -72,6 +72,8 @@ std::string key_of(const CompileRequest& r, const ir::Func& func) {
   h.add("kiln compile key 1").add(compiler_version());
   h.add(ir::to_string(func));
   h.add("target").add(o.target.triple).add(o.target.cpu).add(o.target.features);
+  // GPU code is NVRTC's, whose version compiler_version() does not name.
+  if (o.target.is_gpu()) h.add(cuda::nvrtc_version());
   h.add(fmt::format("O{} schedule={} fast_math={} output={}", o.opt_level, o.apply_schedule,
                     func.fast_math, compile_output_name(r.output)));
   for (const std::string& p : o.passes.required) h.add("require").add(p);

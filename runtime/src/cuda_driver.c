@@ -29,11 +29,6 @@ enum { /* CUdevice_attribute */
        ATTR_COMPUTE_MAJOR = 75,
        ATTR_COMPUTE_MINOR = 76
 };
-enum { /* CUfunction_attribute */
-       FUNC_MAX_THREADS_PER_BLOCK = 0,
-       FUNC_LOCAL_SIZE_BYTES = 3,
-       FUNC_NUM_REGS = 4
-};
 
 typedef struct {
   cu_result (*init)(unsigned);
@@ -48,7 +43,6 @@ typedef struct {
   cu_result (*module_load)(cu_module*, const void*);
   cu_result (*module_unload)(cu_module);
   cu_result (*module_function)(cu_function*, cu_module, const char*);
-  cu_result (*function_attribute)(int*, int, cu_function);
   cu_result (*mem_alloc)(cu_ptr*, size_t);
   cu_result (*mem_free)(cu_ptr);
   cu_result (*copy_htod)(cu_ptr, const void*, size_t);
@@ -129,7 +123,6 @@ static int bind(kiln_cuda* c, char* err, size_t len) {
   BIND(module_load, "cuModuleLoadData");
   BIND(module_unload, "cuModuleUnload");
   BIND(module_function, "cuModuleGetFunction");
-  BIND(function_attribute, "cuFuncGetAttribute");
   BIND(mem_alloc, "cuMemAlloc_v2");
   BIND(mem_free, "cuMemFree_v2");
   BIND(copy_htod, "cuMemcpyHtoD_v2");
@@ -234,18 +227,6 @@ int kiln_cuda_function(kiln_cuda* c, void* module, const char* name, void** fn, 
   snprintf(call, sizeof call, "cuModuleGetFunction(%s)", name);
   if (check(c, c->d.module_function(&f, module, name), call, err, len) != 0) return -1;
   *fn = f;
-  return 0;
-}
-
-int kiln_cuda_function_limits(kiln_cuda* c, void* fn, int* registers, int* local_bytes,
-                              int* max_threads, char* err, size_t len) {
-  if (check(c, c->d.function_attribute(registers, FUNC_NUM_REGS, fn), "cuFuncGetAttribute", err,
-            len) != 0 ||
-      check(c, c->d.function_attribute(local_bytes, FUNC_LOCAL_SIZE_BYTES, fn),
-            "cuFuncGetAttribute", err, len) != 0 ||
-      check(c, c->d.function_attribute(max_threads, FUNC_MAX_THREADS_PER_BLOCK, fn),
-            "cuFuncGetAttribute", err, len) != 0)
-    return -1;
   return 0;
 }
 

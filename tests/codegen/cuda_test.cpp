@@ -6,7 +6,6 @@
 #include "kiln/cuda.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -375,40 +374,14 @@ func quotient {
   }
 }
 
-// The faulting kernel of AFaultingKernelIsSurvived, run in a process of its own: it passes when
-// the run reports the fault.
-TEST(GpuRun, FaultingKernelChild) {
-  if (!std::getenv("KILN_CUDA_TEST_FAULT_CHILD"))
-    GTEST_SKIP() << "runs only as the child process of GpuRun.AFaultingKernelIsSurvived";
-  cuda::Program bad;
-  bad.name = "bad";
-  bad.source =
-      "extern \"C\" __global__ void bad_k0(int* kiln_status) {\n"
-      "  *(volatile int*)(0x10) = 1;\n"
-      "}\n";
-  bad.launches.push_back(
-      {"bad_k0", {ir::int_imm(1), ir::int_imm(1), ir::int_imm(1)}, {1, 1, 1}, 0});
-  cuda::Device gpu;
-  cuda::Binary bin = cuda::compile(bad, gpu.arch());
-  Bindings none;
-  try {
-    gpu.run(bad, bin, none);
-    FAIL() << "no error";
-  } catch (const CompileError& e) {
-    std::printf("fault reported: %s\n", e.what());
-    EXPECT_NE(std::string(e.what()).find("CUDA_ERROR_"), std::string::npos) << e.what();
-  }
-}
-
 // A kernel that faults poisons the CUDA context of its process for good (the driver's sticky
 // errors), which is why agents run each job in a child process. Here the child is this test
-// program run again: it reports the fault and ends, and this process's GPU runs on.
+// program cuda_fault_child: it reports the fault and ends, and this process's GPU runs on.
 TEST(GpuRun, AFaultingKernelIsSurvived) {
   std::string why;
   if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here (" << why << "): GPU execution not checked";
   std::string out = ::testing::TempDir() + "/cuda_fault_child.txt";
-  std::string command = "KILN_CUDA_TEST_FAULT_CHILD=1 /proc/" + std::to_string(getpid()) +
-                        "/exe --gtest_filter=GpuRun.FaultingKernelChild > " + out + " 2>&1";
+  std::string command = std::string(CUDA_FAULT_CHILD) + " > " + out + " 2>&1";
   int status = std::system(command.c_str());
   std::string child = read_file(out);
   EXPECT_EQ(status, 0) << child;

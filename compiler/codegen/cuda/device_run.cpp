@@ -81,13 +81,7 @@ Device::~Device() {
 std::string Device::name() const { return kiln_cuda_device(state_->cuda)->name; }
 std::string Device::arch() const {
   const kiln_cuda_info* i = kiln_cuda_device(state_->cuda);
-  return fmt::format("sm_{}{}", i->compute_major, i->compute_minor);
-}
-int Device::max_threads_per_block() const {
-  return kiln_cuda_device(state_->cuda)->max_threads_per_block;
-}
-int Device::max_shared_per_block() const {
-  return kiln_cuda_device(state_->cuda)->max_shared_per_block;
+  return arch_of(i->compute_major, i->compute_minor);
 }
 
 Device::Timing Device::run(const Program& p, const Binary& bin, Bindings& b, int repeat) {

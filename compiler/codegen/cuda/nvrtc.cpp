@@ -20,6 +20,8 @@ bool is_arch(const std::string& arch) {
 
 }  // namespace
 
+std::string arch_of(int major, int minor) { return fmt::format("sm_{}{}", major, minor); }
+
 void check_target(const Target& t) {
   if (t.triple != kTriple)
     throw CompileError(ErrorStage::Codegen, SourceLoc{},

@@ -133,19 +133,7 @@ class Survey {
     }
   }
 
-  Expr expand(const Expr& e) const {
-    Expr r = e;
-    for (int round = 0; round < 64; ++round) {
-      std::map<std::string, Expr> sub;
-      for (const std::string& v : ir::free_vars(r)) {
-        auto it = lets_.find(v);
-        if (it != lets_.end()) sub[v] = it->second;
-      }
-      if (sub.empty()) break;
-      r = ir::substitute(r, sub);
-    }
-    return passes::simplify(r);
-  }
+  Expr expand(const Expr& e) const { return expand_lets(e, lets_); }
 
  private:
   void expr(const Expr& e, bool conditional) {
@@ -260,6 +248,20 @@ class Redirect : public ir::StmtMutator {
 };
 
 }  // namespace
+
+Expr expand_lets(const Expr& e, const std::map<std::string, Expr>& lets) {
+  Expr r = e;
+  for (int round = 0; round < 64; ++round) {
+    std::map<std::string, Expr> sub;
+    for (const std::string& v : ir::free_vars(r)) {
+      auto it = lets.find(v);
+      if (it != lets.end()) sub[v] = it->second;
+    }
+    if (sub.empty()) break;
+    r = ir::substitute(r, sub);
+  }
+  return passes::simplify(r);
+}
 
 Stmt unroll_constant_loops(const Stmt& s, int64_t max_copies) {
   return Unroller(max_copies).mutate(s);

@@ -4,12 +4,17 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "kiln/loop_ir.h"
 
 namespace kiln::cuda {
+
+// e with the lets of `lets` substituted until none is left, simplified: index expressions
+// compared or bounded across the lets that CSE and LICM put between them.
+ir::Expr expand_lets(const ir::Expr& e, const std::map<std::string, ir::Expr>& lets);
 
 // s with every loop tagged unroll or unroll_explicit whose bounds are constants replaced by its
 // iterations, each with the loop variable replaced by its value, while a nest makes at most

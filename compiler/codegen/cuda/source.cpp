@@ -22,24 +22,6 @@ using ir::Expr;
 using ir::LoopTag;
 using ir::Stmt;
 
-bool is_block_tag(LoopTag t) {
-  return t == LoopTag::GpuBlockX || t == LoopTag::GpuBlockY || t == LoopTag::GpuBlockZ;
-}
-bool is_thread_tag(LoopTag t) {
-  return t == LoopTag::GpuThreadX || t == LoopTag::GpuThreadY || t == LoopTag::GpuThreadZ;
-}
-int axis_of(LoopTag t) {
-  switch (t) {
-    case LoopTag::GpuBlockY:
-    case LoopTag::GpuThreadY:
-      return 1;
-    case LoopTag::GpuBlockZ:
-    case LoopTag::GpuThreadZ:
-      return 2;
-    default:
-      return 0;
-  }
-}
 const char* axis_name(int a) { return a == 0 ? "x" : a == 1 ? "y" : "z"; }
 
 // What one block may declare as static shared memory on every CUDA GPU.
@@ -86,35 +68,17 @@ bool has_loop(const Stmt& s, bool (*pred)(LoopTag)) {
   }
 }
 
-// The stores of s.
-void stores_of(const Stmt& s, std::vector<const ir::Store*>& out) {
-  if (!s) return;
-  switch (s->kind) {
-    case ir::StmtKind::Store:
-      out.push_back(static_cast<const ir::Store*>(s.get()));
-      break;
-    case ir::StmtKind::For:
-      stores_of(static_cast<const ir::For&>(*s).body, out);
-      break;
-    case ir::StmtKind::If: {
-      const auto& n = static_cast<const ir::IfThenElse&>(*s);
-      stores_of(n.then_case, out);
-      stores_of(n.else_case, out);
-      break;
-    }
-    case ir::StmtKind::LetStmt:
-      stores_of(static_cast<const ir::LetStmt&>(*s).body, out);
-      break;
-    case ir::StmtKind::Alloc:
-      stores_of(static_cast<const ir::Alloc&>(*s).body, out);
-      break;
-    case ir::StmtKind::Block:
-      for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts) stores_of(c, out);
-      break;
-    default:
-      break;
+// The stores of a statement.
+class StoreCollector : public ir::StmtVisitor {
+ public:
+  std::vector<const ir::Store*> stores;
+
+ protected:
+  void visit_store(const ir::Store& n) override {
+    stores.push_back(&n);
+    ir::StmtVisitor::visit_store(n);
   }
-}
+};
 
 // The buffers an expression or statement reads and writes.
 struct Effects {
@@ -335,9 +299,9 @@ class Writer {
       }
       case ir::StmtKind::For: {
         const auto& n = static_cast<const ir::For&>(*s);
-        if (is_block_tag(n.tag)) return kernel(s, false);
-        if (has_loop(n.body, is_block_tag)) {
-          if (is_thread_tag(n.tag))
+        if (ir::is_gpu_block_tag(n.tag)) return kernel(s, false);
+        if (has_loop(n.body, ir::is_gpu_block_tag)) {
+          if (ir::is_gpu_thread_tag(n.tag))
             fail(
                 fmt::format("loop '{}' is tagged {} outside every gpu_block loop: thread loops "
                             "go inside the block loops of their nest",
@@ -350,7 +314,8 @@ class Writer {
         }
         // Thread loops with no block loop around them (or block loops of one iteration, which
         // lowering leaves out): one block.
-        if (is_thread_tag(n.tag) || has_loop(n.body, is_thread_tag)) return kernel(s, false);
+        if (ir::is_gpu_thread_tag(n.tag) || has_loop(n.body, ir::is_gpu_thread_tag))
+          return kernel(s, false);
         return kernel(s, true);
       }
       case ir::StmtKind::Store:
@@ -468,8 +433,8 @@ class Writer {
           continue;
         }
         const ir::For* n = ir::as<ir::For>(s);
-        if (!n || !is_block_tag(n->tag)) break;
-        int a = axis_of(n->tag);
+        if (!n || !ir::is_gpu_block_tag(n->tag)) break;
+        int a = ir::gpu_tag_axis(n->tag);
         if (!axes.insert(a).second)
           fail(
               fmt::format("two loops of one kernel are tagged gpu_block_{}: loop '{}' is the "
@@ -558,19 +523,7 @@ class Writer {
 
   // e with the lets in scope substituted: extents that are constants in disguise
   // (`licm_var_2 - licm_var_1`) become constants.
-  Expr expand_lets(const Expr& e) const {
-    Expr r = e;
-    for (int round = 0; round < 32; ++round) {
-      std::map<std::string, Expr> sub;
-      for (const std::string& v : ir::free_vars(r)) {
-        auto it = let_values_.find(v);
-        if (it != let_values_.end()) sub[v] = it->second;
-      }
-      if (sub.empty()) break;
-      r = ir::substitute(r, sub);
-    }
-    return passes::simplify(r);
-  }
+  Expr expand_lets(const Expr& e) const { return cuda::expand_lets(e, let_values_); }
 
   void let_line(const std::string& v, const Expr& value) {
     if (ir::is_int(value->type) && !ir::reads_memory(value))
@@ -628,8 +581,9 @@ class Writer {
       }
       case ir::StmtKind::If: {
         const auto& n = static_cast<const ir::IfThenElse&>(*s);
-        sync_before(
-            Effects{effects_of(ir::Stmt(std::make_shared<ir::Evaluate>(n.cond))).reads, {}});
+        LoadCollector cond;
+        cond.visit(n.cond);
+        sync_before(Effects{cond.fx.reads, {}});
         Effects before = pending_;
         line("if (" + expr(n.cond) + ") {");
         ++indent_;
@@ -653,11 +607,11 @@ class Writer {
       case ir::StmtKind::For: {
         const auto& n = static_cast<const ir::For&>(*s);
         check_tag(n);
-        if (is_thread_tag(n.tag)) {
+        if (ir::is_gpu_thread_tag(n.tag)) {
           sync_before(shared_effects(s));
           return thread_loop(n);
         }
-        if (has_loop(n.body, is_thread_tag)) return structural_loop(n);
+        if (has_loop(n.body, ir::is_gpu_thread_tag)) return structural_loop(n);
         return block_level_nest(s);
       }
       case ir::StmtKind::Store: {
@@ -703,8 +657,9 @@ class Writer {
   // thread; anything else runs in the block's first thread.
   void block_level_nest(const Stmt& s) {
     sync_before(shared_effects(s));
-    std::vector<const ir::Store*> stores;
-    stores_of(s, stores);
+    StoreCollector collector;
+    collector.visit(s);
+    const std::vector<const ir::Store*>& stores = collector.stores;
     bool local_only = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
       return space_of(st->buf) == Space::Local;
     });
@@ -806,7 +761,7 @@ class Writer {
           fmt::format("loop '{}' is tagged parallel, a CPU tag: on a GPU target tag it "
                       "gpu_block_x/y/z or gpu_thread_x/y/z",
                       n.var));
-    if (is_block_tag(n.tag))
+    if (ir::is_gpu_block_tag(n.tag))
       fail(
           fmt::format("loop '{}' is tagged {} but is not one of the outermost loops of its "
                       "kernel: gpu_block loops must be perfectly nested at the top of a nest",
@@ -814,7 +769,7 @@ class Writer {
   }
 
   void thread_loop(const ir::For& n) {
-    int a = axis_of(n.tag);
+    int a = ir::gpu_tag_axis(n.tag);
     if (thread_axes_.count(a))
       fail(
           fmt::format("loop '{}' is tagged {} inside another loop tagged gpu_thread_{}: each "
@@ -924,7 +879,7 @@ class Writer {
       case ir::StmtKind::For: {
         const auto& n = static_cast<const ir::For&>(*s);
         check_tag(n);
-        if (is_thread_tag(n.tag)) return thread_loop(n);
+        if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
         // Elements the loop keeps updating stay in registers while it runs.
         if (Stmt kept = keep_accumulators_in_registers(
                 s,

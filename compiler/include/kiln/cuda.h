@@ -91,6 +91,9 @@ struct Binary {
   std::string log;          // NVRTC's warnings
 };
 
+// The architecture of compute capability major.minor: "sm_90".
+std::string arch_of(int major, int minor);
+
 // Whether NVRTC is part of this build; why not in `why`.
 bool nvrtc_available(std::string* why = nullptr);
 // NVRTC's version ("NVRTC 13.0"), or "no NVRTC".
@@ -111,8 +114,6 @@ class Device {
 
   std::string name() const;
   std::string arch() const;  // "sm_90"
-  int max_threads_per_block() const;
-  int max_shared_per_block() const;
 
   // How long one run of the kernels took on the device, in milliseconds.
   struct Timing {

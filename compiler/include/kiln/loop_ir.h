@@ -28,6 +28,12 @@ enum class LoopTag : uint8_t {
   GpuThreadZ,
 };
 const char* loop_tag_name(LoopTag t);  // "parallel", "vectorize", "gpu_block_x", ...
+// Whether t binds a loop to the GPU's blocks (gpu_block_x/y/z), its threads
+// (gpu_thread_x/y/z), or either; and the axis it binds (x 0, y 1, z 2).
+bool is_gpu_block_tag(LoopTag t);
+bool is_gpu_thread_tag(LoopTag t);
+inline bool is_gpu_tag(LoopTag t) { return is_gpu_block_tag(t) || is_gpu_thread_tag(t); }
+int gpu_tag_axis(LoopTag t);
 std::optional<LoopTag> loop_tag_from_name(const std::string& name);
 
 enum class StmtKind : uint8_t { For, If, LetStmt, Store, Alloc, Block, Evaluate };

@@ -41,10 +41,6 @@ const kiln_cuda_info* kiln_cuda_device(const kiln_cuda* c);
 int kiln_cuda_load(kiln_cuda* c, const void* image, void** module, char* err, size_t len);
 int kiln_cuda_function(kiln_cuda* c, void* module, const char* name, void** fn, char* err,
                        size_t len);
-/* Registers and local memory one thread of fn uses (CU_FUNC_ATTRIBUTE_NUM_REGS and
-   LOCAL_SIZE_BYTES) and the most threads per block it can be launched with. */
-int kiln_cuda_function_limits(kiln_cuda* c, void* fn, int* registers, int* local_bytes,
-                              int* max_threads, char* err, size_t len);
 void kiln_cuda_unload(kiln_cuda* c, void* module);
 
 int kiln_cuda_alloc(kiln_cuda* c, size_t bytes, uint64_t* dptr, char* err, size_t len);
