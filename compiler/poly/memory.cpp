@@ -159,19 +159,35 @@ struct CacheRequest {
   const ir::Buf* src;  // B
   int loop;            // L, as an index into c's loops
   ir::MemLoc loc;
-  bool manual;  // cache (shape and map given) rather than cache_identity
+  bool manual;    // cache (shape and map given) rather than cache_identity
+  bool parallel;  // the copy's outermost element loop runs in parallel
 };
 
 CacheRequest parse_cache_request(const Impl& m, const CompModel& c,
                                  const ir::ScheduleCommand& cmd) {
   CacheRequest r{};
   r.manual = cmd.is(ir::ScheduleOp::Cache);
-  if (!r.manual && cmd.args.size() != 3)
-    fail(cmd.where, "cache_identity expects 3 arguments: cache_identity(BUFFER, LOOP, LOCATION)");
-  if (r.manual && cmd.args.size() != 5)
+  // An optional last argument, `parallel`, shares the copy out among threads.
+  const size_t n = r.manual ? 5 : 3;
+  if (cmd.args.size() == n + 1) {
+    const ir::ScheduleArg& parg = cmd.args[n];
+    if (parg.kind != ir::ScheduleArg::Kind::Name ||
+        ir::loop_tag_from_name(parg.text) != ir::LoopTag::Parallel)
+      fail(parg.where, cmd.op + ": the argument after " +
+                           (r.manual ? std::string("the map") : std::string("the location")) +
+                           " can only be 'parallel' (the copy's outermost loop runs in "
+                           "parallel), not '" +
+                           parg.text + "'");
+    r.parallel = true;
+  } else if (!r.manual && cmd.args.size() != n) {
     fail(cmd.where,
-         "cache expects 5 arguments: cache(BUFFER, LOOP, LOCATION, [SIZES], \"{ [e0, ...] -> "
-         "[c0, ...] }\")");
+         "cache_identity expects 3 or 4 arguments: cache_identity(BUFFER, LOOP, LOCATION[, "
+         "parallel])");
+  } else if (r.manual && cmd.args.size() != n) {
+    fail(cmd.where,
+         "cache expects 5 or 6 arguments: cache(BUFFER, LOOP, LOCATION, [SIZES], \"{ [e0, ...] "
+         "-> [c0, ...] }\"[, parallel])");
+  }
   const ir::ScheduleArg& barg = cmd.args[0];
   if (barg.kind != ir::ScheduleArg::Kind::Name || barg.text.empty())
     fail(barg.where, "cache_identity: expected the name of the buffer to cache");
@@ -729,6 +745,9 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   if (!unguarded.empty()) padded = layout.box;
   CompModel fill = copy_statement(m, c, p, place, f, layout, src, cache, padded);
   fill.memory_scheduled = cmd.where;
+  // Each element of B goes to its own place in the copy (the layout is one to
+  // one), so the copy's iterations write apart and may run at once.
+  if (r.parallel) fill.tags[p + 1] = ir::LoopTag::Parallel;
 
   // Everything inside L from c's position on moves one slot later.
   remap_static(m, "", place.prefix, p + 1,

@@ -352,6 +352,40 @@ TEST(Primitives, CacheWithAHandWrittenLayout) {
 )");
 }
 
+// A last argument `parallel` shares the copy out among the threads: its
+// outermost loop is tagged, and nothing else changes. The layout is one to
+// one, so the copy's iterations write apart. Any other word there is refused.
+TEST(Primitives, CacheCopiesInParallelWhenAsked) {
+  const std::string sched =
+      R"(s.split(i, 2, io, ii);
+    s.cache(a, io, stack, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0] }", parallel);)";
+  std::string loops = scheduled(kTranspose, sched);
+  EXPECT_NE(loops.find("for (a_s_cache_0 = 0; a_s_cache_0 < 8; a_s_cache_0 += 1) {  // parallel"),
+            std::string::npos)
+      << loops;
+  EXPECT_EQ(loops.find("for (io = 0; io < 3; io += 1) {  // parallel"), std::string::npos) << loops;
+  interp::Mismatch mm = differential(parse_one(with_schedule(kTranspose, sched)));
+  EXPECT_TRUE(mm.ok) << mm.describe();
+
+  std::string identity =
+      scheduled(kWindow, "s.split(i, 4, io, ii); s.cache_identity(a, io, stack, parallel);");
+  EXPECT_NE(identity.find("a_s_cache_0 += 1) {  // parallel"), std::string::npos) << identity;
+
+  std::string e = schedule_error(parse_one(with_schedule(kTranspose,
+                                                         R"(s.split(i, 2, io, ii);
+    s.cache(a, io, stack, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0] }", vectorize);)")));
+  EXPECT_NE(e.find("cache: the argument after the map can only be 'parallel' (the copy's outermost "
+                   "loop runs in parallel), not 'vectorize'"),
+            std::string::npos)
+      << e;
+  e = schedule_error(parse_one(
+      with_schedule(kWindow, "s.split(i, 4, io, ii); s.cache_identity(a, io, stack, 4, 5);")));
+  EXPECT_NE(e.find("cache_identity expects 3 or 4 arguments: cache_identity(BUFFER, LOOP, "
+                   "LOCATION[, parallel])"),
+            std::string::npos)
+      << e;
+}
+
 // A layout in knobs and compile-time params: a GEMM kernel's panel of B in
 // the register tile's order, [NB / NR][KB][NR], whatever the knobs' values.
 TEST(Primitives, CacheLayoutInKnobsAndSizeExpressions) {
