@@ -150,6 +150,22 @@ isl::map output_dim(isl::map m, int k) {
   isl_map* raw = isl_map_project_out(m.release(), isl_dim_out, k + 1, n - k - 1);
   return isl::manage(isl_map_project_out(raw, isl_dim_out, 0, k));
 }
+// How messages name loop L of c: its name, or the top level for root (-1).
+std::string loop_label(const CompModel& c, int p) {
+  return p < 0 ? std::string("root") : c.loop_names[p];
+}
+
+// For each dim of set after its first `outer`: whether the outer dims leave
+// it more than one value.
+std::vector<bool> dims_that_vary(const isl::set& set, int outer) {
+  isl_map* raw = isl_map_from_range(set.copy());
+  raw = isl_map_move_dims(raw, isl_dim_in, 0, isl_dim_out, 0, static_cast<unsigned>(outer));
+  isl::map inner = isl::manage(raw);
+  int n = static_cast<int>(isl_map_dim(inner.get(), isl_dim_out));
+  std::vector<bool> varies;
+  for (int d = 0; d < n; ++d) varies.push_back(!output_dim(inner, d).is_single_valued());
+  return varies;
+}
 int outputs_of(const isl::multi_aff& f) {
   return static_cast<int>(isl_multi_aff_dim(f.get(), isl_dim_out));
 }
@@ -193,7 +209,11 @@ CacheRequest parse_cache_request(const Impl& m, const CompModel& c,
     fail(barg.where, "cache_identity: expected the name of the buffer to cache");
   r.src = m.func.find_buf(barg.text);
   if (!r.src) fail(barg.where, "unknown buffer '" + barg.text + "'");
-  r.loop = loop_of(c, cmd.args[1], "cache_identity");
+  // root: one copy before c's loops, of all c reads.
+  const ir::ScheduleArg& larg0 = cmd.args[1];
+  r.loop = larg0.kind == ir::ScheduleArg::Kind::Name && larg0.text == "root"
+               ? -1
+               : loop_of(c, larg0, "cache_identity");
   const ir::ScheduleArg& larg = cmd.args[2];
   auto loc =
       larg.kind == ir::ScheduleArg::Kind::Name ? ir::mem_loc_from_name(larg.text) : std::nullopt;
@@ -221,13 +241,14 @@ StaticPlace static_place(const CompModel& c, int p, const ir::ScheduleCommand& c
     auto v = static_value(c, q);
     if (!v)
       fail(cmd.where, "cache_identity: '" + c.name +
-                          "' is split into pieces (separate) above loop '" + c.loop_names[p] + "'");
+                          "' is split into pieces (separate) above loop '" + loop_label(c, p) +
+                          "'");
     place.prefix.push_back(*v);
   }
   auto inner = static_value(c, p + 1);
   if (!inner)
     fail(cmd.where, "cache_identity: '" + c.name + "' is split into pieces inside loop '" +
-                        c.loop_names[p] + "'");
+                        loop_label(c, p) + "'");
   place.inner = *inner;
   return place;
 }
@@ -238,12 +259,17 @@ void check_not_written_inside(const Impl& m, const CompModel& c, int p, const St
   for (const auto& e : m.comps) {
     bool shares = e.loops() > p;
     for (int q = 0; shares && q <= p; ++q) shares = static_value(e, q) == place.prefix[q];
+    // At root the copy runs right before c's loops: only what runs inside them can stale it.
+    if (p < 0) shares = static_value(e, 0) == place.inner;
     if (!shares) continue;
     for (const auto& w : maps_of(e.writes))
       if (range_name(w) == isl_name(bname))
-        fail(cmd.where, "cache_identity: '" + e.name + "' writes '" + bname + "' inside loop '" +
-                            c.loop_names[p] +
-                            "', so a copy made at the start of the loop would be stale");
+        fail(cmd.where, p < 0 ? "cache_identity: '" + e.name + "' writes '" + bname +
+                                    "' inside the loops of '" + c.name +
+                                    "', so a copy made before them (root) would be stale"
+                              : "cache_identity: '" + e.name + "' writes '" + bname +
+                                    "' inside loop '" + c.loop_names[p] +
+                                    "', so a copy made at the start of the loop would be stale");
   }
 }
 
@@ -368,6 +394,9 @@ struct CacheLayout {
   std::vector<int64_t> sizes;
   IndexOf index_of;
   std::optional<isl::fixed_box> box;  // cache_identity's, per iteration of L
+  // Per dim of B: whether the copy's innermost index moves with it. Threads
+  // that share a loop over such a dim write into the same cache lines.
+  std::vector<bool> moves_innermost;
 };
 
 // cache_identity: the smallest fixed box around what one iteration reads,
@@ -378,7 +407,7 @@ CacheLayout box_layout(const CompModel& c, int p, int rank, const StaticPlace& p
   isl::fixed_box box = f.extent.range_simple_fixed_box_hull();
   if (!box.is_valid())
     fail(cmd.where, "cache_identity: the part of '" + bname + "' that one iteration of loop '" +
-                        c.loop_names[p] + "' reads has no size known at compile time");
+                        loop_label(c, p) + "' reads has no size known at compile time");
   CacheLayout layout;
   layout.box = box;
   isl::multi_val sz = box.size();
@@ -388,6 +417,8 @@ CacheLayout box_layout(const CompModel& c, int p, int rank, const StaticPlace& p
   isl::multi_aff offset = box.offset();
   const int outer = 2 * p + 2;
   std::vector<int64_t> prefix = place.prefix;
+  layout.moves_innermost.assign(rank, false);
+  layout.moves_innermost[rank - 1] = true;
   layout.index_of = [=](const std::vector<ir::Expr>& dyn, const std::vector<ir::Expr>& e) {
     std::vector<ir::Expr> inputs;
     for (int k = 0; k < outer; ++k)
@@ -576,7 +607,8 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
   isl::map on_read = user.intersect_domain(read);
   if (!on_read.is_injective())
     fail(marg.where, "cache: the map sends two elements '" + c.name +
-                         "' reads in one iteration of '" + c.loop_names[p] + "' to the same place");
+                         "' reads in one iteration of '" + loop_label(c, p) +
+                         "' to the same place");
   std::string inside = "{ [";
   for (size_t d = 0; d < sizes.size(); ++d) inside += (d ? ", c" : "c") + std::to_string(d);
   inside += "] : ";
@@ -590,6 +622,11 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
   if (!pma || pma->n_piece() != 1) fail(marg.where, "cache: the map must be one affine function");
   isl::multi_aff fn = pma->as_multi_aff();
   std::vector<std::string> loop_names(c.loop_names.begin(), c.loop_names.begin() + p + 1);
+  const int n_out = outputs_of(fn);
+  for (int d = 0; d < rank; ++d)
+    layout.moves_innermost.push_back(isl_aff_involves_dims(fn.at(n_out - 1).get(), isl_dim_in,
+                                                           static_cast<unsigned>(d),
+                                                           1) == isl_bool_true);
   layout.index_of = [fn, loop_names](const std::vector<ir::Expr>& dyn,
                                      const std::vector<ir::Expr>& e) {
     std::map<std::string, ir::Expr> sub;
@@ -735,7 +772,9 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   buf.where = cmd.where;
   m.func.bufs.push_back(buf);
   m.buf_locs[cache] = r.loc;
-  m.alloc_sites.push_back({cache, {c.name, cache + "_fill"}, p, c.loop_names[p], cmd.where});
+  // At root the copy lives as long as the kernel, as a temp does.
+  if (p >= 0)
+    m.alloc_sites.push_back({cache, {c.name, cache + "_fill"}, p, c.loop_names[p], cmd.where});
 
   // Zero padding: when the copy can hold zeros around B that some guarded
   // reads then take unguarded, it is the whole box.
@@ -746,8 +785,22 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   CompModel fill = copy_statement(m, c, p, place, f, layout, src, cache, padded);
   fill.memory_scheduled = cmd.where;
   // Each element of B goes to its own place in the copy (the layout is one to
-  // one), so the copy's iterations write apart and may run at once.
-  if (r.parallel) fill.tags[p + 1] = ir::LoopTag::Parallel;
+  // one), so the copy's iterations write apart and may run at once. The loop
+  // shared out is the outermost with more than one iteration (a copy of one
+  // image of a batch has no loop over images), unless the copy's innermost
+  // index moves with it and loops inside it remain: then each iteration
+  // writes a little into many cache lines that its neighbours, on other
+  // threads, write too (filters repacked to [f / 16][c][ky][kx][f mod 16],
+  // shared out by f, ran 30% slower on two threads), and the copy stays serial.
+  if (r.parallel) {
+    std::vector<bool> varies = dims_that_vary(fill.domain, p + 1);
+    auto first = std::find(varies.begin(), varies.end(), true);
+    if (first != varies.end()) {
+      int d = static_cast<int>(first - varies.begin());
+      bool inner_loops = std::find(first + 1, varies.end(), true) != varies.end();
+      if (!(layout.moves_innermost[d] && inner_loops)) fill.tags[p + 1 + d] = ir::LoopTag::Parallel;
+    }
+  }
 
   // Everything inside L from c's position on moves one slot later.
   remap_static(m, "", place.prefix, p + 1,

@@ -334,8 +334,14 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
   if (n == 0) {
     return KILN_OK;
   }
-  if (t_in_task || n == 1) {
+  if (t_in_task) {
     run_serially(fn, closure, n);
+    return KILN_OK;
+  }
+  if (n == 1) {
+    /* One iteration holds no thread but this one: a parallel loop inside it may use the pool
+       (a batch of one image, parallel over images and, inside, over channels). */
+    fn(0, 1, closure);
     return KILN_OK;
   }
   kiln_pool* pool = ready_pool();

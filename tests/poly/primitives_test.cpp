@@ -353,12 +353,15 @@ TEST(Primitives, CacheWithAHandWrittenLayout) {
 }
 
 // A last argument `parallel` shares the copy out among the threads: its
-// outermost loop is tagged, and nothing else changes. The layout is one to
+// outermost loop with more than one iteration is tagged, and nothing else
+// changes. The layout is one to
 // one, so the copy's iterations write apart. Any other word there is refused.
 TEST(Primitives, CacheCopiesInParallelWhenAsked) {
+  // A panel of two columns of a, stored as it is: each row of a goes to its
+  // own row of the copy.
   const std::string sched =
       R"(s.split(i, 2, io, ii);
-    s.cache(a, io, stack, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0] }", parallel);)";
+    s.cache(a, io, stack, [8, 2], "{ [e0, e1] -> [e0, e1 - 2 * io] }", parallel);)";
   std::string loops = scheduled(kTranspose, sched);
   EXPECT_NE(loops.find("for (a_s_cache_0 = 0; a_s_cache_0 < 8; a_s_cache_0 += 1) {  // parallel"),
             std::string::npos)
@@ -367,9 +370,21 @@ TEST(Primitives, CacheCopiesInParallelWhenAsked) {
   interp::Mismatch mm = differential(parse_one(with_schedule(kTranspose, sched)));
   EXPECT_TRUE(mm.ok) << mm.describe();
 
+  // Stored transposed, each row of a goes down a column of the copy: threads
+  // sharing out the rows would write into the same cache lines, so the copy
+  // stays serial.
+  std::string transposed = scheduled(kTranspose, R"(s.split(i, 2, io, ii);
+    s.cache(a, io, stack, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0] }", parallel);)");
+  EXPECT_EQ(transposed.find("// parallel"), std::string::npos) << transposed;
+
   std::string identity =
       scheduled(kWindow, "s.split(i, 4, io, ii); s.cache_identity(a, io, stack, parallel);");
   EXPECT_NE(identity.find("a_s_cache_0 += 1) {  // parallel"), std::string::npos) << identity;
+  // A copy of one row has no loop over rows: its loop over columns is shared out.
+  std::string row = scheduled(kTwoD, "s.cache_identity(a, i, stack, parallel);");
+  EXPECT_NE(row.find("for (a_s_cache_1 = 0; a_s_cache_1 < 4; a_s_cache_1 += 1) {  // parallel"),
+            std::string::npos)
+      << row;
 
   std::string e = schedule_error(parse_one(with_schedule(kTranspose,
                                                          R"(s.split(i, 2, io, ii);
@@ -382,6 +397,61 @@ TEST(Primitives, CacheCopiesInParallelWhenAsked) {
       with_schedule(kWindow, "s.split(i, 4, io, ii); s.cache_identity(a, io, stack, 4, 5);")));
   EXPECT_NE(e.find("cache_identity expects 3 or 4 arguments: cache_identity(BUFFER, LOOP, "
                    "LOCATION[, parallel])"),
+            std::string::npos)
+      << e;
+}
+
+// At root the copy is made once, before c's loops, of everything c reads, and
+// lives as long as the kernel. A computation that writes the buffer before
+// c's loops is no matter; one inside them would make the copy stale.
+TEST(Primitives, CacheAtRootCopiesOnceBeforeTheLoops) {
+  const std::string sched = R"(s.cache(a, root, heap, [6, 8], "{ [e0, e1] -> [e1, e0] }");)";
+  EXPECT_EQ(scheduled(kTranspose, sched), R"(func tr(input a: f32[8, 6], output b: f32[6, 8]) {
+  alloc a_s_cache: f32[6, 8] @heap {
+    for (a_s_cache_0 = 0; a_s_cache_0 < 8; a_s_cache_0 += 1) {
+      for (a_s_cache_1 = 0; a_s_cache_1 < 6; a_s_cache_1 += 1) {
+        a_s_cache[a_s_cache_1, a_s_cache_0] = a[a_s_cache_0, a_s_cache_1];
+      }
+    }
+    for (i = 0; i < 6; i += 1) {
+      for (j = 0; j < 8; j += 1) {
+        b[i, j] = a_s_cache[i, j] * 2.0;
+      }
+    }
+  }
+}
+)");
+  interp::Mismatch mm = differential(parse_one(with_schedule(kTranspose, sched)));
+  EXPECT_TRUE(mm.ok) << mm.describe();
+
+  const char* produced = R"(func pr {
+  param N = 8;
+  input a : f32[N];
+  output b : f32[N];
+  temp t : f32[N];
+  compute w(i) in 0 <= i < N: t[i] = a[i] + 1.0;
+  compute s(i) in 0 <= i < N: b[i] = t[N - 1 - i] * 2.0;
+})";
+  const std::string copy = R"(s.cache_identity(t, root, stack, parallel);)";
+  std::string loops = scheduled(produced, copy);
+  EXPECT_LT(loops.find("t[i] = a[i] + 1.0"), loops.find("t_s_cache[t_s_cache_0] = t[t_s_cache_0]"))
+      << loops;
+  EXPECT_NE(loops.find("t_s_cache_0 += 1) {  // parallel"), std::string::npos) << loops;
+  mm = differential(parse_one(with_schedule(produced, copy)));
+  EXPECT_TRUE(mm.ok) << mm.describe();
+
+  std::string e = schedule_error(parse_one(with_schedule(
+      R"(func pr {
+  param N = 8;
+  input a : f32[N];
+  output b : f32[N];
+  temp t : f32[N];
+  compute w(i) in 0 <= i < N: t[i] = a[i] + 1.0;
+  compute s(i) in 0 <= i < N: b[i] = t[i] * 2.0;
+})",
+      "s.after(w, i); s.cache_identity(t, root, stack);")));
+  EXPECT_NE(e.find("cache_identity: 'w' writes 't' inside the loops of 's', so a copy made before "
+                   "them (root) would be stale"),
             std::string::npos)
       << e;
 }

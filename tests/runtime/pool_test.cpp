@@ -164,6 +164,37 @@ TEST_F(ParallelLaunch, NestedLaunchRunsSeriallyInsideTheTask) {
   }
 }
 
+// A launch of one iteration takes no thread of the pool, so a launch inside it still runs on
+// every thread: its first chunk waits until another thread has run the second.
+TEST_F(ParallelLaunch, ALaunchInsideALaunchOfOneIterationUsesThePool) {
+  ASSERT_EQ(kiln_runtime_set_threads(2), 2);
+  struct Run {
+    std::atomic<bool> second_ran{false};
+    std::atomic<bool> waited_in_vain{false};
+    Chunks chunks;
+    static void inner(int64_t begin, int64_t end, void* closure) {
+      auto* self = static_cast<Run*>(closure);
+      Chunks::task(begin, end, &self->chunks);
+      if (begin == 0) {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!self->second_ran.load() && std::chrono::steady_clock::now() < until)
+          std::this_thread::yield();
+        if (!self->second_ran.load()) self->waited_in_vain = true;
+      } else {
+        self->second_ran = true;
+      }
+    }
+    static void outer(int64_t, int64_t, void* closure) {
+      EXPECT_EQ(kiln_parallel_launch(inner, closure, 2), KILN_OK);
+    }
+  } run;
+  ASSERT_EQ(kiln_parallel_launch(Run::outer, &run, 1), KILN_OK);
+  EXPECT_FALSE(run.waited_in_vain.load()) << "the inner launch ran on one thread";
+  std::vector<Chunks::Chunk> sorted = run.chunks.sorted();
+  ASSERT_EQ(sorted.size(), 2u);
+  EXPECT_FALSE(pthread_equal(sorted[0].thread, sorted[1].thread));
+}
+
 TEST_F(ParallelLaunch, OneAndTwoThreadsGiveIdenticalResults) {
   constexpr int64_t kN = 200003;
   auto compute = [](int threads) {
@@ -204,7 +235,7 @@ TEST_F(ParallelLaunch, SetThreadsFromInsideATaskChangesNothing) {
   auto task = [](int64_t, int64_t, void* closure) {
     static_cast<std::atomic<int>*>(closure)->store(kiln_runtime_set_threads(7));
   };
-  ASSERT_EQ(kiln_parallel_launch(task, &answered, 1), KILN_OK);
+  ASSERT_EQ(kiln_parallel_launch(task, &answered, 2), KILN_OK);
   EXPECT_EQ(answered.load(), 2);
   EXPECT_EQ(kiln_runtime_threads(), 2);
 }
