@@ -182,6 +182,8 @@ void gpu_codegen(const CompileRequest& request, CompileResult& out) {
     while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.pop_back();
     out.notes.push_back(out.optimized.name + ": NVRTC: " + log);
   }
+  for (const std::string& note : out.cuda_binary->notes)
+    out.notes.push_back(out.optimized.name + ": " + note);
   out.text = out.cuda_binary->ptx;
   if (request.output != CompileOutput::Artifact) return;
   codegen::Artifact a;

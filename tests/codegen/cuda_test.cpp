@@ -282,6 +282,166 @@ TEST(GpuCodegen, ThreadLoopOfRunTimeExtentIsRefused) {
   EXPECT_NE(err.find("no constant bound"), std::string::npos) << err;
 }
 
+// An input whose values index a buffer is checked on the device by a first kernel: each of its
+// elements against the value spec, in [0, n) and sorted; every later kernel returns at once when
+// the check failed. NVRTC compiles both, and the loops still match the reference.
+TEST(GpuCodegen, InputValueSpecsAreCheckedByAFirstKernel) {
+  const std::string text = R"(func gather_gpu {
+  param m = 300, n = 50;
+  input  idx : i32[m] in [0, n) sorted;
+  input  x   : f32[n];
+  output y   : f32[m];
+  compute g(i) in 0 <= i < m: y[i] = x[idx[i]] * 2.0;
+  schedule {
+    g.split(i, 128, io, ii);
+    g.tag(io, gpu_block_x);
+    g.tag(ii, gpu_thread_x);
+  }
+})";
+  ir::Func f = parse_one(text);
+  cuda::Program p = gpu_program(f);
+  ASSERT_EQ(p.launches.size(), 2u);
+  EXPECT_EQ(p.launches[0].kernel, "gather_gpu_check");
+  EXPECT_EQ(p.launches[0].block[0], 256);
+  EXPECT_EQ(p.launches[1].kernel, "gather_gpu_k0");
+  EXPECT_EQ(p.launches[1].block[0], 128);
+  const std::string check = p.source.substr(p.source.find("gather_gpu_check("));
+  EXPECT_NE(check.find("v < (0LL) || v > (49LL)"), std::string::npos) << check;      // [0, 50)
+  EXPECT_NE(check.find("v < (long long)b_idx[e - 1]"), std::string::npos) << check;  // sorted
+  const std::string k0 = p.source.substr(p.source.find("gather_gpu_k0("));
+  EXPECT_NE(k0.find("if (*kiln_status != 0) return;"), std::string::npos) << k0;
+
+  Bindings in = interp::random_bindings(f, interp::param_values(f), 5);
+  Bindings expected = in, actual = in;
+  interp::run_reference(f, expected);
+  interp::run_loops(compile(gpu_request(f)).optimized, actual);
+  interp::Mismatch mm = interp::compare_outputs(f, expected, actual);
+  EXPECT_TRUE(mm.ok) << mm.describe();
+
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;
+  cuda::Binary bin = cuda::compile(p, "sm_90");
+  EXPECT_NE(bin.ptx.find(".entry gather_gpu_check"), std::string::npos);
+  EXPECT_NE(bin.ptx.find(".entry gather_gpu_k0"), std::string::npos);
+  EXPECT_EQ(bin.resources.size(), 2u);
+}
+
+// ptxas's figures per kernel come out of NVRTC's log, and the rest of the log stays.
+TEST(GpuCodegen, PtxasFiguresAreReadFromTheLog) {
+  std::string rest;
+  std::vector<cuda::KernelResources> r = cuda::parse_ptxas_info(
+      "x.cu(3): warning #550-D: variable \"t\" was set but never used\n"
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'mm_k0' for 'sm_90'\n"
+      "ptxas info    : Function properties for mm_k0\n"
+      "ptxas         .     24 bytes stack frame, 16 bytes spill stores, 16 bytes spill loads\n"
+      "ptxas info    : Used 255 registers, used 1 barriers, 8192 bytes smem, 400 bytes cmem[0]\n"
+      "ptxas info    : Compile time = 52.206 ms\n"
+      "ptxas info    : Compiling entry function 'mm_k1' for 'sm_90'\n"
+      "ptxas info    : Function properties for mm_k1\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 12 registers, used 0 barriers, 368 bytes cmem[0]\n",
+      &rest);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].kernel, "mm_k0");
+  EXPECT_EQ(r[0].registers, 255);
+  EXPECT_EQ(r[0].shared_bytes, 8192);
+  EXPECT_EQ(r[0].stack_bytes, 24);
+  EXPECT_EQ(r[0].spilled_bytes, 16);
+  EXPECT_EQ(r[1].kernel, "mm_k1");
+  EXPECT_EQ(r[1].registers, 12);
+  EXPECT_EQ(r[1].shared_bytes, 0);
+  EXPECT_EQ(rest, "x.cu(3): warning #550-D: variable \"t\" was set but never used\n");
+  // Registers go to warps in units of 256: 33 per thread is 1280 a warp.
+  EXPECT_EQ(cuda::block_registers(32, 1024), 32768);
+  EXPECT_EQ(cuda::block_registers(33, 32), 1280);
+  EXPECT_EQ(cuda::block_registers(64, 1025), 33 * 2048);
+}
+
+// kiln's kernels carry __launch_bounds__ of their block, so ptxas keeps a block of 32 x 32
+// threads within the block's registers: with a 4 x 4 register tile each it fits; with 8 x 8 (64
+// accumulators) it spills, and a compile note says so.
+TEST(GpuCodegen, ABigRegisterTileSpillsWithANote) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;
+  auto request = [](int64_t r) {
+    CompileRequest q = gpu_request(parse_one(gpu_example("matmul"), {{"M", 512},
+                                                                     {"N", 512},
+                                                                     {"K", 64},
+                                                                     {"TY", 32},
+                                                                     {"TX", 32},
+                                                                     {"RI", r},
+                                                                     {"RJ", r},
+                                                                     {"BK", 16}}));
+    q.output = CompileOutput::Assembly;
+    return compile(q);
+  };
+  CompileResult fits = request(4);
+  ASSERT_TRUE(fits.cuda_binary.has_value());
+  ASSERT_EQ(fits.cuda_binary->resources.size(), fits.cuda->launches.size());
+  for (const cuda::KernelResources& k : fits.cuda_binary->resources) {
+    EXPECT_GT(k.registers, 0) << k.kernel;
+    EXPECT_EQ(k.spilled_bytes, 0) << k.kernel;
+    EXPECT_LE(cuda::block_registers(k.registers, 1024), cuda::kRegistersPerBlock) << k.kernel;
+  }
+  for (const std::string& note : fits.notes) {
+    EXPECT_EQ(note.find("ptxas"), std::string::npos) << note;
+    EXPECT_EQ(note.find('\0'), std::string::npos) << note;
+  }
+  CompileResult spills = request(8);
+  ASSERT_TRUE(spills.cuda_binary.has_value());
+  EXPECT_LE(spills.cuda_binary->resources.at(0).registers, 64);
+  EXPECT_GT(spills.cuda_binary->resources.at(0).spilled_bytes, 0);
+  bool noted = false;
+  for (const std::string& note : spills.notes)
+    noted |= note.find("matmul_gpu: kernel matmul_gpu_k0 spills ") == 0 &&
+             note.find("bytes per thread to local memory") != std::string::npos;
+  EXPECT_TRUE(noted) << ::testing::PrintToString(spills.notes);
+}
+
+// A kernel without launch bounds that keeps 96 values live needs about 100 registers a thread:
+// a block of 1024 threads of it needs more than the 65536 a block has, and the compile says so
+// before any GPU sees the launch (the tuner drops such a point without measuring it).
+TEST(GpuCodegen, ABlockThatNeedsMoreRegistersThanABlockHasIsRefused) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;
+  cuda::Program p;
+  p.name = "live";
+  p.source =
+      "extern \"C\" __global__ void live_k0(float* p, int n) {\n"
+      "  float v[96];\n"
+      "#pragma unroll\n"
+      "  for (int k = 0; k < 96; ++k) v[k] = p[threadIdx.x * 96 + k];\n"
+      "  for (int i = 0; i < n; ++i) {\n"
+      "#pragma unroll\n"
+      "    for (int k = 0; k < 96; ++k) v[k] = v[k] * v[(k + 1) % 96] + 1.0f;\n"
+      "  }\n"
+      "#pragma unroll\n"
+      "  for (int k = 0; k < 96; ++k) p[threadIdx.x * 96 + k] = v[k];\n"
+      "}\n";
+  cuda::Launch l;
+  l.kernel = "live_k0";
+  l.grid = {ir::int_imm(1), ir::int_imm(1), ir::int_imm(1)};
+  l.block = {32, 1, 1};
+  p.launches = {l};
+  cuda::Binary small = cuda::compile(p, "sm_90");
+  ASSERT_EQ(small.resources.size(), 1u);
+  ASSERT_GT(small.resources[0].registers, 96);
+  p.launches[0].block = {1024, 1, 1};
+  try {
+    cuda::compile(p, "sm_90");
+    FAIL() << "accepted";
+  } catch (const CompileError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("kernel live_k0 needs "), std::string::npos) << m;
+    EXPECT_NE(m.find("registers per block (" + std::to_string(small.resources[0].registers) +
+                     " per thread for 1024 threads, block (1024, 1, 1)), more than the 65536 a "
+                     "block has on sm_90: the launch would fail on every such GPU"),
+              std::string::npos)
+        << m;
+  }
+}
+
 // NVRTC's refusal comes back with its log.
 TEST(GpuCodegen, NvrtcErrorsCarryTheLog) {
   std::string why;

@@ -74,5 +74,36 @@ TEST(IterFeatures, ScheduleChoicesShowInTheFeatures) {
   EXPECT_TRUE(vectorized);
 }
 
+// The GPU matmul: its block loops and thread loops are marked, and the tiles of A and B it
+// stages in shared memory say so for every loop, apart from C in device memory.
+TEST(IterFeatures, GpuLoopsAndSharedMemoryShowInTheFeatures) {
+  ir::Func f = testing::parse_one(testing::read_source("examples/gpu/matmul.kiln"),
+                                  {{"M", 256}, {"N", 256}, {"K", 64}});
+  CompileRequest r{.func = f, .output = CompileOutput::Loops};
+  r.options.target = Target{"nvptx64-nvidia-cuda", "sm_90", ""};
+  std::vector<float> v = iter_features(compile(r).optimized);
+  ASSERT_EQ(v.size(), kIterFeatureLength);
+  const size_t gpu = 7 + 3 * kIterBuffers;  // the block flag; the thread flag after it
+  auto at = [&](size_t loop, size_t k) { return v[loop * kIterFeaturesPerLoop + k]; };
+  int blocks = 0, threads = 0;
+  for (size_t loop = 0; loop < kIterLoops; ++loop) {
+    blocks += at(loop, gpu) == 1.0f;
+    threads += at(loop, gpu + 1) == 1.0f;
+  }
+  EXPECT_GE(blocks, 2);   // io and jo, of C_init and C
+  EXPECT_GE(threads, 2);  // ty and tx
+  // Buffers in the order the loops first access them: C first (C_init), then the tiles.
+  EXPECT_EQ(at(0, gpu + 2), 0.0f);
+  bool shared = false;
+  for (size_t bi = 1; bi < kIterBuffers; ++bi) shared |= at(0, gpu + 2 + bi) == 1.0f;
+  EXPECT_TRUE(shared);
+  // A CPU schedule has none of it.
+  std::vector<float> cpu = iter_features(lowered(testing::parse_one(
+      testing::read_source("examples/matmul.kiln"), {{"M", 64}, {"N", 64}, {"K", 64}})));
+  for (size_t loop = 0; loop < kIterLoops; ++loop)
+    for (size_t k = gpu; k < kIterFeaturesPerLoop; ++k)
+      EXPECT_EQ(cpu[loop * kIterFeaturesPerLoop + k], 0.0f);
+}
+
 }  // namespace
 }  // namespace kiln::tuner

@@ -59,6 +59,8 @@ class Walker : public ir::StmtVisitor {
   explicit Walker(std::map<std::string, int64_t> env) : env_(std::move(env)) {}
   std::vector<LoopInfo> loops;
   std::map<std::string, std::vector<ir::Expr>> shapes;
+  // Where a temporary lives on a GPU: 1 a block's shared memory, 2 a thread's own.
+  std::map<std::string, float> gpu_level;
 
  protected:
   void visit_for(const ir::For& n) override {
@@ -77,7 +79,12 @@ class Walker : public ir::StmtVisitor {
     }
     open_.push_back(me);
     env_[n.var] = lo.value_or(0);
+    const int blocks = blocks_, threads = threads_;
+    blocks_ += ir::is_gpu_block_tag(n.tag);
+    threads_ += ir::is_gpu_thread_tag(n.tag);
     visit(n.body);
+    blocks_ = blocks;
+    threads_ = threads;
     env_.erase(n.var);
     open_.pop_back();
   }
@@ -95,12 +102,19 @@ class Walker : public ir::StmtVisitor {
   }
   void visit_alloc(const ir::Alloc& n) override {
     shapes[n.buf] = n.shape;
+    // As the CUDA writer places them: in a thread loop or gpu_local, the thread's own; in a
+    // block loop or gpu_shared, the block's.
+    if (n.loc == ir::MemLoc::GpuLocal || threads_ > 0)
+      gpu_level[n.buf] = 2;
+    else if (n.loc == ir::MemLoc::GpuShared || blocks_ > 0)
+      gpu_level[n.buf] = 1;
     visit(n.body);
   }
 
  private:
   std::map<std::string, int64_t> env_;
   std::vector<size_t> open_;
+  int blocks_ = 0, threads_ = 0;  // GPU block and thread loops around the walk
 };
 
 // d(flat index)/d(var) of an access, row-major, the other names at their env values.
@@ -185,6 +199,12 @@ std::vector<float> iter_features(const ir::LoweredFunc& f,
       out.push_back(log1p2(stride));
       out.push_back(log1p2(count));
       out.push_back(log1p2(reuse));
+    }
+    out.push_back(ir::is_gpu_block_tag(l.tag) ? 1.0f : 0.0f);
+    out.push_back(ir::is_gpu_thread_tag(l.tag) ? 1.0f : 0.0f);
+    for (size_t bi = 0; bi < kIterBuffers; ++bi) {
+      auto level = bi < buffers.size() ? w.gpu_level.find(buffers[bi]) : w.gpu_level.end();
+      out.push_back(level == w.gpu_level.end() ? 0.0f : level->second);
     }
   }
   return out;

@@ -2,6 +2,9 @@
 // CUDA toolkit says so when asked to compile.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include "kiln/cuda.h"
 #include "kiln/error.h"
 
@@ -21,6 +24,55 @@ bool is_arch(const std::string& arch) {
 }  // namespace
 
 std::string arch_of(int major, int minor) { return fmt::format("sm_{}{}", major, minor); }
+
+int64_t block_registers(int registers, int64_t threads) {
+  const int64_t warps = (threads + 31) / 32;
+  const int64_t per_warp = (int64_t{registers} * 32 + kRegisterUnit - 1) / kRegisterUnit;
+  return warps * per_warp * kRegisterUnit;
+}
+
+std::vector<KernelResources> parse_ptxas_info(const std::string& log, std::string* rest) {
+  std::vector<KernelResources> out;
+  std::string others;
+  // The number before `word` on the line ("Used 64 registers", "8192 bytes smem").
+  auto number_before = [](const std::string& line, const std::string& word) -> int64_t {
+    size_t at = line.find(word);
+    if (at == std::string::npos || at < 2) return 0;
+    size_t end = at - 1;  // the space before the word
+    size_t start = end;
+    while (start > 0 && std::isdigit(static_cast<unsigned char>(line[start - 1]))) --start;
+    return start < end ? std::stoll(line.substr(start, end - start)) : 0;
+  };
+  size_t pos = 0;
+  while (pos < log.size()) {
+    size_t eol = log.find('\n', pos);
+    if (eol == std::string::npos) eol = log.size();
+    std::string line = log.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.compare(0, 5, "ptxas") != 0) {
+      others += line + "\n";
+      continue;
+    }
+    // ptxas info    : Function properties for K  /  Compiling entry function 'K' for 'sm_90'
+    if (size_t at = line.find("Compiling entry function '"); at != std::string::npos) {
+      size_t from = at + 26;
+      size_t to = line.find('\'', from);
+      if (to != std::string::npos) out.push_back({line.substr(from, to - from)});
+      continue;
+    }
+    if (out.empty()) continue;
+    KernelResources& k = out.back();
+    if (line.find("bytes stack frame") != std::string::npos) {
+      k.stack_bytes = number_before(line, "bytes stack frame");
+      k.spilled_bytes = number_before(line, "bytes spill stores");
+    } else if (line.find("Used ") != std::string::npos) {
+      k.registers = static_cast<int>(number_before(line, "registers"));
+      k.shared_bytes = number_before(line, "bytes smem");
+    }
+  }
+  if (rest) *rest = others;
+  return out;
+}
 
 void check_target(const Target& t) {
   if (t.triple != kTriple)
@@ -51,6 +103,30 @@ namespace {
 
 void check(nvrtcResult r, const char* call) {
   if (r != NVRTC_SUCCESS) fail(fmt::format("{}: {}", call, nvrtcGetErrorString(r)));
+}
+
+// Refuses a launch whose block needs more registers than a block has (cuLaunchKernel would
+// say CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES on every device), and notes the kernels that spill.
+void check_registers(const Program& p, const std::string& arch, Binary& bin) {
+  for (const KernelResources& k : bin.resources) {
+    if (k.spilled_bytes > 0)
+      bin.notes.push_back(fmt::format(
+          "kernel {} spills {} bytes per thread to local memory ({} registers of 255 used); a "
+          "smaller register tile keeps it in registers",
+          k.kernel, k.spilled_bytes, k.registers));
+    for (const Launch& l : p.launches) {
+      if (l.kernel != k.kernel) continue;
+      const int64_t threads = l.block[0] * l.block[1] * l.block[2];
+      const int64_t need = block_registers(k.registers, threads);
+      if (need > kRegistersPerBlock)
+        fail(fmt::format(
+            "kernel {} needs {} registers per block ({} per thread for {} threads, block ({}, "
+            "{}, {})), more than the {} a block has on {}: the launch would fail on every such "
+            "GPU; use fewer threads per block or a smaller register tile",
+            k.kernel, need, k.registers, threads, l.block[0], l.block[1], l.block[2],
+            kRegistersPerBlock, arch));
+    }
+  }
 }
 
 // Owns one nvrtcProgram.
@@ -91,8 +167,9 @@ Binary compile(const Program& p, const std::string& arch) {
   std::string arch_flag = "--gpu-architecture=" + arch;
   // 177: a variable declared but never referenced. kiln's rewrites (accumulators kept in
   // registers) leave some lets of the loop IR unused; they are not the user's to fix.
+  // ptxas -v: each kernel's registers, shared memory and spills, in the log.
   std::vector<const char*> options = {arch_flag.c_str(), "--std=c++17", "-default-device",
-                                      "--diag-suppress=177"};
+                                      "--diag-suppress=177", "--ptxas-options=-v"};
   if (p.fast_math) options.push_back("--use_fast_math");
   nvrtcResult r = nvrtcCompileProgram(h.p, static_cast<int>(options.size()), options.data());
   Binary out;
@@ -101,7 +178,8 @@ Binary compile(const Program& p, const std::string& arch) {
   if (nvrtcGetProgramLogSize(h.p, &log_size) == NVRTC_SUCCESS && log_size > 1) {
     out.log.resize(log_size);
     nvrtcGetProgramLog(h.p, out.log.data());
-    out.log.resize(log_size - 1);
+    // NUL-terminated, and with ptxas's output, a NUL between NVRTC's part and ptxas's.
+    out.log.erase(std::remove(out.log.begin(), out.log.end(), '\0'), out.log.end());
   }
   if (r != NVRTC_SUCCESS)
     fail(fmt::format("NVRTC refused the CUDA source of {} for {}: {}\n{}", p.name, arch,
@@ -114,6 +192,10 @@ Binary compile(const Program& p, const std::string& arch) {
   check(nvrtcGetCUBINSize(h.p, &size), "nvrtcGetCUBINSize");
   out.cubin.resize(size);
   check(nvrtcGetCUBIN(h.p, out.cubin.data()), "nvrtcGetCUBIN");
+  std::string warnings;
+  out.resources = parse_ptxas_info(out.log, &warnings);
+  out.log = warnings.find_first_not_of(" \n") == std::string::npos ? "" : warnings;
+  check_registers(p, arch, out);
   return out;
 }
 

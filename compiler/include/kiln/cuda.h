@@ -83,12 +83,30 @@ std::optional<int64_t> eval_postfix(const std::vector<std::string>& tokens,
 // prints it above the source).
 std::string describe_launches(const Program& p);
 
+// What one kernel of a cubin takes of the device, as ptxas reported it.
+struct KernelResources {
+  std::string kernel;
+  int registers = 0;          // per thread
+  int64_t shared_bytes = 0;   // static shared memory per block
+  int64_t stack_bytes = 0;    // local memory per thread (stack frame)
+  int64_t spilled_bytes = 0;  // of which spill stores
+};
+
+// A block's registers when each thread takes `registers`: warps are given registers in
+// units of 256 (kRegisterUnit), and a block of any architecture from sm_50 on has 65536
+// (kRegistersPerBlock).
+inline constexpr int64_t kRegistersPerBlock = 65536;
+inline constexpr int64_t kRegisterUnit = 256;
+int64_t block_registers(int registers, int64_t threads);
+
 // NVRTC's output for one architecture.
 struct Binary {
-  std::string arch;         // "sm_90"
-  std::string ptx;          // PTX text
-  std::vector<char> cubin;  // machine code for arch
-  std::string log;          // NVRTC's warnings
+  std::string arch;                        // "sm_90"
+  std::string ptx;                         // PTX text
+  std::vector<char> cubin;                 // machine code for arch
+  std::string log;                         // NVRTC's warnings (ptxas's figures left out)
+  std::vector<KernelResources> resources;  // one per kernel, in the order ptxas gave them
+  std::vector<std::string> notes;          // kernels that spill registers to local memory
 };
 
 // The architecture of compute capability major.minor: "sm_90".
@@ -99,9 +117,14 @@ bool nvrtc_available(std::string* why = nullptr);
 // NVRTC's version ("NVRTC 13.0"), or "no NVRTC".
 std::string nvrtc_version();
 // Compiles p with NVRTC for `arch` ("sm_90"; "sm_XY" for compute capability X.Y). Throws
-// CompileError (stage Codegen) with NVRTC's log when it refuses the source, or when this
-// build has no NVRTC.
+// CompileError (stage Codegen) with NVRTC's log when it refuses the source, when this build
+// has no NVRTC, or when a launch's block needs more registers than a block has (ptxas's count
+// per thread times its threads): the launch would fail on every device of the architecture,
+// so the tuner drops such a point without measuring it.
 Binary compile(const Program& p, const std::string& arch);
+// ptxas's figures in NVRTC's log (--ptxas-options=-v): one entry per kernel. Lines that are
+// not ptxas's are left in *rest.
+std::vector<KernelResources> parse_ptxas_info(const std::string& log, std::string* rest);
 
 // A GPU, opened through the driver. Not copyable; one per thread that uses it.
 class Device {

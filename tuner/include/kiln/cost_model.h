@@ -54,11 +54,14 @@ std::vector<float> knob_features(const Space& space, const Config& point);
 // operations it runs), and for each of the first kIterBuffers buffers the
 // function accesses, log2(1 + x) of the access's stride along the loop, how
 // many times it runs under the loop, and its reuse (iterations that touch the
-// same element); padded with zeros to kIterLoops loops. `params` gives the
+// same element); then whether the loop is a GPU block loop and a GPU thread
+// loop, and for each of those buffers where it lives on a GPU (0 device or
+// host memory, 1 a block's shared memory, 2 a thread's registers or local
+// memory); padded with zeros to kIterLoops loops. `params` gives the
 // run-time params their values.
 inline constexpr size_t kIterLoops = 12;
 inline constexpr size_t kIterBuffers = 5;
-inline constexpr size_t kIterFeaturesPerLoop = 7 + 3 * kIterBuffers;
+inline constexpr size_t kIterFeaturesPerLoop = 7 + 3 * kIterBuffers + 2 + kIterBuffers;
 inline constexpr size_t kIterFeatureLength = kIterLoops * kIterFeaturesPerLoop;
 std::vector<float> iter_features(const ir::LoweredFunc& f,
                                  const std::map<std::string, int64_t>& params = {});
