@@ -59,6 +59,18 @@ static double round_ms(gpu_site* g, int number, char* err, size_t len) {
   return (double)ms / number;
 }
 
+/* A GPU job's rounds (measure_rounds): the launch site, and the driver's error of a round that
+   failed. */
+typedef struct {
+  gpu_site* g;
+  char err[512];
+} gpu_rounds;
+
+static double gpu_round(void* ctx, int number) {
+  gpu_rounds* x = ctx;
+  return round_ms(x->g, number, x->err, sizeof x->err);
+}
+
 static void device_failed(measure_result* r, const char* err) {
   result_error(r, KILN__V1__MEASURE_RESULT__ERROR__RUNTIME_CRASH,
                "the kernel failed on the GPU: %s", err);
@@ -189,41 +201,10 @@ void gpu_measure_run(const measure_job* job, const uint8_t* code, size_t code_le
   }
   if (host_arguments_report(job, &h, r) != 0) return;
 
-  for (int i = 1; i < (m->warmup > 0 ? m->warmup : 1); ++i)
-    if (round_ms(&g, 1, err, sizeof err) < 0) {
-      device_failed(r, err);
-      return;
-    }
-  int number = m->number > 0 ? m->number : 1;
-  double min_ms = m->min_repeat_ms > 0 ? m->min_repeat_ms : 0;
-  if (m->number <= 0 && min_ms > 0) {
-    for (;;) {
-      double per_run = round_ms(&g, number, err, sizeof err);
-      if (per_run < 0) {
-        device_failed(r, err);
-        return;
-      }
-      if (per_run * number >= min_ms || number >= (1 << 20)) break;
-      double want = per_run > 0 ? min_ms / per_run * 1.1 : number * 10.0;
-      double grown = fmax(want, number * 1.6);
-      number = grown > (1 << 20) ? (1 << 20) : (int)ceil(grown);
-    }
-  }
-  int repeat = m->repeat > 0 ? m->repeat : 3;
-  r->number = number;
-  r->round_ms = calloc((size_t)repeat, sizeof(double));
-  for (int k = 0; k < repeat; ++k) {
-    if (k > 0 && m->cooldown_ms > 0) {
-      struct timespec t = {m->cooldown_ms / 1000, (long)(m->cooldown_ms % 1000) * 1000000L};
-      nanosleep(&t, NULL);
-    }
-    double per_run = round_ms(&g, number, err, sizeof err);
-    if (per_run < 0) {
-      device_failed(r, err);
-      return;
-    }
-    r->round_ms[r->n_round_ms++] = per_run;
-  }
+  gpu_rounds rounds = {&g, {0}};
+  int rc = measure_rounds(m, 1 << 20, gpu_round, &rounds, r);
+  if (rc == -1) device_failed(r, rounds.err);
+  if (rc != 0) return;
   if (read_status(&g, &status, err, sizeof err) != 0) {
     device_failed(r, err);
     return;

@@ -186,6 +186,52 @@ static double round_per_call(const call_site* c, int number, int32_t* status) {
   return total / number;
 }
 
+/* A CPU job's rounds (measure_rounds): the call site, and the status of a call that failed. */
+typedef struct {
+  const call_site* c;
+  int32_t status;
+} cpu_rounds;
+
+static double cpu_round(void* ctx, int number) {
+  cpu_rounds* x = ctx;
+  return round_per_call(x->c, number, &x->status);
+}
+
+int measure_rounds(const measure_settings* m, int max_number, measure_round_fn round, void* ctx,
+                   measure_result* r) {
+  for (int i = 1; i < (m->warmup > 0 ? m->warmup : 1); ++i)
+    if (round(ctx, 1) < 0) return -1;
+  /* `number` runs a round; grown until a round lasts min_repeat_ms when not given. */
+  int number = m->number > 0 ? m->number : 1;
+  double min_ms = m->min_repeat_ms > 0 ? m->min_repeat_ms : 0;
+  if (m->number <= 0 && min_ms > 0) {
+    for (;;) {
+      double per_run = round(ctx, number);
+      if (per_run < 0) return -1;
+      if (per_run * number >= min_ms || number >= max_number) break;
+      /* Aim past min_repeat_ms at once, growing at least 1.6 times. */
+      double want = per_run > 0 ? min_ms / per_run * 1.1 : number * 10.0;
+      double grown = fmax(want, number * 1.6);
+      number = grown > max_number ? max_number : (int)ceil(grown);
+    }
+  }
+  int repeat = m->repeat > 0 ? m->repeat : 3;
+  r->number = number;
+  r->round_ms = calloc((size_t)repeat, sizeof(double));
+  if (!r->round_ms) {
+    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY, "no memory for %d rounds",
+                 repeat);
+    return -2;
+  }
+  for (int k = 0; k < repeat; ++k) {
+    if (k > 0) sleep_ms(m->cooldown_ms);
+    double per_run = round(ctx, number);
+    if (per_run < 0) return -1;
+    r->round_ms[r->n_round_ms++] = per_run;
+  }
+  return 0;
+}
+
 void kernel_failed(measure_result* r, int32_t status) {
   r->status = status;
   if (status == KILN_ERR_ALLOC)
@@ -351,41 +397,9 @@ void measure_run(const measure_job* job, const uint8_t* code, size_t code_len, m
   }
   if (host_arguments_report(job, &h, r) != 0) return;
 
-  for (int i = 1; i < (m->warmup > 0 ? m->warmup : 1); ++i) {
-    if ((status = call(&c, &ms)) != KILN_OK) {
-      kernel_failed(r, status);
-      return;
-    }
-  }
-
-  /* `number` calls a round; grown until a round lasts min_repeat_ms when not given. */
-  int number = m->number > 0 ? m->number : 1;
-  double min_ms = m->min_repeat_ms > 0 ? m->min_repeat_ms : 0;
-  if (m->number <= 0 && min_ms > 0) {
-    for (;;) {
-      double per_call = round_per_call(&c, number, &status);
-      if (per_call < 0) {
-        kernel_failed(r, status);
-        return;
-      }
-      if (per_call * number >= min_ms || number >= (1 << 30)) break;
-      /* Aim past min_repeat_ms at once, growing at least 1.6 times. */
-      double want = per_call > 0 ? min_ms / per_call * 1.1 : number * 10.0;
-      double grown = fmax(want, number * 1.6);
-      number = grown > (1 << 30) ? (1 << 30) : (int)ceil(grown);
-    }
-  }
-  int repeat = m->repeat > 0 ? m->repeat : 3;
-  r->number = number;
-  r->round_ms = calloc((size_t)repeat, sizeof(double));
-  for (int k = 0; k < repeat; ++k) {
-    if (k > 0) sleep_ms(m->cooldown_ms);
-    double per_call = round_per_call(&c, number, &status);
-    if (per_call < 0) {
-      kernel_failed(r, status);
-      return;
-    }
-    r->round_ms[r->n_round_ms++] = per_call;
-  }
+  cpu_rounds rounds = {&c, KILN_OK};
+  int rc = measure_rounds(m, 1 << 30, cpu_round, &rounds, r);
+  if (rc == -1) kernel_failed(r, rounds.status);
+  if (rc != 0) return;
   r->wall_ms = now_ms() - start;
 }

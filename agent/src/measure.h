@@ -40,6 +40,15 @@ typedef struct {
 int host_arguments_make(const measure_job* job, host_arguments* h, measure_result* r);
 /* r->outputs from the host buffers: checksums, and the bytes when the job asks. */
 int host_arguments_report(const measure_job* job, const host_arguments* h, measure_result* r);
+/* One round of `number` runs of a job's kernels: the milliseconds one run took on average, or
+   a negative number when a run failed (ctx keeps why). */
+typedef double (*measure_round_fn)(void* ctx, int number);
+/* TVM's time evaluator after the job's first run, for CPU and GPU jobs alike: the rest of the
+   warm-up runs, then `number` runs a round (grown, up to max_number, until a round lasts
+   min_repeat_ms when the job gives no number), then `repeat` rounds with cooldown_ms between
+   them, into r->number and r->round_ms. 0; -1 when a round failed; -2 with r's error set. */
+int measure_rounds(const measure_settings* m, int max_number, measure_round_fn round, void* ctx,
+                   measure_result* r);
 /* r's error for a kernel that returned `status`. */
 void kernel_failed(measure_result* r, int32_t status);
 size_t element_size(Kiln__V1__ElementType t);
