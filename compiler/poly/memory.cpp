@@ -222,6 +222,10 @@ CacheRequest parse_cache_request(const Impl& m, const CompModel& c,
                          "'; locations are heap, stack, gpu_global, gpu_shared, gpu_local, "
                          "gpu_constant");
   r.loc = *loc;
+  if (r.parallel && r.loc != ir::MemLoc::Heap && r.loc != ir::MemLoc::Stack)
+    fail(cmd.args.back().where,
+         cmd.op + ": parallel shares a copy out among CPU threads; a copy into " + larg.text +
+             " inside a GPU kernel is already shared out among the block's threads");
   if (r.src->shape.empty())
     fail(barg.where, "cache_identity: '" + r.src->name + "' is a scalar; nothing to cache");
   return r;

@@ -393,6 +393,13 @@ TEST(Primitives, CacheCopiesInParallelWhenAsked) {
                    "loop runs in parallel), not 'vectorize'"),
             std::string::npos)
       << e;
+  e = schedule_error(parse_one(with_schedule(
+      kWindow, "s.split(i, 4, io, ii); s.cache_identity(a, io, gpu_shared, parallel);")));
+  EXPECT_NE(e.find("cache_identity: parallel shares a copy out among CPU threads; a copy into "
+                   "gpu_shared inside a GPU kernel is already shared out among the block's "
+                   "threads"),
+            std::string::npos)
+      << e;
   e = schedule_error(parse_one(
       with_schedule(kWindow, "s.split(i, 4, io, ii); s.cache_identity(a, io, stack, 4, 5);")));
   EXPECT_NE(e.find("cache_identity expects 3 or 4 arguments: cache_identity(BUFFER, LOOP, "
