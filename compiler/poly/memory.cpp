@@ -401,6 +401,9 @@ struct CacheLayout {
   // Per dim of B: whether the copy's innermost index moves with it. Threads
   // that share a loop over such a dim write into the same cache lines.
   std::vector<bool> moves_innermost;
+  // cache's map, from the loops through L and B's indices to the copy's:
+  // { [L..., e...] -> [c...] }, when the copy runs in the copy's order.
+  std::optional<isl::map> order;
 };
 
 // cache_identity: the smallest fixed box around what one iteration reads,
@@ -626,11 +629,6 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
   if (!pma || pma->n_piece() != 1) fail(marg.where, "cache: the map must be one affine function");
   isl::multi_aff fn = pma->as_multi_aff();
   std::vector<std::string> loop_names(c.loop_names.begin(), c.loop_names.begin() + p + 1);
-  const int n_out = outputs_of(fn);
-  for (int d = 0; d < rank; ++d)
-    layout.moves_innermost.push_back(isl_aff_involves_dims(fn.at(n_out - 1).get(), isl_dim_in,
-                                                           static_cast<unsigned>(d),
-                                                           1) == isl_bool_true);
   layout.index_of = [fn, loop_names](const std::vector<ir::Expr>& dyn,
                                      const std::vector<ir::Expr>& e) {
     std::map<std::string, ir::Expr> sub;
@@ -640,6 +638,28 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
     for (int d = 0; d < n_out; ++d) at.push_back(ir::substitute(aff_to_expr(fn.at(d), e), sub));
     return at;
   };
+  const int n_out = outputs_of(fn);
+  for (int d = 0; d < rank; ++d)
+    layout.moves_innermost.push_back(isl_aff_involves_dims(fn.at(n_out - 1).get(), isl_dim_in,
+                                                           static_cast<unsigned>(d),
+                                                           1) == isl_bool_true);
+  // When the copy's innermost index moves with B's, the copy runs in the
+  // copy's order: both sides walk memory in runs (the GEMM's panels of B,
+  // [NB / NR][KB][NR] from rows of B, whose store index in B's order divides
+  // by NR and keeps LLVM from vectorizing). Otherwise in B's order, which
+  // reads B in runs (filters [f][c][ky][kx] stored as [f / 16][c][ky][kx][f
+  // mod 16]: in the copy's order, 16-element gathers that took LLVM three
+  // times as long to optimize).
+  if (!layout.moves_innermost[rank - 1]) return layout;
+  // The loops' names, params of the map, become its first inputs.
+  isl_map* order = user.copy();
+  for (int q = 0; q <= p; ++q) {
+    int at = isl_map_find_dim_by_name(order, isl_dim_param, isl_name(c.loop_names[q]).c_str());
+    order = at < 0 ? isl_map_insert_dims(order, isl_dim_in, static_cast<unsigned>(q), 1)
+                   : isl_map_move_dims(order, isl_dim_in, static_cast<unsigned>(q), isl_dim_param,
+                                       static_cast<unsigned>(at), 1);
+  }
+  layout.order = isl::manage(order);
   return layout;
 }
 
@@ -658,8 +678,11 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
   const int outer = 2 * p + 2;
   CompModel fill;
   fill.name = cache + "_fill";
+  // In the copy's order the loops are the copy's indices (cache_0, ...) and B's
+  // indices are computed from them (cache_e0, ...).
+  const std::string elem_name = layout.order ? cache + "_e" : cache + "_";
   for (int q = 0; q <= p; ++q) fill.iters.push_back(c.loop_names[q]);
-  for (int d = 0; d < rank; ++d) fill.iters.push_back(cache + "_" + std::to_string(d));
+  for (int d = 0; d < rank; ++d) fill.iters.push_back(elem_name + std::to_string(d));
   std::vector<ir::Expr> dyn, elem;
   for (int q = 0; q <= p; ++q) dyn.push_back(ir::var(fill.iters[q]));
   for (int d = 0; d < rank; ++d) elem.push_back(ir::var(fill.iters[p + 1 + d]));
@@ -735,7 +758,32 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
   out += "]";
   fill.sched = isl::map(ctx, "{ " + in + " -> " + out + " }");
   fill.loop_names = fill.iters;
-  fill.tags.assign(fill.iters.size(), ir::LoopTag::None);
+  if (layout.order) {
+    // The copy's order: c's loops through L, then the copy's indices, so
+    // that each row of the copy is written in one run (the GEMM's panels of
+    // B, [NB / NR][KB][NR], from rows of B: LLVM vectorizes the copy).
+    std::string prefix = "[";
+    for (int q = 0; q <= p; ++q)
+      prefix += std::to_string(place.prefix[q]) + ", " + isl_name(fill.iters[q]) + ", ";
+    prefix += std::to_string(place.inner) + "]";
+    isl::map head(ctx, "{ " + in + " -> " + prefix + " }");
+    isl::map order = isl::manage(
+        isl_map_set_tuple_name(layout.order->copy(), isl_dim_in, isl_name(fill.name).c_str()));
+    order = isl::manage(isl_map_align_params(order.release(), head.get_space().release()));
+    head = isl::manage(isl_map_align_params(head.release(), order.get_space().release()));
+    const int n_head = 2 * p + 3;
+    const int n_copy = static_cast<int>(layout.sizes.size());
+    std::string from = "[", to = "[";
+    for (int k = 0; k < n_head + n_copy; ++k) from += (k ? ", x" : "x") + std::to_string(k);
+    for (int k = 0; k < n_head; ++k) to += (k ? ", x" : "x") + std::to_string(k);
+    for (int k = n_head; k < n_head + n_copy; ++k) to += ", x" + std::to_string(k) + ", 0";
+    isl::map spread(ctx, "{ " + from + "] -> " + to + "] }");
+    fill.sched = isl::manage(isl_map_flat_range_product(head.release(), order.release()))
+                     .apply_range(spread);
+    fill.loop_names.resize(p + 1);
+    for (int j = 0; j < n_copy; ++j) fill.loop_names.push_back(cache + "_" + std::to_string(j));
+  }
+  fill.tags.assign(fill.loop_names.size(), ir::LoopTag::None);
   return fill;
 }
 
@@ -790,19 +838,25 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   fill.memory_scheduled = cmd.where;
   // Each element of B goes to its own place in the copy (the layout is one to
   // one), so the copy's iterations write apart and may run at once. The loop
-  // shared out is the outermost with more than one iteration (a copy of one
-  // image of a batch has no loop over images), unless the copy's innermost
-  // index moves with it and loops inside it remain: then each iteration
-  // writes a little into many cache lines that its neighbours, on other
-  // threads, write too (filters repacked to [f / 16][c][ky][kx][f mod 16],
-  // shared out by f, ran 30% slower on two threads), and the copy stays serial.
+  // shared out is the copy's outermost with more than one iteration (a copy of
+  // one image of a batch has no loop over images). In the copy's order each of
+  // its iterations writes a block of the copy of its own. In B's order, when
+  // the copy's innermost index moves with that loop and loops remain inside
+  // it, each iteration would write a little into many cache lines that its
+  // neighbours on other threads write too, and the copy stays serial.
   if (r.parallel) {
-    std::vector<bool> varies = dims_that_vary(fill.domain, p + 1);
-    auto first = std::find(varies.begin(), varies.end(), true);
-    if (first != varies.end()) {
-      int d = static_cast<int>(first - varies.begin());
-      bool inner_loops = std::find(first + 1, varies.end(), true) != varies.end();
-      if (!(layout.moves_innermost[d] && inner_loops)) fill.tags[p + 1 + d] = ir::LoopTag::Parallel;
+    const int first = layout.order ? 2 * p + 3 : p + 1;
+    const int stride = layout.order ? 2 : 1;  // the copy's loops and the 0s between them
+    isl::set runs = layout.order ? fill.sched.intersect_domain(fill.domain).range() : fill.domain;
+    std::vector<bool> varies = dims_that_vary(runs, first);
+    for (size_t k = 0; k < varies.size(); k += stride) {
+      if (!varies[k]) continue;
+      const size_t d = k / stride;
+      bool inner_loops = false;
+      for (size_t j = k + stride; j < varies.size(); j += stride) inner_loops |= varies[j];
+      if (!layout.order && layout.moves_innermost[d] && inner_loops) break;
+      fill.tags[p + 1 + d] = ir::LoopTag::Parallel;
+      break;
     }
   }
 

@@ -322,7 +322,8 @@ TEST(Primitives, CacheIdentityPadsWithZerosWhatGuardedReadsSkip) {
 }
 
 // cache with a hand-written layout: the rows of a that one iteration of io
-// reads, stored transposed.
+// reads, stored transposed. The copy's innermost index moves with a's first,
+// so the copy runs in a's order (reading a in runs).
 const char* kTranspose = R"(func tr {
   param N = 6, M = 8;
   input a : f32[M, N];
@@ -354,11 +355,12 @@ TEST(Primitives, CacheWithAHandWrittenLayout) {
 
 // A last argument `parallel` shares the copy out among the threads: its
 // outermost loop with more than one iteration is tagged, and nothing else
-// changes. The layout is one to
-// one, so the copy's iterations write apart. Any other word there is refused.
+// changes. The layout is one to one, so the copy's iterations write apart.
+// Any other word there is refused.
 TEST(Primitives, CacheCopiesInParallelWhenAsked) {
   // A panel of two columns of a, stored as it is: each row of a goes to its
-  // own row of the copy.
+  // own row of the copy. The copy's innermost index moves with a's, so the
+  // copy runs in its own order, its rows one after another.
   const std::string sched =
       R"(s.split(i, 2, io, ii);
     s.cache(a, io, stack, [8, 2], "{ [e0, e1] -> [e0, e1 - 2 * io] }", parallel);)";
