@@ -176,7 +176,7 @@ struct CacheRequest {
   int loop;            // L, as an index into c's loops
   ir::MemLoc loc;
   bool manual;    // cache (shape and map given) rather than cache_identity
-  bool parallel;  // the copy's outermost element loop runs in parallel
+  bool parallel;  // the copy's outermost loop that varies runs in parallel
 };
 
 CacheRequest parse_cache_request(const Impl& m, const CompModel& c,
@@ -750,10 +750,12 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
   std::string in = isl_name(fill.name) + "[";
   for (size_t k = 0; k < fill.iters.size(); ++k) in += (k ? ", " : "") + isl_name(fill.iters[k]);
   in += "]";
-  std::string out = "[";
+  // c's loops through L with their static positions, then the copy's own place inside L.
+  std::string head;
   for (int q = 0; q <= p; ++q)
-    out += std::to_string(place.prefix[q]) + ", " + isl_name(fill.iters[q]) + ", ";
-  out += std::to_string(place.inner);
+    head += std::to_string(place.prefix[q]) + ", " + isl_name(fill.iters[q]) + ", ";
+  head += std::to_string(place.inner);
+  std::string out = "[" + head;
   for (int d = 0; d < rank; ++d) out += ", " + isl_name(fill.iters[p + 1 + d]) + ", 0";
   out += "]";
   fill.sched = isl::map(ctx, "{ " + in + " -> " + out + " }");
@@ -762,15 +764,11 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
     // The copy's order: c's loops through L, then the copy's indices, so
     // that each row of the copy is written in one run (the GEMM's panels of
     // B, [NB / NR][KB][NR], from rows of B: LLVM vectorizes the copy).
-    std::string prefix = "[";
-    for (int q = 0; q <= p; ++q)
-      prefix += std::to_string(place.prefix[q]) + ", " + isl_name(fill.iters[q]) + ", ";
-    prefix += std::to_string(place.inner) + "]";
-    isl::map head(ctx, "{ " + in + " -> " + prefix + " }");
+    isl::map prefix(ctx, "{ " + in + " -> [" + head + "] }");
     isl::map order = isl::manage(
         isl_map_set_tuple_name(layout.order->copy(), isl_dim_in, isl_name(fill.name).c_str()));
-    order = isl::manage(isl_map_align_params(order.release(), head.get_space().release()));
-    head = isl::manage(isl_map_align_params(head.release(), order.get_space().release()));
+    order = isl::manage(isl_map_align_params(order.release(), prefix.get_space().release()));
+    prefix = isl::manage(isl_map_align_params(prefix.release(), order.get_space().release()));
     const int n_head = 2 * p + 3;
     const int n_copy = static_cast<int>(layout.sizes.size());
     std::string from = "[", to = "[";
@@ -778,7 +776,7 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
     for (int k = 0; k < n_head; ++k) to += (k ? ", x" : "x") + std::to_string(k);
     for (int k = n_head; k < n_head + n_copy; ++k) to += ", x" + std::to_string(k) + ", 0";
     isl::map spread(ctx, "{ " + from + "] -> " + to + "] }");
-    fill.sched = isl::manage(isl_map_flat_range_product(head.release(), order.release()))
+    fill.sched = isl::manage(isl_map_flat_range_product(prefix.release(), order.release()))
                      .apply_range(spread);
     fill.loop_names.resize(p + 1);
     for (int j = 0; j < n_copy; ++j) fill.loop_names.push_back(cache + "_" + std::to_string(j));

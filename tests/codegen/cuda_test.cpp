@@ -110,6 +110,16 @@ std::string compile_error(const std::string& text) {
   return "(accepted)";
 }
 
+// The loops f lowers to for a GPU, run by the loop interpreter (which ignores tags), against the
+// reference on random inputs of `seed`.
+interp::Mismatch gpu_loops_against_reference(const ir::Func& f, uint64_t seed) {
+  Bindings in = interp::random_bindings(f, interp::param_values(f), seed);
+  Bindings expected = in, actual = in;
+  interp::run_reference(f, expected);
+  interp::run_loops(compile(gpu_request(f)).optimized, actual);
+  return interp::compare_outputs(f, expected, actual);
+}
+
 int count(const std::string& s, const std::string& what) {
   int n = 0;
   for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
@@ -124,12 +134,7 @@ TEST(GpuSchedules, LoopsMatchTheReference) {
       std::string text = program_text(c, sched);
       for (const ir::Overrides& set : c.params) {
         SCOPED_TRACE(c.example + ", schedule: " + sched);
-        ir::Func f = parse_one(text, known(text, set));
-        Bindings in = interp::random_bindings(f, interp::param_values(f), 3);
-        Bindings expected = in, actual = in;
-        interp::run_reference(f, expected);
-        interp::run_loops(compile(gpu_request(f)).optimized, actual);
-        interp::Mismatch mm = interp::compare_outputs(f, expected, actual);
+        interp::Mismatch mm = gpu_loops_against_reference(parse_one(text, known(text, set)), 3);
         EXPECT_TRUE(mm.ok) << mm.describe();
       }
     }
@@ -311,11 +316,7 @@ TEST(GpuCodegen, InputValueSpecsAreCheckedByAFirstKernel) {
   const std::string k0 = p.source.substr(p.source.find("gather_gpu_k0("));
   EXPECT_NE(k0.find("if (*kiln_status != 0) return;"), std::string::npos) << k0;
 
-  Bindings in = interp::random_bindings(f, interp::param_values(f), 5);
-  Bindings expected = in, actual = in;
-  interp::run_reference(f, expected);
-  interp::run_loops(compile(gpu_request(f)).optimized, actual);
-  interp::Mismatch mm = interp::compare_outputs(f, expected, actual);
+  interp::Mismatch mm = gpu_loops_against_reference(f, 5);
   EXPECT_TRUE(mm.ok) << mm.describe();
 
   std::string why;

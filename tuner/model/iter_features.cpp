@@ -5,6 +5,7 @@
 
 #include "kiln/analysis.h"
 #include "kiln/cost_model.h"
+#include "kiln/cuda.h"
 #include "kiln/loop_ir.h"
 
 namespace kiln::tuner {
@@ -102,12 +103,17 @@ class Walker : public ir::StmtVisitor {
   }
   void visit_alloc(const ir::Alloc& n) override {
     shapes[n.buf] = n.shape;
-    // As the CUDA writer places them: in a thread loop or gpu_local, the thread's own; in a
-    // block loop or gpu_shared, the block's.
-    if (n.loc == ir::MemLoc::GpuLocal || threads_ > 0)
-      gpu_level[n.buf] = 2;
-    else if (n.loc == ir::MemLoc::GpuShared || blocks_ > 0)
-      gpu_level[n.buf] = 1;
+    // Where the CUDA writer places it (a nest of GPU loops is a kernel).
+    switch (cuda::temp_space(n.loc, blocks_ + threads_ > 0, threads_ > 0)) {
+      case cuda::TempSpace::Thread:
+        gpu_level[n.buf] = 2;
+        break;
+      case cuda::TempSpace::Shared:
+        gpu_level[n.buf] = 1;
+        break;
+      case cuda::TempSpace::Device:
+        break;
+    }
     visit(n.body);
   }
 

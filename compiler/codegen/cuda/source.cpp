@@ -575,7 +575,8 @@ class Writer {
       }
       case ir::StmtKind::Alloc: {
         const auto& n = static_cast<const ir::Alloc&>(*s);
-        declare(n, n.loc == ir::MemLoc::GpuLocal ? Space::Local : Space::Shared);
+        declare(n,
+                temp_space(n.loc, true, false) == TempSpace::Thread ? Space::Local : Space::Shared);
         block_scope(n.body);
         return;
       }
@@ -855,7 +856,8 @@ class Writer {
                           n.buf));
         line("{");
         ++indent_;
-        declare(n, Space::Local);
+        declare(n,
+                temp_space(n.loc, true, true) == TempSpace::Thread ? Space::Local : Space::Shared);
         thread(n.body);
         --indent_;
         line("}");
@@ -1118,6 +1120,12 @@ class Writer {
 };
 
 }  // namespace
+
+TempSpace temp_space(ir::MemLoc loc, bool in_kernel, bool in_thread_loop) {
+  if (!in_kernel) return TempSpace::Device;
+  if (in_thread_loop || loc == ir::MemLoc::GpuLocal) return TempSpace::Thread;
+  return TempSpace::Shared;
+}
 
 Program generate(const ir::LoweredFunc& f) { return Writer(f).run(); }
 

@@ -41,6 +41,12 @@ struct Launch {
   int64_t shared_bytes = 0;        // static shared memory (already in the source)
 };
 
+// Where a temporary lives on a GPU, as the CUDA writer places it: allocated outside every
+// kernel, in device memory; inside a thread loop, or gpu_local, in each thread's registers;
+// elsewhere in a kernel, in the block's shared memory.
+enum class TempSpace { Device, Shared, Thread };
+TempSpace temp_space(ir::MemLoc loc, bool in_kernel, bool in_thread_loop);
+
 // A temporary in device memory, allocated by whoever launches the kernels.
 struct DeviceTemp {
   std::string name;
