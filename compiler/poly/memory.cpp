@@ -579,7 +579,7 @@ std::vector<int64_t> cache_sizes(const Impl& m, const ir::ScheduleArg& sarg) {
 // cache: the shape and the map given by hand, checked to be one affine
 // function, one-to-one on what an iteration reads, and inside the shape.
 CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, const Footprint& f,
-                        const std::string& bname, const ir::ScheduleCommand& cmd) {
+                        const std::string& bname, bool cpu, const ir::ScheduleCommand& cmd) {
   isl::ctx ctx = m.ctx.get();
   const int outer = 2 * p + 2;
   CacheLayout layout;
@@ -643,14 +643,16 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
     layout.moves_innermost.push_back(isl_aff_involves_dims(fn.at(n_out - 1).get(), isl_dim_in,
                                                            static_cast<unsigned>(d),
                                                            1) == isl_bool_true);
-  // When the copy's innermost index moves with B's, the copy runs in the
-  // copy's order: both sides walk memory in runs (the GEMM's panels of B,
-  // [NB / NR][KB][NR] from rows of B, whose store index in B's order divides
-  // by NR and keeps LLVM from vectorizing). Otherwise in B's order, which
-  // reads B in runs (filters [f][c][ky][kx] stored as [f / 16][c][ky][kx][f
-  // mod 16]: in the copy's order, 16-element gathers that took LLVM three
-  // times as long to optimize).
-  if (!layout.moves_innermost[rank - 1]) return layout;
+  // The order the copy runs in. A copy in CPU memory runs in the copy's
+  // order, and each row of the copy is written at once (see
+  // cmd_cache_identity). In B's order the store index divides by the row's
+  // length, LLVM keeps the copy scalar and unrolls it into hundreds of
+  // stores that its memory passes then compare pairwise (the conv's filters:
+  // three times the LLVM time of the kernel; the GEMM's A: a third of its
+  // machine-code time). A copy into GPU memory is shared out among a block's
+  // threads: it runs in the copy's order only when both sides then walk
+  // memory in runs.
+  if (!cpu && !layout.moves_innermost[rank - 1]) return layout;
   // The loops' names, params of the map, become its first inputs.
   isl_map* order = user.copy();
   for (int q = 0; q <= p; ++q) {
@@ -808,7 +810,8 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   const StaticPlace place = static_place(c, p, cmd);
   check_not_written_inside(m, c, p, place, bname, cmd);
   const Footprint f = footprint_of(m, c, p, bname, cmd.args[0]);
-  const CacheLayout layout = r.manual ? user_layout(m, c, p, rank, f, bname, cmd)
+  const bool cpu = r.loc == ir::MemLoc::Heap || r.loc == ir::MemLoc::Stack;
+  const CacheLayout layout = r.manual ? user_layout(m, c, p, rank, f, bname, cpu, cmd)
                                       : box_layout(c, p, rank, place, f, bname, cmd);
 
   // The cache buffer, allocated inside loop L.
@@ -857,6 +860,15 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
       break;
     }
   }
+  // A CPU copy in the copy's order writes each row as one vector: from one
+  // vector load when the copy's innermost index moves with B's (the GEMM's
+  // panels of B, [NB / NR][KB][NR] from rows of B), from a gather otherwise
+  // (the conv's filters, [F / 16][C][KH][KW][16]). A gathered row shorter
+  // than 8 elements is LLVM's to copy, unrolled: the GEMM's A block, [MB /
+  // MR][KB][MR] with MR = 4, ran slower as 4-lane gathers.
+  if (cpu && layout.order && fill.tags.back() == ir::LoopTag::None &&
+      (layout.moves_innermost[rank - 1] ? layout.sizes.back() > 1 : layout.sizes.back() >= 8))
+    fill.tags.back() = ir::LoopTag::Vectorize;
 
   // Everything inside L from c's position on moves one slot later.
   remap_static(m, "", place.prefix, p + 1,

@@ -322,8 +322,8 @@ TEST(Primitives, CacheIdentityPadsWithZerosWhatGuardedReadsSkip) {
 }
 
 // cache with a hand-written layout: the rows of a that one iteration of io
-// reads, stored transposed. The copy's innermost index moves with a's first,
-// so the copy runs in a's order (reading a in runs).
+// reads, stored transposed. A copy in CPU memory runs in the copy's order,
+// each of its rows written as one vector: here a gather of a column of a.
 const char* kTranspose = R"(func tr {
   param N = 6, M = 8;
   input a : f32[M, N];
@@ -337,9 +337,9 @@ TEST(Primitives, CacheWithAHandWrittenLayout) {
             R"(func tr(input a: f32[8, 6], output b: f32[6, 8]) {
   for (io = 0; io < 3; io += 1) {
     alloc a_s_cache: f32[2, 8] @stack {
-      for (a_s_cache_0 = 0; a_s_cache_0 < 8; a_s_cache_0 += 1) {
-        for (a_s_cache_1 = 2 * io; a_s_cache_1 < 2 * io + 2; a_s_cache_1 += 1) {
-          a_s_cache[a_s_cache_1 - 2 * io, a_s_cache_0] = a[a_s_cache_0, a_s_cache_1];
+      for (a_s_cache_0 = 0; a_s_cache_0 < 2; a_s_cache_0 += 1) {
+        for (a_s_cache_1 = 0; a_s_cache_1 < 8; a_s_cache_1 += 1) {  // vectorize
+          a_s_cache[2 * io + a_s_cache_0 - 2 * io, a_s_cache_1] = a[a_s_cache_1, 2 * io + a_s_cache_0];
         }
       }
       for (ii = 0; ii < 2; ii += 1) {
@@ -372,12 +372,23 @@ TEST(Primitives, CacheCopiesInParallelWhenAsked) {
   interp::Mismatch mm = differential(parse_one(with_schedule(kTranspose, sched)));
   EXPECT_TRUE(mm.ok) << mm.describe();
 
-  // Stored transposed, each row of a goes down a column of the copy: threads
-  // sharing out the rows would write into the same cache lines, so the copy
-  // stays serial.
+  // Stored transposed, the copy still runs in its own order: each thread
+  // writes rows of the copy of its own.
   std::string transposed = scheduled(kTranspose, R"(s.split(i, 2, io, ii);
     s.cache(a, io, stack, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0] }", parallel);)");
-  EXPECT_EQ(transposed.find("// parallel"), std::string::npos) << transposed;
+  EXPECT_NE(
+      transposed.find("for (a_s_cache_0 = 0; a_s_cache_0 < 2; a_s_cache_0 += 1) {  // parallel"),
+      std::string::npos)
+      << transposed;
+  // A copy into GPU memory runs in the order of what it copies when its rows
+  // would be gathers, so that a block's threads read in runs.
+  std::string shared = scheduled(kTranspose, R"(s.split(i, 2, io, ii);
+    s.cache(a, io, gpu_shared, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0] }");)");
+  EXPECT_NE(shared.find("a_s_cache[a_s_cache_1 - 2 * io, a_s_cache_0] = a[a_s_cache_0, "
+                        "a_s_cache_1];"),
+            std::string::npos)
+      << shared;
+  EXPECT_EQ(shared.find("// vectorize"), std::string::npos) << shared;
 
   std::string identity =
       scheduled(kWindow, "s.split(i, 4, io, ii); s.cache_identity(a, io, stack, parallel);");
@@ -417,9 +428,9 @@ TEST(Primitives, CacheAtRootCopiesOnceBeforeTheLoops) {
   const std::string sched = R"(s.cache(a, root, heap, [6, 8], "{ [e0, e1] -> [e1, e0] }");)";
   EXPECT_EQ(scheduled(kTranspose, sched), R"(func tr(input a: f32[8, 6], output b: f32[6, 8]) {
   alloc a_s_cache: f32[6, 8] @heap {
-    for (a_s_cache_0 = 0; a_s_cache_0 < 8; a_s_cache_0 += 1) {
-      for (a_s_cache_1 = 0; a_s_cache_1 < 6; a_s_cache_1 += 1) {
-        a_s_cache[a_s_cache_1, a_s_cache_0] = a[a_s_cache_0, a_s_cache_1];
+    for (a_s_cache_0 = 0; a_s_cache_0 < 6; a_s_cache_0 += 1) {
+      for (a_s_cache_1 = 0; a_s_cache_1 < 8; a_s_cache_1 += 1) {  // vectorize
+        a_s_cache[a_s_cache_0, a_s_cache_1] = a[a_s_cache_1, a_s_cache_0];
       }
     }
     for (i = 0; i < 6; i += 1) {
