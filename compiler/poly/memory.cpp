@@ -871,9 +871,7 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
     fill.tags.back() = ir::LoopTag::Vectorize;
 
   // Everything inside L from c's position on moves one slot later.
-  remap_static(m, "", place.prefix, p + 1,
-               "x" + std::to_string(2 * p + 2) + " >= " + std::to_string(place.inner),
-               "x" + std::to_string(2 * p + 2) + " + 1");
+  remap_static(m, "", place.prefix, p + 1, StaticMove{.from = place.inner, .scale = 1, .shift = 1});
 
   // c reads the copy: B[idx] becomes cache[idx - origin(prefix of c's instance)].
   // c's instance knows its loop variables: lowering binds schedule_dim_var(k)

@@ -216,11 +216,18 @@ ir::Expr aff_to_expr(const isl::aff& a, const std::vector<ir::Expr>& inputs);
 std::optional<int64_t> static_value(const CompModel& c, int q);
 // Every static dim of c, as static_value gives each.
 std::vector<std::optional<int64_t>> static_values(const CompModel& c);
-// Rewrites static dim q (to `value`) of the computations whose static dims
-// 0..q-1 equal `prefix`, where `cond` holds; `except` is left alone.
+// A move of static positions: those at or after `from` (all when it is
+// unset) become scale * x + shift.
+struct StaticMove {
+  std::optional<int64_t> from;
+  int64_t scale = 1, shift = 0;
+  bool moves(int64_t x) const { return !from || x >= *from; }
+  int64_t operator()(int64_t x) const { return scale * x + shift; }
+};
+// Moves static dim q of the computations whose static dims 0..q-1 equal
+// `prefix`; `except` is left alone.
 void remap_static(ScheduledFunc::Impl& m, const std::string& except,
-                  const std::vector<int64_t>& prefix, int q, const std::string& cond,
-                  const std::string& value);
+                  const std::vector<int64_t>& prefix, int q, const StaticMove& move);
 
 // The name a computation's value uses for schedule dim k of its own instance
 // ("@t3"); lowering binds it. No .kiln name can clash with it.

@@ -100,7 +100,7 @@ isl::set scheduled(const CompModel& c) { return c.domain_approx.apply(c.sched); 
 // computations that share loops 0..q-1: those later than v move one place on.
 void open_slot(Impl& m, const std::string& except, const std::vector<int64_t>& prefix, int q,
                int64_t v) {
-  remap_static(m, except, prefix, q, x(2 * q) + " > " + std::to_string(v), x(2 * q) + " + 1");
+  remap_static(m, except, prefix, q, StaticMove{.from = v + 1, .scale = 1, .shift = 1});
 }
 
 void split(CompModel& c, int p, int64_t f, const std::string& outer, const std::string& inner,
@@ -329,7 +329,7 @@ void cmd_separate(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   // after its full part: computations that shared the loop share both copies.
   std::vector<int64_t> outer(prefix.begin(), prefix.begin() + p);
   if (m.separated.insert({outer, p}).second) {
-    remap_static(m, "", outer, p, "", "2 * " + x(2 * p));
+    remap_static(m, "", outer, p, StaticMove{.from = std::nullopt, .scale = 2, .shift = 0});
     prefix[p] = *static_value(c, p);
   }
   std::vector<std::string> rest_out = identity_out(n);
@@ -491,33 +491,62 @@ std::optional<int64_t> static_value_of(const isl::set& r, int q) {
   return lo.get_num_si();
 }
 
+// Static dim q of c when every piece of its schedule map fixes it to one
+// value, as schedules are until separate splits a computation into pieces.
+// isl sees it in the map's equalities, where static_value_of takes the image
+// of the domain and its extremes (a tenth of a GEMM candidate's isl time).
+std::optional<int64_t> plainly_fixed(const CompModel& c, int q) {
+  isl::val v = isl::manage(
+      isl_map_plain_get_val_if_fixed(c.sched.get(), isl_dim_out, static_cast<unsigned>(2 * q)));
+  if (v.is_null() || !v.is_int()) return std::nullopt;
+  return v.get_num_si();
+}
+
 }  // namespace
 
 std::optional<int64_t> static_value(const CompModel& c, int q) {
+  if (auto v = plainly_fixed(c, q)) return v;
   return static_value_of(c.domain_approx.apply(c.sched), q);
 }
 
 std::vector<std::optional<int64_t>> static_values(const CompModel& c) {
-  isl::set r = c.domain_approx.apply(c.sched);
   std::vector<std::optional<int64_t>> out;
-  for (int q = 0; q <= c.loops(); ++q) out.push_back(static_value_of(r, q));
+  for (int q = 0; q <= c.loops(); ++q) out.push_back(plainly_fixed(c, q));
+  if (std::all_of(out.begin(), out.end(), [](const auto& v) { return v.has_value(); })) return out;
+  isl::set r = c.domain_approx.apply(c.sched);
+  for (int q = 0; q <= c.loops(); ++q)
+    if (!out[q]) out[q] = static_value_of(r, q);
   return out;
 }
 
 // Rewrites static dimension q of the computations whose static dims 0..q-1
-// equal `prefix` (they share loops 0..q-1 with each other), where `cond`
-// holds of x{2q}: x{2q} becomes `value`.
+// equal `prefix` (they share loops 0..q-1 with each other): the positions
+// `move` moves get their new value.
 void remap_static(Impl& m, const std::string& except, const std::vector<int64_t>& prefix, int q,
-                  const std::string& cond, const std::string& value) {
+                  const StaticMove& move) {
   for (auto& e : m.comps) {
     if (e.name == except || e.loops() < q) continue;
     int n = 2 * e.loops() + 1;
+    // A computation in one piece: a map of constants, or nothing to do.
+    bool plain = true, shares = true;
+    for (int k = 0; plain && k <= q; ++k) {
+      std::optional<int64_t> v = plainly_fixed(e, k);
+      plain = v.has_value();
+      if (plain && k < q) shares = shares && *v == prefix[k];
+      if (plain && k == q && shares && move.moves(*v)) {
+        std::vector<std::string> out = identity_out(n);
+        out[2 * q] = std::to_string(move(*v));
+        e.sched = e.sched.apply_range(range_map(m.ctx.get(), n, out));
+      }
+    }
+    if (plain) continue;
     std::string all;
     for (int k = 0; k < q; ++k)
       all += (all.empty() ? "" : " and ") + x(2 * k) + " = " + std::to_string(prefix[k]);
-    if (!cond.empty()) all += (all.empty() ? "" : " and ") + cond;
+    if (move.from)
+      all += (all.empty() ? "" : " and ") + x(2 * q) + " >= " + std::to_string(*move.from);
     std::vector<std::string> out = identity_out(n);
-    out[2 * q] = value;
+    out[2 * q] = std::to_string(move.scale) + " * " + x(2 * q) + " + " + std::to_string(move.shift);
     isl::map moved = range_map(m.ctx.get(), n, out, all);
     isl::set moved_dom = moved.domain();
     isl::map stay =
