@@ -177,6 +177,7 @@ struct CacheRequest {
   ir::MemLoc loc;
   bool manual;    // cache (shape and map given) rather than cache_identity
   bool parallel;  // the copy's outermost loop that varies runs in parallel
+  bool cpu;       // a copy in CPU memory (heap, stack), made by CPU threads
 };
 
 CacheRequest parse_cache_request(const Impl& m, const CompModel& c,
@@ -222,7 +223,8 @@ CacheRequest parse_cache_request(const Impl& m, const CompModel& c,
                          "'; locations are heap, stack, gpu_global, gpu_shared, gpu_local, "
                          "gpu_constant");
   r.loc = *loc;
-  if (r.parallel && r.loc != ir::MemLoc::Heap && r.loc != ir::MemLoc::Stack)
+  r.cpu = r.loc == ir::MemLoc::Heap || r.loc == ir::MemLoc::Stack;
+  if (r.parallel && !r.cpu)
     fail(cmd.args.back().where,
          cmd.op + ": parallel shares a copy out among CPU threads; a copy into " + larg.text +
              " inside a GPU kernel is already shared out among the block's threads");
@@ -398,9 +400,9 @@ struct CacheLayout {
   std::vector<int64_t> sizes;
   IndexOf index_of;
   std::optional<isl::fixed_box> box;  // cache_identity's, per iteration of L
-  // Per dim of B: whether the copy's innermost index moves with it. Threads
-  // that share a loop over such a dim write into the same cache lines.
-  std::vector<bool> moves_innermost;
+  // Whether the copy's innermost index moves with B's innermost index: a
+  // row of the copy is then a run of B.
+  bool rows_in_runs = false;
   // cache's map, from the loops through L and B's indices to the copy's:
   // { [L..., e...] -> [c...] }, when the copy runs in the copy's order.
   std::optional<isl::map> order;
@@ -424,8 +426,7 @@ CacheLayout box_layout(const CompModel& c, int p, int rank, const StaticPlace& p
   isl::multi_aff offset = box.offset();
   const int outer = 2 * p + 2;
   std::vector<int64_t> prefix = place.prefix;
-  layout.moves_innermost.assign(rank, false);
-  layout.moves_innermost[rank - 1] = true;
+  layout.rows_in_runs = true;
   layout.index_of = [=](const std::vector<ir::Expr>& dyn, const std::vector<ir::Expr>& e) {
     std::vector<ir::Expr> inputs;
     for (int k = 0; k < outer; ++k)
@@ -638,11 +639,8 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
     for (int d = 0; d < n_out; ++d) at.push_back(ir::substitute(aff_to_expr(fn.at(d), e), sub));
     return at;
   };
-  const int n_out = outputs_of(fn);
-  for (int d = 0; d < rank; ++d)
-    layout.moves_innermost.push_back(isl_aff_involves_dims(fn.at(n_out - 1).get(), isl_dim_in,
-                                                           static_cast<unsigned>(d),
-                                                           1) == isl_bool_true);
+  layout.rows_in_runs = isl_aff_involves_dims(fn.at(outputs_of(fn) - 1).get(), isl_dim_in,
+                                              static_cast<unsigned>(rank - 1), 1) == isl_bool_true;
   // The order the copy runs in. A copy in CPU memory runs in the copy's
   // order, and each row of the copy is written at once (see
   // cmd_cache_identity). In B's order the store index divides by the row's
@@ -652,7 +650,7 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
   // machine-code time). A copy into GPU memory is shared out among a block's
   // threads: it runs in the copy's order only when both sides then walk
   // memory in runs.
-  if (!cpu && !layout.moves_innermost[rank - 1]) return layout;
+  if (!cpu && !layout.rows_in_runs) return layout;
   // The loops' names, params of the map, become its first inputs.
   isl_map* order = user.copy();
   for (int q = 0; q <= p; ++q) {
@@ -764,8 +762,7 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
   fill.loop_names = fill.iters;
   if (layout.order) {
     // The copy's order: c's loops through L, then the copy's indices, so
-    // that each row of the copy is written in one run (the GEMM's panels of
-    // B, [NB / NR][KB][NR], from rows of B: LLVM vectorizes the copy).
+    // that each row of the copy is written in one run.
     isl::map prefix(ctx, "{ " + in + " -> [" + head + "] }");
     isl::map order = isl::manage(
         isl_map_set_tuple_name(layout.order->copy(), isl_dim_in, isl_name(fill.name).c_str()));
@@ -810,8 +807,7 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   const StaticPlace place = static_place(c, p, cmd);
   check_not_written_inside(m, c, p, place, bname, cmd);
   const Footprint f = footprint_of(m, c, p, bname, cmd.args[0]);
-  const bool cpu = r.loc == ir::MemLoc::Heap || r.loc == ir::MemLoc::Stack;
-  const CacheLayout layout = r.manual ? user_layout(m, c, p, rank, f, bname, cpu, cmd)
+  const CacheLayout layout = r.manual ? user_layout(m, c, p, rank, f, bname, r.cpu, cmd)
                                       : box_layout(c, p, rank, place, f, bname, cmd);
 
   // The cache buffer, allocated inside loop L.
@@ -840,11 +836,11 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   // Each element of B goes to its own place in the copy (the layout is one to
   // one), so the copy's iterations write apart and may run at once. The loop
   // shared out is the copy's outermost with more than one iteration (a copy of
-  // one image of a batch has no loop over images). In the copy's order each of
-  // its iterations writes a block of the copy of its own. In B's order, when
-  // the copy's innermost index moves with that loop and loops remain inside
-  // it, each iteration would write a little into many cache lines that its
-  // neighbours on other threads write too, and the copy stays serial.
+  // one image of a batch has no loop over images). A copy that may run in
+  // parallel walks the copy in the copy's order (a cache's in CPU memory
+  // always; a cache_identity's box is in B's order and the copy's alike), so
+  // each iteration of that loop writes a block of the copy of its own: threads
+  // share its cache lines only where their blocks meet.
   if (r.parallel) {
     const int first = layout.order ? 2 * p + 3 : p + 1;
     const int stride = layout.order ? 2 : 1;  // the copy's loops and the 0s between them
@@ -852,11 +848,7 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
     std::vector<bool> varies = dims_that_vary(runs, first);
     for (size_t k = 0; k < varies.size(); k += stride) {
       if (!varies[k]) continue;
-      const size_t d = k / stride;
-      bool inner_loops = false;
-      for (size_t j = k + stride; j < varies.size(); j += stride) inner_loops |= varies[j];
-      if (!layout.order && layout.moves_innermost[d] && inner_loops) break;
-      fill.tags[p + 1 + d] = ir::LoopTag::Parallel;
+      fill.tags[p + 1 + k / stride] = ir::LoopTag::Parallel;
       break;
     }
   }
@@ -866,8 +858,8 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   // (the conv's filters, [F / 16][C][KH][KW][16]). A gathered row shorter
   // than 8 elements is LLVM's to copy, unrolled: the GEMM's A block, [MB /
   // MR][KB][MR] with MR = 4, ran slower as 4-lane gathers.
-  if (cpu && layout.order && fill.tags.back() == ir::LoopTag::None &&
-      (layout.moves_innermost[rank - 1] ? layout.sizes.back() > 1 : layout.sizes.back() >= 8))
+  if (r.cpu && layout.order && fill.tags.back() == ir::LoopTag::None &&
+      (layout.rows_in_runs ? layout.sizes.back() > 1 : layout.sizes.back() >= 8))
     fill.tags.back() = ir::LoopTag::Vectorize;
 
   // Everything inside L from c's position on moves one slot later.

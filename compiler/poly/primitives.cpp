@@ -527,19 +527,23 @@ void remap_static(Impl& m, const std::string& except, const std::vector<int64_t>
   for (auto& e : m.comps) {
     if (e.name == except || e.loops() < q) continue;
     int n = 2 * e.loops() + 1;
-    // A computation in one piece: a map of constants, or nothing to do.
-    bool plain = true, shares = true;
-    for (int k = 0; plain && k <= q; ++k) {
+    // Static dims 0..q fixed by every piece of e's map: e moves whole, to a
+    // constant, or stays.
+    std::vector<int64_t> fixed;
+    for (int k = 0; k <= q; ++k) {
       std::optional<int64_t> v = plainly_fixed(e, k);
-      plain = v.has_value();
-      if (plain && k < q) shares = shares && *v == prefix[k];
-      if (plain && k == q && shares && move.moves(*v)) {
+      if (!v) break;
+      fixed.push_back(*v);
+    }
+    if (static_cast<int>(fixed.size()) == q + 1) {
+      if (std::equal(prefix.begin(), prefix.begin() + q, fixed.begin()) && move.moves(fixed[q])) {
         std::vector<std::string> out = identity_out(n);
-        out[2 * q] = std::to_string(move(*v));
+        out[2 * q] = std::to_string(move(fixed[q]));
         e.sched = e.sched.apply_range(range_map(m.ctx.get(), n, out));
       }
+      continue;
     }
-    if (plain) continue;
+    // Otherwise its pieces where the prefix and `move` hold move, the others stay.
     std::string all;
     for (int k = 0; k < q; ++k)
       all += (all.empty() ? "" : " and ") + x(2 * k) + " = " + std::to_string(prefix[k]);

@@ -163,39 +163,48 @@ void on_one_and_two_threads(const ir::Func& f, const Bindings& in) {
   kiln_runtime_set_threads(before);
 }
 
-// cache copies run in the copy's order, each row one vector: a gather of a
-// column of a (rows of 8), LLVM's scalar copy (rows of 4, shorter than the
-// gather rule's 8), a contiguous load (the panel stored as it is), and rows
-// cut short at the matrix's edge (runtime sizes no tile divides), serial and
-// shared out among threads.
+// cache copies run in the copy's order, and the loops say which rows kiln
+// writes as vectors: a gather of a column of a (rows of 8 and 13), LLVM's
+// scalar copy (rows of 4, shorter than the gather rule's 8), a contiguous load
+// (the panel stored as it is); rows cut short at the matrix's edge (runtime
+// sizes no tile divides), serial and shared out among threads.
 TEST(JitCopies, RowsOfACopyAsGathersLoadsAndScalars) {
-  const std::string text = R"(func tr {
+  struct Case {
+    std::string loops;  // the schedule before the copy
+    std::string copy;
+    bool vector_rows;  // whether kiln writes the copy's rows as vectors
+  };
+  const std::string tiles =
+      "s.split(i, 2, io, ii); s.split(j, JB, jo, ji); s.reorder(io, jo, ii, ji);";
+  auto with = [&](int64_t jb) {
+    std::string t = tiles;
+    return t.replace(t.find("JB"), 2, std::to_string(jb));
+  };
+  for (
+      const Case& c : std::vector<Case>{
+          {with(8),
+           R"(s.cache(a, jo, heap, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0 - 8 * jo] }");)", true},
+          {with(4),
+           R"(s.cache(a, jo, heap, [2, 4], "{ [e0, e1] -> [e1 - 2 * io, e0 - 4 * jo] }");)", false},
+          {with(8),
+           R"(s.cache(a, jo, heap, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0 - 8 * jo] }", parallel);)",
+           true},
+          {with(8),
+           R"(s.cache(a, jo, heap, [8, 2], "{ [e0, e1] -> [e0 - 8 * jo, e1 - 2 * io] }");)", true},
+          {"s.split(i, 2, io, ii);",
+           R"(s.cache(a, io, heap, [2, 13], "{ [e0, e1] -> [e1 - 2 * io, e0] }");)", true}}) {
+    const std::string program = R"(func tr {
   param N, M = 13;
   input a : f32[M, N];
   output b : f32[N, M];
   compute s(i, j) in 0 <= i < N, 0 <= j < M: b[i, j] = a[j, i] * 2.0 + 1.0;
-  schedule {
-    s.split(i, 2, io, ii);
-    s.split(j, JB, jo, ji);
-    s.reorder(io, jo, ii, ji);
-    COPY;
-  }
+  schedule { )" + c.loops + " " +
+                                c.copy + R"( }
 })";
-  for (
-      const std::string& copy :
-      {std::string(R"(s.cache(a, jo, heap, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0 - 8 * jo] }"))"),
-       std::string(R"(s.cache(a, jo, heap, [2, 4], "{ [e0, e1] -> [e1 - 2 * io, e0 - 4 * jo] }"))"),
-       std::string(
-           R"(s.cache(a, jo, heap, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0 - 8 * jo] }", parallel))"),
-       std::string(R"(s.cache(a, jo, heap, [8, 2], "{ [e0, e1] -> [e0 - 8 * jo, e1 - 2 * io] }"))"),
-       std::string(R"(s.cache(a, io, heap, [2, 13], "{ [e0, e1] -> [e1 - 2 * io, e0] }"))")}) {
-    std::string program = text;
-    program.replace(program.find("COPY"), 4, copy);
-    const std::string jb = copy.find("4 * jo") != std::string::npos ? "4" : "8";
-    program.replace(program.find("JB"), 2, jb);
-    if (copy.find("[2, 13]") != std::string::npos)
-      program.replace(program.find("s.reorder(io, jo, ii, ji);"), 26, "");
-    SCOPED_TRACE(copy);
+    SCOPED_TRACE(c.copy);
+    const std::string loops = lowered(program);
+    EXPECT_EQ(loops.find("a_s_cache_1 += 1) {  // vectorize") != std::string::npos, c.vector_rows)
+        << loops;
     ir::Func f = parse_one(program);
     for (int n : {7, 4, 1}) {
       SCOPED_TRACE("N = " + std::to_string(n));
