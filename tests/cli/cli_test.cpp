@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -1048,6 +1050,53 @@ TEST(CliRun, LlvmsWarningsNameTheKernelAndTheLoop) {
   EXPECT_NE(at, std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(warning, at + 1), std::string::npos) << r.err;
   EXPECT_FALSE(Contains(r.err, "<unknown>")) << r.err;
+}
+
+// KILN_PERF=1: the JIT describes every function of a kernel, the outlined
+// parallel bodies too, in a jitdump file perf can read (magic "JiTD", flags
+// zero: perf refuses unknown flags). Without it, nothing is written.
+TEST(CliRun, PerfSupportWritesAJitdumpNamingEveryFunction) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(testing::TempDir()) / ("kiln_jitdump_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  setenv("JITDUMPDIR", dir.c_str(), 1);
+  Result quiet = kiln({"run", data("matmul_small.kiln"), "--check", "--threads", "2"});
+  setenv("KILN_PERF", "1", 1);
+  Result r = kiln({"run", data("matmul_small.kiln"), "--check", "--threads", "2"});
+  unsetenv("KILN_PERF");
+  unsetenv("JITDUMPDIR");
+  EXPECT_EQ(quiet.status, 0) << quiet.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "ok  matmul: 1 output matches"));
+  EXPECT_EQ(r.err, "");
+
+  std::vector<fs::path> dumps;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().extension() == ".dump") dumps.push_back(e.path());
+  ASSERT_EQ(dumps.size(), 1u) << "one jitdump, from the run with KILN_PERF only";
+  std::string dump = read_file(dumps[0].string());
+  ASSERT_GE(dump.size(), 40u);
+  auto u32 = [&](size_t at) {
+    uint32_t v = 0;
+    std::memcpy(&v, dump.data() + at, sizeof v);
+    return v;
+  };
+  auto u64 = [&](size_t at) {
+    uint64_t v = 0;
+    std::memcpy(&v, dump.data() + at, sizeof v);
+    return v;
+  };
+  EXPECT_EQ(u32(0), 0x4A695444u);  // "JiTD"
+  EXPECT_EQ(u64(32), 0u) << "header flags";
+  // Code-load records (id 0): header, pid, tid, vma, code address, size, index,
+  // then the function's name.
+  std::vector<std::string> names;
+  for (size_t at = u32(8); at + 16 <= dump.size() && u32(at + 4) > 0; at += u32(at + 4))
+    if (u32(at) == 0) names.push_back(dump.c_str() + at + 56);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"kiln_matmul", "kiln_matmul_par_io_1"}));
+  fs::remove_all(dir);
 }
 
 TEST(CliRun, BenchPrintsTheMedianAndGflops) {

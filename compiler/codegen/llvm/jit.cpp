@@ -10,6 +10,7 @@
 
 #include "kiln/runtime.h"
 #include "kiln/timing.h"
+#include "perf_support.h"
 #include "target_machine.h"
 
 namespace kiln::codegen {
@@ -72,6 +73,7 @@ class Engine {
       throw CompileError(ErrorStage::Codegen, {},
                          "cannot search this process's symbols: " + message(process.takeError()));
     lib.addGenerator(std::move(*process));
+    if (perf_support_requested()) describe_jit_code_to_perf(*jit_);
   }
 
   std::unique_ptr<llvm::orc::LLJIT> jit_;
