@@ -126,6 +126,45 @@ TEST(Vectorize, StridedAndGuardedReadsUseGatherAndMasks) {
   for (int opt : {0, 3}) EXPECT_TRUE(run_against_reference(p, {}, opt).ok);
 }
 
+// Lanes 2, 3 or 4 elements apart load as one wide masked load and a shuffle,
+// not a gather; 5 apart still gather. The last lane reads the array's last
+// element (the mask keeps the wide load from reading past it), the tail of 13
+// in vectors of 8 runs partial, and a guarded read (under a lane mask) reads
+// only the lanes it selects.
+TEST(Vectorize, SmallStridesLoadWideAndShuffle) {
+  const char* program = R"(func t {
+    param N = 13;
+    input a : f32[4 * N];
+    input g : f32[5 * N];
+    output b : f32[N];
+    compute s(i) in 0 <= i < N:
+      b[i] = a[2 * i] + 10.0 * a[3 * i + 1] + 100.0 * a[4 * i + 3] + g[5 * i]
+             + select(i >= 3, a[2 * i - 5], 0.5);
+  })";
+  for (int lanes : {8, 16}) {
+    SCOPED_TRACE(std::to_string(lanes) + " lanes");
+    std::string p = with_schedule(
+        program, "s.split(i, " + std::to_string(lanes) + ", io, ii); s.tag(ii, vectorize);");
+    codegen::Options o;
+    o.opt_level = 0;
+    std::string ir_text = codegen::emit_llvm(lowered_func(p, {{"N", 16}}), o);
+    for (int stride : {2, 3, 4}) {
+      std::string wide = "@llvm.masked.load.v" + std::to_string(lanes * stride) + "f32.p0(ptr";
+      EXPECT_NE(ir_text.find(wide), std::string::npos) << wide << "\n" << ir_text;
+    }
+    EXPECT_NE(ir_text.find("shufflevector"), std::string::npos) << ir_text;
+    size_t gathers = 0;
+    for (size_t at = ir_text.find("call contract"); at != std::string::npos;
+         at = ir_text.find("call contract", at + 1))
+      gathers += ir_text.compare(ir_text.find('@', at), 20, "@llvm.masked.gather.") == 0;
+    EXPECT_EQ(gathers, 1u) << "g alone, 5 apart, gathers\n" << ir_text;
+    for (int64_t size : {16, 13, 3, 1})
+      for (int opt : {0, 3})
+        EXPECT_TRUE(run_against_reference(p, {{"N", size}}, opt).ok)
+            << "N = " << size << ", -O" << opt;
+  }
+}
+
 // CSE and LICM bind parts of an index to lets inside a vectorized loop; the
 // access must still be seen as contiguous, not become a gather.
 TEST(Vectorize, IndicesThroughLetsStayContiguous) {

@@ -126,6 +126,12 @@ class FunctionBuilder {
   // The address of lane 0's element, computed as scalar code.
   llvm::Value* lane0_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx);
   llvm::Value* load(const ir::Load& n);
+  // Lanes s apart, s from 2 to kMaxShuffledStride, load as one wide masked
+  // load of the elements they span, whose lanes every_nth_lane(s) picks out;
+  // wider strides gather.
+  static constexpr int kMaxShuffledStride = 4;
+  llvm::Value* strided_load(llvm::Type* mt, llvm::Value* at, llvm::Align align, int s);
+  std::vector<int> every_nth_lane(int s) const;
   void store(const ir::Store& n);
   // Tells LLVM which buffer an access touches: kiln's buffers never overlap
   // (arguments are noalias, temps are allocations of their own), so each
