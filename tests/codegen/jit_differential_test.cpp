@@ -96,7 +96,8 @@ TEST(JitRegisterTiles, GemmWithTilesThatDoNotDivideItsBlocks) {
 
 // The benchmark convolution: channel blocks of 16 in vectors, a padded copy of
 // the input whose zeros replace the padding's selects, repacked filters, and
-// rows of output pixels that XR may not divide; stride 1 and 2, 1 and 2 threads.
+// rows of output pixels that XR may not divide, FB channel blocks per tile
+// (3 blocks in tiles of 2: a partial one); stride 1 and 2, 1 and 2 threads.
 TEST(JitRegisterTiles, ConvWithPaddedInputAndRepackedFilters) {
   const std::string text = read_source("tests/bench/kernels/conv2d.kiln");
   int before = kiln_runtime_threads();
@@ -111,19 +112,21 @@ TEST(JitRegisterTiles, ConvWithPaddedInputAndRepackedFilters) {
                                               {"P", 1},
                                               {"OH", 9},
                                               {"OW", 11},
-                                              {"XR", 4}},
+                                              {"XR", 4},
+                                              {"FB", 2}},
                                              {{"N", 1},
                                               {"C", 3},
                                               {"H", 20},
                                               {"W", 18},
-                                              {"F", 16},
+                                              {"F", 48},
                                               {"KH", 7},
                                               {"KW", 7},
                                               {"S", 2},
                                               {"P", 3},
                                               {"OH", 10},
                                               {"OW", 9},
-                                              {"XR", 14}},
+                                              {"XR", 14},
+                                              {"FB", 2}},
                                              {{"N", 1},
                                               {"C", 4},
                                               {"H", 6},
@@ -135,15 +138,16 @@ TEST(JitRegisterTiles, ConvWithPaddedInputAndRepackedFilters) {
                                               {"P", 0},
                                               {"OH", 6},
                                               {"OW", 6},
-                                              {"XR", 7}}};
+                                              {"XR", 7},
+                                              {"FB", 1}}};
   for (const ir::Overrides& set : shapes) {
     ir::Func f = parse_one(text, set);
     Bindings in = interp::random_bindings(f, interp::param_values(f), 5);
     for (int threads : {1, 2}) {
       kiln_runtime_set_threads(threads);
       SCOPED_TRACE("KH " + std::to_string(set.at("KH")) + ", S " + std::to_string(set.at("S")) +
-                   ", XR " + std::to_string(set.at("XR")) + ", " + std::to_string(threads) +
-                   " threads");
+                   ", XR " + std::to_string(set.at("XR")) + ", FB " + std::to_string(set.at("FB")) +
+                   ", " + std::to_string(threads) + " threads");
       interp::Mismatch mm = jit_differential(f, in, 3);
       EXPECT_TRUE(mm.ok) << mm.describe();
     }
