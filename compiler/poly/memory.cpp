@@ -170,6 +170,10 @@ int outputs_of(const isl::multi_aff& f) {
   return static_cast<int>(isl_multi_aff_dim(f.get(), isl_dim_out));
 }
 
+// A parallel copy's loop is one of at least this many iterations when it has
+// one (below it, threads wait on the last share), unless only the innermost has.
+constexpr int64_t kMinSharedTrips = 16;
+
 // What a cache command asks for, its arguments checked.
 struct CacheRequest {
   const ir::Buf* src;  // B
@@ -836,7 +840,10 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   // Each element of B goes to its own place in the copy (the layout is one to
   // one), so the copy's iterations write apart and may run at once. The loop
   // shared out is the copy's outermost with more than one iteration (a copy of
-  // one image of a batch has no loop over images). A copy that may run in
+  // one image of a batch has no loop over images), passing over loops of fewer
+  // than kMinSharedTrips iterations to an inner one, not the innermost: the
+  // 7x7 conv's 3 input channels left one of 2 threads idle a third of the
+  // copy, its 229 rows do not. A copy that may run in
   // parallel walks the copy in the copy's order (a cache's in CPU memory
   // always; a cache_identity's box is in B's order and the copy's alike), so
   // each iteration of that loop writes a block of the copy of its own: threads
@@ -846,11 +853,18 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
     const int stride = layout.order ? 2 : 1;  // the copy's loops and the 0s between them
     isl::set runs = layout.order ? fill.sched.intersect_domain(fill.domain).range() : fill.domain;
     std::vector<bool> varies = dims_that_vary(runs, first);
-    for (size_t k = 0; k < varies.size(); k += stride) {
-      if (!varies[k]) continue;
-      fill.tags[p + 1 + k / stride] = ir::LoopTag::Parallel;
-      break;
+    const size_t loops = (varies.size() + stride - 1) / stride;
+    std::optional<size_t> shared;
+    for (size_t k = 0; k < loops; ++k) {
+      if (!varies[k * stride]) continue;
+      if (!shared) shared = k;
+      bool few = k < layout.sizes.size() && layout.sizes[k] < kMinSharedTrips;
+      if (!few && k + 1 < loops) {
+        shared = k;
+        break;
+      }
     }
+    if (shared) fill.tags[p + 1 + *shared] = ir::LoopTag::Parallel;
   }
   // A CPU copy in the copy's order writes each row as one vector: from one
   // vector load when the copy's innermost index moves with B's (the GEMM's

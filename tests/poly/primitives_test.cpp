@@ -36,8 +36,9 @@ const char* kValue = R"(func v {
   compute out(i) in 0 <= i < N: b[i] = square(i) + 1.0;
 })";
 
-std::string scheduled(const char* program, const std::string& schedule) {
-  return lowered(with_schedule(program, schedule));
+std::string scheduled(const char* program, const std::string& schedule,
+                      const ir::Overrides& set = {}) {
+  return lowered(with_schedule(program, schedule), set);
 }
 
 TEST(Primitives, Split) {
@@ -398,6 +399,28 @@ TEST(Primitives, CacheCopiesInParallelWhenAsked) {
   EXPECT_NE(row.find("for (a_s_cache_1 = 0; a_s_cache_1 < 4; a_s_cache_1 += 1) {  // parallel"),
             std::string::npos)
       << row;
+
+  // A loop of fewer than 16 iterations is passed over for an inner one, not the
+  // innermost: 3 channels would leave one of 2 threads idle a third of the copy.
+  const char* channels = R"(func c3 {
+    param C = 3, H = 20, W = 8;
+    input a : f32[C, H, W];
+    output b : f32[C, H, W];
+    compute s(c, y, x) in 0 <= c < C, 0 <= y < H, 0 <= x < W: b[c, y, x] = a[c, y, x] * 2.0;
+  })";
+  const std::string whole = "s.cache_identity(a, root, heap, parallel);";
+  std::string three = scheduled(channels, whole);
+  EXPECT_NE(three.find("a_s_cache_1 += 1) {  // parallel"), std::string::npos) << three;
+  EXPECT_EQ(three.find("a_s_cache_0 += 1) {  // parallel"), std::string::npos) << three;
+  std::string many = scheduled(channels, whole, {{"C", 32}});
+  EXPECT_NE(many.find("a_s_cache_0 += 1) {  // parallel"), std::string::npos) << many;
+  // Rows of 4: only the innermost loop is long, so the channels are shared out.
+  std::string short_rows = scheduled(channels, whole, {{"H", 4}, {"W", 40}});
+  EXPECT_NE(short_rows.find("a_s_cache_0 += 1) {  // parallel"), std::string::npos) << short_rows;
+  for (const ir::Overrides& set : {ir::Overrides{}, ir::Overrides{{"H", 4}, {"W", 40}}}) {
+    mm = differential(parse_one(with_schedule(channels, whole), set));
+    EXPECT_TRUE(mm.ok) << mm.describe();
+  }
 
   std::string e = schedule_error(parse_one(with_schedule(kTranspose,
                                                          R"(s.split(i, 2, io, ii);
