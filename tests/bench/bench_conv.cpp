@@ -29,9 +29,7 @@ const char* const kUsage =
     "  {\"bench\":\"conv_1x64x56x56_64x3x3_s1p1_t2\", \"kiln_gflops\":...,\n"
     "   \"baseline\":\"onednn\", \"baseline_gflops\":..., \"ratio\":...,\n"
     "   \"max_rel_error\":..., ...}\n"
-    "Each side runs once to warm up, then R times, in up to 3 alternating rounds\n"
-    "(baseline, kiln, baseline, ...) so a shared machine's slow spells fall on both;\n"
-    "the median time of each side counts.\n"
+    "Each side runs once to warm up, then R times; the median time counts.\n"
     "max_rel_error is max |kiln - onednn| / max |onednn|. Exit status 1 when a case\n"
     "fails or kiln's result differs by more than 1e-4.\n"
     "\n"
@@ -144,6 +142,18 @@ struct Arrays {
 // Times both sides of one case into r; returns why it could not, if it could not.
 std::optional<std::string> time_case(const Shape& s, const kiln::codegen::Kernel& kernel,
                                      Arrays& arrays, kiln::bench::Result& r) {
+  try {
+    omp_set_num_threads(r.threads);
+    OneDnnConv dnnl_conv(s, arrays.input, arrays.weights, arrays.out_dnnl);
+    std::fprintf(stderr, "bench_conv: %s (%d timed runs, oneDNN: %s)\n", r.bench.c_str(), r.repeat,
+                 dnnl_conv.implementation().c_str());
+    r.baseline_seconds = kiln::bench::median_seconds([&] { dnnl_conv.run(); }, 1, r.repeat);
+    dnnl_conv.fetch_output();
+  } catch (const dnnl::error& e) {
+    return "onednn: " + std::string(e.what());
+  }
+  kiln::bench::settle();
+
   if (kiln_runtime_set_threads(r.threads) != r.threads) {
     return "kiln: the runtime would not run " + std::to_string(r.threads) + " threads";
   }
@@ -153,20 +163,9 @@ std::optional<std::string> time_case(const Shape& s, const kiln::codegen::Kernel
   args[2].ptr = arrays.out_kiln.data();
   kiln::bench::fill_nan(arrays.out_kiln);
   int32_t status = 0;
-  try {
-    omp_set_num_threads(r.threads);
-    OneDnnConv dnnl_conv(s, arrays.input, arrays.weights, arrays.out_dnnl);
-    std::fprintf(stderr, "bench_conv: %s (%d timed runs, oneDNN: %s)\n", r.bench.c_str(), r.repeat,
-                 dnnl_conv.implementation().c_str());
-    // settle() after each round: oneDNN's OpenMP threads spin a while after a call.
-    kiln::bench::PairedTimes t = kiln::bench::paired_medians(
-        [&] { dnnl_conv.run(); }, [&] { status |= kernel.call(args, 3); }, r.repeat);
-    r.baseline_seconds = t.baseline_seconds;
-    r.kiln_seconds = t.kiln_seconds;
-    dnnl_conv.fetch_output();
-  } catch (const dnnl::error& e) {
-    return "onednn: " + std::string(e.what());
-  }
+  r.kiln_seconds =
+      kiln::bench::median_seconds([&] { status |= kernel.call(args, 3); }, 1, r.repeat);
+  kiln::bench::settle();
   if (status != 0) return "kiln: the kernel returned " + std::to_string(status);
 
   r.max_rel_error = kiln::bench::max_rel_error(arrays.out_kiln, arrays.out_dnnl);

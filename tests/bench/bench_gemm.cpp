@@ -32,9 +32,7 @@ const char* const kUsage =
     "baseline_kernel is the CPU OpenBLAS chose its kernels for; on a virtual machine that\n"
     "hides the CPU model it may be a generic one (Prescott), and the ratio flatters kiln:\n"
     "set OPENBLAS_CORETYPE then.\n"
-    "Each side runs once to warm up, then R times, in up to 3 alternating rounds\n"
-    "(baseline, kiln, baseline, ...) so a shared machine's slow spells fall on both;\n"
-    "the median time of each side counts.\n"
+    "Each side runs once to warm up, then R times; the median time counts.\n"
     "max_rel_error is max |kiln - openblas| / max |openblas|. Exit status 1 when a\n"
     "case fails or kiln's result differs by more than 1e-4.\n"
     "\n"
@@ -66,26 +64,28 @@ std::optional<std::string> time_case(int64_t n, const kiln::codegen::Kernel& ker
                                      kiln::bench::Result& r) {
   std::fprintf(stderr, "bench_gemm: %s (%d timed runs)\n", r.bench.c_str(), r.repeat);
   openblas_set_num_threads(r.threads);
+  int blas_n = int(n);
+  r.baseline_seconds = kiln::bench::median_seconds(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_n, blas_n, blas_n, 1.0f,
+                    arrays.a.data(), blas_n, arrays.b.data(), blas_n, 0.0f, arrays.c_blas.data(),
+                    blas_n);
+      },
+      1, r.repeat);
+  kiln::bench::settle();  // OpenBLAS's threads spin a while after a call
+
   if (kiln_runtime_set_threads(r.threads) != r.threads) {
     return "kiln: the runtime would not run " + std::to_string(r.threads) + " threads";
   }
-  int blas_n = int(n);
   kiln_value args[3];
   args[0].ptr = arrays.a.data();
   args[1].ptr = arrays.b.data();
   args[2].ptr = arrays.c_kiln.data();
   kiln::bench::fill_nan(arrays.c_kiln);
   int32_t status = 0;
-  // settle() after each round: OpenBLAS's threads spin a while after a call.
-  kiln::bench::PairedTimes t = kiln::bench::paired_medians(
-      [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_n, blas_n, blas_n, 1.0f,
-                    arrays.a.data(), blas_n, arrays.b.data(), blas_n, 0.0f, arrays.c_blas.data(),
-                    blas_n);
-      },
-      [&] { status |= kernel.call(args, 3); }, r.repeat);
-  r.baseline_seconds = t.baseline_seconds;
-  r.kiln_seconds = t.kiln_seconds;
+  r.kiln_seconds =
+      kiln::bench::median_seconds([&] { status |= kernel.call(args, 3); }, 1, r.repeat);
+  kiln::bench::settle();
   if (status != 0) return "kiln: the kernel returned " + std::to_string(status);
 
   r.max_rel_error = kiln::bench::max_rel_error(arrays.c_kiln, arrays.c_blas);

@@ -126,14 +126,6 @@ CompiledKernel compile_kernel(const std::string& path, const std::string& func,
   return {std::move(kernel), double(kiln_now_ns() - start) * 1e-6};
 }
 
-namespace {
-double median_of(std::vector<double> times) {
-  std::sort(times.begin(), times.end());
-  size_t n = times.size();
-  return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-}
-}  // namespace
-
 double median_seconds(const std::function<void()>& fn, int warmup, int repeat) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> times;
@@ -142,34 +134,12 @@ double median_seconds(const std::function<void()>& fn, int warmup, int repeat) {
     fn();
     times.push_back(double(kiln_now_ns() - start) * 1e-9);
   }
-  return median_of(std::move(times));
+  std::sort(times.begin(), times.end());
+  size_t n = times.size();
+  return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
 }
 
 void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
-
-PairedTimes paired_medians(const std::function<void()>& baseline, const std::function<void()>& kiln,
-                           int repeat) {
-  std::vector<double> base_times, kiln_times;
-  auto timed = [](const std::function<void()>& fn, int runs, std::vector<double>& into) {
-    for (int i = 0; i < runs; ++i) {
-      uint64_t start = kiln_now_ns();
-      fn();
-      into.push_back(double(kiln_now_ns() - start) * 1e-9);
-    }
-  };
-  const int rounds = std::max(1, std::min(kRounds, repeat));
-  for (int round = 0; round < rounds; ++round) {
-    // Runs of this round: repeat split as evenly as it goes.
-    int runs = repeat / rounds + (round < repeat % rounds ? 1 : 0);
-    if (round == 0) baseline();  // warm-up
-    timed(baseline, runs, base_times);
-    settle();
-    if (round == 0) kiln();
-    timed(kiln, runs, kiln_times);
-    settle();
-  }
-  return {median_of(base_times), median_of(kiln_times)};
-}
 
 Floats::Floats(size_t n) : size_(n) {
   data_ = static_cast<float*>(kiln_alloc(std::max<size_t>(n, 1) * sizeof(float), 64));

@@ -57,17 +57,6 @@ double median_seconds(const std::function<void()>& fn, int warmup, int repeat);
 // Lets another library's spinning worker threads go to sleep before the next timing.
 void settle();
 
-// Times the baseline and kiln in alternating rounds, so that a shared machine's
-// slow and fast spells fall on both sides: each side runs once to warm up, then
-// `repeat` timed runs split into up to kRounds rounds of baseline runs, settle(),
-// kiln runs, settle(). Returns the median of each side's runs, in seconds.
-inline constexpr int kRounds = 3;
-struct PairedTimes {
-  double baseline_seconds = 0, kiln_seconds = 0;
-};
-PairedTimes paired_medians(const std::function<void()>& baseline, const std::function<void()>& kiln,
-                           int repeat);
-
 // A 64-byte aligned float array from the runtime's allocator.
 class Floats {
  public:
