@@ -300,6 +300,38 @@ TEST(Unroll, FillsAreNotUnrolledByLlvm) {
   EXPECT_TRUE(mm.ok) << mm.describe();
 }
 
+// With fast_math, a register tile's sums start at -0.0 and the old values of
+// C are loaded and added after the reduction loop, prefetched where they were
+// loaded before (AccumulateFromZero): the loop no longer waits for C. Without
+// fast_math the order of the additions stays, and so does the load.
+TEST(LlvmPipeline, TileSumsStartAtZeroWhenReassociationIsAllowed) {
+  const std::string fast = read_source("tests/bench/kernels/gemm.kiln");
+  ASSERT_NE(fast.find("option fast_math;"), std::string::npos);
+  std::string strict = fast;
+  strict.replace(strict.find("option fast_math;"), std::string("option fast_math;").size(), "");
+  const ir::Overrides sizes = {{"M", 96}, {"N", 128}, {"K", 64}};
+  auto zero_started_phis = [](const std::string& ir_text) {
+    size_t n = 0;
+    std::istringstream in(ir_text);
+    for (std::string line; std::getline(in, line);)
+      n += line.find(" = phi <") != std::string::npos &&
+           line.find("-0.000000e+00") != std::string::npos;
+    return n;
+  };
+  codegen::Options o;
+  o.opt_level = 3;
+  std::string fast_ir = codegen::emit_llvm(lowered_func(fast, sizes), o);
+  EXPECT_GE(zero_started_phis(fast_ir), 4u) << fast_ir;
+  EXPECT_NE(fast_ir.find("call void @llvm.prefetch"), std::string::npos) << fast_ir;
+  std::string strict_ir = codegen::emit_llvm(lowered_func(strict, sizes), o);
+  EXPECT_EQ(zero_started_phis(strict_ir), 0u) << strict_ir;
+  EXPECT_EQ(strict_ir.find("@llvm.prefetch"), std::string::npos) << strict_ir;
+  for (const std::string& text : {fast, strict}) {
+    interp::Mismatch mm = run_against_reference(text, sizes, 3);
+    EXPECT_TRUE(mm.ok) << mm.describe();
+  }
+}
+
 // Reassociation only where the operator asks for it; fusing a * b + c into a
 // multiply-add always (LLVM's contract flag), as C compilers do by default.
 TEST(FastMath, OnlyWhenTheOperatorAllowsIt) {

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <set>
 
+#include "accumulators.h"
 #include "kiln/timing.h"
 #include "module_builder.h"
 
@@ -259,6 +260,11 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level) {
   tuning.LoopVectorization = opt_level >= 2 && !vectorized;
   tuning.SLPVectorization = opt_level >= 2 && !vectorized;
   llvm::PassBuilder pb(&tm, tuning);
+  pb.registerOptimizerLastEPCallback(
+      [](llvm::ModulePassManager& mpm, llvm::OptimizationLevel level) {
+        if (level.getSpeedupLevel() >= 2)
+          mpm.addPass(llvm::createModuleToFunctionPassAdaptor(AccumulateFromZero()));
+      });
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
