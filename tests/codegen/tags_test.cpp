@@ -165,6 +165,45 @@ TEST(Vectorize, SmallStridesLoadWideAndShuffle) {
   }
 }
 
+// A column of rows as long as the vector (b[j, i] = a[i, j] with a's rows of
+// 4, 8 or 16 and j unrolled) is read as the rows and a transpose in
+// registers, not as gathers: after LLVM's CSE, one load per row and
+// log2(width) rounds of shuffles serve every column.
+TEST(Vectorize, ColumnsOfShortRowsLoadAsATranspose) {
+  for (int width : {4, 8, 16}) {
+    SCOPED_TRACE(std::to_string(width) + " lanes");
+    const std::string w = std::to_string(width);
+    const std::string program =
+        "func t {\n  param N = 48;\n  input a : f32[N, " + w + "];\n  output b : f32[" + w +
+        ", N];\n  compute s(j, i) in 0 <= j < " + w + ", 0 <= i < N: b[j, i] = a[i, j] * 2.0;\n}";
+    std::string p = with_schedule(program.c_str(), "s.split(i, " + w +
+                                                       ", io, ii); s.reorder(io, j, ii); "
+                                                       "s.tag(j, unroll_explicit); s.tag(ii, "
+                                                       "vectorize);");
+    codegen::Options o;
+    o.opt_level = 3;
+    std::string ir_text = codegen::emit_llvm(lowered_func(p), o);
+    EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << ir_text;
+    // Per block of rows: width loads and width * log2(width) shuffles, where
+    // a transpose per column would take width * (width - 1).
+    auto count = [&](const std::string& what) {
+      size_t k = 0;
+      for (size_t at = ir_text.find(what); at != std::string::npos; at = ir_text.find(what, at + 1))
+        ++k;
+      return k;
+    };
+    const std::string vec = "<" + w + " x float>";
+    size_t rows = count("= load " + vec), shuffles = count("= shufflevector " + vec);
+    int rounds = width == 4 ? 2 : width == 8 ? 3 : 4;
+    ASSERT_GT(rows, 0u) << ir_text;
+    EXPECT_EQ(rows % width, 0u) << ir_text;
+    EXPECT_EQ(shuffles, rows * rounds) << "the columns share one transpose\n" << ir_text;
+    for (int64_t n : {48, 37, 5})
+      for (int opt : {0, 3})
+        EXPECT_TRUE(run_against_reference(p, {{"N", n}}, opt).ok) << "N = " << n << ", -O" << opt;
+  }
+}
+
 // CSE and LICM bind parts of an index to lets inside a vectorized loop; the
 // access must still be seen as contiguous, not become a gather.
 TEST(Vectorize, IndicesThroughLetsStayContiguous) {

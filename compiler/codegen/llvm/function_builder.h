@@ -132,6 +132,15 @@ class FunctionBuilder {
   static constexpr int kMaxShuffledStride = 4;
   llvm::Value* strided_load(llvm::Type* mt, llvm::Value* at, llvm::Align align, int s);
   std::vector<int> every_nth_lane(int s) const;
+  // A read of column c (a constant) of lanes_ consecutive rows whose length
+  // is lanes_ (Ob[.., x, fi] over lanes x, with fi's extent the vector
+  // width): the rows load as lanes_ vectors and a transpose in registers
+  // (log2(lanes_) rounds of two-vector shuffles) gives column c. Reads of the
+  // other columns of the same rows emit the same loads and shuffles, which
+  // LLVM's CSE merges: 16 loads and 64 shuffles for 16 columns where there
+  // were 16 gathers. nullptr when the read is not of that form.
+  llvm::Value* transposed_column(BufInfo& buf, const std::string& name,
+                                 const std::vector<ir::Expr>& idx);
   void store(const ir::Store& n);
   // Tells LLVM which buffer an access touches: kiln's buffers never overlap
   // (arguments are noalias, temps are allocations of their own), so each
@@ -156,6 +165,9 @@ class FunctionBuilder {
   std::vector<ir::Expr> with_lane_defs(const std::vector<ir::Expr>& idx);
   // How a vectorized access walks memory: 1 = contiguous lanes.
   std::optional<int64_t> lane_stride(const std::vector<ir::Expr>& raw);
+  // Whether lane k of an access reads row k of its last two dimensions: the
+  // next-to-last index moves by one per lane and no other index moves.
+  std::optional<int64_t> row_lane_index(const std::vector<ir::Expr>& raw);
   // Lanes of a vector: the loop's extent when it is a small constant, else a
   // fixed width with a scalar loop for the remainder.
   static constexpr int kMaxLanes = 16;
@@ -183,6 +195,16 @@ class FunctionBuilder {
   std::map<std::string, llvm::Value*> vars_;
   std::map<std::string, BufInfo> bufs_;
   int outlined_ = 0;
+  // Columns transposed from rows of a buffer (transposed_column), for the
+  // reads of the other columns; a write to the buffer forgets them.
+  struct Transposed {
+    std::string buf;
+    llvm::BasicBlock* block;        // where they were computed
+    std::vector<llvm::Value*> key;  // the rows' indices but the last, at lane 0
+    std::vector<llvm::Value*> columns;
+  };
+  std::vector<Transposed> transposed_;
+
   // Vectorization state: lanes_ > 0 inside a vectorized loop over lane_var_.
   int lanes_ = 0;
   std::string lane_var_;

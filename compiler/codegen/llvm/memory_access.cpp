@@ -2,11 +2,34 @@
 // become vector loads and stores, others gathers and scatters.
 #include <llvm/IR/MDBuilder.h>
 
+#include <functional>
 #include <set>
 
 #include "function_builder.h"
 
 namespace kiln::codegen::detail {
+
+namespace {
+
+// Whether a and b compute the same value: the same value, or identical
+// instructions (no memory reads) of operands that are, a few levels deep.
+bool same_value(llvm::Value* a, llvm::Value* b) {
+  std::function<bool(llvm::Value*, llvm::Value*, int)> same = [&](llvm::Value* x, llvm::Value* y,
+                                                                  int depth) {
+    if (x == y) return true;
+    auto* i = llvm::dyn_cast<llvm::Instruction>(x);
+    auto* j = llvm::dyn_cast<llvm::Instruction>(y);
+    if (!i || !j || depth == 0 || i->mayReadOrWriteMemory() || llvm::isa<llvm::PHINode>(i) ||
+        !i->isSameOperationAs(j) || i->getNumOperands() != j->getNumOperands())
+      return false;
+    for (unsigned k = 0; k < i->getNumOperands(); ++k)
+      if (!same(i->getOperand(k), j->getOperand(k), depth - 1)) return false;
+    return true;
+  };
+  return same(a, b, 6);
+}
+
+}  // namespace
 
 BufInfo& FunctionBuilder::buffer(const std::string& name) {
   auto it = bufs_.find(name);
@@ -74,6 +97,9 @@ void FunctionBuilder::mark_buffer(llvm::Instruction* access, const std::string& 
       others_of_[name] = llvm::MDNode::get(ctx_, rest);
     }
   }
+  // Columns transposed from buf before a write to it are stale after it.
+  if (access->mayWriteToMemory())
+    std::erase_if(transposed_, [&](const Transposed& t) { return t.buf == buf; });
   auto scope = scope_of_.find(buf);
   if (scope == scope_of_.end()) return;  // unknown to the walk: LLVM assumes the worst
   access->setMetadata(llvm::LLVMContext::MD_alias_scope, scope->second);
@@ -111,6 +137,8 @@ llvm::Value* FunctionBuilder::load(const ir::Load& n) {
   } else if (lanes_ && stride && *stride >= 2 && *stride <= kMaxShuffledStride) {
     v = marked(strided_load(mt, lane0_ptr(buf, n.indices), align, static_cast<int>(*stride)));
     v = b_.CreateShuffleVector(v, every_nth_lane(static_cast<int>(*stride)));
+  } else if (llvm::Value* column = mask_ ? nullptr : transposed_column(buf, n.buf, n.indices)) {
+    v = column;
   } else {
     llvm::Value* at = element_ptr(buf, n.indices);
     if (is_vec(at)) {
@@ -130,6 +158,70 @@ llvm::Value* FunctionBuilder::load(const ir::Load& n) {
   if (buf.dtype == ir::DType::Bool)
     v = b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
   return v;
+}
+
+llvm::Value* FunctionBuilder::transposed_column(BufInfo& buf, const std::string& name,
+                                                const std::vector<ir::Expr>& idx) {
+  const int n = lanes_;
+  if (n < 2 || (n & (n - 1)) != 0 || !row_lane_index(idx)) return nullptr;
+  auto* row_length = llvm::dyn_cast<llvm::ConstantInt>(buf.shape.back());
+  if (!row_length || row_length->getSExtValue() != n) return nullptr;
+  // The column, the same for every lane (the last index does not move).
+  int saved = lanes_;
+  lanes_ = 0;
+  llvm::Value* last = expr(with_lane_defs({idx.back()}).front());
+  lanes_ = saved;
+  auto* column = llvm::dyn_cast<llvm::ConstantInt>(last);
+  if (!column || column->getSExtValue() < 0 || column->getSExtValue() >= n) return nullptr;
+  // The rows' indices at lane 0, but the last: the block's identity. A read
+  // of another column of the same rows, in the same basic block with no
+  // write to buf between, takes its column from the same transpose.
+  std::vector<llvm::Value*> key;
+  lanes_ = 0;
+  llvm::Value* saved_var = vars_[lane_var_];
+  vars_[lane_var_] = lane_base_;
+  std::vector<ir::Expr> lane0 = with_lane_defs(idx);
+  for (size_t k = 0; k + 1 < lane0.size(); ++k) key.push_back(expr(lane0[k]));
+  vars_[lane_var_] = saved_var;
+  lanes_ = saved;
+  const int64_t c = column->getSExtValue();
+  for (const Transposed& t : transposed_)
+    if (t.buf == name && t.block == b_.GetInsertBlock() && t.columns.size() == size_t(n) &&
+        std::equal(key.begin(), key.end(), t.key.begin(), t.key.end(), same_value))
+      return t.columns[c];
+  std::vector<ir::Expr> row0 = idx;
+  row0.back() = ir::int_imm(0);
+  llvm::Value* at = lane0_ptr(buf, row0);
+  llvm::Type* mt = mem_type(buf.dtype);
+  llvm::Type* vt = vec_of(mt);
+  llvm::Align align(ir::dtype_bytes(buf.dtype));
+  std::vector<llvm::Value*> rows;
+  for (int r = 0; r < n; ++r) {
+    llvm::Value* p = b_.CreateInBoundsGEP(mt, at, b_.getInt64(static_cast<uint64_t>(r * n)));
+    auto* row = b_.CreateAlignedLoad(vt, p, align);
+    mark_buffer(row, name);
+    rows.push_back(row);
+  }
+  // Round j swaps bit j of the row with bit j of the column: rows r and
+  // r + 2^j (bit j of r clear) exchange the elements whose column has bit j
+  // set in r and clear in r + 2^j.
+  for (int half = 1; half < n; half *= 2) {
+    std::vector<int> low(n), high(n);
+    for (int c = 0; c < n; ++c) {
+      bool set = (c & half) != 0;
+      low[c] = set ? n + c - half : c;
+      high[c] = set ? n + c : c + half;
+    }
+    for (int r = 0; r < n; ++r) {
+      if (r & half) continue;
+      llvm::Value* a = rows[r];
+      llvm::Value* b = rows[r + half];
+      rows[r] = b_.CreateShuffleVector(a, b, low);
+      rows[r + half] = b_.CreateShuffleVector(a, b, high);
+    }
+  }
+  transposed_.push_back({name, b_.GetInsertBlock(), key, rows});
+  return rows[c];
 }
 
 // Lanes k * s of a vector of lanes_ * s.

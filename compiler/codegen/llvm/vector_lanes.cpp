@@ -101,6 +101,19 @@ std::optional<int64_t> FunctionBuilder::lane_stride(const std::vector<ir::Expr>&
   return derivative(idx.back(), lane_var_, unknown);
 }
 
+std::optional<int64_t> FunctionBuilder::row_lane_index(const std::vector<ir::Expr>& raw) {
+  if (!lanes_ || raw.size() < 2) return std::nullopt;
+  std::vector<ir::Expr> idx = with_lane_defs(raw);
+  std::set<std::string> unknown = varying_;
+  unknown.erase(lane_var_);
+  for (const auto& [name, def] : lane_defs_) unknown.erase(name);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    auto d = derivative(idx[k], lane_var_, unknown);
+    if (!d || *d != (k + 2 == idx.size() ? 1 : 0)) return std::nullopt;
+  }
+  return static_cast<int64_t>(idx.size() - 2);
+}
+
 int FunctionBuilder::vector_width(const ir::For& n) {
   auto* a = ir::as<ir::IntImm>(n.min);
   auto* b = ir::as<ir::IntImm>(n.end);
