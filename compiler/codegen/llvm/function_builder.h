@@ -7,6 +7,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/IR/ValueHandle.h>
 
 #include <cstdint>
 #include <functional>
@@ -199,7 +200,9 @@ class FunctionBuilder {
   // reads of the other columns; a write to the buffer forgets them.
   struct Transposed {
     std::string buf;
-    llvm::BasicBlock* block;        // where they were computed
+    // The first row's load: null once erased, so a block freed and another
+    // allocated at its address cannot match; its block is where the columns are.
+    llvm::WeakVH first_row;
     std::vector<llvm::Value*> key;  // the rows' indices but the last, at lane 0
     std::vector<llvm::Value*> columns;
   };

@@ -186,7 +186,9 @@ llvm::Value* FunctionBuilder::transposed_column(BufInfo& buf, const std::string&
   lanes_ = saved;
   const int64_t c = column->getSExtValue();
   for (const Transposed& t : transposed_)
-    if (t.buf == name && t.block == b_.GetInsertBlock() && t.columns.size() == size_t(n) &&
+    if (t.buf == name && t.first_row &&
+        llvm::cast<llvm::Instruction>(t.first_row)->getParent() == b_.GetInsertBlock() &&
+        t.columns.size() == size_t(n) &&
         std::equal(key.begin(), key.end(), t.key.begin(), t.key.end(), same_value))
       return t.columns[c];
   std::vector<ir::Expr> row0 = idx;
@@ -196,10 +198,12 @@ llvm::Value* FunctionBuilder::transposed_column(BufInfo& buf, const std::string&
   llvm::Type* vt = vec_of(mt);
   llvm::Align align(ir::dtype_bytes(buf.dtype));
   std::vector<llvm::Value*> rows;
+  llvm::Instruction* first_row = nullptr;
   for (int r = 0; r < n; ++r) {
     llvm::Value* p = b_.CreateInBoundsGEP(mt, at, b_.getInt64(static_cast<uint64_t>(r * n)));
     auto* row = b_.CreateAlignedLoad(vt, p, align);
     mark_buffer(row, name);
+    if (r == 0) first_row = row;
     rows.push_back(row);
   }
   // Round j swaps bit j of the row with bit j of the column: rows r and
@@ -220,7 +224,7 @@ llvm::Value* FunctionBuilder::transposed_column(BufInfo& buf, const std::string&
       rows[r + half] = b_.CreateShuffleVector(a, b, high);
     }
   }
-  transposed_.push_back({name, b_.GetInsertBlock(), key, rows});
+  transposed_.push_back({name, llvm::WeakVH(first_row), key, rows});
   return rows[c];
 }
 
