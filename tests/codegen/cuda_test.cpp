@@ -120,12 +120,6 @@ interp::Mismatch gpu_loops_against_reference(const ir::Func& f, uint64_t seed) {
   return interp::compare_outputs(f, expected, actual);
 }
 
-int count(const std::string& s, const std::string& what) {
-  int n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
-
 // The schedules of the GPU examples keep every dependence: the loops they lower to, run by the
 // loop interpreter (which ignores tags), compute what the reference computes.
 TEST(GpuSchedules, LoopsMatchTheReference) {
@@ -180,12 +174,12 @@ TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   EXPECT_EQ(ir::to_string(l.grid[1]), "4");
   EXPECT_EQ(l.block, (std::array<int64_t, 3>{16, 16, 1}));
   EXPECT_EQ(l.shared_bytes, 2 * 64 * 16 * 4);
-  EXPECT_EQ(count(p.source, "__shared__ float"), 2);
-  EXPECT_EQ(count(p.source, "__syncthreads();"), 2) << p.source;
+  EXPECT_EQ(count_of(p.source, "__shared__ float"), 2);
+  EXPECT_EQ(count_of(p.source, "__syncthreads();"), 2) << p.source;
   // the fills are dealt out to the threads
-  EXPECT_EQ(count(p.source, "+= kiln_nthreads"), 2) << p.source;
+  EXPECT_EQ(count_of(p.source, "+= kiln_nthreads"), 2) << p.source;
   // 16 x 16 threads for 16-wide thread loops: no bound check in them
-  EXPECT_EQ(count(p.source, "if (v_tx <"), 0) << p.source;
+  EXPECT_EQ(count_of(p.source, "if (v_tx <"), 0) << p.source;
   EXPECT_TRUE(p.notes.empty());
 }
 
@@ -198,7 +192,7 @@ TEST(GpuCodegen, PartialTilesKeepTheirGuards) {
   ASSERT_EQ(p.launches.size(), 1u);
   EXPECT_EQ(ir::to_string(p.launches[0].grid[0]), "1");
   EXPECT_EQ(ir::to_string(p.launches[0].grid[1]), "2");
-  EXPECT_GT(count(p.source, "if (v_ty <"), 0) << p.source;
+  EXPECT_GT(count_of(p.source, "if (v_ty <"), 0) << p.source;
 }
 
 // Run-time sizes: the grid is an expression of the params, evaluated at launch.

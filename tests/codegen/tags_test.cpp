@@ -153,11 +153,11 @@ TEST(Vectorize, SmallStridesLoadWideAndShuffle) {
       EXPECT_NE(ir_text.find(wide), std::string::npos) << wide << "\n" << ir_text;
     }
     EXPECT_NE(ir_text.find("shufflevector"), std::string::npos) << ir_text;
-    size_t gathers = 0;
-    for (size_t at = ir_text.find("call contract"); at != std::string::npos;
-         at = ir_text.find("call contract", at + 1))
-      gathers += ir_text.compare(ir_text.find('@', at), 20, "@llvm.masked.gather.") == 0;
-    EXPECT_EQ(gathers, 1u) << "g alone, 5 apart, gathers\n" << ir_text;
+    EXPECT_EQ(count_of(ir_text,
+                       "call contract <" + std::to_string(lanes) + " x float> @llvm.masked.gather"),
+              1)
+        << "g alone, 5 apart, gathers\n"
+        << ir_text;
     for (int64_t size : {16, 13, 3, 1})
       for (int opt : {0, 3})
         EXPECT_TRUE(run_against_reference(p, {{"N", size}}, opt).ok)
@@ -186,17 +186,12 @@ TEST(Vectorize, ColumnsOfShortRowsLoadAsATranspose) {
     EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << ir_text;
     // Per block of rows: width loads and width * log2(width) shuffles, where
     // a transpose per column would take width * (width - 1).
-    auto count = [&](const std::string& what) {
-      size_t k = 0;
-      for (size_t at = ir_text.find(what); at != std::string::npos; at = ir_text.find(what, at + 1))
-        ++k;
-      return k;
-    };
     const std::string vec = "<" + w + " x float>";
-    size_t rows = count("= load " + vec), shuffles = count("= shufflevector " + vec);
+    int rows = count_of(ir_text, "= load " + vec),
+        shuffles = count_of(ir_text, "= shufflevector " + vec);
     int rounds = width == 4 ? 2 : width == 8 ? 3 : 4;
-    ASSERT_GT(rows, 0u) << ir_text;
-    EXPECT_EQ(rows % width, 0u) << ir_text;
+    ASSERT_GT(rows, 0) << ir_text;
+    EXPECT_EQ(rows % width, 0) << ir_text;
     EXPECT_EQ(shuffles, rows * rounds) << "the columns share one transpose\n" << ir_text;
     for (int64_t n : {48, 37, 5})
       for (int opt : {0, 3})
@@ -251,11 +246,7 @@ TEST(UnrollExplicit, CopiesTheBodyForEachIteration) {
   o.opt_level = 0;
   std::string ir_text = codegen::emit_llvm(lowered_func(p), o);
   EXPECT_EQ(ir_text.find("ii.head"), std::string::npos) << "no loop is left for ii";
-  size_t stores = 0;
-  for (size_t at = ir_text.find("store float"); at != std::string::npos;
-       at = ir_text.find("store float", at + 1))
-    ++stores;
-  EXPECT_EQ(stores, 4u) << ir_text;
+  EXPECT_EQ(count_of(ir_text, "store float"), 4) << ir_text;
   EXPECT_TRUE(run_against_reference(p).ok);
 }
 

@@ -27,6 +27,13 @@ inline std::string read_example(const std::string& name) {
   return read_source("examples/" + name + ".kiln");
 }
 
+// How many times `what` occurs in `text` (overlaps counted).
+inline int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 // Replaces the body of the `schedule { ... }` block of `src` (braces inside
 // quoted strings do not count).
 inline std::string with_schedule(const std::string& src, const std::string& body) {

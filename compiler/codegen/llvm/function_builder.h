@@ -124,8 +124,12 @@ class FunctionBuilder {
   // single flattened index hides (and with it the chance to keep a tile of
   // accumulators in registers).
   llvm::Value* element_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx);
-  // The address of lane 0's element, computed as scalar code.
+  // The address of lane 0's element, and the value of e at lane 0, computed
+  // as scalar code.
   llvm::Value* lane0_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx);
+  llvm::Value* lane0_value(const ir::Expr& e);
+  template <class F>
+  llvm::Value* at_lane0(F&& emit);
   llvm::Value* load(const ir::Load& n);
   // Lanes s apart, s from 2 to kMaxShuffledStride, load as one wide masked
   // load of the elements they span, whose lanes every_nth_lane(s) picks out;
@@ -137,9 +141,10 @@ class FunctionBuilder {
   // is lanes_ (Ob[.., x, fi] over lanes x, with fi's extent the vector
   // width): the rows load as lanes_ vectors and a transpose in registers
   // (log2(lanes_) rounds of two-vector shuffles) gives column c. Reads of the
-  // other columns of the same rows emit the same loads and shuffles, which
-  // LLVM's CSE merges: 16 loads and 64 shuffles for 16 columns where there
-  // were 16 gathers. nullptr when the read is not of that form.
+  // other columns of the same rows in the same basic block, with no write to
+  // the buffer between, take theirs from the same transpose: 16 loads and 64
+  // shuffles for 16 columns where there were 16 gathers. nullptr when the
+  // read is not of that form.
   llvm::Value* transposed_column(BufInfo& buf, const std::string& name,
                                  const std::vector<ir::Expr>& idx);
   void store(const ir::Store& n);
@@ -164,11 +169,14 @@ class FunctionBuilder {
                                             llvm::Value* v);
   void undefine_lane_value(const std::string& name, const std::optional<ir::Expr>& old);
   std::vector<ir::Expr> with_lane_defs(const std::vector<ir::Expr>& idx);
+  // How much each index of an access moves per lane; nullopt when one
+  // index's move is not a known constant.
+  std::optional<std::vector<int64_t>> lane_derivatives(const std::vector<ir::Expr>& raw);
   // How a vectorized access walks memory: 1 = contiguous lanes.
   std::optional<int64_t> lane_stride(const std::vector<ir::Expr>& raw);
   // Whether lane k of an access reads row k of its last two dimensions: the
   // next-to-last index moves by one per lane and no other index moves.
-  std::optional<int64_t> row_lane_index(const std::vector<ir::Expr>& raw);
+  bool lanes_walk_rows(const std::vector<ir::Expr>& raw);
   // Lanes of a vector: the loop's extent when it is a small constant, else a
   // fixed width with a scalar loop for the remainder.
   static constexpr int kMaxLanes = 16;
@@ -203,7 +211,7 @@ class FunctionBuilder {
     // The first row's load: null once erased, so a block freed and another
     // allocated at its address cannot match; its block is where the columns are.
     llvm::WeakVH first_row;
-    std::vector<llvm::Value*> key;  // the rows' indices but the last, at lane 0
+    llvm::Value* rows_at;  // row 0's address at lane 0: which rows
     std::vector<llvm::Value*> columns;
   };
   std::vector<Transposed> transposed_;

@@ -2,7 +2,6 @@
 // become vector loads and stores, others gathers and scatters.
 #include <llvm/IR/MDBuilder.h>
 
-#include <functional>
 #include <set>
 
 #include "function_builder.h"
@@ -12,21 +11,18 @@ namespace kiln::codegen::detail {
 namespace {
 
 // Whether a and b compute the same value: the same value, or identical
-// instructions (no memory reads) of operands that are, a few levels deep.
-bool same_value(llvm::Value* a, llvm::Value* b) {
-  std::function<bool(llvm::Value*, llvm::Value*, int)> same = [&](llvm::Value* x, llvm::Value* y,
-                                                                  int depth) {
-    if (x == y) return true;
-    auto* i = llvm::dyn_cast<llvm::Instruction>(x);
-    auto* j = llvm::dyn_cast<llvm::Instruction>(y);
-    if (!i || !j || depth == 0 || i->mayReadOrWriteMemory() || llvm::isa<llvm::PHINode>(i) ||
-        !i->isSameOperationAs(j) || i->getNumOperands() != j->getNumOperands())
-      return false;
-    for (unsigned k = 0; k < i->getNumOperands(); ++k)
-      if (!same(i->getOperand(k), j->getOperand(k), depth - 1)) return false;
-    return true;
-  };
-  return same(a, b, 6);
+// instructions (no memory reads) of operands that are, a few levels deep
+// (an address: a GEP per dimension over its index arithmetic).
+bool same_value(llvm::Value* a, llvm::Value* b, int depth = 16) {
+  if (a == b) return true;
+  auto* i = llvm::dyn_cast<llvm::Instruction>(a);
+  auto* j = llvm::dyn_cast<llvm::Instruction>(b);
+  if (!i || !j || depth == 0 || i->mayReadOrWriteMemory() || llvm::isa<llvm::PHINode>(i) ||
+      !i->isSameOperationAs(j) || i->getNumOperands() != j->getNumOperands())
+    return false;
+  for (unsigned k = 0; k < i->getNumOperands(); ++k)
+    if (!same_value(i->getOperand(k), j->getOperand(k), depth - 1)) return false;
+  return true;
 }
 
 }  // namespace
@@ -57,15 +53,24 @@ llvm::Value* FunctionBuilder::element_ptr(BufInfo& buf, const std::vector<ir::Ex
   return p;
 }
 
-llvm::Value* FunctionBuilder::lane0_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx) {
+template <class F>
+llvm::Value* FunctionBuilder::at_lane0(F&& emit) {
   int saved = lanes_;
   llvm::Value* saved_var = vars_[lane_var_];
   lanes_ = 0;
   vars_[lane_var_] = lane_base_;
-  llvm::Value* i = element_ptr(buf, with_lane_defs(idx));
+  llvm::Value* v = emit();
   vars_[lane_var_] = saved_var;
   lanes_ = saved;
-  return i;
+  return v;
+}
+
+llvm::Value* FunctionBuilder::lane0_ptr(BufInfo& buf, const std::vector<ir::Expr>& idx) {
+  return at_lane0([&] { return element_ptr(buf, with_lane_defs(idx)); });
+}
+
+llvm::Value* FunctionBuilder::lane0_value(const ir::Expr& e) {
+  return at_lane0([&] { return expr(with_lane_defs({e}).front()); });
 }
 
 void FunctionBuilder::mark_buffer(llvm::Instruction* access, const std::string& buf) {
@@ -163,37 +168,21 @@ llvm::Value* FunctionBuilder::load(const ir::Load& n) {
 llvm::Value* FunctionBuilder::transposed_column(BufInfo& buf, const std::string& name,
                                                 const std::vector<ir::Expr>& idx) {
   const int n = lanes_;
-  if (n < 2 || (n & (n - 1)) != 0 || !row_lane_index(idx)) return nullptr;
+  if (n < 2 || (n & (n - 1)) != 0 || !lanes_walk_rows(idx)) return nullptr;
   auto* row_length = llvm::dyn_cast<llvm::ConstantInt>(buf.shape.back());
   if (!row_length || row_length->getSExtValue() != n) return nullptr;
   // The column, the same for every lane (the last index does not move).
-  int saved = lanes_;
-  lanes_ = 0;
-  llvm::Value* last = expr(with_lane_defs({idx.back()}).front());
-  lanes_ = saved;
-  auto* column = llvm::dyn_cast<llvm::ConstantInt>(last);
+  auto* column = llvm::dyn_cast<llvm::ConstantInt>(lane0_value(idx.back()));
   if (!column || column->getSExtValue() < 0 || column->getSExtValue() >= n) return nullptr;
-  // The rows' indices at lane 0, but the last: the block's identity. A read
-  // of another column of the same rows, in the same basic block with no
-  // write to buf between, takes its column from the same transpose.
-  std::vector<llvm::Value*> key;
-  lanes_ = 0;
-  llvm::Value* saved_var = vars_[lane_var_];
-  vars_[lane_var_] = lane_base_;
-  std::vector<ir::Expr> lane0 = with_lane_defs(idx);
-  for (size_t k = 0; k + 1 < lane0.size(); ++k) key.push_back(expr(lane0[k]));
-  vars_[lane_var_] = saved_var;
-  lanes_ = saved;
   const int64_t c = column->getSExtValue();
-  for (const Transposed& t : transposed_)
-    if (t.buf == name && t.first_row &&
-        llvm::cast<llvm::Instruction>(t.first_row)->getParent() == b_.GetInsertBlock() &&
-        t.columns.size() == size_t(n) &&
-        std::equal(key.begin(), key.end(), t.key.begin(), t.key.end(), same_value))
-      return t.columns[c];
   std::vector<ir::Expr> row0 = idx;
   row0.back() = ir::int_imm(0);
   llvm::Value* at = lane0_ptr(buf, row0);
+  for (const Transposed& t : transposed_)
+    if (t.buf == name && t.first_row &&
+        llvm::cast<llvm::Instruction>(t.first_row)->getParent() == b_.GetInsertBlock() &&
+        same_value(t.rows_at, at))
+      return t.columns[c];
   llvm::Type* mt = mem_type(buf.dtype);
   llvm::Type* vt = vec_of(mt);
   llvm::Align align(ir::dtype_bytes(buf.dtype));
@@ -211,10 +200,10 @@ llvm::Value* FunctionBuilder::transposed_column(BufInfo& buf, const std::string&
   // set in r and clear in r + 2^j.
   for (int half = 1; half < n; half *= 2) {
     std::vector<int> low(n), high(n);
-    for (int c = 0; c < n; ++c) {
-      bool set = (c & half) != 0;
-      low[c] = set ? n + c - half : c;
-      high[c] = set ? n + c : c + half;
+    for (int col = 0; col < n; ++col) {
+      bool set = (col & half) != 0;
+      low[col] = set ? n + col - half : col;
+      high[col] = set ? n + col : col + half;
     }
     for (int r = 0; r < n; ++r) {
       if (r & half) continue;
@@ -224,7 +213,7 @@ llvm::Value* FunctionBuilder::transposed_column(BufInfo& buf, const std::string&
       rows[r + half] = b_.CreateShuffleVector(a, b, high);
     }
   }
-  transposed_.push_back({name, llvm::WeakVH(first_row), key, rows});
+  transposed_.push_back({name, llvm::WeakVH(first_row), at, rows});
   return rows[c];
 }
 

@@ -87,31 +87,38 @@ std::vector<ir::Expr> FunctionBuilder::with_lane_defs(const std::vector<ir::Expr
   return out;
 }
 
-std::optional<int64_t> FunctionBuilder::lane_stride(const std::vector<ir::Expr>& raw) {
-  if (!lanes_) return std::nullopt;
+std::optional<std::vector<int64_t>> FunctionBuilder::lane_derivatives(
+    const std::vector<ir::Expr>& raw) {
   std::vector<ir::Expr> idx = with_lane_defs(raw);
   std::set<std::string> unknown = varying_;
   unknown.erase(lane_var_);
   for (const auto& [name, def] : lane_defs_) unknown.erase(name);
-  for (size_t k = 0; k + 1 < idx.size(); ++k) {
-    auto d = derivative(idx[k], lane_var_, unknown);
-    if (!d || *d != 0) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const ir::Expr& e : idx) {
+    auto d = derivative(e, lane_var_, unknown);
+    if (!d) return std::nullopt;
+    out.push_back(*d);
   }
-  if (idx.empty()) return 0;
-  return derivative(idx.back(), lane_var_, unknown);
+  return out;
 }
 
-std::optional<int64_t> FunctionBuilder::row_lane_index(const std::vector<ir::Expr>& raw) {
-  if (!lanes_ || raw.size() < 2) return std::nullopt;
-  std::vector<ir::Expr> idx = with_lane_defs(raw);
-  std::set<std::string> unknown = varying_;
-  unknown.erase(lane_var_);
-  for (const auto& [name, def] : lane_defs_) unknown.erase(name);
-  for (size_t k = 0; k < idx.size(); ++k) {
-    auto d = derivative(idx[k], lane_var_, unknown);
-    if (!d || *d != (k + 2 == idx.size() ? 1 : 0)) return std::nullopt;
-  }
-  return static_cast<int64_t>(idx.size() - 2);
+std::optional<int64_t> FunctionBuilder::lane_stride(const std::vector<ir::Expr>& raw) {
+  if (!lanes_) return std::nullopt;
+  auto d = lane_derivatives(raw);
+  if (!d) return std::nullopt;
+  if (d->empty()) return 0;
+  for (size_t k = 0; k + 1 < d->size(); ++k)
+    if ((*d)[k] != 0) return std::nullopt;
+  return d->back();
+}
+
+bool FunctionBuilder::lanes_walk_rows(const std::vector<ir::Expr>& raw) {
+  if (!lanes_ || raw.size() < 2) return false;
+  auto d = lane_derivatives(raw);
+  if (!d) return false;
+  for (size_t k = 0; k < d->size(); ++k)
+    if ((*d)[k] != (k + 2 == d->size() ? 1 : 0)) return false;
+  return true;
 }
 
 int FunctionBuilder::vector_width(const ir::For& n) {
