@@ -266,6 +266,25 @@ TEST(Artifact, KeyAndCodeAreStableAndTellTargetsApart) {
   EXPECT_NE(a1.key, a0.key);
 }
 
+// lld resets LLVM's process-wide options each time it links, among them the
+// ones kiln sets (which code-generation passes run): the code of a kernel
+// compiled after a link must be the code it had before it.
+TEST(Artifact, LinkingLeavesTheNextCompilationsCodeAsItWas) {
+  const ExampleCase& c = example_cases().front();
+  auto compile_to = [&](CompileOutput output) {
+    CompileRequest r{.func = parse_one(read_example(c.example), c.params.front()),
+                     .output = output};
+    r.options.target = Target{"aarch64-linux-gnu", "", ""};
+    return compile(r);
+  };
+  std::string before = compile_to(CompileOutput::Assembly).text;
+  codegen::Artifact first = *compile_to(CompileOutput::Artifact).artifact;
+  std::string after = compile_to(CompileOutput::Assembly).text;
+  codegen::Artifact second = *compile_to(CompileOutput::Artifact).artifact;
+  EXPECT_EQ(before, after) << "a link changed how later kernels are compiled";
+  EXPECT_EQ(first.code_sha256, second.code_sha256);
+}
+
 TEST(SharedObject, UnknownTripleIsACompileError) {
   ir::LoweredFunc f = lowered_example(example_cases().front());
   EXPECT_THROW(codegen::compile_shared_object(f, for_triple("nonsense-unknown-none")),

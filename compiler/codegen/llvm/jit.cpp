@@ -124,12 +124,14 @@ Kernel jit_compile(const ir::LoweredFunc& f, const Options& opts_in) {
           jit.addIRModule(*state->dylib, llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
     throw CompileError(ErrorStage::Codegen, {},
                        "the JIT refused " + f.name + ": " + message(std::move(e)));
+  // The JIT generates the machine code during the lookup, which reads LLVM's options.
+  std::shared_lock<std::shared_mutex> options = llvm_options_in_use();
   auto sym = jit.lookup(*state->dylib, entry_symbol(f));
+  options.unlock();
   if (!sym) {
     std::string why = message(sym.takeError());
     throw CompileError(ErrorStage::Codegen, {}, "cannot link " + f.name + ": " + why);
   }
-  // The JIT generates the machine code during the lookup.
   check_llvm_errors(optimized);
   state->entry = sym->toPtr<kiln_entry_fn>();
   return Kernel(std::move(state));

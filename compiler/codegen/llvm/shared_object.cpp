@@ -89,7 +89,11 @@ std::vector<char> link_shared(const std::vector<char>& object, const std::string
   {
     std::lock_guard<std::mutex> guard(lld_mutex);
     if (!lld_usable) fail("the in-process linker failed earlier and cannot run again");
-    lld::Result r = lld::lldMain(args, out, err, {{lld::Gnu, &lld::elf::link}});
+    // lld resets LLVM's options, which kiln's code generation reads.
+    lld::Result r;
+    with_llvm_options_reset([&] {
+      r = lld::lldMain(args, out, err, {{lld::Gnu, &lld::elf::link}});
+    });
     if (!r.canRunAgain) lld_usable = false;
     out.flush();
     err.flush();

@@ -29,6 +29,32 @@
 
 namespace kiln::codegen {
 
+namespace {
+
+std::shared_mutex llvm_options_mutex;
+
+// kiln's settings of LLVM's process-wide options.
+void set_kiln_llvm_options() {
+  llvm::StringMap<llvm::cl::Option*>& options = llvm::cl::getRegisteredOptions();
+  auto set = [&](const char* name, const char* value) {
+    if (auto found = options.find(name); found != options.end())
+      found->second->addOccurrence(1, name, value);
+  };
+  // LLVM's scheduler after register allocation took a third of the
+  // machine-code time of an unrolled GEMM micro-kernel (18 of 56 ms) and
+  // changed none of the benchmark kernels' speed on an out-of-order x86
+  // (docs/codegen.md): kiln's code goes without it. (The machine scheduler
+  // before it costs as much, but aarch64 code differed without it.)
+  set("post-RA-scheduler", "false");
+  // Loop strength reduction goes too: it took 8 of the GEMM's 25 ms of
+  // machine code and 28 of the bench conv's 57, and the GEMM and conv
+  // benchmarks ran as fast without it (kiln's loops address memory as
+  // base + index * scale already, which x86 and aarch64 encode).
+  set("disable-lsr", "true");
+}
+
+}  // namespace
+
 void initialize_llvm() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -37,17 +63,23 @@ void initialize_llvm() {
     llvm::InitializeAllTargetMCs();
     llvm::InitializeAllAsmPrinters();
     llvm::InitializeAllAsmParsers();
-    // LLVM's scheduler after register allocation took a third of the
-    // machine-code time of an unrolled GEMM micro-kernel (18 of 56 ms) and
-    // changed none of the benchmark kernels' speed on an out-of-order x86
-    // (docs/codegen.md): kiln's code goes without it. It is an option of
-    // LLVM's, not of a TargetMachine. (The machine scheduler before it costs
-    // as much, but without it the first compilation in a process gave other
-    // aarch64 code than the next ones.)
-    llvm::StringMap<llvm::cl::Option*>& options = llvm::cl::getRegisteredOptions();
-    if (auto found = options.find("post-RA-scheduler"); found != options.end())
-      found->second->addOccurrence(1, "post-RA-scheduler", "false");
+    std::unique_lock<std::shared_mutex> lock(llvm_options_mutex);
+    set_kiln_llvm_options();
   });
+}
+
+std::shared_lock<std::shared_mutex> llvm_options_in_use() {
+  initialize_llvm();
+  return std::shared_lock<std::shared_mutex>(llvm_options_mutex);
+}
+
+void with_llvm_options_reset(const std::function<void()>& run) {
+  initialize_llvm();
+  std::unique_lock<std::shared_mutex> lock(llvm_options_mutex);
+  struct Restore {
+    ~Restore() { set_kiln_llvm_options(); }
+  } restore;
+  run();
 }
 
 namespace {
@@ -371,6 +403,7 @@ OptimizedModule optimized_module(const ir::LoweredFunc& f, const Options& opts,
 
 std::vector<char> machine_code(OptimizedModule& m, llvm::CodeGenFileType type) {
   TimedPart part("machine code");
+  std::shared_lock<std::shared_mutex> options = llvm_options_in_use();
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream os(buffer);
   llvm::legacy::PassManager pm;

@@ -4,7 +4,9 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -12,8 +14,17 @@
 
 namespace kiln::codegen {
 
-// Registers LLVM's targets once per process.
+// Registers LLVM's targets once per process and sets kiln's choices among
+// LLVM's process-wide options (which code-generation passes run).
 void initialize_llvm();
+
+// LLVM's options are process-wide, and lld, linking in this process, resets
+// every one of them to LLVM's default. Code generation holds this shared lock
+// while it reads them (from building its pass pipeline to the last pass), so
+// that it never sees a link's reset; with_llvm_options_reset runs a link
+// under the exclusive lock and sets kiln's options again before it returns.
+std::shared_lock<std::shared_mutex> llvm_options_in_use();
+void with_llvm_options_reset(const std::function<void()>& run);
 
 // t's features as LLVM is given them: on x86-64, a feature string that turns
 // on an AVX-512 feature and says nothing of evex512 gains +evex512, as clang's
