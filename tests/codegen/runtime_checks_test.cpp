@@ -192,6 +192,33 @@ TEST(Arithmetic, SmallestIntegerByMinusOneIsAStatusToo) {
   }
 }
 
+// A division under a guard, vectorized: the lanes the guard switches off
+// read nothing (their masked load gives 0) and divide by nothing the program
+// asked for, so they report nothing; an active lane that divides by 0 does.
+TEST(Arithmetic, LanesAGuardSwitchesOffReportNoDivision) {
+  std::string p = R"(func d {
+    param N = 16;
+    input a : i32[N];
+    output b : i32[N];
+    compute s(j) in 0 <= j < N:
+      b[j] = select(j >= 1, 1000 / a[j - 1], 0);
+    schedule { s.tag(j, vectorize); }
+  })";
+  ir::Func f = parse_one(p);
+  for (int opt : {0, 3}) {
+    SCOPED_TRACE("opt " + std::to_string(opt));
+    codegen::Kernel k = compiled(f, opt);
+    Bindings b = interp::random_bindings(f, interp::param_values(f), 5);
+    for (int64_t i = 0; i < 16; ++i) b.buffers.at("a").set_i(i, i + 1);
+    Bindings expected = b, run = b;
+    interp::run_reference(f, expected);
+    EXPECT_EQ(run_error(k, run), "");
+    EXPECT_TRUE(interp::compare_outputs(f, expected, run).ok);
+    b.buffers.at("a").set_i(6, 0);  // read by lane 7
+    EXPECT_NE(run_error(k, b).find("run error: integer division by zero"), std::string::npos);
+  }
+}
+
 TEST(Arithmetic, DivisorsThatCannotTrapAreNotChecked) {
   // A constant divisor other than 0 and -1 compiles to the plain division.
   std::string p = R"(func d {

@@ -174,6 +174,10 @@ void FunctionBuilder::fail_in(const ir::Stmt& s, const std::string& msg) const {
 void FunctionBuilder::record_status(llvm::Value* bad, int32_t status) {
   auto slot = vars_.find(kStatusSlot);
   if (slot == vars_.end()) fail("a division that can trap outside the kernel's status scope");
+  // Lanes a mask switches off (a guarded read's, whose masked load gave 0)
+  // compute nothing the program asked for: their faults do not count.
+  if (mask_)
+    bad = is_vec(bad) ? b_.CreateAnd(bad, mask_) : b_.CreateAnd(bad, b_.CreateOrReduce(mask_));
   if (is_vec(bad)) bad = b_.CreateOrReduce(bad);
   auto* yes = llvm::BasicBlock::Create(ctx_, "div.bad", fn_);
   auto* done = llvm::BasicBlock::Create(ctx_, "div.ok", fn_);
