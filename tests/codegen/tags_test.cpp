@@ -108,6 +108,41 @@ TEST(Vectorize, PartialVectorsRunAScalarTail) {
   for (int opt : {0, 3}) EXPECT_TRUE(run_against_reference(p, {{"N", 13}}, opt).ok);
 }
 
+// A constant extent that 16 does not divide is still all vectors: up to 64
+// lanes straight-line code, 16 lanes at a time and one narrower vector for
+// the rest (a GEMM's partial register tile of 40 columns kept its
+// accumulators in registers only so); beyond, a loop of 16-lane vectors and
+// the narrower one after it. No element is left to a scalar loop.
+TEST(Vectorize, ConstantExtentsAreWholeVectorsAndANarrowerOne) {
+  struct Case {
+    int64_t n;
+    std::vector<std::string> vectors;  // one "<K x float>" store per vector, in order
+    bool loop;                         // the 16-lane vectors in a loop
+  };
+  for (const Case& c : std::vector<Case>{{40, {"16", "16", "8"}, false},
+                                         {21, {"16", "5"}, false},
+                                         {64, {"16", "16", "16", "16"}, false},
+                                         {1000, {"16", "8"}, true},
+                                         {1001, {"16", "9"}, true}}) {
+    SCOPED_TRACE("N = " + std::to_string(c.n));
+    std::string p = with_schedule(kScale, "s.tag(i, vectorize);");
+    codegen::Options o;
+    o.opt_level = 0;
+    std::string ir_text = codegen::emit_llvm(lowered_func(p, {{"N", c.n}}), o);
+    std::vector<std::string> stores;
+    std::istringstream lines(ir_text);
+    for (std::string line; std::getline(lines, line);) {
+      size_t at = line.find("store <");
+      if (at != std::string::npos)
+        stores.push_back(line.substr(at + 7, line.find(" x float>", at) - at - 7));
+    }
+    EXPECT_EQ(stores, c.vectors) << ir_text;
+    EXPECT_EQ(ir_text.find("i.rest"), std::string::npos) << ir_text;
+    EXPECT_EQ(ir_text.find("i.vhead") != std::string::npos, c.loop) << ir_text;
+    for (int opt : {0, 3}) EXPECT_TRUE(run_against_reference(p, {{"N", c.n}}, opt).ok);
+  }
+}
+
 TEST(Vectorize, StridedAndGuardedReadsUseGatherAndMasks) {
   // Reads a column (stride N) and a padded window (a guarded read).
   const char* program = R"(func t {

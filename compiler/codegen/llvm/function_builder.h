@@ -177,13 +177,19 @@ class FunctionBuilder {
   // Whether lane k of an access reads row k of its last two dimensions: the
   // next-to-last index moves by one per lane and no other index moves.
   bool lanes_walk_rows(const std::vector<ir::Expr>& raw);
-  // Lanes of a vector: the loop's extent when it is a small constant, else a
-  // fixed width with a scalar loop for the remainder.
+  // A vectorized loop of constant extent is vectors of kMaxLanes and one
+  // narrower vector for the rest: straight-line code up to
+  // kStraightLineLanes, a loop beyond. One whose extent is known only at run
+  // time is a loop of kLoopLanes and a scalar loop for the remainder.
   static constexpr int kMaxLanes = 16;
-  int vector_width(const ir::For& n);
+  static constexpr int kStraightLineLanes = 4 * kMaxLanes;
+  static constexpr int kLoopLanes = 8;
+  void vectorized(const ir::For& n, llvm::Value* lo, llvm::Value* hi);
+  // Whole vectors of w lanes from lo while they fit below hi; then, with
+  // scalar_rest, the elements left one at a time.
+  void vector_loop(const ir::For& n, llvm::Value* lo, llvm::Value* hi, int w, bool scalar_rest);
   // The body once, on lanes v, v + 1, ..., v + w - 1.
   void vector_body(const ir::For& n, llvm::Value* v, int w);
-  void vectorized(const ir::For& n, llvm::Value* lo, llvm::Value* hi);
 
   // ---------------------------------------------------------------------
   // parallel_outline.cpp: parallel loops: the body outlined into a function the runtime calls

@@ -121,15 +121,6 @@ bool FunctionBuilder::lanes_walk_rows(const std::vector<ir::Expr>& raw) {
   return true;
 }
 
-int FunctionBuilder::vector_width(const ir::For& n) {
-  auto* a = ir::as<ir::IntImm>(n.min);
-  auto* b = ir::as<ir::IntImm>(n.end);
-  if (a && b && b->value - a->value >= 1 && b->value - a->value <= kMaxLanes)
-    return static_cast<int>(b->value - a->value);
-  if (a && b && (b->value - a->value) % kMaxLanes == 0) return kMaxLanes;
-  return 8;
-}
-
 void FunctionBuilder::vector_body(const ir::For& n, llvm::Value* v, int w) {
   lanes_ = w;
   lane_var_ = n.var;
@@ -147,16 +138,31 @@ void FunctionBuilder::vector_body(const ir::For& n, llvm::Value* v, int w) {
 }
 
 void FunctionBuilder::vectorized(const ir::For& n, llvm::Value* lo, llvm::Value* hi) {
-  int w = vector_width(n);
   auto* a = ir::as<ir::IntImm>(n.min);
   auto* b = ir::as<ir::IntImm>(n.end);
-  if (a && b && (b->value - a->value) % w == 0 && (b->value - a->value) / w <= 4) {
-    // A few whole vectors: no loop at all, so the loops around it see
-    // straight-line code (LLVM then keeps accumulators in registers).
-    for (int64_t at = a->value; at < b->value; at += w) vector_body(n, b_.getInt64(at), w);
+  if (!a || !b) return vector_loop(n, lo, hi, kLoopLanes, /*scalar_rest=*/true);
+  int64_t extent = b->value - a->value;
+  if (extent <= kStraightLineLanes) {
+    // A few vectors (the last one narrower when kMaxLanes does not divide the
+    // extent) and no loop at all, so the loops around them see straight-line
+    // code and LLVM keeps a register tile's accumulators in registers: a
+    // GEMM's partial tile of 40 columns is 16 + 16 + 8 lanes.
+    for (int64_t at = a->value; at < b->value; at += kMaxLanes)
+      vector_body(n, b_.getInt64(at),
+                  static_cast<int>(std::min<int64_t>(kMaxLanes, b->value - at)));
     return;
   }
-  // Main part: whole vectors while v + w <= hi.
+  // Whole vectors in a loop, then the rest, whose size is known, as one
+  // narrower vector.
+  int64_t rest = extent % kMaxLanes;
+  llvm::Value* whole_end = b_.getInt64(b->value - rest);
+  vector_loop(n, lo, whole_end, kMaxLanes, /*scalar_rest=*/false);
+  if (rest != 0) vector_body(n, whole_end, static_cast<int>(rest));
+}
+
+void FunctionBuilder::vector_loop(const ir::For& n, llvm::Value* lo, llvm::Value* hi, int w,
+                                  bool scalar_rest) {
+  // Whole vectors while v + w <= hi.
   llvm::Value* last = b_.CreateSub(hi, b_.getInt64(w - 1));
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* head = llvm::BasicBlock::Create(ctx_, n.var + ".vhead", fn_);
@@ -172,8 +178,9 @@ void FunctionBuilder::vectorized(const ir::For& n, llvm::Value* lo, llvm::Value*
   llvm::Value* next = b_.CreateAdd(v, b_.getInt64(w), "", false, true);
   b_.CreateBr(head);
   v->addIncoming(next, b_.GetInsertBlock());
-  // The remainder, one element at a time.
   b_.SetInsertPoint(tail);
+  if (!scalar_rest) return;
+  // The remainder, one element at a time.
   counted(v, hi, 1, n.var + ".rest", [&](llvm::Value* x) {
     auto saved = bind(n.var, x);
     stmt(n.body);
