@@ -193,11 +193,15 @@ void check_legality(const ScheduledFunc::Impl& m, const ir::ScheduleCommand* cmd
 // True when the current schedules respect every dependence and tag.
 bool is_legal(const ScheduledFunc::Impl& m);
 
-// Rewrites each loop tagged unroll_explicit whose start is a constant and
-// whose end varies within a constant bound (the last, partial register tile
-// of a block): unrolled to the bound, each copy under `i < end`, and the loop
-// around it whose variable decides the end split into the case where every
-// copy runs (no guards) and the rest. Defined in unroll_tails.cpp.
+// Rewrites each loop tagged unroll_explicit or vectorize whose start is a
+// constant and whose end varies within a constant bound (the last, partial
+// register tile of a block): the loop around it whose variable decides the
+// end is split into the case where every iteration runs (the loop's extent
+// the constant bound) and the rest, where an unroll_explicit loop is
+// unrolled to the bound, each copy under `i < end`. Where the outer loop's
+// bounds are constants and the end reads only its variable, the rest gets
+// the partial extent as a constant when it is one value, and the outer
+// variable's value when one iteration is partial. Defined in unroll_tails.cpp.
 ir::Stmt unroll_tails(const ir::Stmt& body);
 
 // Memory schedules. Defined in memory.cpp.

@@ -1,8 +1,11 @@
-// unroll_explicit over a loop whose trip count varies (the last register tile of a block
-// that is not a multiple of it): unrolled to the largest trip count with a guard per copy,
-// and the loop around it that decides the trip count split into the full case, unguarded,
+// Loops whose trip count varies within a constant bound (the last register tile of a
+// block that is not a multiple of it). unroll_explicit: unrolled to the largest trip
+// count with a guard per copy. vectorize: left as it is (codegen gives a run-time extent
+// vectors of 8 and a scalar rest). In both, the loop around it that decides the trip
+// count is split into the full case, where the loop has its bound as a constant extent,
 // and the rest.
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -54,18 +57,22 @@ Range range_of(const ir::Expr& e) {
   }
 }
 
-// An unroll_explicit loop with a constant start and a varying end that a
-// constant bounds: the loop `guarded` runs its `trips` iterations, each under
-// `var < end`; `full` runs them all, unguarded, for where they all run.
+// A loop tagged unroll_explicit or vectorize with a constant start and a
+// varying end that a constant bounds: `full` runs all `trips` iterations, as
+// a constant extent, for where they all run (`all_run`); `rest` is the loop
+// for the other cases: for unroll_explicit the trips, each under
+// `var < end`; for vectorize the loop unchanged.
 struct Tail {
   const ir::For* loop;  // as lowering made it
   int64_t trips;
-  ir::Stmt guarded, full;
+  ir::Stmt rest, full;
   ir::Expr all_run;  // the condition under which every one of the trips runs
 };
 
 std::optional<Tail> tail_of(const ir::For& n) {
-  if (n.tag != ir::LoopTag::UnrollExplicit || n.step <= 0) return std::nullopt;
+  bool unrolled = n.tag == ir::LoopTag::UnrollExplicit && n.step > 0;
+  bool vector = n.tag == ir::LoopTag::Vectorize && n.step == 1;
+  if (!unrolled && !vector) return std::nullopt;
   const auto* lo = ir::as<ir::IntImm>(n.min);
   if (!lo || ir::as<ir::IntImm>(n.end)) return std::nullopt;
   std::optional<int64_t> hi = range_of(n.end).hi;
@@ -76,9 +83,11 @@ std::optional<Tail> tail_of(const ir::For& n) {
   int64_t last = lo->value + (t.trips - 1) * n.step;
   ir::Expr end = ir::int_imm(last + 1);
   ir::Expr v = ir::var(n.var);
-  t.guarded = std::make_shared<ir::For>(
-      n.var, n.min, end, n.step, n.tag,
-      std::make_shared<ir::IfThenElse>(ir::binary(ir::BinaryOp::Lt, v, n.end), n.body, nullptr));
+  t.rest = vector ? std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, n.body)
+                  : std::make_shared<ir::For>(
+                        n.var, n.min, end, n.step, n.tag,
+                        std::make_shared<ir::IfThenElse>(ir::binary(ir::BinaryOp::Lt, v, n.end),
+                                                         n.body, nullptr));
   t.full = std::make_shared<ir::For>(n.var, n.min, end, n.step, n.tag, n.body);
   t.all_run = ir::binary(ir::BinaryOp::Lt, ir::int_imm(last), n.end);
   return t;
@@ -105,25 +114,85 @@ class UnrollTails : public ir::StmtMutator {
   ir::Stmt mutate_for(const ir::Stmt& s, const ir::For& n) override {
     // A tail loop below this one that decides its trip count with this
     // loop's variable and outer ones only: the body is split here into the
-    // case where every trip runs, unguarded, and the rest, so that no guard
-    // sits inside the loops between (the reduction loop around a register
-    // tile keeps its accumulators in registers only without one).
+    // case where every trip runs, a constant extent, and the rest, so that no
+    // guard sits inside the loops between (the reduction loop around a
+    // register tile keeps its accumulators in registers only without one,
+    // and only when its vectors are straight-line code).
     ir::Stmt body = n.body;
     if (std::optional<Tail> t = tail_below(body, n.var)) {
-      body = std::make_shared<ir::IfThenElse>(t->all_run, Replace(t->loop, t->full).mutate(body),
-                                              Replace(t->loop, t->guarded).mutate(body));
+      std::optional<Partial> partial = partial_of(n, *t);
+      if (partial && partial->at.empty()) {
+        body = Replace(t->loop, t->full).mutate(body);  // never partial
+      } else {
+        // Where the partial case has one extent, the rest has it as a
+        // constant; where it is one iteration, that iteration's value too
+        // (a partial register tile at a constant place: LLVM keeps its
+        // accumulators in registers only when their addresses differ by
+        // constants).
+        ir::Stmt rest = t->rest;
+        if (partial && partial->extent) {
+          const ir::For& l = *t->loop;
+          rest = std::make_shared<ir::For>(l.var, l.min, ir::int_imm(*partial->extent), l.step,
+                                           l.tag, l.body);
+        }
+        ir::Stmt rest_body = Replace(t->loop, rest).mutate(body);
+        if (partial && partial->extent && partial->at.size() == 1)
+          rest_body = with_value(rest_body, n.var, partial->at.front());
+        body = std::make_shared<ir::IfThenElse>(t->all_run, Replace(t->loop, t->full).mutate(body),
+                                                rest_body);
+      }
     }
     body = mutate(body);
     if (body == n.body) {
-      if (std::optional<Tail> t = tail_of(n)) return t->guarded;  // nowhere to split it
+      if (std::optional<Tail> t = tail_of(n)) return t->rest;  // nowhere to split it
       return s;
     }
     auto out = std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, body);
-    if (std::optional<Tail> t = tail_of(*out)) return t->guarded;
+    if (std::optional<Tail> t = tail_of(*out)) return t->rest;
     return out;
   }
 
  private:
+  // Where `around` has constant bounds and t's end reads no other variable:
+  // the values of around's variable where not every trip of t's loop runs,
+  // and the end t's loop has there when that is one constant (isl's
+  // min(64, 1000 - 64 * jr) is 40 at jr = 15, the only partial tile).
+  struct Partial {
+    std::vector<int64_t> at;
+    std::optional<int64_t> extent;
+  };
+  static std::optional<Partial> partial_of(const ir::For& around, const Tail& t) {
+    const auto* lo = ir::as<ir::IntImm>(around.min);
+    const auto* hi = ir::as<ir::IntImm>(around.end);
+    if (!lo || !hi || around.step <= 0 || (hi->value - lo->value) / around.step > 4096)
+      return std::nullopt;
+    for (const std::string& v : ir::free_vars(t.loop->end))
+      if (v != around.var) return std::nullopt;
+    Partial p;
+    bool one_extent = true;
+    for (int64_t v = lo->value; v < hi->value; v += around.step) {
+      std::optional<int64_t> all = ir::eval_int(t.all_run, {{around.var, v}});
+      std::optional<int64_t> end = ir::eval_int(t.loop->end, {{around.var, v}});
+      if (!all || !end) return std::nullopt;
+      if (*all) continue;
+      if (p.extent && *p.extent != *end) one_extent = false;
+      p.extent = *end;
+      p.at.push_back(v);
+    }
+    if (!one_extent) p.extent.reset();
+    return p;
+  }
+
+  // s with variable `name` replaced by the constant v.
+  static ir::Stmt with_value(const ir::Stmt& s, const std::string& name, int64_t v) {
+    struct Substitute : ir::StmtMutator {
+      std::map<std::string, ir::Expr> to;
+      ir::Expr mutate_stmt_expr(const ir::Expr& e) override { return ir::substitute(e, to); }
+    } sub;
+    sub.to[name] = ir::int_imm(v);
+    return sub.mutate(s);
+  }
+
   // The first tail loop in s whose end reads `var` and no variable bound
   // inside s above it.
   std::optional<Tail> tail_below(const ir::Stmt& s, const std::string& var) {

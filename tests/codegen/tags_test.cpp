@@ -22,16 +22,33 @@ ir::LoweredFunc lowered_func(const std::string& program, const ir::Overrides& se
   return poly::lower(poly::schedule(parse_one(program, set)));
 }
 
+// Runs the reference interpreter and the compiled kernel on the same random
+// inputs; `set` gives compile-time values, `runtime` run-time params' values.
 interp::Mismatch run_against_reference(const std::string& program, const ir::Overrides& set = {},
-                                       int opt = 3) {
+                                       int opt = 3,
+                                       const std::map<std::string, int64_t>& runtime = {}) {
   ir::Func f = parse_one(program, set);
-  Bindings in = interp::random_bindings(f, interp::param_values(f), 3);
+  Bindings in = interp::random_bindings(f, interp::param_values(f, runtime), 3);
   Bindings expected = in, actual = in;
   interp::run_reference(f, expected);
   codegen::Options o;
   o.opt_level = opt;
   codegen::jit_compile(poly::lower(poly::schedule(f)), o).run(actual);
   return interp::compare_outputs(f, expected, actual);
+}
+
+// kScale with N a run-time param: loop bounds that lowering cannot evaluate.
+const char* kScaleAtRunTime = R"(func scale {
+  param N;
+  input a : f32[N];
+  output b : f32[N];
+  compute s(i) in 0 <= i < N: b[i] = a[i] * 3.0 + 1.0;
+})";
+
+// run_against_reference for run-time params' values.
+interp::Mismatch run_at(const std::string& program, const std::map<std::string, int64_t>& params,
+                        int opt) {
+  return run_against_reference(program, {}, opt, params);
 }
 
 // Every access says which buffer it touches (an alias scope per buffer, and
@@ -97,15 +114,56 @@ TEST(Vectorize, AVX512FeaturesOnALevelCPUGive512BitVectors) {
   EXPECT_NE(ymm_only.find("ymm"), std::string::npos) << ymm_only;
 }
 
-TEST(Vectorize, PartialVectorsRunAScalarTail) {
-  // 13 elements in tiles of 8: the second tile has 5, a variable extent.
-  std::string p = with_schedule(kScale, "s.split(i, 8, io, ii); s.tag(ii, vectorize);");
+// A tile that a split leaves partial: with compile-time sizes, lowering
+// gives the partial tile its constant extent (Vectorize.ConstantExtents...).
+// With a run-time size its extent is known only at run time. Bounded by at
+// most 64 lanes, it is the full tile's vectors, each run when its first lane
+// is in the tile, with the lanes past the end off: masked loads and stores.
+// Bounded by more, it is a loop of 8-lane vectors and a scalar rest.
+TEST(Vectorize, PartialVectorsAreMaskedOrRunAScalarTail) {
+  std::string p = with_schedule(kScaleAtRunTime, "s.split(i, 8, io, ii); s.tag(ii, vectorize);");
   codegen::Options o;
   o.opt_level = 0;
-  std::string ir_text = codegen::emit_llvm(lowered_func(p, {{"N", 13}}), o);
-  EXPECT_NE(ir_text.find("<8 x float>"), std::string::npos) << ir_text;
+  std::string ir_text = codegen::emit_llvm(lowered_func(p), o);
+  EXPECT_NE(ir_text.find("llvm.masked.store.v8f32"), std::string::npos) << ir_text;
+  EXPECT_NE(ir_text.find("llvm.masked.load.v8f32"), std::string::npos) << ir_text;
+  EXPECT_EQ(ir_text.find("ii.rest"), std::string::npos) << ir_text;
+  std::string wide =
+      with_schedule(kScaleAtRunTime, "s.split(i, 100, io, ii); s.tag(ii, vectorize);");
+  ir_text = codegen::emit_llvm(lowered_func(wide), o);
   EXPECT_NE(ir_text.find("ii.rest"), std::string::npos) << ir_text;
-  for (int opt : {0, 3}) EXPECT_TRUE(run_against_reference(p, {{"N", 13}}, opt).ok);
+  // Tiles of 37 are three vectors, 16 + 16 + 5; a last tile of 5 runs the
+  // first, 5 of its lanes on; one of 20 the first two, 4 lanes on in the second.
+  std::string three =
+      with_schedule(kScaleAtRunTime, "s.split(i, 37, io, ii); s.tag(ii, vectorize);");
+  for (int opt : {0, 3}) {
+    SCOPED_TRACE("opt " + std::to_string(opt));
+    for (int64_t n : {1, 5, 8, 13, 16}) EXPECT_TRUE(run_at(p, {{"N", n}}, opt).ok) << n;
+    for (int64_t n : {99, 130, 200}) EXPECT_TRUE(run_at(wide, {{"N", n}}, opt).ok) << n;
+    for (int64_t n : {5, 37 + 5, 74 + 20, 111}) EXPECT_TRUE(run_at(three, {{"N", n}}, opt).ok) << n;
+  }
+}
+
+// The lanes a partial vector switches off neither store nor scatter nor
+// read: a reversed write (a scatter) and a guarded read, and a contiguous
+// store, in tiles of 16 whose last is partial at run time.
+TEST(Vectorize, LanesPastAPartialTilesEndWriteNothing) {
+  // The loops cover m of the n elements: the reference leaves the others 0.
+  const char* program = R"(func t {
+    param n, m;
+    constraint m <= n;
+    input  w    : f32[n];
+    output x    : f32[n];
+    output y    : f32[n];
+    compute h(k) in 0 <= k < m: x[k] = w[k] + 1.0;
+    compute s(k) in 0 <= k < m: y[n - 1 - k] = select(k >= 1, w[k - 1], 0.5) * 2.0;
+  })";
+  std::string p = with_schedule(program,
+                                "h.split(k, 16, ko, ki); h.tag(ki, vectorize); "
+                                "s.split(k, 16, ko, ki); s.tag(ki, vectorize);");
+  for (int opt : {0, 3})
+    for (int64_t m : {1, 7, 16, 21, 40})
+      EXPECT_TRUE(run_at(p, {{"n", 48}, {"m", m}}, opt).ok) << "m = " << m << ", opt " << opt;
 }
 
 // A constant extent that 16 does not divide is still all vectors: up to 64
@@ -286,26 +344,57 @@ TEST(UnrollExplicit, CopiesTheBodyForEachIteration) {
 }
 
 TEST(UnrollExplicit, APartialTileIsUnrolledToItsBoundWithGuards) {
-  // 13 elements in tiles of 4: the last tile has 1, so ii's end varies with io
-  // (min(4, 13 - 4 * io)). Lowering unrolls it to 4 copies under `ii < end`
-  // and splits io's body into the full tiles, unguarded, and the rest.
+  // N elements in tiles of 4: the last tile may be partial, so ii's end
+  // varies with io (min(4, N - 4 * io)). Lowering unrolls it to 4 copies
+  // under `ii < end` and splits io's body into the full tiles, unguarded,
+  // and the rest.
+  std::string p =
+      with_schedule(kScaleAtRunTime, "s.split(i, 4, io, ii); s.tag(ii, unroll_explicit);");
+  EXPECT_EQ(ir::to_string(lowered_func(p).body),
+            "for (io = 0; io < (N - 1) / 4 + 1; io += 1) {\n"
+            "  if (3 < min(4, N - 4 * io)) {\n"
+            "    for (ii = 0; ii < 4; ii += 1) {  // unroll_explicit\n"
+            "      b[4 * io + ii] = a[4 * io + ii] * 3.0 + 1.0;\n"
+            "    }\n"
+            "  } else {\n"
+            "    for (ii = 0; ii < 4; ii += 1) {  // unroll_explicit\n"
+            "      if (ii < min(4, N - 4 * io)) {\n"
+            "        b[4 * io + ii] = a[4 * io + ii] * 3.0 + 1.0;\n"
+            "      }\n"
+            "    }\n"
+            "  }\n"
+            "}\n");
+  for (int64_t n : {1, 4, 13, 16, 17}) {
+    SCOPED_TRACE("N = " + std::to_string(n));
+    for (int opt : {0, 3}) EXPECT_TRUE(run_at(p, {{"N", n}}, opt).ok);
+  }
+}
+
+// With N known when compiling (13: the last tile has 1), lowering evaluates
+// the tile's end at each io: the partial tile is io = 3 alone, of extent 1,
+// so the rest is that tile with both as constants, no guard.
+TEST(UnrollExplicit, AKnownPartialTileHasConstantExtentAndPlace) {
   std::string p = with_schedule(kScale, "s.split(i, 4, io, ii); s.tag(ii, unroll_explicit);");
-  ir::LoweredFunc f = lowered_func(p, {{"N", 13}});
-  EXPECT_EQ(ir::to_string(f.body),
+  EXPECT_EQ(ir::to_string(lowered_func(p, {{"N", 13}}).body),
             "for (io = 0; io < 4; io += 1) {\n"
             "  if (3 < min(4, -4 * io + 13)) {\n"
             "    for (ii = 0; ii < 4; ii += 1) {  // unroll_explicit\n"
             "      b[4 * io + ii] = a[4 * io + ii] * 3.0 + 1.0;\n"
             "    }\n"
             "  } else {\n"
-            "    for (ii = 0; ii < 4; ii += 1) {  // unroll_explicit\n"
-            "      if (ii < min(4, -4 * io + 13)) {\n"
-            "        b[4 * io + ii] = a[4 * io + ii] * 3.0 + 1.0;\n"
-            "      }\n"
+            "    for (ii = 0; ii < 1; ii += 1) {  // unroll_explicit\n"
+            "      b[4 * 3 + ii] = a[4 * 3 + ii] * 3.0 + 1.0;\n"
             "    }\n"
             "  }\n"
             "}\n");
-  for (int n : {1, 4, 13, 16, 17}) {
+  // No partial tile at all (16): no split.
+  EXPECT_EQ(ir::to_string(lowered_func(p, {{"N", 16}}).body),
+            "for (io = 0; io < 4; io += 1) {\n"
+            "  for (ii = 0; ii < 4; ii += 1) {  // unroll_explicit\n"
+            "    b[4 * io + ii] = a[4 * io + ii] * 3.0 + 1.0;\n"
+            "  }\n"
+            "}\n");
+  for (int64_t n : {1, 4, 13, 16, 17}) {
     SCOPED_TRACE("N = " + std::to_string(n));
     for (int opt : {0, 3}) EXPECT_TRUE(run_against_reference(p, {{"N", n}}, opt).ok);
   }
@@ -313,13 +402,7 @@ TEST(UnrollExplicit, APartialTileIsUnrolledToItsBoundWithGuards) {
 
 TEST(UnrollExplicit, NeedsABoundOnTheTripCount) {
   // A loop over a run-time extent has no count to unroll to.
-  const char* program = R"(func scale {
-    param N;
-    input a : f32[N];
-    output b : f32[N];
-    compute s(i) in 0 <= i < N: b[i] = a[i] * 3.0 + 1.0;
-  })";
-  std::string p = with_schedule(program, "s.tag(i, unroll_explicit);");
+  std::string p = with_schedule(kScaleAtRunTime, "s.tag(i, unroll_explicit);");
   try {
     codegen::jit_compile(lowered_func(p));
     FAIL() << "a loop with a run-time extent was unrolled";

@@ -180,7 +180,11 @@ class FunctionBuilder {
   // A vectorized loop of constant extent is vectors of kMaxLanes and one
   // narrower vector for the rest: straight-line code up to
   // kStraightLineLanes, a loop beyond. One whose extent is known only at run
-  // time is a loop of kLoopLanes and a scalar loop for the remainder.
+  // time but whose end a constant bounds within kStraightLineLanes (a
+  // partial tile's min(64, N - 64 * jr)) is the same vectors up to the
+  // bound, each run only when its first lane is in the loop, with the lanes
+  // past the end switched off (masked loads and stores). Any other is a loop
+  // of kLoopLanes and a scalar loop for the remainder.
   static constexpr int kMaxLanes = 16;
   static constexpr int kStraightLineLanes = 4 * kMaxLanes;
   static constexpr int kLoopLanes = 8;
@@ -188,8 +192,9 @@ class FunctionBuilder {
   // Whole vectors of w lanes from lo while they fit below hi; then, with
   // scalar_rest, the elements left one at a time.
   void vector_loop(const ir::For& n, llvm::Value* lo, llvm::Value* hi, int w, bool scalar_rest);
-  // The body once, on lanes v, v + 1, ..., v + w - 1.
-  void vector_body(const ir::For& n, llvm::Value* v, int w);
+  // The body once, on lanes v, v + 1, ..., v + w - 1; with `end`, the lanes
+  // at or past it are off (lane 0 must be on).
+  void vector_body(const ir::For& n, llvm::Value* v, int w, llvm::Value* end = nullptr);
 
   // ---------------------------------------------------------------------
   // parallel_outline.cpp: parallel loops: the body outlined into a function the runtime calls
@@ -228,6 +233,9 @@ class FunctionBuilder {
   llvm::Value* lane_base_ = nullptr;
   std::set<std::string> varying_;
   llvm::Value* mask_ = nullptr;
+  // The lanes a vectorized loop's end leaves on in its last, partial vector
+  // (lane 0 always is), or null; mask_ includes them. Stores honour it.
+  llvm::Value* tail_mask_ = nullptr;
   std::map<std::string, ir::Expr> lane_defs_;  // varying integer lets, by definition
   // The computation whose Store is being built: whose check a division records.
   std::string storing_;

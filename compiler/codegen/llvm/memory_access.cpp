@@ -122,9 +122,10 @@ llvm::Value* FunctionBuilder::load(const ir::Load& n) {
     return access;
   };
   if (lanes_ && stride && *stride == 0) {
-    // Uniform across lanes; under a mask, guard the scalar load by "any lane".
+    // Uniform across lanes; under a mask, guard the scalar load by "any lane"
+    // (a partial vector's lane 0 is always on).
     llvm::Value* at = lane0_ptr(buf, n.indices);
-    if (mask_) {
+    if (mask_ && mask_ != tail_mask_) {
       llvm::Value* any = b_.CreateOrReduce(mask_);
       v = branch(
           any, true, [&] { return marked(b_.CreateLoad(mt, at)); },
@@ -312,7 +313,18 @@ void FunctionBuilder::store(const ir::Store& n) {
     for (int l = 0; l < lanes_; ++l) {
       llvm::Value* lane_at = is_vec(at) ? b_.CreateExtractElement(at, b_.getInt32(l)) : at;
       llvm::Value* lane_v = is_vec(v) ? b_.CreateExtractElement(v, b_.getInt32(l)) : v;
+      if (!tail_mask_ || l == 0) {
+        atomic_update(*n.atomic, n.buf, buf.dtype, lane_at, lane_v);
+        continue;
+      }
+      // A lane of a partial vector: only if it is on.
+      auto* on = llvm::BasicBlock::Create(ctx_, "lane.on", fn_);
+      auto* done = llvm::BasicBlock::Create(ctx_, "lane.done", fn_);
+      b_.CreateCondBr(b_.CreateExtractElement(tail_mask_, b_.getInt32(l)), on, done);
+      b_.SetInsertPoint(on);
       atomic_update(*n.atomic, n.buf, buf.dtype, lane_at, lane_v);
+      b_.CreateBr(done);
+      b_.SetInsertPoint(done);
     }
     return;
   }
@@ -322,15 +334,18 @@ void FunctionBuilder::store(const ir::Store& n) {
   auto stride = lane_stride(n.indices);
   if (lanes_ && stride && *stride == 1) {
     llvm::Value* at = lane0_ptr(buf, n.indices);
-    mark_buffer(b_.CreateAlignedStore(to_mem(splat(v)), at, align), n.buf);
+    if (tail_mask_)
+      mark_buffer(b_.CreateMaskedStore(to_mem(splat(v)), at, align, tail_mask_), n.buf);
+    else
+      mark_buffer(b_.CreateAlignedStore(to_mem(splat(v)), at, align), n.buf);
     return;
   }
   llvm::Value* at = element_ptr(buf, n.indices);
   if (is_vec(at)) {
     llvm::Value* ptrs = at;
-    mark_buffer(b_.CreateMaskedScatter(to_mem(splat(v)), ptrs, align,
-                                       llvm::Constant::getAllOnesValue(vec_of(b_.getInt1Ty()))),
-                n.buf);
+    llvm::Value* on =
+        tail_mask_ ? tail_mask_ : llvm::Constant::getAllOnesValue(vec_of(b_.getInt1Ty()));
+    mark_buffer(b_.CreateMaskedScatter(to_mem(splat(v)), ptrs, align, on), n.buf);
     return;
   }
   if (is_vec(v))

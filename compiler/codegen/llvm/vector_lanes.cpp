@@ -1,5 +1,8 @@
 // FunctionBuilder's vectorized loops: lanes, lets that vary across lanes, and the
 // stride of an access, from the derivative of its index in the lane variable.
+#include <llvm/Analysis/ValueTracking.h>
+#include <llvm/IR/ConstantRange.h>
+
 #include "function_builder.h"
 
 namespace kiln::codegen::detail {
@@ -121,7 +124,7 @@ bool FunctionBuilder::lanes_walk_rows(const std::vector<ir::Expr>& raw) {
   return true;
 }
 
-void FunctionBuilder::vector_body(const ir::For& n, llvm::Value* v, int w) {
+void FunctionBuilder::vector_body(const ir::For& n, llvm::Value* v, int w, llvm::Value* end) {
   lanes_ = w;
   lane_var_ = n.var;
   lane_base_ = v;
@@ -129,17 +132,44 @@ void FunctionBuilder::vector_body(const ir::For& n, llvm::Value* v, int w) {
   for (int k = 0; k < w; ++k) steps.push_back(b_.getInt64(static_cast<uint64_t>(k)));
   llvm::Value* lanes = b_.CreateAdd(b_.CreateVectorSplat(static_cast<unsigned>(w), v),
                                     llvm::ConstantVector::get(steps), n.var);
+  if (end) {
+    tail_mask_ =
+        b_.CreateICmpSLT(lanes, b_.CreateVectorSplat(static_cast<unsigned>(w), end), n.var + ".on");
+    mask_ = tail_mask_;
+  }
   auto saved = bind(n.var, lanes);
   stmt(n.body);
   restore(n.var, saved);
   lanes_ = 0;
   lane_var_.clear();
   lane_base_ = nullptr;
+  tail_mask_ = nullptr;
+  mask_ = nullptr;
 }
 
 void FunctionBuilder::vectorized(const ir::For& n, llvm::Value* lo, llvm::Value* hi) {
   auto* a = ir::as<ir::IntImm>(n.min);
   auto* b = ir::as<ir::IntImm>(n.end);
+  if (a && !b) {
+    // An end a constant bounds: vectors up to the bound, each under "its
+    // first lane is in the loop", its lanes past the end off.
+    llvm::ConstantRange ends = llvm::computeConstantRange(hi, /*ForSigned=*/true);
+    if (!ends.isFullSet() && !ends.isEmptySet() &&
+        ends.getSignedMax().sle(a->value + kStraightLineLanes)) {
+      int64_t bound = ends.getSignedMax().getSExtValue();
+      for (int64_t at = a->value; at < bound; at += kMaxLanes) {
+        llvm::Value* first = b_.getInt64(static_cast<uint64_t>(at));
+        auto* on = llvm::BasicBlock::Create(ctx_, n.var + ".part", fn_);
+        auto* done = llvm::BasicBlock::Create(ctx_, n.var + ".part.end", fn_);
+        b_.CreateCondBr(b_.CreateICmpSLT(first, hi), on, done);
+        b_.SetInsertPoint(on);
+        vector_body(n, first, static_cast<int>(std::min<int64_t>(kMaxLanes, bound - at)), hi);
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+      }
+      return;
+    }
+  }
   if (!a || !b) return vector_loop(n, lo, hi, kLoopLanes, /*scalar_rest=*/true);
   int64_t extent = b->value - a->value;
   if (extent <= kStraightLineLanes) {
