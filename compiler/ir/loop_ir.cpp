@@ -1,6 +1,7 @@
 // The loop IR: tag names, block building, the C-like printer, statement visitors and mutators.
 #include "kiln/loop_ir.h"
 
+#include <optional>
 #include <sstream>
 
 namespace kiln::ir {
@@ -386,6 +387,69 @@ Stmt StmtMutator::mutate_evaluate(const Stmt& s, const Evaluate& n) {
   Expr v = mutate_stmt_expr(n.value);
   if (v == n.value) return s;
   return std::make_shared<Evaluate>(v);
+}
+
+// ---------------------------------------------------------------------------
+// Substitution in statements
+
+namespace {
+
+// Replaces free variables, respecting the scopes of loops and lets: a name a
+// loop or a let binds is not replaced inside it.
+class StmtSubstituter : public StmtMutator {
+ public:
+  explicit StmtSubstituter(std::map<std::string, Expr> m) : map_(std::move(m)) {}
+
+ protected:
+  Expr mutate_var(const Expr& e, const Var& n) override {
+    auto it = map_.find(n.name);
+    return it == map_.end() ? e : it->second;
+  }
+  Expr mutate_let(const Expr& e, const Let& n) override {
+    Expr v = mutate(n.value);
+    auto hidden = hide(n.var);
+    Expr b = mutate(n.body);
+    unhide(n.var, std::move(hidden));
+    if (v == n.value && b == n.body) return e;
+    return let(n.var, v, b);
+  }
+  Stmt mutate_for(const Stmt& s, const For& n) override {
+    Expr lo = mutate(n.min);
+    Expr hi = mutate(n.end);
+    auto hidden = hide(n.var);
+    Stmt body = mutate(n.body);
+    unhide(n.var, std::move(hidden));
+    if (lo == n.min && hi == n.end && body == n.body) return s;
+    return std::make_shared<For>(n.var, lo, hi, n.step, n.tag, body);
+  }
+  Stmt mutate_let_stmt(const Stmt& s, const LetStmt& n) override {
+    Expr v = mutate(n.value);
+    auto hidden = hide(n.var);
+    Stmt body = mutate(n.body);
+    unhide(n.var, std::move(hidden));
+    if (v == n.value && body == n.body) return s;
+    return std::make_shared<LetStmt>(n.var, v, body);
+  }
+
+ private:
+  std::optional<Expr> hide(const std::string& name) {
+    auto it = map_.find(name);
+    if (it == map_.end()) return std::nullopt;
+    Expr old = it->second;
+    map_.erase(it);
+    return old;
+  }
+  void unhide(const std::string& name, std::optional<Expr> old) {
+    if (old) map_[name] = *old;
+  }
+  std::map<std::string, Expr> map_;
+};
+
+}  // namespace
+
+Stmt substitute(const Stmt& s, const std::map<std::string, Expr>& replacements) {
+  if (!s || replacements.empty()) return s;
+  return StmtSubstituter(replacements).mutate(s);
 }
 
 }  // namespace kiln::ir

@@ -83,56 +83,6 @@ bool mentions(const Expr& e, const std::string& name) {
   return c.names.count(name) != 0;
 }
 
-// Replaces free variables in a statement, respecting the scopes of loops and lets.
-class StmtSubstituter : public ir::StmtMutator {
- public:
-  explicit StmtSubstituter(std::map<std::string, Expr> m) : map_(std::move(m)) {}
-
- protected:
-  Expr mutate_var(const Expr& e, const ir::Var& n) override {
-    auto it = map_.find(n.name);
-    return it == map_.end() ? e : it->second;
-  }
-  Expr mutate_let(const Expr& e, const ir::Let& n) override {
-    Expr v = mutate(n.value);
-    auto hidden = hide(n.var);
-    Expr b = mutate(n.body);
-    unhide(n.var, std::move(hidden));
-    if (v == n.value && b == n.body) return e;
-    return ir::let(n.var, v, b);
-  }
-  Stmt mutate_for(const Stmt& s, const ir::For& n) override {
-    Expr lo = mutate(n.min);
-    Expr hi = mutate(n.end);
-    auto hidden = hide(n.var);
-    Stmt body = mutate(n.body);
-    unhide(n.var, std::move(hidden));
-    if (lo == n.min && hi == n.end && body == n.body) return s;
-    return std::make_shared<ir::For>(n.var, lo, hi, n.step, n.tag, body);
-  }
-  Stmt mutate_let_stmt(const Stmt& s, const ir::LetStmt& n) override {
-    Expr v = mutate(n.value);
-    auto hidden = hide(n.var);
-    Stmt body = mutate(n.body);
-    unhide(n.var, std::move(hidden));
-    if (v == n.value && body == n.body) return s;
-    return std::make_shared<ir::LetStmt>(n.var, v, body);
-  }
-
- private:
-  std::optional<Expr> hide(const std::string& name) {
-    auto it = map_.find(name);
-    if (it == map_.end()) return std::nullopt;
-    Expr old = it->second;
-    map_.erase(it);
-    return old;
-  }
-  void unhide(const std::string& name, std::optional<Expr> old) {
-    if (old) map_[name] = *old;
-  }
-  std::map<std::string, Expr> map_;
-};
-
 // ---------------------------------------------------------------------------
 // Checked integer arithmetic on optional values (absent = unknown or overflowed)
 
@@ -733,7 +683,7 @@ class StmtSimplifier {
         ir::as<ir::Var>(v) != nullptr) {
       bool safe = true;
       if (const auto* x = ir::as<ir::Var>(v)) safe = !rebinds(n.body, x->name);
-      if (safe) return run(StmtSubstituter({{n.var, v}}).mutate(n.body));
+      if (safe) return run(ir::substitute(n.body, {{n.var, v}}));
     }
     Stmt body = ir::is_int(v->type) ? with_range(n.var, bounds_of(v, known_), n.body)
                                     : with_range(n.var, Interval{}, n.body);

@@ -908,7 +908,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     TimedPart part("ast to loops");
     AstLowering lowering(m);
     ir::Stmt loops = lowering.node(root);
-    body = unroll_tails(lowering.place_data_params(loops, {}));
+    body = split_partial_tiles(lowering.place_data_params(loops, {}));
     placed = lowering.placed_;
   } catch (const isl::exception& e) {
     isl_failed(m, ErrorStage::Lower, "generate code for " + m.func.name, e);

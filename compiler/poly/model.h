@@ -201,8 +201,8 @@ bool is_legal(const ScheduledFunc::Impl& m);
 // unrolled to the bound, each copy under `i < end`. Where the outer loop's
 // bounds are constants and the end reads only its variable, the rest gets
 // the partial extent as a constant when it is one value, and the outer
-// variable's value when one iteration is partial. Defined in unroll_tails.cpp.
-ir::Stmt unroll_tails(const ir::Stmt& body);
+// variable's value when one iteration is partial. Defined in partial_tiles.cpp.
+ir::Stmt split_partial_tiles(const ir::Stmt& body);
 
 // Memory schedules. Defined in memory.cpp.
 void cmd_cache_identity(ScheduledFunc::Impl& m, CompModel& c, const ir::ScheduleCommand& cmd);

@@ -195,6 +195,10 @@ class FunctionBuilder {
   // The body once, on lanes v, v + 1, ..., v + w - 1; with `end`, the lanes
   // at or past it are off (lane 0 must be on).
   void vector_body(const ir::For& n, llvm::Value* v, int w, llvm::Value* end = nullptr);
+  // Vectors of kMaxLanes (the last narrower) over [from, to) as straight-line
+  // code; with `end`, each runs only when its first lane is below end, with
+  // its lanes at or past end off.
+  void straight_line_vectors(const ir::For& n, int64_t from, int64_t to, llvm::Value* end);
 
   // ---------------------------------------------------------------------
   // parallel_outline.cpp: parallel loops: the body outlined into a function the runtime calls

@@ -132,6 +132,7 @@ void FunctionBuilder::vector_body(const ir::For& n, llvm::Value* v, int w, llvm:
   for (int k = 0; k < w; ++k) steps.push_back(b_.getInt64(static_cast<uint64_t>(k)));
   llvm::Value* lanes = b_.CreateAdd(b_.CreateVectorSplat(static_cast<unsigned>(w), v),
                                     llvm::ConstantVector::get(steps), n.var);
+  llvm::Value* saved_mask = mask_;
   if (end) {
     tail_mask_ =
         b_.CreateICmpSLT(lanes, b_.CreateVectorSplat(static_cast<unsigned>(w), end), n.var + ".on");
@@ -144,7 +145,26 @@ void FunctionBuilder::vector_body(const ir::For& n, llvm::Value* v, int w, llvm:
   lane_var_.clear();
   lane_base_ = nullptr;
   tail_mask_ = nullptr;
-  mask_ = nullptr;
+  mask_ = saved_mask;
+}
+
+void FunctionBuilder::straight_line_vectors(const ir::For& n, int64_t from, int64_t to,
+                                            llvm::Value* end) {
+  for (int64_t at = from; at < to; at += kMaxLanes) {
+    llvm::Value* first = b_.getInt64(static_cast<uint64_t>(at));
+    int w = static_cast<int>(std::min<int64_t>(kMaxLanes, to - at));
+    if (!end) {
+      vector_body(n, first, w);
+      continue;
+    }
+    auto* on = llvm::BasicBlock::Create(ctx_, n.var + ".part", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, n.var + ".part.end", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLT(first, end), on, done);
+    b_.SetInsertPoint(on);
+    vector_body(n, first, w, end);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
 }
 
 void FunctionBuilder::vectorized(const ir::For& n, llvm::Value* lo, llvm::Value* hi) {
@@ -155,33 +175,16 @@ void FunctionBuilder::vectorized(const ir::For& n, llvm::Value* lo, llvm::Value*
     // first lane is in the loop", its lanes past the end off.
     llvm::ConstantRange ends = llvm::computeConstantRange(hi, /*ForSigned=*/true);
     if (!ends.isFullSet() && !ends.isEmptySet() &&
-        ends.getSignedMax().sle(a->value + kStraightLineLanes)) {
-      int64_t bound = ends.getSignedMax().getSExtValue();
-      for (int64_t at = a->value; at < bound; at += kMaxLanes) {
-        llvm::Value* first = b_.getInt64(static_cast<uint64_t>(at));
-        auto* on = llvm::BasicBlock::Create(ctx_, n.var + ".part", fn_);
-        auto* done = llvm::BasicBlock::Create(ctx_, n.var + ".part.end", fn_);
-        b_.CreateCondBr(b_.CreateICmpSLT(first, hi), on, done);
-        b_.SetInsertPoint(on);
-        vector_body(n, first, static_cast<int>(std::min<int64_t>(kMaxLanes, bound - at)), hi);
-        b_.CreateBr(done);
-        b_.SetInsertPoint(done);
-      }
-      return;
-    }
+        ends.getSignedMax().sle(a->value + kStraightLineLanes))
+      return straight_line_vectors(n, a->value, ends.getSignedMax().getSExtValue(), hi);
   }
   if (!a || !b) return vector_loop(n, lo, hi, kLoopLanes, /*scalar_rest=*/true);
   int64_t extent = b->value - a->value;
-  if (extent <= kStraightLineLanes) {
-    // A few vectors (the last one narrower when kMaxLanes does not divide the
-    // extent) and no loop at all, so the loops around them see straight-line
-    // code and LLVM keeps a register tile's accumulators in registers: a
-    // GEMM's partial tile of 40 columns is 16 + 16 + 8 lanes.
-    for (int64_t at = a->value; at < b->value; at += kMaxLanes)
-      vector_body(n, b_.getInt64(at),
-                  static_cast<int>(std::min<int64_t>(kMaxLanes, b->value - at)));
-    return;
-  }
+  // A few vectors (the last one narrower when kMaxLanes does not divide the
+  // extent) and no loop at all, so the loops around them see straight-line
+  // code and LLVM keeps a register tile's accumulators in registers: a GEMM's
+  // partial tile of 40 columns is 16 + 16 + 8 lanes.
+  if (extent <= kStraightLineLanes) return straight_line_vectors(n, a->value, b->value, nullptr);
   // Whole vectors in a loop, then the rest, whose size is known, as one
   // narrower vector.
   int64_t rest = extent % kMaxLanes;

@@ -136,6 +136,10 @@ const T* as(const Stmt& s) {
 // single statement is returned as itself.
 Stmt block(std::vector<Stmt> stmts);
 
+// s with its free variables replaced by name; a name a loop or a let binds is
+// not replaced inside it (ir::substitute of an expression, for statements).
+Stmt substitute(const Stmt& s, const std::map<std::string, Expr>& replacements);
+
 // The kernel statuses (runtime/include/kiln/runtime.h) the compiler needs.
 inline constexpr int32_t kStatusArith = 3;       // KILN_ERR_ARITH
 inline constexpr int32_t kStatusCheckBase = 16;  // KILN_ERR_CHECK

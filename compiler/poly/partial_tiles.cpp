@@ -1,11 +1,11 @@
-// Loops whose trip count varies within a constant bound (the last register tile of a
-// block that is not a multiple of it). unroll_explicit: unrolled to the largest trip
-// count with a guard per copy. vectorize: left as it is (codegen gives a run-time extent
-// vectors of 8 and a scalar rest). In both, the loop around it that decides the trip
-// count is split into the full case, where the loop has its bound as a constant extent,
-// and the rest.
+// Partial tiles: loops whose trip count varies within a constant bound (the last
+// register tile of a block that is not a multiple of it). The loop around one that
+// decides its trip count is split into the full case, where the loop has its bound as a
+// constant extent, and the rest. In the rest, an unroll_explicit loop is unrolled to the
+// bound with a guard per copy; a vectorize loop stays (codegen masks the lanes past its
+// end, or runs vectors of 8 and a scalar rest); and where the sizes are known when
+// compiling, the partial extent and place become constants.
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <set>
 
@@ -61,7 +61,7 @@ Range range_of(const ir::Expr& e) {
 // varying end that a constant bounds: `full` runs all `trips` iterations, as
 // a constant extent, for where they all run (`all_run`); `rest` is the loop
 // for the other cases: for unroll_explicit the trips, each under
-// `var < end`; for vectorize the loop unchanged.
+// `var < end`; for vectorize null: the loop as it is.
 struct Tail {
   const ir::For* loop;  // as lowering made it
   int64_t trips;
@@ -83,11 +83,10 @@ std::optional<Tail> tail_of(const ir::For& n) {
   int64_t last = lo->value + (t.trips - 1) * n.step;
   ir::Expr end = ir::int_imm(last + 1);
   ir::Expr v = ir::var(n.var);
-  t.rest = vector ? std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, n.body)
-                  : std::make_shared<ir::For>(
-                        n.var, n.min, end, n.step, n.tag,
-                        std::make_shared<ir::IfThenElse>(ir::binary(ir::BinaryOp::Lt, v, n.end),
-                                                         n.body, nullptr));
+  if (!vector)
+    t.rest = std::make_shared<ir::For>(
+        n.var, n.min, end, n.step, n.tag,
+        std::make_shared<ir::IfThenElse>(ir::binary(ir::BinaryOp::Lt, v, n.end), n.body, nullptr));
   t.full = std::make_shared<ir::For>(n.var, n.min, end, n.step, n.tag, n.body);
   t.all_run = ir::binary(ir::BinaryOp::Lt, ir::int_imm(last), n.end);
   return t;
@@ -109,7 +108,7 @@ class Replace : public ir::StmtMutator {
   ir::Stmt to_;
 };
 
-class UnrollTails : public ir::StmtMutator {
+class PartialTiles : public ir::StmtMutator {
  protected:
   ir::Stmt mutate_for(const ir::Stmt& s, const ir::For& n) override {
     // A tail loop below this one that decides its trip count with this
@@ -135,21 +134,21 @@ class UnrollTails : public ir::StmtMutator {
           rest = std::make_shared<ir::For>(l.var, l.min, ir::int_imm(*partial->extent), l.step,
                                            l.tag, l.body);
         }
-        ir::Stmt rest_body = Replace(t->loop, rest).mutate(body);
+        ir::Stmt rest_body = rest ? Replace(t->loop, rest).mutate(body) : body;
         if (partial && partial->extent && partial->at.size() == 1)
-          rest_body = with_value(rest_body, n.var, partial->at.front());
+          rest_body = ir::substitute(rest_body, {{n.var, ir::int_imm(partial->at.front())}});
         body = std::make_shared<ir::IfThenElse>(t->all_run, Replace(t->loop, t->full).mutate(body),
                                                 rest_body);
       }
     }
     body = mutate(body);
     if (body == n.body) {
-      if (std::optional<Tail> t = tail_of(n)) return t->rest;  // nowhere to split it
-      return s;
+      std::optional<Tail> t = tail_of(n);
+      return t && t->rest ? t->rest : s;  // nowhere to split it
     }
     auto out = std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, body);
-    if (std::optional<Tail> t = tail_of(*out)) return t->rest;
-    return out;
+    std::optional<Tail> t = tail_of(*out);
+    return t && t->rest ? t->rest : out;
   }
 
  private:
@@ -181,16 +180,6 @@ class UnrollTails : public ir::StmtMutator {
     }
     if (!one_extent) p.extent.reset();
     return p;
-  }
-
-  // s with variable `name` replaced by the constant v.
-  static ir::Stmt with_value(const ir::Stmt& s, const std::string& name, int64_t v) {
-    struct Substitute : ir::StmtMutator {
-      std::map<std::string, ir::Expr> to;
-      ir::Expr mutate_stmt_expr(const ir::Expr& e) override { return ir::substitute(e, to); }
-    } sub;
-    sub.to[name] = ir::int_imm(v);
-    return sub.mutate(s);
   }
 
   // The first tail loop in s whose end reads `var` and no variable bound
@@ -229,9 +218,9 @@ class UnrollTails : public ir::StmtMutator {
 
 }  // namespace
 
-ir::Stmt unroll_tails(const ir::Stmt& body) {
+ir::Stmt split_partial_tiles(const ir::Stmt& body) {
   if (!body) return body;
-  return UnrollTails().mutate(body);
+  return PartialTiles().mutate(body);
 }
 
 }  // namespace kiln::poly
