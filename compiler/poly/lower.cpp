@@ -742,15 +742,106 @@ void check_unrolling(const Impl& m, const ir::Stmt& body) {
   walk.visit(body);
 }
 
-// Each statement's padded schedule as a function, by isl name, for at_each_domain.
-using ScheduleTable = std::map<std::string, isl::pw_multi_aff>;
+// A statement's padded schedule as a function, for at_each_domain, and which
+// of its dims the statement's expressions read (schedule_dim_var): only those
+// need isl's expression in the loops around it.
+struct StatementSchedule {
+  isl::pw_multi_aff dims;
+  std::vector<bool> read;
+  // Set when the statement's domain is given to isl in schedule space (see
+  // time_pieces): its iterators as a function of its schedule dims.
+  std::optional<isl::pw_multi_aff> iterators;
+};
+// By isl name.
+using ScheduleTable = std::map<std::string, StatementSchedule>;
+
+// The schedule dims, of `dims`, that c's stored value or index reads.
+std::vector<bool> dims_read(const CompModel& c, int dims) {
+  std::set<std::string> names = ir::free_vars(c.value);
+  for (const auto& x : c.target.indices) {
+    std::set<std::string> more = ir::free_vars(x);
+    names.insert(more.begin(), more.end());
+  }
+  std::vector<bool> read(static_cast<size_t>(dims));
+  for (int k = 0; k < dims; ++k)
+    read[static_cast<size_t>(k)] = names.count(schedule_dim_var(k)) > 0;
+  return read;
+}
 
 // Part of a computation's instances on its way down the schedule tree: those
 // whose static dims so far took one path.
 struct Piece {
   isl::set domain;
   const isl::pw_multi_aff* sched;  // the computation's padded schedule
+  // Whether the domain lies in loop space (loop_pieces): its dims are the
+  // loops themselves, everywhere in the space.
+  bool in_loops = false;
 };
+
+// A computation's instances in the space of its loops (its dynamic schedule
+// dims), when each piece of its schedule function has constant static dims
+// and gives each instance a time of its own. isl then generates the loops
+// over sets whose dims are the loops themselves (a tile's loops are bounded
+// by affine constraints), where, given the domain and a schedule of floors
+// and mods, each step of the AST generation projected the iterators out of
+// existentially quantified constraints. The sets, the schedule dims on them
+// (loops, and the static dims as constants) and the iterators as functions
+// of the loops; nullopt when the schedule does not have that form.
+struct LoopPieces {
+  std::vector<isl::set> domains;
+  std::vector<std::vector<int64_t>> statics;  // of each domain
+  isl::pw_multi_aff dims;
+  isl::pw_multi_aff iterators;
+};
+std::optional<LoopPieces> loop_pieces(const CompModel& c, const isl::pw_multi_aff& f) {
+  std::string tuple = isl_name(c.name);
+  std::vector<std::pair<isl::set, isl::multi_aff>> parts;
+  f.intersect_domain(c.domain).foreach_piece(
+      [&](isl::set where, isl::multi_aff ma) { parts.emplace_back(where, ma); });
+  LoopPieces out;
+  for (const auto& [where, ma] : parts) {
+    int n = static_cast<int>(isl_multi_aff_dim(ma.get(), isl_dim_out));
+    std::vector<int64_t> statics;
+    for (int q = 0; q < n; q += 2) {
+      isl::aff v = ma.at(q);
+      if (!v.is_cst() || !v.constant_val().is_int()) return std::nullopt;
+      statics.push_back(v.constant_val().get_num_si());
+    }
+    isl_multi_aff* loops = ma.copy();
+    for (int q = n - 1; q >= 0; q -= 2) loops = isl_multi_aff_drop_dims(loops, isl_dim_out, q, 1);
+    isl::map to_loops = isl::manage(isl_map_from_multi_aff(loops)).intersect_domain(where);
+    to_loops = isl::manage(isl_map_set_tuple_name(to_loops.release(), isl_dim_out, tuple.c_str()));
+    // Two instances at one time cannot be told apart by the loops. (With the
+    // equalities found, a tile's iterators are plainly functions of its loops.)
+    isl::map back = isl::manage(isl_map_detect_equalities(to_loops.reverse().release()));
+    if (isl_map_plain_is_single_valued(back.get()) != isl_bool_true && !back.is_single_valued())
+      return std::nullopt;
+    std::optional<isl::pw_multi_aff> iters = pw_multi_aff_from_map(back);
+    if (!iters) return std::nullopt;
+    isl::set domain = to_loops.range();
+    for (size_t k = 0; k < out.domains.size(); ++k)
+      if (out.statics[k] == statics && !out.domains[k].intersect(domain).is_empty())
+        return std::nullopt;
+    // The schedule dims on the loop space: loop K is dim 2K + 1.
+    isl_space* range = isl_space_set_from_params(isl_space_params(isl_set_get_space(domain.get())));
+    range = isl_space_add_dims(range, isl_dim_set, static_cast<unsigned>(n));
+    isl_space* space = isl_space_map_from_domain_and_range(isl_set_get_space(domain.get()), range);
+    isl_multi_aff* dims = isl_multi_aff_zero(space);
+    for (int q = 0; q < n; ++q) {
+      isl_local_space* ls = isl_local_space_from_space(isl_set_get_space(domain.get()));
+      isl_aff* v = q % 2 ? isl_aff_var_on_domain(ls, isl_dim_set, static_cast<unsigned>(q / 2))
+                         : isl_aff_val_on_domain(ls, ma.at(q).constant_val().release());
+      dims = isl_multi_aff_set_aff(dims, q, v);
+    }
+    isl::pw_multi_aff piece_dims = isl::manage(isl_pw_multi_aff_alloc(domain.copy(), dims));
+    out.dims = out.domains.empty() ? piece_dims : out.dims.union_add(piece_dims);
+    out.iterators = out.domains.empty() ? *iters : out.iterators.union_add(*iters);
+    out.domains.push_back(domain);
+    out.statics.push_back(statics);
+  }
+  if (out.domains.empty()) return std::nullopt;
+  return out;
+}
 
 // The value of each static dim is a constant on each piece of the schedule's
 // function (separate and the like give a computation several); the instances
@@ -803,7 +894,8 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
   if (q % 2 == 0) {
     std::map<int64_t, std::vector<Piece>> groups;
     for (const Piece& p : pieces)
-      for (auto& [v, where] : static_values(p, q)) groups[v].push_back(Piece{where, p.sched});
+      for (auto& [v, where] : static_values(p, q))
+        groups[v].push_back(Piece{where, p.sched, p.in_loops});
     isl::schedule out;
     for (const auto& [v, group] : groups) {
       isl::schedule child = schedule_tree(ctx, group, q + 1, dims);
@@ -816,8 +908,19 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
   isl::schedule child = schedule_tree(ctx, pieces, q + 1, dims);
   isl::union_pw_aff loop =
       isl::manage(isl_union_pw_aff_empty(isl_space_params_alloc(ctx.get(), 0)));
-  for (const Piece& p : pieces)
-    loop = loop.union_add(isl::union_pw_aff(p.sched->at(q).intersect_domain(p.domain)));
+  std::set<std::string> in_loops;
+  for (const Piece& p : pieces) {
+    if (!p.in_loops) {
+      loop = loop.union_add(isl::union_pw_aff(p.sched->at(q).intersect_domain(p.domain)));
+      continue;
+    }
+    // Dim q on the whole space, not on the piece's instances: isl checks that
+    // the loop's domain holds every instance, which is then a trivial check.
+    if (!in_loops.insert(isl_set_get_tuple_name(p.domain.get())).second) continue;
+    isl_local_space* ls = isl_local_space_from_space(isl_set_get_space(p.domain.get()));
+    isl_aff* dim = isl_aff_var_on_domain(ls, isl_dim_set, static_cast<unsigned>(q / 2));
+    loop = loop.union_add(isl::union_pw_aff(isl::manage(isl_pw_aff_from_aff(dim))));
+  }
   isl_schedule* tree = isl_schedule_insert_partial_schedule(
       child.release(), isl_multi_union_pw_aff_from_union_pw_aff(loop.release()));
   // One loop over all its instances (atomic), as the relation form had it:
@@ -838,7 +941,11 @@ using ExprList = std::unique_ptr<isl_ast_expr_list, decltype(&isl_ast_expr_list_
 // there (a split's floor(k / 4) becomes the loop ko).
 isl::ast_node at_each_domain(const ScheduleTable& table, const isl::ast_build& build) {
   isl::pw_multi_aff iters = pw_multi_aff_from_map(build.schedule().as_map().reverse()).value();
-  isl::ast_expr_op call = build.call_from(iters).as<isl::ast_expr_op>();
+  const StatementSchedule& sched =
+      table.at(isl_pw_multi_aff_get_tuple_name(iters.get(), isl_dim_out));
+  isl::ast_expr_op call =
+      build.call_from(sched.iterators ? sched.iterators->pullback(iters) : iters)
+          .as<isl::ast_expr_op>();
   isl::ast_expr fn = call.arg(0);
   // isl's C++ interface has no expression lists: this one is owned by a
   // unique_ptr until isl_ast_expr_call takes it.
@@ -847,9 +954,13 @@ isl::ast_node at_each_domain(const ScheduleTable& table, const isl::ast_build& b
     list.reset(isl_ast_expr_list_add(list.release(), e.release()));
   };
   for (unsigned i = 1; i < call.n_arg(); ++i) add(call.arg(static_cast<int>(i)));
-  const isl::pw_multi_aff& dims = table.at(id_name(fn));
-  int count = static_cast<int>(isl_pw_multi_aff_dim(dims.get(), isl_dim_out));
-  for (int k = 0; k < count; ++k) add(build.expr_from(dims.at(k).pullback(iters)));
+  int count = static_cast<int>(isl_pw_multi_aff_dim(sched.dims.get(), isl_dim_out));
+  for (int k = 0; k < count; ++k) {
+    if (sched.read[static_cast<size_t>(k)])
+      add(build.expr_from(sched.dims.at(k).pullback(iters)));
+    else  // a place holder the statement never reads
+      add(isl::manage(isl_ast_expr_from_val(isl_val_zero(build.ctx().get()))));
+  }
   return isl::manage(isl_ast_node_alloc_user(isl_ast_expr_call(fn.release(), list.release())));
 }
 
@@ -877,13 +988,22 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
       if (!f)
         fail(c.comp ? c.comp->where : m.func.where,
              "the schedule of " + c.name + " gives an instance more than one time");
-      table[isl_name(c.name)] = *f;
+      table[isl_name(c.name)] = StatementSchedule{*f, dims_read(c, dims), std::nullopt};
     }
     isl::schedule tree;
     {
       TimedPart part("schedule tree");
       std::vector<Piece> pieces;
-      for (const auto& c : m.comps) pieces.push_back(Piece{c.domain, &table.at(isl_name(c.name))});
+      for (const auto& c : m.comps) {
+        StatementSchedule& sched = table.at(isl_name(c.name));
+        if (std::optional<LoopPieces> l = loop_pieces(c, sched.dims)) {
+          sched.dims = l->dims;
+          sched.iterators = l->iterators;
+          for (const isl::set& d : l->domains) pieces.push_back(Piece{d, &sched.dims, true});
+        } else {
+          pieces.push_back(Piece{c.domain, &sched.dims});
+        }
+      }
       tree = schedule_tree(ctx, pieces, 0, dims);
     }
 
