@@ -232,14 +232,10 @@ int schedule_dims(const ScheduledFunc::Impl& m) {
 isl::map padded_schedule(const CompModel& c, int dims) {
   int have = 2 * c.loops() + 1;
   if (have == dims) return c.sched;
-  std::string in = "[", out = "[";
-  for (int k = 0; k < have; ++k) {
-    in += (k ? ", " : "") + std::string("x") + std::to_string(k);
-    out += (k ? ", " : "") + std::string("x") + std::to_string(k);
-  }
-  for (int k = have; k < dims; ++k) out += ", 0";
-  isl::map pad(c.sched.ctx(), "{ " + in + "] -> " + out + "] }");
-  return c.sched.apply_range(pad);
+  isl_map* padded =
+      isl_map_add_dims(c.sched.copy(), isl_dim_out, static_cast<unsigned>(dims - have));
+  for (int k = have; k < dims; ++k) padded = isl_map_fix_si(padded, isl_dim_out, k, 0);
+  return isl::manage(padded);
 }
 
 namespace {

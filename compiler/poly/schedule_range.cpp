@@ -25,17 +25,29 @@ std::optional<std::string> schedule_range_problem(const ScheduledFunc::Impl& m) 
     std::string data;
     for (const auto& r : data_param_ranges(m, c.data_params))
       data += (data.empty() ? "" : " and ") + r;
-    isl::set promised(
-        ctx, param_list(m, c.data_params) + " -> { : " + (data.empty() ? "1 = 1" : data) + " }");
-    isl::set times = c.domain.intersect_params(params).intersect_params(promised).apply(c.sched);
+    isl::set times = c.domain.intersect_params(params);
+    if (!data.empty())
+      times = times.intersect_params(
+          isl::set(ctx, param_list(m, c.data_params) + " -> { : " + data + " }"));
+    times = times.apply(c.sched);
     int dims = static_cast<int>(c.sched.range_tuple_dim());
+    // Loop k's values past the limit, and then the same for every loop at once:
+    // one question where all is well, which it nearly always is.
+    auto beyond = [&](int k) {
+      isl_set* all = isl_set_universe(isl_set_get_space(times.get()));
+      isl_val* over = isl_val_int_from_si(ctx.get(), kMaxLoopValue);
+      isl_set* above =
+          isl_set_lower_bound_val(isl_set_copy(all), isl_dim_set, static_cast<unsigned>(k),
+                                  isl_val_add_ui(isl_val_copy(over), 1));
+      isl_set* below = isl_set_upper_bound_val(all, isl_dim_set, static_cast<unsigned>(k),
+                                               isl_val_neg(isl_val_add_ui(over, 1)));
+      return isl::manage(isl_set_union(above, below));
+    };
+    isl::set outside = isl::manage(isl_set_empty(isl_set_get_space(times.get())));
+    for (int k = 1; k < dims; k += 2) outside = outside.unite(beyond(k));
+    if (times.intersect(outside).is_empty()) continue;
     for (int k = 1; k < dims; k += 2) {
-      std::string vars;
-      for (int d = 0; d < dims; ++d) vars += (d ? ", " : "") + std::string("t") + std::to_string(d);
-      std::string tk = "t" + std::to_string(k);
-      isl::set outside(
-          ctx, "{ [" + vars + "] : " + tk + " > " + limit + " or " + tk + " < -" + limit + " }");
-      isl::set bad = times.intersect(outside);
+      isl::set bad = times.intersect(beyond(k));
       if (bad.is_empty()) continue;
       isl::point p = bad.sample_point();
       isl::val v = isl::manage(isl_point_get_coordinate_val(p.get(), isl_dim_set, k));
