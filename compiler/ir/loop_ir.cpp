@@ -407,40 +407,35 @@ class StmtSubstituter : public StmtMutator {
   }
   Expr mutate_let(const Expr& e, const Let& n) override {
     Expr v = mutate(n.value);
-    auto hidden = hide(n.var);
-    Expr b = mutate(n.body);
-    unhide(n.var, std::move(hidden));
+    Expr b = where_unbound(n.var, [&] { return mutate(n.body); });
     if (v == n.value && b == n.body) return e;
     return let(n.var, v, b);
   }
   Stmt mutate_for(const Stmt& s, const For& n) override {
     Expr lo = mutate(n.min);
     Expr hi = mutate(n.end);
-    auto hidden = hide(n.var);
-    Stmt body = mutate(n.body);
-    unhide(n.var, std::move(hidden));
+    Stmt body = where_unbound(n.var, [&] { return mutate(n.body); });
     if (lo == n.min && hi == n.end && body == n.body) return s;
     return std::make_shared<For>(n.var, lo, hi, n.step, n.tag, body);
   }
   Stmt mutate_let_stmt(const Stmt& s, const LetStmt& n) override {
     Expr v = mutate(n.value);
-    auto hidden = hide(n.var);
-    Stmt body = mutate(n.body);
-    unhide(n.var, std::move(hidden));
+    Stmt body = where_unbound(n.var, [&] { return mutate(n.body); });
     if (v == n.value && body == n.body) return s;
     return std::make_shared<LetStmt>(n.var, v, body);
   }
 
  private:
-  std::optional<Expr> hide(const std::string& name) {
+  // f() with `name` out of the replacements: inside its binding, name is another variable.
+  template <typename F>
+  auto where_unbound(const std::string& name, F f) -> decltype(f()) {
     auto it = map_.find(name);
-    if (it == map_.end()) return std::nullopt;
+    if (it == map_.end()) return f();
     Expr old = it->second;
     map_.erase(it);
-    return old;
-  }
-  void unhide(const std::string& name, std::optional<Expr> old) {
-    if (old) map_[name] = *old;
+    auto out = f();
+    map_[name] = old;
+    return out;
   }
   std::map<std::string, Expr> map_;
 };

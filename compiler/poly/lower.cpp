@@ -14,6 +14,7 @@
 #include <memory>
 #include <set>
 
+#include "affine_function.h"
 #include "kiln/analysis.h"
 #include "kiln/timing.h"
 #include "model.h"
@@ -748,8 +749,8 @@ void check_unrolling(const Impl& m, const ir::Stmt& body) {
 struct StatementSchedule {
   isl::pw_multi_aff dims;
   std::vector<bool> read;
-  // Set when the statement's domain is given to isl in schedule space (see
-  // time_pieces): its iterators as a function of its schedule dims.
+  // Set when the statement's domain is given to isl in the space of its loops
+  // (see loop_pieces): its iterators as a function of its loops.
   std::optional<isl::pw_multi_aff> iterators;
 };
 // By isl name.
@@ -823,17 +824,11 @@ std::optional<LoopPieces> loop_pieces(const CompModel& c, const isl::pw_multi_af
       if (out.statics[k] == statics && !out.domains[k].intersect(domain).is_empty())
         return std::nullopt;
     // The schedule dims on the loop space: loop K is dim 2K + 1.
-    isl_space* range = isl_space_set_from_params(isl_space_params(isl_set_get_space(domain.get())));
-    range = isl_space_add_dims(range, isl_dim_set, static_cast<unsigned>(n));
-    isl_space* space = isl_space_map_from_domain_and_range(isl_set_get_space(domain.get()), range);
-    isl_multi_aff* dims = isl_multi_aff_zero(space);
-    for (int q = 0; q < n; ++q) {
-      isl_local_space* ls = isl_local_space_from_space(isl_set_get_space(domain.get()));
-      isl_aff* v = q % 2 ? isl_aff_var_on_domain(ls, isl_dim_set, static_cast<unsigned>(q / 2))
-                         : isl_aff_val_on_domain(ls, ma.at(q).constant_val().release());
-      dims = isl_multi_aff_set_aff(dims, q, v);
-    }
-    isl::pw_multi_aff piece_dims = isl::manage(isl_pw_multi_aff_alloc(domain.copy(), dims));
+    std::vector<Lin> dims;
+    for (int q = 0; q < n; ++q)
+      dims.push_back(q % 2 ? Lin::var(q / 2) : Lin::num(statics[static_cast<size_t>(q / 2)]));
+    isl::pw_multi_aff piece_dims = isl::manage(
+        isl_pw_multi_aff_alloc(domain.copy(), affine_function(domain.space(), dims).release()));
     out.dims = out.domains.empty() ? piece_dims : out.dims.union_add(piece_dims);
     out.iterators = out.domains.empty() ? *iters : out.iterators.union_add(*iters);
     out.domains.push_back(domain);
@@ -917,9 +912,8 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
     // Dim q on the whole space, not on the piece's instances: isl checks that
     // the loop's domain holds every instance, which is then a trivial check.
     if (!in_loops.insert(isl_set_get_tuple_name(p.domain.get())).second) continue;
-    isl_local_space* ls = isl_local_space_from_space(isl_set_get_space(p.domain.get()));
-    isl_aff* dim = isl_aff_var_on_domain(ls, isl_dim_set, static_cast<unsigned>(q / 2));
-    loop = loop.union_add(isl::union_pw_aff(isl::manage(isl_pw_aff_from_aff(dim))));
+    loop =
+        loop.union_add(isl::union_pw_aff(isl::pw_aff(affine(p.domain.space(), Lin::var(q / 2)))));
   }
   isl_schedule* tree = isl_schedule_insert_partial_schedule(
       child.release(), isl_multi_union_pw_aff_from_union_pw_aff(loop.release()));

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "affine_function.h"
 #include "model.h"
 
 namespace kiln::poly {
@@ -25,67 +26,12 @@ std::string joined(const std::vector<std::string>& names) {
   return s.empty() ? "(none)" : s;
 }
 
-// One output of a schedule map: an affine function of the map's inputs x0,
-// x1, ..., floored after a division or taken modulo a positive number when
-// those are set. The maps are built with isl's functions, not parsed from
-// text: parsing was a third of the time the commands took.
-struct Lin {
-  std::map<int, int64_t> coef;  // input -> coefficient
-  int64_t cst = 0;
-  int64_t floor_by = 0, mod_by = 0;
-};
-Lin x(int k) {
-  Lin l;
-  l.coef[k] = 1;
-  return l;
-}
-Lin num(int64_t v) {
-  Lin l;
-  l.cst = v;
-  return l;
-}
-Lin operator+(Lin a, const Lin& b) {
-  for (const auto& [k, v] : b.coef) a.coef[k] += v;
-  a.cst += b.cst;
-  return a;
-}
-Lin operator*(int64_t s, Lin a) {
-  for (auto& [k, v] : a.coef) v *= s;
-  a.cst *= s;
-  return a;
-}
-Lin floor_div(Lin a, int64_t f) {
-  a.floor_by = f;
-  return a;
-}
-Lin mod(Lin a, int64_t f) {
-  a.mod_by = f;
-  return a;
-}
-
-isl_aff* to_aff(isl_local_space* ls, const Lin& l) {
-  isl_ctx* ctx = isl_local_space_get_ctx(ls);
-  isl_aff* a = isl_aff_val_on_domain(isl_local_space_copy(ls), isl_val_int_from_si(ctx, l.cst));
-  for (const auto& [k, v] : l.coef) {
-    isl_aff* t = isl_aff_var_on_domain(isl_local_space_copy(ls), isl_dim_set, k);
-    a = isl_aff_add(a, isl_aff_scale_val(t, isl_val_int_from_si(ctx, v)));
-  }
-  if (l.floor_by)
-    a = isl_aff_floor(isl_aff_scale_down_val(a, isl_val_int_from_si(ctx, l.floor_by)));
-  if (l.mod_by) a = isl_aff_mod_val(a, isl_val_int_from_si(ctx, l.mod_by));
-  return a;
-}
+Lin x(int k) { return Lin::var(k); }
+Lin num(int64_t v) { return Lin::num(v); }
 
 // { [x0, ..., x{n-1}] -> [out...] }, as a function.
 isl::multi_aff range_function(isl::ctx ctx, int n, const std::vector<Lin>& out) {
-  isl_space* in = isl_space_set_alloc(ctx.get(), 0, static_cast<unsigned>(n));
-  isl_local_space* ls = isl_local_space_from_space(isl_space_copy(in));
-  isl_aff_list* list = isl_aff_list_alloc(ctx.get(), static_cast<int>(out.size()));
-  for (const Lin& l : out) list = isl_aff_list_add(list, to_aff(ls, l));
-  isl_local_space_free(ls);
-  isl_space* space = isl_space_map_from_domain_and_range(
-      in, isl_space_set_alloc(ctx.get(), 0, static_cast<unsigned>(out.size())));
-  return isl::manage(isl_multi_aff_from_aff_list(space, list));
+  return affine_function(plain_space(ctx, n), out);
 }
 
 isl::map range_map(isl::ctx ctx, int n, const std::vector<Lin>& out) {
