@@ -774,6 +774,8 @@ std::vector<bool> dims_read(const CompModel& c, int dims) {
 struct Piece {
   isl::set domain;
   const isl::pw_multi_aff* sched;  // the computation's padded schedule
+  // Its computation's loops: schedule dims past them are padding (0).
+  int loops = 0;
   // Whether the domain lies in loop space (loop_pieces): its dims are the
   // loops themselves, everywhere in the space.
   bool in_loops = false;
@@ -874,6 +876,19 @@ std::map<int64_t, isl::set> static_values(const Piece& p, int q) {
   return out;
 }
 
+// Whether static dim q has one value, the same, on every instance of `pieces`.
+bool one_static_value(const std::vector<Piece>& pieces, int q) {
+  std::optional<int64_t> value;
+  for (const Piece& p : pieces) {
+    std::map<int64_t, isl::set> values = static_values(p, q);
+    if (values.size() > 1) return false;
+    if (values.empty()) continue;
+    if (value && *value != values.begin()->first) return false;
+    value = values.begin()->first;
+  }
+  return true;
+}
+
 // The schedule tree of `pieces` from schedule dim q on: a static dim is a
 // sequence of the groups of instances that take each of its values, in
 // order; a dynamic dim is a band, one loop. isl generates code from the tree
@@ -885,12 +900,17 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
     for (const Piece& p : of) domain = domain.unite(isl::union_set(p.domain));
     return isl::manage(isl_schedule_from_domain(domain.release()));
   };
-  if (q == dims) return leaf(pieces);
+  // Past the loops of every piece, the dims are padding, 0 for all: no
+  // band of one iteration each (isl's work per band is the same as for a
+  // real loop's).
+  bool past_loops =
+      std::all_of(pieces.begin(), pieces.end(), [&](const Piece& p) { return q > 2 * p.loops; });
+  if (q == dims || past_loops) return leaf(pieces);
   if (q % 2 == 0) {
     std::map<int64_t, std::vector<Piece>> groups;
     for (const Piece& p : pieces)
       for (auto& [v, where] : static_values(p, q))
-        groups[v].push_back(Piece{where, p.sched, p.in_loops});
+        groups[v].push_back(Piece{where, p.sched, p.loops, p.in_loops});
     isl::schedule out;
     for (const auto& [v, group] : groups) {
       isl::schedule child = schedule_tree(ctx, group, q + 1, dims);
@@ -900,29 +920,50 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
     // No instance at all (every domain empty for these params): nothing runs.
     return out.is_null() ? leaf({}) : out;
   }
-  isl::schedule child = schedule_tree(ctx, pieces, q + 1, dims);
-  isl::union_pw_aff loop =
-      isl::manage(isl_union_pw_aff_empty(isl_space_params_alloc(ctx.get(), 0)));
-  std::set<std::string> in_loops;
-  for (const Piece& p : pieces) {
-    if (!p.in_loops) {
-      loop = loop.union_add(isl::union_pw_aff(p.sched->at(q).intersect_domain(p.domain)));
-      continue;
-    }
-    // Dim q on the whole space, not on the piece's instances: isl checks that
-    // the loop's domain holds every instance, which is then a trivial check.
-    if (!in_loops.insert(isl_set_get_tuple_name(p.domain.get())).second) continue;
-    loop =
-        loop.union_add(isl::union_pw_aff(isl::pw_aff(affine(p.domain.space(), Lin::var(q / 2)))));
+  // The loops at q, q + 2, ... down to the next static dim that orders
+  // anything (or the end of every piece's loops) are one band of several
+  // members: isl sets up a band once, and its work for that (the build's
+  // product space, the checks of the partial schedule) was as much as for
+  // the loop itself.
+  std::vector<int> members{q};
+  for (int next = q + 2; next < dims; next += 2) {
+    bool ends = std::all_of(pieces.begin(), pieces.end(),
+                            [&](const Piece& p) { return next > 2 * p.loops; });
+    if (ends || !one_static_value(pieces, next - 1)) break;
+    members.push_back(next);
   }
-  isl_schedule* tree = isl_schedule_insert_partial_schedule(
-      child.release(), isl_multi_union_pw_aff_from_union_pw_aff(loop.release()));
-  // One loop over all its instances (atomic), as the relation form had it:
-  // isl would otherwise split the loop where the instances inside it differ,
+  isl::schedule child = schedule_tree(ctx, pieces, members.back() + 1, dims);
+  isl_union_pw_aff_list* loops =
+      isl_union_pw_aff_list_alloc(ctx.get(), static_cast<int>(members.size()));
+  for (int d : members) {
+    isl::union_pw_aff loop =
+        isl::manage(isl_union_pw_aff_empty(isl_space_params_alloc(ctx.get(), 0)));
+    std::set<std::string> in_loops;
+    for (const Piece& p : pieces) {
+      if (!p.in_loops) {
+        loop = loop.union_add(isl::union_pw_aff(p.sched->at(d).intersect_domain(p.domain)));
+        continue;
+      }
+      // Dim d on the whole space, not on the piece's instances: isl checks
+      // that the loop's domain holds every instance, which is then a trivial
+      // check.
+      if (!in_loops.insert(isl_set_get_tuple_name(p.domain.get())).second) continue;
+      loop =
+          loop.union_add(isl::union_pw_aff(isl::pw_aff(affine(p.domain.space(), Lin::var(d / 2)))));
+    }
+    loops = isl_union_pw_aff_list_add(loops, loop.release());
+  }
+  isl_multi_union_pw_aff* band_schedule = isl_multi_union_pw_aff_from_union_pw_aff_list(
+      isl_space_set_alloc(ctx.get(), 0, static_cast<unsigned>(members.size())), loops);
+  isl_schedule* tree = isl_schedule_insert_partial_schedule(child.release(), band_schedule);
+  // Each loop over all its instances (atomic), as the relation form had it:
+  // isl would otherwise split a loop where the instances inside it differ,
   // which for a data-dependent bound means testing it before it is read.
   isl_schedule_node* band = isl_schedule_node_child(isl_schedule_get_root(tree), 0);
   isl_schedule_free(tree);
-  band = isl_schedule_node_band_member_set_ast_loop_type(band, 0, isl_ast_loop_atomic);
+  for (size_t k = 0; k < members.size(); ++k)
+    band = isl_schedule_node_band_member_set_ast_loop_type(band, static_cast<int>(k),
+                                                           isl_ast_loop_atomic);
   tree = isl_schedule_node_get_schedule(band);
   isl_schedule_node_free(band);
   return isl::manage(tree);
@@ -993,9 +1034,10 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
         if (std::optional<LoopPieces> l = loop_pieces(c, sched.dims)) {
           sched.dims = l->dims;
           sched.iterators = l->iterators;
-          for (const isl::set& d : l->domains) pieces.push_back(Piece{d, &sched.dims, true});
+          for (const isl::set& d : l->domains)
+            pieces.push_back(Piece{d, &sched.dims, c.loops(), true});
         } else {
-          pieces.push_back(Piece{c.domain, &sched.dims});
+          pieces.push_back(Piece{c.domain, &sched.dims, c.loops()});
         }
       }
       tree = schedule_tree(ctx, pieces, 0, dims);
@@ -1016,7 +1058,8 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
       root = build.node_from(tree);
     }
     if (root.is_null()) fail(m.func.where, "isl could not build the loop nest of " + m.func.name);
-    spdlog::debug("{}: isl's loop nest:\n{}", m.func.name, root.to_C_str());
+    if (spdlog::should_log(spdlog::level::debug))
+      spdlog::debug("{}: isl's loop nest:\n{}", m.func.name, root.to_C_str());
 
     timer.check(m.func.where, "after isl generated the loops of " + m.func.name);
     TimedPart part("ast to loops");
