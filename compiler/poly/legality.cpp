@@ -80,19 +80,46 @@ struct Violation {
 };
 
 // One relation of a dependence, between two computations of the model, with
-// their schedules padded to `dims`: the pairs of schedule vectors of its ends
-// (`times`), and the differences sink - source (`deltas`) with their leading
-// dims fixed to 0 one level after another: zero[k] holds the deltas whose dims
-// 0..k are all 0, as far as they are not empty.
+// their schedules padded to `dims`. The order is checked on the pairs of
+// instances themselves (`pairs`, the relation as a set of [source -> sink]),
+// with each end's schedule as a function of the pair: zero[k] holds the pairs
+// whose schedule vectors agree on dims 0..k, as far as there are any. (The
+// differences of the schedule vectors, isl's deltas, would cost a projection
+// of the relation composed with both schedules, which took most of the time
+// of the check.)
 struct DependencePair {
   const Dependence& dep;
   isl::map rel;
   const CompModel& src;
   const CompModel& dst;
   isl::map s_src, s_dst;
-  isl::map times;
+  isl::set pairs;
+  // Each end's schedule vector on `pairs`; unset when a schedule is not a
+  // function (then `deltas` holds sink - source).
+  std::optional<isl::pw_multi_aff> t_src, t_dst;
+  std::optional<isl::set> deltas;
   std::vector<isl::set> zero;
   bool broken = false;  // a relaxable dependence the schedule breaks
+
+  // The pairs of schedule vectors of the dependence's ends.
+  isl::map times() const { return rel.apply_domain(s_src).apply_range(s_dst); }
+
+  // Of the pairs `in` (on which dims before k agree), those whose sink runs
+  // earlier (sign < 0), at the same time (0) or later (> 0) than the source at dim k.
+  isl::set at_dim(const isl::set& in, int k, int sign) const {
+    if (deltas) {
+      isl_set* d = in.copy();
+      if (sign < 0) return isl::manage(isl_set_upper_bound_si(d, isl_dim_set, k, -1));
+      if (sign > 0) return isl::manage(isl_set_lower_bound_si(d, isl_dim_set, k, 1));
+      return isl::manage(isl_set_fix_si(d, isl_dim_set, k, 0));
+    }
+    isl_pw_aff* a = isl_pw_multi_aff_get_pw_aff(t_src->get(), k);
+    isl_pw_aff* b = isl_pw_multi_aff_get_pw_aff(t_dst->get(), k);
+    isl_set* where = sign < 0   ? isl_pw_aff_lt_set(b, a)
+                     : sign > 0 ? isl_pw_aff_gt_set(b, a)
+                                : isl_pw_aff_eq_set(b, a);
+    return in.intersect(isl::manage(where));
+  }
 };
 
 std::string instance_of(const ScheduledFunc::Impl& m, const isl::point& pt, int offset,
@@ -180,17 +207,16 @@ class LiveRangeCheck {
   isl::union_map flow_;        // W -> R
 };
 
-// The schedule respects a dependence when every delta is lexicographically
-// positive. Level by level: no delta may be negative at dim k where dims
-// 0..k-1 are 0, and none may be 0 throughout. Fills p.zero; returns the
+// The schedule respects a dependence when every pair's sink runs after its
+// source: level by level, no sink may run earlier at dim k where dims
+// 0..k-1 agree, and none may agree throughout. Fills p.zero; returns the
 // first level at which the schedule runs a sink before its source (dims when
 // at the same time), or -1.
 int order_violation_level(DependencePair& p, int dims) {
-  isl::set d = p.times.deltas();
+  isl::set d = p.deltas ? *p.deltas : p.pairs;
   for (int k = 0; k < dims; ++k) {
-    isl::set negative = isl::manage(isl_set_upper_bound_si(d.copy(), isl_dim_set, k, -1));
-    if (!negative.is_empty()) return k;
-    d = isl::manage(isl_set_fix_si(d.release(), isl_dim_set, k, 0));
+    if (!p.at_dim(d, k, -1).is_empty()) return k;
+    d = p.at_dim(d, k, 0);
     if (d.is_empty()) return -1;
     p.zero.push_back(d);
   }
@@ -200,9 +226,9 @@ int order_violation_level(DependencePair& p, int dims) {
 // The pairs of instances of p whose schedule vectors agree on dims 0..level-1
 // and, at `level`, have the sink's earlier (`later` false) or later.
 isl::map pairs_at(const DependencePair& p, int level, bool later) {
-  isl_map* t = p.times.copy();
+  isl_map* t = p.times().release();
   for (int k = 0; k < level; ++k) t = isl_map_equate(t, isl_dim_in, k, isl_dim_out, k);
-  if (level < static_cast<int>(p.times.range_tuple_dim()))
+  if (level < isl_map_dim(t, isl_dim_out))
     t = later ? isl_map_order_lt(t, isl_dim_in, level, isl_dim_out, level)
               : isl_map_order_gt(t, isl_dim_in, level, isl_dim_out, level);
   isl::map times = isl::manage(t);
@@ -210,15 +236,39 @@ isl::map pairs_at(const DependencePair& p, int level, bool later) {
 }
 
 std::vector<DependencePair> dependence_pairs(const ScheduledFunc::Impl& m, int dims) {
+  // Each computation's padded schedule, as a map and, when it is one, as a function.
+  struct Schedule {
+    isl::map map;
+    std::optional<isl::pw_multi_aff> fn;
+  };
+  std::map<const CompModel*, Schedule> schedules;
+  auto schedule_of = [&](const CompModel& c) -> const Schedule& {
+    auto [it, added] = schedules.try_emplace(&c);
+    if (added) {
+      it->second.map = padded_schedule(c, dims);
+      it->second.fn = pw_multi_aff_from_map(it->second.map);
+    }
+    return it->second;
+  };
   std::vector<DependencePair> out;
   for (const auto& d : m.deps) {
     for (const auto& rel : maps_of(d.relation)) {
       const CompModel* src = m.find_tuple(domain_name(rel));
       const CompModel* dst = m.find_tuple(range_name(rel));
       if (!src || !dst) continue;
-      isl::map s_src = padded_schedule(*src, dims), s_dst = padded_schedule(*dst, dims);
-      isl::map times = rel.apply_domain(s_src).apply_range(s_dst);
-      out.push_back(DependencePair{d, rel, *src, *dst, s_src, s_dst, times, {}});
+      const Schedule& s_src = schedule_of(*src);
+      const Schedule& s_dst = schedule_of(*dst);
+      DependencePair p{d, rel, *src, *dst, s_src.map, s_dst.map, rel.wrap(), {}, {}, {}, {}};
+      // One piece each: with several (separate), the comparisons of the
+      // pieces' functions, pair by pair, cost more than the projection.
+      if (s_src.fn && s_dst.fn && s_src.fn->n_piece() == 1 && s_dst.fn->n_piece() == 1) {
+        isl::space pair = rel.space();
+        p.t_src = s_src.fn->pullback(isl::manage(isl_multi_aff_domain_map(pair.copy())));
+        p.t_dst = s_dst.fn->pullback(isl::manage(isl_multi_aff_range_map(pair.release())));
+      } else {
+        p.deltas = p.times().deltas();
+      }
+      out.push_back(std::move(p));
     }
   }
   return out;
@@ -311,9 +361,7 @@ std::optional<Violation> find_violation(const ScheduledFunc::Impl& m) {
           if (static_cast<int>(p.zero.size()) < level) return false;
           auto [it, added] = carried_at.try_emplace({k, level}, false);
           if (added) {
-            isl::set at = isl::manage(
-                isl_set_lower_bound_si(p.zero[level - 1].copy(), isl_dim_set, level, 1));
-            it->second = !at.is_empty();
+            it->second = !p.at_dim(p.zero[level - 1], level, 1).is_empty();
           }
           return it->second;
         };
