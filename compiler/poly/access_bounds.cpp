@@ -10,8 +10,10 @@
 #include <climits>
 #include <cmath>
 #include <functional>
+#include <mutex>
 #include <regex>
 #include <set>
+#include <unordered_set>
 
 #include "access_sites.h"
 #include "affine_printer.h"
@@ -54,9 +56,39 @@ const ir::Load* loaded(const ir::Expr& e) {
   return ir::as<ir::Load>(e);
 }
 
+// The texts of the sets the check found empty, with the context they were
+// cut to, for every compilation in the process: a tuner's candidates of one
+// operator differ in knob values, which change its schedule and not its
+// accesses, so from the second candidate on the check is a lookup. Only
+// empty sets are kept (a non-empty one is an error, which builds the set
+// again to show an instance); the memo forgets everything when full.
+class EmptySets {
+ public:
+  bool contains(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return texts_.count(text) > 0;
+  }
+  void add(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (texts_.size() >= kMaxTexts) texts_.clear();
+    texts_.insert(text);
+  }
+
+ private:
+  static constexpr size_t kMaxTexts = 1 << 14;
+  std::mutex mutex_;
+  std::unordered_set<std::string> texts_;
+};
+
+EmptySets& empty_sets() {
+  static EmptySets sets;
+  return sets;
+}
+
 class BoundsChecker {
  public:
-  BoundsChecker(const ScheduledFunc::Impl& m, const CompModel& c) : m_(m), c_(c) {}
+  BoundsChecker(const ScheduledFunc::Impl& m, const CompModel& c, const std::string& context)
+      : m_(m), c_(c), context_(context) {}
 
   void check() {
     const ir::Comp& comp = *c_.comp;
@@ -110,7 +142,7 @@ class BoundsChecker {
       if (!ap.expr(s.indices[k])) affine = false;
       if (shape_printer.expr(b->shape[k])) dims.push_back(k);  // the frontend keeps shapes affine
     }
-    if (affine && outside(s, *b, where, dims, ap, shape_printer).bad.is_empty()) return;
+    if (affine && none_outside(s, *b, where, dims, ap, shape_printer)) return;
     for (size_t k = 0; k < s.indices.size() && k < b->shape.size(); ++k) {
       if (!ap.expr(s.indices[k])) refuse_not_affine(s, k);
       if (!shape_printer.expr(b->shape[k])) continue;
@@ -132,10 +164,24 @@ class BoundsChecker {
     isl::set bad;
     std::vector<std::string> shown;  // the iterators, as named in the source
     std::string said;                // the constraints, but for the value specs
+    std::string text;                // bad's, before the context cuts it
   };
+
+  // Whether outside(...) is empty, remembered by its text (EmptySets).
+  bool none_outside(const Site& s, const ir::Buf& b, const std::vector<ir::Expr>& where,
+                    const std::vector<size_t>& dims, AffinePrinter& ap,
+                    AffinePrinter& shape_printer) const {
+    Outside o = outside(s, b, where, dims, ap, shape_printer, false);
+    std::string key = o.text + " in " + context_;
+    if (o.text.empty() || empty_sets().contains(key)) return true;
+    bool none = isl::set(m_.ctx.get(), o.text).intersect_params(m_.context).is_empty();
+    if (none) empty_sets().add(key);
+    return none;
+  }
+  // With `build` false, only its text is made.
   Outside outside(const Site& s, const ir::Buf& b, const std::vector<ir::Expr>& where,
-                  const std::vector<size_t>& dims, AffinePrinter& ap,
-                  AffinePrinter& shape_printer) const {
+                  const std::vector<size_t>& dims, AffinePrinter& ap, AffinePrinter& shape_printer,
+                  bool build = true) const {
     std::set<std::string> used;
     std::vector<std::string> all, out_of, values;
     for (const auto& c : where) {
@@ -168,9 +214,9 @@ class BoundsChecker {
         names.push_back(isl_name(it));
       }
     names.insert(names.end(), values.begin(), values.end());
-    std::string text =
+    o.text =
         param_list(m_, data_) + " -> { [" + join(names, ", ") + "] : " + join(all, " and ") + " }";
-    o.bad = isl::set(m_.ctx.get(), text).intersect_params(m_.context);
+    if (build) o.bad = isl::set(m_.ctx.get(), o.text).intersect_params(m_.context);
     return o;
   }
 
@@ -262,6 +308,7 @@ class BoundsChecker {
 
   const ScheduledFunc::Impl& m_;
   const CompModel& c_;
+  const std::string& context_;  // m_.context's text
   std::vector<DataParam> data_;
 };
 
@@ -288,7 +335,10 @@ std::vector<std::string> data_param_ranges(const ScheduledFunc::Impl& m,
 }
 
 void check_access_bounds(const ScheduledFunc::Impl& m) {
-  for (const auto& c : m.comps) BoundsChecker(m, c).check();
+  char* raw = isl_set_to_str(m.context.get());
+  std::string context = raw ? raw : "";
+  free(raw);
+  for (const auto& c : m.comps) BoundsChecker(m, c, context).check();
 }
 
 }  // namespace kiln::poly

@@ -95,6 +95,29 @@ TEST(AccessBounds, ConstraintsOnRunTimeParamsAreUsed) {
   }
 }
 
+// The proofs are remembered for the process (a tuner's candidates share their
+// accesses): a proved operator is proved again by lookup, but a param value
+// that changes what an access may reach is checked anew, and a refused
+// operator is refused every time.
+TEST(AccessBounds, RememberedProofsHoldOnlyForTheSameAccessesAndParams) {
+  auto with_n = [](int n) {
+    return "func f {\n  param n = " + std::to_string(n) +
+           ";\n  input x : f32[16];\n  output y : f32[n];\n"
+           "  compute c(i) in 0 <= i < n: y[i] = x[i];\n}\n";
+  };
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_NO_THROW(poly::schedule(parse_one(with_n(16)))) << "round " << round;
+    try {
+      poly::schedule(parse_one(with_n(17)));
+      ADD_FAILURE() << "round " << round << ": x[i] at i = 16 was accepted";
+    } catch (const CompileError& e) {
+      EXPECT_EQ(e.stage(), ErrorStage::Bounds) << e.what();
+      EXPECT_NE(std::string(e.what()).find("index 0 (i) is 16 at c(i=16)"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(AccessBounds, DataDependentIndicesAreProvedFromValueSpecs) {
   const std::string decls = "  input idx : i32[n] in [0, n);\n";
   EXPECT_EQ(bounds_error("  compute g(i) in 0 <= i < n: y[i] = x[idx[i]];", decls), "");
