@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "affine_function.h"
 #include "affine_printer.h"
 #include "kiln/analysis.h"
 #include "model.h"
@@ -750,37 +751,44 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
   fill.reads = fill.reads_run = isl::union_map::empty(ctx);
   fill.writes = isl::union_map::empty(ctx);
 
-  // Schedule: c's loops through L, then before c's body inside L.
-  std::string in = isl_name(fill.name) + "[";
-  for (size_t k = 0; k < fill.iters.size(); ++k) in += (k ? ", " : "") + isl_name(fill.iters[k]);
-  in += "]";
-  // c's loops through L with their static positions, then the copy's own place inside L.
-  std::string head;
-  for (int q = 0; q <= p; ++q)
-    head += std::to_string(place.prefix[q]) + ", " + isl_name(fill.iters[q]) + ", ";
-  head += std::to_string(place.inner);
-  std::string out = "[" + head;
-  for (int d = 0; d < rank; ++d) out += ", " + isl_name(fill.iters[p + 1 + d]) + ", 0";
-  out += "]";
-  fill.sched = isl::map(ctx, "{ " + in + " -> " + out + " }");
+  // Schedule: c's loops through L with their static positions, then the
+  // copy's own place inside L, then B's indices.
+  isl::space in = isl::manage(
+      isl_space_set_tuple_name(plain_space(ctx, static_cast<int>(fill.iters.size())).release(),
+                               isl_dim_set, isl_name(fill.name).c_str()));
+  std::vector<Lin> head;
+  for (int q = 0; q <= p; ++q) {
+    head.push_back(Lin::num(place.prefix[q]));
+    head.push_back(Lin::var(q));
+  }
+  head.push_back(Lin::num(place.inner));
+  std::vector<Lin> out = head;
+  for (int d = 0; d < rank; ++d) {
+    out.push_back(Lin::var(p + 1 + d));
+    out.push_back(Lin::num(0));
+  }
+  fill.sched = isl::manage(isl_map_from_multi_aff(affine_function(in, out).release()));
   fill.loop_names = fill.iters;
   if (layout.order) {
     // The copy's order: c's loops through L, then the copy's indices, so
     // that each row of the copy is written in one run.
-    isl::map prefix(ctx, "{ " + in + " -> [" + head + "] }");
+    isl::map prefix = isl::manage(isl_map_from_multi_aff(affine_function(in, head).release()));
     isl::map order = isl::manage(
         isl_map_set_tuple_name(layout.order->copy(), isl_dim_in, isl_name(fill.name).c_str()));
     order = isl::manage(isl_map_align_params(order.release(), prefix.get_space().release()));
     prefix = isl::manage(isl_map_align_params(prefix.release(), order.get_space().release()));
     const int n_head = 2 * p + 3;
     const int n_copy = static_cast<int>(layout.sizes.size());
-    std::string from = "[", to = "[";
-    for (int k = 0; k < n_head + n_copy; ++k) from += (k ? ", x" : "x") + std::to_string(k);
-    for (int k = 0; k < n_head; ++k) to += (k ? ", x" : "x") + std::to_string(k);
-    for (int k = n_head; k < n_head + n_copy; ++k) to += ", x" + std::to_string(k) + ", 0";
-    isl::map spread(ctx, "{ " + from + "] -> " + to + "] }");
+    std::vector<Lin> spread;
+    for (int k = 0; k < n_head; ++k) spread.push_back(Lin::var(k));
+    for (int k = n_head; k < n_head + n_copy; ++k) {
+      spread.push_back(Lin::var(k));
+      spread.push_back(Lin::num(0));
+    }
+    isl::map spread_map = isl::manage(isl_map_from_multi_aff(
+        affine_function(plain_space(ctx, n_head + n_copy), spread).release()));
     fill.sched = isl::manage(isl_map_flat_range_product(prefix.release(), order.release()))
-                     .apply_range(spread);
+                     .apply_range(spread_map);
     fill.loop_names.resize(p + 1);
     for (int j = 0; j < n_copy; ++j) fill.loop_names.push_back(cache + "_" + std::to_string(j));
   }
