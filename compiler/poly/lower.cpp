@@ -891,7 +891,9 @@ bool one_static_value(const std::vector<Piece>& pieces, int q) {
 
 // The schedule tree of `pieces` from schedule dim q on: a static dim is a
 // sequence of the groups of instances that take each of its values, in
-// order; a dynamic dim is a band, one loop. isl generates code from the tree
+// order; a dynamic dim is a loop, a member of a band with the loops below it
+// down to the next static dim that orders anything; past every piece's own
+// loops, a leaf. isl generates code from the tree
 // without the static dims ever being loops of their own, which the same
 // schedules as one relation over every dim made it treat as such.
 isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int q, int dims) {
