@@ -147,41 +147,48 @@ class BoundsChecker {
       if (!ap.expr(s.indices[k])) refuse_not_affine(s, k);
       if (!shape_printer.expr(b->shape[k])) continue;
       Outside o = outside(s, *b, where, {k}, ap, shape_printer);
-      if (o.bad.is_empty()) continue;
+      isl::set bad = instances(o);
+      if (bad.is_empty()) continue;
       // The data params the conditions and the index mention: those worth naming.
       std::set<std::string> data_used;
       for (const auto& d : data_)
         if (std::regex_search(o.said, std::regex("\\b" + d.name + "\\b"))) data_used.insert(d.name);
-      refuse(s, k, *b, o.shown, data_used, first_point(o.bad));
+      refuse(s, k, *b, o.shown, data_used, first_point(bad));
     }
   }
 
   // The instances where `where` holds and some index k of s, k in `dims`
-  // (each affine, with an affine extent), falls outside its dimension: a set
-  // over the iterators the conditions and those indices use, then each
-  // index's value and extent.
+  // (each affine, with an affine extent), falls outside its dimension, as
+  // the text of a set over the iterators the conditions and those indices
+  // use, then each index's value and extent (empty when no index is
+  // checked); `instances` makes the set.
   struct Outside {
-    isl::set bad;
+    std::string text;
     std::vector<std::string> shown;  // the iterators, as named in the source
     std::string said;                // the constraints, but for the value specs
-    std::string text;                // bad's, before the context cuts it
   };
+  isl::set instances(const Outside& o) const {
+    // (A set space with no dimension: isl::space(ctx, 0) would parse a
+    // string from a null pointer.)
+    if (o.text.empty())
+      return isl::manage(isl_set_empty(isl_space_set_alloc(m_.ctx.get().get(), 0, 0)));
+    return isl::set(m_.ctx.get(), o.text).intersect_params(m_.context);
+  }
 
-  // Whether outside(...) is empty, remembered by its text (EmptySets).
+  // Whether outside(...) has no instance, remembered by its text (EmptySets).
   bool none_outside(const Site& s, const ir::Buf& b, const std::vector<ir::Expr>& where,
                     const std::vector<size_t>& dims, AffinePrinter& ap,
                     AffinePrinter& shape_printer) const {
-    Outside o = outside(s, b, where, dims, ap, shape_printer, false);
+    Outside o = outside(s, b, where, dims, ap, shape_printer);
     std::string key = o.text + " in " + context_;
     if (o.text.empty() || empty_sets().contains(key)) return true;
-    bool none = isl::set(m_.ctx.get(), o.text).intersect_params(m_.context).is_empty();
+    bool none = instances(o).is_empty();
     if (none) empty_sets().add(key);
     return none;
   }
-  // With `build` false, only its text is made.
   Outside outside(const Site& s, const ir::Buf& b, const std::vector<ir::Expr>& where,
-                  const std::vector<size_t>& dims, AffinePrinter& ap, AffinePrinter& shape_printer,
-                  bool build = true) const {
+                  const std::vector<size_t>& dims, AffinePrinter& ap,
+                  AffinePrinter& shape_printer) const {
     std::set<std::string> used;
     std::vector<std::string> all, out_of, values;
     for (const auto& c : where) {
@@ -198,12 +205,7 @@ class BoundsChecker {
       values.push_back(n);
     }
     Outside o;
-    if (out_of.empty()) {
-      // A set space with no dimension (isl::space(ctx, 0) would parse a
-      // string from a null pointer).
-      o.bad = isl::manage(isl_set_empty(isl_space_set_alloc(m_.ctx.get().get(), 0, 0)));
-      return o;
-    }
+    if (out_of.empty()) return o;
     all.push_back("(" + join(out_of, " or ") + ")");
     o.said = join(all, " ");
     for (const auto& r : data_param_ranges(m_, data_)) all.push_back(r);
@@ -216,7 +218,6 @@ class BoundsChecker {
     names.insert(names.end(), values.begin(), values.end());
     o.text =
         param_list(m_, data_) + " -> { [" + join(names, ", ") + "] : " + join(all, " and ") + " }";
-    if (build) o.bad = isl::set(m_.ctx.get(), o.text).intersect_params(m_.context);
     return o;
   }
 
@@ -335,9 +336,7 @@ std::vector<std::string> data_param_ranges(const ScheduledFunc::Impl& m,
 }
 
 void check_access_bounds(const ScheduledFunc::Impl& m) {
-  char* raw = isl_set_to_str(m.context.get());
-  std::string context = raw ? raw : "";
-  free(raw);
+  std::string context = to_str(m.context);
   for (const auto& c : m.comps) BoundsChecker(m, c, context).check();
 }
 

@@ -3,6 +3,7 @@
 
 #include <isl/aff.h>
 #include <isl/local_space.h>
+#include <isl/map.h>
 #include <isl/space.h>
 #include <isl/val.h>
 
@@ -60,6 +61,10 @@ isl::multi_aff affine_function(const isl::space& domain, const std::vector<Lin>&
   range = isl_space_add_dims(range, isl_dim_set, static_cast<unsigned>(out.size()));
   isl_space* space = isl_space_map_from_domain_and_range(domain.copy(), range);
   return isl::manage(isl_multi_aff_from_aff_list(space, list));
+}
+
+isl::map affine_map(const isl::space& domain, const std::vector<Lin>& out) {
+  return isl::manage(isl_map_from_multi_aff(affine_function(domain, out).release()));
 }
 
 isl::space plain_space(isl::ctx ctx, int n) {

@@ -31,6 +31,8 @@ Lin mod(Lin a, int64_t f);
 isl::aff affine(const isl::space& domain, const Lin& l);
 // { domain -> [out...] }, the range tuple unnamed.
 isl::multi_aff affine_function(const isl::space& domain, const std::vector<Lin>& out);
+// The same as a map (a schedule map, a schedule's part).
+isl::map affine_map(const isl::space& domain, const std::vector<Lin>& out);
 // The set space [x0, ..., x{n-1}], no params.
 isl::space plain_space(isl::ctx ctx, int n);
 

@@ -876,6 +876,11 @@ std::map<int64_t, isl::set> static_values(const Piece& p, int q) {
   return out;
 }
 
+// Whether schedule dim q lies past the loops of every piece (padding).
+bool past_every_loop(const std::vector<Piece>& pieces, int q) {
+  return std::all_of(pieces.begin(), pieces.end(), [&](const Piece& p) { return q > 2 * p.loops; });
+}
+
 // Whether static dim q has one value, the same, on every instance of `pieces`.
 bool one_static_value(const std::vector<Piece>& pieces, int q) {
   std::optional<int64_t> value;
@@ -905,9 +910,7 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
   // Past the loops of every piece, the dims are padding, 0 for all: no
   // band of one iteration each (isl's work per band is the same as for a
   // real loop's).
-  bool past_loops =
-      std::all_of(pieces.begin(), pieces.end(), [&](const Piece& p) { return q > 2 * p.loops; });
-  if (q == dims || past_loops) return leaf(pieces);
+  if (q == dims || past_every_loop(pieces, q)) return leaf(pieces);
   if (q % 2 == 0) {
     std::map<int64_t, std::vector<Piece>> groups;
     for (const Piece& p : pieces)
@@ -929,9 +932,7 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
   // the loop itself.
   std::vector<int> members{q};
   for (int next = q + 2; next < dims; next += 2) {
-    bool ends = std::all_of(pieces.begin(), pieces.end(),
-                            [&](const Piece& p) { return next > 2 * p.loops; });
-    if (ends || !one_static_value(pieces, next - 1)) break;
+    if (past_every_loop(pieces, next) || !one_static_value(pieces, next - 1)) break;
     members.push_back(next);
   }
   isl::schedule child = schedule_tree(ctx, pieces, members.back() + 1, dims);

@@ -767,12 +767,12 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
     out.push_back(Lin::var(p + 1 + d));
     out.push_back(Lin::num(0));
   }
-  fill.sched = isl::manage(isl_map_from_multi_aff(affine_function(in, out).release()));
+  fill.sched = affine_map(in, out);
   fill.loop_names = fill.iters;
   if (layout.order) {
     // The copy's order: c's loops through L, then the copy's indices, so
     // that each row of the copy is written in one run.
-    isl::map prefix = isl::manage(isl_map_from_multi_aff(affine_function(in, head).release()));
+    isl::map prefix = affine_map(in, head);
     isl::map order = isl::manage(
         isl_map_set_tuple_name(layout.order->copy(), isl_dim_in, isl_name(fill.name).c_str()));
     order = isl::manage(isl_map_align_params(order.release(), prefix.get_space().release()));
@@ -785,8 +785,7 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
       spread.push_back(Lin::var(k));
       spread.push_back(Lin::num(0));
     }
-    isl::map spread_map = isl::manage(isl_map_from_multi_aff(
-        affine_function(plain_space(ctx, n_head + n_copy), spread).release()));
+    isl::map spread_map = affine_map(plain_space(ctx, n_head + n_copy), spread);
     fill.sched = isl::manage(isl_map_flat_range_product(prefix.release(), order.release()))
                      .apply_range(spread_map);
     fill.loop_names.resize(p + 1);

@@ -29,13 +29,9 @@ std::string joined(const std::vector<std::string>& names) {
 Lin x(int k) { return Lin::var(k); }
 Lin num(int64_t v) { return Lin::num(v); }
 
-// { [x0, ..., x{n-1}] -> [out...] }, as a function.
-isl::multi_aff range_function(isl::ctx ctx, int n, const std::vector<Lin>& out) {
-  return affine_function(plain_space(ctx, n), out);
-}
-
+// { [x0, ..., x{n-1}] -> [out...] }
 isl::map range_map(isl::ctx ctx, int n, const std::vector<Lin>& out) {
-  return isl::manage(isl_map_from_multi_aff(range_function(ctx, n, out).release()));
+  return affine_map(plain_space(ctx, n), out);
 }
 
 std::vector<Lin> identity_out(int n) {
@@ -316,7 +312,7 @@ void cmd_separate(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   isl::set full3 = isl::manage(lht).intersect(isl::set(ctx, full_cond));
   isl::set full = isl::manage(isl_set_project_out(full3.release(), isl_dim_set, 0, 2));
   // Pull the condition back to the schedule space.
-  isl_multi_aff* pick = range_function(ctx, n, {x(2 * p + 1)}).release();
+  isl_multi_aff* pick = affine_function(plain_space(ctx, n), {x(2 * p + 1)}).release();
   isl::set in_full = isl::manage(isl_set_preimage_multi_aff(full.release(), pick));
 
   // Static positions at this level are doubled once, so that the remainder
