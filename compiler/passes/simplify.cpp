@@ -2,7 +2,10 @@
 #include "kiln/passes/simplify.h"
 
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <utility>
 #include <vector>
@@ -509,6 +512,38 @@ class ExprSimplifier : public ir::IRMutator {
     return ir::equal(r, original) ? original : r;
   }
 
+  // a = g * x + r with g > 1 dividing c and 0 <= r < g: then a / c = x / (c / g) and
+  // a % c = g * (x % (c / g)) + r (floor semantics). The index of a fused loop split again
+  // (f = 8 * nf + fi over 64 filters: f / 64 = nf / 8) is the common case.
+  struct CommonFactor {
+    int64_t g;
+    Expr x;    // the terms divisible by g, divided by it
+    Linear r;  // the rest, within [0, g)
+  };
+  std::optional<CommonFactor> common_factor(const Linear& a, int64_t c) const {
+    if (!a.ok || a.terms.empty()) return std::nullopt;
+    std::set<int64_t, std::greater<>> factors;  // the largest first
+    for (const Term& term : a.terms)
+      if (term.coeff != std::numeric_limits<int64_t>::min())
+        factors.insert(std::gcd(c, term.coeff));
+    for (int64_t g : factors) {
+      if (g <= 1 || g >= c) continue;
+      Linear x, r;
+      r.constant = a.constant;
+      for (const Term& term : a.terms) {
+        if (term.coeff % g == 0)
+          x.add_term(term.atom, term.coeff / g);
+        else
+          r.add_term(term.atom, term.coeff);
+      }
+      if (x.terms.empty()) continue;
+      Interval range = bounds_of(rebuild(r, a.terms.front().atom->type), known_);
+      if (range.min && range.max && *range.min >= 0 && *range.max < g)
+        return CommonFactor{g, rebuild(x, a.terms.front().atom->type), r};
+    }
+    return std::nullopt;
+  }
+
   // (c * q + r) / c = q + r / c and (c * q + r) % c = r % c; r / c and r % c
   // are decided when the range of r lies within one multiple of c.
   Expr div_mod(BinaryOp op, const Expr& a, const Expr& b, const Expr& same) const {
@@ -545,6 +580,15 @@ class ExprSimplifier : public ir::IRMutator {
       } else {
         r.constant -= m * *c;
         result = rebuild(r, t);
+      }
+    } else if (std::optional<CommonFactor> f = common_factor(r, *c)) {
+      if (op == BinaryOp::Div) {
+        q.add_term(ir::binary(BinaryOp::Div, f->x, ir::int_imm(*c / f->g, t)), 1);
+        result = rebuild(q, t);
+      } else {
+        Linear m = f->r;
+        m.add_term(ir::binary(BinaryOp::Mod, f->x, ir::int_imm(*c / f->g, t)), f->g);
+        result = rebuild(m, t);
       }
     } else if (!factored) {
       return same;

@@ -136,6 +136,23 @@ TEST(SimplifyDivMod, SmallNumeratorDividesToAConstant) {
   EXPECT_EQ(simp(mod(v("y") + c(8), c(8)), b), "y");
 }
 
+// A fused loop split again: f = 8 * nf + fi with 0 <= fi < 8 over 64 filters.
+TEST(SimplifyDivMod, ACommonFactorOfTermsAndDivisorComesOut) {
+  Bounds b{{"fi", {0, 7}}};
+  EXPECT_EQ(simp(div(c(8) * v("nf") + v("fi"), c(64)), b), "nf / 8");
+  EXPECT_EQ(simp(mod(c(8) * v("nf") + v("fi"), c(64)), b), "fi + 8 * (nf % 8)");
+  EXPECT_EQ(simp(div(c(8) * v("nf") + c(3), c(64))), "nf / 8");
+  EXPECT_EQ(simp(mod(c(8) * v("nf") + c(3), c(64))), "8 * (nf % 8) + 3");
+  // the largest common factor: 4 * x + 2 over 8 is x / 2, not found through 2
+  EXPECT_EQ(simp(div(c(4) * v("x") + c(2), c(8))), "x / 2");
+  // with a multiple of the divisor taken out as well
+  EXPECT_EQ(simp(div(c(64) * v("n") + c(8) * v("nf") + v("fi"), c(64)), b), "n + nf / 8");
+  // not when the rest can reach the factor, nor with a negative rest
+  Bounds wide{{"fi", {0, 8}}}, negative{{"fi", {-1, 6}}};
+  EXPECT_EQ(simp(div(c(8) * v("nf") + v("fi"), c(64)), wide), "(8 * nf + fi) / 64");
+  EXPECT_EQ(simp(div(c(8) * v("nf") + v("fi"), c(64)), negative), "(8 * nf + fi) / 64");
+}
+
 TEST(SimplifyMinMax, DecidedOnlyWhenTheRangesSay) {
   Bounds b{{"io", {0, 2}}};
   EXPECT_EQ(simp(bin(BinaryOp::Min, c(4), c(-4) * v("io") + c(10)), b), "min(4, -4 * io + 10)");
