@@ -54,7 +54,12 @@ const std::vector<GpuCase>& gpu_cases() {
       {"conv2d",
        {"<file>"},
        {{{"N", 1}, {"C", 3}, {"H", 12}, {"W", 10}, {"F", 4}},
-        {{"N", 2}, {"C", 5}, {"H", 9}, {"W", 17}, {"F", 3}, {"P", 0}, {"CB", 2}}}},
+        {{"N", 2}, {"C", 5}, {"H", 9}, {"W", 17}, {"F", 3}, {"P", 0}, {"CB", 2}},
+        // 27 KiB of shared tiles: more than half of the 48 KiB a launch may ask for, so a
+        // launch that asked for them again as dynamic shared memory would fail
+        {{"N", 2}, {"C", 32}, {"H", 10}, {"W", 12}, {"F", 32}, {"CB", 16}},
+        // two rows per thread, and a last tile of rows the tile does not fill
+        {{"N", 1}, {"C", 3}, {"H", 13}, {"W", 10}, {"F", 4}, {"TY", 4}, {"PY", 2}}}},
   };
   return all;
 }
@@ -143,27 +148,31 @@ TEST(GpuCodegen, NvrtcCompilesEveryExample) {
   for (const GpuCase& c : gpu_cases()) {
     for (const std::string& sched : c.schedules) {
       std::string text = program_text(c, sched);
-      for (int opt : {0, 3}) {
-        SCOPED_TRACE(c.example + ", -O" + std::to_string(opt) + ", schedule: " + sched);
-        ir::Func f = parse_one(text, known(text, c.params[0]));
-        cuda::Program p = gpu_program(f, opt);
-        cuda::Binary bin = cuda::compile(p, "sm_90");
-        EXPECT_NE(bin.ptx.find(".target sm_90"), std::string::npos);
-        ASSERT_GE(bin.cubin.size(), 4u);
-        EXPECT_EQ(std::string(bin.cubin.data(), 4),
-                  "\x7f"
-                  "ELF");
-        for (const cuda::Launch& l : p.launches)
-          EXPECT_NE(bin.ptx.find(".entry " + l.kernel), std::string::npos) << l.kernel;
+      // every size the GPU runs below: partial tiles and 32-bit indices change the source
+      for (const ir::Overrides& set : c.params) {
+        for (int opt : {0, 3}) {
+          SCOPED_TRACE(c.example + ", -O" + std::to_string(opt) + ", schedule: " + sched);
+          ir::Func f = parse_one(text, known(text, set));
+          cuda::Program p = gpu_program(f, opt);
+          cuda::Binary bin = cuda::compile(p, "sm_90");
+          EXPECT_NE(bin.ptx.find(".target sm_90"), std::string::npos);
+          ASSERT_GE(bin.cubin.size(), 4u);
+          EXPECT_EQ(std::string(bin.cubin.data(), 4),
+                    "\x7f"
+                    "ELF");
+          for (const cuda::Launch& l : p.launches)
+            EXPECT_NE(bin.ptx.find(".entry " + l.kernel), std::string::npos) << l.kernel;
+        }
       }
     }
   }
 }
 
 // The shared-memory matmul: one kernel of (N / 64) x (M / 64) blocks of 16 x 16 threads, 8 KiB
-// of shared tiles, filled by all the block's threads; a barrier between filling the tiles and
-// reading them (which also orders C's initialization before the first update), and one before
-// the next step refills them.
+// of shared tiles, filled by all the block's threads; in each K step a barrier between filling
+// the tiles and reading them and one before the next step refills them. Each thread's 4 x 4
+// elements of C stay in registers across the whole K loop: loaded once before it (after a
+// barrier that orders C's initialization by the block's threads first) and stored once after it.
 TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   ir::Func f = parse_one(gpu_example("matmul"),
                          {{"M", 256}, {"N", 128}, {"K", 64}, {"RI", 4}, {"RJ", 4}, {"BK", 16}});
@@ -175,7 +184,15 @@ TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   EXPECT_EQ(l.block, (std::array<int64_t, 3>{16, 16, 1}));
   EXPECT_EQ(l.shared_bytes, 2 * 64 * 16 * 4);
   EXPECT_EQ(count_of(p.source, "__shared__ float"), 2);
-  EXPECT_EQ(count_of(p.source, "__syncthreads();"), 2) << p.source;
+  EXPECT_EQ(count_of(p.source, "__syncthreads();"), 4) << p.source;
+  size_t k_loop = p.source.find("for (int v_ko = ");
+  ASSERT_NE(k_loop, std::string::npos) << p.source;
+  std::string before_k = p.source.substr(0, k_loop), in_k = p.source.substr(k_loop);
+  in_k = in_k.substr(0, in_k.find("\n    }\n"));  // up to the K loop's closing brace
+  EXPECT_EQ(count_of(in_k, "__syncthreads();"), 2) << in_k;
+  EXPECT_EQ(count_of(in_k, "b_C["), 0) << in_k;
+  EXPECT_EQ(count_of(before_k, "\n  float b_kiln_acc"), 16) << p.source;
+  EXPECT_EQ(count_of(p.source, "b_C["), 1 + 2 * 16) << p.source;  // init, load, store
   // the fills are dealt out to the threads
   EXPECT_EQ(count_of(p.source, "+= kiln_nthreads"), 2) << p.source;
   // 16 x 16 threads for 16-wide thread loops: no bound check in them
@@ -209,6 +226,37 @@ TEST(GpuCodegen, GridInRunTimeParams) {
       ir::eval_int(p.launches[0].grid[1], {{"M", 100}, {"N", 130}, {"K", 7}});
   EXPECT_EQ(gx, 3);
   EXPECT_EQ(gy, 2);
+}
+
+// Index arithmetic is int where the known ranges keep it within 32 bits (half the registers
+// of long long): with the sizes bound, every index variable of the matmul is an int. Offsets
+// into a buffer of more than 2^31 elements, and indices of run-time sizes, stay long long.
+TEST(GpuCodegen, IndexArithmeticIsIntWhereItFits) {
+  std::string bound =
+      gpu_program(parse_one(gpu_example("matmul"), {{"M", 2048}, {"N", 2048}, {"K", 2048}})).source;
+  EXPECT_EQ(count_of(bound, "long long v_"), 0) << bound;
+  EXPECT_EQ(count_of(bound, "for (long long"), 0) << bound;
+  EXPECT_GT(count_of(bound, "const int v_ty = "), 0) << bound;
+  EXPECT_EQ(count_of(bound, "(long long)(v_"), 0) << bound;  // C's offsets fit in an int
+
+  // C has 65536 x 65536 elements: its offsets need 64 bits, though each index fits in 32
+  std::string big =
+      gpu_program(parse_one(gpu_example("matmul"), {{"M", 65536}, {"N", 65536}, {"K", 64}})).source;
+  EXPECT_GT(count_of(big, "b_C[((long long)("), 0) << big;
+  EXPECT_EQ(count_of(big, "b_A_C_cache[((long long)"), 0) << big;
+
+  std::string text = gpu_example("matmul");
+  text =
+      std::regex_replace(text, std::regex("param M = 1024, N = 1024, K = 1024;"), "param M, N, K;");
+  cuda::Program runtime = gpu_program(parse_one(text));
+  EXPECT_GT(count_of(runtime.source, "for (long long v_ko = "), 0) << runtime.source;
+  std::string why;
+  if (cuda::nvrtc_available(&why)) {
+    cuda::compile(runtime, "sm_90");
+    cuda::compile(
+        gpu_program(parse_one(gpu_example("matmul"), {{"M", 65536}, {"N", 65536}, {"K", 64}})),
+        "sm_90");
+  }
 }
 
 // A nest with no GPU tag runs, slowly, on one thread, and a note says so.
@@ -305,7 +353,7 @@ TEST(GpuCodegen, InputValueSpecsAreCheckedByAFirstKernel) {
   EXPECT_EQ(p.launches[1].kernel, "gather_gpu_k0");
   EXPECT_EQ(p.launches[1].block[0], 128);
   const std::string check = p.source.substr(p.source.find("gather_gpu_check("));
-  EXPECT_NE(check.find("v < (0LL) || v > (49LL)"), std::string::npos) << check;      // [0, 50)
+  EXPECT_NE(check.find("v < (0) || v > (49)"), std::string::npos) << check;          // [0, 50)
   EXPECT_NE(check.find("v < (long long)b_idx[e - 1]"), std::string::npos) << check;  // sorted
   const std::string k0 = p.source.substr(p.source.find("gather_gpu_k0("));
   EXPECT_NE(k0.find("if (*kiln_status != 0) return;"), std::string::npos) << k0;
@@ -423,9 +471,16 @@ TEST(GpuCodegen, ABlockThatNeedsMoreRegistersThanABlockHasIsRefused) {
   ASSERT_EQ(small.resources.size(), 1u);
   ASSERT_GT(small.resources[0].registers, 96);
   p.launches[0].block = {1024, 1, 1};
+  // Another source text: NVRTC 13.0 on a GPU machine gave no ptxas figures at all for a second
+  // compilation of the very same source (kiln's own kernels differ with their block anyway:
+  // they carry its __launch_bounds__).
+  p.source = "// a block of 1024 threads\n" + p.source;
   try {
-    cuda::compile(p, "sm_90");
-    FAIL() << "accepted";
+    cuda::Binary big = cuda::compile(p, "sm_90");
+    std::string figures;
+    for (const cuda::KernelResources& k : big.resources)
+      figures += " '" + k.kernel + "': " + std::to_string(k.registers) + " registers;";
+    FAIL() << "accepted; ptxas said" << figures << " " << cuda::nvrtc_version() << "\n" << big.log;
   } catch (const CompileError& e) {
     std::string m = e.what();
     EXPECT_NE(m.find("kernel live_k0 needs "), std::string::npos) << m;

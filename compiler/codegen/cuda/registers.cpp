@@ -61,18 +61,40 @@ class Unroller : public ir::StmtMutator {
   int64_t budget_;
 };
 
+// Unrolls the loops inside gpu_thread loops, as the writer does when it reaches them.
+class UnrollInThreads : public ir::StmtMutator {
+ protected:
+  Stmt mutate_for(const Stmt& s, const ir::For& n) override {
+    if (!ir::is_gpu_thread_tag(n.tag)) return ir::StmtMutator::mutate_for(s, n);
+    Stmt body = mutate(unroll_constant_loops(n.body));
+    return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, body);
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
+
+// A gpu_thread loop around an access, its bounds with the surveyed loop's lets expanded.
+struct ThreadLoop {
+  const ir::For* loop = nullptr;
+  Expr min, end;
+};
 
 struct Access {
   std::vector<Expr> index;  // with the loop's lets expanded, simplified
   bool store = false;
+  std::vector<const ir::For*> threads;  // the gpu_thread loops around it, outermost first
 };
 
 // Walks a loop's body with its lets expanded, recording every access of every buffer, and
-// which buffers cannot be promoted.
+// which buffers cannot be promoted. With `threads_uniform`, the variables of gpu_thread loops
+// inside count as fixed (each thread has its own values for the whole loop), and the thread
+// loops around each access are recorded.
 class Survey {
  public:
-  Survey(std::set<std::string> inner_vars) : inner_(std::move(inner_vars)) {}
+  Survey(std::set<std::string> inner_vars, bool threads_uniform = false)
+      : inner_(std::move(inner_vars)), threads_uniform_(threads_uniform) {}
+
+  std::map<const ir::For*, ThreadLoop> thread_loops;
 
   std::map<std::string, std::vector<Access>> accesses;
   std::set<std::string> excluded;
@@ -102,6 +124,13 @@ class Survey {
         const auto& n = static_cast<const ir::For&>(*s);
         expr(n.min, conditional);
         expr(n.end, conditional);
+        if (threads_uniform_ && ir::is_gpu_thread_tag(n.tag)) {
+          thread_loops[&n] = {&n, expand(n.min), expand(n.end)};
+          threads_.push_back(&n);
+          stmt(n.body, conditional);
+          threads_.pop_back();
+          return;
+        }
         inner_.insert(n.var);
         stmt(n.body, conditional);
         return;
@@ -160,7 +189,7 @@ class Survey {
   void record(const std::string& buf, const std::vector<Expr>& index, bool store,
               bool conditional) {
     if (conditional) excluded.insert(buf);
-    Access a{{}, store};
+    Access a{{}, store, threads_};
     for (const Expr& i : index) {
       Expr x = expand(i);
       for (const std::string& v : ir::free_vars(x))
@@ -172,7 +201,17 @@ class Survey {
   }
 
   std::set<std::string> inner_;
+  bool threads_uniform_;
+  std::vector<const ir::For*> threads_;
   std::map<std::string, Expr> lets_;
+
+ public:
+  // Whether e names a variable of a loop inside the surveyed one (its values change there).
+  bool varies(const Expr& e) const {
+    for (const std::string& v : ir::free_vars(e))
+      if (inner_.count(v)) return true;
+    return false;
+  }
 };
 
 bool same(const std::vector<Expr>& a, const std::vector<Expr>& b) {
@@ -267,18 +306,20 @@ Stmt unroll_constant_loops(const Stmt& s, int64_t max_copies) {
   return Unroller(max_copies).mutate(s);
 }
 
-Stmt keep_accumulators_in_registers(
-    const Stmt& loop, const std::function<std::optional<ir::DType>(const std::string&)>& eligible,
+namespace {
+
+// The elements to keep in registers: of each buffer the survey left in that `eligible` gives a
+// type and `fits` accepts, stored to at least once, with provably distinct indices.
+std::vector<Redirect::Slot> choose_slots(
+    const Survey& survey,
+    const std::function<std::optional<ir::DType>(const std::string&)>& eligible,
+    const std::function<bool(const std::vector<Access>&)>& fits,
     const std::function<std::string()>& fresh) {
-  const ir::For* n = ir::as<ir::For>(loop);
-  if (!n) return loop;
-  Survey survey({n->var});
-  survey.stmt(n->body, false);
   std::vector<Redirect::Slot> slots;
   for (const auto& [buf, list] : survey.accesses) {
     if (survey.excluded.count(buf)) continue;
     std::optional<ir::DType> dtype = eligible(buf);
-    if (!dtype) continue;
+    if (!dtype || !fits(list)) continue;
     bool stores = false;
     for (const Access& a : list) stores = stores || a.store;
     if (!stores) continue;
@@ -298,6 +339,28 @@ Stmt keep_accumulators_in_registers(
     if (!ok || distinct_indices.size() > 64) continue;
     for (const auto& idx : distinct_indices) slots.push_back({buf, idx, fresh(), *dtype});
   }
+  return slots;
+}
+
+// The slots' temporaries around `s`, one gpu_local element each.
+Stmt allocate(const std::vector<Redirect::Slot>& slots, Stmt s) {
+  for (auto it = slots.rbegin(); it != slots.rend(); ++it)
+    s = std::make_shared<ir::Alloc>(it->temp, it->dtype, std::vector<Expr>{}, ir::MemLoc::GpuLocal,
+                                    std::move(s));
+  return s;
+}
+
+}  // namespace
+
+Stmt keep_accumulators_in_registers(
+    const Stmt& loop, const std::function<std::optional<ir::DType>(const std::string&)>& eligible,
+    const std::function<std::string()>& fresh) {
+  const ir::For* n = ir::as<ir::For>(loop);
+  if (!n) return loop;
+  Survey survey({n->var});
+  survey.stmt(n->body, false);
+  std::vector<Redirect::Slot> slots = choose_slots(
+      survey, eligible, [](const std::vector<Access>&) { return true; }, fresh);
   if (slots.empty()) return loop;
   Stmt body = Redirect(slots, survey).mutate(n->body);
   std::vector<Stmt> steps;
@@ -309,12 +372,63 @@ Stmt keep_accumulators_in_registers(
     steps.push_back(std::make_shared<ir::Store>(s.buf, s.index, ir::load(s.temp, {}, s.dtype)));
   // The elements are read and written back only when the loop runs: its indices may be valid
   // only then.
-  Stmt out = std::make_shared<ir::IfThenElse>(ir::binary(ir::BinaryOp::Lt, n->min, n->end),
-                                              ir::block(std::move(steps)), nullptr);
-  for (auto it = slots.rbegin(); it != slots.rend(); ++it)
-    out = std::make_shared<ir::Alloc>(it->temp, it->dtype, std::vector<Expr>{},
-                                      ir::MemLoc::GpuLocal, out);
-  return out;
+  return allocate(slots,
+                  std::make_shared<ir::IfThenElse>(ir::binary(ir::BinaryOp::Lt, n->min, n->end),
+                                                   ir::block(std::move(steps)), nullptr));
+}
+
+Stmt keep_accumulators_across_block_loop(
+    const Stmt& loop, const std::function<std::optional<ir::DType>(const std::string&)>& eligible,
+    const std::function<std::string()>& fresh) {
+  const ir::For* n = ir::as<ir::For>(loop);
+  if (!n || ir::is_gpu_tag(n->tag)) return loop;
+  // The survey sees the unrolled register tile (ri, rj become constants in the indices).
+  Stmt unrolled = UnrollInThreads().mutate(n->body);
+  Survey survey({n->var}, true);
+  survey.stmt(unrolled, false);
+  // Every access of the buffer inside the same thread loops, whose bounds the loop does not
+  // change: the same thread loops around a copy before the loop and one after it give each
+  // thread the same elements.
+  std::vector<const ir::For*> threads;
+  auto fits = [&](const std::vector<Access>& list) {
+    const std::vector<const ir::For*>& t = list.front().threads;
+    if (t.empty()) return false;
+    for (const Access& a : list)
+      if (a.threads != t) return false;
+    for (const ir::For* f : t) {
+      const ThreadLoop& l = survey.thread_loops.at(f);
+      if (survey.varies(l.min) || survey.varies(l.end) || ir::free_vars(l.min).count(n->var) ||
+          ir::free_vars(l.end).count(n->var) || ir::reads_memory(l.min) || ir::reads_memory(l.end))
+        return false;
+    }
+    if (threads.empty()) threads = t;
+    return threads == t;  // one nest for every promoted buffer: one copy before, one after
+  };
+  std::vector<Redirect::Slot> slots = choose_slots(survey, eligible, fits, fresh);
+  if (slots.empty()) return loop;
+  Stmt body = Redirect(slots, survey).mutate(unrolled);
+  // The thread loops around `inner`, with their bounds as they are outside the loop.
+  auto in_threads = [&](Stmt inner) {
+    for (auto it = threads.rbegin(); it != threads.rend(); ++it) {
+      const ThreadLoop& l = survey.thread_loops.at(*it);
+      inner = std::make_shared<ir::For>((*it)->var, l.min, l.end, (*it)->step, (*it)->tag,
+                                        std::move(inner));
+    }
+    return inner;
+  };
+  std::vector<Stmt> loads, stores;
+  for (const Redirect::Slot& s : slots) {
+    loads.push_back(std::make_shared<ir::Store>(s.temp, std::vector<Expr>{},
+                                                ir::load(s.buf, s.index, s.dtype)));
+    stores.push_back(std::make_shared<ir::Store>(s.buf, s.index, ir::load(s.temp, {}, s.dtype)));
+  }
+  std::vector<Stmt> steps;
+  steps.push_back(in_threads(ir::block(std::move(loads))));
+  steps.push_back(std::make_shared<ir::For>(n->var, n->min, n->end, n->step, n->tag, body));
+  steps.push_back(in_threads(ir::block(std::move(stores))));
+  return allocate(slots,
+                  std::make_shared<ir::IfThenElse>(ir::binary(ir::BinaryOp::Lt, n->min, n->end),
+                                                   ir::block(std::move(steps)), nullptr));
 }
 
 }  // namespace kiln::cuda

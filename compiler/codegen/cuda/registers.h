@@ -34,4 +34,15 @@ ir::Stmt keep_accumulators_in_registers(
     const std::function<std::optional<ir::DType>(const std::string&)>& eligible,
     const std::function<std::string()>& fresh);
 
+// The same for a serial loop at block level, around thread loops (the K loop of a shared-tile
+// matmul, with its cache fills and barriers): a buffer every access of which in the loop lies in
+// the same gpu_thread loops, whose bounds the loop does not change, at indices that change with
+// the threads but not inside the loop, is kept in registers across the whole loop. The same
+// thread loops load each thread's elements before the loop and store them after it. The other
+// conditions are those above. Returns the loop itself when no buffer qualifies.
+ir::Stmt keep_accumulators_across_block_loop(
+    const ir::Stmt& loop,
+    const std::function<std::optional<ir::DType>(const std::string&)>& eligible,
+    const std::function<std::string()>& fresh);
+
 }  // namespace kiln::cuda

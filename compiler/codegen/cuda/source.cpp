@@ -455,8 +455,9 @@ class Writer {
           guard = true;
         }
         grid[a] = launch;
-        line(fmt::format("const long long v_{} = {} + (long long)blockIdx.{} * {};", n->var,
-                         expr(n->min), axis_name(a), n->step));
+        line(fmt::format("const {} v_{} = {} + (long long)blockIdx.{} * {};",
+                         index_type(n->var, loop_range(*n), 0), n->var, expr(n->min), axis_name(a),
+                         n->step));
         var_types_[n->var] = ir::kIndexType;
         if (guard) line(fmt::format("if (!(v_{} < {})) return;", n->var, expr(n->end)));
         bind_range(*n);
@@ -513,12 +514,67 @@ class Writer {
     return passes::simplify(d);
   }
 
-  void bind_range(const ir::For& n) {
+  passes::Interval loop_range(const ir::For& n) const {
     passes::Interval lo = passes::range_of(n.min, known_), hi = passes::range_of(n.end, known_);
     passes::Interval r;
     r.min = lo.min;
     if (hi.max) r.max = *hi.max - 1;
-    known_[n.var] = r;
+    return r;
+  }
+  void bind_range(const ir::For& n) { known_[n.var] = loop_range(n); }
+
+  // ---------------------------------------------------------------------------------------
+  // 32-bit index arithmetic. The IR's index arithmetic is 64-bit; where the ranges known here
+  // (loops, lets, params bound at compile time) keep a value, and every step computing it,
+  // within 32 bits, the CUDA code computes it in int: half the registers and instructions of
+  // long long, the same values.
+
+  static bool fits32(const passes::Interval& r, int64_t margin) {
+    return r.min && r.max && *r.min - margin >= INT32_MIN && *r.max + margin <= INT32_MAX;
+  }
+
+  // The C type of an index variable whose values lie in r (give or take margin: a loop's last
+  // increment, the index of a thread past its loop's extent).
+  std::string index_type(const std::string& var, const passes::Interval& r, int64_t margin) {
+    if (fits32(r, margin)) {
+      narrow_vars_.insert(var);
+      return "int";
+    }
+    narrow_vars_.erase(var);
+    return "long long";
+  }
+
+  // Whether e, an index expression, is written as an int: an int variable or literal, or a sum,
+  // difference or product of ints whose value stays within 32 bits.
+  bool narrow(const Expr& e) const {
+    if (e->type != ir::kIndexType) return false;
+    switch (e->kind) {
+      case ir::ExprKind::IntImm: {
+        int64_t v = static_cast<const ir::IntImm&>(*e).value;
+        return v >= INT32_MIN && v <= INT32_MAX;
+      }
+      case ir::ExprKind::Var:
+        return narrow_vars_.count(static_cast<const ir::Var&>(*e).name) > 0;
+      case ir::ExprKind::Binary: {
+        const auto& n = static_cast<const ir::Binary&>(*e);
+        if (!narrow(n.a) || !narrow(n.b)) return false;
+        switch (n.op) {
+          case BinaryOp::Add:
+          case BinaryOp::Sub:
+          case BinaryOp::Mul:
+            return fits32(passes::range_of(e, known_), 0);
+          case BinaryOp::Min:
+          case BinaryOp::Max:
+          case BinaryOp::Div:
+          case BinaryOp::Mod:
+            return true;
+          default:
+            return false;
+        }
+      }
+      default:
+        return false;
+    }
   }
 
   // e with the lets in scope substituted: extents that are constants in disguise
@@ -531,7 +587,12 @@ class Writer {
     else
       let_values_.erase(v);
     var_types_[v] = value->type;
-    line(fmt::format("const {} v_{} = {};", ctype(value->type), v, expr(value)));
+    std::string type = ctype(value->type);
+    if (value->type == ir::kIndexType)
+      type = index_type(v, passes::range_of(value, known_), 0);
+    else
+      narrow_vars_.erase(v);
+    line(fmt::format("const {} v_{} = {};", type, v, expr(value)));
     if (ir::is_int(value->type)) known_[v] = passes::range_of(value, known_);
   }
 
@@ -612,7 +673,14 @@ class Writer {
           sync_before(shared_effects(s));
           return thread_loop(n);
         }
-        if (has_loop(n.body, ir::is_gpu_thread_tag)) return structural_loop(n);
+        if (has_loop(n.body, ir::is_gpu_thread_tag)) {
+          // Elements the threads keep updating across the loop stay in their registers.
+          if (Stmt kept =
+                  keep_accumulators_across_block_loop(s, accumulator_type(), fresh_accumulator());
+              kept != s)
+            return block_scope(kept);
+          return structural_loop(n);
+        }
         return block_level_nest(s);
       }
       case ir::StmtKind::Store: {
@@ -632,13 +700,26 @@ class Writer {
     }
   }
 
+  // The type of a buffer whose elements may be kept in registers (not already a thread's own).
+  std::function<std::optional<DType>(const std::string&)> accumulator_type() const {
+    return [this](const std::string& b) {
+      auto it = bufs_.find(b);
+      return it == bufs_.end() || it->second.space == Space::Local
+                 ? std::nullopt
+                 : std::optional<DType>(it->second.dtype);
+    };
+  }
+  std::function<std::string()> fresh_accumulator() {
+    return [this] { return fmt::format("kiln_acc{}", acc_count_++); };
+  }
+
   // A serial loop with thread loops inside: every thread runs it, and the block's threads meet
   // at its __syncthreads() (its bounds depend on block indices only, so they agree).
   void structural_loop(const ir::For& n) {
     Effects body_fx = shared_effects(n.body);
     Effects before = pending_;
-    line(fmt::format("for (long long v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var,
-                     expr(n.min), expr(n.end), n.step));
+    line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
+                     expr(n.end), n.step, index_type(n.var, loop_range(n), n.step)));
     var_types_[n.var] = ir::kIndexType;
     bind_range(n);
     ++indent_;
@@ -715,31 +796,41 @@ class Writer {
     line("{");
     ++indent_;
     std::vector<std::string> extents;
+    std::vector<int64_t> constants;  // the extents, while all are constants
     for (size_t k = 0; k < chain.size(); ++k) {
       std::string e = fmt::format("kiln_e{}_{}", id, k);
       Expr extent = expand_lets(extent_of(*chain[k]));
-      if (const ir::IntImm* c = ir::as<ir::IntImm>(extent))
+      if (const ir::IntImm* c = ir::as<ir::IntImm>(extent)) {
         line(fmt::format("constexpr long long {} = {};", e, std::max<int64_t>(c->value, 0)));
-      else
-        line(fmt::format("const long long {} = kiln_max({}, 0LL);", e, expr(extent)));
+        constants.push_back(std::max<int64_t>(c->value, 0));
+      } else {
+        line(fmt::format("const long long {} = kiln_max<long long>({}, 0);", e, expr(extent)));
+      }
       extents.push_back(e);
     }
+    // The counter in int when the iterations (and a block's worth past them) fit in 32 bits.
+    int64_t total = 1024;
+    bool small = constants.size() == chain.size();
+    for (int64_t c : constants) small = small && !__builtin_mul_overflow(total, c, &total);
+    small = small && total <= INT32_MAX;
+    const char* counter = small ? "int" : "long long";
     line(
-        fmt::format("for (long long kiln_c{0} = kiln_tid; kiln_c{0} < {1}; kiln_c{0} += "
+        fmt::format("for ({2} kiln_c{0} = kiln_tid; kiln_c{0} < {1}; kiln_c{0} += "
                     "kiln_nthreads) {{",
-                    id, fmt::join(extents, " * ")));
+                    id, fmt::join(extents, " * "), counter));
     ++indent_;
-    line(fmt::format("long long kiln_r{0} = kiln_c{0};", id));
+    line(fmt::format("{1} kiln_r{0} = kiln_c{0};", id, counter));
     for (size_t k = chain.size(); k-- > 0;) {
       const ir::For& n = *chain[k];
       var_types_[n.var] = ir::kIndexType;
       if (k > 0) {
-        line(fmt::format("const long long v_{} = {} + (kiln_r{} % {}) * {};", n.var, expr(n.min),
-                         id, extents[k], n.step));
+        line(fmt::format("const {} v_{} = {} + (kiln_r{} % {}) * {};",
+                         index_type(n.var, loop_range(n), 0), n.var, expr(n.min), id, extents[k],
+                         n.step));
         line(fmt::format("kiln_r{0} /= {1};", id, extents[k]));
       } else {
-        line(fmt::format("const long long v_{} = {} + kiln_r{} * {};", n.var, expr(n.min), id,
-                         n.step));
+        line(fmt::format("const {} v_{} = {} + kiln_r{} * {};", index_type(n.var, loop_range(n), 0),
+                         n.var, expr(n.min), id, n.step));
       }
       bind_range(n);
     }
@@ -792,8 +883,10 @@ class Writer {
     guards_.emplace_back(marker, g);
     line("{");
     ++indent_;
-    line(fmt::format("const long long v_{} = {} + (long long)threadIdx.{} * {};", n.var,
-                     expr(n.min), axis_name(a), n.step));
+    // threads past the loop's extent (the bound check keeps them out) still compute their index
+    line(fmt::format("const {} v_{} = {} + (long long)threadIdx.{} * {};",
+                     index_type(n.var, loop_range(n), 1024 * std::abs(n.step)), n.var, expr(n.min),
+                     axis_name(a), n.step));
     var_types_[n.var] = ir::kIndexType;
     bind_range(n);
     line(marker + "{");
@@ -883,20 +976,12 @@ class Writer {
         check_tag(n);
         if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
         // Elements the loop keeps updating stay in registers while it runs.
-        if (Stmt kept = keep_accumulators_in_registers(
-                s,
-                [&](const std::string& b) {
-                  auto it = bufs_.find(b);
-                  return it == bufs_.end() || it->second.space == Space::Local
-                             ? std::nullopt
-                             : std::optional<DType>(it->second.dtype);
-                },
-                [&] { return fmt::format("kiln_acc{}", acc_count_++); });
+        if (Stmt kept = keep_accumulators_in_registers(s, accumulator_type(), fresh_accumulator());
             kept != s)
           return thread(kept);
         if (n.tag == LoopTag::Unroll || n.tag == LoopTag::UnrollExplicit) line("#pragma unroll");
-        line(fmt::format("for (long long v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var,
-                         expr(n.min), expr(n.end), n.step));
+        line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
+                         expr(n.end), n.step, index_type(n.var, loop_range(n), n.step)));
         var_types_[n.var] = ir::kIndexType;
         bind_range(n);
         ++indent_;
@@ -922,7 +1007,16 @@ class Writer {
       fail(fmt::format("access to {} with {} indices; it has {} dimensions", buf, indices.size(),
                        shape.size()));
     if (indices.empty()) return "b_" + buf + "[0]";
+    // The offset of an element is below the buffer's size (accesses are in bounds): in int when
+    // the size is a constant within 32 bits, else in long long.
+    bool small = true;
+    int64_t size = 1;
+    for (const Expr& d : shape) {
+      std::optional<int64_t> v = ir::eval_int(d, {});
+      small = small && v && !__builtin_mul_overflow(size, *v, &size) && size <= INT32_MAX;
+    }
     std::string flat = expr(indices[0]);
+    if (!small) flat = "(long long)(" + flat + ")";
     for (size_t d = 1; d < indices.size(); ++d)
       flat = fmt::format("({}) * ({}) + ({})", flat, expr(shape[d]), expr(indices[d]));
     return fmt::format("b_{}[{}]", buf, flat);
@@ -979,8 +1073,11 @@ class Writer {
 
   std::string expr(const Expr& e) {
     switch (e->kind) {
-      case ir::ExprKind::IntImm:
-        return int_literal(static_cast<const ir::IntImm&>(*e).value, e->type);
+      case ir::ExprKind::IntImm: {
+        int64_t v = static_cast<const ir::IntImm&>(*e).value;
+        if (e->type == ir::kIndexType && narrow(e)) return fmt::format("{}", v);
+        return int_literal(v, e->type);
+      }
       case ir::ExprKind::FloatImm:
         return float_literal(static_cast<const ir::FloatImm&>(*e).value, e->type);
       case ir::ExprKind::Var: {
@@ -999,10 +1096,11 @@ class Writer {
         const auto& n = static_cast<const ir::Unary&>(*e);
         if (n.op == ir::UnaryOp::Not) return "(!(" + expr(n.a) + "))";
         if (ir::is_float(e->type)) return "(-(" + expr(n.a) + "))";
+        if (e->type == ir::kIndexType) return fmt::format("(0LL - ({}))", expr(n.a));
         return fmt::format("(({})(0 - ({})))", ctype(e->type), expr(n.a));
       }
       case ir::ExprKind::Binary:
-        return binary(static_cast<const ir::Binary&>(*e));
+        return binary(e, static_cast<const ir::Binary&>(*e));
       case ir::ExprKind::Select: {
         const auto& n = static_cast<const ir::Select&>(*e);
         return fmt::format("(({}) ? ({}) : ({}))", expr(n.cond), expr(n.t), expr(n.f));
@@ -1028,9 +1126,15 @@ class Writer {
     fail("unknown expression kind");
   }
 
-  std::string binary(const ir::Binary& n) {
+  std::string binary(const Expr& e, const ir::Binary& n) {
     std::string a = expr(n.a), b = expr(n.b);
     DType t = n.a->type;
+    // index arithmetic in int where it stays within 32 bits, else in long long
+    bool narrow_op = t == ir::kIndexType && narrow(e);
+    std::string it = narrow_op ? "int" : ctype(t);
+    if (t == ir::kIndexType && !narrow_op &&
+        (n.op == BinaryOp::Add || n.op == BinaryOp::Sub || n.op == BinaryOp::Mul))
+      return fmt::format("(((long long)({})) {} ({}))", a, ir::binary_op_symbol(n.op), b);
     switch (n.op) {
       case BinaryOp::Add:
       case BinaryOp::Sub:
@@ -1052,9 +1156,9 @@ class Writer {
         return fmt::format("(({}) {} ({}))", a, sym, b);
       }
       case BinaryOp::Min:
-        return fmt::format("kiln_min<{}>({}, {})", ctype(t), a, b);
+        return fmt::format("kiln_min<{}>({}, {})", it, a, b);
       case BinaryOp::Max:
-        return fmt::format("kiln_max<{}>({}, {})", ctype(t), a, b);
+        return fmt::format("kiln_max<{}>({}, {})", it, a, b);
       case BinaryOp::Div:
       case BinaryOp::Mod: {
         bool div = n.op == BinaryOp::Div;
@@ -1064,8 +1168,8 @@ class Writer {
         }
         if (ir::traps(n))
           return fmt::format("kiln_checked_{}<{}>({}, {}, kiln_status, {})", div ? "div" : "mod",
-                             ctype(t), a, b, arith_status());
-        return fmt::format("kiln_floor{}<{}>({}, {})", div ? "div" : "mod", ctype(t), a, b);
+                             it, a, b, arith_status());
+        return fmt::format("kiln_floor{}<{}>({}, {})", div ? "div" : "mod", it, a, b);
       }
     }
     fail("unknown binary operator");
@@ -1114,6 +1218,7 @@ class Writer {
   std::vector<std::pair<std::string, Guard>> guards_;
   std::set<int> thread_axes_;
   passes::Bounds known_;
+  std::set<std::string> narrow_vars_;  // index variables declared int
   Effects pending_;  // what the block's threads did since the last __syncthreads()
   std::string storing_;
   int kernel_count_ = 0, guard_count_ = 0, copy_count_ = 0, acc_count_ = 0;
