@@ -41,7 +41,18 @@ const std::vector<GpuCase>& gpu_cases() {
         "C_init.tag(i, gpu_block_x); C_init.tag(ji, gpu_thread_x); C.tag(i, gpu_block_x);"
         "C.tag(ji, gpu_thread_x);",
         // no GPU tag at all: one thread
-        ""},
+        "",
+        // register tiles strided by the thread counts (row ty + 16 * ri), both slices as they
+        // are: no float4 reads
+        "C_init.split(i, 16, i1, ty); C_init.split(i1, 4, io, ri); C_init.split(j, 16, j1, tx);"
+        "C_init.split(j1, 4, jo, rj); C_init.reorder(io, jo, ty, tx, ri, rj);"
+        "C.split(i, 16, i1, ty); C.split(i1, 4, io, ri); C.split(j, 16, j1, tx);"
+        "C.split(j1, 4, jo, rj); C.split(k, 16, ko, ki); C.reorder(io, jo, ko, ty, tx, ki, ri, rj);"
+        "C.after(C_init, jo); C.cache_identity(A, ko, gpu_shared);"
+        "C.cache_identity(B, ko, gpu_shared); C_init.tag(io, gpu_block_y);"
+        "C_init.tag(jo, gpu_block_x); C_init.tag(ty, gpu_thread_y); C_init.tag(tx, gpu_thread_x);"
+        "C.tag(io, gpu_block_y); C.tag(jo, gpu_block_x); C.tag(ty, gpu_thread_y);"
+        "C.tag(tx, gpu_thread_x); C.tag(ri, unroll); C.tag(rj, unroll);"},
        {{{"M", 64}, {"N", 64}, {"K", 32}},
         {{"M", 70}, {"N", 45}, {"K", 19}, {"RI", 2}, {"TX", 8}},
         {{"M", 1}, {"N", 1}, {"K", 1}}}},
@@ -168,8 +179,8 @@ TEST(GpuCodegen, NvrtcCompilesEveryExample) {
   }
 }
 
-// The shared-memory matmul: one kernel of (N / 64) x (M / 64) blocks of 16 x 16 threads, 8 KiB
-// of shared tiles, filled by all the block's threads; in each K step a barrier between filling
+// The shared-memory matmul: one kernel of (N / 64) x (M / 64) blocks of 16 x 16 threads, 8.25
+// KiB of shared tiles, filled by all the block's threads; in each K step a barrier between filling
 // the tiles and reading them and one before the next step refills them. Each thread's 4 x 4
 // elements of C stay in registers across the whole K loop: loaded once before it (after a
 // barrier that orders C's initialization by the block's threads first) and stored once after it.
@@ -182,8 +193,13 @@ TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   EXPECT_EQ(ir::to_string(l.grid[0]), "2");
   EXPECT_EQ(ir::to_string(l.grid[1]), "4");
   EXPECT_EQ(l.block, (std::array<int64_t, 3>{16, 16, 1}));
-  EXPECT_EQ(l.shared_bytes, 2 * 64 * 16 * 4);
-  EXPECT_EQ(count_of(p.source, "__shared__ float"), 2);
+  // B's slice, 16 x 64, and A's transposed with its rows padded by 4: 16 x 68
+  EXPECT_EQ(l.shared_bytes, (16 * 64 + 16 * 68) * 4);
+  EXPECT_EQ(count_of(p.source, "__shared__ __align__(16) float"), 2);
+  // each k step reads a thread's 4 rows of A and 4 columns of B as one float4 each
+  EXPECT_EQ(count_of(p.source, "const float4 kiln_v"), 2) << p.source;
+  EXPECT_EQ(count_of(p.source, "b_A_C_cache[((((68) * (v_ki))) + (((4) * (v_ty))))]"), 1)
+      << p.source;
   EXPECT_EQ(count_of(p.source, "__syncthreads();"), 4) << p.source;
   size_t k_loop = p.source.find("for (int v_ko = ");
   ASSERT_NE(k_loop, std::string::npos) << p.source;

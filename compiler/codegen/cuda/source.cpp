@@ -892,7 +892,7 @@ class Writer {
     line(marker + "{");
     ++indent_;
     thread_axes_.insert(a);
-    thread(unroll_constant_loops(n.body));
+    thread_body(unroll_constant_loops(n.body));
     thread_axes_.erase(a);
     known_.erase(n.var);
     --indent_;
@@ -916,11 +916,161 @@ class Writer {
     if (space == Space::Shared) {
       int64_t bytes = count * static_cast<int64_t>(ir::dtype_bytes(n.dtype));
       shared_bytes_ += bytes;
-      shared_decls_ += fmt::format("  __shared__ {} b_{}[{}];\n", ctype(n.dtype), n.buf,
-                                   std::max<int64_t>(count, 1));
+      // aligned for float4 reads (vector_loads)
+      shared_decls_ += fmt::format("  __shared__ __align__(16) {} b_{}[{}];\n", ctype(n.dtype),
+                                   n.buf, std::max<int64_t>(count, 1));
     } else {
       line(fmt::format("{} b_{}[{}];", ctype(n.dtype), n.buf, std::max<int64_t>(count, 1)));
     }
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Vector loads. A loop body that reads 4 (or 2) consecutive floats of a shared tile at an
+  // offset that is a multiple of 4 (or 2) for every value of the variables, and writes the
+  // tile nowhere, reads them with one float4 (float2) load at its start: one shared-memory
+  // instruction instead of four (the register tiles of the matmul read a row of the B tile
+  // and a column of the transposed A tile so).
+
+  // The element offset of buf[indices] with the lets in `lets` expanded, split into a part
+  // that varies and a constant.
+  std::pair<Expr, int64_t> offset_of(const std::string& buf, const std::vector<Expr>& indices,
+                                     const std::map<std::string, Expr>& lets) const {
+    const std::vector<Expr>& shape = bufs_.at(buf).shape;
+    Expr flat = indices[0];
+    for (size_t d = 1; d < indices.size(); ++d) flat = flat * shape[d] + indices[d];
+    flat = cuda::expand_lets(flat, lets);
+    if (const ir::IntImm* c = ir::as<ir::IntImm>(flat)) return {ir::int_imm(0), c->value};
+    if (const ir::Binary* b = ir::as<ir::Binary>(flat)) {
+      if (const ir::IntImm* c = ir::as<ir::IntImm>(b->b)) {
+        if (b->op == BinaryOp::Add) return {b->a, c->value};
+        if (b->op == BinaryOp::Sub) return {b->a, -c->value};
+      }
+    }
+    return {flat, 0};
+  }
+
+  bool vectorizable(const std::string& buf) const {
+    auto it = bufs_.find(buf);
+    return it != bufs_.end() && it->second.space == Space::Shared &&
+           it->second.dtype == DType::F32 && !it->second.shape.empty();
+  }
+
+  // The loads of shared tiles in the straight-line part of `body` (not inside its loops or
+  // branches), by buffer and varying part of the offset; and the buffers `body` writes.
+  struct LoadSurvey {
+    std::map<std::pair<std::string, std::string>, std::pair<Expr, std::set<int64_t>>> loads;
+    std::set<std::string> written;
+  };
+  void survey_loads(const Stmt& s, std::map<std::string, Expr> lets, bool straight,
+                    LoadSurvey& out) const {
+    if (!s) return;
+    auto loads_in = [&](const Expr& e) {
+      if (!straight) return;
+      ir::any_subexpr(e, [&](const Expr& x) {
+        // a select, a let or an and/or evaluates a side only sometimes
+        if (x->kind == ir::ExprKind::Select || x->kind == ir::ExprKind::Let) return true;
+        if (const ir::Binary* b = ir::as<ir::Binary>(x);
+            b && (b->op == BinaryOp::And || b->op == BinaryOp::Or))
+          return true;
+        if (const ir::Load* l = ir::as<ir::Load>(x); l && vectorizable(l->buf)) {
+          auto [rest, c] = offset_of(l->buf, l->indices, lets);
+          auto& entry = out.loads[{l->buf, ir::to_string(rest)}];
+          entry.first = rest;
+          entry.second.insert(c);
+        }
+        return false;
+      });
+    };
+    switch (s->kind) {
+      case ir::StmtKind::Block:
+        for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts)
+          survey_loads(c, lets, straight, out);
+        return;
+      case ir::StmtKind::LetStmt: {
+        const auto& n = static_cast<const ir::LetStmt&>(*s);
+        loads_in(n.value);
+        if (ir::is_int(n.value->type) && !ir::reads_memory(n.value))
+          lets[n.var] = n.value;
+        else
+          lets.erase(n.var);
+        survey_loads(n.body, lets, straight, out);
+        return;
+      }
+      case ir::StmtKind::Alloc:
+        survey_loads(static_cast<const ir::Alloc&>(*s).body, lets, straight, out);
+        return;
+      case ir::StmtKind::If: {
+        const auto& n = static_cast<const ir::IfThenElse&>(*s);
+        loads_in(n.cond);
+        survey_loads(n.then_case, lets, false, out);
+        survey_loads(n.else_case, lets, false, out);
+        return;
+      }
+      case ir::StmtKind::For: {
+        const auto& n = static_cast<const ir::For&>(*s);
+        lets.erase(n.var);
+        survey_loads(n.body, lets, false, out);
+        return;
+      }
+      case ir::StmtKind::Store: {
+        const auto& n = static_cast<const ir::Store&>(*s);
+        out.written.insert(n.buf);
+        for (const Expr& i : n.indices) loads_in(i);
+        loads_in(n.value);
+        return;
+      }
+      case ir::StmtKind::Evaluate:
+        loads_in(static_cast<const ir::Evaluate&>(*s).value);
+        return;
+    }
+  }
+
+  // A loop's body, its vector loads first.
+  void thread_body(const Stmt& body) {
+    LoadSurvey survey;
+    survey_loads(body, let_values_, true, survey);
+    std::map<std::string, std::string> scope;  // "buf|varying|constant" -> "kiln_v3.y"
+    for (const auto& [key, entry] : survey.loads) {
+      const std::string& buf = key.first;
+      if (survey.written.count(buf)) continue;
+      const auto& [rest, constants] = entry;
+      for (int width : {4, 2}) {
+        // the varying part keeps the alignment for every value of its variables
+        std::optional<int64_t> r =
+            ir::eval_int(passes::simplify(ir::binary(BinaryOp::Mod, rest, ir::int_imm(width))), {});
+        if (!r || *r != 0) continue;
+        for (int64_t k : constants) {
+          if (ir::floor_mod(k, width) != 0) continue;
+          bool all = true;
+          for (int64_t e = 0; e < width; ++e)
+            all = all && constants.count(k + e) && !scope.count(slot_key(buf, key.second, k + e));
+          if (!all) continue;
+          std::string name = fmt::format("kiln_v{}", vector_count_++);
+          line(fmt::format("const float{0} {1} = *reinterpret_cast<const float{0}*>(&b_{2}[{3}]);",
+                           width, name, buf, expr(passes::simplify(rest + ir::int_imm(k)))));
+          for (int64_t e = 0; e < width; ++e)
+            scope[slot_key(buf, key.second, k + e)] = name + "." + "xyzw"[e];
+        }
+      }
+    }
+    vector_scopes_.push_back(std::move(scope));
+    thread(body);
+    vector_scopes_.pop_back();
+  }
+
+  static std::string slot_key(const std::string& buf, const std::string& varying, int64_t c) {
+    return buf + "|" + varying + "|" + std::to_string(c);
+  }
+
+  // The component of a vector load that holds buf[indices], if one does.
+  std::optional<std::string> vector_component(const std::string& buf,
+                                              const std::vector<Expr>& indices) const {
+    if (vector_scopes_.empty() || !vectorizable(buf)) return std::nullopt;
+    auto [rest, c] = offset_of(buf, indices, let_values_);
+    std::string key = slot_key(buf, ir::to_string(rest), c);
+    for (auto it = vector_scopes_.rbegin(); it != vector_scopes_.rend(); ++it)
+      if (auto found = it->find(key); found != it->end()) return found->second;
+    return std::nullopt;
   }
 
   void thread(const Stmt& s) {
@@ -985,7 +1135,7 @@ class Writer {
         var_types_[n.var] = ir::kIndexType;
         bind_range(n);
         ++indent_;
-        thread(n.body);
+        thread_body(n.body);
         --indent_;
         known_.erase(n.var);
         line("}");
@@ -1111,6 +1261,7 @@ class Writer {
         fail("read of computation " + static_cast<const ir::Access&>(*e).comp + " in loop IR");
       case ir::ExprKind::Load: {
         const auto& n = static_cast<const ir::Load&>(*e);
+        if (std::optional<std::string> v = vector_component(n.buf, n.indices)) return *v;
         std::string el = element(n.buf, n.indices);
         DType t = bufs_.at(n.buf).dtype;
         return t == e->type ? el : fmt::format("(({}){})", ctype(e->type), el);
@@ -1218,7 +1369,9 @@ class Writer {
   std::vector<std::pair<std::string, Guard>> guards_;
   std::set<int> thread_axes_;
   passes::Bounds known_;
-  std::set<std::string> narrow_vars_;  // index variables declared int
+  std::set<std::string> narrow_vars_;                              // index variables declared int
+  std::vector<std::map<std::string, std::string>> vector_scopes_;  // vector loads in scope
+  int vector_count_ = 0;
   Effects pending_;  // what the block's threads did since the last __syncthreads()
   std::string storing_;
   int kernel_count_ = 0, guard_count_ = 0, copy_count_ = 0, acc_count_ = 0;
