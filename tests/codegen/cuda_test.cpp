@@ -216,6 +216,24 @@ TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   EXPECT_TRUE(p.notes.empty());
 }
 
+// float4 reads only where every offset is a multiple of 4: with A's rows padded to 65 floats
+// its column of 4 starts anywhere, and only B's row is read as a vector; the strided register
+// tile (rows ty + 16 * ri) reads no neighbours at all.
+TEST(GpuCodegen, VectorReadsOnlyWhereAligned) {
+  ir::Overrides sizes{{"M", 256}, {"N", 128}, {"K", 64}};
+  std::string padded =
+      std::regex_replace(gpu_example("matmul"), std::regex("TY \\* RI \\+ 4"), "TY * RI + 1");
+  std::string p = gpu_program(parse_one(padded, sizes)).source;
+  EXPECT_EQ(count_of(p, "const float4 kiln_v"), 1) << p;
+  EXPECT_EQ(count_of(p, "reinterpret_cast<const float4*>(&b_B_C_cache["), 1) << p;
+  const GpuCase& mm = gpu_cases().front();
+  std::string strided = mm.schedules.back();
+  ASSERT_NE(strided.find("C.split(i1, 4, io, ri)"), std::string::npos);
+  std::string q = gpu_program(parse_one(program_text(mm, strided), sizes)).source;
+  EXPECT_EQ(count_of(q, "float4"), 0) << q;
+  EXPECT_EQ(count_of(q, "float2"), 0) << q;
+}
+
 // Sizes that the tiles do not divide: the thread loops keep their bound checks, and the grid
 // rounds up.
 TEST(GpuCodegen, PartialTilesKeepTheirGuards) {
