@@ -960,6 +960,7 @@ class Writer {
   struct LoadSurvey {
     std::map<std::pair<std::string, std::string>, std::pair<Expr, std::set<int64_t>>> loads;
     std::set<std::string> written;
+    std::set<std::string> defined;  // the lets of the body: not in scope at its start
   };
   void survey_loads(const Stmt& s, std::map<std::string, Expr> lets, bool straight,
                     LoadSurvey& out) const {
@@ -989,6 +990,7 @@ class Writer {
       case ir::StmtKind::LetStmt: {
         const auto& n = static_cast<const ir::LetStmt&>(*s);
         loads_in(n.value);
+        out.defined.insert(n.var);
         if (ir::is_int(n.value->type) && !ir::reads_memory(n.value))
           lets[n.var] = n.value;
         else
@@ -1034,6 +1036,11 @@ class Writer {
       const std::string& buf = key.first;
       if (survey.written.count(buf)) continue;
       const auto& [rest, constants] = entry;
+      // read at the body's start: only from variables in scope there
+      bool in_scope = true;
+      for (const std::string& v : ir::free_vars(rest))
+        in_scope = in_scope && !survey.defined.count(v);
+      if (!in_scope) continue;
       for (int width : {4, 2}) {
         // the varying part keeps the alignment for every value of its variables
         std::optional<int64_t> r =
