@@ -544,8 +544,8 @@ class Writer {
     return "long long";
   }
 
-  // Whether e, an index expression, is written as an int: an int variable or literal, or a sum,
-  // difference or product of ints whose value stays within 32 bits.
+  // Whether e, an index expression, is written as an int: an int variable or literal, or an
+  // operation on ints whose value stays within 32 bits.
   bool narrow(const Expr& e) const {
     if (e->type != ir::kIndexType) return false;
     switch (e->kind) {
@@ -562,12 +562,11 @@ class Writer {
           case BinaryOp::Add:
           case BinaryOp::Sub:
           case BinaryOp::Mul:
-            return fits32(passes::range_of(e, known_), 0);
           case BinaryOp::Min:
           case BinaryOp::Max:
           case BinaryOp::Div:
           case BinaryOp::Mod:
-            return true;
+            return fits32(passes::range_of(e, known_), 0);
           default:
             return false;
         }
@@ -916,7 +915,7 @@ class Writer {
     if (space == Space::Shared) {
       int64_t bytes = count * static_cast<int64_t>(ir::dtype_bytes(n.dtype));
       shared_bytes_ += bytes;
-      // aligned for float4 reads (vector_loads)
+      // aligned for float4 reads (thread_body)
       shared_decls_ += fmt::format("  __shared__ __align__(16) {} b_{}[{}];\n", ctype(n.dtype),
                                    n.buf, std::max<int64_t>(count, 1));
     } else {
