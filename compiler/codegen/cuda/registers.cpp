@@ -1,6 +1,8 @@
 // Unrolling and register accumulators for the CUDA backend (registers.h).
 #include "registers.h"
 
+#include <algorithm>
+#include <climits>
 #include <map>
 #include <optional>
 #include <set>
@@ -220,9 +222,36 @@ bool same(const std::vector<Expr>& a, const std::vector<Expr>& b) {
   return true;
 }
 
-bool distinct(const std::vector<Expr>& a, const std::vector<Expr>& b) {
-  for (size_t d = 0; d < a.size(); ++d) {
-    std::optional<int64_t> diff = constant(a[d] - b[d]);
+// An index, each dimension split into the part that varies (and its text) and a constant.
+struct SplitIndex {
+  std::vector<Expr> index;
+  std::vector<std::pair<Expr, int64_t>> dims;
+  std::string text;  // the varying parts and constants, dimension after dimension
+};
+
+SplitIndex split_index(const std::vector<Expr>& index) {
+  SplitIndex out{index, {}, {}};
+  for (const Expr& e : index) {
+    out.dims.push_back(split_constant(e));
+    out.text += ir::to_string(out.dims.back().first) + " + " +
+                std::to_string(out.dims.back().second) + "; ";
+  }
+  return out;
+}
+
+// Whether two indices provably name different elements: in some dimension they differ by a
+// nonzero constant. Where the varying parts are the same, the constants say so at once; only
+// the other dimensions are simplified (a register tile of 64 elements compares 2016 pairs).
+bool distinct(const SplitIndex& a, const SplitIndex& b) {
+  std::vector<size_t> other;
+  for (size_t d = 0; d < a.dims.size(); ++d) {
+    if (!ir::equal(a.dims[d].first, b.dims[d].first))
+      other.push_back(d);
+    else if (a.dims[d].second != b.dims[d].second)
+      return true;
+  }
+  for (size_t d : other) {
+    std::optional<int64_t> diff = constant(a.index[d] - b.index[d]);
     if (diff && *diff != 0) return true;
   }
   return false;
@@ -302,6 +331,17 @@ Expr expand_lets(const Expr& e, const std::map<std::string, Expr>& lets) {
   return passes::simplify(r);
 }
 
+std::pair<Expr, int64_t> split_constant(const Expr& e) {
+  if (const ir::IntImm* c = ir::as<ir::IntImm>(e)) return {ir::int_imm(0, e->type), c->value};
+  if (const ir::Binary* b = ir::as<ir::Binary>(e)) {
+    if (const ir::IntImm* c = ir::as<ir::IntImm>(b->b)) {
+      if (b->op == ir::BinaryOp::Add) return {b->a, c->value};
+      if (b->op == ir::BinaryOp::Sub && c->value != INT64_MIN) return {b->a, -c->value};
+    }
+  }
+  return {e, 0};
+}
+
 Stmt unroll_constant_loops(const Stmt& s, int64_t max_copies) {
   return Unroller(max_copies).mutate(s);
 }
@@ -323,21 +363,27 @@ std::vector<Redirect::Slot> choose_slots(
     bool stores = false;
     for (const Access& a : list) stores = stores || a.store;
     if (!stores) continue;
-    std::vector<std::vector<Expr>> distinct_indices;
-    bool ok = true;
+    // The different indices, in the order of their first access (found by their text, then
+    // compared), each to be told apart from every other.
+    std::vector<SplitIndex> distinct_indices;
+    std::multimap<std::string, size_t> by_text;
     for (const Access& a : list) {
-      bool seen = false;
-      for (const auto& d : distinct_indices) {
-        if (same(d, a.index)) {
-          seen = true;
-          break;
-        }
-        if (!distinct(d, a.index)) ok = false;
-      }
-      if (!seen) distinct_indices.push_back(a.index);
+      SplitIndex split = split_index(a.index);
+      auto [from, to] = by_text.equal_range(split.text);
+      if (std::any_of(from, to, [&](const auto& kv) {
+            return same(distinct_indices[kv.second].index, a.index);
+          }))
+        continue;
+      by_text.emplace(split.text, distinct_indices.size());
+      distinct_indices.push_back(std::move(split));
     }
-    if (!ok || distinct_indices.size() > 64) continue;
-    for (const auto& idx : distinct_indices) slots.push_back({buf, idx, fresh(), *dtype});
+    if (distinct_indices.size() > 64) continue;
+    bool ok = true;
+    for (size_t u = 0; ok && u < distinct_indices.size(); ++u)
+      for (size_t v = 0; ok && v < u; ++v) ok = distinct(distinct_indices[v], distinct_indices[u]);
+    if (!ok) continue;
+    for (const SplitIndex& idx : distinct_indices)
+      slots.push_back({buf, idx.index, fresh(), *dtype});
   }
   return slots;
 }

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "kiln/loop_ir.h"
 
@@ -15,6 +16,10 @@ namespace kiln::cuda {
 // e with the lets of `lets` substituted until none is left, simplified: index expressions
 // compared or bounded across the lets that CSE and LICM put between them.
 ir::Expr expand_lets(const ir::Expr& e, const std::map<std::string, ir::Expr>& lets);
+
+// e as rest + c: the constant a simplified sum ends with (simplify gathers constants last), or
+// 0. Offsets that differ only in it are neighbours (a register tile, a float4 read).
+std::pair<ir::Expr, int64_t> split_constant(const ir::Expr& e);
 
 // s with every loop tagged unroll or unroll_explicit whose bounds are constants replaced by its
 // iterations, each with the loop variable replaced by its value, while a nest makes at most

@@ -937,15 +937,7 @@ class Writer {
     const std::vector<Expr>& shape = bufs_.at(buf).shape;
     Expr flat = indices[0];
     for (size_t d = 1; d < indices.size(); ++d) flat = flat * shape[d] + indices[d];
-    flat = cuda::expand_lets(flat, lets);
-    if (const ir::IntImm* c = ir::as<ir::IntImm>(flat)) return {ir::int_imm(0), c->value};
-    if (const ir::Binary* b = ir::as<ir::Binary>(flat)) {
-      if (const ir::IntImm* c = ir::as<ir::IntImm>(b->b)) {
-        if (b->op == BinaryOp::Add) return {b->a, c->value};
-        if (b->op == BinaryOp::Sub) return {b->a, -c->value};
-      }
-    }
-    return {flat, 0};
+    return split_constant(cuda::expand_lets(flat, lets));
   }
 
   bool vectorizable(const std::string& buf) const {
