@@ -17,6 +17,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
+#include <llvm/Transforms/Scalar/LoopUnrollPass.h>
 
 #include <map>
 #include <memory>
@@ -286,12 +287,29 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level) {
   llvm::ModuleAnalysisManager mam;
   llvm::PipelineTuningOptions tuning;
   // Code kiln vectorized needs no vectorizer of LLVM's: they cost time and
-  // find nothing. LLVM's unroller stays: unrolling the reduction loop around
-  // a register tile (which no schedule tags yet) is worth 10-25% of the GEMM.
+  // find nothing. Nor LLVM's partial and runtime unrolling, which copies the
+  // vector bodies kiln already unrolled (a register tile's FMAs, a packing
+  // copy's rows) 2-8 times more for the rest of the pipeline and instruction
+  // selection to chew: without it a GEMM candidate compiled in 52 ms instead
+  // of 58 (warm candidates 57 instead of 65) at the same speed, the matmul
+  // and conv3d of bench_licm ran 20% faster, trmm 10% slower (docs/codegen.md).
+  // Full unrolling of loops with few constant trips stays (the conv's kx loop
+  // of 3: 0.95 of oneDNN with it, 0.71 without), as do loops tagged unroll.
   bool vectorized = vectorized_by_kiln(m);
   tuning.LoopVectorization = opt_level >= 2 && !vectorized;
   tuning.SLPVectorization = opt_level >= 2 && !vectorized;
+  bool partial_unrolling = !(vectorized && opt_level >= 2);
+  // LoopUnrolling = false turns off both of LLVM's unrollers except where a
+  // loop asks for it; full unrolling comes back below.
+  tuning.LoopUnrolling = partial_unrolling;
   llvm::PassBuilder pb(&tm, tuning);
+  if (!partial_unrolling)
+    pb.registerLateLoopOptimizationsEPCallback(
+        [](llvm::LoopPassManager& lpm, llvm::OptimizationLevel level) {
+          lpm.addPass(llvm::LoopFullUnrollPass(static_cast<int>(level.getSpeedupLevel()),
+                                               /*OnlyWhenForced=*/false,
+                                               /*ForgetSCEV=*/false));
+        });
   pb.registerOptimizerLastEPCallback(
       [](llvm::ModulePassManager& mpm, llvm::OptimizationLevel level) {
         if (level.getSpeedupLevel() >= 2)
