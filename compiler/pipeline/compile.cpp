@@ -122,7 +122,8 @@ passes::PassContext pass_context(const CompileOptions& options) {
 }
 
 std::string compiler_version() {
-  return fmt::format("kiln {}, {}", KILN_VERSION, codegen::backend_version());
+  return fmt::format("kiln {}, {}, {}", KILN_VERSION, codegen::backend_version(),
+                     poly::isl_version_name());
 }
 
 namespace {

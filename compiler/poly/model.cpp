@@ -4,8 +4,10 @@
 #include <isl/ctx.h>
 #include <isl/options.h>
 #include <isl/union_map.h>
+#include <isl/version.h>
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <optional>
 #include <set>
@@ -23,6 +25,12 @@ IslContext::IslContext() : raw_(isl_ctx_alloc()) {
   isl_options_set_on_error(raw_, ISL_ON_ERROR_CONTINUE);
 }
 IslContext::~IslContext() { isl_ctx_free(raw_); }
+
+std::string isl_version_name() {
+  std::string v = isl_version();
+  while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+  return v;
+}
 
 CompModel* ScheduledFunc::Impl::find(const std::string& name) {
   for (auto& c : comps)

@@ -412,6 +412,9 @@ TEST(CacheKey, NamesTheCompilerVersion) {
   std::string v = compiler_version();
   EXPECT_NE(v.find("kiln "), std::string::npos) << v;
   EXPECT_NE(v.find("LLVM "), std::string::npos) << v;
+  // The isl the process calls, which generates the loop nests.
+  EXPECT_NE(v.find(", isl-"), std::string::npos) << v;
+  EXPECT_EQ(v.find('\n'), std::string::npos) << v;
 }
 
 }  // namespace
