@@ -122,8 +122,10 @@ passes::PassContext pass_context(const CompileOptions& options) {
 }
 
 std::string compiler_version() {
-  return fmt::format("kiln {}, {}, {}", KILN_VERSION, codegen::backend_version(),
-                     poly::isl_version_name());
+  // Asked for every cache key: put together once.
+  static const std::string version = fmt::format(
+      "kiln {}, {}, {}", KILN_VERSION, codegen::backend_version(), poly::isl_version_name());
+  return version;
 }
 
 namespace {

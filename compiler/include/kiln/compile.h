@@ -115,8 +115,10 @@ std::string cache_key(const CompileRequest& request);
 // The context compile() runs the loop passes under (and a graph its graph passes).
 passes::PassContext pass_context(const CompileOptions& options);
 
-// kiln's version and its code generator's ("kiln 0.1.0, LLVM 19.1.7"): part
-// of every cache key, so that a new compiler never serves an old artifact.
+// kiln's version, its code generator's and that of the isl the process calls
+// ("kiln 0.1.0, LLVM 19.1.7, isl-0.25-193-g8621c60c-IMath-32"): part of every
+// cache key and tuning record, so that a new compiler never serves an old
+// artifact. Fixed for the process.
 std::string compiler_version();
 
 }  // namespace kiln
