@@ -17,6 +17,7 @@
 #include "access_sites.h"
 #include "affine_printer.h"
 #include "kiln/analysis.h"
+#include "kiln/timing.h"
 
 namespace kiln::poly {
 
@@ -49,6 +50,12 @@ const CompModel* ScheduledFunc::Impl::find_tuple(const std::string& tuple) const
   return nullptr;
 }
 
+std::string isl_tuple(const std::string& name, const std::vector<std::string>& vars) {
+  std::string s = isl_name(name) + "[";
+  for (size_t i = 0; i < vars.size(); ++i) s += (i ? ", " : "") + isl_name(vars[i]);
+  return s + "]";
+}
+
 std::string isl_name(const std::string& name) {
   static const std::set<std::string> reserved = {
       "and",   "or",    "not", "mod",     "floor", "ceil", "min",    "max",   "exists", "true",
@@ -61,12 +68,6 @@ namespace {
 
 [[noreturn]] void fail(const SourceLoc& where, const std::string& msg) {
   throw CompileError(ErrorStage::Schedule, where, msg);
-}
-
-std::string tuple(const std::string& name, const std::vector<std::string>& vars) {
-  std::string s = isl_name(name) + "[";
-  for (size_t i = 0; i < vars.size(); ++i) s += (i ? ", " : "") + isl_name(vars[i]);
-  return s + "]";
 }
 
 // Replaces reads of value computations: inlined ones by their expression,
@@ -259,7 +260,12 @@ std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_c
   m->func = f;
   isl_ctx_set_max_operations(m->ctx.get().get(), limits.max_isl_operations);
   try {
-    fill_model(m.get(), apply_commands, limits);
+    {
+      TimedPart part("model");
+      fill_model(m.get(), apply_commands, limits);
+    }
+    TimedPart part("dependences");
+    compute_dependences(*m);
   } catch (const isl::exception& e) {
     isl_failed(*m, ErrorStage::Schedule, "build the model of " + f.name, e);
   }
@@ -358,7 +364,7 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
           approx += (approx.empty() ? "" : " and ") + ("(" + *t + ")");
       }
     }
-    std::string tup = tuple(comp.name, comp.iters);
+    std::string tup = isl_tuple(comp.name, comp.iters);
     try {
       c.domain = isl::set(ctx, param_list(*m, c.data_params) + " -> { " + tup + " : " +
                                    (exact.empty() ? "1 = 1" : exact) + " }");
@@ -423,183 +429,6 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
     c.loop_names = comp.iters;
     c.tags.assign(comp.iters.size(), ir::LoopTag::None);
     m->comps.push_back(std::move(c));
-  }
-
-  // Direct dependences by isl's dataflow analysis over the original schedule.
-  // A write that may not happen (a dropped data-dependent condition) is a
-  // may-source: it kills nothing. A read through a non-affine index reads its
-  // whole dimension, which can only add dependences.
-  //
-  // The original order of some computations as a schedule tree: a sequence
-  // of them, each one band over its iterators, which isl analyses level by
-  // level. Only the computations an analysis involves go in it: isl walks the
-  // whole tree for every sink.
-  //
-  // Computations in an algorithm loop are a sequence inside the loop's band.
-  auto iter_dims = [&](const CompModel& c, size_t from, size_t to) {
-    std::string out = "[";
-    for (size_t d = from; d < to; ++d) out += (d > from ? ", " : "") + isl_name(c.iters[d]);
-    // Not restricted to the domain: an empty one would leave isl no space.
-    return isl::union_map(isl::map(ctx, "{ " + tuple(c.name, c.iters) + " -> " + out + "] }"));
-  };
-  auto loops_of = [&](size_t k) -> const std::vector<int>& { return m->comps[k].comp->loops; };
-  std::vector<isl::schedule> bands;  // each computation over its own iterators
-  for (size_t k = 0; k < m->comps.size(); ++k) {
-    const CompModel& c = m->comps[k];
-    isl_schedule* one = isl_schedule_from_domain(isl_union_set_from_set(c.domain_approx.copy()));
-    if (c.iters.size() > loops_of(k).size())
-      one = isl_schedule_insert_partial_schedule(
-          one, isl_multi_union_pw_aff_from_union_map(
-                   iter_dims(c, loops_of(k).size(), c.iters.size()).release()));
-    bands.push_back(isl::manage(one));
-  }
-  std::function<isl::schedule(const std::vector<size_t>&, size_t)> order =
-      [&](const std::vector<size_t>& ks, size_t depth) {
-        isl_schedule* tree = nullptr;
-        for (const ir::LevelItem& item : ir::level_items(ks, depth, loops_of)) {
-          isl_schedule* part;
-          if (item.loop < 0) {
-            part = bands[item.comps.front()].copy();
-          } else {
-            isl::union_map band = isl::union_map::empty(ctx);
-            for (size_t k : item.comps) band = band.unite(iter_dims(m->comps[k], depth, depth + 1));
-            part = isl_schedule_insert_partial_schedule(
-                order(item.comps, depth + 1).release(),
-                isl_multi_union_pw_aff_from_union_map(band.release()));
-          }
-          tree = tree ? isl_schedule_sequence(tree, part) : part;
-        }
-        return isl::manage(tree);
-      };
-  auto original_order = [&](const std::set<size_t>& comps) {
-    return order(std::vector<size_t>(comps.begin(), comps.end()), 0);
-  };
-  // Whether instances of computation a may run before instances of s in the
-  // original order: a comes first in the text, or a loop holds both.
-  auto may_precede = [&](size_t a, size_t s) {
-    return a <= s || (!loops_of(a).empty() && !loops_of(s).empty() &&
-                      loops_of(a).front() == loops_of(s).front());
-  };
-  // One computation's access to the buffer at hand (or the part of a read
-  // that no write reaches). Reads are never must-sources.
-  struct Access {
-    size_t comp;
-    isl::map rel;
-    isl::set footprint;
-    bool write;
-    bool must;
-  };
-  // Whether two accesses may meet, memoized by computation and direction:
-  // each pair is asked up to three times. (The part of a read is asked as
-  // the read: a superset, which only lets more sources through.)
-  std::map<std::tuple<size_t, bool, size_t, bool>, bool> meet_memo;
-  auto meet = [&](const Access& a, const Access& b) {
-    auto key = std::make_tuple(a.comp, a.write, b.comp, b.write);
-    if (std::make_pair(b.comp, b.write) < std::make_pair(a.comp, a.write))
-      key = std::make_tuple(b.comp, b.write, a.comp, a.write);
-    auto [it, added] = meet_memo.try_emplace(key, false);
-    if (added) it->second = !a.footprint.is_disjoint(b.footprint);
-    return it->second;
-  };
-  // The dependences of one sink, against the accesses of the computations
-  // that may run before it (up to its own in the text, or in a loop with it)
-  // and whose elements meet its own; `no_source`, when given, collects the
-  // part of the sink no source reaches.
-  const std::vector<Access> no_kills;
-  auto analyse = [&](const Access& s, const std::vector<Access>& sources,
-                     const std::vector<Access>& kills, isl::union_map* no_source = nullptr) {
-    isl::union_map must = isl::union_map::empty(ctx), may = must, kill = must;
-    std::set<size_t> comps{s.comp};
-    for (const auto& a : sources)
-      if (may_precede(a.comp, s.comp) && meet(a, s)) {
-        comps.insert(a.comp);
-        (a.must ? must : may) = (a.must ? must : may).unite(isl::union_map(a.rel));
-      }
-    if (must.is_empty() && may.is_empty()) {
-      if (no_source) *no_source = isl::union_map(s.rel);
-      return isl::union_map::empty(ctx);
-    }
-    for (const auto& k : kills)
-      if (k.must && may_precede(k.comp, s.comp) && meet(k, s)) {
-        comps.insert(k.comp);
-        kill = kill.unite(isl::union_map(k.rel));
-      }
-    isl::union_access_info info(isl::union_map(s.rel));
-    info = info.set_must_source(must).set_may_source(may).set_kill(kill).set_schedule(
-        original_order(comps));
-    isl::union_flow flow = info.compute_flow();
-    if (no_source) *no_source = flow.get_may_no_source();
-    return flow.get_may_dependence();
-  };
-  for (const auto& buf : F.bufs) {
-    const std::string& b = buf.name;
-    std::vector<Access> W, R;
-    for (size_t k = 0; k < m->comps.size(); ++k) {
-      const CompModel& c = m->comps[k];
-      for (const auto& mp : maps_of(c.writes))
-        if (range_name(mp) == isl_name(b)) W.push_back({k, mp, mp.range(), true, c.must_write});
-      for (const auto& mp : maps_of(c.reads_run))
-        if (range_name(mp) == isl_name(b)) R.push_back({k, mp, mp.range(), false, false});
-    }
-    if (W.empty()) continue;
-    meet_memo.clear();
-    // A read-modify-write (its read of b is its write of b: C[i] = C[i] + ...)
-    // reads each element just before it writes it. Its output dependences
-    // are then its flow ones, and its anti dependences its output ones.
-    std::set<size_t> rmw;
-    for (const auto& r : R)
-      for (const auto& w : W)
-        if (w.comp == r.comp && w.rel.is_equal(r.rel)) rmw.insert(r.comp);
-    // Flow: each read from the last write before it. Anti: each write from
-    // the reads since the write before it. Output: each write from the last
-    // write before it.
-    isl::union_map flow = isl::union_map::empty(ctx), anti = flow, output = flow;
-    std::map<size_t, isl::union_map> rmw_flow;
-    std::vector<Access> pure_reads, first_reads;
-    for (const auto& r : R) {
-      isl::union_map unreached;
-      isl::union_map d = analyse(r, W, no_kills, &unreached);
-      flow = flow.unite(d);
-      if (rmw.count(r.comp))
-        rmw_flow[r.comp] = d;
-      else
-        pure_reads.push_back(r);
-      for (const auto& mp : maps_of(unreached))
-        first_reads.push_back({r.comp, mp, mp.range(), false, false});
-    }
-    for (const auto& w : W) {
-      auto same = rmw_flow.find(w.comp);
-      output = output.unite(same != rmw_flow.end() ? same->second : analyse(w, W, no_kills));
-    }
-    // A temp's final contents are never read: only its live ranges matter,
-    // so a schedule may reorder its writes and reads around them (storage
-    // reuse). That needs writes that surely happen, each to its element.
-    bool relax = buf.kind == ir::BufKind::Temp &&
-                 std::all_of(W.begin(), W.end(), [](const Access& a) { return a.must; });
-    std::vector<isl::union_map> kept;
-    auto add = [&](Dependence::Kind kind, const isl::union_map& rel, bool relaxable) {
-      if (rel.is_empty()) return;
-      // Flow, anti and output may give the same relation: checking it once
-      // is enough, and the first (flow) reads best.
-      for (const auto& k : kept)
-        if (k.is_equal(rel)) return;
-      kept.push_back(rel);
-      m->deps.push_back({kind, b, rel, relaxable});
-    };
-    add(Dependence::Kind::Flow, flow, false);
-    if (relax) {
-      // A read of what the temp held before any write must still come
-      // before the writes that followed it.
-      isl::union_map first = isl::union_map::empty(ctx);
-      for (const auto& w : W) first = first.unite(analyse(w, first_reads, W));
-      add(Dependence::Kind::Anti, first, false);
-      isl::union_map writes = isl::union_map::empty(ctx);
-      for (const auto& w : W) writes = writes.unite(isl::union_map(w.rel));
-      m->live_ranges[b] = LiveRanges{flow, writes};
-    }
-    for (const auto& w : W) anti = anti.unite(analyse(w, pure_reads, W));
-    add(Dependence::Kind::Anti, anti, relax);
-    add(Dependence::Kind::Output, output, relax);
   }
 }
 

@@ -152,9 +152,18 @@ struct ScheduledFunc::Impl {
 };
 
 // Builds the model of f with its original (textual) schedule and its
-// dependences. Defined in model.cpp.
+// dependences (compute_dependences). Defined in model.cpp; times itself as the
+// parts "model" and "dependences" (kiln/timing.h).
 std::unique_ptr<ScheduledFunc::Impl> build_model(const ir::Func& f, bool apply_commands,
                                                  const Limits& limits);
+
+// Fills m.deps and m.live_ranges from the domains, accesses and textual order
+// of m.comps by isl's dataflow analysis. The result is remembered, for the
+// process, by the text of what it was computed from: a tuner's candidates of
+// one operator differ in knob values, which change its schedule and not its
+// dependences, so from the second candidate on they are read back, not
+// computed. Defined in dependences.cpp.
+void compute_dependences(ScheduledFunc::Impl& m);
 
 // Whether ctx has used up its isl operations (max_isl_operations): after that
 // every isl call fails, often with a message (a syntax error) that hides why.
@@ -272,6 +281,8 @@ void add_runtime_checks(const ScheduledFunc::Impl& m, ir::LoweredFunc& out);
 
 // Text helpers.
 std::string isl_name(const std::string& name);  // an identifier isl will accept
+// The isl tuple of a computation's instances: "name[i, j]" (isl_name of each).
+std::string isl_tuple(const std::string& name, const std::vector<std::string>& vars);
 std::string param_list(const ScheduledFunc::Impl& m, const std::vector<DataParam>& extra = {});
 std::string describe_point(const isl::set& point_of_map, const CompModel& from,
                            const CompModel& to);

@@ -35,10 +35,7 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands, const Limits& lim
   std::unique_ptr<ScheduledFunc::Impl> m;
   try {
     StageTimer timer(ErrorStage::Schedule, limits);
-    {
-      TimedPart part("model");
-      m = build_model(f, apply_commands, limits);
-    }
+    m = build_model(f, apply_commands, limits);
     {
       TimedPart part("bounds");
       check_access_bounds(*m);

@@ -26,22 +26,25 @@ const char* const kUsage =
     "For every func of examples/*.kiln and tests/bench/kernels/*.kiln, parses the file and\n"
     "compiles the func to a callable kernel (the JIT, -O3, this machine) R times in one\n"
     "process, and prints one JSON line with the median milliseconds of the whole (parse to\n"
-    "callable), of each stage, and of each part of a stage: model, bounds, commands, loop\n"
-    "ranges, legality, ast, ast to loops, llvm ir, llvm optimize, machine code and link.\n"
+    "callable), of each stage, and of each part of a stage: model, dependences, bounds,\n"
+    "commands, loop ranges, legality, schedule tree, ast, ast to loops, llvm ir, llvm\n"
+    "optimize, machine code and link.\n"
     "isl_ms is the sum of the isl parts (model to ast). A func with knobs gets a second\n"
     "line, \"..._warm\": R compiles in the same process, each at another point of its knob\n"
     "space (drawn at random with a fixed seed, knob constraints kept), as a tuner's\n"
-    "candidates are. Every line names the CPU. Within a process, the access-bounds\n"
-    "proofs of an operator are remembered after its first compilation (the `bounds`\n"
-    "part is then a lookup: docs/pipeline.md).\n"
+    "candidates are. Every line names the CPU. Within a process, an operator's\n"
+    "dependences and access-bounds proofs are remembered after its first compilation\n"
+    "(the `dependences` and `bounds` parts are then lookups: docs/pipeline.md);\n"
+    "first_ms is the line's first compilation, which on the first line found nothing\n"
+    "remembered.\n"
     "\n"
     "  --quick      R = 3, and only tests/bench/kernels/gemm.kiln and conv2d.kiln\n"
     "  --repeat R   compiles per line (default 10)\n"
     "  --case TEXT  only funcs whose line name contains TEXT\n";
 
 // The isl parts of a compilation (kiln/timing.h names).
-const char* const kIslParts[] = {"model",    "bounds",        "commands", "loop ranges",
-                                 "legality", "schedule tree", "ast"};
+const char* const kIslParts[] = {"model",    "dependences",   "bounds", "commands",
+                                 "loop ranges", "legality", "schedule tree", "ast"};
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -74,6 +77,9 @@ void print_line(const std::string& name, const Samples& s, int errors) {
   line.str("bench", name);
   kiln::bench::add_host(line);
   line.num("total_ms", median(s.total), 4);
+  // The first compilation of the line: on the first line of an operator, the
+  // one that found nothing remembered (dependences, bounds proofs).
+  line.num("first_ms", s.total.empty() ? 0 : s.total.front(), 4);
   kiln::JsonObject stages, parts;
   for (const auto& [stage, v] : s.stage) stages.num(stage, median(v), 4);
   double isl = 0;

@@ -1,0 +1,81 @@
+// The dependences a process remembers for an operator (compute_dependences)
+// are the ones the dataflow analysis computes: a second scheduling of a
+// program, which reads them back, describes them exactly as the first, which
+// computed them, and decides legality the same way. ctest runs each test in a
+// process of its own, so the first scheduling in a test finds nothing
+// remembered.
+#include <filesystem>
+
+#include "programs.h"
+
+namespace kiln::testing {
+namespace {
+
+std::vector<std::string> kiln_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(KILN_SOURCE_DIR) + "/" + dir))
+    if (e.path().extension() == ".kiln") out.push_back(dir + "/" + e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Every func of the examples and of the polybench kernels, with and without
+// its schedule (a program's stored values differ with it).
+TEST(RememberedDependences, AreTheComputedOnes) {
+  int funcs = 0;
+  for (const char* dir : {"examples", "tests/data/polybench"}) {
+    for (const std::string& path : kiln_files(dir)) {
+      ir::Module m = frontend::parse_module(read_source(path), path);
+      for (const ir::Func& f : m.funcs) {
+        for (bool commands : {false, true}) {
+          SCOPED_TRACE(path + ": " + f.name + (commands ? " with its schedule" : ""));
+          std::string computed, remembered;
+          try {
+            computed = poly::schedule(f, commands).describe_schedule();
+          } catch (const CompileError& e) {
+            computed = e.what();
+          }
+          try {
+            remembered = poly::schedule(f, commands).describe_schedule();
+          } catch (const CompileError& e) {
+            remembered = e.what();
+          }
+          EXPECT_EQ(computed, remembered);
+          EXPECT_NE(computed.find("dependences"), std::string::npos) << computed;
+        }
+        ++funcs;
+      }
+    }
+  }
+  EXPECT_GE(funcs, 20);
+}
+
+// Storage reuse reads the live ranges of a temp, which are remembered with
+// the dependences: a fusion that reorders the live ranges is accepted, and a
+// write inside a live range is refused, the second time as the first.
+TEST(RememberedDependences, KeepTheLiveRangesOfATemp) {
+  ir::Func reuse = parse_one(reused_temp("d.after(c, i); a.after(d, i); b.after(a, i);", 29));
+  ir::Func clobber = parse_one(reused_temp("c.after(a, i); b.after(c, i); d.after(b, i);", 29));
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "computed" : "remembered");
+    EXPECT_EQ(schedule_error(reuse), "(accepted)");
+    std::string e = schedule_error(clobber);
+    EXPECT_NE(e.find("breaks a live range of temp T"), std::string::npos) << e;
+  }
+}
+
+// Every illegal schedule of tests/data/illegal is refused with the same
+// message when its dependences are remembered.
+TEST(RememberedDependences, RefuseEveryIllegalScheduleAgain) {
+  for (const std::string& path : kiln_files("tests/data/illegal")) {
+    SCOPED_TRACE(path);
+    ir::Module m = frontend::parse_module(read_source(path), path);
+    std::string first = schedule_error(m.funcs.at(0));
+    EXPECT_NE(first, "(accepted)");
+    EXPECT_EQ(schedule_error(m.funcs.at(0)), first);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing
