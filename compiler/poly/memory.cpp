@@ -397,6 +397,57 @@ class DropSelects : public ir::IRMutator {
   const std::set<const ir::Select*>& drop_;
 };
 
+// A box of fixed sizes that holds the range of a map { D -> R }, its origin
+// an affine function of D: what isl's range_simple_fixed_box_hull gives. That
+// function is one of the few that the isl in libLLVM, which kiln runs, does
+// not export; Debian's libisl ran it on libLLVM's objects, a second isl build
+// (GMP integers where libLLVM's has IMath's) in the same process
+// (compiler/poly/CMakeLists.txt).
+struct FixedBox {
+  isl::multi_aff offset;  // D -> R
+  std::vector<int64_t> sizes;
+};
+
+// Per dim of R, the origins tried are the pieces of its smallest value as a
+// function of D; each, moved by the least difference to it, spans the
+// differences to the largest, and the one whose span is smallest is the box's.
+// nullopt when no origin gives a bounded span.
+std::optional<FixedBox> fixed_box(const isl::map& m) {
+  const int in = static_cast<int>(isl_map_dim(m.get(), isl_dim_in));
+  const int rank = static_cast<int>(isl_map_dim(m.get(), isl_dim_out));
+  FixedBox box{isl::manage(isl_multi_aff_zero(m.space().release())), {}};
+  if (m.is_empty()) {
+    box.sizes.assign(static_cast<size_t>(rank), 0);
+    return box;
+  }
+  for (int d = 0; d < rank; ++d) {
+    // { D -> [e_d] } and its pairs [D -> [e_d]].
+    isl_map* one = isl_map_project_out(m.copy(), isl_dim_out, static_cast<unsigned>(d + 1),
+                                       static_cast<unsigned>(rank - d - 1));
+    one = isl_map_project_out(one, isl_dim_out, 0, static_cast<unsigned>(d));
+    isl::map dim_map = isl::manage(one);
+    isl::set pairs = dim_map.wrap();
+    isl::multi_aff to_domain = isl::manage(isl_multi_aff_domain_map(dim_map.space().release()));
+    isl::aff value = isl::manage(isl_aff_var_on_domain(
+        isl_local_space_from_space(pairs.space().release()), isl_dim_set, in));
+    std::vector<isl::aff> origins;
+    dim_map.lexmin_pw_multi_aff().foreach_piece(
+        [&](isl::set, isl::multi_aff low) { origins.push_back(low.at(0)); });
+    std::optional<std::pair<isl::aff, int64_t>> best;
+    for (const isl::aff& origin : origins) {
+      isl::aff diff = value.sub(origin.pullback(to_domain));
+      isl::val lo = pairs.min_val(diff), hi = pairs.max_val(diff);
+      if (!lo.is_int() || !hi.is_int()) continue;
+      int64_t size = hi.sub(lo).get_num_si() + 1;
+      if (!best || size < best->second) best = {origin.add_constant(lo), size};
+    }
+    if (!best) return std::nullopt;
+    box.offset = box.offset.set_at(d, best->first);
+    box.sizes.push_back(best->second);
+  }
+  return box;
+}
+
 // The copy's shape, and index_of(dyn, e): where element e of B goes in the
 // copy during the iteration whose loop variables (through L) are dyn.
 using IndexOf = std::function<std::vector<ir::Expr>(const std::vector<ir::Expr>&,
@@ -404,7 +455,7 @@ using IndexOf = std::function<std::vector<ir::Expr>(const std::vector<ir::Expr>&
 struct CacheLayout {
   std::vector<int64_t> sizes;
   IndexOf index_of;
-  std::optional<isl::fixed_box> box;  // cache_identity's, per iteration of L
+  std::optional<FixedBox> box;  // cache_identity's, per iteration of L
   // Whether the copy's innermost index moves with B's innermost index: a
   // row of the copy is then a run of B.
   bool rows_in_runs = false;
@@ -418,17 +469,16 @@ struct CacheLayout {
 CacheLayout box_layout(const CompModel& c, int p, int rank, const StaticPlace& place,
                        const Footprint& f, const std::string& bname,
                        const ir::ScheduleCommand& cmd) {
-  isl::fixed_box box = f.extent.range_simple_fixed_box_hull();
-  if (!box.is_valid())
+  std::optional<FixedBox> box = fixed_box(f.extent);
+  if (!box)
     fail(cmd.where, "cache_identity: the part of '" + bname + "' that one iteration of loop '" +
                         loop_label(c, p) + "' reads has no size known at compile time");
   CacheLayout layout;
   layout.box = box;
-  isl::multi_val sz = box.size();
-  for (int k = 0; k < rank; ++k) layout.sizes.push_back(sz.at(k).num_si());
+  layout.sizes = box->sizes;
   // Origin of the box as expressions of the loop prefix, with static dims
   // replaced by their values.
-  isl::multi_aff offset = box.offset();
+  isl::multi_aff offset = box->offset;
   const int outer = 2 * p + 2;
   std::vector<int64_t> prefix = place.prefix;
   layout.rows_in_runs = true;
@@ -675,7 +725,7 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
 // (the box's offset and sizes per iteration of L as box_layout took them).
 CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticPlace& place,
                          const Footprint& f, const CacheLayout& layout, const ir::Buf& b,
-                         const std::string& cache, const std::optional<isl::fixed_box>& padded) {
+                         const std::string& cache, const std::optional<FixedBox>& padded) {
   const std::string& bname = b.name;
   const ir::DType dtype = b.dtype;
   const int rank = static_cast<int>(b.shape.size());
@@ -699,13 +749,12 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
   isl::set domain = f.footprint.wrap().flatten();
   if (padded) {
     // { prefix -> offset(prefix) + t : 0 <= t < size } where c runs.
-    isl::map at = isl::manage(isl_map_from_multi_aff(padded->offset().release()));
+    isl::map at = isl::manage(isl_map_from_multi_aff(padded->offset.copy()));
     isl::map box = isl::map::universe(at.space());
-    isl::multi_val size = padded->size();
     for (int d = 0; d < rank; ++d) {
       box = isl::manage(isl_map_lower_bound_si(box.release(), isl_dim_out, d, 0));
-      box = isl::manage(
-          isl_map_upper_bound_si(box.release(), isl_dim_out, d, size.at(d).num_si() - 1));
+      box = isl::manage(isl_map_upper_bound_si(box.release(), isl_dim_out, d,
+                                               padded->sizes[static_cast<size_t>(d)] - 1));
     }
     isl::map whole =
         isl::manage(isl_map_sum(at.release(), box.release())).intersect_domain(f.extent.domain());
@@ -801,7 +850,7 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
 // of B that c reads during that iteration into a small buffer right before c
 // runs there, and read it from the copy. The copy's size is the smallest
 // fixed box that holds what one iteration reads; its origin moves with the
-// outer loops (isl's range_simple_fixed_box_hull).
+// outer loops (fixed_box, as isl's range_simple_fixed_box_hull).
 // cache(B, L, LOC, [sizes], "{ [e...] -> [c...] }") is the same with the
 // copy's shape and the map from B's indices to the copy's given by hand
 // (a transpose, padding against bank conflicts); the map may use the names
@@ -840,7 +889,7 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   // reads then take unguarded, it is the whole box.
   std::set<const ir::Select*> unguarded;
   if (layout.box) unguarded = padding_selects(m, c, src);
-  std::optional<isl::fixed_box> padded;
+  std::optional<FixedBox> padded;
   if (!unguarded.empty()) padded = layout.box;
   CompModel fill = copy_statement(m, c, p, place, f, layout, src, cache, padded);
   fill.memory_scheduled = cmd.where;
