@@ -8,7 +8,9 @@
 #include <isl/space.h>
 #include <isl/union_map.h>
 #include <isl/val.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -376,11 +378,14 @@ DependenceMemo& dependence_memo() {
   return memo;
 }
 
-// Everything analyse_dataflow reads: the buffers (a temp's dependences may be
-// relaxed), and per computation its instances, the algorithm loops around it
+// Everything analyse_dataflow reads (and the isl operations limit): the buffers (a temp's
+// dependences may be relaxed), and per computation its instances, the algorithm loops around it
 // (the original order), whether its writes surely happen, and its accesses.
 std::string memo_key(const ScheduledFunc::Impl& m) {
-  std::string key;
+  // The isl operations limit too: an analysis that failed under a limit is
+  // not remembered, so under the same limit it fails again, and no other
+  // limit's success answers for it (docs/limits.md).
+  std::string key = "max_isl_operations " + std::to_string(m.limits.max_isl_operations) + "\n";
   for (const auto& b : m.func.bufs)
     key += b.name + (b.kind == ir::BufKind::Temp ? " temp\n" : "\n");
   for (const CompModel& c : m.comps) {
@@ -407,18 +412,42 @@ std::shared_ptr<const StoredDependences> stored_dependences(const ScheduledFunc:
 void compute_dependences(ScheduledFunc::Impl& m) {
   std::string key = memo_key(m);
   std::shared_ptr<const StoredDependences> known = dependence_memo().find(key);
+  isl::ctx ctx = m.ctx.get();
   if (!known) {
     analyse_dataflow(&m);
-    known = stored_dependences(m);
-    dependence_memo().add(key, known);
+    std::shared_ptr<const StoredDependences> stored = stored_dependences(m);
     // The first compilation uses what it stored too: a union map's pieces
     // come out in the order they went in, which differs from the analysis's,
     // and every compilation of the operator should describe its dependences
-    // alike (kiln emit --stage schedule, the server's Schedule output).
-    m.deps.clear();
-    m.live_ranges.clear();
+    // alike (kiln emit --stage schedule, the server's Schedule output). What
+    // is stored must read back equal to what the analysis found, or it is
+    // neither used nor remembered.
+    std::vector<Dependence> deps = m.deps;
+    std::map<std::string, LiveRanges> live_ranges = m.live_ranges;
+    bool exact = true;
+    for (size_t k = 0; k < deps.size() && exact; ++k) {
+      deps[k].relation = stored->deps[k].relation.load(ctx);
+      exact = deps[k].relation.is_equal(m.deps[k].relation);
+    }
+    for (auto& [buf, l] : live_ranges) {
+      if (!exact) break;
+      const StoredDependences::Live& s = stored->live_ranges.at(buf);
+      l = LiveRanges{s.flow.load(ctx), s.writes.load(ctx)};
+      const LiveRanges& found = m.live_ranges.at(buf);
+      exact = l.flow.is_equal(found.flow) && l.writes.is_equal(found.writes);
+    }
+    if (!exact) {
+      spdlog::warn(
+          "{}: its dependences did not read back equal from their stored form; they "
+          "are not remembered",
+          m.func.name);
+      return;
+    }
+    dependence_memo().add(key, stored);
+    m.deps = std::move(deps);
+    m.live_ranges = std::move(live_ranges);
+    return;
   }
-  isl::ctx ctx = m.ctx.get();
   for (const auto& d : known->deps)
     m.deps.push_back({d.kind, d.buf, d.relation.load(ctx), d.relaxable});
   for (const auto& [buf, l] : known->live_ranges)

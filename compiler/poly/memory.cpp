@@ -411,15 +411,13 @@ struct FixedBox {
 // Per dim of R, the origins tried are the pieces of its smallest value as a
 // function of D; each, moved by the least difference to it, spans the
 // differences to the largest, and the one whose span is smallest is the box's.
-// nullopt when no origin gives a bounded span.
+// nullopt when no origin gives a bounded span, or the map is empty (as isl's
+// box is then invalid).
 std::optional<FixedBox> fixed_box(const isl::map& m) {
   const int in = static_cast<int>(isl_map_dim(m.get(), isl_dim_in));
   const int rank = static_cast<int>(isl_map_dim(m.get(), isl_dim_out));
+  if (m.is_empty()) return std::nullopt;
   FixedBox box{isl::manage(isl_multi_aff_zero(m.space().release())), {}};
-  if (m.is_empty()) {
-    box.sizes.assign(static_cast<size_t>(rank), 0);
-    return box;
-  }
   for (int d = 0; d < rank; ++d) {
     // { D -> [e_d] } and its pairs [D -> [e_d]].
     isl_map* one = isl_map_project_out(m.copy(), isl_dim_out, static_cast<unsigned>(d + 1),
@@ -431,8 +429,15 @@ std::optional<FixedBox> fixed_box(const isl::map& m) {
     isl::aff value = isl::manage(isl_aff_var_on_domain(
         isl_local_space_from_space(pairs.space().release()), isl_dim_set, in));
     std::vector<isl::aff> origins;
-    dim_map.lexmin_pw_multi_aff().foreach_piece(
-        [&](isl::set, isl::multi_aff low) { origins.push_back(low.at(0)); });
+    try {
+      dim_map.lexmin_pw_multi_aff().foreach_piece(
+          [&](isl::set, isl::multi_aff low) { origins.push_back(low.at(0)); });
+    } catch (const isl::exception&) {
+      // No smallest value (the dim is unbounded below): no box. An isl that
+      // ran out of operations says so to the caller.
+      if (isl_quota_exceeded(m.ctx())) throw;
+      return std::nullopt;
+    }
     std::optional<std::pair<isl::aff, int64_t>> best;
     for (const isl::aff& origin : origins) {
       isl::aff diff = value.sub(origin.pullback(to_domain));

@@ -52,7 +52,10 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands, const Limits& lim
       commands_part.reset();
       std::optional<TimedPart> range_part(std::in_place, "loop ranges");
       if (auto problem = schedule_range_problem(*m)) {
-        // Blame the first command after which a loop leaves the range.
+        // Blame the first command after which a loop leaves the range. (The
+        // replay's own parts are not the compilation's.)
+        std::vector<PartTime> replay_parts;
+        PartSink quiet(replay_parts);
         auto replay = build_model(f, true, limits);
         for (const auto& cmd : replay->func.schedule) {
           apply_command(*replay, cmd);
@@ -66,6 +69,8 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands, const Limits& lim
       TimedPart part("legality");
       if (!is_legal(*m)) {
         // Blame the first command after which the schedule is illegal.
+        std::vector<PartTime> replay_parts;
+        PartSink quiet(replay_parts);
         auto replay = build_model(f, true, limits);
         for (const auto& cmd : replay->func.schedule) {
           apply_command(*replay, cmd);

@@ -1,9 +1,10 @@
-// The dependences a process remembers for an operator (compute_dependences)
-// are the ones the dataflow analysis computes: a second scheduling of a
-// program, which reads them back, describes them exactly as the first, which
-// computed them, and decides legality the same way. ctest runs each test in a
-// process of its own, so the first scheduling in a test finds nothing
-// remembered.
+// The dependences a process remembers for an operator (compute_dependences):
+// a second scheduling of a program, which reads them back, describes them
+// exactly as the first, which computed them, and decides legality the same
+// way. (That what is stored reads back equal to what the analysis found is
+// checked where it is stored, with is_equal, on every first compilation.)
+// ctest runs each test in a process of its own, so the first scheduling in a
+// test finds nothing remembered.
 #include <filesystem>
 
 #include "programs.h"
@@ -58,7 +59,7 @@ TEST(RememberedDependences, KeepTheLiveRangesOfATemp) {
   ir::Func reuse = parse_one(reused_temp("d.after(c, i); a.after(d, i); b.after(a, i);", 29));
   ir::Func clobber = parse_one(reused_temp("c.after(a, i); b.after(c, i); d.after(b, i);", 29));
   for (int round = 0; round < 2; ++round) {
-    SCOPED_TRACE(round == 0 ? "computed" : "remembered");
+    SCOPED_TRACE(round == 0 ? "first" : "again");
     EXPECT_EQ(schedule_error(reuse), "(accepted)");
     std::string e = schedule_error(clobber);
     EXPECT_NE(e.find("breaks a live range of temp T"), std::string::npos) << e;

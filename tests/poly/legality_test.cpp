@@ -421,5 +421,36 @@ TEST(MemorySchedules, CacheOfADataDependentRangeIsRefused) {
   }
 }
 
+// cache_identity's box (memory.cpp: fixed_box): what one iteration reads of
+// a run-time length has no size known at compile time unless a constraint
+// bounds the length; bounded, the copy is the bound's size and its kernel
+// computes what the reference does.
+std::string prefix_sums(const std::string& constraint) {
+  return "func prefix {\n"
+         "  param M = 8, N;\n"
+         "  constraint N >= 1" +
+         constraint +
+         ";\n"
+         "  input A : f32[N];\n"
+         "  output B : f32[M];\n"
+         "  compute b(j) in 0 <= j < M: B[j] = sum(k in 0 <= k < N) A[k] * 1.5;\n"
+         "  schedule {\n    b.cache_identity(A, j, heap);\n  }\n}\n";
+}
+
+TEST(MemorySchedules, ACacheOfARunTimeLengthNeedsABound) {
+  std::string e = schedule_error(parse_one(prefix_sums("")));
+  EXPECT_NE(e.find("cache_identity: the part of 'A' that one iteration of loop 'j' reads has no "
+                   "size known at compile time"),
+            std::string::npos)
+      << e;
+  ir::Func bounded = parse_one(prefix_sums(", N <= 40"));
+  std::string loops = ir::to_string(poly::lower(poly::schedule(bounded)).body);
+  EXPECT_NE(loops.find("A_b_cache: f32[40]"), std::string::npos) << loops;
+  for (int64_t n : {1, 17, 40}) {
+    interp::Mismatch mm = differential(bounded, {{"N", n}});
+    EXPECT_TRUE(mm.ok) << "N = " << n << ": " << mm.describe();
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing
