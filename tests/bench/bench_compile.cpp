@@ -43,8 +43,8 @@ const char* const kUsage =
     "  --case TEXT  only funcs whose line name contains TEXT\n";
 
 // The isl parts of a compilation (kiln/timing.h names).
-const char* const kIslParts[] = {"model",    "dependences",   "bounds", "commands",
-                                 "loop ranges", "legality", "schedule tree", "ast"};
+const char* const kIslParts[] = {"model",       "dependences", "bounds",        "commands",
+                                 "loop ranges", "legality",    "schedule tree", "ast"};
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
