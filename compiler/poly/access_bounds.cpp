@@ -10,15 +10,14 @@
 #include <climits>
 #include <cmath>
 #include <functional>
-#include <mutex>
 #include <regex>
 #include <set>
-#include <unordered_set>
 
 #include "access_sites.h"
 #include "affine_printer.h"
 #include "kiln/analysis.h"
 #include "model.h"
+#include "text_memo.h"
 
 namespace kiln::poly {
 namespace {
@@ -57,31 +56,12 @@ const ir::Load* loaded(const ir::Expr& e) {
 }
 
 // The texts of the sets the check found empty, with the context they were
-// cut to, for every compilation in the process: a tuner's candidates of one
-// operator differ in knob values, which change its schedule and not its
-// accesses, so from the second candidate on the check is a lookup. Only
-// empty sets are kept (a non-empty one is an error, which builds the set
-// again to show an instance); the memo forgets everything when full.
-class EmptySets {
- public:
-  bool contains(const std::string& text) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return texts_.count(text) > 0;
-  }
-  void add(const std::string& text) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (texts_.size() >= kMaxTexts) texts_.clear();
-    texts_.insert(text);
-  }
-
- private:
-  static constexpr size_t kMaxTexts = 1 << 14;
-  std::mutex mutex_;
-  std::unordered_set<std::string> texts_;
-};
-
-EmptySets& empty_sets() {
-  static EmptySets sets;
+// cut to, for every compilation in the process (TextMemo): from the second
+// candidate of an operator on, the check is a lookup. Only empty sets are
+// kept (a non-empty one is an error, which builds the set again to show an
+// instance); up to 2^14 of them.
+TextMemo<bool>& empty_sets() {
+  static TextMemo<bool> sets(size_t{1} << 14, TextMemo<bool>::kUnbounded);
   return sets;
 }
 
@@ -175,15 +155,15 @@ class BoundsChecker {
     return isl::set(m_.ctx.get(), o.text).intersect_params(m_.context);
   }
 
-  // Whether outside(...) has no instance, remembered by its text (EmptySets).
+  // Whether outside(...) has no instance, remembered by its text (empty_sets).
   bool none_outside(const Site& s, const ir::Buf& b, const std::vector<ir::Expr>& where,
                     const std::vector<size_t>& dims, AffinePrinter& ap,
                     AffinePrinter& shape_printer) const {
     Outside o = outside(s, b, where, dims, ap, shape_printer);
     std::string key = o.text + " in " + context_;
-    if (o.text.empty() || empty_sets().contains(key)) return true;
+    if (o.text.empty() || empty_sets().find(key)) return true;
     bool none = instances(o).is_empty();
-    if (none) empty_sets().add(key);
+    if (none) empty_sets().add(key, true);
     return none;
   }
   Outside outside(const Site& s, const ir::Buf& b, const std::vector<ir::Expr>& where,

@@ -16,15 +16,14 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "model.h"
+#include "text_memo.h"
 
 namespace kiln::poly {
 namespace {
@@ -346,45 +345,21 @@ struct StoredDependences {
 };
 
 // The dependences of every operator compiled in the process, by the text of
-// the analysis's inputs (memo_key). The memo forgets everything when it
-// would hold more than kMaxBytes.
-class DependenceMemo {
- public:
-  std::shared_ptr<const StoredDependences> find(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = entries_.find(key);
-    return it == entries_.end() ? nullptr : it->second;
-  }
-  void add(const std::string& key, std::shared_ptr<const StoredDependences> texts) {
-    size_t bytes = key.size() + texts->bytes();
-    if (bytes > kMaxBytes) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (bytes_ + bytes > kMaxBytes) {
-      entries_.clear();
-      bytes_ = 0;
-    }
-    if (entries_.emplace(key, std::move(texts)).second) bytes_ += bytes;
-  }
-
- private:
-  static constexpr size_t kMaxBytes = size_t{64} << 20;
-  std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const StoredDependences>> entries_;
-  size_t bytes_ = 0;
-};
-
-DependenceMemo& dependence_memo() {
-  static DependenceMemo memo;
+// the analysis's inputs (memo_key), up to 64 MB.
+using StoredDependencesPtr = std::shared_ptr<const StoredDependences>;
+TextMemo<StoredDependencesPtr>& dependence_memo() {
+  static TextMemo<StoredDependencesPtr> memo(TextMemo<StoredDependencesPtr>::kUnbounded,
+                                             size_t{64} << 20);
   return memo;
 }
 
-// Everything analyse_dataflow reads (and the isl operations limit): the buffers (a temp's
-// dependences may be relaxed), and per computation its instances, the algorithm loops around it
-// (the original order), whether its writes surely happen, and its accesses.
+// Everything analyse_dataflow reads: the buffers (a temp's dependences may
+// be relaxed), and per computation its instances, the algorithm loops around
+// it (the original order), whether its writes surely happen, and its
+// accesses. And the isl operations limit: an analysis that failed under a
+// limit is not remembered, so under the same limit it fails again, and no
+// other limit's success answers for it (docs/limits.md).
 std::string memo_key(const ScheduledFunc::Impl& m) {
-  // The isl operations limit too: an analysis that failed under a limit is
-  // not remembered, so under the same limit it fails again, and no other
-  // limit's success answers for it (docs/limits.md).
   std::string key = "max_isl_operations " + std::to_string(m.limits.max_isl_operations) + "\n";
   for (const auto& b : m.func.bufs)
     key += b.name + (b.kind == ir::BufKind::Temp ? " temp\n" : "\n");
@@ -397,61 +372,74 @@ std::string memo_key(const ScheduledFunc::Impl& m) {
   return key;
 }
 
-std::shared_ptr<const StoredDependences> stored_dependences(const ScheduledFunc::Impl& m) {
-  auto texts = std::make_shared<StoredDependences>();
+StoredDependencesPtr stored_dependences(const ScheduledFunc::Impl& m) {
+  auto stored = std::make_shared<StoredDependences>();
   for (const Dependence& d : m.deps)
-    texts->deps.push_back({d.kind, d.buf, StoredRelation(d.relation), d.relaxable});
+    stored->deps.push_back({d.kind, d.buf, StoredRelation(d.relation), d.relaxable});
   for (const auto& [buf, l] : m.live_ranges)
-    texts->live_ranges.emplace(
+    stored->live_ranges.emplace(
         buf, StoredDependences::Live{StoredRelation(l.flow), StoredRelation(l.writes)});
-  return texts;
+  return stored;
+}
+
+// The dependences and live ranges of `stored`, read back into ctx.
+struct LoadedDependences {
+  std::vector<Dependence> deps;
+  std::map<std::string, LiveRanges> live_ranges;
+};
+LoadedDependences load(const StoredDependences& stored, isl::ctx ctx) {
+  LoadedDependences out;
+  for (const auto& d : stored.deps)
+    out.deps.push_back({d.kind, d.buf, d.relation.load(ctx), d.relaxable});
+  for (const auto& [buf, l] : stored.live_ranges)
+    out.live_ranges[buf] = LiveRanges{l.flow.load(ctx), l.writes.load(ctx)};
+  return out;
+}
+
+// Whether `loaded` holds the relations the analysis found in m.
+bool equal(const LoadedDependences& loaded, const ScheduledFunc::Impl& m) {
+  if (loaded.deps.size() != m.deps.size() || loaded.live_ranges.size() != m.live_ranges.size())
+    return false;
+  for (size_t k = 0; k < m.deps.size(); ++k)
+    if (!loaded.deps[k].relation.is_equal(m.deps[k].relation)) return false;
+  for (const auto& [buf, l] : m.live_ranges) {
+    auto it = loaded.live_ranges.find(buf);
+    if (it == loaded.live_ranges.end() || !it->second.flow.is_equal(l.flow) ||
+        !it->second.writes.is_equal(l.writes))
+      return false;
+  }
+  return true;
 }
 
 }  // namespace
 
 void compute_dependences(ScheduledFunc::Impl& m) {
   std::string key = memo_key(m);
-  std::shared_ptr<const StoredDependences> known = dependence_memo().find(key);
   isl::ctx ctx = m.ctx.get();
-  if (!known) {
+  LoadedDependences loaded;
+  if (std::optional<StoredDependencesPtr> known = dependence_memo().find(key)) {
+    loaded = load(**known, ctx);
+  } else {
     analyse_dataflow(&m);
-    std::shared_ptr<const StoredDependences> stored = stored_dependences(m);
     // The first compilation uses what it stored too: a union map's pieces
     // come out in the order they went in, which differs from the analysis's,
     // and every compilation of the operator should describe its dependences
     // alike (kiln emit --stage schedule, the server's Schedule output). What
     // is stored must read back equal to what the analysis found, or it is
     // neither used nor remembered.
-    std::vector<Dependence> deps = m.deps;
-    std::map<std::string, LiveRanges> live_ranges = m.live_ranges;
-    bool exact = true;
-    for (size_t k = 0; k < deps.size() && exact; ++k) {
-      deps[k].relation = stored->deps[k].relation.load(ctx);
-      exact = deps[k].relation.is_equal(m.deps[k].relation);
-    }
-    for (auto& [buf, l] : live_ranges) {
-      if (!exact) break;
-      const StoredDependences::Live& s = stored->live_ranges.at(buf);
-      l = LiveRanges{s.flow.load(ctx), s.writes.load(ctx)};
-      const LiveRanges& found = m.live_ranges.at(buf);
-      exact = l.flow.is_equal(found.flow) && l.writes.is_equal(found.writes);
-    }
-    if (!exact) {
+    StoredDependencesPtr stored = stored_dependences(m);
+    loaded = load(*stored, ctx);
+    if (!equal(loaded, m)) {
       spdlog::warn(
           "{}: its dependences did not read back equal from their stored form; they "
           "are not remembered",
           m.func.name);
       return;
     }
-    dependence_memo().add(key, stored);
-    m.deps = std::move(deps);
-    m.live_ranges = std::move(live_ranges);
-    return;
+    dependence_memo().add(key, stored, stored->bytes());
   }
-  for (const auto& d : known->deps)
-    m.deps.push_back({d.kind, d.buf, d.relation.load(ctx), d.relaxable});
-  for (const auto& [buf, l] : known->live_ranges)
-    m.live_ranges[buf] = LiveRanges{l.flow.load(ctx), l.writes.load(ctx)};
+  m.deps = std::move(loaded.deps);
+  m.live_ranges = std::move(loaded.live_ranges);
 }
 
 }  // namespace kiln::poly

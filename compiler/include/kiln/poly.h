@@ -50,9 +50,10 @@ ScheduledFunc schedule(const ir::Func& f, bool apply_commands = true, const Limi
 // before those loops' own bounds are checked.
 ir::LoweredFunc lower(const ScheduledFunc& s);
 
-// The isl this process calls, as isl names itself ("isl-0.25-GMP"). It may
-// not be the libisl kiln links: libLLVM exports Polly's isl, which binds first
-// (docs/pipeline.md). The loop nests kiln generates depend on it.
+// The isl this process calls, as isl names itself
+// ("isl-0.25-193-g8621c60c-IMath-32", the one libLLVM exports, which kiln
+// links where it can: docs/pipeline.md). The loop nests kiln generates depend
+// on it.
 std::string isl_version_name();
 
 }  // namespace kiln::poly
