@@ -19,10 +19,12 @@
 #include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/Scalar/LoopUnrollPass.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string_view>
 
 #include "accumulators.h"
 #include "kiln/timing.h"
@@ -276,9 +278,63 @@ bool vectorized_by_kiln(const llvm::Module& m) {
   return vectors;
 }
 
+// Passes of LLVM's -O2/-O3 pipeline that change nothing in x86-64 code kiln
+// vectorized itself: with them left out, the machine code of every example,
+// benchmark kernel and polybench kernel (AVX-512 and AVX2, -O2 and -O3) is
+// byte for byte the same (IdlePasses.LeaveTheCodeAsItWas checks it), and a
+// GEMM candidate's "llvm optimize" took 13.5 ms instead of 16 (docs/codegen.md).
+// They are interprocedural passes for code with calls between functions
+// (kiln's thunks call their bodies once, inlined), OpenMP and coroutine
+// passes, and scalar clean-ups whose work kiln's passes (simplify, CSE, LICM)
+// or the passes that stay have done already. A pass that does change the code
+// of some kernel stays (loop idiom recognition, loop unswitching, jump
+// threading, tail calls, value propagation, vector combining, DSE, EarlyCSE,
+// reassociation, induction variable simplification).
+constexpr std::string_view kIdlePasses[] = {
+    "AggressiveInstCombinePass",
+    "ADCEPass",
+    "ArgumentPromotionPass",
+    "BDCEPass",
+    "CGProfilePass",
+    "CallSiteSplittingPass",
+    "CalledValuePropagationPass",
+    "ConstantMergePass",
+    "ConstraintEliminationPass",
+    "ControlHeightReductionPass",
+    "DeadArgumentEliminationPass",
+    "DivRemPairsPass",
+    "Float2IntPass",
+    "GlobalOptPass",
+    "IPSCCPPass",
+    "InferFunctionAttrsPass",
+    "InstSimplifyPass",
+    "LibCallsShrinkWrapPass",
+    "LoopDistributePass",
+    "LoopInstSimplifyPass",
+    "LoopLoadEliminationPass",
+    "LoopSimplifyCFGPass",
+    "LoopSinkPass",
+    "MemCpyOptPass",
+    "MergedLoadStoreMotionPass",
+    "MoveAutoInitPass",
+    "OpenMPOptCGSCCPass",
+    "OpenMPOptPass",
+    "PostOrderFunctionAttrsPass",
+    "RelLookupTableConverterPass",
+    "ReversePostOrderFunctionAttrsPass",
+    "SCCPPass",
+    "SpeculativeExecutionPass",
+    "WarnMissedTransformationsPass",
+};
+
+bool idle_pass(llvm::StringRef name) {
+  return std::find(std::begin(kIdlePasses), std::end(kIdlePasses), std::string_view(name)) !=
+         std::end(kIdlePasses);
+}
+
 }  // namespace
 
-void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level) {
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level, bool every_pass) {
   m.setTargetTriple(tm.getTargetTriple().getTriple());
   m.setDataLayout(tm.createDataLayout());
   llvm::LoopAnalysisManager lam;
@@ -304,7 +360,12 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level) {
   // LoopUnrolling = false turns off both of LLVM's unrollers except where a
   // loop asks for it; full unrolling comes back below.
   tuning.LoopUnrolling = partial_unrolling;
-  llvm::PassBuilder pb(&tm, tuning);
+  // Measured on x86-64 only, as the unrollers above.
+  llvm::PassInstrumentationCallbacks instrumentation;
+  if (vectorized && opt_level >= 2 && tm.getTargetTriple().isX86() && !every_pass)
+    instrumentation.registerShouldRunOptionalPassCallback(
+        [](llvm::StringRef name, llvm::Any) { return !idle_pass(name); });
+  llvm::PassBuilder pb(&tm, tuning, std::nullopt, &instrumentation);
   if (!partial_unrolling)
     pb.registerLateLoopOptimizationsEPCallback(
         [](llvm::LoopPassManager& lpm, llvm::OptimizationLevel level) {
@@ -416,7 +477,7 @@ OptimizedModule optimized_module(const ir::LoweredFunc& f, const Options& opts,
   }
   out.machine = make_target_machine(opts.target, opts.opt_level);
   TimedPart part("llvm optimize");
-  optimize(*out.module, *out.machine, opts.opt_level);
+  optimize(*out.module, *out.machine, opts.opt_level, opts.every_llvm_pass);
   check_llvm_errors(out);
   return out;
 }

@@ -28,6 +28,10 @@ struct Options {
   // "FUNC, loop 'L': what LLVM said"; without it they are dropped. They never
   // go to stderr. An error from LLVM is a CompileError (stage "codegen").
   std::function<void(const std::string&)> note{};
+  // Runs every pass of LLVM's pipeline, even those kiln leaves out of code it
+  // vectorized itself because they change nothing there (for the tests that
+  // check they do not).
+  bool every_llvm_pass = false;
 };
 
 // The symbol every kernel is entered through, with kiln's packed-argument ABI
