@@ -246,7 +246,7 @@ std::vector<DependencePair> dependence_pairs(const ScheduledFunc::Impl& m, int d
     auto [it, added] = schedules.try_emplace(&c);
     if (added) {
       it->second.map = padded_schedule(c, dims);
-      it->second.fn = pw_multi_aff_from_map(it->second.map);
+      it->second.fn = schedule_function(c, dims);
     }
     return it->second;
   };

@@ -1025,7 +1025,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
                                   "', which a later schedule command replaced; privatize the "
                                   "loop that stands last");
     for (const auto& c : m.comps) {
-      std::optional<isl::pw_multi_aff> f = pw_multi_aff_from_map(padded_schedule(c, dims));
+      std::optional<isl::pw_multi_aff> f = schedule_function(c, dims);
       if (!f)
         fail(c.comp ? c.comp->where : m.func.where,
              "the schedule of " + c.name + " gives an instance more than one time");

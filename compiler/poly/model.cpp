@@ -247,6 +247,17 @@ isl::map padded_schedule(const CompModel& c, int dims) {
   return isl::manage(padded);
 }
 
+std::optional<isl::pw_multi_aff> schedule_function(const CompModel& c, int dims) {
+  // The same isl object: a schedule command replaces c.sched by another map
+  // (isl copies a map it shares before changing it), so an object that is
+  // still c's schedule has the meaning it had.
+  const auto& memo = c.schedule_function_memo;
+  if (memo && memo->sched.get() == c.sched.get() && memo->dims == dims) return memo->fn;
+  std::optional<isl::pw_multi_aff> fn = pw_multi_aff_from_map(padded_schedule(c, dims));
+  c.schedule_function_memo = CompModel::ScheduleFunctionMemo{c.sched, dims, fn};
+  return fn;
+}
+
 namespace {
 
 void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limits);

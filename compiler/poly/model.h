@@ -102,6 +102,16 @@ struct CompModel {
   // c.privatize(L): each iteration of loop L updates a copy of c's target of
   // its own, and the copies are combined into the target after the loop.
   std::set<std::string> privatized;
+
+  // What schedule_function last found, and for which schedule: legality and
+  // lowering both need the function, and finding it is isl's most costly
+  // question about a tiled schedule (1.5 ms of a GEMM candidate's four).
+  struct ScheduleFunctionMemo {
+    isl::map sched;  // holds the map, so that no other map can take its place
+    int dims = 0;
+    std::optional<isl::pw_multi_aff> fn;
+  };
+  mutable std::optional<ScheduleFunctionMemo> schedule_function_memo;
 };
 
 // An update of the element a computation writes: target = target OP operand
@@ -250,6 +260,9 @@ inline std::string schedule_dim_var(int k) { return "@t" + std::to_string(k); }
 int schedule_dims(const ScheduledFunc::Impl& m);
 // m.sched of c padded with zero static dims to `dims` output dimensions.
 isl::map padded_schedule(const CompModel& c, int dims);
+// padded_schedule(c, dims) as a function (pw_multi_aff_from_map), nullopt
+// when isl cannot make it one; remembered on c until its schedule changes.
+std::optional<isl::pw_multi_aff> schedule_function(const CompModel& c, int dims);
 
 // isl helpers the C++ bindings lack.
 template <typename T>
