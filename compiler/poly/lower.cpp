@@ -822,11 +822,17 @@ std::optional<LoopPieces> loop_pieces(const CompModel& c, const isl::pw_multi_af
     for (int q = n - 1; q >= 0; q -= 2) loops = isl_multi_aff_drop_dims(loops, isl_dim_out, q, 1);
     loops = isl_multi_aff_drop_dims(loops, isl_dim_out, static_cast<unsigned>(own),
                                     static_cast<unsigned>(n / 2 - own));
-    isl::map to_loops = isl::manage(isl_map_from_multi_aff(loops)).intersect_domain(where);
-    to_loops = isl::manage(isl_map_set_tuple_name(to_loops.release(), isl_dim_out, tuple.c_str()));
+    isl::map everywhere = isl::manage(isl_map_from_multi_aff(loops));
+    everywhere =
+        isl::manage(isl_map_set_tuple_name(everywhere.release(), isl_dim_out, tuple.c_str()));
+    isl::map to_loops = everywhere.intersect_domain(where);
     // Two instances at one time cannot be told apart by the loops. (With the
-    // equalities found, a tile's iterators are plainly functions of its loops.)
-    isl::map back = isl::manage(isl_map_detect_equalities(to_loops.reverse().release()));
+    // equalities found, a tile's iterators are plainly functions of its
+    // loops.) The equalities are found on the whole space: a tile's hold
+    // there, and without the instances' constraints isl finds them in a
+    // fraction of the time (2.1 of the GEMM's 3.5 ms of "schedule tree").
+    isl::map back = isl::manage(isl_map_detect_equalities(everywhere.reverse().release()))
+                        .intersect_range(where);
     if (isl_map_plain_is_single_valued(back.get()) != isl_bool_true && !back.is_single_valued())
       return std::nullopt;
     std::optional<isl::pw_multi_aff> iters = pw_multi_aff_from_map(back);
