@@ -29,14 +29,6 @@ Lin operator*(int64_t s, Lin a) {
   a.cst *= s;
   return a;
 }
-Lin floor_div(Lin a, int64_t f) {
-  a.floor_by = f;
-  return a;
-}
-Lin mod(Lin a, int64_t f) {
-  a.mod_by = f;
-  return a;
-}
 
 isl::aff affine(const isl::space& domain, const Lin& l) {
   isl_ctx* ctx = domain.ctx().get();
@@ -47,9 +39,6 @@ isl::aff affine(const isl::space& domain, const Lin& l) {
     a = isl_aff_add(a, isl_aff_scale_val(t, isl_val_int_from_si(ctx, v)));
   }
   isl_local_space_free(ls);
-  if (l.floor_by)
-    a = isl_aff_floor(isl_aff_scale_down_val(a, isl_val_int_from_si(ctx, l.floor_by)));
-  if (l.mod_by) a = isl_aff_mod_val(a, isl_val_int_from_si(ctx, l.mod_by));
   return isl::manage(a);
 }
 

@@ -1,4 +1,4 @@
-// Quasi-affine functions built with isl's functions, not parsed from text:
+// Affine functions built with isl's functions, not parsed from text:
 // schedule maps, and the loop space functions of lowering. Parsing was a
 // third of the time the schedule commands took. Private to compiler/poly.
 #pragma once
@@ -11,21 +11,17 @@
 
 namespace kiln::poly {
 
-// One output: an affine function of input dims, floored after a division or
-// taken modulo a positive number when those are set (one of them at most,
-// applied last: + and * combine plain ones).
+// One output: an affine function of input dims. (A split is a relation
+// between the dims, not a floor: split_map in primitives.cpp.)
 struct Lin {
   std::map<int, int64_t> coef;  // input dim -> coefficient
   int64_t cst = 0;
-  int64_t floor_by = 0, mod_by = 0;
 
   static Lin var(int k);
   static Lin num(int64_t v);
 };
 Lin operator+(Lin a, const Lin& b);
 Lin operator*(int64_t s, Lin a);
-Lin floor_div(Lin a, int64_t f);
-Lin mod(Lin a, int64_t f);
 
 // l on the set space `domain` (its tuple and params kept).
 isl::aff affine(const isl::space& domain, const Lin& l);

@@ -2,6 +2,7 @@
 #include <isl/aff.h>
 #include <isl/map.h>
 #include <isl/set.h>
+#include <isl/val.h>
 
 #include <algorithm>
 #include <optional>
@@ -98,20 +99,26 @@ void open_slot(Impl& m, const std::string& except, const std::vector<int64_t>& p
   remap_static(m, except, prefix, q, StaticMove{.from = v + 1, .scale = 1, .shift = 1});
 }
 
+// { [x0, ..., xn-1] -> [..., xk-1, xo, 0, xi, xk+1, ...] : xk = f xo + xi, 0 <= xi < f }:
+// dim k split by f, as constraints between the dims. (As a function, with
+// xo = floor(xk / f) and xi = xk mod f, every map made from it carried the
+// floor as an existential variable that later questions had to eliminate.)
+isl::map split_map(isl::ctx ctx, int n, int k, int64_t f) {
+  // Built the other way, from the split dims back to xk (an affine function),
+  // then reversed.
+  std::vector<Lin> back;
+  for (int q = 0; q < n; ++q) back.push_back(q == k ? f * x(k) + x(k + 2) : x(q < k ? q : q + 2));
+  isl_map* m = affine_map(plain_space(ctx, n + 2), back).release();
+  m = isl_map_fix_si(m, isl_dim_in, static_cast<unsigned>(k + 1), 0);
+  m = isl_map_lower_bound_si(m, isl_dim_in, static_cast<unsigned>(k + 2), 0);
+  m = isl_map_upper_bound_val(m, isl_dim_in, static_cast<unsigned>(k + 2),
+                              isl_val_int_from_si(ctx.get(), f - 1));
+  return isl::manage(isl_map_reverse(m));
+}
+
 void split(CompModel& c, int p, int64_t f, const std::string& outer, const std::string& inner,
            isl::ctx ctx) {
-  int n = 2 * c.loops() + 1;
-  std::vector<Lin> out;
-  for (int k = 0; k < n; ++k) {
-    if (k == 2 * p + 1) {
-      out.push_back(floor_div(x(k), f));
-      out.push_back(num(0));
-      out.push_back(mod(x(k), f));
-    } else {
-      out.push_back(x(k));
-    }
-  }
-  c.sched = c.sched.apply_range(range_map(ctx, n, out));
+  c.sched = c.sched.apply_range(split_map(ctx, 2 * c.loops() + 1, 2 * p + 1, f));
   c.loop_names[p] = outer;
   c.loop_names.insert(c.loop_names.begin() + p + 1, inner);
   c.tags.insert(c.tags.begin() + p + 1, ir::LoopTag::None);
