@@ -104,8 +104,9 @@ struct CompModel {
   std::set<std::string> privatized;
 
   // What schedule_function last found, and for which schedule: legality and
-  // lowering both need the function, and finding it is isl's most costly
-  // question about a tiled schedule (1.5 ms of a GEMM candidate's four).
+  // lowering both need the function, and finding it is one of isl's costly
+  // questions about a tiled schedule (lowering asking again took 1.5 ms of a
+  // GEMM candidate).
   struct ScheduleFunctionMemo {
     isl::map sched;  // holds the map, so that no other map can take its place
     int dims = 0;

@@ -108,7 +108,7 @@ isl::map split_map(isl::ctx ctx, int n, int k, int64_t f) {
   // then reversed.
   std::vector<Lin> back;
   for (int q = 0; q < n; ++q) back.push_back(q == k ? f * x(k) + x(k + 2) : x(q < k ? q : q + 2));
-  isl_map* m = affine_map(plain_space(ctx, n + 2), back).release();
+  isl_map* m = range_map(ctx, n + 2, back).release();
   m = isl_map_fix_si(m, isl_dim_in, static_cast<unsigned>(k + 1), 0);
   m = isl_map_lower_bound_si(m, isl_dim_in, static_cast<unsigned>(k + 2), 0);
   m = isl_map_upper_bound_val(m, isl_dim_in, static_cast<unsigned>(k + 2),

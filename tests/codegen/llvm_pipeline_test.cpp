@@ -3,7 +3,6 @@
 // example, benchmark kernel or polybench kernel, at -O2 and -O3, for an
 // AVX-512 and an AVX2 CPU. A new LLVM whose passes start to find work there
 // fails this test, and the list needs measuring again.
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -22,15 +21,8 @@ struct Case {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const char* dir : {"examples", "tests/bench/kernels", "tests/data/polybench"}) {
-    std::vector<std::string> files;
-    for (const auto& e :
-         std::filesystem::directory_iterator(std::string(KILN_SOURCE_DIR) + "/" + dir))
-      if (e.path().extension() == ".kiln")
-        files.push_back(std::string(dir) + "/" + e.path().filename().string());
-    std::sort(files.begin(), files.end());
-    for (const std::string& f : files) out.push_back({f, {}});
-  }
+  for (const char* dir : {"examples", "tests/bench/kernels", "tests/data/polybench"})
+    for (const std::string& f : kiln_files(dir)) out.push_back({f, {}});
   // The benchmark's first layer: 3 channels, 7 x 7 taps, stride 2.
   out.push_back({"tests/bench/kernels/conv2d.kiln",
                  {{"C", 3},
@@ -45,11 +37,10 @@ std::vector<Case> cases() {
   return out;
 }
 
-// The x86-64 assembly of every func of `c` after kiln's passes, with LLVM's
-// pipeline as kiln runs it or with every pass.
-std::string assembly(const Case& c, const Target& target, int opt, bool every_pass) {
+// Every func of `c` after kiln's passes, for `target` at `opt`.
+std::vector<ir::LoweredFunc> loops(const Case& c, const Target& target, int opt) {
   ir::Module m = frontend::parse_file(std::string(KILN_SOURCE_DIR) + "/" + c.file);
-  std::string out;
+  std::vector<ir::LoweredFunc> out;
   for (const ir::Func& f : m.funcs) {
     CompileRequest r;
     r.func = f;
@@ -57,13 +48,20 @@ std::string assembly(const Case& c, const Target& target, int opt, bool every_pa
     r.options.target = target;
     r.options.opt_level = opt;
     r.output = CompileOutput::Loops;
-    ir::LoweredFunc loops = compile(r).optimized;
-    codegen::Options o;
-    o.target = target;
-    o.opt_level = opt;
-    o.every_llvm_pass = every_pass;
-    out += codegen::emit_asm(loops, o);
+    out.push_back(compile(r).optimized);
   }
+  return out;
+}
+
+// Their x86-64 assembly, with LLVM's pipeline as kiln runs it or with every pass.
+std::string assembly(const std::vector<ir::LoweredFunc>& funcs, const Target& target, int opt,
+                     bool every_pass) {
+  codegen::Options o;
+  o.target = target;
+  o.opt_level = opt;
+  o.every_llvm_pass = every_pass;
+  std::string out;
+  for (const ir::LoweredFunc& f : funcs) out += codegen::emit_asm(f, o);
   return out;
 }
 
@@ -76,8 +74,9 @@ TEST(IdlePasses, LeaveTheCodeAsItWas) {
       for (int opt : {2, 3}) {
         SCOPED_TRACE(c.file + " for " + t.cpu + " at -O" + std::to_string(opt) +
                      (c.set.empty() ? "" : " (7x7 stride 2)"));
-        std::string lean = assembly(c, t, opt, false);
-        EXPECT_EQ(lean, assembly(c, t, opt, true));
+        std::vector<ir::LoweredFunc> funcs = loops(c, t, opt);
+        std::string lean = assembly(funcs, t, opt, false);
+        EXPECT_EQ(lean, assembly(funcs, t, opt, true));
         if (lean.find("vfmadd") != std::string::npos || lean.find("vmulps") != std::string::npos)
           ++vectorized;
       }

@@ -8,21 +8,10 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
-#include <filesystem>
-
 #include "programs.h"
 
 namespace kiln::testing {
 namespace {
-
-std::vector<std::string> kiln_files(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e :
-       std::filesystem::directory_iterator(std::string(KILN_SOURCE_DIR) + "/" + dir))
-    if (e.path().extension() == ".kiln") out.push_back(dir + "/" + e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 // Every func of the examples and of the polybench kernels, with and without
 // its schedule (a program's stored values differ with it). Every stored form

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "kiln/frontend.h"
 #include "kiln/interp.h"
@@ -21,6 +24,17 @@ inline std::string read_source(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The .kiln files of a folder of the source tree, by their paths from the
+// root, sorted.
+inline std::vector<std::string> kiln_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(KILN_SOURCE_DIR) + "/" + dir))
+    if (e.path().extension() == ".kiln") out.push_back(dir + "/" + e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 inline std::string read_example(const std::string& name) {

@@ -39,7 +39,7 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& t, int op
 // Sets m's triple and data layout for tm and runs LLVM's O<opt_level>
 // pipeline on it, less the passes that change nothing in code kiln vectorized
 // (on x86-64) unless every_pass.
-void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level, bool every_pass = false);
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level, bool every_pass);
 
 // What every output of the backend starts from: f's module (build_module),
 // optimized for opts.target, and the TargetMachine it was optimized for.
