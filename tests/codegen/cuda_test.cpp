@@ -20,6 +20,13 @@
 namespace kiln::testing {
 namespace {
 
+// Rows of C over blocks, 34 columns of a row over threads, B's 8 x 34 slice staged per k step.
+constexpr const char* kStagedRowsOf34 =
+    "C_init.split(j, 34, jo, ji); C.split(j, 34, jo, ji); C.split(k, 8, ko, ki);"
+    "C.reorder(i, jo, ko, ji, ki); C.after(C_init, jo); C.cache_identity(B, ko, gpu_shared);"
+    "C_init.tag(i, gpu_block_x); C_init.tag(ji, gpu_thread_x); C.tag(i, gpu_block_x);"
+    "C.tag(ji, gpu_thread_x);";
+
 struct GpuCase {
   std::string example;                 // examples/gpu/NAME.kiln
   std::vector<std::string> schedules;  // "<file>": its own
@@ -52,10 +59,13 @@ const std::vector<GpuCase>& gpu_cases() {
         "C.cache_identity(B, ko, gpu_shared); C_init.tag(io, gpu_block_y);"
         "C_init.tag(jo, gpu_block_x); C_init.tag(ty, gpu_thread_y); C_init.tag(tx, gpu_thread_x);"
         "C.tag(io, gpu_block_y); C.tag(jo, gpu_block_x); C.tag(ty, gpu_thread_y);"
-        "C.tag(tx, gpu_thread_x); C.tag(ri, unroll); C.tag(rj, unroll);"},
+        "C.tag(tx, gpu_thread_x); C.tag(ri, unroll); C.tag(rj, unroll);",
+        kStagedRowsOf34},
        {{{"M", 64}, {"N", 64}, {"K", 32}},
         {{"M", 70}, {"N", 45}, {"K", 19}, {"RI", 2}, {"TX", 8}},
-        {{"M", 1}, {"N", 1}, {"K", 1}}}},
+        {{"M", 1}, {"N", 1}, {"K", 1}},
+        // rows of 102 floats, tiles of 34 columns: B's tile is copied as float2
+        {{"M", 8}, {"N", 102}, {"K", 16}}}},
       {"batch_matmul",
        {"<file>",
         "C.tag(b, gpu_block_x); C_init.tag(b, gpu_block_x); C.tag(j, gpu_thread_x);"
@@ -196,8 +206,10 @@ TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   // B's slice, 16 x 64, and A's transposed with its rows padded by 4: 16 x 68
   EXPECT_EQ(l.shared_bytes, (16 * 64 + 16 * 68) * 4);
   EXPECT_EQ(count_of(p.source, "__shared__ __align__(16) float"), 2);
-  // each k step reads a thread's 4 rows of A and 4 columns of B as one float4 each
-  EXPECT_EQ(count_of(p.source, "const float4 kiln_v"), 2) << p.source;
+  // each k step reads a thread's 4 rows of A and 4 columns of B as one float4 each; the fills
+  // read 4 floats of A and of B at a time, and each thread's 4 rows of C are loaded and
+  // stored as 4 float4
+  EXPECT_EQ(count_of(p.source, "const float4 kiln_v"), 2 + 2 + 4) << p.source;
   EXPECT_EQ(count_of(p.source, "b_A_C_cache[((((68) * (v_ki))) + (((4) * (v_ty))))]"), 1)
       << p.source;
   EXPECT_EQ(count_of(p.source, "__syncthreads();"), 4) << p.source;
@@ -208,7 +220,9 @@ TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   EXPECT_EQ(count_of(in_k, "__syncthreads();"), 2) << in_k;
   EXPECT_EQ(count_of(in_k, "b_C["), 0) << in_k;
   EXPECT_EQ(count_of(before_k, "\n  float b_kiln_acc"), 16) << p.source;
-  EXPECT_EQ(count_of(p.source, "b_C["), 1 + 2 * 16) << p.source;  // init, load, store
+  EXPECT_EQ(count_of(p.source, "b_C["), 1 + 2 * 4) << p.source;  // init, loads, stores
+  EXPECT_EQ(count_of(p.source, "*reinterpret_cast<float4*>(&b_C["), 4) << p.source;
+  EXPECT_EQ(count_of(p.source, "make_float4(b_kiln_acc"), 4) << p.source;
   // the fills are dealt out to the threads
   EXPECT_EQ(count_of(p.source, "+= kiln_nthreads"), 2) << p.source;
   // 16 x 16 threads for 16-wide thread loops: no bound check in them
@@ -216,22 +230,83 @@ TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   EXPECT_TRUE(p.notes.empty());
 }
 
-// float4 reads only where every offset is a multiple of 4: with A's rows padded to 65 floats
-// its column of 4 starts anywhere, and only B's row is read as a vector; the strided register
-// tile (rows ty + 16 * ri) reads no neighbours at all.
+// float4 reads of the tiles only where every offset is a multiple of 4: with A's rows padded to
+// 65 floats its column of 4 starts anywhere, and only B's row is read as a vector; the strided
+// register tile (rows ty + 16 * ri) reads no neighbours at all, in the tiles or in C.
 TEST(GpuCodegen, VectorReadsOnlyWhereAligned) {
   ir::Overrides sizes{{"M", 256}, {"N", 128}, {"K", 64}};
   std::string padded =
       std::regex_replace(gpu_example("matmul"), std::regex("TY \\* RI \\+ 4"), "TY * RI + 1");
   std::string p = gpu_program(parse_one(padded, sizes)).source;
-  EXPECT_EQ(count_of(p, "const float4 kiln_v"), 1) << p;
   EXPECT_EQ(count_of(p, "reinterpret_cast<const float4*>(&b_B_C_cache["), 1) << p;
+  EXPECT_EQ(count_of(p, "reinterpret_cast<const float4*>(&b_A_C_cache["), 0) << p;
+  EXPECT_EQ(count_of(p, "float2"), 0) << p;
   const GpuCase& mm = gpu_cases().front();
-  std::string strided = mm.schedules.back();
-  ASSERT_NE(strided.find("C.split(i1, 4, io, ri)"), std::string::npos);
+  auto it = std::find_if(mm.schedules.begin(), mm.schedules.end(), [](const std::string& x) {
+    return x.find("C.split(i1, 4, io, ri)") != std::string::npos;
+  });
+  ASSERT_NE(it, mm.schedules.end());
+  const std::string& strided = *it;
   std::string q = gpu_program(parse_one(program_text(mm, strided), sizes)).source;
-  EXPECT_EQ(count_of(q, "float4"), 0) << q;
+  EXPECT_EQ(count_of(q, "const float4*>(&b_A_C_cache["), 0) << q;
+  EXPECT_EQ(count_of(q, "const float4*>(&b_B_C_cache["), 0) << q;
+  EXPECT_EQ(count_of(q, "float4*>(&b_C["), 0) << q;
   EXPECT_EQ(count_of(q, "float2"), 0) << q;
+}
+
+// A cache fill copies 4 floats of device memory at a time where the rows it copies start at
+// multiples of 4 and its innermost loop has a constant extent that 4 divides: one float4 load,
+// and one float4 store where the tile's row is consecutive too (B's), else 4 stores (A's,
+// transposed). Rows of 102 floats copied 34 at a time go as float2. Rows of 19 or 45 floats,
+// a partial tile, or sizes known only at run time keep the copy one float at a time.
+TEST(GpuCodegen, VectorCopiesOnlyWhereAligned) {
+  std::string p =
+      gpu_program(parse_one(gpu_example("matmul"), {{"M", 256}, {"N", 128}, {"K", 64}})).source;
+  EXPECT_EQ(count_of(p, "const float4 kiln_v"), 2 + 2 + 4) << p;
+  EXPECT_EQ(count_of(p,
+                     "reinterpret_cast<const float4*>(&b_A[(v_A_C_cache_0) * (64) + "
+                     "(v_A_C_cache_1)])"),
+            1)
+      << p;
+  EXPECT_EQ(count_of(p,
+                     "reinterpret_cast<const float4*>(&b_B[(v_B_C_cache_0) * (128) + "
+                     "(v_B_C_cache_1)])"),
+            1)
+      << p;
+  EXPECT_EQ(count_of(p, "*reinterpret_cast<float4*>(&b_B_C_cache["), 1) << p;
+  // A's tile: its declaration, the 4 scalar stores of a float4, the float4 read of the k step
+  EXPECT_EQ(count_of(p, "b_A_C_cache["), 1 + 4 + 1) << p;
+  EXPECT_EQ(count_of(p, "] = kiln_v"), 4 + 16) << p;  // and 16 elements of C into registers
+  // each thread takes groups of 4: the copies' innermost counters step by 4
+  EXPECT_EQ(count_of(p, "constexpr long long kiln_e0_1 = 4;"), 1) << p;   // 16 / 4
+  EXPECT_EQ(count_of(p, "constexpr long long kiln_e1_1 = 16;"), 1) << p;  // 64 / 4
+  EXPECT_EQ(count_of(p, " % kiln_e0_1) * 4;"), 1) << p;
+
+  const GpuCase& mm = gpu_cases().front();
+  std::string q =
+      gpu_program(parse_one(program_text(mm, kStagedRowsOf34), {{"M", 8}, {"N", 102}, {"K", 16}}))
+          .source;
+  EXPECT_EQ(count_of(q, "float4"), 0) << q;
+  EXPECT_EQ(count_of(q, "const float2 kiln_v"), 1) << q;
+  EXPECT_EQ(count_of(q, "*reinterpret_cast<float2*>(&b_B_C_cache["), 1) << q;
+
+  for (const ir::Overrides& sizes : std::vector<ir::Overrides>{
+           {{"M", 70}, {"N", 45}, {"K", 19}},  // rows of 19 and 45 floats
+           {{"M", 64}, {"N", 64}, {"K", 40}},  // K's last tile is 8 of 16 columns
+       }) {
+    std::string r = gpu_program(parse_one(gpu_example("matmul"), sizes)).source;
+    EXPECT_EQ(count_of(r, "float4*>(&b_A["), 0) << r;
+    if (sizes.at("N") == 45) {
+      EXPECT_EQ(count_of(r, "float4*>(&b_B["), 0) << r;
+    }
+    EXPECT_EQ(count_of(r, "float2"), 0) << r;
+  }
+  std::string text = std::regex_replace(
+      gpu_example("matmul"), std::regex("param M = 1024, N = 1024, K = 1024;"), "param M, N, K;");
+  std::string s = gpu_program(parse_one(text)).source;
+  EXPECT_EQ(count_of(s, "float4*>(&b_A["), 0) << s;
+  EXPECT_EQ(count_of(s, "float4*>(&b_B["), 0) << s;
+  EXPECT_EQ(count_of(s, "float4*>(&b_C["), 0) << s;
 }
 
 // Sizes that the tiles do not divide: the thread loops keep their bound checks, and the grid
@@ -436,8 +511,9 @@ TEST(GpuCodegen, PtxasFiguresAreReadFromTheLog) {
 }
 
 // kiln's kernels carry __launch_bounds__ of their block, so ptxas keeps a block of 32 x 32
-// threads within the block's registers: with a 4 x 4 register tile each it fits; with 8 x 8 (64
-// accumulators) it spills, and a compile note says so.
+// threads within the block's registers (64 a thread): with a 2 x 2 register tile each it fits;
+// with 8 x 8 (64 accumulators) it spills, and a compile note says so. (A 4 x 4 tile spills 4
+// bytes: the float4 copy of A's transposed tile holds 4 more values.)
 TEST(GpuCodegen, ABigRegisterTileSpillsWithANote) {
   std::string why;
   if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;
@@ -453,7 +529,7 @@ TEST(GpuCodegen, ABigRegisterTileSpillsWithANote) {
     q.output = CompileOutput::Assembly;
     return compile(q);
   };
-  CompileResult fits = request(4);
+  CompileResult fits = request(2);
   ASSERT_TRUE(fits.cuda_binary.has_value());
   ASSERT_EQ(fits.cuda_binary->resources.size(), fits.cuda->launches.size());
   for (const cuda::KernelResources& k : fits.cuda_binary->resources) {

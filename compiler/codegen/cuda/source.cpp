@@ -791,6 +791,7 @@ class Writer {
       body = n->body;
     }
     body = chain.back()->body;  // with the lets after the last loop
+    VectorCopy vc = vector_copy(chain, lets, body);
     int id = copy_count_++;
     line("{");
     ++indent_;
@@ -799,6 +800,8 @@ class Writer {
     for (size_t k = 0; k < chain.size(); ++k) {
       std::string e = fmt::format("kiln_e{}_{}", id, k);
       Expr extent = expand_lets(extent_of(*chain[k]));
+      if (k + 1 == chain.size() && vc.width > 1)  // groups of vc.width elements
+        extent = ir::int_imm(vc.extent / vc.width);
       if (const ir::IntImm* c = ir::as<ir::IntImm>(extent)) {
         line(fmt::format("constexpr long long {} = {};", e, std::max<int64_t>(c->value, 0)));
         constants.push_back(std::max<int64_t>(c->value, 0));
@@ -825,21 +828,137 @@ class Writer {
       if (k > 0) {
         line(fmt::format("const {} v_{} = {} + (kiln_r{} % {}) * {};",
                          index_type(n.var, loop_range(n), 0), n.var, expr(n.min), id, extents[k],
-                         n.step));
+                         k + 1 == chain.size() ? n.step * vc.width : n.step));
         line(fmt::format("kiln_r{0} /= {1};", id, extents[k]));
       } else {
         line(fmt::format("const {} v_{} = {} + kiln_r{} * {};", index_type(n.var, loop_range(n), 0),
-                         n.var, expr(n.min), id, n.step));
+                         n.var, expr(n.min), id, chain.size() == 1 ? n.step * vc.width : n.step));
       }
       bind_range(n);
     }
-    for (const ir::LetStmt* l : lets) let_line(l->var, l->value);
-    thread(unroll_constant_loops(body));
+    if (vc.width > 1) {
+      copy_vector(vc);
+    } else {
+      for (const ir::LetStmt* l : lets) let_line(l->var, l->value);
+      thread(unroll_constant_loops(body));
+    }
     for (const ir::For* n : chain) known_.erase(n->var);
     --indent_;
     line("}");
     --indent_;
     line("}");
+  }
+
+  // A fill whose innermost loop copies consecutive floats of device memory copies 4 (or 2) of
+  // them per thread and step: one float4 (float2) load of device memory, and one vector store
+  // where the destination's elements are consecutive and aligned too (else a store each).
+  // Device buffers are allocated one by one (cuMemAlloc: 256-byte aligned) and shared tiles
+  // are declared __align__(16), so an offset that is a multiple of the width for every value
+  // of the variables is an aligned address.
+  struct VectorCopy {
+    int width = 1;
+    int64_t extent = 0;                // of the innermost loop
+    std::string from, to;              // the buffers
+    std::vector<Expr> from_at, to_at;  // the indices of a group's first element, every let
+    std::string var;                   // expanded; the innermost loop's variable
+    bool vector_store = false;
+  };
+
+  VectorCopy vector_copy(const std::vector<const ir::For*>& chain,
+                         const std::vector<const ir::LetStmt*>& lets, const Stmt& body) const {
+    VectorCopy none;
+    const ir::For& inner = *chain.back();
+    std::optional<int64_t> extent = ir::eval_int(expand_lets(extent_of(inner)), {});
+    if (inner.step != 1 || !extent || *extent <= 0) return none;
+    // the copy's lets, expanded into its indices (the code below binds none of them)
+    std::map<std::string, Expr> values = let_values_;
+    std::set<std::string> names;
+    auto bind = [&](const ir::LetStmt& l) {
+      names.insert(l.var);
+      if (ir::is_int(l.value->type) && !ir::reads_memory(l.value))
+        values[l.var] = l.value;
+      else
+        values.erase(l.var);
+    };
+    for (const ir::LetStmt* l : lets) bind(*l);
+    Stmt s = body;
+    while (const ir::LetStmt* l = ir::as<ir::LetStmt>(s)) {
+      bind(*l);
+      s = l->body;
+    }
+    const ir::Store* st = ir::as<ir::Store>(s);
+    if (!st || st->atomic) return none;
+    const ir::Load* ld = ir::as<ir::Load>(st->value);
+    if (!ld || ld->type != DType::F32 || !bufs_.count(ld->buf) || !bufs_.count(st->buf))
+      return none;
+    const BufInfo& from = bufs_.at(ld->buf);
+    const BufInfo& to = bufs_.at(st->buf);
+    if (from.space != Space::Global || from.dtype != DType::F32 || to.dtype != DType::F32 ||
+        to.space == Space::Local || from.shape.empty() || to.shape.empty())
+      return none;
+    auto expanded = [&](const std::vector<Expr>& indices) {
+      std::vector<Expr> out;
+      for (const Expr& i : indices) out.push_back(cuda::expand_lets(i, values));
+      return out;
+    };
+    auto flat = [](const BufInfo& b, const std::vector<Expr>& indices) {
+      Expr f = indices[0];
+      for (size_t d = 1; d < indices.size(); ++d) f = f * b.shape[d] + indices[d];
+      return passes::simplify(f);
+    };
+    Expr v = ir::var(inner.var);
+    Expr group = cuda::expand_lets(inner.min, values);  // + width * kiln_q: a group's start
+    // offset(v + 1) - offset(v) is 1, and offset(group start) is a multiple of the width
+    auto consecutive = [&](const Expr& offset) {
+      std::optional<int64_t> d = ir::eval_int(
+          passes::simplify(ir::substitute(offset, {{inner.var, v + ir::int_imm(1)}}) - offset), {});
+      return d && *d == 1;
+    };
+    auto aligned = [&](const Expr& offset, int width) {
+      Expr start =
+          ir::substitute(offset, {{inner.var, group + ir::int_imm(width) * ir::var("kiln_q")}});
+      std::optional<int64_t> r =
+          ir::eval_int(passes::simplify(ir::binary(BinaryOp::Mod, start, ir::int_imm(width))), {});
+      return r && *r == 0;
+    };
+    VectorCopy vc;
+    vc.extent = *extent;
+    vc.from = ld->buf;
+    vc.to = st->buf;
+    vc.var = inner.var;
+    vc.from_at = expanded(ld->indices);
+    vc.to_at = expanded(st->indices);
+    for (const std::vector<Expr>* at : {&vc.from_at, &vc.to_at})
+      for (const Expr& i : *at)
+        for (const std::string& n : ir::free_vars(i))
+          if (names.count(n)) return none;  // a let the expansion could not remove
+    Expr from_offset = flat(from, vc.from_at), to_offset = flat(to, vc.to_at);
+    if (!consecutive(from_offset)) return none;
+    for (int width : {4, 2}) {
+      if (*extent % width != 0 || !aligned(from_offset, width)) continue;
+      vc.width = width;
+      vc.vector_store = consecutive(to_offset) && aligned(to_offset, width);
+      return vc;
+    }
+    return none;
+  }
+
+  void copy_vector(const VectorCopy& vc) {
+    std::string name = fmt::format("kiln_v{}", vector_count_++);
+    line(fmt::format("const float{0} {1} = *reinterpret_cast<const float{0}*>(&{2});", vc.width,
+                     name, element(vc.from, vc.from_at)));
+    if (vc.vector_store) {
+      line(fmt::format("*reinterpret_cast<float{0}*>(&{1}) = {2};", vc.width,
+                       element(vc.to, vc.to_at), name));
+      return;
+    }
+    for (int e = 0; e < vc.width; ++e) {
+      std::vector<Expr> at;
+      for (const Expr& i : vc.to_at)
+        at.push_back(
+            passes::simplify(ir::substitute(i, {{vc.var, ir::var(vc.var) + ir::int_imm(e)}})));
+      line(fmt::format("{} = {}.{};", element(vc.to, at), name, "xyzw"[e]));
+    }
   }
 
   // ---------------------------------------------------------------------------------------
@@ -924,11 +1043,12 @@ class Writer {
   }
 
   // ---------------------------------------------------------------------------------------
-  // Vector loads. A loop body that reads 4 (or 2) consecutive floats of a shared tile at an
-  // offset that is a multiple of 4 (or 2) for every value of the variables, and writes the
-  // tile nowhere, reads them with one float4 (float2) load at its start: one shared-memory
-  // instruction instead of four (the register tiles of the matmul read a row of the B tile
-  // and a column of the transposed A tile so).
+  // Vector loads. A loop body that reads 4 (or 2) consecutive floats of a shared tile or of
+  // device memory at an offset that is a multiple of 4 (or 2) for every value of the
+  // variables, and writes the buffer nowhere, reads them with one float4 (float2) load at its
+  // start: one memory instruction instead of four (the register tiles of the matmul read a row
+  // of the B tile and a column of the transposed A tile so, and load their elements of C).
+  // Stores to such consecutive floats, one after the other, are one vector store.
 
   // The element offset of buf[indices] with the lets in `lets` expanded, split into a part
   // that varies and a constant.
@@ -940,10 +1060,63 @@ class Writer {
     return split_constant(cuda::expand_lets(flat, lets));
   }
 
+  // A float buffer of a block's shared memory, or of device memory whose offsets fit in int
+  // (they are computed in int here).
   bool vectorizable(const std::string& buf) const {
     auto it = bufs_.find(buf);
-    return it != bufs_.end() && it->second.space == Space::Shared &&
-           it->second.dtype == DType::F32 && !it->second.shape.empty();
+    if (it == bufs_.end() || it->second.dtype != DType::F32 || it->second.shape.empty())
+      return false;
+    if (it->second.space == Space::Shared) return true;
+    if (it->second.space != Space::Global) return false;
+    int64_t size = 1;
+    for (const Expr& d : it->second.shape) {
+      std::optional<int64_t> v = ir::eval_int(d, {});
+      if (!v || __builtin_mul_overflow(size, *v, &size) || size > INT32_MAX) return false;
+    }
+    return true;
+  }
+
+  // Stores of 4 (or 2) consecutive floats, one after the other, at an offset that is a
+  // multiple of 4 (2) for every value of the variables, and with values that do not read the
+  // buffer: one float4 (float2) store (a register tile's write-back). The number of
+  // statements from `at` on that it takes, or 0.
+  int vector_stores(const std::vector<Stmt>& stmts, size_t at) {
+    const ir::Store* first = ir::as<ir::Store>(stmts[at]);
+    if (!first || first->atomic || !vectorizable(first->buf)) return 0;
+    auto [rest, k] = offset_of(first->buf, first->indices, let_values_);
+    for (int width : {4, 2}) {
+      if (at + width > stmts.size() || ir::floor_mod(k, width) != 0) continue;
+      std::optional<int64_t> r =
+          ir::eval_int(passes::simplify(ir::binary(BinaryOp::Mod, rest, ir::int_imm(width))), {});
+      if (!r || *r != 0) continue;
+      std::vector<const ir::Store*> run;
+      for (int e = 0; e < width; ++e) {
+        const ir::Store* st = ir::as<ir::Store>(stmts[at + e]);
+        if (!st || st->atomic || st->buf != first->buf || st->value->type != DType::F32) break;
+        auto [rest_e, k_e] = offset_of(st->buf, st->indices, let_values_);
+        if (k_e != k + e || ir::to_string(rest_e) != ir::to_string(rest)) break;
+        bool reads = false;
+        ir::any_subexpr(st->value, [&](const Expr& x) {
+          const ir::Load* l = ir::as<ir::Load>(x);
+          reads = reads || (l && l->buf == first->buf);
+          return false;
+        });
+        if (reads) break;
+        run.push_back(st);
+      }
+      if (static_cast<int>(run.size()) != width) continue;
+      std::vector<std::string> parts;
+      std::string saved = storing_;
+      for (const ir::Store* st : run) {
+        storing_ = st->comp;  // the status a failing check of its value reports
+        parts.push_back(expr(st->value));
+      }
+      storing_ = saved;
+      line(fmt::format("*reinterpret_cast<float{0}*>(&{1}) = make_float{0}({2});", width,
+                       element(first->buf, first->indices), fmt::join(parts, ", ")));
+      return width;
+    }
+    return 0;
   }
 
   // The loads of shared tiles in the straight-line part of `body` (not inside its loops or
@@ -1074,9 +1247,15 @@ class Writer {
   void thread(const Stmt& s) {
     if (!s) return;
     switch (s->kind) {
-      case ir::StmtKind::Block:
-        for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts) thread(c);
+      case ir::StmtKind::Block: {
+        const std::vector<Stmt>& stmts = static_cast<const ir::Block&>(*s).stmts;
+        for (size_t i = 0; i < stmts.size();) {
+          int n = vector_stores(stmts, i);
+          if (n == 0) thread(stmts[i]);
+          i += std::max(n, 1);
+        }
         return;
+      }
       case ir::StmtKind::LetStmt: {
         const auto& n = static_cast<const ir::LetStmt&>(*s);
         line("{");
