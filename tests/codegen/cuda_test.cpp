@@ -27,6 +27,20 @@ constexpr const char* kStagedRowsOf34 =
     "C_init.tag(i, gpu_block_x); C_init.tag(ji, gpu_thread_x); C.tag(i, gpu_block_x);"
     "C.tag(ji, gpu_thread_x);";
 
+// All of B, 8 x 64, in each block's shared memory, filled before the block's threads compute.
+constexpr const char* kWholeBPerBlock = R"(func mm {
+  param M = 16, N = 64, K = 8;
+  input  A : f32[M, K];
+  input  B : f32[K, N];
+  output C : f32[M, N];
+  compute C(i, j) in 0 <= i < M, 0 <= j < N:
+    C[i, j] = sum(k in 0 <= k < K) A[i, k] * B[k, j];
+  schedule {
+    C_init.tag(i, gpu_block_x); C_init.tag(j, gpu_thread_x); C.tag(i, gpu_block_x);
+    C.tag(j, gpu_thread_x); C.after(C_init, j); C.cache_identity(B, i, gpu_shared);
+  }
+})";
+
 struct GpuCase {
   std::string example;                 // examples/gpu/NAME.kiln
   std::vector<std::string> schedules;  // "<file>": its own
@@ -190,10 +204,12 @@ TEST(GpuCodegen, NvrtcCompilesEveryExample) {
 }
 
 // The shared-memory matmul: one kernel of (N / 64) x (M / 64) blocks of 16 x 16 threads, 8.25
-// KiB of shared tiles, filled by all the block's threads; in each K step a barrier between filling
-// the tiles and reading them and one before the next step refills them. Each thread's 4 x 4
-// elements of C stay in registers across the whole K loop: loaded once before it (after a
-// barrier that orders C's initialization by the block's threads first) and stored once after it.
+// KiB of shared tiles, filled by all the block's threads: the first K step's before the K loop
+// and a barrier, each next step's read into registers before the step computes and stored after
+// the barrier that ends its computation, and a barrier before the next step reads them. Each
+// thread's 4 x 4 elements of C stay in registers across the whole K loop: loaded once before it
+// (after a barrier that orders C's initialization by the block's threads first) and stored once
+// after it.
 TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   ir::Func f = parse_one(gpu_example("matmul"),
                          {{"M", 256}, {"N", 128}, {"K", 64}, {"RI", 4}, {"RJ", 4}, {"BK", 16}});
@@ -206,9 +222,9 @@ TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   // B's slice, 16 x 64, and A's transposed with its rows padded by 4: 16 x 68
   EXPECT_EQ(l.shared_bytes, (16 * 64 + 16 * 68) * 4);
   EXPECT_EQ(count_of(p.source, "__shared__ __align__(16) float"), 2);
-  // each k step reads a thread's 4 rows of A and 4 columns of B as one float4 each; the fills
-  // read 4 floats of A and of B at a time, and each thread's 4 rows of C are loaded and
-  // stored as 4 float4
+  // each k step reads a thread's 4 rows of A and 4 columns of B as one float4 each; the first
+  // step's fills read 4 floats of A and of B at a time, and each thread's 4 rows of C are loaded
+  // and stored as 4 float4
   EXPECT_EQ(count_of(p.source, "const float4 kiln_v"), 2 + 2 + 4) << p.source;
   EXPECT_EQ(count_of(p.source, "b_A_C_cache[((((68) * (v_ki))) + (((4) * (v_ty))))]"), 1)
       << p.source;
@@ -223,8 +239,10 @@ TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   EXPECT_EQ(count_of(p.source, "b_C["), 1 + 2 * 4) << p.source;  // init, loads, stores
   EXPECT_EQ(count_of(p.source, "*reinterpret_cast<float4*>(&b_C["), 4) << p.source;
   EXPECT_EQ(count_of(p.source, "make_float4(b_kiln_acc"), 4) << p.source;
-  // the fills are dealt out to the threads
-  EXPECT_EQ(count_of(p.source, "+= kiln_nthreads"), 2) << p.source;
+  // the fills are dealt out to the threads: the first step's, the next step's reads and stores
+  EXPECT_EQ(count_of(p.source, "const int kiln_g = kiln_tid + 0 * kiln_nthreads;"), 2 + 2 + 2)
+      << p.source;
+  EXPECT_EQ(count_of(in_k, "float4 kiln_pf"), 2) << in_k;
   // 16 x 16 threads for 16-wide thread loops: no bound check in them
   EXPECT_EQ(count_of(p.source, "if (v_tx <"), 0) << p.source;
   EXPECT_TRUE(p.notes.empty());
@@ -260,35 +278,44 @@ TEST(GpuCodegen, VectorReadsOnlyWhereAligned) {
 // transposed). Rows of 102 floats copied 34 at a time go as float2. Rows of 19 or 45 floats,
 // a partial tile, or sizes known only at run time keep the copy one float at a time.
 TEST(GpuCodegen, VectorCopiesOnlyWhereAligned) {
+  // all of B in each block's shared memory: a fill outside any serial loop
+  std::string b = gpu_program(parse_one(kWholeBPerBlock)).source;
+  EXPECT_EQ(count_of(b, "constexpr long long kiln_e0_1 = 16;"), 1) << b;  // 64 / 4
+  EXPECT_EQ(count_of(b, " % kiln_e0_1) * 4;"), 1) << b;
+  EXPECT_EQ(count_of(b,
+                     "reinterpret_cast<const float4*>(&b_B[(v_B_C_cache_0) * (64) + "
+                     "(v_B_C_cache_1)])"),
+            1)
+      << b;
+  EXPECT_EQ(count_of(b, "*reinterpret_cast<float4*>(&b_B_C_cache["), 1) << b;
+
+  // the K loop's fills (the first step's, and the next step's into registers)
   std::string p =
       gpu_program(parse_one(gpu_example("matmul"), {{"M", 256}, {"N", 128}, {"K", 64}})).source;
-  EXPECT_EQ(count_of(p, "const float4 kiln_v"), 2 + 2 + 4) << p;
   EXPECT_EQ(count_of(p,
                      "reinterpret_cast<const float4*>(&b_A[(v_A_C_cache_0) * (64) + "
                      "(v_A_C_cache_1)])"),
-            1)
+            2)
       << p;
   EXPECT_EQ(count_of(p,
                      "reinterpret_cast<const float4*>(&b_B[(v_B_C_cache_0) * (128) + "
                      "(v_B_C_cache_1)])"),
-            1)
+            2)
       << p;
-  EXPECT_EQ(count_of(p, "*reinterpret_cast<float4*>(&b_B_C_cache["), 1) << p;
-  // A's tile: its declaration, the 4 scalar stores of a float4, the float4 read of the k step
-  EXPECT_EQ(count_of(p, "b_A_C_cache["), 1 + 4 + 1) << p;
-  EXPECT_EQ(count_of(p, "] = kiln_v"), 4 + 16) << p;  // and 16 elements of C into registers
-  // each thread takes groups of 4: the copies' innermost counters step by 4
-  EXPECT_EQ(count_of(p, "constexpr long long kiln_e0_1 = 4;"), 1) << p;   // 16 / 4
-  EXPECT_EQ(count_of(p, "constexpr long long kiln_e1_1 = 16;"), 1) << p;  // 64 / 4
-  EXPECT_EQ(count_of(p, " % kiln_e0_1) * 4;"), 1) << p;
+  EXPECT_EQ(count_of(p, "*reinterpret_cast<float4*>(&b_B_C_cache["), 2) << p;
+  // A's tile: its declaration, twice the 4 scalar stores of a float4, the float4 read of the k
+  // step
+  EXPECT_EQ(count_of(p, "b_A_C_cache["), 1 + 2 * 4 + 1) << p;
+  EXPECT_EQ(count_of(p, ".x;"), 2 + 4) << p;  // and a thread's 4 rows of C into registers
 
   const GpuCase& mm = gpu_cases().front();
   std::string q =
       gpu_program(parse_one(program_text(mm, kStagedRowsOf34), {{"M", 8}, {"N", 102}, {"K", 16}}))
           .source;
   EXPECT_EQ(count_of(q, "float4"), 0) << q;
-  EXPECT_EQ(count_of(q, "const float2 kiln_v"), 1) << q;
-  EXPECT_EQ(count_of(q, "*reinterpret_cast<float2*>(&b_B_C_cache["), 1) << q;
+  // 8 x 17 pairs for 34 threads: 4 a thread
+  EXPECT_EQ(count_of(q, "reinterpret_cast<const float2*>(&b_B["), 2 * 4) << q;
+  EXPECT_EQ(count_of(q, "*reinterpret_cast<float2*>(&b_B_C_cache["), 2 * 4) << q;
 
   for (const ir::Overrides& sizes : std::vector<ir::Overrides>{
            {{"M", 70}, {"N", 45}, {"K", 19}},  // rows of 19 and 45 floats
@@ -307,6 +334,63 @@ TEST(GpuCodegen, VectorCopiesOnlyWhereAligned) {
   EXPECT_EQ(count_of(s, "float4*>(&b_A["), 0) << s;
   EXPECT_EQ(count_of(s, "float4*>(&b_B["), 0) << s;
   EXPECT_EQ(count_of(s, "float4*>(&b_C["), 0) << s;
+}
+
+// The K loop's tiles are pipelined: the first step's fills run before the loop, each step reads
+// the next step's elements into registers before it computes (when there is a next step) and
+// stores them into the tiles between the barrier that ends its computation and the one that
+// ends the step. Fills of a partial tile, fills that would hold more than 16 floats a thread, and
+// fills that are not plain copies (the convolution's zero-padded window) stay in the loop,
+// dealt out to the threads after the barrier that ends the previous step.
+TEST(GpuCodegen, TilesOfTheNextStepAreReadWhileThisStepComputes) {
+  std::string p =
+      gpu_program(parse_one(gpu_example("matmul"), {{"M", 256}, {"N", 128}, {"K", 64}})).source;
+  size_t first = p.find("if ((0) < (4)) {");
+  size_t loop = p.find("for (int v_ko = 0; v_ko < 4; v_ko += 1) {");
+  ASSERT_NE(first, std::string::npos) << p;
+  ASSERT_NE(loop, std::string::npos) << p;
+  std::string before = p.substr(first, loop - first);
+  EXPECT_EQ(count_of(before, "const float4 kiln_v"), 2) << before;
+  EXPECT_EQ(count_of(before, "__syncthreads();"), 1) << before;
+  std::string in_k = p.substr(loop);
+  in_k = in_k.substr(0, in_k.find("\n    }\n"));
+  size_t reads = in_k.find("kiln_pf");
+  size_t compute = in_k.find("for (int v_ki = 0;");
+  size_t barrier = in_k.find("__syncthreads();");
+  size_t stores = in_k.find("= kiln_pf");
+  size_t last = in_k.rfind("__syncthreads();");
+  ASSERT_NE(reads, std::string::npos) << in_k;
+  EXPECT_LT(reads, compute) << in_k;
+  EXPECT_LT(compute, barrier) << in_k;
+  EXPECT_LT(barrier, stores) << in_k;
+  EXPECT_LT(stores, last) << in_k;
+  EXPECT_EQ(count_of(in_k, "__syncthreads();"), 2) << in_k;
+  EXPECT_EQ(count_of(in_k, "(((v_ko) + (1))) < (4)"), 2 + 1) << in_k;  // reads, stores
+  EXPECT_EQ(count_of(in_k, "+= kiln_nthreads"), 0) << in_k;
+
+  // 8 x 8 threads: A's 32 x 16 slice is 128 float4, two a thread
+  std::string two =
+      gpu_program(parse_one(gpu_example("matmul"),
+                            {{"M", 128}, {"N", 128}, {"K", 64}, {"TY", 8}, {"TX", 8}}))
+          .source;
+  EXPECT_EQ(count_of(two, "const int kiln_g = kiln_tid + 1 * kiln_nthreads;"), 2 * 3) << two;
+
+  for (const ir::Overrides& sizes : std::vector<ir::Overrides>{
+           {{"M", 64}, {"N", 64}, {"K", 40}},  // K's last tile is 8 of 16 columns
+           // 32 x 32 slices for 64 threads: 32 floats a thread
+           {{"M", 128}, {"N", 128}, {"K", 64}, {"TY", 8}, {"TX", 8}, {"BK", 32}},
+       }) {
+    std::string r = gpu_program(parse_one(gpu_example("matmul"), sizes)).source;
+    EXPECT_EQ(count_of(r, "kiln_pf"), 0) << r;
+    EXPECT_EQ(count_of(r, "+= kiln_nthreads"), 2) << r;
+  }
+  std::string c =
+      gpu_program(parse_one(gpu_example("conv2d"),
+                            {{"N", 2}, {"C", 32}, {"H", 10}, {"W", 12}, {"F", 32}, {"CB", 16}}))
+          .source;
+  EXPECT_EQ(count_of(c, "kiln_pf"), 0) << c;
+  EXPECT_EQ(count_of(c, "+= kiln_nthreads"), 2) << c;
+  EXPECT_EQ(count_of(c, ") * 0;"), 0) << c;  // every copy steps by its loop's step
 }
 
 // Sizes that the tiles do not divide: the thread loops keep their bound checks, and the grid
@@ -511,9 +595,8 @@ TEST(GpuCodegen, PtxasFiguresAreReadFromTheLog) {
 }
 
 // kiln's kernels carry __launch_bounds__ of their block, so ptxas keeps a block of 32 x 32
-// threads within the block's registers (64 a thread): with a 2 x 2 register tile each it fits;
-// with 8 x 8 (64 accumulators) it spills, and a compile note says so. (A 4 x 4 tile spills 4
-// bytes: the float4 copy of A's transposed tile holds 4 more values.)
+// threads within the block's registers (64 a thread): with a 4 x 4 register tile each it fits;
+// with 8 x 8 (64 accumulators) it spills, and a compile note says so.
 TEST(GpuCodegen, ABigRegisterTileSpillsWithANote) {
   std::string why;
   if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;
@@ -529,7 +612,7 @@ TEST(GpuCodegen, ABigRegisterTileSpillsWithANote) {
     q.output = CompileOutput::Assembly;
     return compile(q);
   };
-  CompileResult fits = request(2);
+  CompileResult fits = request(4);
   ASSERT_TRUE(fits.cuda_binary.has_value());
   ASSERT_EQ(fits.cuda_binary->resources.size(), fits.cuda->launches.size());
   for (const cuda::KernelResources& k : fits.cuda_binary->resources) {

@@ -715,6 +715,7 @@ class Writer {
   // A serial loop with thread loops inside: every thread runs it, and the block's threads meet
   // at its __syncthreads() (its bounds depend on block indices only, so they agree).
   void structural_loop(const ir::For& n) {
+    if (std::optional<Pipeline> plan = plan_pipeline(n)) return pipelined_loop(n, *plan);
     Effects body_fx = shared_effects(n.body);
     Effects before = pending_;
     line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
@@ -745,11 +746,7 @@ class Writer {
       return space_of(st->buf) == Space::Local;
     });
     if (local_only) return thread(s);
-    bool copy = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
-      return !st->atomic && st->comp.size() > 5 &&
-             st->comp.compare(st->comp.size() - 5, 5, "_fill") == 0;
-    });
-    if (copy) return distributed(s);
+    if (is_fill(stores)) return distributed(s);
     const auto& n = static_cast<const ir::For&>(*s);
     p_.notes.push_back(fmt::format(
         "loop '{}' ({}) is inside the gpu_block loops but outside every thread loop: it runs on "
@@ -762,12 +759,27 @@ class Writer {
     line("}");
   }
 
-  // The iterations of a perfect nest of loops, each with bounds the nest does not change,
-  // dealt out to the block's threads in turn: thread t takes t, t + threads, ...
-  void distributed(const Stmt& s) {
+  // Stores of a cache fill (a copy into a temporary) only.
+  static bool is_fill(const std::vector<const ir::Store*>& stores) {
+    return std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
+      return !st->atomic && st->comp.size() > 5 &&
+             st->comp.compare(st->comp.size() - 5, 5, "_fill") == 0;
+    });
+  }
+
+  // A perfect nest of loops, each with bounds the nest does not change, the lets between
+  // them, and the innermost loop's body.
+  struct CopyNest {
     std::vector<const ir::For*> chain;
-    std::vector<const ir::LetStmt*> lets, pending;  // lets between the loops, bound once the
-    std::set<std::string> chain_vars;               // indices are known
+    std::vector<const ir::LetStmt*> lets;  // bound once the indices are known
+    Stmt body;
+  };
+  static CopyNest copy_nest(const Stmt& s) {
+    CopyNest out;
+    std::vector<const ir::For*>& chain = out.chain;
+    std::vector<const ir::LetStmt*>& lets = out.lets;
+    std::vector<const ir::LetStmt*> pending;
+    std::set<std::string> chain_vars;
     Stmt body = s;
     for (;;) {
       if (const ir::LetStmt* l = ir::as<ir::LetStmt>(body); l && !chain.empty()) {
@@ -790,8 +802,16 @@ class Writer {
       chain_vars.insert(n->var);
       body = n->body;
     }
-    body = chain.back()->body;  // with the lets after the last loop
-    VectorCopy vc = vector_copy(chain, lets, body);
+    out.body = chain.back()->body;  // with the lets after the last loop
+    return out;
+  }
+
+  // The iterations of a perfect nest of loops, each with bounds the nest does not change,
+  // dealt out to the block's threads in turn: thread t takes t, t + threads, ...
+  void distributed(const Stmt& s) {
+    auto [chain, lets, body] = copy_nest(s);
+    VectorCopy vc = vector_copy(chain, lets, body, let_values_);
+    int width = std::max(vc.width, 1);  // elements per iteration of the innermost loop
     int id = copy_count_++;
     line("{");
     ++indent_;
@@ -800,8 +820,8 @@ class Writer {
     for (size_t k = 0; k < chain.size(); ++k) {
       std::string e = fmt::format("kiln_e{}_{}", id, k);
       Expr extent = expand_lets(extent_of(*chain[k]));
-      if (k + 1 == chain.size() && vc.width > 1)  // groups of vc.width elements
-        extent = ir::int_imm(vc.extent / vc.width);
+      if (k + 1 == chain.size() && width > 1)  // groups of `width` elements
+        extent = ir::int_imm(vc.extent / width);
       if (const ir::IntImm* c = ir::as<ir::IntImm>(extent)) {
         line(fmt::format("constexpr long long {} = {};", e, std::max<int64_t>(c->value, 0)));
         constants.push_back(std::max<int64_t>(c->value, 0));
@@ -828,15 +848,15 @@ class Writer {
       if (k > 0) {
         line(fmt::format("const {} v_{} = {} + (kiln_r{} % {}) * {};",
                          index_type(n.var, loop_range(n), 0), n.var, expr(n.min), id, extents[k],
-                         k + 1 == chain.size() ? n.step * vc.width : n.step));
+                         k + 1 == chain.size() ? n.step * width : n.step));
         line(fmt::format("kiln_r{0} /= {1};", id, extents[k]));
       } else {
         line(fmt::format("const {} v_{} = {} + kiln_r{} * {};", index_type(n.var, loop_range(n), 0),
-                         n.var, expr(n.min), id, chain.size() == 1 ? n.step * vc.width : n.step));
+                         n.var, expr(n.min), id, chain.size() == 1 ? n.step * width : n.step));
       }
       bind_range(n);
     }
-    if (vc.width > 1) {
+    if (width > 1) {
       copy_vector(vc);
     } else {
       for (const ir::LetStmt* l : lets) let_line(l->var, l->value);
@@ -864,14 +884,18 @@ class Writer {
     bool vector_store = false;
   };
 
+  // width 0: not a plain copy of floats; 1: one that cannot be vectorized. `outer`: the
+  // values of the lets in scope.
   VectorCopy vector_copy(const std::vector<const ir::For*>& chain,
-                         const std::vector<const ir::LetStmt*>& lets, const Stmt& body) const {
+                         const std::vector<const ir::LetStmt*>& lets, const Stmt& body,
+                         const std::map<std::string, Expr>& outer) const {
     VectorCopy none;
+    none.width = 0;
     const ir::For& inner = *chain.back();
-    std::optional<int64_t> extent = ir::eval_int(expand_lets(extent_of(inner)), {});
+    std::optional<int64_t> extent = ir::eval_int(cuda::expand_lets(extent_of(inner), outer), {});
     if (inner.step != 1 || !extent || *extent <= 0) return none;
     // the copy's lets, expanded into its indices (the code below binds none of them)
-    std::map<std::string, Expr> values = let_values_;
+    std::map<std::string, Expr> values = outer;
     std::set<std::string> names;
     auto bind = [&](const ir::LetStmt& l) {
       names.insert(l.var);
@@ -933,20 +957,37 @@ class Writer {
         for (const std::string& n : ir::free_vars(i))
           if (names.count(n)) return none;  // a let the expansion could not remove
     Expr from_offset = flat(from, vc.from_at), to_offset = flat(to, vc.to_at);
-    if (!consecutive(from_offset)) return none;
+    vc.width = 1;
+    if (!consecutive(from_offset)) return vc;
     for (int width : {4, 2}) {
       if (*extent % width != 0 || !aligned(from_offset, width)) continue;
       vc.width = width;
       vc.vector_store = consecutive(to_offset) && aligned(to_offset, width);
       return vc;
     }
-    return none;
+    return vc;
   }
 
   void copy_vector(const VectorCopy& vc) {
     std::string name = fmt::format("kiln_v{}", vector_count_++);
-    line(fmt::format("const float{0} {1} = *reinterpret_cast<const float{0}*>(&{2});", vc.width,
-                     name, element(vc.from, vc.from_at)));
+    line(fmt::format("const {} {} = {};", vector_type(vc.width), name, vector_load(vc)));
+    vector_store(vc, name);
+  }
+
+  static std::string vector_type(int width) {
+    return width == 1 ? "float" : fmt::format("float{}", width);
+  }
+  std::string vector_load(const VectorCopy& vc) {
+    if (vc.width == 1) return element(vc.from, vc.from_at);
+    return fmt::format("*reinterpret_cast<const float{}*>(&{})", vc.width,
+                       element(vc.from, vc.from_at));
+  }
+  // Stores `name`, a group of vc.width floats, where vc puts them.
+  void vector_store(const VectorCopy& vc, const std::string& name) {
+    if (vc.width == 1) {
+      line(fmt::format("{} = {};", element(vc.to, vc.to_at), name));
+      return;
+    }
     if (vc.vector_store) {
       line(fmt::format("*reinterpret_cast<float{0}*>(&{1}) = {2};", vc.width,
                        element(vc.to, vc.to_at), name));
@@ -959,6 +1000,317 @@ class Writer {
             passes::simplify(ir::substitute(i, {{vc.var, ir::var(vc.var) + ir::int_imm(e)}})));
       line(fmt::format("{} = {}.{};", element(vc.to, at), name, "xyzw"[e]));
     }
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Pipelined tiles. A serial loop around thread loops whose body first fills shared tiles from
+  // device memory and then computes on them (the matmul's K loop) reads the next step's
+  // elements into registers before it computes on this step's tiles, and stores them into the
+  // tiles after the barrier that ends the computation: the loads' latency hides behind the
+  // arithmetic, for the registers that hold them. The first step's tiles are filled before
+  // the loop. Each thread takes the groups kiln_tid, kiln_tid + kiln_nthreads, ... of a fill,
+  // as many as the thread loops inside the loop make necessary (the block has at least their
+  // threads).
+
+  static constexpr int64_t kPipelineRegisters = 16;  // floats a thread may hold for the next step
+
+  struct PipelinedFill {
+    const ir::For* nest = nullptr;  // the fill's outermost loop in the loop's body
+    VectorCopy copy;
+    std::vector<const ir::For*> chain;
+    std::vector<Expr> mins;        // each loop's first value, lets expanded
+    std::vector<int64_t> extents;  // each loop's iterations (the innermost's in groups)
+    int64_t groups = 1;            // iterations of the whole nest
+    int64_t per_thread = 1;        // of them for each thread, at most
+  };
+
+  // The tiles allocated in the loop (declared before it) and its fills.
+  struct Pipeline {
+    std::vector<const ir::Alloc*> tiles;
+    std::vector<PipelinedFill> fills;
+  };
+
+  std::optional<Pipeline> plan_pipeline(const ir::For& n) {
+    if (n.step <= 0) return std::nullopt;
+    Pipeline plan;
+    std::vector<PipelinedFill>& fills = plan.fills;
+    std::vector<std::string> added;  // the tiles' entries in bufs_ while planning
+    struct Unplan {
+      std::map<std::string, BufInfo>& bufs;
+      std::vector<std::string>& added;
+      ~Unplan() {
+        for (const std::string& b : added) bufs.erase(b);
+      }
+    } unplan{bufs_, added};
+    std::map<std::string, Expr> values = let_values_;
+    std::set<std::string> body_lets;          // defined in the loop: not in scope before it
+    std::array<int64_t, 3> threads{1, 1, 1};  // the widest thread loop on each axis
+    bool computing = false, ok = true;
+    std::function<void(const Stmt&)> widths = [&](const Stmt& s) {
+      if (!s || !ok) return;
+      switch (s->kind) {
+        case ir::StmtKind::Block:
+          for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts) widths(c);
+          return;
+        case ir::StmtKind::LetStmt:
+          return widths(static_cast<const ir::LetStmt&>(*s).body);
+        case ir::StmtKind::Alloc:
+          return widths(static_cast<const ir::Alloc&>(*s).body);
+        case ir::StmtKind::If:
+          widths(static_cast<const ir::IfThenElse&>(*s).then_case);
+          return widths(static_cast<const ir::IfThenElse&>(*s).else_case);
+        case ir::StmtKind::For: {
+          const auto& f = static_cast<const ir::For&>(*s);
+          if (ir::is_gpu_thread_tag(f.tag)) {
+            std::optional<int64_t> e = ir::eval_int(cuda::expand_lets(extent_of(f), values), {});
+            if (!e) ok = false;
+            if (!e) return;
+            int a = ir::gpu_tag_axis(f.tag);
+            threads[a] = std::max(threads[a], *e);
+          }
+          return widths(f.body);
+        }
+        default:
+          return;
+      }
+    };
+    std::function<void(const Stmt&)> walk = [&](const Stmt& s) {
+      if (!s || !ok) return;
+      switch (s->kind) {
+        case ir::StmtKind::Block:
+          for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts) walk(c);
+          return;
+        case ir::StmtKind::LetStmt: {
+          const auto& l = static_cast<const ir::LetStmt&>(*s);
+          body_lets.insert(l.var);
+          if (ir::is_int(l.value->type) && !ir::reads_memory(l.value))
+            values[l.var] = l.value;
+          else
+            values.erase(l.var);
+          return walk(l.body);
+        }
+        case ir::StmtKind::Alloc: {
+          const auto& a = static_cast<const ir::Alloc&>(*s);
+          if (computing || bufs_.count(a.buf) ||
+              temp_space(a.loc, true, false) != TempSpace::Shared) {
+            ok = false;
+            return;
+          }
+          bufs_[a.buf] = {a.dtype, a.shape, Space::Shared, false};
+          added.push_back(a.buf);
+          plan.tiles.push_back(&a);
+          return walk(a.body);
+        }
+        case ir::StmtKind::For: {
+          const auto& f = static_cast<const ir::For&>(*s);
+          if (ir::is_gpu_thread_tag(f.tag) || has_loop(f.body, ir::is_gpu_thread_tag)) {
+            computing = true;
+            return widths(s);
+          }
+          StoreCollector stores;
+          stores.visit(s);
+          if (computing || stores.stores.empty() || !is_fill(stores.stores)) {
+            ok = false;  // a fill after the computation, or code for one thread
+            return;
+          }
+          CopyNest nest = copy_nest(s);
+          PipelinedFill p;
+          p.nest = &f;
+          p.chain = nest.chain;
+          p.copy = vector_copy(nest.chain, nest.lets, nest.body, values);
+          if (p.copy.width == 0 || space_of(p.copy.to) != Space::Shared) {
+            ok = false;
+            return;
+          }
+          for (size_t k = 0; k < p.chain.size(); ++k) {
+            std::optional<int64_t> e =
+                ir::eval_int(cuda::expand_lets(extent_of(*p.chain[k]), values), {});
+            if (!e || *e <= 0) {
+              ok = false;
+              return;
+            }
+            if (k + 1 == p.chain.size()) *e /= p.copy.width;
+            p.extents.push_back(*e);
+            p.groups *= *e;
+            p.mins.push_back(cuda::expand_lets(p.chain[k]->min, values));
+          }
+          fills.push_back(std::move(p));
+          return;
+        }
+        default:
+          ok = false;  // a store or a branch at block level
+          return;
+      }
+    };
+    walk(n.body);
+    if (!ok || fills.empty() || !computing) return std::nullopt;
+    // Read early, the sources must not change in the loop; only the fills write the tiles; and
+    // every index must be computable before the loop.
+    StoreCollector stores;
+    stores.visit(n.body);
+    int64_t floats = 0, block = threads[0] * threads[1] * threads[2];
+    for (PipelinedFill& f : fills) {
+      for (const ir::Store* st : stores.stores)
+        if (st->buf == f.copy.from || (st->buf == f.copy.to && !is_fill({st}))) return std::nullopt;
+      std::vector<Expr> all = f.copy.from_at;
+      all.insert(all.end(), f.copy.to_at.begin(), f.copy.to_at.end());
+      all.insert(all.end(), f.mins.begin(), f.mins.end());
+      for (const Expr& e : all)
+        for (const std::string& v : ir::free_vars(e))
+          if (body_lets.count(v)) return std::nullopt;
+      f.per_thread = (f.groups + block - 1) / block;
+      floats += f.per_thread * f.copy.width;
+    }
+    if (floats > kPipelineRegisters) return std::nullopt;
+    return plan;
+  }
+
+  void pipelined_loop(const ir::For& n, const Pipeline& plan) {
+    const std::vector<PipelinedFill>& fills = plan.fills;
+    for (const ir::Alloc* a : plan.tiles) declare(*a, Space::Shared);
+    Effects fill_fx;
+    for (const PipelinedFill& f : fills) {
+      fill_fx.reads.insert(f.copy.from);
+      fill_fx.writes.insert(f.copy.to);
+    }
+    // the first step's tiles
+    sync_before(fill_fx);
+    line(fmt::format("if (({}) < ({})) {{", expr(n.min), expr(n.end)));
+    ++indent_;
+    for (const PipelinedFill& f : fills)
+      for (int64_t j = 0; j < f.per_thread; ++j) {
+        line("{");
+        ++indent_;
+        group_of(f, j, n.var, n.min, "");
+        VectorCopy at = copy_at(f, n.var, n.min);
+        std::string name = fmt::format("kiln_v{}", vector_count_++);
+        line(fmt::format("const {} {} = {};", vector_type(at.width), name, vector_load(at)));
+        vector_store(at, name);
+        --indent_;
+        line("}");
+        unbind_group(f);
+        --indent_;
+        line("}");
+      }
+    --indent_;
+    line("}");
+    line("__syncthreads();");
+    pending_ = {};
+
+    Effects body_fx = shared_effects(n.body);
+    line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
+                     expr(n.end), n.step, index_type(n.var, loop_range(n), n.step)));
+    var_types_[n.var] = ir::kIndexType;
+    bind_range(n);
+    ++indent_;
+    Expr next = ir::var(n.var) + ir::int_imm(n.step);
+    std::string has_next = fmt::format("({}) < ({})", expr(next), expr(n.end));
+    std::vector<std::string> held(fills.size());  // the registers of each fill
+    pipelined_body(n.body, plan, n.var, next, has_next, held);
+    // the next step's tiles, once every thread is done with this step's
+    sync_before(Effects{{}, fill_fx.writes});
+    line(fmt::format("if ({}) {{", has_next));
+    ++indent_;
+    for (size_t i = 0; i < fills.size(); ++i)
+      for (int64_t j = 0; j < fills[i].per_thread; ++j) {
+        line("{");
+        ++indent_;
+        group_of(fills[i], j, n.var, next, "");
+        vector_store(copy_at(fills[i], n.var, next), fmt::format("{}_{}", held[i], j));
+        --indent_;
+        line("}");
+        unbind_group(fills[i]);
+        --indent_;
+        line("}");
+      }
+    --indent_;
+    line("}");
+    bool end_sync = pending_.conflicts(body_fx);
+    if (end_sync) line("__syncthreads();");
+    --indent_;
+    line("}");
+    known_.erase(n.var);
+    pending_ = {};
+    if (!end_sync) pending_.add(body_fx);
+  }
+
+  // The loop's body, each fill replaced by the reads of the next step's elements into
+  // registers (held[i]_j).
+  void pipelined_body(const Stmt& s, const Pipeline& plan, const std::string& loop_var,
+                      const Expr& next, const std::string& has_next,
+                      std::vector<std::string>& held) {
+    if (!s) return;
+    const std::vector<PipelinedFill>& fills = plan.fills;
+    if (s->kind == ir::StmtKind::Block) {
+      for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts)
+        pipelined_body(c, plan, loop_var, next, has_next, held);
+      return;
+    }
+    if (const ir::LetStmt* l = ir::as<ir::LetStmt>(s)) {
+      let_line(l->var, l->value);
+      return pipelined_body(l->body, plan, loop_var, next, has_next, held);
+    }
+    if (const ir::Alloc* a = ir::as<ir::Alloc>(s)) {  // a tile, declared before the loop
+      return pipelined_body(a->body, plan, loop_var, next, has_next, held);
+    }
+    for (size_t i = 0; i < fills.size(); ++i) {
+      if (s.get() != fills[i].nest) continue;
+      const PipelinedFill& f = fills[i];
+      held[i] = fmt::format("kiln_pf{}", vector_count_++);
+      for (int64_t j = 0; j < f.per_thread; ++j)
+        line(fmt::format("{} {}_{};", vector_type(f.copy.width), held[i], j));
+      for (int64_t j = 0; j < f.per_thread; ++j) {
+        line("{");
+        ++indent_;
+        group_of(f, j, loop_var, next, has_next);
+        line(fmt::format("{}_{} = {};", held[i], j, vector_load(copy_at(f, loop_var, next))));
+        --indent_;
+        line("}");
+        unbind_group(f);
+        --indent_;
+        line("}");
+      }
+      return;
+    }
+    block_scope(s);
+  }
+
+  // Binds the fill's loop variables to the first element of the j-th group of this thread,
+  // at step `at` of the pipelined loop (loop_var replaced by `at`), and opens a branch taken
+  // when the group exists (and `cond` holds).
+  void group_of(const PipelinedFill& f, int64_t j, const std::string& loop_var, const Expr& at,
+                const std::string& cond) {
+    line(fmt::format("const int kiln_g = kiln_tid + {} * kiln_nthreads;", j));
+    int64_t inner = 1;
+    for (size_t k = f.chain.size(); k-- > 0;) {
+      const ir::For& c = *f.chain[k];
+      Expr first = passes::simplify(ir::substitute(f.mins[k], {{loop_var, at}}));
+      int64_t step = c.step * (k + 1 == f.chain.size() ? f.copy.width : 1);
+      std::string digit = k == 0 ? fmt::format("(kiln_g / {})", inner)
+                                 : fmt::format("(kiln_g / {} % {})", inner, f.extents[k]);
+      passes::Interval r;
+      r.min = passes::range_of(first, known_).min;
+      r.max =
+          passes::range_of(first + ir::int_imm((f.extents[k] - 1) * step + step - 1), known_).max;
+      line(fmt::format("const {} v_{} = {} + {} * {};", index_type(c.var, r, 0), c.var, expr(first),
+                       digit, step));
+      var_types_[c.var] = ir::kIndexType;
+      known_[c.var] = r;
+      inner *= f.extents[k];
+    }
+    line(fmt::format("if ({}kiln_g < {}) {{", cond.empty() ? "" : "(" + cond + ") && ", f.groups));
+    ++indent_;
+  }
+  void unbind_group(const PipelinedFill& f) {
+    for (const ir::For* c : f.chain) known_.erase(c->var);
+  }
+
+  // The fill's copy at step `at` of the pipelined loop.
+  static VectorCopy copy_at(const PipelinedFill& f, const std::string& loop_var, const Expr& at) {
+    VectorCopy c = f.copy;
+    for (std::vector<Expr>* v : {&c.from_at, &c.to_at})
+      for (Expr& e : *v) e = passes::simplify(ir::substitute(e, {{loop_var, at}}));
+    return c;
   }
 
   // ---------------------------------------------------------------------------------------
