@@ -86,6 +86,11 @@ void to_wire(const codegen::Artifact& a, v1::Artifact* out) {
     for (int64_t b : k.block) w->add_block(b);
     w->set_shared_bytes(k.shared_bytes);
   }
+  for (const codegen::Artifact::GpuConstant& k : a.constants) {
+    v1::GpuConstant* w = out->add_constants();
+    w->set_buffer(k.buffer);
+    w->set_symbol(k.symbol);
+  }
   for (const codegen::Artifact::GpuTemp& t : a.temps) {
     v1::GpuTemp* w = out->add_temps();
     w->set_name(t.name);
@@ -471,6 +476,18 @@ v1::MeasureJob measure_job(const v1::Artifact& a, const ir::Func& f,
         bytes *= static_cast<uint64_t>(n);
       }
       job.add_temp_bytes(bytes);
+    }
+    for (const v1::GpuConstant& k : a.constants()) {
+      int index = -1;
+      for (int i = 0; i < a.arguments_size(); ++i)
+        if (a.arguments(i).name() == k.buffer()) index = i;
+      if (index < 0)
+        refuse(Code::Internal, fmt::format("artifact {} reads buffer {} from constant memory but "
+                                           "has no such argument",
+                                           a.name(), k.buffer()));
+      v1::GpuConstantCopy* c = job.add_constants();
+      c->set_argument(static_cast<uint32_t>(index));
+      c->set_symbol(k.symbol());
     }
   }
   v1::MeasureSettings& m = *job.mutable_settings();

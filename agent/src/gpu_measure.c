@@ -173,6 +173,21 @@ void gpu_measure_run(const measure_job* job, const uint8_t* code, size_t code_le
     }
     g.args[p++] = d;
   }
+  /* Buffers the kernels read from constant memory: copied into the module once. */
+  for (size_t k = 0; k < job->n_constants; ++k) {
+    const Kiln__V1__GpuConstantCopy* c = job->constants[k];
+    if (c->argument >= h.n || !job->arguments[c->argument]->is_buffer) {
+      result_error(r, KILN__V1__MEASURE_RESULT__ERROR__BAD_JOB,
+                   "constant %s: argument %u is not a buffer of the job", c->symbol, c->argument);
+      return;
+    }
+    if (kiln_cuda_copy_to_global(g.cuda, module, c->symbol, device[c->argument],
+                                 h.bytes[c->argument], err, sizeof err) != 0) {
+      result_error(r, KILN__V1__MEASURE_RESULT__ERROR__LOAD_ERROR,
+                   "buffer %s into constant memory: %s", job->arguments[c->argument]->name, err);
+      return;
+    }
+  }
   if (kiln_cuda_alloc(g.cuda, sizeof(int32_t), &g.status, err, sizeof err) != 0 ||
       kiln_cuda_zero(g.cuda, g.status, sizeof(int32_t), err, sizeof err) != 0) {
     result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY, "the status word: %s", err);

@@ -73,7 +73,12 @@ std::string Artifact::metadata_json() const {
                               .raw("shape", json_string_array(shape))
                               .done());
     }
-    out.raw("kernels", json_array(kernel_list)).raw("temps", json_array(temp_list));
+    std::vector<std::string> constant_list;
+    for (const GpuConstant& k : constants)
+      constant_list.push_back(JsonObject().str("buffer", k.buffer).str("symbol", k.symbol).done());
+    out.raw("kernels", json_array(kernel_list))
+        .raw("temps", json_array(temp_list))
+        .raw("constants", json_array(constant_list));
   }
   return out.done();
 }

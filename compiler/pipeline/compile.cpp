@@ -204,6 +204,8 @@ void gpu_codegen(const CompileRequest& request, CompileResult& out) {
   for (const cuda::Launch& l : out.cuda->launches)
     a.kernels.push_back({l.kernel, l.grid, l.block, l.shared_bytes});
   for (const cuda::DeviceTemp& d : out.cuda->temps) a.temps.push_back({d.name, d.dtype, d.shape});
+  for (const cuda::ConstantBuffer& k : out.cuda->constants)
+    a.constants.push_back({k.buffer, k.symbol});
   out.artifact = std::move(a);
 }
 

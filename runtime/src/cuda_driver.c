@@ -43,10 +43,12 @@ typedef struct {
   cu_result (*module_load)(cu_module*, const void*);
   cu_result (*module_unload)(cu_module);
   cu_result (*module_function)(cu_function*, cu_module, const char*);
+  cu_result (*module_global)(cu_ptr*, size_t*, cu_module, const char*);
   cu_result (*mem_alloc)(cu_ptr*, size_t);
   cu_result (*mem_free)(cu_ptr);
   cu_result (*copy_htod)(cu_ptr, const void*, size_t);
   cu_result (*copy_dtoh)(void*, cu_ptr, size_t);
+  cu_result (*copy_dtod)(cu_ptr, cu_ptr, size_t);
   cu_result (*memset8)(cu_ptr, unsigned char, size_t);
   cu_result (*launch)(cu_function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                       unsigned, cu_stream, void**, void**);
@@ -123,10 +125,12 @@ static int bind(kiln_cuda* c, char* err, size_t len) {
   BIND(module_load, "cuModuleLoadData");
   BIND(module_unload, "cuModuleUnload");
   BIND(module_function, "cuModuleGetFunction");
+  BIND(module_global, "cuModuleGetGlobal_v2");
   BIND(mem_alloc, "cuMemAlloc_v2");
   BIND(mem_free, "cuMemFree_v2");
   BIND(copy_htod, "cuMemcpyHtoD_v2");
   BIND(copy_dtoh, "cuMemcpyDtoH_v2");
+  BIND(copy_dtod, "cuMemcpyDtoD_v2");
   BIND(memset8, "cuMemsetD8_v2");
   BIND(launch, "cuLaunchKernel");
   BIND(synchronize, "cuCtxSynchronize");
@@ -240,6 +244,21 @@ int kiln_cuda_alloc(kiln_cuda* c, size_t bytes, uint64_t* dptr, char* err, size_
   if (check(c, c->d.mem_alloc(&p, bytes ? bytes : 1), "cuMemAlloc", err, len) != 0) return -1;
   *dptr = p;
   return 0;
+}
+
+int kiln_cuda_copy_to_global(kiln_cuda* c, void* module, const char* name, uint64_t src,
+                             size_t bytes, char* err, size_t len) {
+  cu_ptr dst = 0;
+  size_t size = 0;
+  char call[320];
+  snprintf(call, sizeof call, "cuModuleGetGlobal(%s)", name);
+  if (check(c, c->d.module_global(&dst, &size, module, name), call, err, len) != 0) return -1;
+  if (size != bytes) {
+    say(err, len, "%s holds %zu bytes in the module, not the %zu of its buffer", name, size, bytes);
+    return -1;
+  }
+  if (bytes == 0) return 0;
+  return check(c, c->d.copy_dtod(dst, src, bytes), "cuMemcpyDtoD", err, len);
 }
 
 void kiln_cuda_free(kiln_cuda* c, uint64_t dptr) {

@@ -201,7 +201,8 @@ TEST_F(FleetTest, GpuExamplesMeasuredOnTheAgentsGpuMatchTheReference) {
   const std::map<std::string, std::map<std::string, int64_t>> sizes = {
       {"matmul", {{"M", 200}, {"N", 96}, {"K", 40}}},
       {"batch_matmul", {{"BATCH", 3}, {"M", 64}, {"N", 48}, {"K", 32}}},
-      {"conv2d", {{"C", 8}, {"H", 20}, {"W", 18}, {"F", 16}}}};
+      {"conv2d", {{"C", 8}, {"H", 20}, {"W", 18}, {"F", 16}}},
+      {"conv2d_constant", {{"C", 8}, {"H", 20}, {"W", 18}, {"F", 16}}}};
   for (const auto& [example, set] : sizes) {
     SCOPED_TRACE(example);
     v1::MeasureRequest r =

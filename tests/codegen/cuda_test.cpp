@@ -95,6 +95,10 @@ const std::vector<GpuCase>& gpu_cases() {
         {{"N", 2}, {"C", 32}, {"H", 10}, {"W", 12}, {"F", 32}, {"CB", 16}},
         // two rows per thread, and a last tile of rows the tile does not fill
         {{"N", 1}, {"C", 3}, {"H", 13}, {"W", 10}, {"F", 4}, {"TY", 4}, {"PY", 2}}}},
+      {"conv2d_constant",
+       {"<file>"},
+       {{{"N", 1}, {"C", 3}, {"H", 12}, {"W", 10}, {"F", 4}},
+        {{"N", 2}, {"C", 5}, {"H", 9}, {"W", 17}, {"F", 3}, {"P", 0}, {"CB", 2}}}},
   };
   return all;
 }
@@ -391,6 +395,62 @@ TEST(GpuCodegen, TilesOfTheNextStepAreReadWhileThisStepComputes) {
   EXPECT_EQ(count_of(c, "kiln_pf"), 0) << c;
   EXPECT_EQ(count_of(c, "+= kiln_nthreads"), 2) << c;
   EXPECT_EQ(count_of(c, ") * 0;"), 0) << c;  // every copy steps by its loop's step
+}
+
+// `Wt.set_loc(gpu_constant)`: the kernels read the filters from a __constant__ array of their
+// size, which the program lists for whoever launches it to fill; only inputs of sizes known at
+// compile time, 64 KiB in all, may live there, and no temporary.
+TEST(GpuCodegen, ConstantMemoryHoldsInputsTheKernelsOnlyRead) {
+  std::string text = gpu_example("conv2d_constant");
+  cuda::Program p = gpu_program(parse_one(text));
+  EXPECT_EQ(count_of(p.source, "__constant__ float kiln_const_Wt[9216];"), 1) << p.source;
+  EXPECT_GT(count_of(p.source, "kiln_const_Wt[("), 0) << p.source;
+  EXPECT_EQ(count_of(p.source, "b_Wt["), 0) << p.source;
+  ASSERT_EQ(p.constants.size(), 1u);
+  EXPECT_EQ(p.constants[0].buffer, "Wt");
+  EXPECT_EQ(p.constants[0].symbol, "kiln_const_Wt");
+  EXPECT_NE(cuda::describe_launches(p).find("// buffer Wt: read from constant memory"),
+            std::string::npos);
+  std::string why;
+  if (cuda::nvrtc_available(&why)) {
+    CompileRequest q = gpu_request(parse_one(text));
+    q.output = CompileOutput::Artifact;
+    CompileResult r = compile(q);
+    ASSERT_TRUE(r.artifact.has_value());
+    ASSERT_EQ(r.artifact->constants.size(), 1u);
+    EXPECT_EQ(r.artifact->constants[0].symbol, "kiln_const_Wt");
+    EXPECT_NE(r.artifact->metadata_json().find(R"("constants":[{"buffer":"Wt")"), std::string::npos)
+        << r.artifact->metadata_json();
+  }
+
+  auto refused = [&](const std::string& src, const ir::Overrides& set) {
+    try {
+      gpu_program(parse_one(src, set));
+    } catch (const CompileError& e) {
+      return std::string(e.what());
+    }
+    return std::string("compiled");
+  };
+  // 64 x 64 3x3 filters are 144 KiB
+  EXPECT_NE(refused(text, {{"C", 64}, {"F", 64}})
+                .find("need 147456 bytes in all: constant "
+                      "memory holds 65536"),
+            std::string::npos);
+  std::string output = std::regex_replace(text, std::regex("Wt.set_loc\\(gpu_constant\\)"),
+                                          "O.set_loc(gpu_constant)");
+  EXPECT_NE(refused(output, {}).find("buffer O is gpu_constant but the kernels write it"),
+            std::string::npos);
+  std::string run_time = std::regex_replace(text, std::regex("C = 32,"), "C,");
+  EXPECT_NE(refused(run_time, {})
+                .find("buffer Wt is gpu_constant but its extent C is known only "
+                      "at run time"),
+            std::string::npos)
+      << refused(run_time, {});
+  std::string temp = std::regex_replace(text, std::regex("Wt.set_loc\\(gpu_constant\\)"),
+                                        "O.cache_identity(Wt, co, gpu_constant)");
+  EXPECT_NE(refused(temp, {}).find("is gpu_constant, but the kernels write a temporary"),
+            std::string::npos)
+      << refused(temp, {});
 }
 
 // Sizes that the tiles do not divide: the thread loops keep their bound checks, and the grid

@@ -1,6 +1,7 @@
 // Running a CUDA program on a GPU through the driver (kiln/cuda.h, kiln/cuda_driver.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "kiln/cuda.h"
@@ -50,6 +51,7 @@ class Module {
       fail(fmt::format("the GPU cannot load the code compiled for {}: {}", bin.arch, err));
   }
   ~Module() { kiln_cuda_unload(c_, m_); }
+  void* handle() const { return m_; }
   void* function(const std::string& name) {
     char err[512];
     void* fn = nullptr;
@@ -140,6 +142,16 @@ Device::Timing Device::run(const Program& p, const Binary& bin, Bindings& b, int
   args.push_back(&status);
 
   Module module(c, bin);
+  // the inputs the kernels read from constant memory, copied there once
+  for (const ConstantBuffer& k : p.constants) {
+    auto arg = std::find_if(p.args.begin(), p.args.end(),
+                            [&](const ir::Buf& a) { return a.name == k.buffer; });
+    if (arg == p.args.end()) fail(fmt::format("{} has no buffer {}", p.name, k.buffer));
+    size_t i = static_cast<size_t>(arg - p.args.begin());
+    if (kiln_cuda_copy_to_global(c, module.handle(), k.symbol.c_str(), ptrs[i], bytes[i], err,
+                                 sizeof err) != 0)
+      fail(fmt::format("buffer {} into constant memory: {}", k.buffer, err));
+  }
   struct Ready {
     void* fn;
     unsigned grid[3], block[3];

@@ -212,13 +212,15 @@ class Writer {
     p_.checks = f_.checks;
     p_.fast_math = f_.fast_math;
     for (const std::string& param : f_.params) var_types_[param] = ir::kIndexType;
-    for (const ir::Buf& b : f_.args)
+    for (const ir::Buf& b : f_.args) {
       bufs_[b.name] = {b.dtype, b.shape, Space::Global, b.kind == ir::BufKind::Input};
+      if (b.loc == ir::MemLoc::GpuConstant) constant_buffer(b);
+    }
     collect_temps(f_.body);
     for (const DeviceTemp& t : p_.temps) bufs_[t.name] = {t.dtype, t.shape, Space::Global, false};
     input_check_kernel();
     host(f_.body);
-    p_.source = std::string(kPrelude) + "\n" + kernels_;
+    p_.source = std::string(kPrelude) + "\n" + constant_decls_ + kernels_;
     return std::move(p_);
   }
 
@@ -229,7 +231,49 @@ class Writer {
     std::vector<Expr> shape;
     Space space = Space::Global;
     bool input = false;
+    bool constant = false;  // read from its copy in constant memory
   };
+
+  // The elements of a shape whose extents are constants; fails with why(extent) at the first
+  // that is not.
+  template <typename Why>
+  int64_t compile_time_count(const std::vector<Expr>& shape, Why why) const {
+    int64_t count = 1;
+    for (const Expr& e : shape) {
+      std::optional<int64_t> v = ir::eval_int(e, {});
+      if (!v) fail(why(e));
+      count *= std::max<int64_t>(*v, 0);
+    }
+    return count;
+  }
+
+  // An input the kernels read from constant memory: a __constant__ array of its size, which
+  // the launcher fills from the buffer. 64 KiB hold all of a module's.
+  static constexpr int64_t kConstantBytes = 65536;
+  void constant_buffer(const ir::Buf& b) {
+    if (b.kind != ir::BufKind::Input)
+      fail(
+          fmt::format("buffer {} is gpu_constant but the kernels write it: constant memory "
+                      "holds inputs they only read",
+                      b.name));
+    int64_t count = compile_time_count(b.shape, [&](const Expr& e) {
+      return fmt::format(
+          "buffer {} is gpu_constant but its extent {} is known only at run time: a "
+          "__constant__ array's size is fixed when the kernel is compiled",
+          b.name, ir::to_string(e));
+    });
+    constant_bytes_ += std::max<int64_t>(count, 1) * static_cast<int64_t>(ir::dtype_bytes(b.dtype));
+    if (constant_bytes_ > kConstantBytes)
+      fail(
+          fmt::format("buffer {} is gpu_constant, and the gpu_constant buffers need {} bytes in "
+                      "all: constant memory holds {}",
+                      b.name, constant_bytes_, kConstantBytes));
+    std::string symbol = "kiln_const_" + b.name;
+    constant_decls_ += fmt::format("__constant__ {} {}[{}];\n", ctype(b.dtype), symbol,
+                                   std::max<int64_t>(count, 1));
+    bufs_[b.name].constant = true;
+    p_.constants.push_back({b.name, symbol});
+  }
 
   [[noreturn]] void fail(const std::string& message) const {
     throw CompileError(ErrorStage::Codegen, where_, message);
@@ -244,6 +288,7 @@ class Writer {
     switch (s->kind) {
       case ir::StmtKind::Alloc: {
         const auto& n = static_cast<const ir::Alloc&>(*s);
+        refuse_constant_temp(n);
         p_.temps.push_back({n.buf, n.dtype, n.shape});
         collect_temps(n.body);
         break;
@@ -917,8 +962,9 @@ class Writer {
       return none;
     const BufInfo& from = bufs_.at(ld->buf);
     const BufInfo& to = bufs_.at(st->buf);
-    if (from.space != Space::Global || from.dtype != DType::F32 || to.dtype != DType::F32 ||
-        to.space == Space::Local || from.shape.empty() || to.shape.empty())
+    if (from.space != Space::Global || from.constant || from.dtype != DType::F32 ||
+        to.dtype != DType::F32 || to.space == Space::Local || from.shape.empty() ||
+        to.shape.empty())
       return none;
     auto expanded = [&](const std::vector<Expr>& indices) {
       std::vector<Expr> out;
@@ -1371,17 +1417,24 @@ class Writer {
     line("}");
   }
 
+  void refuse_constant_temp(const ir::Alloc& n) const {
+    if (n.loc == ir::MemLoc::GpuConstant)
+      fail(
+          fmt::format("temporary {} is gpu_constant, but the kernels write a temporary and "
+                      "constant memory holds input buffers they only read "
+                      "(`set_loc(gpu_constant)` on an input): put it in gpu_shared, gpu_local "
+                      "or gpu_global",
+                      n.buf));
+  }
+
   void declare(const ir::Alloc& n, Space space) {
-    int64_t count = 1;
-    for (const Expr& e : n.shape) {
-      std::optional<int64_t> v = ir::eval_int(e, {});
-      if (!v)
-        fail(
-            fmt::format("temporary {} ({}) has size {} inside a GPU kernel: shared and "
-                        "per-thread temporaries need sizes known at compile time",
-                        n.buf, ir::mem_loc_name(n.loc), ir::to_string(e)));
-      count *= std::max<int64_t>(*v, 0);
-    }
+    refuse_constant_temp(n);
+    int64_t count = compile_time_count(n.shape, [&](const Expr& e) {
+      return fmt::format(
+          "temporary {} ({}) has size {} inside a GPU kernel: shared and per-thread "
+          "temporaries need sizes known at compile time",
+          n.buf, ir::mem_loc_name(n.loc), ir::to_string(e));
+    });
     bufs_[n.buf] = {n.dtype, n.shape, space, false};
     if (space == Space::Shared) {
       int64_t bytes = count * static_cast<int64_t>(ir::dtype_bytes(n.dtype));
@@ -1419,7 +1472,7 @@ class Writer {
     if (it == bufs_.end() || it->second.dtype != DType::F32 || it->second.shape.empty())
       return false;
     if (it->second.space == Space::Shared) return true;
-    if (it->second.space != Space::Global) return false;
+    if (it->second.space != Space::Global || it->second.constant) return false;
     int64_t size = 1;
     for (const Expr& d : it->second.shape) {
       std::optional<int64_t> v = ir::eval_int(d, {});
@@ -1685,7 +1738,8 @@ class Writer {
     if (indices.size() != shape.size())
       fail(fmt::format("access to {} with {} indices; it has {} dimensions", buf, indices.size(),
                        shape.size()));
-    if (indices.empty()) return "b_" + buf + "[0]";
+    std::string name = (it->second.constant ? "kiln_const_" : "b_") + buf;
+    if (indices.empty()) return name + "[0]";
     // The offset of an element is below the buffer's size (accesses are in bounds): in int when
     // the size is a constant within 32 bits, else in long long.
     bool small = true;
@@ -1698,7 +1752,7 @@ class Writer {
     if (!small) flat = "(long long)(" + flat + ")";
     for (size_t d = 1; d < indices.size(); ++d)
       flat = fmt::format("({}) * ({}) + ({})", flat, expr(shape[d]), expr(indices[d]));
-    return fmt::format("b_{}[{}]", buf, flat);
+    return fmt::format("{}[{}]", name, flat);
   }
 
   void store(const ir::Store& n) {
@@ -1904,6 +1958,8 @@ class Writer {
   Effects pending_;  // what the block's threads did since the last __syncthreads()
   std::string storing_;
   int kernel_count_ = 0, guard_count_ = 0, copy_count_ = 0, acc_count_ = 0;
+  std::string constant_decls_;  // the __constant__ arrays, at the module's scope
+  int64_t constant_bytes_ = 0;
 };
 
 }  // namespace
@@ -1924,6 +1980,8 @@ std::string describe_launches(const Program& p) {
     out += fmt::format("// temporary {}: {}[{}] in device memory\n", t.name,
                        ir::dtype_name(t.dtype), fmt::join(dims, ", "));
   }
+  for (const ConstantBuffer& k : p.constants)
+    out += fmt::format("// buffer {}: read from constant memory ({})\n", k.buffer, k.symbol);
   for (const Launch& l : p.launches) {
     out += fmt::format(
         "// launch {}: grid ({}, {}, {}), block ({}, {}, {}), {} bytes of shared memory\n",

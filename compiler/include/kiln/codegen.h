@@ -130,8 +130,15 @@ struct Artifact {
     ir::DType dtype = ir::DType::F32;
     std::vector<ir::Expr> shape;
   };
-  std::vector<GpuKernel> kernels;  // cubin: in launch order
-  std::vector<GpuTemp> temps;      // cubin: device temporaries
+  // An input read from constant memory: copied into the module's global `symbol` once the
+  // inputs are on the device (kiln/cuda.h, ConstantBuffer).
+  struct GpuConstant {
+    std::string buffer;
+    std::string symbol;
+  };
+  std::vector<GpuKernel> kernels;      // cubin: in launch order
+  std::vector<GpuTemp> temps;          // cubin: device temporaries
+  std::vector<GpuConstant> constants;  // cubin: inputs in constant memory
 
   // The metadata (everything but the code) as one JSON object, for
   // `kiln compile`'s out.so.json and for agents.

@@ -54,6 +54,14 @@ struct DeviceTemp {
   std::vector<ir::Expr> shape;  // extents in the run-time params
 };
 
+// An input buffer the kernels read from constant memory (`B.set_loc(gpu_constant)`): whoever
+// launches them copies the buffer, once it is on the device, into the module's global `symbol`
+// (cuModuleGetGlobal, exactly the buffer's bytes) before the first launch.
+struct ConstantBuffer {
+  std::string buffer;
+  std::string symbol;
+};
+
 // The CUDA program of one func. Every kernel takes the same parameters: the run-time params
 // (long long) in order, then a pointer per buffer argument in order, then one per device
 // temporary, then `int* status` (0, or the first failing check's code: kiln/loop_ir.h).
@@ -64,6 +72,7 @@ struct Program {
   std::vector<ir::Buf> args;
   std::vector<DeviceTemp> temps;
   std::vector<Launch> launches;
+  std::vector<ConstantBuffer> constants;
   std::vector<ir::RuntimeCheck> checks;
   bool fast_math = false;
   std::vector<std::string> notes;  // what runs slower than the schedule may suggest

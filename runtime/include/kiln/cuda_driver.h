@@ -50,6 +50,10 @@ int kiln_cuda_copy_to_device(kiln_cuda* c, uint64_t dst, const void* src, size_t
 int kiln_cuda_copy_to_host(kiln_cuda* c, void* dst, uint64_t src, size_t bytes, char* err,
                            size_t len);
 int kiln_cuda_zero(kiln_cuda* c, uint64_t dst, size_t bytes, char* err, size_t len);
+/* Copies `bytes` of device memory at src into the module's global `name` (a __constant__
+   array), which must be exactly that large. */
+int kiln_cuda_copy_to_global(kiln_cuda* c, void* module, const char* name, uint64_t src,
+                             size_t bytes, char* err, size_t len);
 
 /* Launches fn on the default stream; args as cuLaunchKernel takes them (one pointer per
    kernel parameter). Asynchronous: errors of the kernel itself show at kiln_cuda_sync. */
