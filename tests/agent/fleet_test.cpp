@@ -226,6 +226,52 @@ TEST_F(FleetTest, GpuExamplesMeasuredOnTheAgentsGpuMatchTheReference) {
   EXPECT_EQ(measure(r, &out).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
+// Two GPU jobs for one GPU sent together to an agent with two slots: the agent runs them one
+// after the other (two kernels on one GPU would skew each other's timings). Its debug log says
+// when each job started and was done; at no point are two of them started and not yet done.
+TEST_F(FleetTest, AnAgentRunsOneJobAtATimeOnAGpu) {
+  std::string why;
+  if (!cuda::gpu_available(&why))
+    GTEST_SKIP() << "no GPU here (" << why << "): GPU job order not checked";
+  std::string log = dir_ + "agent.log";
+  // the agent's log (its standard error) into `log`
+  AgentProcess a(KILN_AGENT_BINARY, agents_, "gpu", token_, "agent-gpu",
+                 {"--slots", "2", "--log-level", "debug"},
+                 {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>>" + log});
+  wait_for_agents(1);
+  v1::MeasureRequest r = request(read_source("examples/gpu/matmul.kiln"), "gpu.kiln", "gpu");
+  r.mutable_settings()->set_repeat(3);
+  r.mutable_settings()->set_number(20);
+  r.set_gpu(0);
+  std::vector<v1::MeasureResponse> out(2);
+  std::vector<grpc::Status> status(2);
+  {
+    std::vector<std::jthread> clients;
+    for (int k = 0; k < 2; ++k)
+      clients.emplace_back([&, k] {
+        v1::MeasureRequest mine = r;
+        mine.set_seed(static_cast<uint64_t>(k + 1));  // two jobs, not one answered twice
+        status[k] = measure(mine, &out[k]);
+      });
+  }
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_TRUE(status[k].ok()) << status[k].error_message();
+    EXPECT_EQ(out[k].result().error(), v1::MeasureResult::OK) << out[k].result().message();
+  }
+  std::ifstream in(log);
+  std::string line;
+  int running = 0, started = 0, most = 0;
+  while (std::getline(in, line)) {
+    if (line.find("] job ") == std::string::npos) continue;
+    if (line.find(" started (pid ") != std::string::npos) ++started, ++running;
+    if (line.ends_with(" done")) --running;
+    most = std::max(most, running);
+  }
+  EXPECT_EQ(started, 2) << log;
+  EXPECT_EQ(most, 1);
+  EXPECT_EQ(running, 0);
+}
+
 TEST_F(FleetTest, AJobPastItsTimeLimitTimesOutAndTheAgentServesOn) {
   HostAgent a(agents_, "x86", token_, "agent-a");
   wait_for_agents(1);
