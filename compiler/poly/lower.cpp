@@ -1109,9 +1109,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     if (b.kind == ir::BufKind::Temp) continue;
     ir::Buf arg = b;
     for (auto& e : arg.shape) e = folded(e, m.constants);
-    // the one location of an argument that codegen acts on: a GPU kernel reads it from
-    // constant memory
-    if (m.buf_locs.at(b.name) == ir::MemLoc::GpuConstant) arg.loc = ir::MemLoc::GpuConstant;
+    arg.loc = m.buf_locs.at(b.name);  // where the schedule put it (set_loc)
     out.args.push_back(arg);
   }
   check_allocations(m, body);

@@ -27,19 +27,10 @@ constexpr const char* kStagedRowsOf34 =
     "C_init.tag(i, gpu_block_x); C_init.tag(ji, gpu_thread_x); C.tag(i, gpu_block_x);"
     "C.tag(ji, gpu_thread_x);";
 
-// All of B, 8 x 64, in each block's shared memory, filled before the block's threads compute.
-constexpr const char* kWholeBPerBlock = R"(func mm {
-  param M = 16, N = 64, K = 8;
-  input  A : f32[M, K];
-  input  B : f32[K, N];
-  output C : f32[M, N];
-  compute C(i, j) in 0 <= i < M, 0 <= j < N:
-    C[i, j] = sum(k in 0 <= k < K) A[i, k] * B[k, j];
-  schedule {
-    C_init.tag(i, gpu_block_x); C_init.tag(j, gpu_thread_x); C.tag(i, gpu_block_x);
-    C.tag(j, gpu_thread_x); C.after(C_init, j); C.cache_identity(B, i, gpu_shared);
-  }
-})";
+// All of B in each block's shared memory, filled before the block's threads compute.
+constexpr const char* kWholeBPerBlock =
+    "C_init.tag(i, gpu_block_x); C_init.tag(j, gpu_thread_x); C.tag(i, gpu_block_x);"
+    "C.tag(j, gpu_thread_x); C.after(C_init, j); C.cache_identity(B, i, gpu_shared);";
 
 struct GpuCase {
   std::string example;                 // examples/gpu/NAME.kiln
@@ -283,7 +274,9 @@ TEST(GpuCodegen, VectorReadsOnlyWhereAligned) {
 // a partial tile, or sizes known only at run time keep the copy one float at a time.
 TEST(GpuCodegen, VectorCopiesOnlyWhereAligned) {
   // all of B in each block's shared memory: a fill outside any serial loop
-  std::string b = gpu_program(parse_one(kWholeBPerBlock)).source;
+  std::string b = gpu_program(parse_one(with_schedule(gpu_example("matmul"), kWholeBPerBlock),
+                                        {{"M", 16}, {"N", 64}, {"K", 8}}))
+                      .source;
   EXPECT_EQ(count_of(b, "constexpr long long kiln_e0_1 = 16;"), 1) << b;  // 64 / 4
   EXPECT_EQ(count_of(b, " % kiln_e0_1) * 4;"), 1) << b;
   EXPECT_EQ(count_of(b,

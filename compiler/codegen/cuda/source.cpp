@@ -80,6 +80,18 @@ class StoreCollector : public ir::StmtVisitor {
   }
 };
 
+// The loops of a statement tagged gpu_thread_x/y/z.
+class ThreadLoops : public ir::StmtVisitor {
+ public:
+  std::vector<const ir::For*> loops;
+
+ protected:
+  void visit_for(const ir::For& n) override {
+    if (ir::is_gpu_thread_tag(n.tag)) loops.push_back(&n);
+    ir::StmtVisitor::visit_for(n);
+  }
+};
+
 // The buffers an expression or statement reads and writes.
 struct Effects {
   std::set<std::string> reads, writes;
@@ -985,11 +997,9 @@ class Writer {
       return d && *d == 1;
     };
     auto aligned = [&](const Expr& offset, int width) {
-      Expr start =
-          ir::substitute(offset, {{inner.var, group + ir::int_imm(width) * ir::var("kiln_q")}});
-      std::optional<int64_t> r =
-          ir::eval_int(passes::simplify(ir::binary(BinaryOp::Mod, start, ir::int_imm(width))), {});
-      return r && *r == 0;
+      return multiple_of(
+          ir::substitute(offset, {{inner.var, group + ir::int_imm(width) * ir::var("kiln_q")}}),
+          width);
     };
     VectorCopy vc;
     vc.extent = *extent;
@@ -1089,35 +1099,21 @@ class Writer {
       }
     } unplan{bufs_, added};
     std::map<std::string, Expr> values = let_values_;
-    std::set<std::string> body_lets;          // defined in the loop: not in scope before it
-    std::array<int64_t, 3> threads{1, 1, 1};  // the widest thread loop on each axis
+    std::set<std::string> body_lets;  // defined in the loop: not in scope before it
+    std::array<int64_t, 3> threads{1, 1, 1};
     bool computing = false, ok = true;
-    std::function<void(const Stmt&)> widths = [&](const Stmt& s) {
-      if (!s || !ok) return;
-      switch (s->kind) {
-        case ir::StmtKind::Block:
-          for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts) widths(c);
+    // the widest thread loop on each axis of a nest: the block has at least its threads
+    auto widths = [&](const Stmt& s) {
+      ThreadLoops loops;
+      loops.visit(s);
+      for (const ir::For* f : loops.loops) {
+        std::optional<int64_t> e = ir::eval_int(cuda::expand_lets(extent_of(*f), values), {});
+        if (!e) {
+          ok = false;
           return;
-        case ir::StmtKind::LetStmt:
-          return widths(static_cast<const ir::LetStmt&>(*s).body);
-        case ir::StmtKind::Alloc:
-          return widths(static_cast<const ir::Alloc&>(*s).body);
-        case ir::StmtKind::If:
-          widths(static_cast<const ir::IfThenElse&>(*s).then_case);
-          return widths(static_cast<const ir::IfThenElse&>(*s).else_case);
-        case ir::StmtKind::For: {
-          const auto& f = static_cast<const ir::For&>(*s);
-          if (ir::is_gpu_thread_tag(f.tag)) {
-            std::optional<int64_t> e = ir::eval_int(cuda::expand_lets(extent_of(f), values), {});
-            if (!e) ok = false;
-            if (!e) return;
-            int a = ir::gpu_tag_axis(f.tag);
-            threads[a] = std::max(threads[a], *e);
-          }
-          return widths(f.body);
         }
-        default:
-          return;
+        int a = ir::gpu_tag_axis(f->tag);
+        threads[a] = std::max(threads[a], *e);
       }
     };
     std::function<void(const Stmt&)> walk = [&](const Stmt& s) {
@@ -1224,20 +1220,7 @@ class Writer {
     line(fmt::format("if (({}) < ({})) {{", expr(n.min), expr(n.end)));
     ++indent_;
     for (const PipelinedFill& f : fills)
-      for (int64_t j = 0; j < f.per_thread; ++j) {
-        line("{");
-        ++indent_;
-        group_of(f, j, n.var, n.min, "");
-        VectorCopy at = copy_at(f, n.var, n.min);
-        std::string name = fmt::format("kiln_v{}", vector_count_++);
-        line(fmt::format("const {} {} = {};", vector_type(at.width), name, vector_load(at)));
-        vector_store(at, name);
-        --indent_;
-        line("}");
-        unbind_group(f);
-        --indent_;
-        line("}");
-      }
+      each_group(f, n.var, n.min, "", [&](int64_t, const VectorCopy& c) { copy_vector(c); });
     --indent_;
     line("}");
     line("__syncthreads();");
@@ -1258,17 +1241,9 @@ class Writer {
     line(fmt::format("if ({}) {{", has_next));
     ++indent_;
     for (size_t i = 0; i < fills.size(); ++i)
-      for (int64_t j = 0; j < fills[i].per_thread; ++j) {
-        line("{");
-        ++indent_;
-        group_of(fills[i], j, n.var, next, "");
-        vector_store(copy_at(fills[i], n.var, next), fmt::format("{}_{}", held[i], j));
-        --indent_;
-        line("}");
-        unbind_group(fills[i]);
-        --indent_;
-        line("}");
-      }
+      each_group(fills[i], n.var, next, "", [&](int64_t j, const VectorCopy& c) {
+        vector_store(c, fmt::format("{}_{}", held[i], j));
+      });
     --indent_;
     line("}");
     bool end_sync = pending_.conflicts(body_fx);
@@ -1305,27 +1280,39 @@ class Writer {
       held[i] = fmt::format("kiln_pf{}", vector_count_++);
       for (int64_t j = 0; j < f.per_thread; ++j)
         line(fmt::format("{} {}_{};", vector_type(f.copy.width), held[i], j));
-      for (int64_t j = 0; j < f.per_thread; ++j) {
-        line("{");
-        ++indent_;
-        group_of(f, j, loop_var, next, has_next);
-        line(fmt::format("{}_{} = {};", held[i], j, vector_load(copy_at(f, loop_var, next))));
-        --indent_;
-        line("}");
-        unbind_group(f);
-        --indent_;
-        line("}");
-      }
+      each_group(f, loop_var, next, has_next, [&](int64_t j, const VectorCopy& c) {
+        line(fmt::format("{}_{} = {};", held[i], j, vector_load(c)));
+      });
       return;
     }
     block_scope(s);
   }
 
-  // Binds the fill's loop variables to the first element of the j-th group of this thread,
-  // at step `at` of the pipelined loop (loop_var replaced by `at`), and opens a branch taken
-  // when the group exists (and `cond` holds).
-  void group_of(const PipelinedFill& f, int64_t j, const std::string& loop_var, const Expr& at,
-                const std::string& cond) {
+  // For each group j of this thread's in the fill at step `at` of the pipelined loop (loop_var
+  // replaced by `at`): binds the fill's loop variables to the group's first element, and calls
+  // emit(j, the copy at `at`) where the group exists (and `cond` holds).
+  void each_group(const PipelinedFill& f, const std::string& loop_var, const Expr& at,
+                  const std::string& cond,
+                  const std::function<void(int64_t, const VectorCopy&)>& emit) {
+    VectorCopy copy = copy_at(f, loop_var, at);
+    for (int64_t j = 0; j < f.per_thread; ++j) {
+      line("{");
+      ++indent_;
+      bind_group(f, j, loop_var, at);
+      line(
+          fmt::format("if ({}kiln_g < {}) {{", cond.empty() ? "" : "(" + cond + ") && ", f.groups));
+      ++indent_;
+      emit(j, copy);
+      --indent_;
+      line("}");
+      for (const ir::For* c : f.chain) known_.erase(c->var);
+      --indent_;
+      line("}");
+    }
+  }
+
+  // Binds the fill's loop variables to the first element of this thread's j-th group.
+  void bind_group(const PipelinedFill& f, int64_t j, const std::string& loop_var, const Expr& at) {
     line(fmt::format("const int kiln_g = kiln_tid + {} * kiln_nthreads;", j));
     int64_t inner = 1;
     for (size_t k = f.chain.size(); k-- > 0;) {
@@ -1344,11 +1331,6 @@ class Writer {
       known_[c.var] = r;
       inner *= f.extents[k];
     }
-    line(fmt::format("if ({}kiln_g < {}) {{", cond.empty() ? "" : "(" + cond + ") && ", f.groups));
-    ++indent_;
-  }
-  void unbind_group(const PipelinedFill& f) {
-    for (const ir::For* c : f.chain) known_.erase(c->var);
   }
 
   // The fill's copy at step `at` of the pipelined loop.
@@ -1465,6 +1447,14 @@ class Writer {
     return split_constant(cuda::expand_lets(flat, lets));
   }
 
+  // Whether e, an integer expression, is a multiple of `width` for every value of its
+  // variables (as far as the simplifier can tell).
+  static bool multiple_of(const Expr& e, int width) {
+    std::optional<int64_t> r =
+        ir::eval_int(passes::simplify(ir::binary(BinaryOp::Mod, e, ir::int_imm(width))), {});
+    return r && *r == 0;
+  }
+
   // A float buffer of a block's shared memory, or of device memory whose offsets fit in int
   // (they are computed in int here).
   bool vectorizable(const std::string& buf) const {
@@ -1490,10 +1480,8 @@ class Writer {
     if (!first || first->atomic || !vectorizable(first->buf)) return 0;
     auto [rest, k] = offset_of(first->buf, first->indices, let_values_);
     for (int width : {4, 2}) {
-      if (at + width > stmts.size() || ir::floor_mod(k, width) != 0) continue;
-      std::optional<int64_t> r =
-          ir::eval_int(passes::simplify(ir::binary(BinaryOp::Mod, rest, ir::int_imm(width))), {});
-      if (!r || *r != 0) continue;
+      if (at + width > stmts.size() || ir::floor_mod(k, width) != 0 || !multiple_of(rest, width))
+        continue;
       std::vector<const ir::Store*> run;
       for (int e = 0; e < width; ++e) {
         const ir::Store* st = ir::as<ir::Store>(stmts[at + e]);
@@ -1612,9 +1600,7 @@ class Writer {
       if (!in_scope) continue;
       for (int width : {4, 2}) {
         // the varying part keeps the alignment for every value of its variables
-        std::optional<int64_t> r =
-            ir::eval_int(passes::simplify(ir::binary(BinaryOp::Mod, rest, ir::int_imm(width))), {});
-        if (!r || *r != 0) continue;
+        if (!multiple_of(rest, width)) continue;
         for (int64_t k : constants) {
           if (ir::floor_mod(k, width) != 0) continue;
           bool all = true;
@@ -1641,7 +1627,13 @@ class Writer {
   // The component of a vector load that holds buf[indices], if one does.
   std::optional<std::string> vector_component(const std::string& buf,
                                               const std::vector<Expr>& indices) const {
-    if (vector_scopes_.empty() || !vectorizable(buf)) return std::nullopt;
+    // most loads have no vector load of their buffer in scope: skip finding their offset
+    std::string prefix = buf + "|";
+    bool held = std::any_of(vector_scopes_.begin(), vector_scopes_.end(), [&](const auto& scope) {
+      auto it = scope.lower_bound(prefix);
+      return it != scope.end() && it->first.starts_with(prefix);
+    });
+    if (!held) return std::nullopt;
     auto [rest, c] = offset_of(buf, indices, let_values_);
     std::string key = slot_key(buf, ir::to_string(rest), c);
     for (auto it = vector_scopes_.rbegin(); it != vector_scopes_.rend(); ++it)
