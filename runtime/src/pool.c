@@ -1,5 +1,6 @@
-/* The thread pool behind kiln_parallel_launch: workers created once, woken per launch, handing out
-   the iterations in chunks as they finish the last (pinned only when asked). */
+/* The thread pool behind kiln_parallel_launch: workers created once, woken per launch, each
+   working through its own share of the iterations in chunks and then taking chunks of the shares
+   not yet done (pinned only when asked). */
 #define _GNU_SOURCE
 
 #include <pthread.h>
@@ -32,9 +33,17 @@ static uint64_t spin_budget_ns(void) {
 
 typedef struct kiln_worker {
   pthread_t thread;
+  int index;     /* its share of a launch: 1.. (the launching thread's is 0) */
   int cpu;       /* the CPU it is pinned to, or -1 */
   uint64_t seen; /* the generation when it was created */
 } kiln_worker;
+
+/* One thread's share of a launch, [next, end): taken from the front, a chunk at a time, by its
+   thread and, once their own are done, by the others. On a line of its own. */
+typedef struct kiln_share {
+  _Alignas(64) _Atomic int64_t next;
+  int64_t end;
+} kiln_share;
 
 /* One pool per process. A launch or a resize owns it through `busy`; the job fields are written
    by the owner before `generation` is bumped and read by workers after they see the bump, and the
@@ -42,7 +51,6 @@ typedef struct kiln_worker {
 typedef struct kiln_pool {
   _Alignas(64) _Atomic uint64_t generation; /* bumped once per launch; workers wait on it */
   _Alignas(64) atomic_int unfinished;       /* workers still running this launch */
-  _Alignas(64) _Atomic int64_t next;        /* the first iteration no thread has taken yet */
   atomic_int caller_waiting;                /* the launching thread sleeps on `done` */
   _Alignas(64) atomic_int sleepers;         /* workers asleep on `wake` */
   atomic_int busy;
@@ -58,6 +66,7 @@ typedef struct kiln_pool {
   int stopping;
   uint64_t spin_ns;
   kiln_worker* workers;
+  kiln_share* shares; /* one per thread */
   pthread_mutex_t mutex;
   pthread_cond_t wake;
   pthread_cond_t done;
@@ -88,8 +97,8 @@ static void cpu_relax(void) {
 }
 
 /* Chunks per thread a launch aims for: enough that a thread slowed down (by another process, an
-   interrupt, a slower core) leaves its share to the others, few enough that taking one costs
-   nothing beside running it. */
+   interrupt, a slower core) leaves most of its share to the others, few enough that taking one
+   costs nothing beside running it. */
 #define KILN_CHUNKS_PER_THREAD 8
 
 static int64_t grain_of(int64_t n, int nthreads) {
@@ -97,16 +106,35 @@ static int64_t grain_of(int64_t n, int nthreads) {
   return grain > 0 ? grain : 1;
 }
 
-/* Runs chunks of the current launch until none is left. */
-static void run_chunks(kiln_pool* pool) {
-  int64_t n = pool->n;
+/* Splits [0, n) into one contiguous share per thread, the first n % nthreads one larger. The same
+   n always gives a thread the same share, so the loops of one kernel that walk the same rows
+   (zeroing C, then each step of the reduction) give each row to the thread that touched it last
+   and that still holds it in its caches. */
+static void share_out(kiln_pool* pool, int64_t n, int nthreads) {
+  int64_t size = n / nthreads, larger = n % nthreads, begin = 0;
+  for (int t = 0; t < nthreads; t++) {
+    int64_t end = begin + size + (t < larger ? 1 : 0);
+    atomic_store_explicit(&pool->shares[t].next, begin, memory_order_relaxed);
+    pool->shares[t].end = end;
+    begin = end;
+  }
+}
+
+/* Runs chunks of the current launch until none is left: those of the thread's own share first,
+   then those of the next shares in turn, from their front, as their threads would. */
+static void run_chunks(kiln_pool* pool, int self) {
+  int nthreads = atomic_load_explicit(&pool->nthreads, memory_order_relaxed);
   int64_t grain = pool->grain;
-  for (;;) {
-    int64_t begin = atomic_fetch_add_explicit(&pool->next, grain, memory_order_relaxed);
-    if (begin >= n) {
-      return;
+  for (int k = 0; k < nthreads; k++) {
+    kiln_share* share = &pool->shares[(self + k) % nthreads];
+    int64_t end = share->end;
+    for (;;) {
+      int64_t begin = atomic_fetch_add_explicit(&share->next, grain, memory_order_relaxed);
+      if (begin >= end) {
+        break;
+      }
+      pool->fn(begin, end - begin > grain ? begin + grain : end, pool->closure);
     }
-    pool->fn(begin, n - begin > grain ? begin + grain : n, pool->closure);
   }
 }
 
@@ -179,7 +207,7 @@ static void* worker_main(void* arg) {
     if (pool->stopping) {
       return NULL;
     }
-    run_chunks(pool);
+    run_chunks(pool, self->index);
     if (atomic_fetch_sub(&pool->unfinished, 1) == 1 && atomic_load(&pool->caller_waiting)) {
       pthread_mutex_lock(&pool->mutex);
       pthread_cond_signal(&pool->done);
@@ -222,8 +250,17 @@ static void start_workers(kiln_pool* pool, int requested) {
   if (plan != NULL) {
     kiln_plan_threads(requested, plan);
     pool->spin_ns = plan->nthreads > CPU_COUNT(&plan->allowed) ? 0 : spin_budget_ns();
-    pool->workers =
-        plan->nthreads > 1 ? calloc((size_t)plan->nthreads - 1, sizeof *pool->workers) : NULL;
+    if (plan->nthreads > 1) {
+      pool->workers = calloc((size_t)plan->nthreads - 1, sizeof *pool->workers);
+      pool->shares =
+          aligned_alloc(_Alignof(kiln_share), (size_t)plan->nthreads * sizeof(kiln_share));
+      if (pool->workers == NULL || pool->shares == NULL) {
+        free(pool->workers);
+        free(pool->shares);
+        pool->workers = NULL;
+        pool->shares = NULL;
+      }
+    }
   }
   if (pool->workers != NULL) {
     /* Workers start with every signal blocked, so signals go to the program's own threads. */
@@ -233,6 +270,7 @@ static void start_workers(kiln_pool* pool, int requested) {
     uint64_t generation = atomic_load(&pool->generation);
     for (; nworkers < plan->nthreads - 1; nworkers++) {
       kiln_worker* worker = &pool->workers[nworkers];
+      worker->index = nworkers + 1;
       worker->cpu = plan->cpu[nworkers + 1];
       worker->seen = generation;
       if (pthread_create(&worker->thread, NULL, worker_main, worker) != 0) {
@@ -263,7 +301,9 @@ static void stop_workers(kiln_pool* pool) {
     pool->stopping = 0;
   }
   free(pool->workers);
+  free(pool->shares);
   pool->workers = NULL;
+  pool->shares = NULL;
   atomic_store(&pool->nthreads, 1);
   atomic_store(&pool->pinned, 0);
   pool->caller_cpu = -1;
@@ -282,6 +322,7 @@ static void after_fork_in_child(void) {
   pthread_cond_init(&pool->wake, NULL);
   pthread_cond_init(&pool->done, NULL);
   pool->workers = NULL;
+  pool->shares = NULL;
   pool->stopping = 0;
   atomic_store(&pool->unfinished, 0);
   atomic_store(&pool->caller_waiting, 0);
@@ -362,8 +403,11 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
   pool->closure = closure;
   pool->n = n;
   pool->grain = grain_of(n, nthreads);
-  /* The launching thread's first chunk is its own: it always takes part, and starts at once. */
-  atomic_store_explicit(&pool->next, pool->grain, memory_order_relaxed);
+  share_out(pool, n, nthreads);
+  /* The launching thread's first chunk is its own before any worker can see the launch: it
+     always takes part, and starts at once. */
+  int64_t first_end = pool->grain < pool->shares[0].end ? pool->grain : pool->shares[0].end;
+  atomic_store_explicit(&pool->shares[0].next, first_end, memory_order_relaxed);
   atomic_store_explicit(&pool->unfinished, nthreads - 1, memory_order_relaxed);
   atomic_fetch_add(&pool->generation, 1);
   if (atomic_load(&pool->sleepers) > 0) {
@@ -372,8 +416,8 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
     pthread_mutex_unlock(&pool->mutex);
   }
   t_in_task = 1;
-  fn(0, pool->grain < n ? pool->grain : n, closure);
-  run_chunks(pool);
+  fn(0, first_end, closure);
+  run_chunks(pool, 0);
   t_in_task = 0;
   wait_for_workers(pool);
   atomic_store_explicit(&pool->busy, 0, memory_order_release);

@@ -1,5 +1,6 @@
-// kiln_parallel_launch: every index runs exactly once, in contiguous chunks handed to the
-// threads as they ask, under repeated, nested and concurrent launches and any thread count.
+// kiln_parallel_launch: every index runs exactly once, in contiguous chunks of each thread's
+// share, taken by the other threads once theirs are done, under repeated, nested and concurrent
+// launches and any thread count.
 #include <gtest/gtest.h>
 #include <kiln/runtime.h>
 #include <pthread.h>
@@ -23,6 +24,20 @@ class ParallelLaunch : public ::testing::Test {
   void TearDown() override { kiln_runtime_set_threads(0); }
 };
 
+// The chunks of a launch over [0, n) on `threads` threads, in order: one contiguous share per
+// thread, the first n % threads one larger, each in chunks of max(1, n / (8 * threads)).
+std::vector<Chunks::Chunk> chunks_of(int64_t n, int64_t threads) {
+  const int64_t grain = std::max<int64_t>(1, n / (threads * 8));
+  std::vector<Chunks::Chunk> chunks;
+  for (int64_t t = 0, begin = 0; t < threads; ++t) {
+    const int64_t end = begin + n / threads + (t < n % threads ? 1 : 0);
+    for (int64_t b = begin; b < end; b += grain)
+      chunks.push_back({b, std::min(b + grain, end), {}});
+    begin = end;
+  }
+  return chunks;
+}
+
 TEST_F(ParallelLaunch, CoversEveryIndexExactlyOnce) {
   const int64_t threads = kiln_runtime_threads();
   ASSERT_GE(threads, 1);
@@ -35,9 +50,10 @@ TEST_F(ParallelLaunch, CoversEveryIndexExactlyOnce) {
   }
 }
 
-// The iterations go out in chunks of one size (the last may be shorter), about eight per
-// thread, each to whichever thread asks next; the launching thread's first is [0, grain).
-TEST_F(ParallelLaunch, HandsOutEqualContiguousChunksAsThreadsAskForThem) {
+// The iterations are split into one contiguous share per thread (the first n % threads one
+// larger), and each share into chunks of one size (its last may be shorter), about eight per
+// thread; the launching thread's share is the first, and its first chunk is [0, grain).
+TEST_F(ParallelLaunch, SplitsIntoOneShareAThreadAndEachShareIntoChunks) {
   for (int threads : {1, 2, 3, 4}) {
     ASSERT_EQ(kiln_runtime_set_threads(threads), threads);
     for (int64_t n : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{64}, int64_t{1001}}) {
@@ -45,27 +61,57 @@ TEST_F(ParallelLaunch, HandsOutEqualContiguousChunksAsThreadsAskForThem) {
       Chunks chunks;
       ASSERT_EQ(kiln_parallel_launch(Chunks::task, &chunks, n), KILN_OK);
       std::vector<Chunks::Chunk> sorted = chunks.sorted();
-      const int64_t grain = std::max<int64_t>(1, n / (threads * 8));
       if (threads == 1) {
         ASSERT_EQ(sorted.size(), 1u);  // a pool of one runs the whole range at once
         EXPECT_EQ(sorted[0].end - sorted[0].begin, n);
         continue;
       }
-      ASSERT_EQ(static_cast<int64_t>(sorted.size()), (n + grain - 1) / grain);
-      int64_t next = 0;
-      for (const auto& chunk : sorted) {
-        EXPECT_EQ(chunk.begin, next);
-        EXPECT_EQ(chunk.end - chunk.begin, std::min(grain, n - chunk.begin));
-        next = chunk.end;
+      const std::vector<Chunks::Chunk> expected = chunks_of(n, threads);
+      ASSERT_EQ(sorted.size(), expected.size());
+      for (size_t c = 0; c < sorted.size(); ++c) {
+        EXPECT_EQ(sorted[c].begin, expected[c].begin) << "chunk " << c;
+        EXPECT_EQ(sorted[c].end, expected[c].end) << "chunk " << c;
       }
-      EXPECT_EQ(next, n);
       EXPECT_TRUE(pthread_equal(sorted.front().thread, pthread_self()));
     }
   }
 }
 
-// A thread held up (here the launching one, for 200 ms in its first chunk) leaves the rest to
-// the others instead of holding the launch up with a fixed share of its own.
+// A worker starts with its own share, not where the launching thread got to: launches over the
+// same range give each thread the same rows while no thread is held up, and a row stays in the
+// caches of the thread that touched it last (C's rows in each step of a GEMM's reduction).
+// Here the launching thread waits in its first chunk until the worker has run eight chunks.
+TEST_F(ParallelLaunch, AWorkerStartsWithItsOwnShare) {
+  ASSERT_EQ(kiln_runtime_set_threads(2), 2);
+  struct Run {
+    std::atomic<int> by_worker{0};
+    std::atomic<bool> waited_in_vain{false};
+    Chunks chunks;
+    static void task(int64_t begin, int64_t end, void* closure) {
+      auto* self = static_cast<Run*>(closure);
+      Chunks::task(begin, end, &self->chunks);
+      if (begin == 0) {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (self->by_worker.load() < 8 && std::chrono::steady_clock::now() < until)
+          std::this_thread::yield();
+        if (self->by_worker.load() < 8) self->waited_in_vain = true;
+      } else if (!pthread_equal(pthread_self(), self->launcher)) {
+        self->by_worker.fetch_add(1);
+      }
+    }
+    pthread_t launcher = pthread_self();
+  } run;
+  ASSERT_EQ(kiln_parallel_launch(Run::task, &run, 16), KILN_OK);
+  ASSERT_FALSE(run.waited_in_vain.load()) << "the worker ran fewer than 8 chunks in 10 s";
+  std::vector<int64_t> worker_begins;
+  for (const auto& chunk : run.chunks.chunks)  // in the order they started
+    if (!pthread_equal(chunk.thread, run.launcher)) worker_begins.push_back(chunk.begin);
+  ASSERT_GE(worker_begins.size(), 8u);
+  for (int64_t c = 0; c < 8; ++c) EXPECT_EQ(worker_begins[c], 8 + c) << "the worker's chunk " << c;
+}
+
+// A thread held up (here the launching one, for 200 ms in its first chunk) leaves the rest of
+// its share to the others instead of holding the launch up with it.
 TEST_F(ParallelLaunch, ASlowChunkLeavesTheRestToTheOtherThreads) {
   ASSERT_EQ(kiln_runtime_set_threads(2), 2);
   struct Run {
@@ -83,7 +129,8 @@ TEST_F(ParallelLaunch, ASlowChunkLeavesTheRestToTheOtherThreads) {
   for (const auto& chunk : sorted)
     if (pthread_equal(chunk.thread, pthread_self())) by_caller += chunk.end - chunk.begin;
   // A static split would have given each thread 16 of the 32.
-  EXPECT_EQ(by_caller, 2) << "the worker should have taken every chunk after the first";
+  EXPECT_EQ(by_caller, 2) << "the worker should have taken every chunk after the first, its "
+                             "own share's and then the rest of the launching thread's";
 }
 
 TEST_F(ParallelLaunch, TheCallingThreadTakesPart) {
@@ -114,8 +161,8 @@ TEST_F(ParallelLaunch, TenThousandRepeatedLaunches) {
   }
   EXPECT_EQ(sum.indices.load(), kLaunches * (kN * (kN - 1) / 2));
   const int64_t threads = kiln_runtime_threads();
-  const int64_t grain = std::max<int64_t>(1, kN / (threads * 8));
-  EXPECT_EQ(sum.calls.load(), kLaunches * (threads == 1 ? 1 : (kN + grain - 1) / grain));
+  const int64_t chunks = threads == 1 ? 1 : static_cast<int64_t>(chunks_of(kN, threads).size());
+  EXPECT_EQ(sum.calls.load(), kLaunches * chunks);
 }
 
 // An inner launch from a task runs serially, on the task's thread, over its whole range.

@@ -32,8 +32,9 @@ enum {
   KILN_ERR_CHECK = 16
 };
 
-/* Runs fn(begin, end, closure) over [0, n) split into contiguous chunks across the pool
-   (the calling thread takes part). A call made from inside a task runs serially in that task,
+/* Runs fn(begin, end, closure) over [0, n) split into one contiguous share per thread of the pool
+   (the calling thread's is the first), each run in chunks; a thread whose share is done takes
+   chunks of the others'. A call made from inside a task runs serially in that task,
    and so does a call made while another thread's launch holds the pool. Returns KILN_OK once
    every index has run, KILN_ERR_ARGS when fn is NULL or n < 0. */
 typedef void (*kiln_task_fn)(int64_t begin, int64_t end, void* closure);
