@@ -175,6 +175,11 @@ int outputs_of(const isl::multi_aff& f) {
 // one (below it, threads wait on the last share), unless only the innermost has.
 constexpr int64_t kMinSharedTrips = 16;
 
+// The shortest row of a CPU copy that is written as one vector when it is not
+// a run of B (a gather; shorter rows as 4-lane gathers ran slower than scalar
+// copies).
+constexpr int64_t kMinVectorRow = 8;
+
 // What a cache command asks for, its arguments checked.
 struct CacheRequest {
   const ir::Buf* src;  // B
@@ -464,6 +469,12 @@ struct CacheLayout {
   // Whether the copy's innermost index moves with B's innermost index: a
   // row of the copy is then a run of B.
   bool rows_in_runs = false;
+  // Whether the copy's last two loops run in swapped order: rows of the copy
+  // too short to be a vector, whose next index moves with B's innermost
+  // index (the GEMM's block of A, [MB / MR][KB][MR]). The loop over that
+  // index is then innermost and a vector: one load of a run of B, stored
+  // into every row (FunctionBuilder's strided stores).
+  bool swap_last_loops = false;
   // cache's map, from the loops through L and B's indices to the copy's:
   // { [L..., e...] -> [c...] }, when the copy runs in the copy's order.
   std::optional<isl::map> order;
@@ -711,6 +722,12 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
   // threads: it runs in the copy's order only when both sides then walk
   // memory in runs.
   if (!cpu && !layout.rows_in_runs) return layout;
+  const int n_out = outputs_of(fn);
+  layout.swap_last_loops =
+      cpu && !layout.rows_in_runs && n_out >= 2 && sizes.back() < kMinVectorRow &&
+      sizes[n_out - 2] >= kMinVectorRow &&
+      isl_aff_involves_dims(fn.at(n_out - 2).get(), isl_dim_in, static_cast<unsigned>(rank - 1),
+                            1) == isl_bool_true;
   // The loops' names, params of the map, become its first inputs.
   isl_map* order = user.copy();
   for (int q = 0; q <= p; ++q) {
@@ -833,17 +850,22 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
     prefix = isl::manage(isl_map_align_params(prefix.release(), order.get_space().release()));
     const int n_head = 2 * p + 3;
     const int n_copy = static_cast<int>(layout.sizes.size());
+    // Loop j runs over the copy's index copy_index[j].
+    std::vector<int> copy_index(static_cast<size_t>(n_copy));
+    for (int j = 0; j < n_copy; ++j) copy_index[j] = j;
+    if (layout.swap_last_loops) std::swap(copy_index[n_copy - 2], copy_index[n_copy - 1]);
     std::vector<Lin> spread;
     for (int k = 0; k < n_head; ++k) spread.push_back(Lin::var(k));
-    for (int k = n_head; k < n_head + n_copy; ++k) {
-      spread.push_back(Lin::var(k));
+    for (int j = 0; j < n_copy; ++j) {
+      spread.push_back(Lin::var(n_head + copy_index[j]));
       spread.push_back(Lin::num(0));
     }
     isl::map spread_map = affine_map(plain_space(ctx, n_head + n_copy), spread);
     fill.sched = isl::manage(isl_map_flat_range_product(prefix.release(), order.release()))
                      .apply_range(spread_map);
     fill.loop_names.resize(p + 1);
-    for (int j = 0; j < n_copy; ++j) fill.loop_names.push_back(cache + "_" + std::to_string(j));
+    for (int j = 0; j < n_copy; ++j)
+      fill.loop_names.push_back(cache + "_" + std::to_string(copy_index[j]));
   }
   fill.tags.assign(fill.loop_names.size(), ir::LoopTag::None);
   return fill;
@@ -919,7 +941,11 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
     for (size_t k = 0; k < loops; ++k) {
       if (!varies[k * stride]) continue;
       if (!shared) shared = k;
-      bool few = k < layout.sizes.size() && layout.sizes[k] < kMinSharedTrips;
+      // The copy's index loop k runs over (the last two swapped by swap_last_loops).
+      const size_t n_copy = layout.sizes.size();
+      const size_t index =
+          layout.swap_last_loops && k + 2 >= n_copy && k < n_copy ? 2 * n_copy - 3 - k : k;
+      bool few = index < n_copy && layout.sizes[index] < kMinSharedTrips;
       if (!few && k + 1 < loops) {
         shared = k;
         break;
@@ -930,11 +956,14 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
   // A CPU copy in the copy's order writes each row as one vector: from one
   // vector load when the copy's innermost index moves with B's (the GEMM's
   // panels of B, [NB / NR][KB][NR] from rows of B), from a gather otherwise
-  // (the conv's filters, [F / 16][C][KH][KW][16]). A gathered row shorter
-  // than 8 elements is LLVM's to copy, unrolled: the GEMM's A block, [MB /
-  // MR][KB][MR] with MR = 4, ran slower as 4-lane gathers.
+  // (the conv's filters, [F / 16][C][KH][KW][16]). Rows shorter than
+  // kMinVectorRow whose next index moves with B's innermost (the GEMM's A
+  // block, [MB / MR][KB][MR]) run that index innermost instead
+  // (swap_last_loops), as a vector: each vector load of B is stored across MR
+  // rows. Other short rows are LLVM's to copy, unrolled.
   if (r.cpu && layout.order && fill.tags.back() == ir::LoopTag::None &&
-      (layout.rows_in_runs ? layout.sizes.back() > 1 : layout.sizes.back() >= 8))
+      (layout.rows_in_runs ? layout.sizes.back() > 1
+                           : layout.swap_last_loops || layout.sizes.back() >= kMinVectorRow))
     fill.tags.back() = ir::LoopTag::Vectorize;
 
   // Everything inside L from c's position on moves one slot later.

@@ -170,7 +170,8 @@ void on_one_and_two_threads(const ir::Func& f, const Bindings& in) {
 // cache copies run in the copy's order, and the loops say which rows kiln
 // writes as vectors: a gather of a column of a (rows of 8 and 13), LLVM's
 // scalar copy (rows of 4, shorter than the gather rule's 8), a contiguous load
-// (the panel stored as it is); rows cut short at the matrix's edge (runtime
+// (the panel stored as it is), a load stored across rows of 4 (the copy's
+// last two loops swapped); rows cut short at the matrix's edge (runtime
 // sizes no tile divides), serial and shared out among threads.
 TEST(JitCopies, RowsOfACopyAsGathersLoadsAndScalars) {
   struct Case {
@@ -196,7 +197,13 @@ TEST(JitCopies, RowsOfACopyAsGathersLoadsAndScalars) {
           {with(8),
            R"(s.cache(a, jo, heap, [8, 2], "{ [e0, e1] -> [e0 - 8 * jo, e1 - 2 * io] }");)", true},
           {"s.split(i, 2, io, ii);",
-           R"(s.cache(a, io, heap, [2, 13], "{ [e0, e1] -> [e1 - 2 * io, e0] }");)", true}}) {
+           R"(s.cache(a, io, heap, [2, 13], "{ [e0, e1] -> [e1 - 2 * io, e0] }");)", true},
+          // Panels of rows of 4 (the GEMM's block of A, [MB / MR][KB][MR]):
+          // the 16-long index moves with a's innermost, so it runs innermost,
+          // one vector load of a's row stored across the panel's rows.
+          {"s.split(i, 16, io, ii);",
+           R"(s.cache(a, io, heap, [4, 16, 4], "{ [e0, e1] -> [floor(e0 / 4), e1 - 16 * io, e0 mod 4] }");)",
+           true}}) {
     const std::string program = R"(func tr {
   param N, M = 13;
   input a : f32[M, N];

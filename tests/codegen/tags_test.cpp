@@ -258,6 +258,41 @@ TEST(Vectorize, SmallStridesLoadWideAndShuffle) {
   }
 }
 
+// Stores whose lanes lie 2 to 8 elements apart, in a buffer whose inner
+// dimensions are constants (b[i, c] over lanes of i, rows of R), are one wide
+// masked store each, the elements between left alone: the R stores of a
+// vector fill them in turn. Wider strides, and rows whose length is known only
+// at run time, scatter. Partial vectors (N = 13, 3, 1) switch their lanes off.
+TEST(Vectorize, SmallStridesStoreWideUnderAMask) {
+  for (int row : {2, 4, 6, 8, 9}) {
+    const std::string r = std::to_string(row);
+    std::string program = R"(func t {
+    param N = 13;
+    input a : f32[N];
+    output b : f32[N, )" + r +
+                          R"(];
+    compute s(i, c) in 0 <= i < N, 0 <= c < )" +
+                          r + R"(: b[i, c] = a[i] * 2.0 + 1.0;
+  })";
+    for (int lanes : {8, 16}) {
+      SCOPED_TRACE("rows of " + r + ", " + std::to_string(lanes) + " lanes");
+      std::string p =
+          with_schedule(program, "s.reorder(c, i); s.split(i, " + std::to_string(lanes) +
+                                     ", io, ii); s.tag(ii, vectorize);");
+      codegen::Options o;
+      o.opt_level = 0;
+      std::string ir_text = codegen::emit_llvm(lowered_func(p, {{"N", 16}}), o);
+      std::string wide = "@llvm.masked.store.v" + std::to_string(lanes * row) + "f32.p0(";
+      EXPECT_EQ(ir_text.find(wide) != std::string::npos, row <= 8) << wide << "\n" << ir_text;
+      EXPECT_EQ(ir_text.find("@llvm.masked.scatter") != std::string::npos, row > 8) << ir_text;
+      for (int64_t size : {16, 13, 3, 1})
+        for (int opt : {0, 3})
+          EXPECT_TRUE(run_against_reference(p, {{"N", size}}, opt).ok)
+              << "N = " << size << ", -O" << opt;
+    }
+  }
+}
+
 // A column of rows as long as the vector (b[j, i] = a[i, j] with a's rows of
 // 4, 8 or 16 and j unrolled) is read as the rows and a transpose in
 // registers, not as gathers: after LLVM's CSE, one load per row and

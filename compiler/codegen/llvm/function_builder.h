@@ -137,6 +137,16 @@ class FunctionBuilder {
   static constexpr int kMaxShuffledStride = 4;
   llvm::Value* strided_load(llvm::Type* mt, llvm::Value* at, llvm::Align align, int s);
   std::vector<int> every_nth_lane(int s) const;
+  // A store whose lanes are s elements apart, s from 2 to kMaxStridedStore,
+  // in a buffer whose dimensions from the first that moves on are constants
+  // (the GEMM's block of A, [MB / MR][KB][MR], stored along KB): one wide
+  // masked store of the elements the lanes span, each lane at its place, so
+  // the elements between are left as they were. The MR stores of a vector
+  // of k fill those elements in turn, in cache, where a scatter would send
+  // each lane alone. Wider strides scatter.
+  static constexpr int kMaxStridedStore = 8;
+  void strided_store(const std::string& name, llvm::Value* v, llvm::Value* at, llvm::Align align,
+                     int s);
   // A read of column c (a constant) of lanes_ consecutive rows whose length
   // is lanes_ (Ob[.., x, fi] over lanes x, with fi's extent the vector
   // width): the rows load as lanes_ vectors and a transpose in registers
@@ -174,6 +184,9 @@ class FunctionBuilder {
   std::optional<std::vector<int64_t>> lane_derivatives(const std::vector<ir::Expr>& raw);
   // How a vectorized access walks memory: 1 = contiguous lanes.
   std::optional<int64_t> lane_stride(const std::vector<ir::Expr>& raw);
+  // How far apart buf's elements of two neighbouring lanes lie, when every
+  // dimension inside the first that moves has a constant size; nullopt else.
+  std::optional<int64_t> flat_lane_stride(const BufInfo& buf, const std::vector<ir::Expr>& raw);
   // Whether lane k of an access reads row k of its last two dimensions: the
   // next-to-last index moves by one per lane and no other index moves.
   bool lanes_walk_rows(const std::vector<ir::Expr>& raw);

@@ -247,6 +247,27 @@ llvm::Value* FunctionBuilder::strided_load(llvm::Type* mt, llvm::Value* at, llvm
   return b_.CreateMaskedLoad(wide, at, align, read, llvm::PoisonValue::get(wide));
 }
 
+void FunctionBuilder::strided_store(const std::string& name, llvm::Value* v, llvm::Value* at,
+                                    llvm::Align align, int s) {
+  // Element j of the wide store is lane j / s's when j is a multiple of s and
+  // that lane is on; the others are not written.
+  std::vector<int> spread;
+  for (int j = 0; j < lanes_ * s; ++j) spread.push_back(j % s == 0 ? j / s : -1);
+  llvm::Value* spread_v = b_.CreateShuffleVector(v, spread);
+  llvm::Value* on = nullptr;
+  if (tail_mask_) {
+    std::vector<int> lane_of;
+    for (int j = 0; j < lanes_ * s; ++j) lane_of.push_back(j % s == 0 ? j / s : lanes_);
+    on = b_.CreateShuffleVector(tail_mask_, llvm::Constant::getNullValue(tail_mask_->getType()),
+                                lane_of);
+  } else {
+    std::vector<llvm::Constant*> bits;
+    for (int j = 0; j < lanes_ * s; ++j) bits.push_back(b_.getInt1(j % s == 0));
+    on = llvm::ConstantVector::get(bits);
+  }
+  mark_buffer(b_.CreateMaskedStore(spread_v, at, align, on), name);
+}
+
 void FunctionBuilder::atomic_update(ir::BinaryOp op, const std::string& buf, ir::DType t,
                                     llvm::Value* at, llvm::Value* v) {
   using RMW = llvm::AtomicRMWInst::BinOp;
@@ -338,6 +359,12 @@ void FunctionBuilder::store(const ir::Store& n) {
       mark_buffer(b_.CreateMaskedStore(to_mem(splat(v)), at, align, tail_mask_), n.buf);
     else
       mark_buffer(b_.CreateAlignedStore(to_mem(splat(v)), at, align), n.buf);
+    return;
+  }
+  if (auto flat = lanes_ ? flat_lane_stride(buf, n.indices) : std::nullopt;
+      flat && *flat >= 2 && *flat <= kMaxStridedStore) {
+    strided_store(n.buf, to_mem(splat(v)), lane0_ptr(buf, n.indices), align,
+                  static_cast<int>(*flat));
     return;
   }
   llvm::Value* at = element_ptr(buf, n.indices);

@@ -115,6 +115,28 @@ std::optional<int64_t> FunctionBuilder::lane_stride(const std::vector<ir::Expr>&
   return d->back();
 }
 
+std::optional<int64_t> FunctionBuilder::flat_lane_stride(const BufInfo& buf,
+                                                         const std::vector<ir::Expr>& raw) {
+  if (!lanes_) return std::nullopt;
+  auto d = lane_derivatives(raw);
+  if (!d || d->size() != buf.shape.size()) return std::nullopt;
+  size_t first = 0;
+  while (first < d->size() && (*d)[first] == 0) ++first;
+  if (first == d->size()) return 0;
+  // stride = sum over k >= first of d[k] * (the elements of one step of k).
+  int64_t stride = 0, step = 1;
+  for (size_t k = d->size(); k-- > first;) {
+    int64_t move = 0;
+    if (__builtin_mul_overflow((*d)[k], step, &move) ||
+        __builtin_add_overflow(stride, move, &stride))
+      return std::nullopt;
+    if (k == first) break;
+    auto* size = llvm::dyn_cast<llvm::ConstantInt>(buf.shape[k]);
+    if (!size || __builtin_mul_overflow(step, size->getSExtValue(), &step)) return std::nullopt;
+  }
+  return stride;
+}
+
 bool FunctionBuilder::lanes_walk_rows(const std::vector<ir::Expr>& raw) {
   if (!lanes_ || raw.size() < 2) return false;
   auto d = lane_derivatives(raw);
