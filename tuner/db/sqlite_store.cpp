@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -373,13 +372,26 @@ std::string scalar(sqlite3* db, const std::string& path, const char* sql) {
   return s.step() ? s.text(0) : std::string();
 }
 
+// Whether the file db has open starts with SQLite's header. Read through
+// SQLite's own handle of the file: a descriptor of kiln's own would drop, when
+// closed, the locks SQLite holds on the file in this process (POSIX locks
+// belong to the process, not to a descriptor). Without its lock on the file
+// this connection looks gone to the others, and the last of them to close
+// deleted the write-ahead log while this one was writing to it: its records
+// were lost (seen as 3 records of 4 processes that created one file at once).
+bool starts_with_sqlite_header(sqlite3* db) {
+  sqlite3_file* file = nullptr;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK ||
+      file == nullptr || file->pMethods == nullptr)
+    return false;
+  char header[16] = {};
+  return file->pMethods->xRead(file, header, sizeof header, 0) == SQLITE_OK &&
+         std::memcmp(header, "SQLite format 3", 16) == 0;
+}
+
 // Refuses a file that is there but not a healthy SQLite database, reading it only.
 void check_existing(sqlite3* db, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char header[16] = {};
-  in.read(header, sizeof header);
-  if (in.gcount() != static_cast<std::streamsize>(sizeof header) ||
-      std::memcmp(header, "SQLite format 3", 16) != 0)
+  if (!starts_with_sqlite_header(db))
     throw RecordsError(fmt::format(
         "records database {}: not a SQLite database (it does not start with SQLite's header); "
         "kiln left it as it is: move it away, or point kilnd at another --data-dir",
