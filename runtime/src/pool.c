@@ -61,7 +61,6 @@ typedef struct kiln_pool {
   int caller_cpu;   /* the CPU a launching thread is pinned to when the pool is pinned, or -1 */
   kiln_task_fn fn;
   void* closure;
-  int64_t n;
   int64_t grain; /* iterations per chunk */
   int stopping;
   uint64_t spin_ns;
@@ -401,7 +400,6 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
   pin_caller(pool);
   pool->fn = fn;
   pool->closure = closure;
-  pool->n = n;
   pool->grain = grain_of(n, nthreads);
   share_out(pool, n, nthreads);
   /* The launching thread's first chunk is its own before any worker can see the launch: it
