@@ -177,7 +177,8 @@ TEST(JitCopies, RowsOfACopyAsGathersLoadsAndScalars) {
   struct Case {
     std::string loops;  // the schedule before the copy
     std::string copy;
-    bool vector_rows;  // whether kiln writes the copy's rows as vectors
+    bool vector_rows;                // whether kiln writes the copy's rows as vectors
+    std::string parallel_loop = "";  // the copy's loop shared out, if any
   };
   const std::string tiles =
       "s.split(i, 2, io, ii); s.split(j, JB, jo, ji); s.reorder(io, jo, ii, ji);";
@@ -193,7 +194,7 @@ TEST(JitCopies, RowsOfACopyAsGathersLoadsAndScalars) {
            R"(s.cache(a, jo, heap, [2, 4], "{ [e0, e1] -> [e1 - 2 * io, e0 - 4 * jo] }");)", false},
           {with(8),
            R"(s.cache(a, jo, heap, [2, 8], "{ [e0, e1] -> [e1 - 2 * io, e0 - 8 * jo] }", parallel);)",
-           true},
+           true, "a_s_cache_0"},
           {with(8),
            R"(s.cache(a, jo, heap, [8, 2], "{ [e0, e1] -> [e0 - 8 * jo, e1 - 2 * io] }");)", true},
           {"s.split(i, 2, io, ii);",
@@ -203,7 +204,13 @@ TEST(JitCopies, RowsOfACopyAsGathersLoadsAndScalars) {
           // one vector load of a's row stored across the panel's rows.
           {"s.split(i, 16, io, ii);",
            R"(s.cache(a, io, heap, [4, 16, 4], "{ [e0, e1] -> [floor(e0 / 4), e1 - 16 * io, e0 mod 4] }");)",
-           true}}) {
+           true},
+          // The same shared out: the loop over panels, not the (now outer)
+          // loop over a panel's 4 rows, which the 16 of the index it swapped
+          // with must not pass for.
+          {"s.split(i, 16, io, ii);",
+           R"(s.cache(a, io, heap, [4, 16, 4], "{ [e0, e1] -> [floor(e0 / 4), e1 - 16 * io, e0 mod 4] }", parallel);)",
+           true, "a_s_cache_0"}}) {
     const std::string program = R"(func tr {
   param N, M = 13;
   input a : f32[M, N];
@@ -216,6 +223,11 @@ TEST(JitCopies, RowsOfACopyAsGathersLoadsAndScalars) {
     const std::string loops = lowered(program);
     EXPECT_EQ(loops.find("a_s_cache_1 += 1) {  // vectorize") != std::string::npos, c.vector_rows)
         << loops;
+    for (const char* loop : {"a_s_cache_0", "a_s_cache_1", "a_s_cache_2"})
+      EXPECT_EQ(loops.find(std::string(loop) + " += 1) {  // parallel") != std::string::npos,
+                loop == c.parallel_loop)
+          << loop << "\n"
+          << loops;
     ir::Func f = parse_one(program);
     for (int n : {7, 4, 1}) {
       SCOPED_TRACE("N = " + std::to_string(n));

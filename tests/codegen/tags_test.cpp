@@ -262,33 +262,51 @@ TEST(Vectorize, SmallStridesLoadWideAndShuffle) {
 // dimensions are constants (b[i, c] over lanes of i, rows of R), are one wide
 // masked store each, the elements between left alone: the R stores of a
 // vector fill them in turn. Wider strides, and rows whose length is known only
-// at run time, scatter. Partial vectors (N = 13, 3, 1) switch their lanes off.
+// at run time (R a run-time param), scatter. With N known only at run time the
+// last vector is partial (N = 13, 3, 1) and switches its lanes off, in the
+// wide store's mask too; with N = 13 known, it is a narrower vector.
 TEST(Vectorize, SmallStridesStoreWideUnderAMask) {
-  for (int row : {2, 4, 6, 8, 9}) {
-    const std::string r = std::to_string(row);
-    std::string program = R"(func t {
-    param N = 13;
+  for (int row : {2, 4, 6, 8, 9, 0}) {
+    const bool runtime_row = row == 0;  // R a run-time param
+    const std::string r = runtime_row ? "R" : std::to_string(row);
+    for (const char* n : {"N = 13", "N"}) {
+      std::string program = std::string(R"(func t {
+    param )") + n + (runtime_row ? ", R" : "") +
+                            R"(;
     input a : f32[N];
     output b : f32[N, )" + r +
-                          R"(];
+                            R"(];
     compute s(i, c) in 0 <= i < N, 0 <= c < )" +
-                          r + R"(: b[i, c] = a[i] * 2.0 + 1.0;
+                            r + R"(: b[i, c] = a[i] * 2.0 + 1.0;
   })";
-    for (int lanes : {8, 16}) {
-      SCOPED_TRACE("rows of " + r + ", " + std::to_string(lanes) + " lanes");
-      std::string p =
-          with_schedule(program, "s.reorder(c, i); s.split(i, " + std::to_string(lanes) +
-                                     ", io, ii); s.tag(ii, vectorize);");
-      codegen::Options o;
-      o.opt_level = 0;
-      std::string ir_text = codegen::emit_llvm(lowered_func(p, {{"N", 16}}), o);
-      std::string wide = "@llvm.masked.store.v" + std::to_string(lanes * row) + "f32.p0(";
-      EXPECT_EQ(ir_text.find(wide) != std::string::npos, row <= 8) << wide << "\n" << ir_text;
-      EXPECT_EQ(ir_text.find("@llvm.masked.scatter") != std::string::npos, row > 8) << ir_text;
-      for (int64_t size : {16, 13, 3, 1})
-        for (int opt : {0, 3})
-          EXPECT_TRUE(run_against_reference(p, {{"N", size}}, opt).ok)
-              << "N = " << size << ", -O" << opt;
+      for (int lanes : {8, 16}) {
+        SCOPED_TRACE("rows of " + r + ", " + n + ", " + std::to_string(lanes) + " lanes");
+        std::string p =
+            with_schedule(program, "s.reorder(c, i); s.split(i, " + std::to_string(lanes) +
+                                       ", io, ii); s.tag(ii, vectorize);");
+        const bool wide = !runtime_row && row <= 8;
+        codegen::Options o;
+        o.opt_level = 0;
+        const ir::Overrides whole =
+            std::string(n) == "N" ? ir::Overrides{} : ir::Overrides{{"N", 16}};
+        std::string ir_text = codegen::emit_llvm(lowered_func(p, whole), o);
+        std::string store = "@llvm.masked.store.v" + std::to_string(lanes * row) + "f32.p0(";
+        EXPECT_EQ(ir_text.find(store) != std::string::npos, wide) << store << "\n" << ir_text;
+        EXPECT_EQ(ir_text.find("@llvm.masked.scatter") != std::string::npos, !wide) << ir_text;
+        for (int64_t size : {16, 13, 3, 1}) {
+          std::map<std::string, int64_t> runtime;
+          ir::Overrides set;
+          if (runtime_row) runtime["R"] = 5;
+          if (std::string(n) == "N")
+            runtime["N"] = size;
+          else
+            set = {{"N", size}};
+          for (int opt : {0, 3}) {
+            interp::Mismatch mm = run_against_reference(p, set, opt, runtime);
+            EXPECT_TRUE(mm.ok) << "N = " << size << ", -O" << opt << ": " << mm.describe();
+          }
+        }
+      }
     }
   }
 }

@@ -138,7 +138,7 @@ class FunctionBuilder {
   llvm::Value* strided_load(llvm::Type* mt, llvm::Value* at, llvm::Align align, int s);
   std::vector<int> every_nth_lane(int s) const;
   // A store whose lanes are s elements apart, s from 2 to kMaxStridedStore,
-  // in a buffer whose dimensions from the first that moves on are constants
+  // in a buffer whose dimensions inside the first that moves are constants
   // (the GEMM's block of A, [MB / MR][KB][MR], stored along KB): one wide
   // masked store of the elements the lanes span, each lane at its place, so
   // the elements between are left as they were. The MR stores of a vector
