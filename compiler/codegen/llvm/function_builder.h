@@ -144,7 +144,12 @@ class FunctionBuilder {
   // the elements between are left as they were. The MR stores of a vector
   // of k fill those elements in turn, in cache, where a scatter would send
   // each lane alone. Wider strides scatter.
+  // Only where the target stores under a mask in one instruction (AVX's
+  // vmaskmov for 4- and 8-byte elements, AVX-512BW's for bytes): elsewhere
+  // (aarch64, x86-64 without AVX) LLVM breaks the wide store into a branch
+  // per element, which made the code twice the scatter's.
   static constexpr int kMaxStridedStore = 8;
+  bool stores_under_a_mask(ir::DType t);
   void strided_store(const std::string& name, llvm::Value* v, llvm::Value* at, llvm::Align align,
                      int s);
   // A read of column c (a constant) of lanes_ consecutive rows whose length

@@ -247,6 +247,10 @@ llvm::Value* FunctionBuilder::strided_load(llvm::Type* mt, llvm::Value* at, llvm
   return b_.CreateMaskedLoad(wide, at, align, read, llvm::PoisonValue::get(wide));
 }
 
+bool FunctionBuilder::stores_under_a_mask(ir::DType t) {
+  return target_has_feature(opts_.target, ir::dtype_bytes(t) >= 4 ? "avx" : "avx512bw");
+}
+
 void FunctionBuilder::strided_store(const std::string& name, llvm::Value* v, llvm::Value* at,
                                     llvm::Align align, int s) {
   // Element j of the wide store is lane j / s's when j is a multiple of s and
@@ -362,7 +366,7 @@ void FunctionBuilder::store(const ir::Store& n) {
     return;
   }
   if (auto flat = lanes_ ? flat_lane_stride(buf, n.indices) : std::nullopt;
-      flat && *flat >= 2 && *flat <= kMaxStridedStore) {
+      flat && *flat >= 2 && *flat <= kMaxStridedStore && stores_under_a_mask(buf.dtype)) {
     strided_store(n.buf, to_mem(splat(v)), lane0_ptr(buf, n.indices), align,
                   static_cast<int>(*flat));
     return;
