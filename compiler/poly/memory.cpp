@@ -475,6 +475,13 @@ struct CacheLayout {
   // index is then innermost and a vector: one load of a run of B, stored
   // into every row (FunctionBuilder's strided stores).
   bool swap_last_loops = false;
+  // The copy's index that its loop k runs over, in the copy's order: k, but
+  // for the last two loops when they are swapped.
+  size_t index_of_loop(size_t k) const {
+    const size_t n = sizes.size();
+    if (!swap_last_loops || k + 2 < n || k >= n) return k;
+    return k + 2 == n ? n - 1 : n - 2;
+  }
   // cache's map, from the loops through L and B's indices to the copy's:
   // { [L..., e...] -> [c...] }, when the copy runs in the copy's order.
   std::optional<isl::map> order;
@@ -850,14 +857,11 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
     prefix = isl::manage(isl_map_align_params(prefix.release(), order.get_space().release()));
     const int n_head = 2 * p + 3;
     const int n_copy = static_cast<int>(layout.sizes.size());
-    // Loop j runs over the copy's index copy_index[j].
-    std::vector<int> copy_index(static_cast<size_t>(n_copy));
-    for (int j = 0; j < n_copy; ++j) copy_index[j] = j;
-    if (layout.swap_last_loops) std::swap(copy_index[n_copy - 2], copy_index[n_copy - 1]);
     std::vector<Lin> spread;
     for (int k = 0; k < n_head; ++k) spread.push_back(Lin::var(k));
     for (int j = 0; j < n_copy; ++j) {
-      spread.push_back(Lin::var(n_head + copy_index[j]));
+      spread.push_back(
+          Lin::var(n_head + static_cast<int>(layout.index_of_loop(static_cast<size_t>(j)))));
       spread.push_back(Lin::num(0));
     }
     isl::map spread_map = affine_map(plain_space(ctx, n_head + n_copy), spread);
@@ -865,7 +869,8 @@ CompModel copy_statement(const Impl& m, const CompModel& c, int p, const StaticP
                      .apply_range(spread_map);
     fill.loop_names.resize(p + 1);
     for (int j = 0; j < n_copy; ++j)
-      fill.loop_names.push_back(cache + "_" + std::to_string(copy_index[j]));
+      fill.loop_names.push_back(cache + "_" +
+                                std::to_string(layout.index_of_loop(static_cast<size_t>(j))));
   }
   fill.tags.assign(fill.loop_names.size(), ir::LoopTag::None);
   return fill;
@@ -941,11 +946,8 @@ void cmd_cache_identity(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
     for (size_t k = 0; k < loops; ++k) {
       if (!varies[k * stride]) continue;
       if (!shared) shared = k;
-      // The copy's index loop k runs over (the last two swapped by swap_last_loops).
-      const size_t n_copy = layout.sizes.size();
-      const size_t index =
-          layout.swap_last_loops && k + 2 >= n_copy && k < n_copy ? 2 * n_copy - 3 - k : k;
-      bool few = index < n_copy && layout.sizes[index] < kMinSharedTrips;
+      const size_t index = layout.index_of_loop(k);
+      bool few = index < layout.sizes.size() && layout.sizes[index] < kMinSharedTrips;
       if (!few && k + 1 < loops) {
         shared = k;
         break;

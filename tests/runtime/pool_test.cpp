@@ -38,6 +38,15 @@ std::vector<Chunks::Chunk> chunks_of(int64_t n, int64_t threads) {
   return chunks;
 }
 
+// Whether `done` comes true within 10 s, yielding the CPU while it waits (a
+// chunk waiting there for another thread's chunk).
+template <class Done>
+bool within_10_s(Done done) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  return done();
+}
+
 TEST_F(ParallelLaunch, CoversEveryIndexExactlyOnce) {
   const int64_t threads = kiln_runtime_threads();
   ASSERT_GE(threads, 1);
@@ -91,10 +100,7 @@ TEST_F(ParallelLaunch, AWorkerStartsWithItsOwnShare) {
       auto* self = static_cast<Run*>(closure);
       Chunks::task(begin, end, &self->chunks);
       if (begin == 0) {
-        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (self->by_worker.load() < 8 && std::chrono::steady_clock::now() < until)
-          std::this_thread::yield();
-        if (self->by_worker.load() < 8) self->waited_in_vain = true;
+        if (!within_10_s([&] { return self->by_worker.load() >= 8; })) self->waited_in_vain = true;
       } else if (!pthread_equal(pthread_self(), self->launcher)) {
         self->by_worker.fetch_add(1);
       }
@@ -223,10 +229,7 @@ TEST_F(ParallelLaunch, ALaunchInsideALaunchOfOneIterationUsesThePool) {
       auto* self = static_cast<Run*>(closure);
       Chunks::task(begin, end, &self->chunks);
       if (begin == 0) {
-        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (!self->second_ran.load() && std::chrono::steady_clock::now() < until)
-          std::this_thread::yield();
-        if (!self->second_ran.load()) self->waited_in_vain = true;
+        if (!within_10_s([&] { return self->second_ran.load(); })) self->waited_in_vain = true;
       } else {
         self->second_ran = true;
       }

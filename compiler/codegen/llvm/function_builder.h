@@ -137,6 +137,9 @@ class FunctionBuilder {
   static constexpr int kMaxShuffledStride = 4;
   llvm::Value* strided_load(llvm::Type* mt, llvm::Value* at, llvm::Align align, int s);
   std::vector<int> every_nth_lane(int s) const;
+  // A mask of lanes_ * s elements whose element k * s is lane k's of `on`,
+  // the others off: the wide access's elements that the lanes own.
+  llvm::Value* spread_mask(llvm::Value* on, int s);
   // A store whose lanes are s elements apart, s from 2 to kMaxStridedStore,
   // in a buffer whose dimensions inside the first that moves are constants
   // (the GEMM's block of A, [MB / MR][KB][MR], stored along KB): one wide

@@ -235,10 +235,7 @@ llvm::Value* FunctionBuilder::strided_load(llvm::Type* mt, llvm::Value* at, llvm
   auto* wide = llvm::FixedVectorType::get(mt, static_cast<unsigned>(lanes_ * s));
   llvm::Value* read = nullptr;
   if (mask_) {
-    // Lane j of the wide load is read when j = k * s and lane k is on.
-    std::vector<int> spread;
-    for (int j = 0; j < lanes_ * s; ++j) spread.push_back(j % s == 0 ? j / s : lanes_);
-    read = b_.CreateShuffleVector(mask_, llvm::Constant::getNullValue(mask_->getType()), spread);
+    read = spread_mask(mask_, s);
   } else {
     std::vector<llvm::Constant*> on;
     for (int j = 0; j < lanes_ * s; ++j) on.push_back(b_.getInt1(j <= (lanes_ - 1) * s));
@@ -258,18 +255,15 @@ void FunctionBuilder::strided_store(const std::string& name, llvm::Value* v, llv
   std::vector<int> spread;
   for (int j = 0; j < lanes_ * s; ++j) spread.push_back(j % s == 0 ? j / s : -1);
   llvm::Value* spread_v = b_.CreateShuffleVector(v, spread);
-  llvm::Value* on = nullptr;
-  if (tail_mask_) {
-    std::vector<int> lane_of;
-    for (int j = 0; j < lanes_ * s; ++j) lane_of.push_back(j % s == 0 ? j / s : lanes_);
-    on = b_.CreateShuffleVector(tail_mask_, llvm::Constant::getNullValue(tail_mask_->getType()),
-                                lane_of);
-  } else {
-    std::vector<llvm::Constant*> bits;
-    for (int j = 0; j < lanes_ * s; ++j) bits.push_back(b_.getInt1(j % s == 0));
-    on = llvm::ConstantVector::get(bits);
-  }
-  mark_buffer(b_.CreateMaskedStore(spread_v, at, align, on), name);
+  llvm::Value* on =
+      tail_mask_ ? tail_mask_ : llvm::Constant::getAllOnesValue(vec_of(b_.getInt1Ty()));
+  mark_buffer(b_.CreateMaskedStore(spread_v, at, align, spread_mask(on, s)), name);
+}
+
+llvm::Value* FunctionBuilder::spread_mask(llvm::Value* on, int s) {
+  std::vector<int> lane_of;
+  for (int j = 0; j < lanes_ * s; ++j) lane_of.push_back(j % s == 0 ? j / s : lanes_);
+  return b_.CreateShuffleVector(on, llvm::Constant::getNullValue(on->getType()), lane_of);
 }
 
 void FunctionBuilder::atomic_update(ir::BinaryOp op, const std::string& buf, ir::DType t,
