@@ -266,6 +266,9 @@ class FunctionBuilder {
   std::string storing_;
   // Copies of the current statement that unroll_explicit loops around it make.
   int64_t unrolled_ = 1;
+  // Whether the vector body being built stored by strided_store: its loop is
+  // then kept a loop (vector_loop).
+  bool strided_stores_ = false;
   // mark_buffer's scopes, one per buffer name (arguments and every Alloc),
   // and for each name the list of all the others'.
   std::map<std::string, llvm::MDNode*> scope_of_, others_of_;

@@ -250,6 +250,7 @@ bool FunctionBuilder::stores_under_a_mask(ir::DType t) {
 
 void FunctionBuilder::strided_store(const std::string& name, llvm::Value* v, llvm::Value* at,
                                     llvm::Align align, int s) {
+  strided_stores_ = true;
   // Element j of the wide store is lane j / s's when j is a multiple of s and
   // that lane is on; the others are not written.
   std::vector<int> spread;

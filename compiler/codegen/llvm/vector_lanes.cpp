@@ -229,9 +229,15 @@ void FunctionBuilder::vector_loop(const ir::For& n, llvm::Value* lo, llvm::Value
   v->addIncoming(lo, pre);
   b_.CreateCondBr(b_.CreateICmpSLT(v, last), inside, tail);
   b_.SetInsertPoint(inside);
+  strided_stores_ = false;
   vector_body(n, v, w);
   llvm::Value* next = b_.CreateAdd(v, b_.getInt64(w), "", false, true);
-  b_.CreateBr(head);
+  llvm::BranchInst* back = b_.CreateBr(head);
+  // A body of wide masked stores stays one loop: LLVM unrolled the 8 vectors
+  // of the GEMM's A copy fully, and its instruction selection over the 8
+  // copies of each store took 7 ms of a 55 ms compile, for no speed.
+  if (strided_stores_)
+    back->setMetadata(llvm::LLVMContext::MD_loop, loop_hint("llvm.loop.unroll.disable", n.var));
   v->addIncoming(next, b_.GetInsertBlock());
   b_.SetInsertPoint(tail);
   if (!scalar_rest) return;
