@@ -286,7 +286,8 @@ TEST(Vectorize, SmallStridesStoreWideUnderAMask) {
                                        ", io, ii); s.tag(ii, vectorize);");
         codegen::Options o;
         o.opt_level = 0;
-        const bool wide = !runtime_row && row <= 8 && codegen::target_has_feature(o.target, "avx");
+        const bool wide =
+            !runtime_row && row <= 8 && codegen::target_has_feature(o.target, "avx512f");
         const ir::Overrides whole =
             std::string(n) == "N" ? ir::Overrides{} : ir::Overrides{{"N", 16}};
         std::string ir_text = codegen::emit_llvm(lowered_func(p, whole), o);
@@ -530,7 +531,7 @@ TEST(Unroll, FillsAreNotUnrolledByLlvm) {
   // stores under a mask, the vector loop of A's packing copy, whose wide
   // masked stores LLVM would copy 8 times (WideMaskedStoresStayInALoop); no
   // other loop that reads (B's packing copy, the register tile's loops).
-  const bool masked = codegen::target_has_feature(o.target, "avx");
+  const bool masked = codegen::target_has_feature(o.target, "avx512f");
   EXPECT_EQ(disabled, masked ? 2u : 1u) << ir_text;
   // The fill without LLVM's unrolling still zeroes every block, partial ones too.
   interp::Mismatch mm = run_against_reference(text, {{"M", 100}, {"N", 70}, {"K", 33}});

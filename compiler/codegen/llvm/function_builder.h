@@ -147,10 +147,13 @@ class FunctionBuilder {
   // the elements between are left as they were. The MR stores of a vector
   // of k fill those elements in turn, in cache, where a scatter would send
   // each lane alone. Wider strides scatter.
-  // Only where the target stores under a mask in one instruction (AVX's
-  // vmaskmov for 4- and 8-byte elements, AVX-512BW's for bytes): elsewhere
-  // (aarch64, x86-64 without AVX) LLVM breaks the wide store into a branch
-  // per element, which made the code twice the scatter's.
+  // Only where the target stores under a mask in one fast instruction:
+  // AVX-512's mask registers (AVX-512F for 4- and 8-byte elements, BW for
+  // smaller). Elsewhere (aarch64, x86-64 without AVX) LLVM breaks the wide
+  // store into a branch per element, which made the code twice the
+  // scatter's; and AVX2's vmaskmovps is microcode on AMD's Zen 1-4 (42
+  // micro-ops, one per 12 cycles in LLVM's Zen 3 and 4 models), where an
+  // AVX2 GEMM's A copy (stride 6) would take 6 of them per 8 floats.
   static constexpr int kMaxStridedStore = 8;
   bool stores_under_a_mask(ir::DType t);
   void strided_store(const std::string& name, llvm::Value* v, llvm::Value* at, llvm::Align align,

@@ -245,7 +245,7 @@ llvm::Value* FunctionBuilder::strided_load(llvm::Type* mt, llvm::Value* at, llvm
 }
 
 bool FunctionBuilder::stores_under_a_mask(ir::DType t) {
-  return target_has_feature(opts_.target, ir::dtype_bytes(t) >= 4 ? "avx" : "avx512bw");
+  return target_has_feature(opts_.target, ir::dtype_bytes(t) >= 4 ? "avx512f" : "avx512bw");
 }
 
 void FunctionBuilder::strided_store(const std::string& name, llvm::Value* v, llvm::Value* at,
