@@ -921,7 +921,43 @@ bool one_static_value(const std::vector<Piece>& pieces, int q) {
 // loops, a leaf. isl generates code from the tree
 // without the static dims ever being loops of their own, which the same
 // schedules as one relation over every dim made it treat as such.
-isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int q, int dims) {
+// The dynamic dims that take one value, the same, on every instance of
+// every piece: loops of one iteration around the whole nest (the GEMM's jo
+// when NB >= N). They order nothing, and isl generates no loop for them;
+// left out of the tree, they spare its AST generator, at their band, the
+// test of which statements under it may run after which, pair by pair over
+// the whole subtree (30% of the GEMM's AST build, callgrind). Left out on
+// every path alike, so isl's iterator at each depth stays one dim's.
+std::set<int> one_value_dims(const std::vector<Piece>& pieces, int dims) {
+  std::set<int> out;
+  for (int q = 1; q < dims; q += 2) {
+    std::optional<int64_t> value;
+    bool one = true;
+    for (const Piece& p : pieces) {
+      if (!p.in_loops) return out;  // its dims are not its own coordinates
+      int64_t v = 0;                // past its loops: padding
+      if (q / 2 < p.loops) {
+        isl::val fixed = isl::manage(isl_set_plain_get_val_if_fixed(p.domain.get(), isl_dim_set,
+                                                                    static_cast<unsigned>(q / 2)));
+        if (fixed.is_null() || !fixed.is_int()) {
+          one = false;
+          break;
+        }
+        v = fixed.get_num_si();
+      }
+      if (value && *value != v) {
+        one = false;
+        break;
+      }
+      value = v;
+    }
+    if (one && value) out.insert(q);
+  }
+  return out;
+}
+
+isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int q, int dims,
+                            const std::set<int>& one_value) {
   auto leaf = [&](const std::vector<Piece>& of) {
     isl::union_set domain = isl::union_set::empty(ctx);
     for (const Piece& p : of) domain = domain.unite(isl::union_set(p.domain));
@@ -938,24 +974,27 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
         groups[v].push_back(Piece{where, p.sched, p.loops, p.in_loops});
     isl::schedule out;
     for (const auto& [v, group] : groups) {
-      isl::schedule child = schedule_tree(ctx, group, q + 1, dims);
+      isl::schedule child = schedule_tree(ctx, group, q + 1, dims, one_value);
       out = out.is_null() ? child
                           : isl::manage(isl_schedule_sequence(out.release(), child.release()));
     }
     // No instance at all (every domain empty for these params): nothing runs.
     return out.is_null() ? leaf({}) : out;
   }
+  if (one_value.count(q)) return schedule_tree(ctx, pieces, q + 1, dims, one_value);
   // The loops at q, q + 2, ... down to the next static dim that orders
   // anything (or the end of every piece's loops) are one band of several
   // members: isl sets up a band once, and its work for that (the build's
   // product space, the checks of the partial schedule) was as much as for
   // the loop itself.
   std::vector<int> members{q};
+  int last = q;
   for (int next = q + 2; next < dims; next += 2) {
     if (past_every_loop(pieces, next) || !one_static_value(pieces, next - 1)) break;
-    members.push_back(next);
+    last = next;
+    if (!one_value.count(next)) members.push_back(next);
   }
-  isl::schedule child = schedule_tree(ctx, pieces, members.back() + 1, dims);
+  isl::schedule child = schedule_tree(ctx, pieces, last + 1, dims, one_value);
   isl_union_pw_aff_list* loops =
       isl_union_pw_aff_list_alloc(ctx.get(), static_cast<int>(members.size()));
   for (int d : members) {
@@ -1049,6 +1088,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
       table[isl_name(c.name)] = StatementSchedule{*f, dims_read(c, dims), std::nullopt};
     }
     isl::schedule tree;
+    std::set<int> one_value;
     {
       TimedPart part("schedule tree");
       std::vector<Piece> pieces;
@@ -1063,15 +1103,17 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
           pieces.push_back(Piece{c.domain, &sched.dims, c.loops()});
         }
       }
-      tree = schedule_tree(ctx, pieces, 0, dims);
+      one_value = one_value_dims(pieces, dims);
+      tree = schedule_tree(ctx, pieces, 0, dims, one_value);
     }
 
     isl::ast_build build = isl::ast_build::from_context(m.context);
-    // Iterators c1, c3, ...: band K of every path is dynamic dim 2K + 1, so
-    // the loop over cK is schedule dim K. (No C++ call for iterators: the raw
-    // result is managed at once.)
+    // Iterators c1, c3, ...: band K of every path is the K-th dynamic dim
+    // left in the tree (all but one_value's), so the loop over cK is schedule
+    // dim K. (No C++ call for iterators: the raw result is managed at once.)
     isl::id_list names(ctx, dims / 2);
-    for (int k = 1; k < dims; k += 2) names = names.add(isl::id(ctx, "c" + std::to_string(k)));
+    for (int k = 1; k < dims; k += 2)
+      if (!one_value.count(k)) names = names.add(isl::id(ctx, "c" + std::to_string(k)));
     build = isl::manage(isl_ast_build_set_iterators(build.release(), names.release()));
     build = build.set_at_each_domain(
         [&](isl::ast_node, isl::ast_build b) { return at_each_domain(table, b); });
