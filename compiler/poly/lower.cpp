@@ -930,12 +930,14 @@ bool one_static_value(const std::vector<Piece>& pieces, int q) {
 // every path alike, so isl's iterator at each depth stays one dim's.
 std::set<int> one_value_dims(const std::vector<Piece>& pieces, int dims) {
   std::set<int> out;
+  // A piece outside loop space: its dims are not its own coordinates.
+  if (!std::all_of(pieces.begin(), pieces.end(), [](const Piece& p) { return p.in_loops; }))
+    return out;
   for (int q = 1; q < dims; q += 2) {
     std::optional<int64_t> value;
     bool one = true;
     for (const Piece& p : pieces) {
-      if (!p.in_loops) return out;  // its dims are not its own coordinates
-      int64_t v = 0;                // past its loops: padding
+      int64_t v = 0;  // past its loops: padding
       if (q / 2 < p.loops) {
         isl::val fixed = isl::manage(isl_set_plain_get_val_if_fixed(p.domain.get(), isl_dim_set,
                                                                     static_cast<unsigned>(q / 2)));
