@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <set>
@@ -70,10 +71,9 @@ std::string statement_of(const isl::ast_node_user& n) {
   return id_name(n.expr().as<isl::ast_expr_op>().arg(0));
 }
 
-// The schedule dim a loop node iterates over: isl's iterator "cK" is dim K.
-int schedule_dim_of(const isl::ast_node_for& n) {
-  return std::stoi(id_name(n.iterator()).substr(1));
-}
+// The name of the mark above each band of the schedule tree; its user
+// pointer is the band's members, the schedule dims its loops iterate over.
+constexpr const char* kBandMark = "kiln.band";
 
 // Comp names of the user statements below an AST node.
 std::set<std::string> statements_in(const isl::ast_node& node) {
@@ -93,6 +93,45 @@ class AstLowering {
     for (const auto& c : m.comps) {
       by_isl_name_[isl_name(c.name)] = &c;
       for (const auto& dp : c.data_params) data_owner_[dp.name].push_back({&c, dp.value});
+    }
+  }
+
+  // Finds the schedule dim of each loop below n. isl names a loop's iterator
+  // by its depth, "cK" at depth (K - 1) / 2, and a band's members differ from
+  // path to path (schedule_tree leaves out the dims of one value where they
+  // have one): the marks above the bands on the loop's path give the dims,
+  // one per depth.
+  void map_loop_dims(const isl::ast_node& n, std::vector<int>& path) {
+    if (n.isa<isl::ast_node_mark>()) {
+      isl::ast_node_mark mark = n.as<isl::ast_node_mark>();
+      isl::id id = mark.id();
+      size_t outer = path.size();
+      if (id.name() == kBandMark) {
+        const auto* members = static_cast<const std::vector<int>*>(isl_id_get_user(id.get()));
+        path.insert(path.end(), members->begin(), members->end());
+      }
+      map_loop_dims(mark.node(), path);
+      path.resize(outer);
+      return;
+    }
+    if (n.isa<isl::ast_node_for>()) {
+      isl::ast_node_for loop = n.as<isl::ast_node_for>();
+      size_t depth = static_cast<size_t>(std::stoi(id_name(loop.iterator()).substr(1)) - 1) / 2;
+      if (depth >= path.size())
+        fail(m_.func.where, "isl generated a loop outside the bands of " + m_.func.name);
+      dim_of_[loop.get()] = path[depth];
+      map_loop_dims(loop.body(), path);
+      return;
+    }
+    if (n.isa<isl::ast_node_if>()) {
+      isl::ast_node_if i = n.as<isl::ast_node_if>();
+      map_loop_dims(i.then_node(), path);
+      if (i.has_else_node()) map_loop_dims(i.else_node(), path);
+      return;
+    }
+    if (n.isa<isl::ast_node_block>()) {
+      isl::ast_node_list children = n.as<isl::ast_node_block>().children();
+      for (unsigned k = 0; k < children.size(); ++k) map_loop_dims(children.at(k), path);
     }
   }
 
@@ -261,6 +300,9 @@ class AstLowering {
     }
     return reserved_;
   }
+
+  // The schedule dim a loop node iterates over (map_loop_dims).
+  int schedule_dim_of(const isl::ast_node_for& n) const { return dim_of_.at(n.get()); }
 
   // A loop's name and tag are those of the computations that share it.
   std::string loop_name(const isl::ast_node_for& n) const {
@@ -630,6 +672,7 @@ class AstLowering {
   std::map<std::string, std::vector<DataOwner>>
       data_owner_;                                // a param may serve several statements
   std::map<std::string, std::string> loop_vars_;  // isl iterator -> loop variable
+  std::map<const isl_ast_node*, int> dim_of_;     // loop -> its schedule dim
   std::set<std::string> in_scope_;
   std::set<std::string> reserved_;
   // The copies of a target that a privatized loop being lowered updates, by
@@ -922,12 +965,14 @@ bool one_static_value(const std::vector<Piece>& pieces, int q) {
 // without the static dims ever being loops of their own, which the same
 // schedules as one relation over every dim made it treat as such.
 // The dynamic dims that take one value, the same, on every instance of
-// every piece: loops of one iteration around the whole nest (the GEMM's jo
-// when NB >= N). They order nothing, and isl generates no loop for them;
-// left out of the tree, they spare its AST generator, at their band, the
-// test of which statements under it may run after which, pair by pair over
-// the whole subtree (30% of the GEMM's AST build, callgrind). Left out on
-// every path alike, so isl's iterator at each depth stays one dim's.
+// `pieces`: loops of one iteration around all of them (the GEMM's jo when
+// NB >= N, the conv's batch loop at N = 1 under its filters' repacking,
+// which has a loop of its own there). They order nothing among the pieces,
+// whose order against the others is settled above, and isl generates no
+// loop for them; left out of the tree, they spare its AST generator, at
+// their band, the test of which statements under it may run after which,
+// pair by pair over the whole subtree (30% of the GEMM's AST build and of
+// the conv's, callgrind).
 std::set<int> one_value_dims(const std::vector<Piece>& pieces, int dims) {
   std::set<int> out;
   // A piece outside loop space: its dims are not its own coordinates.
@@ -959,7 +1004,7 @@ std::set<int> one_value_dims(const std::vector<Piece>& pieces, int dims) {
 }
 
 isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int q, int dims,
-                            const std::set<int>& one_value) {
+                            std::deque<std::vector<int>>& bands) {
   auto leaf = [&](const std::vector<Piece>& of) {
     isl::union_set domain = isl::union_set::empty(ctx);
     for (const Piece& p : of) domain = domain.unite(isl::union_set(p.domain));
@@ -976,14 +1021,15 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
         groups[v].push_back(Piece{where, p.sched, p.loops, p.in_loops});
     isl::schedule out;
     for (const auto& [v, group] : groups) {
-      isl::schedule child = schedule_tree(ctx, group, q + 1, dims, one_value);
+      isl::schedule child = schedule_tree(ctx, group, q + 1, dims, bands);
       out = out.is_null() ? child
                           : isl::manage(isl_schedule_sequence(out.release(), child.release()));
     }
     // No instance at all (every domain empty for these params): nothing runs.
     return out.is_null() ? leaf({}) : out;
   }
-  if (one_value.count(q)) return schedule_tree(ctx, pieces, q + 1, dims, one_value);
+  const std::set<int> one_value = one_value_dims(pieces, dims);
+  if (one_value.count(q)) return schedule_tree(ctx, pieces, q + 1, dims, bands);
   // The loops at q, q + 2, ... down to the next static dim that orders
   // anything (or the end of every piece's loops) are one band of several
   // members: isl sets up a band once, and its work for that (the build's
@@ -996,7 +1042,7 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
     last = next;
     if (!one_value.count(next)) members.push_back(next);
   }
-  isl::schedule child = schedule_tree(ctx, pieces, last + 1, dims, one_value);
+  isl::schedule child = schedule_tree(ctx, pieces, last + 1, dims, bands);
   isl_union_pw_aff_list* loops =
       isl_union_pw_aff_list_alloc(ctx.get(), static_cast<int>(members.size()));
   for (int d : members) {
@@ -1028,6 +1074,8 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
   for (size_t k = 0; k < members.size(); ++k)
     band = isl_schedule_node_band_member_set_ast_loop_type(band, static_cast<int>(k),
                                                            isl_ast_loop_atomic);
+  bands.push_back(members);
+  band = isl_schedule_node_insert_mark(band, isl_id_alloc(ctx.get(), kBandMark, &bands.back()));
   tree = isl_schedule_node_get_schedule(band);
   isl_schedule_node_free(band);
   return isl::manage(tree);
@@ -1090,7 +1138,7 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
       table[isl_name(c.name)] = StatementSchedule{*f, dims_read(c, dims), std::nullopt};
     }
     isl::schedule tree;
-    std::set<int> one_value;
+    std::deque<std::vector<int>> bands;  // the members of each band, for its mark
     {
       TimedPart part("schedule tree");
       std::vector<Piece> pieces;
@@ -1105,17 +1153,15 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
           pieces.push_back(Piece{c.domain, &sched.dims, c.loops()});
         }
       }
-      one_value = one_value_dims(pieces, dims);
-      tree = schedule_tree(ctx, pieces, 0, dims, one_value);
+      tree = schedule_tree(ctx, pieces, 0, dims, bands);
     }
 
     isl::ast_build build = isl::ast_build::from_context(m.context);
-    // Iterators c1, c3, ...: band K of every path is the K-th dynamic dim
-    // left in the tree (all but one_value's), so the loop over cK is schedule
-    // dim K. (No C++ call for iterators: the raw result is managed at once.)
+    // Iterators c1, c3, ... by depth: the loop over cK is at depth (K - 1) / 2
+    // of its path, whose bands' marks give its schedule dim (map_loop_dims).
+    // (No C++ call for iterators: the raw result is managed at once.)
     isl::id_list names(ctx, dims / 2);
-    for (int k = 1; k < dims; k += 2)
-      if (!one_value.count(k)) names = names.add(isl::id(ctx, "c" + std::to_string(k)));
+    for (int k = 1; k < dims; k += 2) names = names.add(isl::id(ctx, "c" + std::to_string(k)));
     build = isl::manage(isl_ast_build_set_iterators(build.release(), names.release()));
     build = build.set_at_each_domain(
         [&](isl::ast_node, isl::ast_build b) { return at_each_domain(table, b); });
@@ -1131,6 +1177,8 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     timer.check(m.func.where, "after isl generated the loops of " + m.func.name);
     TimedPart part("ast to loops");
     AstLowering lowering(m);
+    std::vector<int> path;
+    lowering.map_loop_dims(root, path);
     ir::Stmt loops = lowering.node(root);
     body = split_partial_tiles(lowering.place_data_params(loops, {}));
     placed = lowering.placed_;

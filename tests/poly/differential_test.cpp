@@ -96,5 +96,26 @@ TEST(Differential, LoopsOfOneIterationKeepTheOrderTheirValuesGive) {
   EXPECT_TRUE(mm.ok) << mm.describe();
 }
 
+// The loops of one iteration left out differ from path to path: b's jo has
+// one value, a's io four, so b's loop ji is at depth 0 of its path and a's io
+// at depth 0 of its own. Each loop keeps its name and tag.
+TEST(Differential, LoopsOfOneIterationLeftOutOnOnePathOnly) {
+  const std::string text =
+      "func f {\n  param N = 32;\n  input x : f32[N];\n  output y : f32[N];\n"
+      "  output z : f32[4];\n"
+      "  compute a(i) in 0 <= i < N: y[i] = x[i] + 1.0;\n"
+      "  compute b(j) in 0 <= j < 4: z[j] = x[j] * 2.0;\n"
+      "  schedule {\n    a.split(i, 8, io, ii);\n    b.split(j, 8, jo, ji);\n"
+      "    a.tag(io, parallel);\n    b.tag(ji, vectorize);\n  }\n}\n";
+  ir::Func f = parse_one(text);
+  std::string loops = ir::to_string(poly::lower(poly::schedule(f)).body);
+  EXPECT_NE(loops.find("for (io = 0; io < 4; io += 1) {  // parallel"), std::string::npos) << loops;
+  EXPECT_NE(loops.find("for (ji = 0; ji < 4; ji += 1) {  // vectorize"), std::string::npos)
+      << loops;
+  EXPECT_EQ(loops.find("jo"), std::string::npos) << loops;
+  interp::Mismatch mm = differential(f);
+  EXPECT_TRUE(mm.ok) << mm.describe();
+}
+
 }  // namespace
 }  // namespace kiln::testing
