@@ -61,6 +61,16 @@ TEST(Differential, ComputationsWithNoInstance) {
   EXPECT_EQ(ir::to_string(poly::lower(poly::schedule(lu)).body), "");
 }
 
+// A func f of x's elements into y and z: `computes` as its computations,
+// a's loop split as io, ii and b's as `b_loops`, then `schedule`.
+std::string two_splits(const std::string& x, const std::string& z, const std::string& computes,
+                       const std::string& b_loops, const std::string& schedule) {
+  return "func f {\n  param N = 4;\n  input x : f32[" + x + "];\n  output y : f32[N];\n" +
+         "  output z : f32[" + z + "];\n" + computes +
+         "  schedule {\n    a.split(i, 8, io, ii);\n" + "    b.split(" + b_loops + ");\n" +
+         schedule + "  }\n}\n";
+}
+
 // A loop of one iteration whose value is the same for every computation
 // (a split whose block holds the whole extent) is left out of isl's schedule
 // tree, and what is under it keeps its order: here b after a inside io, and b
@@ -68,25 +78,19 @@ TEST(Differential, ComputationsWithNoInstance) {
 // loop still orders them: b's io is 0 and a's is 1, so b runs first although
 // it comes after a inside io.
 TEST(Differential, LoopsOfOneIterationKeepTheOrderTheirValuesGive) {
-  const std::string same =
-      "func f {\n  param N = 4;\n  input x : f32[N];\n  output y : f32[N];\n"
-      "  output z : f32[N];\n"
-      "  compute a(i) in 0 <= i < N: y[i] = x[i] + 1.0;\n"
-      "  compute b(i) in 0 <= i < N: z[i] = y[N - 1 - i] * 2.0;\n"
-      "  schedule {\n    a.split(i, 8, io, ii);\n    b.split(i, 8, io, ii);\n"
-      "    b.after(a, io);\n  }\n}\n";
+  const std::string same = two_splits("N", "N",
+                                      "  compute a(i) in 0 <= i < N: y[i] = x[i] + 1.0;\n"
+                                      "  compute b(i) in 0 <= i < N: z[i] = y[N - 1 - i] * 2.0;\n",
+                                      "i, 8, io, ii", "    b.after(a, io);\n");
   for (int n : {4, 8, 1}) {
     SCOPED_TRACE("N = " + std::to_string(n));
     interp::Mismatch mm = differential(parse_one(same, {{"N", n}}));
     EXPECT_TRUE(mm.ok) << mm.describe();
   }
-  const std::string apart =
-      "func f {\n  param N = 4;\n  input x : f32[12];\n  output y : f32[N];\n"
-      "  output z : f32[N];\n"
-      "  compute a(i) in 8 <= i < 12: y[i - 8] = x[i] + 1.0;\n"
-      "  compute b(i) in 0 <= i < N: z[i] = x[i] * 2.0;\n"
-      "  schedule {\n    a.split(i, 8, io, ii);\n    b.split(i, 8, io, ii);\n"
-      "    b.after(a, io);\n  }\n}\n";
+  const std::string apart = two_splits("12", "N",
+                                       "  compute a(i) in 8 <= i < 12: y[i - 8] = x[i] + 1.0;\n"
+                                       "  compute b(i) in 0 <= i < N: z[i] = x[i] * 2.0;\n",
+                                       "i, 8, io, ii", "    b.after(a, io);\n");
   ir::Func f = parse_one(apart);
   std::string loops = ir::to_string(poly::lower(poly::schedule(f)).body);
   ASSERT_NE(loops.find("z["), std::string::npos) << loops;
@@ -101,13 +105,11 @@ TEST(Differential, LoopsOfOneIterationKeepTheOrderTheirValuesGive) {
 // at depth 0 of its own. Each loop keeps its name and tag.
 TEST(Differential, LoopsOfOneIterationLeftOutOnOnePathOnly) {
   const std::string text =
-      "func f {\n  param N = 32;\n  input x : f32[N];\n  output y : f32[N];\n"
-      "  output z : f32[4];\n"
-      "  compute a(i) in 0 <= i < N: y[i] = x[i] + 1.0;\n"
-      "  compute b(j) in 0 <= j < 4: z[j] = x[j] * 2.0;\n"
-      "  schedule {\n    a.split(i, 8, io, ii);\n    b.split(j, 8, jo, ji);\n"
-      "    a.tag(io, parallel);\n    b.tag(ji, vectorize);\n  }\n}\n";
-  ir::Func f = parse_one(text);
+      two_splits("N", "4",
+                 "  compute a(i) in 0 <= i < N: y[i] = x[i] + 1.0;\n"
+                 "  compute b(j) in 0 <= j < 4: z[j] = x[j] * 2.0;\n",
+                 "j, 8, jo, ji", "    a.tag(io, parallel);\n    b.tag(ji, vectorize);\n");
+  ir::Func f = parse_one(text, {{"N", 32}});
   std::string loops = ir::to_string(poly::lower(poly::schedule(f)).body);
   EXPECT_NE(loops.find("for (io = 0; io < 4; io += 1) {  // parallel"), std::string::npos) << loops;
   EXPECT_NE(loops.find("for (ji = 0; ji < 4; ji += 1) {  // vectorize"), std::string::npos)
