@@ -687,6 +687,13 @@ void Fleet::Impl::monitor_loop() {
 }
 
 Fleet::Fleet(FleetOptions options) : impl_(std::make_unique<Impl>()) {
+  // OpenSSL frees every thread's state in its clean-up at exit, which must
+  // come after this fleet's threads are joined. Initialized here, before a
+  // fleet kept in a static is complete, its atexit handler runs after the
+  // fleet's destructor. Initialized by the first connection's HMAC instead,
+  // it ran first, and a connection thread ending meanwhile freed its state a
+  // second time (fuzz_fleet_listener under ASan: a double free at exit).
+  OPENSSL_init_ssl(0, nullptr);
   if (options.token.empty())
     throw std::runtime_error("agents need a token: kilnd --agent-token-file FILE");
   impl_->options = std::move(options);
