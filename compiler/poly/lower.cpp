@@ -957,13 +957,6 @@ bool one_static_value(const std::vector<Piece>& pieces, int q) {
   return true;
 }
 
-// The schedule tree of `pieces` from schedule dim q on: a static dim is a
-// sequence of the groups of instances that take each of its values, in
-// order; a dynamic dim is a loop, a member of a band with the loops below it
-// down to the next static dim that orders anything; past every piece's own
-// loops, a leaf. isl generates code from the tree
-// without the static dims ever being loops of their own, which the same
-// schedules as one relation over every dim made it treat as such.
 // The dynamic dims that take one value, the same, on every instance of
 // `pieces`: loops of one iteration around all of them (the GEMM's jo when
 // NB >= N, the conv's batch loop at N = 1 under its filters' repacking,
@@ -1003,6 +996,15 @@ std::set<int> one_value_dims(const std::vector<Piece>& pieces, int dims) {
   return out;
 }
 
+// The schedule tree of `pieces` from schedule dim q on: a static dim is a
+// sequence of the groups of instances that take each of its values, in
+// order; a dynamic dim is a loop, a member of a band with the loops below it
+// down to the next static dim that orders anything; past every piece's own
+// loops, a leaf; a dynamic dim with one value on every piece is no loop at
+// all (one_value_dims). Each band has a mark above it whose user pointer is
+// its members in `bands` (map_loop_dims reads them). isl generates code from
+// the tree without the static dims ever being loops of their own, which the
+// same schedules as one relation over every dim made it treat as such.
 isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int q, int dims,
                             std::deque<std::vector<int>>& bands) {
   auto leaf = [&](const std::vector<Piece>& of) {
