@@ -97,7 +97,7 @@ class AstLowering {
   }
 
   // Finds the schedule dim of each loop below n. isl names a loop's iterator
-  // by its depth, "cK" at depth (K - 1) / 2, and a band's members differ from
+  // by its depth, "cD" at depth D, and a band's members differ from
   // path to path (schedule_tree leaves out the dims of one value where they
   // have one): the marks above the bands on the loop's path give the dims,
   // one per depth.
@@ -116,7 +116,7 @@ class AstLowering {
     }
     if (n.isa<isl::ast_node_for>()) {
       isl::ast_node_for loop = n.as<isl::ast_node_for>();
-      size_t depth = static_cast<size_t>(std::stoi(id_name(loop.iterator()).substr(1)) - 1) / 2;
+      size_t depth = static_cast<size_t>(std::stoi(id_name(loop.iterator()).substr(1)));
       if (depth >= path.size())
         fail(m_.func.where, "isl generated a loop outside the bands of " + m_.func.name);
       dim_of_[loop.get()] = path[depth];
@@ -957,43 +957,30 @@ bool one_static_value(const std::vector<Piece>& pieces, int q) {
   return true;
 }
 
-// The dynamic dims that take one value, the same, on every instance of
-// `pieces`: loops of one iteration around all of them (the GEMM's jo when
+// Whether dynamic dim q takes one value, the same, on every instance of
+// `pieces`: a loop of one iteration around all of them (the GEMM's jo when
 // NB >= N, the conv's batch loop at N = 1 under its filters' repacking,
-// which has a loop of its own there). They order nothing among the pieces,
+// which has a loop of its own there). It orders nothing among the pieces,
 // whose order against the others is settled above, and isl generates no
-// loop for them; left out of the tree, they spare its AST generator, at
-// their band, the test of which statements under it may run after which,
+// loop for it; left out of the tree, it spares its AST generator, at its
+// band, the test of which statements under it may run after which,
 // pair by pair over the whole subtree (30% of the GEMM's AST build and of
 // the conv's, callgrind).
-std::set<int> one_value_dims(const std::vector<Piece>& pieces, int dims) {
-  std::set<int> out;
-  // A piece outside loop space: its dims are not its own coordinates.
-  if (!std::all_of(pieces.begin(), pieces.end(), [](const Piece& p) { return p.in_loops; }))
-    return out;
-  for (int q = 1; q < dims; q += 2) {
-    std::optional<int64_t> value;
-    bool one = true;
-    for (const Piece& p : pieces) {
-      int64_t v = 0;  // past its loops: padding
-      if (q / 2 < p.loops) {
-        isl::val fixed = isl::manage(isl_set_plain_get_val_if_fixed(p.domain.get(), isl_dim_set,
-                                                                    static_cast<unsigned>(q / 2)));
-        if (fixed.is_null() || !fixed.is_int()) {
-          one = false;
-          break;
-        }
-        v = fixed.get_num_si();
-      }
-      if (value && *value != v) {
-        one = false;
-        break;
-      }
-      value = v;
+bool one_value(const std::vector<Piece>& pieces, int q) {
+  std::optional<int64_t> value;
+  for (const Piece& p : pieces) {
+    if (!p.in_loops) return false;  // its dims are not its own coordinates
+    int64_t v = 0;                  // past its loops: padding
+    if (q / 2 < p.loops) {
+      isl::val fixed = isl::manage(isl_set_plain_get_val_if_fixed(p.domain.get(), isl_dim_set,
+                                                                  static_cast<unsigned>(q / 2)));
+      if (fixed.is_null() || !fixed.is_int()) return false;
+      v = fixed.get_num_si();
     }
-    if (one && value) out.insert(q);
+    if (value && *value != v) return false;
+    value = v;
   }
-  return out;
+  return value.has_value();
 }
 
 // The schedule tree of `pieces` from schedule dim q on: a static dim is a
@@ -1001,7 +988,7 @@ std::set<int> one_value_dims(const std::vector<Piece>& pieces, int dims) {
 // order; a dynamic dim is a loop, a member of a band with the loops below it
 // down to the next static dim that orders anything; past every piece's own
 // loops, a leaf; a dynamic dim with one value on every piece is no loop at
-// all (one_value_dims). Each band has a mark above it whose user pointer is
+// all (one_value). Each band has a mark above it whose user pointer is
 // its members in `bands` (map_loop_dims reads them). isl generates code from
 // the tree without the static dims ever being loops of their own, which the
 // same schedules as one relation over every dim made it treat as such.
@@ -1030,8 +1017,7 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
     // No instance at all (every domain empty for these params): nothing runs.
     return out.is_null() ? leaf({}) : out;
   }
-  const std::set<int> one_value = one_value_dims(pieces, dims);
-  if (one_value.count(q)) return schedule_tree(ctx, pieces, q + 1, dims, bands);
+  if (one_value(pieces, q)) return schedule_tree(ctx, pieces, q + 1, dims, bands);
   // The loops at q, q + 2, ... down to the next static dim that orders
   // anything (or the end of every piece's loops) are one band of several
   // members: isl sets up a band once, and its work for that (the build's
@@ -1042,7 +1028,7 @@ isl::schedule schedule_tree(isl::ctx ctx, const std::vector<Piece>& pieces, int 
   for (int next = q + 2; next < dims; next += 2) {
     if (past_every_loop(pieces, next) || !one_static_value(pieces, next - 1)) break;
     last = next;
-    if (!one_value.count(next)) members.push_back(next);
+    if (!one_value(pieces, next)) members.push_back(next);
   }
   isl::schedule child = schedule_tree(ctx, pieces, last + 1, dims, bands);
   isl_union_pw_aff_list* loops =
@@ -1159,11 +1145,11 @@ ir::LoweredFunc lower(const ScheduledFunc& s) {
     }
 
     isl::ast_build build = isl::ast_build::from_context(m.context);
-    // Iterators c1, c3, ... by depth: the loop over cK is at depth (K - 1) / 2
-    // of its path, whose bands' marks give its schedule dim (map_loop_dims).
-    // (No C++ call for iterators: the raw result is managed at once.)
+    // Iterators c0, c1, ... by depth: the loop over cD is at depth D of its
+    // path, whose bands' marks give its schedule dim (map_loop_dims). (No C++
+    // call for iterators: the raw result is managed at once.)
     isl::id_list names(ctx, dims / 2);
-    for (int k = 1; k < dims; k += 2) names = names.add(isl::id(ctx, "c" + std::to_string(k)));
+    for (int d = 0; d < dims / 2; ++d) names = names.add(isl::id(ctx, "c" + std::to_string(d)));
     build = isl::manage(isl_ast_build_set_iterators(build.release(), names.release()));
     build = build.set_at_each_domain(
         [&](isl::ast_node, isl::ast_build b) { return at_each_domain(table, b); });
