@@ -3,7 +3,6 @@
 // it was computed from.
 #include <isl/cpp.h>
 #include <isl/map.h>
-#include <isl/mat.h>
 #include <isl/schedule.h>
 #include <isl/space.h>
 #include <isl/union_map.h>
@@ -13,7 +12,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
-#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +21,7 @@
 #include <vector>
 
 #include "model.h"
+#include "stored_relation.h"
 #include "text_memo.h"
 
 namespace kiln::poly {
@@ -211,117 +210,6 @@ void analyse_dataflow(ScheduledFunc::Impl* m) {
   }
 }
 
-// A relation as it is remembered: each basic map as its space and its
-// constraint matrices, which isl turns back into a basic map in microseconds,
-// where its parser took half a millisecond for one of the conv's 16
-// dimensions (5.5 of the 8.6 ms the analysis itself took). A relation with
-// existential variables or a coefficient beyond 64 bits is kept as isl text.
-class StoredRelation {
- public:
-  explicit StoredRelation(const isl::union_map& u) {
-    isl_stat walked = isl_union_map_foreach_map(
-        u.get(),
-        [](isl_map* map, void* user) {
-          auto* self = static_cast<StoredRelation*>(user);
-          isl_stat ok = isl_map_foreach_basic_map(
-              map,
-              [](isl_basic_map* bm, void* user) {
-                bool stored = static_cast<StoredRelation*>(user)->add(bm);
-                isl_basic_map_free(bm);
-                return stored ? isl_stat_ok : isl_stat_error;
-              },
-              self);
-          isl_map_free(map);
-          return ok;
-        },
-        this);
-    if (walked != isl_stat_ok) {
-      pieces_.clear();
-      text_ = to_str(u);
-    }
-  }
-
-  isl::union_map load(isl::ctx ctx) const {
-    if (text_) return isl::union_map(ctx, *text_);
-    isl_union_map* u = isl_union_map_empty(isl_space_params_alloc(ctx.get(), 0));
-    for (const Piece& p : pieces_) {
-      isl_basic_map* bm = isl_basic_map_from_constraint_matrices(
-          isl_space_read_from_str(ctx.get(), p.space.c_str()), matrix(ctx, p.eq, p.columns),
-          matrix(ctx, p.ineq, p.columns), isl_dim_cst, isl_dim_param, isl_dim_in, isl_dim_out,
-          isl_dim_div);
-      u = isl_union_map_add_map(u, isl_map_from_basic_map(bm));
-    }
-    if (!u) isl::exception::throw_last_error(ctx);  // out of isl operations
-    return isl::manage(u);
-  }
-
-  size_t bytes() const {
-    if (text_) return text_->size();
-    size_t n = 0;
-    for (const Piece& p : pieces_) n += p.space.size() + 8 * (p.eq.size() + p.ineq.size());
-    return n;
-  }
-
- private:
-  struct Piece {
-    std::string space;
-    size_t columns;
-    std::vector<long> eq, ineq;  // row after row
-  };
-
-  // Adds bm as a piece; false when it has existential variables or a
-  // coefficient a long does not hold.
-  bool add(isl_basic_map* bm) {
-    if (isl_basic_map_dim(bm, isl_dim_div) != 0) return false;
-    Piece p;
-    isl_space* space = isl_basic_map_get_space(bm);
-    char* text = isl_space_to_str(space);
-    isl_space_free(space);
-    if (!text) return false;
-    p.space = text;
-    free(text);
-    isl_mat* eq = isl_basic_map_equalities_matrix(bm, isl_dim_cst, isl_dim_param, isl_dim_in,
-                                                  isl_dim_out, isl_dim_div);
-    isl_mat* ineq = isl_basic_map_inequalities_matrix(bm, isl_dim_cst, isl_dim_param, isl_dim_in,
-                                                      isl_dim_out, isl_dim_div);
-    bool ok = eq && ineq && copy_rows(eq, p.eq) && copy_rows(ineq, p.ineq);
-    if (ok) p.columns = static_cast<size_t>(isl_mat_cols(eq));
-    isl_mat_free(eq);
-    isl_mat_free(ineq);
-    if (ok) pieces_.push_back(std::move(p));
-    return ok;
-  }
-
-  static bool copy_rows(isl_mat* mat, std::vector<long>& out) {
-    for (int r = 0; r < isl_mat_rows(mat); ++r) {
-      for (int c = 0; c < isl_mat_cols(mat); ++c) {
-        isl_val* v = isl_mat_get_element_val(mat, r, c);
-        bool fits = v && isl_val_is_int(v) &&
-                    isl_val_cmp_si(v, std::numeric_limits<long>::max()) <= 0 &&
-                    isl_val_cmp_si(v, std::numeric_limits<long>::min()) >= 0;
-        if (fits) out.push_back(isl_val_get_num_si(v));
-        isl_val_free(v);
-        if (!fits) return false;
-      }
-    }
-    return true;
-  }
-
-  static isl_mat* matrix(isl::ctx ctx, const std::vector<long>& values, size_t columns) {
-    size_t rows = columns ? values.size() / columns : 0;
-    isl_mat* mat =
-        isl_mat_alloc(ctx.get(), static_cast<unsigned>(rows), static_cast<unsigned>(columns));
-    for (size_t k = 0; k < values.size() && mat; ++k)
-      mat =
-          isl_mat_set_element_val(mat, static_cast<int>(k / columns), static_cast<int>(k % columns),
-                                  isl_val_int_from_si(ctx.get(), values[k]));
-    return mat;
-  }
-
-  std::optional<std::string> text_;
-  std::vector<Piece> pieces_;
-};
-
 // What analyse_dataflow found for one operator, as remembered.
 struct StoredDependences {
   struct Dep {
@@ -390,9 +278,9 @@ struct LoadedDependences {
 LoadedDependences load(const StoredDependences& stored, isl::ctx ctx) {
   LoadedDependences out;
   for (const auto& d : stored.deps)
-    out.deps.push_back({d.kind, d.buf, d.relation.load(ctx), d.relaxable});
+    out.deps.push_back({d.kind, d.buf, d.relation.load_union_map(ctx), d.relaxable});
   for (const auto& [buf, l] : stored.live_ranges)
-    out.live_ranges[buf] = LiveRanges{l.flow.load(ctx), l.writes.load(ctx)};
+    out.live_ranges[buf] = LiveRanges{l.flow.load_union_map(ctx), l.writes.load_union_map(ctx)};
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include "affine_printer.h"
 #include "kiln/analysis.h"
 #include "model.h"
+#include "stored_relation.h"
 
 namespace kiln::poly {
 namespace {
@@ -324,16 +325,13 @@ Footprint footprint_of(const Impl& m, const CompModel& c, int p, const std::stri
       if (auto e = shape.expr(b->shape[k]))
         conds += (conds.empty() ? "" : " and ") + ("0 <= " + a + " < " + *e);
     }
-    isl::set inside(
+    isl::set inside = read_set(
         ctx, param_list(m) + " -> { " + elems + "] : " + (conds.empty() ? "1 = 1" : conds) + " }");
     f.reads = f.reads.intersect_range(inside);
   }
-  std::string all = "[";
-  for (int k = 0; k < n; ++k) all += (k ? ", x" : "x") + std::to_string(k);
-  std::string cut = "{ " + all + "] -> [";
-  for (int k = 0; k < outer; ++k) cut += (k ? ", x" : "x") + std::to_string(k);
-  cut += "] }";
-  f.prefix_of = c.sched.intersect_domain(c.domain).apply_range(isl::map(ctx, cut));
+  f.prefix_of = isl::manage(isl_map_project_out(c.sched.intersect_domain(c.domain).release(),
+                                                isl_dim_out, static_cast<unsigned>(outer),
+                                                static_cast<unsigned>(n - outer)));
   f.footprint = f.prefix_of.reverse().apply_range(f.reads);
   f.extent = f.prefix_of.reverse().apply_range(all_reads);
   return f;
@@ -695,13 +693,14 @@ CacheLayout user_layout(const Impl& m, const CompModel& c, int p, int rank, cons
     fail(marg.where, "cache: the map sends two elements '" + c.name +
                          "' reads in one iteration of '" + loop_label(c, p) +
                          "' to the same place");
-  std::string inside = "{ [";
-  for (size_t d = 0; d < sizes.size(); ++d) inside += (d ? ", c" : "c") + std::to_string(d);
-  inside += "] : ";
-  for (size_t d = 0; d < sizes.size(); ++d)
-    inside += (d ? " and 0 <= c" : "0 <= c") + std::to_string(d) + " < " + std::to_string(sizes[d]);
-  inside += " }";
-  if (!on_read.range().is_subset(isl::set(ctx, inside)))
+  isl_set* inside = isl_set_universe(isl_space_set_alloc(ctx.get(), 0, sizes.size()));
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    auto k = static_cast<unsigned>(d);
+    inside = isl_set_lower_bound_si(inside, isl_dim_set, k, 0);
+    inside = isl_set_upper_bound_val(inside, isl_dim_set, k,
+                                     isl_val_int_from_si(ctx.get(), sizes[d] - 1));
+  }
+  if (!on_read.range().is_subset(isl::manage(inside)))
     fail(marg.where,
          "cache: the map sends elements that '" + c.name + "' reads outside the copy's shape");
   std::optional<isl::pw_multi_aff> pma = pw_multi_aff_from_map(user);

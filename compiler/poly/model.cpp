@@ -18,6 +18,7 @@
 #include "affine_printer.h"
 #include "kiln/analysis.h"
 #include "kiln/timing.h"
+#include "stored_relation.h"
 
 namespace kiln::poly {
 
@@ -328,7 +329,7 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
       conds += (conds.empty() ? "" : " and ") + ("(" + *t + ")");
     }
     std::string text = param_list(*m) + " -> { : " + (conds.empty() ? "1 = 1" : conds) + " }";
-    m->context = isl::set(ctx, text);
+    m->context = read_set(ctx, text);
     if (m->context.is_empty())
       throw CompileError(ErrorStage::Schedule, F.where,
                          "the constraints of " + F.name + " cannot all hold for the param values");
@@ -377,9 +378,9 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
     }
     std::string tup = isl_tuple(comp.name, comp.iters);
     try {
-      c.domain = isl::set(ctx, param_list(*m, c.data_params) + " -> { " + tup + " : " +
+      c.domain = read_set(ctx, param_list(*m, c.data_params) + " -> { " + tup + " : " +
                                    (exact.empty() ? "1 = 1" : exact) + " }");
-      c.domain_approx = isl::set(ctx, param_list(*m) + " -> { " + tup + " : " +
+      c.domain_approx = read_set(ctx, param_list(*m) + " -> { " + tup + " : " +
                                           (approx.empty() ? "1 = 1" : approx) + " }");
     } catch (const isl::exception& e) {
       if (isl_quota_exceeded(ctx)) throw;  // build_model reports the limit
@@ -401,8 +402,8 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
         if (auto t = ap.expr(indices[k])) conds += (conds.empty() ? "" : " and ") + a + " = " + *t;
       }
       out += "]";
-      isl::map r(ctx, param_list(*m) + " -> { " + tup + " -> " + out + " : " +
-                          (conds.empty() ? "1 = 1" : conds) + " }");
+      isl::map r = read_map(ctx, param_list(*m) + " -> { " + tup + " -> " + out + " : " +
+                                     (conds.empty() ? "1 = 1" : conds) + " }");
       return isl::union_map(r.intersect_domain(c.domain_approx));
     };
     c.writes = relation(c.target.buf, c.target.indices);
@@ -436,7 +437,7 @@ void fill_model(ScheduledFunc::Impl* m, bool apply_commands, const Limits& limit
       if (d < comp.iters.size()) sched += ", " + isl_name(comp.iters[d]) + ", ";
     }
     sched += "] }";
-    c.sched = isl::map(ctx, sched);
+    c.sched = read_map(ctx, sched);
     c.loop_names = comp.iters;
     c.tags.assign(comp.iters.size(), ir::LoopTag::None);
     m->comps.push_back(std::move(c));

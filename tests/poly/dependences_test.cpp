@@ -52,6 +52,45 @@ TEST(RememberedDependences, AreTheComputedOnes) {
     EXPECT_EQ(line.find("did not read back equal"), std::string::npos) << line;
 }
 
+// The domains, accesses and schedules isl reads from the model's text are
+// remembered too (read_set, read_map): a second compilation, which reads them
+// back from their constraints, gives the loop nest and words every error
+// exactly as the first, which read the text. The hostile and illegal programs
+// are there for their errors, whose instances isl samples from these sets.
+// (How the model describes itself may differ: isl simplifies the accesses in
+// place while it computes the dependences, which the second compilation
+// remembers rather than computes.)
+TEST(RememberedReads, GiveTheLoopsAndErrorsOfTheFirstReading) {
+  int funcs = 0, errors = 0;
+  for (const char* dir :
+       {"examples", "tests/data/polybench", "tests/data/hostile", "tests/data/illegal"}) {
+    for (const std::string& path : kiln_files(dir)) {
+      ir::Module m;
+      try {
+        m = frontend::parse_module(read_source(path), path);
+      } catch (const CompileError&) {
+        continue;  // a program the frontend refuses never reaches isl
+      }
+      for (const ir::Func& f : m.funcs) {
+        SCOPED_TRACE(path + ": " + f.name);
+        auto compile = [&] {
+          try {
+            return ir::to_string(poly::lower(poly::schedule(f)));
+          } catch (const CompileError& e) {
+            return std::string("error: ") + e.what();
+          }
+        };
+        std::string first = compile();
+        EXPECT_EQ(first, compile());
+        errors += first.rfind("error: ", 0) == 0;
+        ++funcs;
+      }
+    }
+  }
+  EXPECT_GE(funcs, 60);
+  EXPECT_GE(errors, 20);
+}
+
 // Storage reuse reads the live ranges of a temp, which are remembered with
 // the dependences: a fusion that reorders the live ranges is accepted, and a
 // write inside a live range is refused, the second time as the first.
