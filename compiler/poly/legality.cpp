@@ -100,6 +100,8 @@ struct DependencePair {
   std::optional<isl::set> deltas;
   std::vector<isl::set> zero;
   bool broken = false;  // a relaxable dependence the schedule breaks
+  // later_by(k), by k.
+  mutable std::map<int, isl::pw_aff> differences = {};
 
   // The pairs of schedule vectors of the dependence's ends.
   isl::map times() const { return rel.apply_domain(s_src).apply_range(s_dst); }
@@ -113,12 +115,39 @@ struct DependencePair {
       if (sign > 0) return isl::manage(isl_set_lower_bound_si(d, isl_dim_set, k, 1));
       return isl::manage(isl_set_fix_si(d, isl_dim_set, k, 0));
     }
-    isl_pw_aff* a = isl_pw_multi_aff_get_pw_aff(t_src->get(), k);
-    isl_pw_aff* b = isl_pw_multi_aff_get_pw_aff(t_dst->get(), k);
-    isl_set* where = sign < 0   ? isl_pw_aff_lt_set(b, a)
-                     : sign > 0 ? isl_pw_aff_gt_set(b, a)
-                                : isl_pw_aff_eq_set(b, a);
+    const isl::pw_aff& d = later_by(k);
+    // A constant difference everywhere (two static dims, whose values are
+    // constants) answers without a question about the pairs.
+    if (std::optional<isl::val> v = constant(d)) {
+      bool holds = sign < 0 ? v->is_neg() : sign > 0 ? v->is_pos() : v->is_zero();
+      return holds ? in : isl::manage(isl_set_empty(isl_set_get_space(in.get())));
+    }
+    isl_set* where = sign < 0   ? isl_pw_aff_pos_set(isl_pw_aff_neg(d.copy()))
+                     : sign > 0 ? isl_pw_aff_pos_set(d.copy())
+                                : isl_pw_aff_zero_set(d.copy());
     return in.intersect(isl::manage(where));
+  }
+
+ private:
+  // The sink's schedule dim k minus the source's, as a function of the pair:
+  // made once for the two or three questions asked at dim k.
+  const isl::pw_aff& later_by(int k) const {
+    auto [it, added] = differences.try_emplace(k);
+    if (added)
+      it->second = isl::manage(isl_pw_aff_sub(isl_pw_multi_aff_get_pw_aff(t_dst->get(), k),
+                                              isl_pw_multi_aff_get_pw_aff(t_src->get(), k)));
+    return it->second;
+  }
+  // d's value when it is one constant on all of the pairs' space.
+  static std::optional<isl::val> constant(const isl::pw_aff& d) {
+    if (isl_pw_aff_n_piece(d.get()) != 1 || isl_pw_aff_is_cst(d.get()) != isl_bool_true)
+      return std::nullopt;
+    isl::set where = isl::manage(isl_pw_aff_domain(d.copy()));
+    if (isl_set_plain_is_universe(where.get()) != isl_bool_true) return std::nullopt;
+    isl_aff* value = isl_pw_aff_as_aff(d.copy());
+    isl::val out = isl::manage(isl_aff_get_constant_val(value));
+    isl_aff_free(value);
+    return out;
   }
 };
 
