@@ -31,6 +31,7 @@ Interval scaled(const Interval& x, const isl::val& c) {
 // involves a param.
 std::optional<Interval> range_of(const isl::aff& aff, const std::vector<Interval>& box) {
   isl_aff* a = aff.get();
+  if (isl_aff_dim(a, isl_dim_in) != static_cast<isl_size>(box.size())) return std::nullopt;
   for (int k = 0; k < isl_aff_dim(a, isl_dim_param); ++k)
     if (!isl::manage(isl_aff_get_coefficient_val(a, isl_dim_param, k)).is_zero())
       return std::nullopt;
@@ -62,7 +63,7 @@ bool plainly_in_range(const ScheduledFunc::Impl& m, const CompModel& c, const is
   std::optional<isl::pw_multi_aff> f = schedule_function(c, schedule_dims(m));
   if (!f) return false;
   std::vector<Interval> box;
-  for (int k = 0; k < static_cast<int>(c.iters.size()); ++k) {
+  for (int k = 0; k < isl_set_dim(domain.get(), isl_dim_set); ++k) {
     isl::val lo = isl::manage(isl_set_dim_min_val(domain.copy(), k));
     isl::val hi = isl::manage(isl_set_dim_max_val(domain.copy(), k));
     if (!lo.is_int() || !hi.is_int()) return false;  // unbounded, or an empty domain (NaN)
@@ -110,8 +111,7 @@ std::optional<std::string> schedule_range_problem(const ScheduledFunc::Impl& m) 
     auto times_of = [&] { return instances().apply(c.sched); };
     isl::set times = times_of();
     int dims = static_cast<int>(c.sched.range_tuple_dim());
-    // Loop k's values past the limit, and then the same for every loop at once:
-    // one question where all is well, which it nearly always is.
+    // Loop k's values past the limit.
     auto beyond = [&](int k) {
       isl_set* all = isl_set_universe(isl_set_get_space(times.get()));
       isl_val* over = isl_val_int_from_si(ctx.get(), kMaxLoopValue);
@@ -122,6 +122,8 @@ std::optional<std::string> schedule_range_problem(const ScheduledFunc::Impl& m) 
                                                isl_val_neg(isl_val_add_ui(over, 1)));
       return isl::manage(isl_set_union(above, below));
     };
+    // Every loop within the limit, asked at once: one question where all is
+    // well, which it nearly always is.
     isl_set* inside = isl_set_universe(isl_set_get_space(times.get()));
     for (int k = 1; k < dims; k += 2) {
       isl_val* lim = isl_val_int_from_si(ctx.get(), kMaxLoopValue);
