@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
-#include <sstream>
 
+#include "model.h"
 #include "text_memo.h"
 
 namespace kiln::poly {
@@ -42,13 +42,6 @@ isl_mat* matrix(isl::ctx ctx, const std::vector<long>& values, size_t columns) {
     mat = isl_mat_set_element_val(mat, static_cast<int>(k / columns), static_cast<int>(k % columns),
                                   isl_val_int_from_si(ctx.get(), values[k]));
   return mat;
-}
-
-template <typename T>
-std::string text_of(const T& obj) {
-  std::ostringstream os;
-  os << obj;
-  return os.str();
 }
 
 template <typename T>
@@ -133,19 +126,26 @@ StoredRelation::StoredRelation(const isl::union_map& u) {
         return ok;
       },
       this);
-  if (walked != isl_stat_ok) keep_text(text_of(u));
+  if (walked != isl_stat_ok) {
+    pieces_.clear();
+    text_ = to_str(u);
+  }
 }
 
-StoredRelation::StoredRelation(const isl::map& m) {
-  space_ = Space::of(isl_map_get_space(m.get()));
-  if (!space_ || isl_map_foreach_basic_map(m.get(), store_basic_map, this) != isl_stat_ok)
-    keep_text(text_of(m));
+std::optional<StoredRelation> StoredRelation::of_set(const isl::set& s) {
+  StoredRelation out;
+  if (isl_set_n_basic_set(s.get()) != 1 ||
+      isl_set_foreach_basic_set(s.get(), store_basic_set, &out) != isl_stat_ok)
+    return std::nullopt;
+  return out;
 }
 
-StoredRelation::StoredRelation(const isl::set& s) {
-  space_ = Space::of(isl_set_get_space(s.get()));
-  if (!space_ || isl_set_foreach_basic_set(s.get(), store_basic_set, this) != isl_stat_ok)
-    keep_text(text_of(s));
+std::optional<StoredRelation> StoredRelation::of_map(const isl::map& m) {
+  StoredRelation out;
+  if (isl_map_n_basic_map(m.get()) != 1 ||
+      isl_map_foreach_basic_map(m.get(), store_basic_map, &out) != isl_stat_ok)
+    return std::nullopt;
+  return out;
 }
 
 isl_stat StoredRelation::store_basic_map(isl_basic_map* bm, void* user) {
@@ -158,11 +158,6 @@ isl_stat StoredRelation::store_basic_set(isl_basic_set* bs, void* user) {
   bool stored = static_cast<StoredRelation*>(user)->add_set(bs);
   isl_basic_set_free(bs);
   return stored ? isl_stat_ok : isl_stat_error;
-}
-
-void StoredRelation::keep_text(std::string text) {
-  pieces_.clear();
-  text_ = std::move(text);
 }
 
 bool StoredRelation::add_map(isl_basic_map* bm) {
@@ -209,34 +204,20 @@ isl::union_map StoredRelation::load_union_map(isl::ctx ctx) const {
 }
 
 isl::map StoredRelation::load_map(isl::ctx ctx) const {
-  if (text_) return isl::map(ctx, *text_);
-  // A union of the pieces: isl's union with an empty map removes the
-  // pieces' redundant constraints, which the map read had kept.
-  isl_map* m = nullptr;
-  for (const Piece& p : pieces_) {
-    isl_map* piece = load_piece_map(ctx, p);
-    m = m ? isl_map_union(m, piece) : piece;
-  }
-  if (!m) m = isl_map_empty(space_->make(ctx));
-  return isl::manage(checked(ctx, m));
+  return isl::manage(checked(ctx, load_piece_map(ctx, pieces_.at(0))));
 }
 
 isl::set StoredRelation::load_set(isl::ctx ctx) const {
-  if (text_) return isl::set(ctx, *text_);
-  isl_set* s = nullptr;
-  for (const Piece& p : pieces_) {
-    isl_set* piece = isl_set_from_basic_set(isl_basic_set_from_constraint_matrices(
-        p.space.make(ctx), matrix(ctx, p.eq, p.columns), matrix(ctx, p.ineq, p.columns),
-        isl_dim_cst, isl_dim_param, isl_dim_set, isl_dim_div));
-    s = s ? isl_set_union(s, piece) : piece;
-  }
-  if (!s) s = isl_set_empty(space_->make(ctx));
-  return isl::manage(checked(ctx, s));
+  const Piece& p = pieces_.at(0);
+  return isl::manage(checked(
+      ctx, isl_set_from_basic_set(isl_basic_set_from_constraint_matrices(
+               p.space.make(ctx), matrix(ctx, p.eq, p.columns), matrix(ctx, p.ineq, p.columns),
+               isl_dim_cst, isl_dim_param, isl_dim_set, isl_dim_div))));
 }
 
 size_t StoredRelation::bytes() const {
   if (text_) return text_->size();
-  size_t n = space_ ? space_->bytes() : 0;
+  size_t n = 0;
   for (const Piece& p : pieces_)
     n += p.space.bytes() + sizeof(long) * (p.eq.size() + p.ineq.size());
   return n;
@@ -261,35 +242,37 @@ std::string read_key(isl::ctx ctx, char kind, const std::string& text) {
 
 namespace {
 
-// read_set and read_map: T is isl::set or isl::map, load the StoredRelation's
-// reader of one.
+// read_set and read_map: T is isl::set or isl::map, store and load the
+// StoredRelation's writer and reader of one.
 template <typename T>
 T read(isl::ctx ctx, char kind, const std::string& text,
+       std::optional<StoredRelation> (*store)(const T&),
        T (StoredRelation::*load)(isl::ctx) const) {
   std::string key = read_key(ctx, kind, text);
   std::optional<StoredPtr> known = read_memo().find(key);
   if (known && *known) return ((**known).*load)(ctx);
   T read(ctx, text);
   if (known) return read;  // remembered as one to read again
-  auto stored = std::make_shared<const StoredRelation>(read);
-  if (stored->as_text() || stored->pieces() != 1) {
+  std::optional<StoredRelation> stored = store(read);
+  if (!stored) {
     read_memo().add(key, nullptr);
     return read;
   }
-  read_memo().add(key, stored, stored->bytes());
+  auto kept = std::make_shared<const StoredRelation>(std::move(*stored));
+  read_memo().add(key, kept, kept->bytes());
   // The stored form even the first time, so that every compilation starts
   // from the same objects.
-  return ((*stored).*load)(ctx);
+  return ((*kept).*load)(ctx);
 }
 
 }  // namespace
 
 isl::set read_set(isl::ctx ctx, const std::string& text) {
-  return read(ctx, 's', text, &StoredRelation::load_set);
+  return read(ctx, 's', text, &StoredRelation::of_set, &StoredRelation::load_set);
 }
 
 isl::map read_map(isl::ctx ctx, const std::string& text) {
-  return read(ctx, 'm', text, &StoredRelation::load_map);
+  return read(ctx, 'm', text, &StoredRelation::of_map, &StoredRelation::load_map);
 }
 
 }  // namespace kiln::poly

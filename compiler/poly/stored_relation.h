@@ -16,24 +16,24 @@
 
 namespace kiln::poly {
 
-// A set, map or union map as it is remembered. One with existential
-// variables (isl's matrices would lose how they are defined) or a
-// coefficient beyond 64 bits is kept as isl text.
+// A relation as it is remembered. A union map with existential variables
+// (isl's matrices would lose how they are defined) or a coefficient beyond 64
+// bits is kept as isl text. A set or map is kept only as one basic set or map
+// without them, which reads back in the form it had.
 class StoredRelation {
  public:
   explicit StoredRelation(const isl::union_map& u);
-  explicit StoredRelation(const isl::map& m);
-  explicit StoredRelation(const isl::set& s);
+  // Nullopt unless s (m) is one basic set (map) without existential
+  // variables and coefficients beyond 64 bits.
+  static std::optional<StoredRelation> of_set(const isl::set& s);
+  static std::optional<StoredRelation> of_map(const isl::map& m);
 
   isl::union_map load_union_map(isl::ctx ctx) const;
-  isl::map load_map(isl::ctx ctx) const;
-  isl::set load_set(isl::ctx ctx) const;
+  isl::set load_set(isl::ctx ctx) const;  // of one made by of_set
+  isl::map load_map(isl::ctx ctx) const;  // of one made by of_map
 
   // What it holds, roughly: for the memos' bounds.
   size_t bytes() const;
-  // Kept as isl text, which isl reads again on load.
-  bool as_text() const { return text_.has_value(); }
-  size_t pieces() const { return pieces_.size(); }
 
  private:
   // A space by its names, which isl's own text of it would not keep: read
@@ -63,17 +63,16 @@ class StoredRelation {
   // Takes eq and ineq, a piece's constraints (cst, params, dims, divs).
   bool add_piece(std::optional<Space> space, isl_mat* eq, isl_mat* ineq);
   isl_map* load_piece_map(isl::ctx ctx, const Piece& p) const;
-  void keep_text(std::string text);
 
+  StoredRelation() = default;
   std::optional<std::string> text_;
-  // The object's own space: an empty object has no pieces to say it.
-  std::optional<Space> space_;
   std::vector<Piece> pieces_;
 };
 
 // isl_set_read_from_str and isl_map_read_from_str, remembered by text for the
 // process (up to 16 MB) where the result is one basic set or map without
-// existential variables: read back, it has the form isl's reader gave it.
+// existential variables (StoredRelation::of_set, of_map): read back, it has
+// the form isl's reader gave it.
 // Malformed text throws isl::exception, as isl's reader does.
 isl::set read_set(isl::ctx ctx, const std::string& text);
 isl::map read_map(isl::ctx ctx, const std::string& text);
