@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace kiln::poly {
@@ -31,5 +32,22 @@ isl::multi_aff affine_function(const isl::space& domain, const std::vector<Lin>&
 isl::map affine_map(const isl::space& domain, const std::vector<Lin>& out);
 // The set space [x0, ..., x{n-1}], no params.
 isl::space plain_space(isl::ctx ctx, int n);
+
+// The function m is, read off its constraints where they say it plainly: m is
+// one basic map without existential variables, and each output, in order, is
+// fixed by an equality with coefficient 1 or -1 or is the floor of an
+// expression e / d by the pair d * o <= e <= d * o + d - 1, over the inputs,
+// params and the outputs before it; the other constraints name no output and
+// make the function's domain. Nullopt otherwise (isl_pw_multi_aff_from_map then
+// decides, which for a tiled schedule computes an affine hull for every floor).
+std::optional<isl::pw_multi_aff> plain_function(const isl::map& m);
+
+// The inputs of m as affine functions of its outputs, where m's equalities
+// alone determine them (its existential variables taken for unknowns): a
+// tile's schedule gives back its iterators (i = 256 * io + 4 * ir + im). Input
+// k is row k: its constant, then the coefficients of the params and of the
+// outputs. Nullopt where m is not one basic map or its equalities leave an
+// input open.
+std::optional<std::vector<std::vector<int64_t>>> inputs_from_outputs(const isl::map& m);
 
 }  // namespace kiln::poly

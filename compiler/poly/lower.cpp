@@ -839,8 +839,43 @@ struct LoopPieces {
   isl::pw_multi_aff dims;
   isl::pw_multi_aff iterators;
 };
+// c's iterators as functions of its loops on `domain` (in loop space), from
+// `inverse`, what inputs_from_outputs gave for c's schedule, with its static
+// dims at `statics`. Nullopt where an iterator depends on a param.
+std::optional<isl::pw_multi_aff> iterators_of_loops(
+    const CompModel& c, const std::vector<std::vector<int64_t>>& inverse,
+    const std::vector<int64_t>& statics, const isl::set& domain) {
+  const size_t params = isl_map_dim(c.sched.get(), isl_dim_param);
+  isl::space loops = domain.space();
+  isl_aff_list* list = isl_aff_list_alloc(loops.ctx().get(), static_cast<int>(inverse.size()));
+  for (const std::vector<int64_t>& row : inverse) {
+    Lin x = Lin::num(row[0]);
+    bool plain = true;
+    for (size_t k = 1; k < row.size(); ++k) {
+      if (row[k] == 0) continue;
+      if (k <= params) {
+        plain = false;
+        break;
+      }
+      const size_t q = k - 1 - params;  // schedule dim q
+      x = x + row[k] * (q % 2 ? Lin::var(static_cast<int>(q / 2)) : Lin::num(statics.at(q / 2)));
+    }
+    if (!plain) {
+      isl_aff_list_free(list);
+      return std::nullopt;
+    }
+    list = isl_aff_list_add(list, affine(loops, x).release());
+  }
+  isl_space* space =
+      isl_space_map_from_domain_and_range(loops.release(), c.domain.space().release());
+  return isl::manage(
+      isl_pw_multi_aff_alloc(domain.copy(), isl_multi_aff_from_aff_list(space, list)));
+}
+
 std::optional<LoopPieces> loop_pieces(const CompModel& c, const isl::pw_multi_aff& f) {
   std::string tuple = isl_name(c.name);
+  // The iterators from the schedule dims, where its equalities give them.
+  const std::optional<std::vector<std::vector<int64_t>>> inverse = inputs_from_outputs(c.sched);
   std::vector<std::pair<isl::set, isl::multi_aff>> parts;
   f.intersect_domain(c.domain).foreach_piece(
       [&](isl::set where, isl::multi_aff ma) { parts.emplace_back(where, ma); });
@@ -869,21 +904,25 @@ std::optional<LoopPieces> loop_pieces(const CompModel& c, const isl::pw_multi_af
     everywhere =
         isl::manage(isl_map_set_tuple_name(everywhere.release(), isl_dim_out, tuple.c_str()));
     isl::map to_loops = everywhere.intersect_domain(where);
-    // Two instances at one time cannot be told apart by the loops. (With the
-    // equalities found, a tile's iterators are plainly functions of its
-    // loops.) The equalities are found on the whole space: a tile's hold
-    // there, and without the instances' constraints isl finds them in a
-    // fraction of the time (2.1 of the GEMM's 3.5 ms of "schedule tree").
-    isl::map back = isl::manage(isl_map_detect_equalities(everywhere.reverse().release()))
-                        .intersect_range(where);
-    if (isl_map_plain_is_single_valued(back.get()) != isl_bool_true && !back.is_single_valued())
-      return std::nullopt;
-    std::optional<isl::pw_multi_aff> iters = pw_multi_aff_from_map(back);
-    if (!iters) return std::nullopt;
     // With its equalities explicit: a block loop of one iteration (the
     // GEMM's jo where NB >= N) is a fixed value rather than a floor that
     // every step of the AST generation carried (about 1 ms of the GEMM's).
     isl::set domain = isl::manage(isl_set_detect_equalities(to_loops.range().release()));
+    // Two instances at one time cannot be told apart by the loops. A tile's
+    // loops give back its iterators by linear algebra (i = 4 * io + ii);
+    // otherwise isl is asked, with the equalities found on the whole space:
+    // a tile's hold there, and without the instances' constraints isl finds
+    // them in a fraction of the time.
+    std::optional<isl::pw_multi_aff> iters;
+    if (inverse) iters = iterators_of_loops(c, *inverse, statics, domain);
+    if (!iters) {
+      isl::map back = isl::manage(isl_map_detect_equalities(everywhere.reverse().release()))
+                          .intersect_range(where);
+      if (isl_map_plain_is_single_valued(back.get()) != isl_bool_true && !back.is_single_valued())
+        return std::nullopt;
+      iters = pw_multi_aff_from_map(back);
+      if (!iters) return std::nullopt;
+    }
     for (size_t k = 0; k < out.domains.size(); ++k)
       if (out.statics[k] == statics && !out.domains[k].intersect(domain).is_empty())
         return std::nullopt;
