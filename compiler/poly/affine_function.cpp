@@ -142,7 +142,10 @@ std::optional<Constraints> constraints_of(const isl::map& m) {
 
 }  // namespace
 
-std::optional<isl::pw_multi_aff> plain_function(const isl::map& m) {
+namespace {
+
+// plain_function of a map of one basic map.
+std::optional<isl::pw_multi_aff> plain_piece(const isl::map& m) {
   std::optional<Constraints> c = constraints_of(m);
   if (!c || c->divs != 0) return std::nullopt;
   const std::vector<Row>& eqs = c->eqs;
@@ -222,6 +225,37 @@ std::optional<isl::pw_multi_aff> plain_function(const isl::map& m) {
   for (isl::aff& a : out) list = isl_aff_list_add(list, a.release());
   isl_multi_aff* ma = isl_multi_aff_from_aff_list(m.space().release(), list);
   return isl::manage(isl_pw_multi_aff_alloc(isl_set_from_basic_set(domain), ma));
+}
+
+}  // namespace
+
+std::optional<isl::pw_multi_aff> plain_function(const isl::map& m) {
+  const isl_size n = isl_map_n_basic_map(m.get());
+  if (n == 1) return plain_piece(m);
+  if (n < 2) return std::nullopt;
+  // Several basic maps (a separated loop): each plain, on domains that do not
+  // overlap (two that did would be added where they meet).
+  std::vector<isl::map> parts;
+  isl_map_foreach_basic_map(
+      m.get(),
+      [](isl_basic_map* bm, void* user) {
+        static_cast<std::vector<isl::map>*>(user)->push_back(
+            isl::manage(isl_map_from_basic_map(bm)));
+        return isl_stat_ok;
+      },
+      &parts);
+  std::optional<isl::pw_multi_aff> whole;
+  std::vector<isl::set> domains;
+  for (const isl::map& part : parts) {
+    std::optional<isl::pw_multi_aff> f = plain_piece(part);
+    if (!f) return std::nullopt;
+    isl::set domain = f->domain();
+    for (const isl::set& d : domains)
+      if (!d.is_disjoint(domain)) return std::nullopt;
+    domains.push_back(domain);
+    whole = whole ? whole->union_add(*f) : *f;
+  }
+  return whole;
 }
 
 namespace {

@@ -33,13 +33,15 @@ isl::map affine_map(const isl::space& domain, const std::vector<Lin>& out);
 // The set space [x0, ..., x{n-1}], no params.
 isl::space plain_space(isl::ctx ctx, int n);
 
-// The function m is, read off its constraints where they say it plainly: m is
-// one basic map without existential variables, and each output, in order, is
-// fixed by an equality with coefficient 1 or -1 or is the floor of an
+// The function m is, read off its constraints where they say it plainly: in
+// each basic map of m, without existential variables, each output, in order,
+// is fixed by an equality with coefficient 1 or -1 or is the floor of an
 // expression e / d by the pair d * o <= e <= d * o + d - 1, over the inputs,
 // params and the outputs before it; the other constraints name no output and
-// make the function's domain. Nullopt otherwise (isl_pw_multi_aff_from_map then
-// decides, which for a tiled schedule computes an affine hull for every floor).
+// make the piece's domain; the pieces' domains do not overlap. One basic map
+// gives isl's own form; several (a separated loop) give isl's pieces, maybe in
+// another order. Nullopt otherwise (isl_pw_multi_aff_from_map then decides,
+// which for a tiled schedule computes an affine hull for every floor).
 std::optional<isl::pw_multi_aff> plain_function(const isl::map& m);
 
 // The inputs of m as affine functions of its outputs, where m's equalities

@@ -65,8 +65,12 @@ TEST_F(AffineFunction, PlainFunctionIsIslsFunctionInIslsForm) {
 
 TEST_F(AffineFunction, PlainFunctionLeavesTheRestToIsl) {
   for (const char* m : {
-           // Two basic maps (a separated loop).
-           "{ S[i] -> [0, i] : i < 10; S[i] -> [1, i] : i >= 10 }",
+           // Two basic maps whose domains overlap: adding the pieces would
+           // double the value where they meet.
+           "{ S[i] -> [i, o1] : i <= 5 and -3 + i <= 4o1 <= i; S[i] -> [i, o1] : i >= 3 and "
+           "-3 + i <= 4o1 <= i }",
+           // A piece that is not plain makes the whole a question for isl.
+           "{ S[i] -> [0, i] : i < 10; S[i] -> [o0, i] : i >= 10 and 2o0 = i }",
            // An output bound beyond its definition.
            "{ S[i] -> [o0] : -3 + i <= 4o0 <= i and o0 >= 2 }",
            // A floor pair that does not cover every value: o0 is not defined for all i.
@@ -82,6 +86,31 @@ TEST_F(AffineFunction, PlainFunctionLeavesTheRestToIsl) {
     isl::map rel = map(m);
     ASSERT_FALSE(rel.is_null());
     EXPECT_FALSE(plain_function(rel).has_value());
+  }
+}
+
+TEST_F(AffineFunction, PlainFunctionOfASeparatedLoopIsIslsFunction) {
+  // A loop separated into its full tiles and the rest: one basic map per
+  // piece, on domains apart. The pieces may come in another order than
+  // isl's; the function is the same.
+  for (const char* m : {
+           "{ S[i] -> [0, i] : i < 10; S[i] -> [1, i] : i >= 10 }",
+           "{ out[fo, x] -> [1, o1, 0, fo - 2o1, 1, o5, 0, x - 16o5] : -1 + fo <= 2o1 <= fo and "
+           "-15 + x <= 16o5 <= x and x >= 48; out[fo, x] -> [1, o1, 0, fo - 2o1, 1, o5, 0, "
+           "x - 16o5] : -1 + fo <= 2o1 <= fo and -15 + x <= 16o5 <= x and x < 0; "
+           "out[fo, x] -> [1, o1, 0, fo - 2o1, 0, o5, 0, x - 16o5] : 0 <= x <= 47 and "
+           "-1 + fo <= 2o1 <= fo and -15 + x <= 16o5 <= x }",
+       }) {
+    SCOPED_TRACE(m);
+    isl::map rel = map(m);
+    ASSERT_FALSE(rel.is_null());
+    ASSERT_GT(isl_map_n_basic_map(rel.get()), 1);
+    std::optional<isl::pw_multi_aff> mine = plain_function(rel);
+    ASSERT_TRUE(mine.has_value());
+    isl::pw_multi_aff isls = isl::manage(isl_pw_multi_aff_from_map(rel.copy()));
+    EXPECT_EQ(isl_pw_multi_aff_is_equal(mine->get(), isls.get()), isl_bool_true)
+        << text(*mine) << "\n"
+        << text(isls);
   }
 }
 
