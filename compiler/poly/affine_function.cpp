@@ -140,10 +140,6 @@ std::optional<Constraints> constraints_of(const isl::map& m) {
   return c;
 }
 
-}  // namespace
-
-namespace {
-
 // plain_function of a map of one basic map.
 std::optional<isl::pw_multi_aff> plain_piece(const isl::map& m) {
   std::optional<Constraints> c = constraints_of(m);
