@@ -66,6 +66,22 @@ isl::space plain_space(isl::ctx ctx, int n) {
   return isl::manage(isl_space_set_alloc(ctx.get(), 0, static_cast<unsigned>(n)));
 }
 
+bool matrix_values(isl_mat* mat, int64_t bound, std::vector<int64_t>& out) {
+  const isl_size rows = isl_mat_rows(mat), cols = isl_mat_cols(mat);
+  if (rows < 0 || cols < 0) return false;
+  for (isl_size r = 0; r < rows; ++r) {
+    for (isl_size k = 0; k < cols; ++k) {
+      isl_val* v = isl_mat_get_element_val(mat, r, k);
+      const bool fits = v && isl_val_is_int(v) == isl_bool_true && isl_val_cmp_si(v, bound) <= 0 &&
+                        isl_val_cmp_si(v, -bound) >= 0;
+      if (fits) out.push_back(isl_val_get_num_si(v));
+      isl_val_free(v);
+      if (!fits) return false;
+    }
+  }
+  return true;
+}
+
 namespace {
 
 // A constraint as a row of coefficients: the constant, the params, the inputs
@@ -74,23 +90,15 @@ using Row = std::vector<int64_t>;
 using Mat = std::unique_ptr<isl_mat, decltype(&isl_mat_free)>;
 
 // The rows of mat; false where a coefficient is beyond what the rows keep
-// (2^40: sums of a few products stay far inside 64 bits).
-constexpr long kLimit = 1L << 40;
+// (below 2^40: sums of a few products stay far inside 64 bits).
+constexpr int64_t kLimit = (int64_t{1} << 40) - 1;
 bool rows_of(const Mat& mat, std::vector<Row>& out) {
-  const isl_size rows = isl_mat_rows(mat.get()), cols = isl_mat_cols(mat.get());
-  if (rows < 0 || cols < 0) return false;
-  for (isl_size r = 0; r < rows; ++r) {
-    Row row(static_cast<size_t>(cols));
-    for (isl_size k = 0; k < cols; ++k) {
-      isl_val* v = isl_mat_get_element_val(mat.get(), r, k);
-      const bool fits = isl_val_is_int(v) == isl_bool_true && isl_val_cmp_si(v, kLimit) < 0 &&
-                        isl_val_cmp_si(v, -kLimit) > 0;
-      if (fits) row[static_cast<size_t>(k)] = isl_val_get_num_si(v);
-      isl_val_free(v);
-      if (!fits) return false;
-    }
-    out.push_back(std::move(row));
-  }
+  const isl_size cols = isl_mat_cols(mat.get());
+  std::vector<int64_t> values;
+  if (cols < 0 || !matrix_values(mat.get(), kLimit, values)) return false;
+  for (size_t at = 0; at < values.size(); at += static_cast<size_t>(cols))
+    out.emplace_back(values.begin() + static_cast<std::ptrdiff_t>(at),
+                     values.begin() + static_cast<std::ptrdiff_t>(at + static_cast<size_t>(cols)));
   return true;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <isl/cpp.h>
+#include <isl/mat.h>
 
 #include <cstdint>
 #include <map>
@@ -32,6 +33,10 @@ isl::multi_aff affine_function(const isl::space& domain, const std::vector<Lin>&
 isl::map affine_map(const isl::space& domain, const std::vector<Lin>& out);
 // The set space [x0, ..., x{n-1}], no params.
 isl::space plain_space(isl::ctx ctx, int n);
+
+// The values of an isl constraint matrix, row after row, appended to out;
+// false when one is not an integer within [-bound, bound].
+bool matrix_values(isl_mat* mat, int64_t bound, std::vector<int64_t>& out);
 
 // The function m is, read off its constraints where they say it plainly: in
 // each basic map of m, without existential variables, each output, in order,

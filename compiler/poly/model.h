@@ -278,7 +278,8 @@ std::string domain_name(const isl::map& m);
 // m as a piecewise function, as isl_pw_multi_aff_from_map makes it (which,
 // unlike map::as_pw_multi_aff, accepts a map that is not single-valued);
 // nullopt when isl cannot. A map whose constraints give its function plainly
-// is read off them (plain_function), in the form isl would give it.
+// is read off them (plain_function): for one basic map in the form isl gives
+// it, for several in isl's pieces, maybe in another order.
 std::optional<isl::pw_multi_aff> pw_multi_aff_from_map(const isl::map& m);
 
 // The value of an expression made only of integer literals and compile-time

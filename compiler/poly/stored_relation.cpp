@@ -12,29 +12,18 @@
 #include <limits>
 #include <memory>
 
+#include "affine_function.h"
 #include "model.h"
 #include "text_memo.h"
 
 namespace kiln::poly {
 namespace {
 
-// The rows of mat appended to out; false when a value does not fit a long.
-bool copy_rows(isl_mat* mat, std::vector<long>& out) {
-  for (int r = 0; r < isl_mat_rows(mat); ++r) {
-    for (int c = 0; c < isl_mat_cols(mat); ++c) {
-      isl_val* v = isl_mat_get_element_val(mat, r, c);
-      bool fits = v && isl_val_is_int(v) &&
-                  isl_val_cmp_si(v, std::numeric_limits<long>::max()) <= 0 &&
-                  isl_val_cmp_si(v, std::numeric_limits<long>::min()) >= 0;
-      if (fits) out.push_back(isl_val_get_num_si(v));
-      isl_val_free(v);
-      if (!fits) return false;
-    }
-  }
-  return true;
-}
+// A piece keeps coefficients of 64 bits; a relation with a wider one is kept
+// as text.
+constexpr int64_t kWidest = std::numeric_limits<int64_t>::max();
 
-isl_mat* matrix(isl::ctx ctx, const std::vector<long>& values, size_t columns) {
+isl_mat* matrix(isl::ctx ctx, const std::vector<int64_t>& values, size_t columns) {
   size_t rows = columns ? values.size() / columns : 0;
   isl_mat* mat =
       isl_mat_alloc(ctx.get(), static_cast<unsigned>(rows), static_cast<unsigned>(columns));
@@ -179,7 +168,8 @@ bool StoredRelation::add_set(isl_basic_set* bs) {
 
 bool StoredRelation::add_piece(std::optional<Space> space, isl_mat* eq, isl_mat* ineq) {
   Piece p;
-  bool ok = space && eq && ineq && copy_rows(eq, p.eq) && copy_rows(ineq, p.ineq);
+  bool ok = space && eq && ineq && matrix_values(eq, kWidest, p.eq) &&
+            matrix_values(ineq, kWidest, p.ineq);
   if (ok) {
     p.space = std::move(*space);
     p.columns = static_cast<size_t>(isl_mat_cols(eq));
@@ -219,7 +209,7 @@ size_t StoredRelation::bytes() const {
   if (text_) return text_->size();
   size_t n = 0;
   for (const Piece& p : pieces_)
-    n += p.space.bytes() + sizeof(long) * (p.eq.size() + p.ineq.size());
+    n += p.space.bytes() + sizeof(int64_t) * (p.eq.size() + p.ineq.size());
   return n;
 }
 
@@ -237,10 +227,6 @@ TextMemo<StoredPtr>& read_memo() {
 std::string read_key(isl::ctx ctx, char kind, const std::string& text) {
   return std::to_string(isl_ctx_get_max_operations(ctx.get())) + kind + text;
 }
-
-}  // namespace
-
-namespace {
 
 // read_set and read_map: T is isl::set or isl::map, store and load the
 // StoredRelation's writer and reader of one.

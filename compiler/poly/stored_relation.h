@@ -10,6 +10,7 @@
 #include <isl/mat.h>
 #include <isl/space.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,7 +53,7 @@ class StoredRelation {
   struct Piece {
     Space space;
     size_t columns = 0;
-    std::vector<long> eq, ineq;  // row after row
+    std::vector<int64_t> eq, ineq;  // row after row
   };
   // Add a piece (false when it must be kept as text); the store_ forms are
   // isl's callbacks, which take the piece.

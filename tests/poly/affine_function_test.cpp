@@ -27,15 +27,27 @@ class AffineFunction : public ::testing::Test {
     isl_map* raw = isl_map_read_from_str(ctx_.get(), text.c_str());
     return raw ? isl::manage(raw) : isl::map();
   }
+  static std::string text(const isl::pw_multi_aff& f) {
+    char* s = isl_pw_multi_aff_to_str(f.get());
+    std::string out = s;
+    free(s);
+    return out;
+  }
+  // plain_function of rel is isl_pw_multi_aff_from_map's function, and with
+  // same_form its text too.
+  void expect_isls_function(const isl::map& rel, bool same_form) {
+    std::optional<isl::pw_multi_aff> mine = plain_function(rel);
+    ASSERT_TRUE(mine.has_value());
+    isl::pw_multi_aff isls = isl::manage(isl_pw_multi_aff_from_map(rel.copy()));
+    if (same_form) {
+      EXPECT_EQ(text(*mine), text(isls));
+    }
+    EXPECT_EQ(isl_pw_multi_aff_is_equal(mine->get(), isls.get()), isl_bool_true)
+        << text(*mine) << "\n"
+        << text(isls);
+  }
   std::unique_ptr<isl_ctx, decltype(&isl_ctx_free)> ctx_;
 };
-
-std::string text(const isl::pw_multi_aff& f) {
-  char* s = isl_pw_multi_aff_to_str(f.get());
-  std::string out = s;
-  free(s);
-  return out;
-}
 
 TEST_F(AffineFunction, PlainFunctionIsIslsFunctionInIslsForm) {
   for (const char* m : {
@@ -55,11 +67,7 @@ TEST_F(AffineFunction, PlainFunctionIsIslsFunctionInIslsForm) {
     SCOPED_TRACE(m);
     isl::map rel = map(m);
     ASSERT_FALSE(rel.is_null());
-    std::optional<isl::pw_multi_aff> mine = plain_function(rel);
-    ASSERT_TRUE(mine.has_value());
-    isl::pw_multi_aff isls = isl::manage(isl_pw_multi_aff_from_map(rel.copy()));
-    EXPECT_EQ(text(*mine), text(isls));
-    EXPECT_EQ(isl_pw_multi_aff_is_equal(mine->get(), isls.get()), isl_bool_true);
+    expect_isls_function(rel, true);
   }
 }
 
@@ -105,12 +113,7 @@ TEST_F(AffineFunction, PlainFunctionOfASeparatedLoopIsIslsFunction) {
     isl::map rel = map(m);
     ASSERT_FALSE(rel.is_null());
     ASSERT_GT(isl_map_n_basic_map(rel.get()), 1);
-    std::optional<isl::pw_multi_aff> mine = plain_function(rel);
-    ASSERT_TRUE(mine.has_value());
-    isl::pw_multi_aff isls = isl::manage(isl_pw_multi_aff_from_map(rel.copy()));
-    EXPECT_EQ(isl_pw_multi_aff_is_equal(mine->get(), isls.get()), isl_bool_true)
-        << text(*mine) << "\n"
-        << text(isls);
+    expect_isls_function(rel, false);
   }
 }
 
