@@ -8,10 +8,7 @@
 #include <time.h>
 
 #include "kiln/cuda_driver.h"
-
-int is_gpu_kind(const char* kind) {
-  return kind && (!strcmp(kind, "cubin") || !strcmp(kind, "ptx"));
-}
+#include "time_evaluator.h"
 
 #if defined(KILN_AGENT_STATIC)
 

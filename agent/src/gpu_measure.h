@@ -7,10 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "measure.h"
-
-/* Whether an artifact kind is GPU code. */
-int is_gpu_kind(const char* kind);
+#include "job_args.h"
 
 /* Runs a GPU job and fills `r` as measure_run does. A fault on the device is RUNTIME_CRASH,
    with the driver's error; it leaves the process's CUDA unusable, which is why it runs in the

@@ -13,7 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gpu_measure.h"
 #include "kiln/runtime.h"
 
 enum { RESULT_FD = 3, MAX_RESULT = 1 << 30 };

@@ -15,9 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cpu_measure.h"
 #include "elf_loader.h"
 #include "frame.h"
-#include "gpu_measure.h"
 #include "jobs.h"
 #include "kiln/runtime.h"
 #include "log.h"
