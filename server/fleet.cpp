@@ -1,4 +1,6 @@
-// The agent listener, registry and dispatch (fleet.h).
+// The agent listener, registry and dispatch (fleet.h); each connection's
+// frames are an AgentLink's (agent_link.h), its first exchange the handshake
+// (agent_handshake.h).
 #include "fleet.h"
 
 #include <arpa/inet.h>
@@ -6,15 +8,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/crypto.h>
 #include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -30,272 +26,19 @@
 #include <stdexcept>
 #include <thread>
 
+#include "agent_handshake.h"
+#include "agent_link.h"
+
 namespace kiln::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr size_t kNonce = 32;
-constexpr auto kHandshake = std::chrono::seconds(10);
 // Until a peer has proved it holds the token it may send only a hello, and
 // no more than this: a stranger cannot make kilnd allocate max_frame_bytes.
 constexpr size_t kMaxHelloBytes = size_t{1} << 20;
 // Connections still in their handshake; past this, new ones are closed at
 // once, so strangers cannot hold a thread each until kilnd runs out.
 constexpr int kMaxHandshakes = 64;
-const char* const kServerVersion = "kilnd 0.1.0";
-
-// HMAC-SHA256 keyed with the token over a label and its NUL, then each part
-// preceded by its length as 4 bytes big-endian (agent.proto).
-std::string mac_of(const std::string& token, const char* label,
-                   const std::vector<std::string>& parts) {
-  std::string msg(label, std::strlen(label) + 1);
-  for (const std::string& p : parts) {
-    uint32_t n = static_cast<uint32_t>(p.size());
-    char be[4] = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
-                  static_cast<char>(n)};
-    msg.append(be, 4);
-    msg += p;
-  }
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
-       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out, &len);
-  return std::string(reinterpret_cast<char*>(out), len);
-}
-
-// SIGPIPE held back for one scope of the calling thread: OpenSSL writes to
-// its socket with write(), not send(MSG_NOSIGNAL), and a peer that has gone
-// away would otherwise kill kilnd (a TLS alert to a plaintext peer that
-// closed). The write fails with EPIPE instead; a SIGPIPE it raised is taken
-// from the thread's pending signals before the mask is restored.
-class NoSigpipe {
- public:
-  NoSigpipe() {
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, &old_);
-  }
-  ~NoSigpipe() {
-    sigset_t pending;
-    sigpending(&pending);
-    if (sigismember(&pending, SIGPIPE) && !sigismember(&old_, SIGPIPE)) {
-      sigset_t pipe;
-      sigemptyset(&pipe);
-      sigaddset(&pipe, SIGPIPE);
-      timespec zero{0, 0};
-      while (sigtimedwait(&pipe, nullptr, &zero) < 0 && errno == EINTR) {
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  NoSigpipe(const NoSigpipe&) = delete;
-  NoSigpipe& operator=(const NoSigpipe&) = delete;
-
- private:
-  sigset_t old_;
-};
-
-// OpenSSL's reason for the last failure.
-std::string openssl_reason() {
-  unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return errno ? std::strerror(errno) : "no reason given";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
-
-// A connected socket's frames: a 4-byte big-endian length, then an AgentFrame;
-// inside TLS once tls_accept() succeeded.
-class Link {
- public:
-  Link(int fd, size_t max_frame) : fd_(fd), max_frame_(max_frame) {}
-  ~Link() {
-    if (ssl_) SSL_free(ssl_);
-    close(fd_);
-  }
-  Link(const Link&) = delete;
-  Link& operator=(const Link&) = delete;
-
-  // The server's side of a TLS handshake, by `until`. False with `why` set.
-  bool tls_accept(SSL_CTX* ctx, Clock::time_point until, std::string& why) {
-    fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
-    ssl_ = SSL_new(ctx);
-    if (!ssl_ || SSL_set_fd(ssl_, fd_) != 1) {
-      why = "cannot start TLS: " + openssl_reason();
-      return false;
-    }
-    for (;;) {
-      NoSigpipe guard;
-      int rc = SSL_accept(ssl_);
-      if (rc == 1) return true;
-      int e = SSL_get_error(ssl_, rc);
-      if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
-        why = "no TLS handshake (a plaintext agent? kiln-agent --tls): " + openssl_reason();
-        return false;
-      }
-      if (!wait_for(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, until, why)) return false;
-    }
-  }
-
-  // Sends a frame; false when the connection is broken. Safe from several threads.
-  bool send(const v1::AgentFrame& f) {
-    std::string body = f.SerializeAsString();
-    uint32_t n = static_cast<uint32_t>(body.size());
-    char be[4] = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
-                  static_cast<char>(n)};
-    std::lock_guard<std::mutex> lock(write_mu_);
-    return write_all(be, 4) && write_all(body.data(), body.size());
-  }
-
-  // The next frame, waiting until `until`. nullopt with `why` set when the
-  // connection ended, the time passed, or the frame was bad. One reader.
-  std::optional<v1::AgentFrame> receive(Clock::time_point until, std::string& why) {
-    char header[4];
-    if (!read_all(header, 4, until, why)) return std::nullopt;
-    uint32_t n = (static_cast<uint32_t>(static_cast<unsigned char>(header[0])) << 24) |
-                 (static_cast<uint32_t>(static_cast<unsigned char>(header[1])) << 16) |
-                 (static_cast<uint32_t>(static_cast<unsigned char>(header[2])) << 8) |
-                 static_cast<uint32_t>(static_cast<unsigned char>(header[3]));
-    if (n > max_frame_) {
-      why = "announced a frame of " + std::to_string(n) + " bytes, more than the limit of " +
-            std::to_string(max_frame_);
-      return std::nullopt;
-    }
-    std::string body(n, '\0');
-    if (!read_all(body.data(), n, until, why)) return std::nullopt;
-    v1::AgentFrame f;
-    if (!f.ParseFromString(body)) {
-      why = "sent " + std::to_string(n) + " bytes that are not an AgentFrame";
-      return std::nullopt;
-    }
-    return f;
-  }
-
-  void shut() { shutdown(fd_, SHUT_RDWR); }
-  void set_max_frame(size_t bytes) { max_frame_ = bytes; }
-
- private:
-  // Waits until the socket is ready for `events`, or `until`.
-  bool wait_for(short events, Clock::time_point until, std::string& why) {
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-      if (left.count() <= 0) {
-        why = "silent past its deadline";
-        return false;
-      }
-      pollfd pfd{fd_, events, 0};
-      int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-      if (ready < 0 && errno != EINTR) {
-        why = std::strerror(errno);
-        return false;
-      }
-      if (ready > 0) return true;
-    }
-  }
-
-  bool write_all(const char* p, size_t n) {
-    while (n > 0) {
-      if (ssl_) {
-        // Writers hold write_mu_ for a whole frame; every SSL call holds ssl_mu_ too, as
-        // the reader's do: one SSL object is not for two threads at once.
-        size_t put = 0;
-        int rc, e;
-        {
-          NoSigpipe guard;
-          std::lock_guard<std::mutex> lock(ssl_mu_);
-          rc = SSL_write_ex(ssl_, p, n, &put);
-          e = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, rc);
-          if (e != SSL_ERROR_NONE) ERR_clear_error();
-        }
-        if (rc == 1) {
-          p += put;
-          n -= put;
-          continue;
-        }
-        std::string why;
-        if ((e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) ||
-            !wait_for(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
-                      Clock::now() + std::chrono::seconds(30), why))
-          return false;
-        continue;
-      }
-      ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return false;
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  }
-
-  // Some bytes into in_: from the socket, or from TLS.
-  bool read_some(Clock::time_point until, std::string& why) {
-    char buf[1 << 16];
-    for (;;) {
-      if (ssl_) {
-        size_t got = 0;
-        int rc, e;
-        {
-          NoSigpipe guard;  // reading may write: an alert, a key update
-          std::lock_guard<std::mutex> lock(ssl_mu_);
-          rc = SSL_read_ex(ssl_, buf, sizeof buf, &got);
-          e = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, rc);
-          if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
-            why = e == SSL_ERROR_ZERO_RETURN ? "closed the connection"
-                                             : "broke the TLS connection: " + openssl_reason();
-        }
-        if (rc == 1) {
-          in_.append(buf, got);
-          return true;
-        }
-        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
-          if (e == SSL_ERROR_SYSCALL && why.find("no reason") != std::string::npos)
-            why = "closed the connection";
-          return false;
-        }
-        if (!wait_for(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, until, why)) return false;
-        continue;
-      }
-      if (!wait_for(POLLIN, until, why)) return false;
-      ssize_t got = recv(fd_, buf, sizeof buf, 0);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        why = got == 0 ? "closed the connection" : std::strerror(errno);
-        return false;
-      }
-      in_.append(buf, static_cast<size_t>(got));
-      return true;
-    }
-  }
-
-  bool read_all(char* p, size_t n, Clock::time_point until, std::string& why) {
-    while (n > 0) {
-      if (in_.empty() && !read_some(until, why)) return false;
-      size_t take = std::min(n, in_.size());
-      std::memcpy(p, in_.data(), take);
-      in_.erase(0, take);
-      p += take;
-      n -= take;
-    }
-    return true;
-  }
-
-  int fd_;
-  size_t max_frame_;
-  SSL* ssl_ = nullptr;
-  std::mutex write_mu_, ssl_mu_;
-  std::string in_;  // received, not yet taken (the reader's)
-};
-
-std::string peer_name(const sockaddr_storage& a) {
-  char host[NI_MAXHOST], port[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), sizeof a, host, sizeof host, port,
-                  sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-    return "?";
-  return std::string(host) + ":" + port;
-}
 
 }  // namespace
 
@@ -313,7 +56,7 @@ struct Fleet::Impl {
   };
   struct Agent {
     AgentView view;
-    std::shared_ptr<Link> link;
+    std::shared_ptr<AgentLink> link;
     std::set<std::string> holds;                           // artifacts it has
     std::map<uint64_t, std::shared_ptr<Pending>> running;  // by job id
   };
@@ -338,14 +81,14 @@ struct Fleet::Impl {
   std::map<uint64_t, Agent> agents;           // by connection number
   std::vector<std::shared_ptr<Pending>> queue;
   std::vector<Connection> connections;
-  int handshaking = 0;                       // connections not yet welcomed or refused
-  std::set<std::shared_ptr<Link>> greeting;  // their links
+  int handshaking = 0;                            // connections not yet welcomed or refused
+  std::set<std::shared_ptr<AgentLink>> greeting;  // their links
   uint64_t next_connection = 1, next_job = 1, next_order = 1;
 
   void listen_on(const std::string& address);
   void accept_loop();
   void serve(int fd, std::string peer);
-  std::optional<uint64_t> welcome(Link& link, const std::string& peer);
+  std::optional<uint64_t> welcome(AgentLink& link, const std::string& peer);
   void on_result(uint64_t conn, v1::MeasureResult result);
   void lost(uint64_t conn, const std::string& why);
   void dispatch();
@@ -426,55 +169,12 @@ void Fleet::Impl::accept_loop() {
   }
 }
 
-// The handshake: a challenge, the agent's hello checked (protocol version,
-// MAC), then a welcome with kilnd's own MAC. The agent's connection number
-// once registered; nullopt (refused, logged) otherwise.
-std::optional<uint64_t> Fleet::Impl::welcome(Link& link, const std::string& peer) {
-  unsigned char nonce_bytes[kNonce];
-  if (RAND_bytes(nonce_bytes, kNonce) != 1) {
-    spdlog::error("agent {}: cannot make a nonce", peer);
-    return std::nullopt;
-  }
-  std::string nonce(reinterpret_cast<char*>(nonce_bytes), kNonce);
-  v1::AgentFrame challenge;
-  challenge.mutable_challenge()->set_protocol_version(v1::AGENT_PROTOCOL_VERSION);
-  challenge.mutable_challenge()->set_nonce(nonce);
-  if (!link.send(challenge)) return std::nullopt;
-  std::string why;
-  std::optional<v1::AgentFrame> f = link.receive(Clock::now() + kHandshake, why);
-  auto refuse = [&](const std::string& reason) {
-    spdlog::warn("agent {}: refused: {}", peer, reason);
-    v1::AgentFrame r;
-    r.mutable_refusal()->set_reason(reason);
-    link.send(r);
-    return std::nullopt;
-  };
-  if (!f) {
-    spdlog::warn("agent {}: no hello: it {}", peer, why);
-    return std::nullopt;
-  }
-  if (!f->has_hello()) return refuse("the first frame must be a hello");
-  const v1::Hello& h = f->hello();
-  if (h.protocol_version() != v1::AGENT_PROTOCOL_VERSION)
-    return refuse("the agent speaks agent protocol version " +
-                  std::to_string(h.protocol_version()) + ", kilnd version " +
-                  std::to_string(v1::AGENT_PROTOCOL_VERSION));
-  if (h.agent_id().empty() || h.device().key().empty() || h.device().triple().empty())
-    return refuse("a hello must give the agent's id, key and triple");
-  std::string expected =
-      mac_of(options.token, "kiln-agent-hello",
-             {nonce, h.nonce(), h.agent_id(), h.device().key(), h.device().triple()});
-  if (h.nonce().size() != kNonce || h.mac().size() != expected.size() ||
-      CRYPTO_memcmp(h.mac().data(), expected.data(), expected.size()) != 0)
-    return refuse(
-        "the agent's MAC does not match: it holds another token (kilnd --agent-token-file)");
-
-  v1::AgentFrame w;
-  w.mutable_welcome()->set_mac(mac_of(options.token, "kiln-agent-welcome", {h.nonce(), nonce}));
-  w.mutable_welcome()->set_heartbeat_ms(options.heartbeat_ms);
-  w.mutable_welcome()->set_server_version(kServerVersion);
-  if (!link.send(w)) return std::nullopt;
-
+// An agent that completed the handshake (agent_handshake.h) joins the
+// registry: its connection number.
+std::optional<uint64_t> Fleet::Impl::welcome(AgentLink& link, const std::string& peer) {
+  std::optional<v1::Hello> hello = handshake(link, {options.token, options.heartbeat_ms}, peer);
+  if (!hello) return std::nullopt;
+  const v1::Hello& h = *hello;
   std::lock_guard<std::mutex> lock(mu);
   uint64_t conn = next_connection++;
   Agent& a = agents[conn];
@@ -491,7 +191,7 @@ std::optional<uint64_t> Fleet::Impl::welcome(Link& link, const std::string& peer
 }
 
 void Fleet::Impl::serve(int fd, std::string peer) {
-  auto link = std::make_shared<Link>(fd, std::min(kMaxHelloBytes, options.max_frame_bytes));
+  auto link = std::make_shared<AgentLink>(fd, std::min(kMaxHelloBytes, options.max_frame_bytes));
   {
     std::lock_guard<std::mutex> lock(mu);
     if (stopping) {
@@ -502,7 +202,7 @@ void Fleet::Impl::serve(int fd, std::string peer) {
   }
   std::optional<uint64_t> conn;
   std::string refused;
-  if (tls && !link->tls_accept(tls, Clock::now() + kHandshake, refused)) {
+  if (tls && !link->tls_accept(tls, Clock::now() + kHandshakeTime, refused)) {
     spdlog::warn("agent {}: refused: {}", peer, refused);
   } else {
     conn = welcome(*link, peer);
@@ -602,7 +302,7 @@ void Fleet::Impl::lost(uint64_t conn, const std::string& why) {
 // Gives queued jobs to free agents of their key: the highest priority first,
 // then the earliest. The frames are sent outside the lock.
 void Fleet::Impl::dispatch() {
-  std::vector<std::pair<std::shared_ptr<Link>, v1::AgentFrame>> sends;
+  std::vector<std::pair<std::shared_ptr<AgentLink>, v1::AgentFrame>> sends;
   {
     std::lock_guard<std::mutex> lock(mu);
     std::stable_sort(queue.begin(), queue.end(), [](const auto& a, const auto& b) {
@@ -652,7 +352,7 @@ void Fleet::Impl::monitor_loop() {
     monitor_cv.wait_for(lock, std::chrono::milliseconds(options.heartbeat_ms));
     if (stopping) break;
     auto now = std::chrono::system_clock::now();
-    std::vector<std::shared_ptr<Link>> beat;
+    std::vector<std::shared_ptr<AgentLink>> beat;
     for (auto& [conn, a] : agents) {
       if (!a.link) continue;
       if (now - a.view.last_seen > 3 * std::chrono::milliseconds(options.heartbeat_ms)) {
@@ -735,7 +435,7 @@ void Fleet::stop() {
     std::lock_guard<std::mutex> lock(impl_->mu);
     for (auto& [conn, a] : impl_->agents)
       if (a.link) a.link->shut();
-    for (const std::shared_ptr<Link>& l : impl_->greeting) l->shut();
+    for (const std::shared_ptr<AgentLink>& l : impl_->greeting) l->shut();
     connections.swap(impl_->connections);
   }
   for (Impl::Connection& c : connections) c.thread.join();
