@@ -124,7 +124,8 @@ grpc::ByteBuffer serialized(const google::protobuf::MessageLite& m) {
 // the generated code, so that a hostile one gets a clear answer.
 class CompilerService final : public grpc::Service {
  public:
-  CompilerService(server::Service& core, Access access) : core_(core), access_(std::move(access)) {
+  CompilerService(server::Service& core, Tuning& tuning, Access access)
+      : core_(core), tuning_(tuning), access_(std::move(access)) {
     method<v1::CheckRequest, v1::CheckResponse>(
         "/kiln.v1.Compiler/Check", [this](const auto& r, auto* out, const auto& call,
                                           std::string&) { return core_.check(r, out, call); });
@@ -166,7 +167,7 @@ class CompilerService final : public grpc::Service {
         "/kiln.v1.Compiler/Tune",
         [this](const auto& r, const auto& send, const auto& call, std::string& detail) {
           int64_t job = 0;
-          Status s = core_.tuning().tune(
+          Status s = tuning_.tune(
               r,
               [&](const v1::TuneProgress& p) {
                 job = p.job();
@@ -180,34 +181,34 @@ class CompilerService final : public grpc::Service {
         "/kiln.v1.Compiler/ResumeTune",
         [this](const auto& r, const auto& send, const auto& call, std::string& detail) {
           detail = fmt::format(" job {}", r.job());
-          return core_.tuning().resume(r, send, call);
+          return tuning_.resume(r, send, call);
         });
     method<v1::CancelTuneRequest, v1::CancelTuneResponse>(
         "/kiln.v1.Compiler/CancelTune",
         [this](const auto& r, auto* out, const auto&, std::string& detail) {
           detail = fmt::format(" job {}", r.job());
-          return core_.tuning().cancel(r, out);
+          return tuning_.cancel(r, out);
         });
     method<v1::ListJobsRequest, v1::ListJobsResponse>(
         "/kiln.v1.Compiler/ListJobs", [this](const auto& r, auto* out, const auto&, std::string&) {
-          return core_.tuning().list_jobs(r, out);
+          return tuning_.list_jobs(r, out);
         });
     method<v1::QueryRecordsRequest, v1::QueryRecordsResponse>(
         "/kiln.v1.Compiler/QueryRecords",
         [this](const auto& r, auto* out, const auto&, std::string& detail) {
-          Status s = core_.tuning().query(r, out);
+          Status s = tuning_.query(r, out);
           if (s.ok()) detail = fmt::format(" {} of {}", out->records_size(), out->total());
           return s;
         });
     method<v1::BestConfigRequest, v1::BestConfigResponse>(
         "/kiln.v1.Compiler/BestConfig",
         [this](const auto& r, auto* out, const auto& call, std::string&) {
-          return core_.tuning().best(r, out, call);
+          return tuning_.best(r, out, call);
         });
     streaming<v1::ExportRecordsRequest, v1::ExportRecordsChunk>(
         "/kiln.v1.Compiler/ExportRecords",
         [this](const auto& r, const auto& send, const auto&, std::string&) {
-          return core_.tuning().export_records(r, send);
+          return tuning_.export_records(r, send);
         });
   }
 
@@ -287,13 +288,14 @@ class CompilerService final : public grpc::Service {
   }
 
   server::Service& core_;
+  Tuning& tuning_;
   Access access_;
 };
 
 }  // namespace
 
-std::unique_ptr<grpc::Service> make_compiler_service(Service& core, Access access) {
-  return std::make_unique<CompilerService>(core, std::move(access));
+std::unique_ptr<grpc::Service> make_compiler_service(Service& core, Tuning& tuning, Access access) {
+  return std::make_unique<CompilerService>(core, tuning, std::move(access));
 }
 
 }  // namespace kiln::server

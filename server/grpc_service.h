@@ -9,6 +9,7 @@
 #include <string>
 
 #include "service.h"
+#include "tuning.h"
 
 namespace kiln::server {
 
@@ -18,7 +19,8 @@ struct Access {
   std::string token{};
 };
 
-// The kiln.v1.Compiler service over `core`, which must outlive it.
-std::unique_ptr<grpc::Service> make_compiler_service(Service& core, Access access = {});
+// The kiln.v1.Compiler service over `core` and `tuning`, which must outlive it.
+std::unique_ptr<grpc::Service> make_compiler_service(Service& core, Tuning& tuning,
+                                                     Access access = {});
 
 }  // namespace kiln::server

@@ -46,6 +46,7 @@
 
 #include "grpc_service.h"
 #include "kiln/limits.h"
+#include "kiln/records.h"
 #include "local_agent.h"
 #include "service.h"
 #include "tuning.h"
@@ -372,6 +373,18 @@ int main(int argc, char** argv) {
     service->set_fleet(fleet.get());
   }
   kiln::server::Service& core = *service;
+  // Tuning jobs build through the service's compile cache and measure on its agents.
+  std::unique_ptr<kiln::server::Tuning> tuning;
+  try {
+    std::string records = flags.data_dir.empty()
+                              ? kiln::records::kInMemory
+                              : (std::filesystem::path(flags.data_dir) / "records.db").string();
+    tuning = std::make_unique<kiln::server::Tuning>(core.artifacts(), core.fleet_runner(), records,
+                                                    options.limits);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kilnd: %s\n", e.what());
+    return 1;
+  }
   kiln::server::Access access;
   std::shared_ptr<grpc::ServerCredentials> credentials;
   try {
@@ -383,7 +396,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kilnd: %s\n", e.what());
     return 1;
   }
-  std::unique_ptr<grpc::Service> compiler = kiln::server::make_compiler_service(core, access);
+  std::unique_ptr<grpc::Service> compiler =
+      kiln::server::make_compiler_service(core, *tuning, access);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -422,11 +436,12 @@ int main(int argc, char** argv) {
                  sig == SIGTERM ? "SIGTERM" : "SIGINT");
     // Tuning jobs stop first (their records kept, to be resumed): the calls
     // that follow them end, and do not hold the shutdown.
-    core.tuning().stop();
+    tuning->stop();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
   });
   server->Wait();
   stopper.join();
+  tuning.reset();
   local_agent.reset();
   if (fleet) fleet->stop();
   kiln::server::CacheStats s = core.cache_stats();

@@ -50,6 +50,8 @@ struct Refusal {
   Status status;
 };
 [[noreturn]] void refuse(Code code, std::string message);
+// kilnd is full for now (its compile queue): the same request may be served later.
+struct Busy : Refusal {};
 
 // What a request's operator names: one func, or one graph with the module
 // that defines it.

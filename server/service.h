@@ -12,8 +12,10 @@
 #include <optional>
 #include <string>
 
+#include "artifacts.h"
 #include "compile_cache.h"
 #include "fleet.h"
+#include "fleet_runner.h"
 #include "kiln/limits.h"
 #include "status.h"
 
@@ -34,16 +36,13 @@ class MeasureResponse;
 
 namespace kiln::server {
 
-class Tuning;
-
 struct ServiceOptions {
   Limits limits{};
   // Bytes of artifacts the in-memory compile cache keeps (least recently
   // used first out); 0 keeps none.
   size_t cache_bytes = size_t{256} << 20;
   // kilnd's data directory: the compile cache's disk entries live under it
-  // (DIR/cache/), and the tuning-record database (DIR/records.db). Empty:
-  // memory only.
+  // (DIR/cache/). Empty: memory only.
   std::string data_dir;
   // Requests compiling at once (0: one per core), and requests that may wait
   // for one of them; a request beyond both is RESOURCE_EXHAUSTED at once.
@@ -61,16 +60,6 @@ struct ServiceOptions {
   uint64_t measure_memory_bytes = uint64_t{4} << 30;
   // For tests: called by each request once it holds a worker.
   std::function<void()> on_admitted{};
-};
-
-// What the transport knows about one call.
-struct CallOptions {
-  // Past it, a request waiting for a worker gives up, and a compiling one
-  // stops between stages (or between the steps of one): DEADLINE_EXCEEDED.
-  std::optional<std::chrono::steady_clock::time_point> deadline{};
-  // True once the client has gone away: the work stops as at the deadline,
-  // CANCELLED.
-  std::function<bool()> cancelled{};
 };
 
 class Service {
@@ -102,12 +91,11 @@ class Service {
 
   // The agents Measure uses, once they listen (kilnd starts them after the service).
   void set_fleet(Fleet* fleet);
-  // The device of a connected agent of `key` (waiting a while for one);
-  // UNAVAILABLE, naming the keys there are, when none comes.
-  Status agent_device(const std::string& key, v1::Device* device, const CallOptions& call = {});
 
-  // The tuning jobs and the records database (tuning.h).
-  Tuning& tuning();
+  // What tuning jobs (tuning.h) build and measure with: the compile cache
+  // under the service's workers, and the agents.
+  Artifacts& artifacts();
+  FleetRunner& fleet_runner();
   const Limits& limits() const;
 
   CacheStats cache_stats() const;

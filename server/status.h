@@ -1,7 +1,11 @@
-// The outcome of a call to the service core, in gRPC's terms, without gRPC.
+// The outcome of a call to the service core, in gRPC's terms, without gRPC,
+// and what the transport knows about the call.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 namespace kiln::server {
@@ -24,6 +28,16 @@ struct Status {
   Code code = Code::Ok;
   std::string message;
   bool ok() const { return code == Code::Ok; }
+};
+
+// What the transport knows about one call.
+struct CallOptions {
+  // Past it, a request waiting for a worker gives up, and a compiling one
+  // stops between stages (or between the steps of one): DEADLINE_EXCEEDED.
+  std::optional<std::chrono::steady_clock::time_point> deadline{};
+  // True once the client has gone away: the work stops as at the deadline,
+  // CANCELLED.
+  std::function<bool()> cancelled{};
 };
 
 }  // namespace kiln::server

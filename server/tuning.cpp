@@ -1,4 +1,4 @@
-// kilnd's tuning jobs over kiln::tuner and the service's Measure.
+// kilnd's tuning jobs over kiln::tuner, its compile cache and its agents.
 #include "tuning.h"
 
 #include <fmt/format.h>
@@ -16,19 +16,14 @@
 #include <thread>
 #include <vector>
 
-#include "kiln/compile.h"
-#include "kiln/cost_model.h"
-#include "kiln/cuda.h"
-#include "kiln/digest.h"
-#include "kiln/error.h"
-#include "kiln/interp.h"
-#include "kiln/loop_ir.h"
+#include "kiln/job.h"
 #include "kiln/records.h"
-#include "kiln/run.h"
 #include "kiln/target.h"
 #include "kiln/tune.h"
 #include "kiln/v1/service.pb.h"
+#include "outcome.h"
 #include "request.h"
+#include "wire.h"
 
 namespace kiln::server {
 
@@ -40,149 +35,24 @@ constexpr int kMaxBatch = 256;
 constexpr int kMaxPage = 10'000;
 constexpr int kExportPage = 1'000;
 
-double gflops_of(int64_t flops, double median_ms) {
-  return flops > 0 && median_ms > 0 ? static_cast<double>(flops) / (median_ms * 1e6) : 0;
-}
-
-void to_wire(const records::Record& r, v1::TuningRecord* w) {
-  w->set_id(r.id);
-  w->set_job(r.job);
-  w->set_workload(r.workload);
-  w->set_key(r.key);
-  for (const auto& [name, value] : r.config) (*w->mutable_config())[name] = value;
-  w->set_config_text(records::config_text(r.config));
-  for (double ms : r.round_ms) w->add_round_ms(ms);
-  w->set_median_ms(r.median_ms);
-  w->set_error(r.error);
-  w->set_message(r.message);
-  w->set_compile_ms(r.compile_ms);
-  w->set_flops(r.flops);
-  w->set_gflops(r.error.empty() ? gflops_of(r.flops, r.median_ms) : 0);
-  w->set_compiler_version(r.compiler_version);
-  w->set_agent(r.agent);
-  w->set_unix_ms(r.unix_ms);
-}
-
-void to_wire(const tuner::Trial& t, int64_t job, const records::Workload& w, const std::string& key,
-             v1::TuningRecord* out) {
-  records::Record r;
-  r.job = job;
-  r.workload = w.hash;
-  r.key = key;
-  r.config = t.point;
-  r.round_ms = t.round_ms;
-  r.median_ms = t.error.empty() ? t.median_ms : 0;
-  r.error = t.error;
-  r.message = t.message;
-  r.compile_ms = t.compile_ms;
-  r.flops = t.flops;
-  r.compiler_version = t.compiler_version;
-  r.agent = t.agent;
-  to_wire(r, out);
-}
-
-records::Query query_of(const v1::RecordFilter& f) {
-  records::Query q;
-  if (!f.name().empty()) q.name = f.name();
-  if (!f.workload().empty()) q.workload = f.workload();
-  if (!f.key().empty()) q.key = f.key();
-  if (f.job() != 0) q.job = f.job();
-  if (f.since_unix_ms() != 0) q.since_unix_ms = f.since_unix_ms();
-  if (f.until_unix_ms() != 0) q.until_unix_ms = f.until_unix_ms();
-  if (f.has_error()) q.error = f.error();
-  return q;
-}
-
-// An operator prepared for tuning: its workload (the func with its params'
-// values, knobs at their defaults), the func with every value set, the
-// space of the knobs not held fixed, and a call's flops.
-struct Prepared {
-  records::Workload workload;
-  ir::Func func;
-  std::unique_ptr<tuner::Space> space;
-  std::map<std::string, int64_t> fixed;  // knobs set in the request
-  int64_t flops = 0;
-};
-
-Prepared prepare(const v1::TuneRequest& request, const Limits& limits) {
+// An operator prepared for tuning: the task (kiln/job.h) of the request's
+// operator, the values it sets and the run-time params' values it gives.
+tuner::Task prepare(const v1::TuneRequest& request, const Limits& limits) {
   ir::Func base = resolve(request.op(), limits);
-  if (base.knobs.empty())
-    refuse(Code::InvalidArgument,
-           fmt::format("{} has no knobs to tune: declare some in its schedule (knob NAME in "
-                       "[V, ...] = DEFAULT; docs/language.md)",
-                       base.name));
-  std::set<std::string> knob_names;
-  for (const ir::Knob& k : base.knobs) knob_names.insert(k.name);
-  Prepared p;
-  ir::Overrides params;
-  for (const auto& [name, value] : request.options().set()) {
-    if (knob_names.count(name)) {
-      p.fixed[name] = value;
-    } else {
-      params[name] = value;
-    }
-  }
-  ir::Func shaped = ir::apply_overrides(base, params);
-  p.workload.definition = ir::to_string(shaped);
-  p.workload.hash = sha256_hex(p.workload.definition);
-  p.workload.name = shaped.name;
-  p.func = ir::apply_overrides(shaped, ir::Overrides(p.fixed.begin(), p.fixed.end()));
-  std::set<std::string> fixed;
-  for (const auto& [name, value] : p.fixed) fixed.insert(name);
   try {
-    p.space = std::make_unique<tuner::Space>(tuner::space_of(p.func, fixed));
-  } catch (const std::invalid_argument& e) {
-    refuse(Code::InvalidArgument, fmt::format("{}: {}", base.name, e.what()));
+    return tuner::prepare_task(
+        base, ir::Overrides(request.options().set().begin(), request.options().set().end()),
+        std::map<std::string, int64_t>(request.runtime_params().begin(),
+                                       request.runtime_params().end()),
+        limits);
+  } catch (const tuner::TaskError& e) {
+    refuse(Code::InvalidArgument, e.what());
   }
-
-  // The flops of a call, from the algorithm's loops at the sizes measured.
-  std::map<std::string, int64_t> given(request.runtime_params().begin(),
-                                       request.runtime_params().end());
-  std::map<std::string, int64_t> values =
-      interp::param_values(p.func, run_param_values(p.func, given).values);
-  p.flops = std::max<int64_t>(0, algorithm_flops(p.func, values, limits));
-  return p;
-}
-
-// What a job's points are compiled for: the agents' CPU, or their GPU `gpu`.
-Target job_target(const v1::Device& device, const v1::TuneRequest& r) {
-  if (!r.has_gpu()) return Target::named(device.triple(), device.cpu(), device.features());
-  if (r.gpu() < 0 || r.gpu() >= device.gpus_size())
-    refuse(Code::FailedPrecondition,
-           fmt::format("gpu: the agents of key {} have {} GPU{}", r.key(), device.gpus_size(),
-                       device.gpus_size() == 1 ? "" : "s"));
-  const v1::Gpu& g = device.gpus(r.gpu());
-  return Target{cuda::kTriple, cuda::arch_of(g.compute_major(), g.compute_minor()), ""};
 }
 
 // The key a job's records are kept under: the agents' key, and "/gpuN" for a GPU.
 std::string record_key(const v1::TuneRequest& r) {
   return r.has_gpu() ? fmt::format("{}/gpu{}", r.key(), r.gpu()) : r.key();
-}
-
-// The Iter features of a point: its loops after the passes, compiled for the
-// key's target at the request's opt level. A point that does not compile
-// (an illegal schedule, rejected when measured) gets zeros.
-tuner::FeatureFn iter_features_of(const Prepared& p, const v1::TuneRequest& request,
-                                  const v1::Device& device, const Limits& limits) {
-  CompileOptions o;
-  o.target = job_target(device, request);
-  if (request.options().has_opt_level()) o.opt_level = request.options().opt_level();
-  o.limits = limits;
-  std::map<std::string, int64_t> given(request.runtime_params().begin(),
-                                       request.runtime_params().end());
-  std::map<std::string, int64_t> values =
-      interp::param_values(p.func, run_param_values(p.func, given).values);
-  ir::Func func = p.func;
-  return [func, o, values](const tuner::Space&, const tuner::Config& point) {
-    try {
-      CompileResult r = kiln::compile(CompileRequest{
-          .func = func, .overrides = point, .options = o, .output = CompileOutput::Loops});
-      return tuner::iter_features(r.optimized, values);
-    } catch (const CompileError&) {
-      return std::vector<float>(tuner::kIterFeatureLength, 0.0f);
-    }
-  };
 }
 
 tuner::SearchOptions search_options(const v1::TuneRequest& r) {
@@ -261,198 +131,6 @@ v1::TuneRequest request_of_job(const records::Job& job, const records::Workload&
   return r;
 }
 
-// Measures points through the service: each compiled for the key's agents
-// (through the compile cache) and measured on one of them, the batch's
-// points at once, so the workers compile in parallel and every agent of the
-// key measures. A point whose schedule is illegal is reported rejected;
-// one that fails to compile otherwise is a COMPILE_ERROR trial.
-class ServiceMeasurer final : public tuner::Measurer {
- public:
-  ServiceMeasurer(Service& service, const v1::TuneRequest& request, const Prepared& prepared,
-                  v1::Device device, std::function<bool()> stopping,
-                  std::function<bool()> cancelled)
-      : service_(service),
-        request_(request),
-        prepared_(prepared),
-        device_(std::move(device)),
-        stopping_(std::move(stopping)),
-        cancelled_(std::move(cancelled)) {}
-
-  // Two phases: every point of the batch compiled at once (through the
-  // cache), then the compiled ones measured at once. Compiling while an
-  // agent on the same machine measures (kilnd --local-agent) would disturb
-  // its timings.
-  void measure(const std::vector<tuner::Config>& batch,
-               const std::function<void(const tuner::Trial&)>& report) override {
-    std::mutex mu;
-    std::optional<Status> failure;
-    // Whether a status is the point's own fault (its schedule, or a limit its
-    // compilation met), reporting it then; false for kilnd's (no agent, every
-    // agent lost, kilnd stopping), remembered as the batch's failure.
-    auto point_fault = [&](const tuner::Config& point, const Status& s) {
-      if (s.code != Code::InvalidArgument && s.code != Code::ResourceExhausted) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!failure) failure = s;
-        return false;
-      }
-      tuner::Trial t;
-      t.point = point;
-      t.flops = prepared_.flops;
-      if (s.message.find("legality error") != std::string::npos) {
-        t.rejected = "illegal schedule";
-      } else {
-        t.error = "COMPILE_ERROR";
-        t.message = s.message;
-      }
-      t.compiler_version = compiler_version();
-      report(t);
-      return true;
-    };
-    // `work` on each of `which`, at most `limit` at once; a point is not
-    // started once the job is cancelled or kilnd stops. An exception (the
-    // store failing in `report`) is rethrown here, after the joins.
-    auto each = [&](const std::vector<size_t>& which, size_t limit,
-                    const std::function<void(size_t)>& work) {
-      std::atomic<size_t> next{0};
-      std::exception_ptr error;
-      std::vector<std::thread> threads;
-      auto run = [&] {
-        for (size_t k = next++; k < which.size(); k = next++) {
-          if (gone()) return;
-          try {
-            work(which[k]);
-          } catch (...) {
-            std::lock_guard<std::mutex> lock(mu);
-            if (!error) error = std::current_exception();
-            next = which.size();
-          }
-        }
-      };
-      try {
-        for (size_t t = 0; t < std::min(limit, which.size()); ++t) threads.emplace_back(run);
-      } catch (...) {  // no thread to be had: those made finish the work
-        next = which.size();
-        for (std::thread& t : threads) t.join();
-        throw;
-      }
-      for (std::thread& t : threads) t.join();
-      if (error) std::rethrow_exception(error);
-    };
-
-    std::vector<size_t> all(batch.size());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    std::vector<double> compile_ms(batch.size(), 0.0);
-    std::vector<char> compiled(batch.size(), 0);
-    // As many compiles at once as kilnd has workers: a batch does not fill
-    // the queue other clients wait in.
-    size_t workers = std::max(1u, std::thread::hardware_concurrency());
-    each(all, workers, [&](size_t i) {
-      v1::CompileResponse response;
-      Status s = compile_one(batch[i], &response);
-      if (!s.ok()) {
-        if (!gone()) point_fault(batch[i], s);
-        return;
-      }
-      for (const v1::StageTime& st : response.times()) compile_ms[i] += st.ms();
-      compiled[i] = 1;
-    });
-    std::vector<size_t> ready;
-    for (size_t i = 0; i < batch.size(); ++i)
-      if (compiled[i]) ready.push_back(i);
-    each(ready, ready.size(), [&](size_t i) {
-      v1::MeasureResponse response;
-      Status s = measure_one(batch[i], &response);
-      // A measurement that arrives is recorded, cancelled job or not.
-      if (!s.ok()) {
-        if (!gone()) point_fault(batch[i], s);
-        return;
-      }
-      tuner::Trial t;
-      t.point = batch[i];
-      t.flops = prepared_.flops;
-      const v1::MeasureResult& result = response.result();
-      t.round_ms.assign(result.round_ms().begin(), result.round_ms().end());
-      t.median_ms = response.median_ms();
-      if (result.error() != v1::MeasureResult::OK) {
-        t.error = v1::MeasureResult::Error_Name(result.error());
-        t.message = result.message();
-      }
-      t.compile_ms = compile_ms[i];
-      for (const v1::StageTime& st : response.times()) t.compile_ms += st.ms();
-      t.agent = response.agent_id();
-      t.compiler_version = response.compiler_version();
-      report(t);
-    });
-    if (stopping_())
-      refuse(Code::Unavailable, "kilnd is stopping; the job is kept and can be resumed");
-    if (failure && !cancelled_()) throw Refusal{*failure};
-  }
-
- private:
-  bool gone() const { return stopping_() || cancelled_(); }
-
-  v1::CompileOptions options_of(const tuner::Config& point) const {
-    v1::CompileOptions o = request_.options();
-    for (const auto& [name, value] : point) (*o.mutable_set())[name] = value;
-    return o;
-  }
-
-  // Calls `call` until kilnd's compile queue has room: a full queue is
-  // kilnd's state, not the point's.
-  template <typename Call>
-  Status retry_busy(Call call) {
-    for (;;) {
-      Status s = call();
-      if (s.code != Code::ResourceExhausted || !s.message.starts_with("kilnd is busy") ||
-          stopping_())
-        return s;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  }
-
-  // The point compiled for the key's target, as Measure will ask for it.
-  Status compile_one(const tuner::Config& point, v1::CompileResponse* response) {
-    v1::CompileRequest c;
-    *c.mutable_op() = request_.op();
-    *c.mutable_options() = options_of(point);
-    v1::Target* t = c.mutable_options()->mutable_target();
-    Target target = job_target(device_, request_);
-    t->set_triple(target.triple);
-    t->set_cpu(target.cpu);
-    t->set_features(target.features);
-    CallOptions call;  // a cancelled job lets what is in flight finish; kilnd stopping does not
-    call.cancelled = [this] { return stopping_(); };
-    return retry_busy([&] {
-      response->Clear();
-      return service_.compile(c, response, call);
-    });
-  }
-
-  Status measure_one(const tuner::Config& point, v1::MeasureResponse* response) {
-    v1::MeasureRequest m;
-    *m.mutable_op() = request_.op();
-    *m.mutable_options() = options_of(point);
-    m.set_key(request_.key());
-    *m.mutable_runtime_params() = request_.runtime_params();
-    m.set_seed(request_.seed());
-    *m.mutable_settings() = request_.settings();
-    m.set_priority(request_.priority());
-    if (request_.has_gpu()) m.set_gpu(request_.gpu());
-    CallOptions call;  // a cancelled job lets what is in flight finish; kilnd stopping does not
-    call.cancelled = [this] { return stopping_(); };
-    return retry_busy([&] {
-      response->Clear();
-      return service_.measure(m, response, call);
-    });
-  }
-
-  Service& service_;
-  const v1::TuneRequest& request_;
-  const Prepared& prepared_;
-  v1::Device device_;
-  std::function<bool()> stopping_, cancelled_;
-};
-
 }  // namespace
 
 // A job running in this kilnd, and the progress it has made so far.
@@ -467,7 +145,8 @@ struct LiveJob {
 };
 
 struct Tuning::Impl {
-  Service& service;
+  tuner::Builder& builder;
+  FleetRunner& runner;
   Limits limits;
   std::string path;
   std::unique_ptr<records::RecordStore> store;
@@ -477,8 +156,12 @@ struct Tuning::Impl {
   int threads = 0;
   std::atomic<bool> stopping{false};
 
-  Impl(Service& s, const std::string& records_path)
-      : service(s), path(records_path), store(records::open_sqlite_store(records_path)) {}
+  Impl(tuner::Builder& b, FleetRunner& r, const std::string& records_path, Limits l)
+      : builder(b),
+        runner(r),
+        limits(std::move(l)),
+        path(records_path),
+        store(records::open_sqlite_store(records_path)) {}
 
   std::shared_ptr<LiveJob> find_live(int64_t id) {
     std::lock_guard<std::mutex> lock(mu);
@@ -503,28 +186,6 @@ struct Tuning::Impl {
     return w;
   }
 
-  // Transfer: the records of the same operator (by name) at other shapes on
-  // the same key, each relative to the best of its workload.
-  void warm_start(const records::Workload& w, const std::string& key, tuner::TuneSettings& s) {
-    records::Query q;
-    q.name = w.name;
-    q.key = key;
-    q.error = "";
-    q.order = records::Query::Order::Fastest;  // the most telling ones, and not too many
-    q.limit = 512;
-    std::map<std::string, std::vector<records::Record>> by_workload;
-    for (records::Record& r : store->query(q))
-      if (r.workload != w.hash && r.median_ms > 0) by_workload[r.workload].push_back(std::move(r));
-    for (const auto& [hash, rs] : by_workload) {
-      double best = rs.front().median_ms;
-      for (const records::Record& r : rs) best = std::min(best, r.median_ms);
-      for (const records::Record& r : rs) {
-        s.warm_points.push_back(r.config);
-        s.warm_cost.push_back(r.median_ms / best);
-      }
-    }
-  }
-
   // Starts job `job` (0: a new one) on a thread of its own.
   std::shared_ptr<LiveJob> start(v1::TuneRequest request, int64_t job, int32_t trials,
                                  const CallOptions& call);
@@ -536,31 +197,33 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
                                              int32_t trials, const CallOptions& call) {
   request = normalized(std::move(request));
   if (trials > 0) request.set_trials(trials);
-  auto prepared = std::make_shared<Prepared>(prepare(request, limits));
-  if (prepared->space->size() == 0) refuse(Code::InvalidArgument, "the knobs' space is empty");
-
+  auto task = std::make_shared<const tuner::Task>(prepare(request, limits));
+  MeasureSpec spec = measure_spec(request);
   // The key's target: what its agents compile for.
-  v1::Device device;
-  if (Status s = service.agent_device(request.key(), &device, call); !s.ok()) throw Refusal{s};
+  const Target target =
+      FleetRunner::target(runner.device(request.key(), call), request.key(), spec.gpu);
 
   tuner::TuneSettings settings;
   settings.trials = request.trials();
   settings.batch = request.batch();
   settings.early_stop = request.early_stop();
   settings.search = search_options(request);
+  settings.compile = compile_options(request.options(), limits);
+  settings.compile.target = target;
+  // kilnd stopping stops a point's compilation between its stages; a cancelled job lets it end.
+  settings.compile.limits.cancelled = [this] { return stopping.load(); };
   if (request.features() == "iter") {
     // The loops each point lowers to, for the agents' target: a compile up to
     // the passes a point, so the model scores a pool of candidates a round
     // (4 batches' worth) instead of annealing over thousands.
     settings.search.pool = std::max(32, 4 * settings.batch);
     settings.search.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    settings.features = iter_features_of(*prepared, request, device, limits);
+    settings.features = tuner::iter_features_of(*task, settings.compile);
   }
-  const Target target = job_target(device, request);
   const std::string records_key = record_key(request);
-  if (request.transfer()) warm_start(prepared->workload, records_key, settings);
+  if (request.transfer()) tuner::warm_start(*store, task->workload, records_key, settings);
   store->put_target({records_key, target.triple, target.cpu, target.features});
-  store->put_workload(prepared->workload);
+  store->put_workload(task->workload);
 
   // The job, running and live here, under `mu`: two resumes of one job, or a
   // resume and a cancel, cannot both act on it.
@@ -572,8 +235,8 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
       refuse(Code::FailedPrecondition,
              fmt::format("tuning job {} is running already; follow it with ResumeTune", job_id));
     if (job_id == 0) {
-      job_id = store->start_job(
-          {0, prepared->workload.hash, records_key, settings_json(request), {}, 0, 0});
+      job_id =
+          store->start_job({0, task->workload.hash, records_key, settings_json(request), {}, 0, 0});
     } else {
       store->finish_job(job_id, records::JobState::Running);
     }
@@ -582,38 +245,41 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
     ++threads;
   }
   spdlog::info("tuning job {}: {} on {}, {} trials, {} search, space of {} points{}", job_id,
-               prepared->workload.name, records_key, settings.trials, request.search(),
-               prepared->space->size(),
+               task->workload.name, records_key, settings.trials, request.search(),
+               task->space->size(),
                settings.warm_points.empty()
                    ? ""
                    : fmt::format(", warm-started from {} records", settings.warm_points.size()));
 
-  auto body = [this, live_job, prepared, request, settings, device, records_key] {
+  auto body = [this, live_job, task, request, settings, spec, records_key] {
     auto post = [&](const tuner::TuneProgress& p) {
       v1::TuneProgress w;
       w.set_job(p.job);
-      w.set_workload(prepared->workload.hash);
-      w.set_name(prepared->workload.name);
+      w.set_workload(task->workload.hash);
+      w.set_name(task->workload.name);
       w.set_key(records_key);
       w.set_search(request.search());
-      w.set_space_size(prepared->space->size());
+      w.set_space_size(task->space->size());
       w.set_trials(p.trials);
       w.set_target(p.target);
-      if (p.best) to_wire(*p.best, p.job, prepared->workload, records_key, w.mutable_best());
+      if (p.best) to_wire(*p.best, w.mutable_best());
       for (const auto& [k, n] : p.errors) (*w.mutable_errors())[k] = n;
       for (const auto& [k, n] : p.rejected) (*w.mutable_rejected())[k] = n;
       w.set_elapsed_s(p.elapsed_s);
       w.set_eta_s(p.eta_s);
-      if (p.last) to_wire(*p.last, p.job, prepared->workload, records_key, w.mutable_last());
+      if (p.last) to_wire(*p.last, w.mutable_last());
       w.set_done(p.done);
       w.set_stopped(p.stopped);
       std::lock_guard<std::mutex> lock(live_job->mu);
       live_job->messages.push_back(std::move(w));
       live_job->changed.notify_all();
     };
-    ServiceMeasurer measurer(
-        service, request, *prepared, device, [this] { return stopping.load(); },
-        [live_job] { return live_job->cancel.load(); });
+    std::unique_ptr<tuner::Runner> job_runner =
+        runner.runner(spec, [this] { return stopping.load(); });
+    tuner::TuneHooks hooks;
+    hooks.progress = post;
+    hooks.cancelled = [&] { return live_job->cancel.load(); };
+    hooks.stopping = [this] { return stopping.load(); };
     Status status;
     try {
       {
@@ -626,16 +292,19 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
         first.trials = static_cast<int>(store->count(q));
         post(first);
       }
-      tuner::TuneProgress end =
-          tuner::tune(*prepared->space, measurer, *store, prepared->workload, records_key, settings,
-                      live_job->id, post, [&] { return live_job->cancel.load(); });
+      tuner::TuneProgress end = tuner::tune(*task, builder, *job_runner, *store, records_key,
+                                            settings, live_job->id, hooks);
       spdlog::info("tuning job {}: {} after {} trials, best {}", live_job->id, end.stopped,
                    end.trials,
                    end.best ? fmt::format("{:.4f} ms ({})", end.best->median_ms,
-                                          records::config_text(end.best->point))
+                                          records::config_text(end.best->config))
                             : "none");
+    } catch (const tuner::Interrupted& e) {
+      status = status_of(e.failure());
     } catch (...) {
       status = status_of(std::current_exception(), request.op());
+    }
+    if (!status.ok()) {
       if (stopping) {
         status = {Code::Unavailable,
                   fmt::format("kilnd stopped; tuning job {} keeps its records: resume it with "
@@ -709,10 +378,9 @@ Status Tuning::Impl::follow(const std::shared_ptr<LiveJob>& job, size_t next, bo
   }
 }
 
-Tuning::Tuning(Service& service, const std::string& records_path)
-    : impl_(std::make_unique<Impl>(service, records_path)) {
-  impl_->limits = service.limits();
-}
+Tuning::Tuning(tuner::Builder& builder, FleetRunner& runner, const std::string& records_path,
+               Limits limits)
+    : impl_(std::make_unique<Impl>(builder, runner, records_path, std::move(limits))) {}
 
 Tuning::~Tuning() { stop(); }
 
@@ -843,16 +511,10 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
     if (workload.empty()) {
       if (request.op().definition_case() == v1::Operator::DEFINITION_NOT_SET)
         refuse(Code::InvalidArgument, "name the operator (op) or its workload hash (workload)");
-      v1::TuneRequest r;
-      *r.mutable_op() = request.op();
-      *r.mutable_options()->mutable_set() = request.options().set();
-      ir::Func base = resolve(r.op(), impl_->limits);
-      std::set<std::string> knobs;
-      for (const ir::Knob& k : base.knobs) knobs.insert(k.name);
-      ir::Overrides params;
-      for (const auto& [name, value] : request.options().set())
-        if (!knobs.count(name)) params[name] = value;
-      workload = sha256_hex(ir::to_string(ir::apply_overrides(base, params)));
+      ir::Func base = resolve(request.op(), impl_->limits);
+      workload = tuner::workload_of(base, ir::Overrides(request.options().set().begin(),
+                                                        request.options().set().end()))
+                     .hash;
     }
     std::vector<records::Target> targets = impl_->store->targets();
     std::vector<std::string> keys;

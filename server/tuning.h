@@ -1,17 +1,20 @@
-// kilnd's tuning jobs and its tuning-record database (DESIGN.md section 7,
-// docs/tuning.md): the Tune, ResumeTune, CancelTune, ListJobs, QueryRecords,
-// BestConfig and ExportRecords methods of proto/kiln/v1/service.proto. A job
-// runs on a thread of its own, measuring each batch of the search through the
-// service's Measure (the compile cache, then the agents of the job's key) and
-// recording every trial as it arrives; the calls that follow it stream its
-// progress. Knows nothing of gRPC.
+// kilnd's tuning jobs and its tuning-record database (DESIGN.md sections 7
+// and 7a, docs/tuning.md): the Tune, ResumeTune, CancelTune, ListJobs,
+// QueryRecords, BestConfig and ExportRecords methods of
+// proto/kiln/v1/service.proto. A job runs tuner::tune on a thread of its own,
+// its points built by the Builder it is given (kilnd's compile cache) and
+// measured by the agents of its key (fleet_runner.h), every trial recorded as
+// it arrives; the calls that follow it stream its progress. Knows nothing of
+// gRPC.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
 
-#include "service.h"
+#include "fleet_runner.h"
+#include "kiln/limits.h"
+#include "kiln/measure.h"
 #include "status.h"
 
 namespace kiln::v1 {
@@ -35,9 +38,11 @@ namespace kiln::server {
 class Tuning {
  public:
   // The records database in the file `records_path` (records::kInMemory: one
-  // in memory); `service` measures and must outlive this. Throws
-  // records::RecordsError when the database cannot be used.
-  Tuning(Service& service, const std::string& records_path);
+  // in memory); points built by `builder` and measured through `runner`, both
+  // outliving this. Throws records::RecordsError when the database cannot be
+  // used.
+  Tuning(tuner::Builder& builder, FleetRunner& runner, const std::string& records_path,
+         Limits limits);
   ~Tuning();  // stop()
   Tuning(const Tuning&) = delete;
   Tuning& operator=(const Tuning&) = delete;

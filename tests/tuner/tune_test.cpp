@@ -1,15 +1,20 @@
-// The tuning loop (kiln/tune.h) with a synthetic measurer and the SQLite
-// store: every trial is a record, failures are counted by class and recorded
-// too, a job interrupted mid-batch resumes from its records with no trial lost
-// or measured twice, and a job stops at its budget, on early stop, when the
-// space runs out, or when cancelled.
+// The tuning loop (kiln/tune.h) with a synthetic Builder and Runner
+// (kiln/measure.h) and the SQLite store: every trial is a record, failures are
+// counted by class and recorded too, each kind of Failure is decided on as a
+// value (an illegal point rejected, a refused compile recorded, a busy
+// builder waited for, a lost fleet or a stopping service interrupting the
+// job), a job interrupted mid-batch resumes from its records with no trial
+// lost or measured twice, and a job stops at its budget, on early stop, when
+// the space runs out, or when cancelled.
 #include "kiln/tune.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 
@@ -27,35 +32,63 @@ Space gemm_like_space() {
                 KnobDef::values_of("Z", range(4))});
 }
 
+// Builds every point into an artifact named after it, except those `refuse`
+// picks; answers Busy `busy` times first.
+class SyntheticBuilder : public Builder {
+ public:
+  std::function<std::optional<Failure>(const Config&)> refuse = [](const Config&) {
+    return std::optional<Failure>();
+  };
+  std::atomic<int> busy{0};
+  std::atomic<int> builds{0};
+
+  Outcome<Build> build(const BuildInput& in) override {
+    if (busy > 0) {
+      --busy;
+      return Failure{Failure::Kind::Busy, std::nullopt, "kilnd is busy"};
+    }
+    if (std::optional<Failure> f = refuse(in.point)) return *f;
+    ++builds;
+    auto a = std::make_shared<codegen::Artifact>();
+    a->name = records::config_text(in.point);
+    Build b;
+    b.artifact = a;
+    b.compile_ms = 1;
+    b.compiler_version = "synthetic 1";
+    return b;
+  }
+  int parallelism() const override { return 2; }
+};
+
 // Measures by formula: X = 15 times out, the rest cost a bowl around (11, 4, 2).
-// `fail_after`: throws (kilnd killed) after reporting that many trials.
-class SyntheticMeasurer : public Measurer {
+// `fail_after`: every agent is lost once that many points were measured.
+class SyntheticRunner : public Runner {
  public:
   int fail_after = -1;
-  std::vector<Config> seen;  // every point reported, in order
+  std::vector<Config> seen;  // every point measured, in order
 
-  void measure(const std::vector<Config>& batch,
-               const std::function<void(const Trial&)>& report) override {
-    for (const Config& c : batch) {
-      if (fail_after >= 0 && static_cast<int>(seen.size()) >= fail_after)
-        throw std::runtime_error("kilnd was killed");
-      seen.push_back(c);
-      Trial t;
-      t.point = c;
-      t.agent = "synthetic";
-      t.compile_ms = 1;
-      t.flops = 1'000'000;
-      if (c.at("X") == 15) {
-        t.error = "TIMEOUT";
-        t.message = "killed at the time limit of 100 ms";
-      } else {
-        double x = static_cast<double>(c.at("X") - 11), y = static_cast<double>(c.at("Y") - 4);
-        t.median_ms = 1 + x * x + y * y + std::abs(static_cast<double>(c.at("Z") - 2));
-        t.round_ms = {t.median_ms, t.median_ms};
-      }
-      report(t);
+  Outcome<Target> target() override { return Target::host(); }
+  Outcome<Measurement> run(const RunInput& in) override {
+    Config c = records::parse_config(in.artifact->name);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fail_after >= 0 && static_cast<int>(seen.size()) >= fail_after)
+      return Failure{Failure::Kind::Unavailable, std::nullopt, "every agent of key x86 was lost"};
+    seen.push_back(c);
+    Measurement m;
+    m.device = "synthetic";
+    if (c.at("X") == 15) {
+      m.error = RunError::Timeout;
+      m.message = "killed at the time limit of 100 ms";
+    } else {
+      double x = static_cast<double>(c.at("X") - 11), y = static_cast<double>(c.at("Y") - 4);
+      m.median_ms = 1 + x * x + y * y + std::abs(static_cast<double>(c.at("Z") - 2));
+      m.round_ms = {m.median_ms, m.median_ms};
     }
+    return m;
   }
+
+ private:
+  std::mutex mu_;
 };
 
 class TuneTest : public ::testing::Test {
@@ -80,22 +113,37 @@ class TuneTest : public ::testing::Test {
   std::string dir_;
   std::unique_ptr<records::RecordStore> store_;
   records::Workload workload_{"wl-hash", "gemm", "func gemm { ... }"};
+
+  // A task of `space` with no func: the synthetic builder needs none.
+  Task task_of(Space space) const {
+    Task t;
+    t.workload = workload_;
+    t.space = std::make_shared<const Space>(std::move(space));
+    t.flops = 1'000'000;
+    return t;
+  }
+  SyntheticBuilder builder_;
 };
 
 TEST_F(TuneTest, EveryTrialIsARecordAndTheBestIsOneQueryAway) {
-  Space space = gemm_like_space();
-  SyntheticMeasurer m;
+  Task task = task_of(gemm_like_space());
+  SyntheticRunner m;
   TuneSettings settings;
   settings.trials = 64;
   std::vector<int> seen_progress;   // after each batch and at the end
   std::vector<int> trial_progress;  // after each trial, with the trial
-  TuneProgress p =
-      tune(space, m, *store_, workload_, "x86", settings, 0, [&](const TuneProgress& now) {
-        (now.last ? trial_progress : seen_progress).push_back(now.trials);
-        if (now.last) {
-          EXPECT_EQ(count(now.job), now.trials);
-        }
-      });
+  TuneHooks hooks;
+  hooks.progress = [&](const TuneProgress& now) {
+    (now.last ? trial_progress : seen_progress).push_back(now.trials);
+    if (now.last) {
+      EXPECT_EQ(count(now.job), now.trials);
+      EXPECT_EQ(now.last->job, now.job);
+      EXPECT_EQ(now.last->workload, "wl-hash");
+      EXPECT_EQ(now.last->key, "x86");
+      EXPECT_GT(now.last->id, 0);
+    }
+  };
+  TuneProgress p = tune(task, builder_, m, *store_, "x86", settings, 0, hooks);
   EXPECT_TRUE(p.done);
   EXPECT_EQ(p.stopped, "trials");
   EXPECT_EQ(p.trials, 64);
@@ -107,29 +155,39 @@ TEST_F(TuneTest, EveryTrialIsARecordAndTheBestIsOneQueryAway) {
   for (int i = 0; i < 64; ++i) EXPECT_EQ(trial_progress[static_cast<size_t>(i)], i + 1);
   std::optional<records::Record> best = store_->best("wl-hash", "x86");
   ASSERT_TRUE(best && p.best);
-  EXPECT_EQ(best->config, p.best->point);
+  EXPECT_EQ(best->config, p.best->config);
+  EXPECT_EQ(best->id, p.best->id);
   EXPECT_EQ(best->median_ms, p.best->median_ms);
+  EXPECT_EQ(best->compiler_version, "synthetic 1");
+  EXPECT_EQ(best->agent, "synthetic");
+  EXPECT_EQ(best->flops, 1'000'000);
   EXPECT_NEAR(p.best_gflops, 1e6 / (p.best->median_ms * 1e-3) * 1e-9, 1e-9);
   // Failures are records too, with their class.
   records::Query timeouts;
   timeouts.error = "TIMEOUT";
   EXPECT_EQ(store_->count(timeouts), p.errors["TIMEOUT"]);
+  for (const records::Record& r : store_->query(timeouts)) {
+    EXPECT_EQ(r.median_ms, 0);
+    EXPECT_EQ(r.message, "killed at the time limit of 100 ms");
+  }
   EXPECT_NE(store_->job(p.job)->settings.find(R"("search":"xgb-rank")"), std::string::npos);
 }
 
 TEST_F(TuneTest, AnInterruptedJobResumesWithNoTrialLostOrRepeated) {
-  Space space = gemm_like_space();
+  Task task = task_of(gemm_like_space());
   TuneSettings settings;
   settings.trials = 64;
-  SyntheticMeasurer first;
+  SyntheticRunner first;
   first.fail_after = 37;  // mid-batch: 32 in two batches, then 5 of the third
   int64_t job = 0;
+  TuneHooks hooks;
+  hooks.progress = [&](const TuneProgress& p) { job = p.job; };
   try {
-    tune(space, first, *store_, workload_, "x86", settings, 0,
-         [&](const TuneProgress& p) { job = p.job; });
-    FAIL() << "the measurer's failure did not come through";
-  } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "kilnd was killed");
+    tune(task, builder_, first, *store_, "x86", settings, 0, hooks);
+    FAIL() << "the runner's failure did not come through";
+  } catch (const Interrupted& e) {
+    EXPECT_EQ(e.failure().kind, Failure::Kind::Unavailable);
+    EXPECT_EQ(e.failure().message, "every agent of key x86 was lost");
   }
   ASSERT_NE(job, 0);
   EXPECT_EQ(count(job), 37);  // what was reported before the failure is kept
@@ -138,8 +196,8 @@ TEST_F(TuneTest, AnInterruptedJobResumesWithNoTrialLostOrRepeated) {
   // kilnd again, with a new store on the same file.
   store_.reset();
   store_ = records::open_sqlite_store(dir_ + "/records.db");
-  SyntheticMeasurer second;
-  TuneProgress p = tune(space, second, *store_, workload_, "x86", settings, job);
+  SyntheticRunner second;
+  TuneProgress p = tune(task, builder_, second, *store_, "x86", settings, job);
   EXPECT_EQ(p.trials, 64);
   EXPECT_EQ(second.seen.size(), 64u - 37u);
   EXPECT_EQ(count(job), 64);
@@ -152,34 +210,30 @@ TEST_F(TuneTest, AnInterruptedJobResumesWithNoTrialLostOrRepeated) {
 }
 
 TEST_F(TuneTest, AResumeOfAnotherWorkloadOrNoJobIsRefused) {
-  Space space = gemm_like_space();
-  SyntheticMeasurer m;
+  Task task = task_of(gemm_like_space());
+  SyntheticRunner m;
   TuneSettings settings;
   settings.trials = 16;
-  TuneProgress p = tune(space, m, *store_, workload_, "x86", settings);
-  EXPECT_THROW(tune(space, m, *store_, workload_, "arm", settings, p.job), records::RecordsError);
-  EXPECT_THROW(tune(space, m, *store_, workload_, "x86", settings, p.job + 9),
-               records::RecordsError);
+  TuneProgress p = tune(task, builder_, m, *store_, "x86", settings);
+  EXPECT_THROW(tune(task, builder_, m, *store_, "arm", settings, p.job), records::RecordsError);
+  EXPECT_THROW(tune(task, builder_, m, *store_, "x86", settings, p.job + 9), records::RecordsError);
 }
 
 TEST_F(TuneTest, StopsEarlyWhenNothingImproves) {
-  Space space = gemm_like_space();
-  class Flat : public Measurer {
+  Task task = task_of(gemm_like_space());
+  class Flat : public Runner {
    public:
-    void measure(const std::vector<Config>& batch,
-                 const std::function<void(const Trial&)>& report) override {
-      for (const Config& c : batch) {
-        Trial t;
-        t.point = c;
-        t.median_ms = 5;
-        report(t);
-      }
+    Outcome<Target> target() override { return Target::host(); }
+    Outcome<Measurement> run(const RunInput&) override {
+      Measurement m;
+      m.median_ms = 5;
+      return m;
     }
   } flat;
   TuneSettings settings;
   settings.trials = 512;
   settings.early_stop = 40;
-  TuneProgress p = tune(space, flat, *store_, workload_, "x86", settings);
+  TuneProgress p = tune(task, builder_, flat, *store_, "x86", settings);
   EXPECT_EQ(p.stopped, "early stop");
   EXPECT_GE(p.trials, 41);
   EXPECT_LE(p.trials, 41 + settings.batch);
@@ -188,21 +242,168 @@ TEST_F(TuneTest, StopsEarlyWhenNothingImproves) {
 TEST_F(TuneTest, StopsWhenTheSpaceRunsOutOrWhenCancelled) {
   Space tiny({KnobDef::values_of("X", range(5)), KnobDef::values_of("Y", range(2)),
               KnobDef::values_of("Z", range(1))});
-  SyntheticMeasurer m;
+  SyntheticRunner m;
   TuneSettings settings;
   settings.trials = 64;
-  TuneProgress p = tune(tiny, m, *store_, workload_, "x86", settings);
+  TuneProgress p = tune(task_of(tiny), builder_, m, *store_, "x86", settings);
   EXPECT_EQ(p.stopped, "space exhausted");
   EXPECT_EQ(p.trials, 10);
 
-  Space space = gemm_like_space();
   int batches = 0;
-  TuneProgress c = tune(
-      space, m, *store_, workload_, "x86", settings, 0, [&](const TuneProgress&) { ++batches; },
-      [&] { return batches >= 1; });
+  TuneHooks hooks;
+  hooks.progress = [&](const TuneProgress& now) { batches += !now.last; };
+  hooks.cancelled = [&] { return batches >= 1; };
+  TuneProgress c =
+      tune(task_of(gemm_like_space()), builder_, m, *store_, "x86", settings, 0, hooks);
   EXPECT_EQ(c.stopped, "cancelled");
   EXPECT_EQ(c.trials, 16);
   EXPECT_EQ(store_->job(c.job)->state, records::JobState::Cancelled);
+}
+
+TEST_F(TuneTest, AnIllegalPointIsRejectedAndARefusedCompileIsARecord) {
+  Task task = task_of(gemm_like_space());
+  builder_.refuse = [](const Config& c) -> std::optional<Failure> {
+    if (c.at("Z") == 0)
+      return Failure{Failure::Kind::Compile, ErrorStage::Legality,
+                     "a.kiln:3:5: legality error: C.reorder breaks C -> C"};
+    if (c.at("Z") == 1)
+      return Failure{Failure::Kind::Compile, ErrorStage::Codegen,
+                     "a.kiln: codegen error: unknown CPU"};
+    return std::nullopt;
+  };
+  SyntheticRunner m;
+  TuneSettings settings;
+  settings.trials = 48;
+  settings.search.strategy = Strategy::Random;
+  TuneProgress p = tune(task, builder_, m, *store_, "x86", settings);
+  // Illegal points are counted, never recorded, never measured.
+  int64_t illegal = p.rejected["illegal schedule"];
+  EXPECT_GT(illegal, 0);
+  records::Query q;
+  q.job = p.job;
+  q.limit = -1;
+  int compile_errors = 0;
+  for (const records::Record& r : store_->query(q)) {
+    EXPECT_NE(r.config.at("Z"), 0) << records::config_text(r.config);
+    if (r.config.at("Z") != 1) continue;
+    ++compile_errors;
+    EXPECT_EQ(r.error, kCompileErrorClass);
+    EXPECT_EQ(r.message, "a.kiln: codegen error: unknown CPU");
+    EXPECT_EQ(r.flops, 1'000'000);
+    EXPECT_TRUE(r.round_ms.empty());
+  }
+  EXPECT_GT(compile_errors, 0);
+  EXPECT_EQ(p.errors[kCompileErrorClass], compile_errors);
+  for (const Config& c : m.seen) EXPECT_GE(c.at("Z"), 2);
+  EXPECT_EQ(count(p.job), p.trials);
+}
+
+TEST_F(TuneTest, ABusyBuilderIsWaitedForNotCountedAgainstThePoint) {
+  Task task = task_of(gemm_like_space());
+  builder_.busy = 3;
+  SyntheticRunner m;
+  TuneSettings settings;
+  settings.trials = 16;
+  TuneProgress p = tune(task, builder_, m, *store_, "x86", settings);
+  EXPECT_EQ(p.stopped, "trials");
+  EXPECT_EQ(p.trials, 16);
+  EXPECT_EQ(m.seen.size(), 16u);
+  EXPECT_EQ(p.errors.count(kCompileErrorClass), 0u);
+}
+
+TEST_F(TuneTest, AFailureOfTheBuilderItselfInterruptsTheJobAndKeepsItRunning) {
+  Task task = task_of(gemm_like_space());
+  builder_.refuse = [](const Config& c) -> std::optional<Failure> {
+    if (c.at("X") == 3) return Failure{Failure::Kind::Internal, std::nullopt, "a bug in kiln"};
+    return std::nullopt;
+  };
+  SyntheticRunner m;
+  TuneSettings settings;
+  settings.trials = 256;
+  settings.search.strategy = Strategy::Grid;  // X = 3 comes in the first batch
+  int64_t job = 0;
+  TuneHooks hooks;
+  hooks.progress = [&](const TuneProgress& p) { job = p.job; };
+  try {
+    tune(task, builder_, m, *store_, "x86", settings, 0, hooks);
+    FAIL() << "the builder's failure did not come through";
+  } catch (const Interrupted& e) {
+    EXPECT_EQ(e.failure().kind, Failure::Kind::Internal);
+    EXPECT_STREQ(e.what(), "a bug in kiln");
+  }
+  ASSERT_NE(job, 0);
+  EXPECT_EQ(store_->job(job)->state, records::JobState::Running);
+  // The batch's other points were measured and kept.
+  EXPECT_EQ(count(job), static_cast<int64_t>(m.seen.size()));
+  EXPECT_GT(count(job), 0);
+}
+
+TEST_F(TuneTest, AStoppingServiceInterruptsTheJobWhereItIs) {
+  Task task = task_of(gemm_like_space());
+  SyntheticRunner m;
+  TuneSettings settings;
+  settings.trials = 64;
+  int trials = 0;
+  int64_t job = 0;
+  TuneHooks hooks;
+  hooks.progress = [&](const TuneProgress& p) {
+    job = p.job;
+    trials = p.trials;
+  };
+  hooks.stopping = [&] { return trials >= 20; };
+  try {
+    tune(task, builder_, m, *store_, "x86", settings, 0, hooks);
+    FAIL() << "the job did not stop";
+  } catch (const Interrupted& e) {
+    EXPECT_EQ(e.failure().kind, Failure::Kind::Stopped);
+  }
+  EXPECT_EQ(store_->job(job)->state, records::JobState::Running);
+  EXPECT_GE(count(job), 20);
+  EXPECT_LT(count(job), 64);
+  EXPECT_EQ(count(job), static_cast<int64_t>(m.seen.size()));
+}
+
+TEST_F(TuneTest, AWrongAnswerKeepsItsRoundsAndHasNoTime) {
+  Task task = task_of(gemm_like_space());
+  class Wrong : public Runner {
+   public:
+    Outcome<Target> target() override { return Target::host(); }
+    Outcome<Measurement> run(const RunInput&) override {
+      Measurement m;
+      m.round_ms = {2, 3, 4};
+      m.median_ms = 3;
+      m.error = RunError::WrongAnswer;
+      m.message = "C[0, 1] is 2, not 3";
+      m.device = "agent-1";
+      return m;
+    }
+  } wrong;
+  TuneSettings settings;
+  settings.trials = 4;
+  settings.batch = 4;
+  TuneProgress p = tune(task, builder_, wrong, *store_, "x86", settings);
+  EXPECT_FALSE(p.best);
+  EXPECT_EQ(p.errors["WRONG_ANSWER"], 4);
+  records::Query q;
+  q.job = p.job;
+  for (const records::Record& r : store_->query(q)) {
+    EXPECT_EQ(r.error, "WRONG_ANSWER");
+    EXPECT_EQ(r.median_ms, 0);
+    EXPECT_EQ(r.round_ms, (std::vector<double>{2, 3, 4}));
+    EXPECT_EQ(r.agent, "agent-1");
+    EXPECT_EQ(r.compile_ms, 1);
+  }
+}
+
+TEST(RunErrorTest, EachClassHasTheNameRecordsKeep) {
+  EXPECT_STREQ(run_error_name(RunError::LoadError), "LOAD_ERROR");
+  EXPECT_STREQ(run_error_name(RunError::RuntimeCrash), "RUNTIME_CRASH");
+  EXPECT_STREQ(run_error_name(RunError::Timeout), "TIMEOUT");
+  EXPECT_STREQ(run_error_name(RunError::WrongAnswer), "WRONG_ANSWER");
+  EXPECT_STREQ(run_error_name(RunError::OutOfMemory), "OUT_OF_MEMORY");
+  EXPECT_STREQ(run_error_name(RunError::Unsupported), "UNSUPPORTED");
+  EXPECT_STREQ(run_error_name(RunError::KernelError), "KERNEL_ERROR");
+  EXPECT_STREQ(run_error_name(RunError::BadJob), "BAD_JOB");
 }
 
 }  // namespace

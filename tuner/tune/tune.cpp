@@ -4,10 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <mutex>
+#include <thread>
 
 #include "kiln/json.h"
 
@@ -18,21 +21,78 @@ double cost_of(const Trial& t) {
   return t.error.empty() && t.median_ms > 0 ? t.median_ms : std::numeric_limits<double>::infinity();
 }
 
-Trial trial_of(const records::Record& r) {
-  Trial t;
-  t.point = r.config;
-  t.round_ms = r.round_ms;
-  t.median_ms = r.median_ms;
-  t.error = r.error;
-  t.message = r.message;
-  t.compile_ms = r.compile_ms;
-  t.flops = r.flops;
-  t.agent = r.agent;
-  t.compiler_version = r.compiler_version;
-  return t;
+// `work` on each of `which`, at most `limit` at once; a point is not started
+// once `gone` says so. An exception from `work` (the store failing) is
+// rethrown here, after the joins.
+void each(const std::vector<size_t>& which, size_t limit, const std::function<bool()>& gone,
+          const std::function<void(size_t)>& work) {
+  std::mutex mu;
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::vector<std::thread> threads;
+  auto run = [&] {
+    for (size_t k = next++; k < which.size(); k = next++) {
+      if (gone()) return;
+      try {
+        work(which[k]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+        next = which.size();
+      }
+    }
+  };
+  try {
+    for (size_t t = 0; t < std::min(limit, which.size()); ++t) threads.emplace_back(run);
+  } catch (...) {  // no thread to be had: those made finish the work
+    next = which.size();
+    for (std::thread& t : threads) t.join();
+    throw;
+  }
+  for (std::thread& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// Calls `call` until it is not Busy (a full builder or runner is the
+// service's state, not the point's), or the service stops.
+template <typename T, typename Call>
+Outcome<T> retry_busy(Call call, const std::function<bool()>& stopping) {
+  for (;;) {
+    Outcome<T> o = call();
+    if (o.ok() || o.failure().kind != Failure::Kind::Busy || stopping()) return o;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }
 
 }  // namespace
+
+const char* run_error_name(RunError e) {
+  switch (e) {
+    case RunError::LoadError:
+      return "LOAD_ERROR";
+    case RunError::RuntimeCrash:
+      return "RUNTIME_CRASH";
+    case RunError::Timeout:
+      return "TIMEOUT";
+    case RunError::WrongAnswer:
+      return "WRONG_ANSWER";
+    case RunError::OutOfMemory:
+      return "OUT_OF_MEMORY";
+    case RunError::Unsupported:
+      return "UNSUPPORTED";
+    case RunError::KernelError:
+      return "KERNEL_ERROR";
+    case RunError::BadJob:
+      return "BAD_JOB";
+  }
+  return "BAD_JOB";
+}
+
+int Builder::parallelism() const {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+Interrupted::Interrupted(Failure f) : std::runtime_error(f.message), failure_(std::move(f)) {}
 
 std::string TuneSettings::json() const {
   return JsonObject()
@@ -48,11 +108,89 @@ std::string TuneSettings::json() const {
       .done();
 }
 
-TuneProgress tune(const Space& space, Measurer& measurer, records::RecordStore& store,
-                  const records::Workload& workload, const std::string& key,
-                  const TuneSettings& settings, int64_t job,
-                  const std::function<void(const TuneProgress&)>& progress,
-                  const std::function<bool()>& cancelled) {
+namespace {
+
+// One batch: every point built (the Builder's parallelism at once), then the
+// built ones measured at once. Building while a device on the same machine
+// measures (kilnd --local-agent) would disturb its timings. Each point's
+// outcome goes to `report` (a trial) or `reject` (an illegal schedule) as it
+// arrives; a failure that is not the point's is returned, the first one.
+std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner& runner,
+                                     const CompileOptions& options,
+                                     const std::vector<Config>& batch, const TuneHooks& hooks,
+                                     const std::function<void(const Trial&)>& report,
+                                     const std::function<void(const std::string&)>& reject) {
+  auto stopping = [&] { return hooks.stopping && hooks.stopping(); };
+  auto gone = [&] { return stopping() || (hooks.cancelled && hooks.cancelled()); };
+  std::mutex mu;
+  std::optional<Failure> failure;
+  // A point's own failure is reported; the service's is remembered.
+  auto failed = [&](const Config& point, const Failure& f) {
+    if (!f.points_fault()) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!failure && f.kind != Failure::Kind::Stopped) failure = f;
+      return;
+    }
+    if (f.illegal()) return reject("illegal schedule");
+    Trial t;
+    t.config = point;
+    t.flops = task.flops;
+    t.error = kCompileErrorClass;
+    t.message = f.message;
+    t.compiler_version = compiler_version();
+    report(t);
+  };
+
+  std::vector<size_t> all(batch.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::vector<std::optional<Build>> built(batch.size());
+  each(all, static_cast<size_t>(std::max(1, builder.parallelism())), gone, [&](size_t i) {
+    BuildInput in{task.func, batch[i], options};
+    Outcome<Build> b = retry_busy<Build>([&] { return builder.build(in); }, stopping);
+    if (!b.ok()) {
+      if (!gone()) failed(batch[i], b.failure());
+      return;
+    }
+    built[i] = std::move(b.value());
+  });
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (built[i]) ready.push_back(i);
+  each(ready, ready.size(), gone, [&](size_t i) {
+    RunInput in{built[i]->artifact, nullptr, task.params};
+    if (task.func)
+      in.func = std::make_shared<const ir::Func>(ir::apply_overrides(*task.func, batch[i]));
+    Outcome<Measurement> m = retry_busy<Measurement>([&] { return runner.run(in); }, stopping);
+    // A measurement that arrives is recorded, cancelled job or not.
+    if (!m.ok()) {
+      if (!gone()) failed(batch[i], m.failure());
+      return;
+    }
+    Trial t;
+    t.config = batch[i];
+    t.flops = task.flops;
+    t.round_ms = m.value().round_ms;
+    t.median_ms = m.value().median_ms;
+    if (m.value().error) {
+      t.error = run_error_name(*m.value().error);
+      t.message = m.value().message;
+    }
+    t.compile_ms = built[i]->compile_ms;
+    t.agent = m.value().device;
+    t.compiler_version = built[i]->compiler_version;
+    report(t);
+  });
+  return failure;
+}
+
+}  // namespace
+
+TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::RecordStore& store,
+                  const std::string& key, const TuneSettings& settings, int64_t job,
+                  const TuneHooks& hooks) {
+  const Space& space = *task.space;
+  const records::Workload& workload = task.workload;
+  const auto& progress = hooks.progress;
   auto start = std::chrono::steady_clock::now();
   Searcher search(space, settings.search,
                   settings.features ? settings.features : FeatureFn(knob_features));
@@ -60,7 +198,7 @@ TuneProgress tune(const Space& space, Measurer& measurer, records::RecordStore& 
   TuneProgress p;
   p.target = settings.trials;
   int trials_before = 0;                   // measured by earlier runs of the job
-  std::map<std::string, int64_t> illegal;  // points the Measurer refused, by reason
+  std::map<std::string, int64_t> illegal;  // points the Builder refused, by reason
   auto rejected = [&] {
     std::map<std::string, int64_t> all = search.rejected();
     for (const auto& [why, n] : illegal) all[why] += n;
@@ -71,13 +209,13 @@ TuneProgress tune(const Space& space, Measurer& measurer, records::RecordStore& 
     int run = p.trials - trials_before;
     p.eta_s = run > 0 ? p.elapsed_s / run * std::max(0, settings.trials - p.trials) : 0;
   };
-  auto note = [&](const Trial& t) {
+  auto note = [&](const records::Record& r) {
     ++p.trials;
-    if (!t.error.empty()) {
-      ++p.errors[t.error];
-    } else if (!p.best || cost_of(t) < cost_of(*p.best)) {
-      p.best = t;
-      p.best_gflops = t.flops > 0 ? static_cast<double>(t.flops) / (t.median_ms * 1e-3) * 1e-9 : 0;
+    if (!r.error.empty()) {
+      ++p.errors[r.error];
+    } else if (!p.best || cost_of(r) < cost_of(*p.best)) {
+      p.best = r;
+      p.best_gflops = r.flops > 0 ? static_cast<double>(r.flops) / (r.median_ms * 1e-3) * 1e-9 : 0;
     }
   };
 
@@ -98,10 +236,9 @@ TuneProgress tune(const Space& space, Measurer& measurer, records::RecordStore& 
     std::vector<Config> points;
     std::vector<double> costs;
     for (const records::Record& r : store.query(q)) {
-      Trial t = trial_of(r);
-      note(t);
-      points.push_back(t.point);
-      costs.push_back(cost_of(t));
+      note(r);
+      points.push_back(r.config);
+      costs.push_back(cost_of(r));
     }
     search.update(points, costs);
     trials_before = p.trials;
@@ -118,49 +255,55 @@ TuneProgress tune(const Space& space, Measurer& measurer, records::RecordStore& 
     if (progress) progress(p);
     return p;
   };
+  auto stopped = [&] {
+    if (!hooks.stopping || !hooks.stopping()) return;
+    throw Interrupted(Failure{Failure::Kind::Stopped, std::nullopt,
+                              "the service is stopping; the job is kept and can be resumed"});
+  };
   while (p.trials < settings.trials) {
-    if (cancelled && cancelled()) return finish("cancelled", records::JobState::Cancelled);
+    stopped();
+    if (hooks.cancelled && hooks.cancelled())
+      return finish("cancelled", records::JobState::Cancelled);
     if (settings.early_stop > 0 && search.since_improvement() >= settings.early_stop)
       return finish("early stop", records::JobState::Done);
     std::vector<Config> batch =
         search.next_batch(std::min(settings.batch, settings.trials - p.trials));
     if (batch.empty()) return finish("space exhausted", records::JobState::Done);
 
-    std::mutex mu;  // a Measurer may report from its own threads
+    std::mutex mu;  // the batch reports from several threads
     std::vector<Config> measured;
     std::vector<double> costs;
-    measurer.measure(batch, [&](const Trial& t) {
+    auto report = [&](const Trial& t) {
       std::lock_guard<std::mutex> lock(mu);
-      if (!t.rejected.empty()) {
-        ++illegal[t.rejected];
-        return;
-      }
       records::Record r;
+      static_cast<Trial&>(r) = t;
       r.job = p.job;
       r.workload = workload.hash;
       r.key = key;
-      r.config = t.point;
-      r.round_ms = t.round_ms;
-      r.median_ms = t.error.empty() ? t.median_ms : 0;
-      r.error = t.error;
-      r.message = t.message;
-      r.compile_ms = t.compile_ms;
-      r.flops = t.flops;
-      r.compiler_version = t.compiler_version;
-      r.agent = t.agent;
-      if (!store.add_record(r).added) return;  // reported twice: kept once
-      note(t);
-      measured.push_back(t.point);
-      costs.push_back(cost_of(t));
+      if (!r.error.empty()) r.median_ms = 0;
+      records::RecordStore::Added added = store.add_record(r);
+      if (!added.added) return;  // reported twice: kept once
+      r.id = added.id;
+      note(r);
+      measured.push_back(r.config);
+      costs.push_back(cost_of(r));
       if (progress) {
-        p.last = t;
+        p.last = r;
         p.rejected = rejected();
         timing();
         progress(p);
         p.last.reset();
       }
-    });
+    };
+    auto reject = [&](const std::string& why) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++illegal[why];
+    };
+    std::optional<Failure> failure =
+        measure_batch(task, builder, runner, settings.compile, batch, hooks, report, reject);
     search.update(measured, costs);
+    stopped();
+    if (failure && !(hooks.cancelled && hooks.cancelled())) throw Interrupted(*failure);
     p.rejected = rejected();
     timing();
     if (progress && p.trials < settings.trials) progress(p);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <map>
 
 #include "kiln/cuda.h"
 #include "kiln/error.h"
@@ -77,6 +78,39 @@ std::vector<std::string> postfix(const ir::Expr& e) {
   std::vector<std::string> out;
   emit(e, out);
   return out;
+}
+
+std::optional<ir::Expr> expr_of_postfix(const std::vector<std::string>& tokens) {
+  static const std::map<std::string, ir::BinaryOp> ops = {
+      {"+", ir::BinaryOp::Add},  {"-", ir::BinaryOp::Sub}, {"*", ir::BinaryOp::Mul},
+      {"/", ir::BinaryOp::Div},  {"%", ir::BinaryOp::Mod}, {"min", ir::BinaryOp::Min},
+      {"max", ir::BinaryOp::Max}};
+  std::vector<ir::Expr> stack;
+  for (const std::string& t : tokens) {
+    if (t.empty()) return std::nullopt;
+    if (t == "neg") {
+      if (stack.empty()) return std::nullopt;
+      stack.back() = ir::unary(ir::UnaryOp::Neg, stack.back());
+      continue;
+    }
+    if (auto op = ops.find(t); op != ops.end()) {
+      if (stack.size() < 2) return std::nullopt;
+      ir::Expr b = stack.back();
+      stack.pop_back();
+      stack.back() = ir::binary(op->second, stack.back(), b);
+      continue;
+    }
+    if (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      if (ec != std::errc() || end != t.data() + t.size()) return std::nullopt;
+      stack.push_back(ir::int_imm(v));
+      continue;
+    }
+    stack.push_back(ir::var(t));
+  }
+  if (stack.size() != 1) return std::nullopt;
+  return stack.back();
 }
 
 std::optional<int64_t> eval_postfix(const std::vector<std::string>& tokens,

@@ -89,6 +89,10 @@ Program generate(const ir::LoweredFunc& f);
 // operators "+", "-", "*", "/" and "%" (rounding down), "min", "max" and "neg". Throws
 // CompileError (stage Codegen) for an expression with anything else in it.
 std::vector<std::string> postfix(const ir::Expr& e);
+// The expression postfix tokens spell (i64 params, +, -, *, /, %, min, max,
+// neg), as whoever reads an artifact back from the wire needs it; nullopt for
+// a malformed list. postfix() of it gives the tokens back.
+std::optional<ir::Expr> expr_of_postfix(const std::vector<std::string>& tokens);
 // The value of postfix tokens under `params`; nullopt for a malformed list, a name not in
 // params, a division by zero or an overflow.
 std::optional<int64_t> eval_postfix(const std::vector<std::string>& tokens,

@@ -48,10 +48,8 @@ std::string config_text(const Config& c);
 // The text form back; throws RecordsError for text that is not one.
 Config parse_config(const std::string& text);
 
-struct Record {
-  int64_t id = 0;
-  int64_t job = 0;  // 0: measured outside a tuning job
-  std::string workload, key;
+// One point measured -- or that failed to be -- as the tuner learns from it.
+struct Trial {
   Config config;
   std::vector<double> round_ms;  // every round's time per call, in order
   double median_ms = 0;          // of round_ms; 0 when there is none
@@ -60,6 +58,13 @@ struct Record {
   double compile_ms = 0;
   int64_t flops = 0;  // per call, 0 when unknown
   std::string compiler_version, agent;
+};
+
+// A trial as the store keeps it: of which job, workload and device class, and when.
+struct Record : Trial {
+  int64_t id = 0;
+  int64_t job = 0;  // 0: measured outside a tuning job
+  std::string workload, key;
   int64_t unix_ms = 0;  // when the measurement arrived; 0: now
 };
 

@@ -1,9 +1,10 @@
-// A tuning job (DESIGN.md section 7): batches of points proposed by the
-// search, compiled and measured by a Measurer (kilnd's agents, or a test's
-// function), every trial recorded the moment it is reported, the model
-// retrained after each batch, until the trial budget is spent, the search
-// stops improving, the space runs out or the job is cancelled. A job that was
-// interrupted (kilnd killed) resumes from its records: the model is retrained
+// A tuning job (DESIGN.md sections 7 and 7a): batches of points proposed by
+// the search, each compiled by a Builder and measured by a Runner
+// (kiln/measure.h: kilnd's compile cache and agents, or a test's formula),
+// every trial recorded the moment it is measured, the model retrained after
+// each batch, until the trial budget is spent, the search stops improving,
+// the space runs out or the job is cancelled. A job that was interrupted
+// (kilnd killed or stopped) resumes from its records: the model is retrained
 // on them and no point is measured again.
 #pragma once
 
@@ -11,40 +12,19 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kiln/job.h"
+#include "kiln/measure.h"
 #include "kiln/records.h"
 #include "kiln/search.h"
 #include "kiln/space.h"
 
 namespace kiln::tuner {
 
-// One point measured: its timing, or why it has none.
-struct Trial {
-  Config point;
-  std::vector<double> round_ms;
-  double median_ms = 0;
-  std::string error;  // "" when it ran; else the class: TIMEOUT, RUNTIME_CRASH, COMPILE_ERROR, ...
-  std::string message;  // what went wrong, for a person
-  double compile_ms = 0;
-  int64_t flops = 0;  // a call's floating-point operations, 0 when unknown
-  std::string agent;
-  std::string compiler_version;
-  // Set when the point was refused before anything measured it (its schedule
-  // is illegal): counted under this reason, never recorded, not a trial.
-  std::string rejected;
-};
-
-// Compiles and measures points. measure() reports each point of the batch
-// exactly once, as its measurement arrives, through `report`; it may throw
-// (kilnd stopping), and the trials reported until then are kept.
-class Measurer {
- public:
-  virtual ~Measurer() = default;
-  virtual void measure(const std::vector<Config>& batch,
-                       const std::function<void(const Trial&)>& report) = 0;
-};
+using records::Trial;
 
 struct TuneSettings {
   int trials = 64;     // measured points in all, those of earlier runs of the job included
@@ -56,32 +36,57 @@ struct TuneSettings {
   // their cost relative to the best there (Searcher::warm_start).
   std::vector<Config> warm_points;
   std::vector<double> warm_cost;
+  // How points are compiled: the target is what the Runner's devices run.
+  CompileOptions compile;
   std::string json() const;  // the settings above but the warm start, as JSON
 };
 
 struct TuneProgress {
   int64_t job = 0;
   int trials = 0, target = 0;
-  std::optional<Trial> best;
+  std::optional<records::Record> best;
   double best_gflops = 0;                   // of the best, when its flops are known
   std::map<std::string, int64_t> errors;    // failed trials by class
   std::map<std::string, int64_t> rejected;  // points refused before compiling, by constraint
-  std::optional<Trial> last;                // the trial just reported (none at a batch's end)
+  std::optional<records::Record> last;      // the trial just recorded (none at a batch's end)
   double elapsed_s = 0, eta_s = 0;          // of this run of the job
   bool done = false;
   std::string stopped;  // when done: "trials", "early stop", "space exhausted", "cancelled"
 };
 
-// Runs (job 0: starts; else resumes) the tuning job of `workload` on device
-// class `key`. `progress` is called after every trial (from the thread that
-// reported it, one call at a time), after every batch and at the end;
-// `cancelled` is asked between batches. Returns the final progress; throws
-// what the Measurer or the store throws (the job stays running in the
-// store, to be resumed).
-TuneProgress tune(const Space& space, Measurer& measurer, records::RecordStore& store,
-                  const records::Workload& workload, const std::string& key,
-                  const TuneSettings& settings, int64_t job = 0,
-                  const std::function<void(const TuneProgress&)>& progress = {},
-                  const std::function<bool()>& cancelled = {});
+// What stopped a job before its end, as a value: a Failure of the service
+// (no device, every device lost, a bug) rather than of a point, or the
+// service stopping. The job stays running in the store, to be resumed.
+class Interrupted : public std::runtime_error {
+ public:
+  explicit Interrupted(Failure f);
+  const Failure& failure() const { return failure_; }
+
+ private:
+  Failure failure_;
+};
+
+// What the job's owner tells it while it runs.
+struct TuneHooks {
+  // After every trial (from the thread that measured it, one call at a
+  // time), after every batch and at the end.
+  std::function<void(const TuneProgress&)> progress{};
+  // Asked between batches: the job ends "cancelled"; the measurements in
+  // flight are recorded.
+  std::function<bool()> cancelled{};
+  // Asked between points and batches: the service is stopping. The job ends
+  // where it is, running in the store, and tune throws Interrupted.
+  std::function<bool()> stopping{};
+};
+
+// Runs (job 0: starts; else resumes) the tuning job of `task` on device
+// class `key`: each point built by `builder` and measured by `runner`, every
+// trial added to `store`. Returns the final progress; throws Interrupted
+// when the Builder or Runner fails for a reason not the point's (no device,
+// every device lost, kiln's bug) or the service stops, and what the store
+// throws (the job stays running in the store, to be resumed).
+TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::RecordStore& store,
+                  const std::string& key, const TuneSettings& settings, int64_t job = 0,
+                  const TuneHooks& hooks = {});
 
 }  // namespace kiln::tuner

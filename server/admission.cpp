@@ -1,0 +1,48 @@
+// kilnd's admission of compiling requests (admission.h).
+#include "admission.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "request.h"
+
+namespace kiln::server {
+
+Admission::Admission(int workers, int queue_depth)
+    : workers_(workers > 0 ? workers
+                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+      queue_depth_(std::max(0, queue_depth)) {}
+
+std::unique_ptr<Admission::Ticket> Admission::enter(const CallOptions& call) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (running_ >= workers_ && waiting_ >= queue_depth_)
+    throw Busy{{Status{Code::ResourceExhausted,
+                       fmt::format("kilnd is busy: {} compiling and {} waiting, as many as it "
+                                   "takes (--workers {}, --queue-depth {}); try again later",
+                                   running_, waiting_, workers_, queue_depth_)}}};
+  ++waiting_;
+  // Woken when a worker frees, and every 50 ms to see whether the client
+  // went away.
+  while (running_ >= workers_) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    if (call.deadline && *call.deadline < until) until = *call.deadline;
+    freed_.wait_until(lock, until);
+    if (running_ < workers_) break;
+    if (call.cancelled && call.cancelled()) {
+      --waiting_;
+      refuse(Code::Cancelled, "the request was cancelled while it waited for a worker");
+    }
+    if (call.deadline && std::chrono::steady_clock::now() >= *call.deadline) {
+      --waiting_;
+      refuse(Code::DeadlineExceeded, "the request's deadline passed while it waited for a worker");
+    }
+  }
+  --waiting_;
+  ++running_;
+  return std::make_unique<Ticket>(*this);
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,48 @@
+// kilnd's admission of compiling requests: at most `workers` at once, at
+// most `queue_depth` more waiting, and a refusal (Busy) beyond both.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "status.h"
+
+namespace kiln::server {
+
+// At most `workers` requests compile at once; at most `queue_depth` more wait.
+class Admission {
+ public:
+  // workers 0: one per core.
+  Admission(int workers, int queue_depth);
+
+  int workers() const { return workers_; }
+
+  // Holds a worker for as long as it lives.
+  class Ticket {
+   public:
+    explicit Ticket(Admission& a) : a_(a) {}
+    ~Ticket() {
+      std::lock_guard<std::mutex> lock(a_.mu_);
+      --a_.running_;
+      a_.freed_.notify_one();
+    }
+    Ticket(const Ticket&) = delete;
+    Ticket& operator=(const Ticket&) = delete;
+
+   private:
+    Admission& a_;
+  };
+
+  // A worker, once one is free; throws Busy at once when the queue is full,
+  // and refuses at the deadline.
+  std::unique_ptr<Ticket> enter(const CallOptions& call);
+
+ private:
+  const int workers_, queue_depth_;
+  std::mutex mu_;
+  std::condition_variable freed_;
+  int running_ = 0, waiting_ = 0;
+};
+
+}  // namespace kiln::server

@@ -1,0 +1,183 @@
+// kiln's types on the wire, both ways (wire.h).
+#include "wire.h"
+
+#include <stdexcept>
+
+#include "kiln/cuda.h"
+#include "kiln/v1/service.pb.h"
+#include "request.h"
+
+namespace kiln::server {
+namespace {
+
+void to_wire(const ir::Expr& e, v1::IntExpression* out) {
+  out->set_text(ir::to_string(e));
+  for (const std::string& t : cuda::postfix(e)) out->add_postfix(t);
+}
+
+ir::Expr expr_of(const v1::IntExpression& e, const std::string& what) {
+  std::optional<ir::Expr> x =
+      cuda::expr_of_postfix(std::vector<std::string>(e.postfix().begin(), e.postfix().end()));
+  if (!x) throw std::invalid_argument(what + " is not a launch expression: " + e.text());
+  return *x;
+}
+
+ir::DType dtype_of(v1::DType t) {
+  for (ir::DType d :
+       {ir::DType::Bool, ir::DType::I32, ir::DType::I64, ir::DType::F32, ir::DType::F64})
+    if (wire_dtype(d) == t) return d;
+  throw std::invalid_argument("an artifact names no element type it can have");
+}
+
+double gflops_of(int64_t flops, double median_ms) {
+  return flops > 0 && median_ms > 0 ? static_cast<double>(flops) / (median_ms * 1e6) : 0;
+}
+
+}  // namespace
+
+void to_wire(const codegen::Artifact& a, v1::Artifact* out) {
+  out->set_name(a.name);
+  out->set_kind(a.kind);
+  out->mutable_target()->set_triple(a.triple);
+  out->mutable_target()->set_cpu(a.cpu);
+  out->mutable_target()->set_features(a.features);
+  out->set_opt_level(a.opt_level);
+  out->set_fast_math(a.fast_math);
+  out->set_entry(a.entry);
+  for (const codegen::ArtifactArg& arg : a.args) {
+    v1::ArtifactArgument* w = out->add_arguments();
+    w->set_kind(arg.kind == codegen::ArtifactArg::Kind::Param ? v1::ArtifactArgument::PARAM
+                                                              : v1::ArtifactArgument::BUFFER);
+    w->set_name(arg.name);
+    w->set_dtype(wire_dtype(arg.dtype));
+    w->set_output(arg.kind == codegen::ArtifactArg::Kind::Buffer &&
+                  arg.role == ir::BufKind::Output);
+    for (const std::string& e : arg.shape) w->add_shape(e);
+  }
+  for (const std::string& i : a.imports) out->add_imports(i);
+  out->set_code(std::string(a.code.begin(), a.code.end()));
+  out->set_code_sha256(a.code_sha256);
+  out->set_key(a.key);
+  for (size_t k = 0; k < a.checks.size(); ++k) {
+    const ir::RuntimeCheck& c = a.checks[k];
+    v1::RuntimeCheck* w = out->add_checks();
+    w->set_status(static_cast<int32_t>(ir::kStatusCheckBase + static_cast<int64_t>(k)));
+    w->set_kind(ir::RuntimeCheck::kind_name(c.kind));
+    w->set_subject(c.subject);
+    w->set_message(c.message);
+  }
+  out->set_metadata_json(a.metadata_json());
+  for (const codegen::Artifact::GpuKernel& k : a.kernels) {
+    v1::GpuKernel* w = out->add_kernels();
+    w->set_name(k.name);
+    for (const ir::Expr& g : k.grid) to_wire(g, w->add_grid());
+    for (int64_t b : k.block) w->add_block(b);
+    w->set_shared_bytes(k.shared_bytes);
+  }
+  for (const codegen::Artifact::GpuConstant& k : a.constants) {
+    v1::GpuConstant* w = out->add_constants();
+    w->set_buffer(k.buffer);
+    w->set_symbol(k.symbol);
+  }
+  for (const codegen::Artifact::GpuTemp& t : a.temps) {
+    v1::GpuTemp* w = out->add_temps();
+    w->set_name(t.name);
+    w->set_dtype(wire_dtype(t.dtype));
+    for (const ir::Expr& e : t.shape) to_wire(e, w->add_shape());
+  }
+}
+
+codegen::Artifact artifact_of(const v1::Artifact& w) {
+  codegen::Artifact a;
+  a.name = w.name();
+  a.kind = w.kind();
+  a.triple = w.target().triple();
+  a.cpu = w.target().cpu();
+  a.features = w.target().features();
+  a.opt_level = w.opt_level();
+  a.fast_math = w.fast_math();
+  a.entry = w.entry();
+  for (const v1::ArtifactArgument& arg : w.arguments()) {
+    codegen::ArtifactArg& x = a.args.emplace_back();
+    x.kind = arg.kind() == v1::ArtifactArgument::PARAM ? codegen::ArtifactArg::Kind::Param
+                                                       : codegen::ArtifactArg::Kind::Buffer;
+    x.name = arg.name();
+    x.dtype = dtype_of(arg.dtype());
+    x.role = arg.output() ? ir::BufKind::Output : ir::BufKind::Input;
+    x.shape.assign(arg.shape().begin(), arg.shape().end());
+  }
+  a.imports.assign(w.imports().begin(), w.imports().end());
+  a.code.assign(w.code().begin(), w.code().end());
+  a.code_sha256 = w.code_sha256();
+  a.key = w.key();
+  for (const v1::RuntimeCheck& c : w.checks()) {
+    ir::RuntimeCheck& x = a.checks.emplace_back();
+    x.kind = c.kind() == ir::RuntimeCheck::kind_name(ir::RuntimeCheck::Kind::Arithmetic)
+                 ? ir::RuntimeCheck::Kind::Arithmetic
+                 : ir::RuntimeCheck::Kind::InputSpec;
+    x.subject = c.subject();
+    x.message = c.message();
+  }
+  for (const v1::GpuKernel& k : w.kernels()) {
+    codegen::Artifact::GpuKernel& x = a.kernels.emplace_back();
+    x.name = k.name();
+    if (k.grid_size() != 3 || k.block_size() != 3)
+      throw std::invalid_argument("kernel " + k.name() + " has no three-dimensional launch");
+    for (int d = 0; d < 3; ++d) {
+      x.grid[d] = expr_of(k.grid(d), "the grid of kernel " + k.name());
+      x.block[d] = k.block(d);
+    }
+    x.shared_bytes = k.shared_bytes();
+  }
+  for (const v1::GpuConstant& k : w.constants()) a.constants.push_back({k.buffer(), k.symbol()});
+  for (const v1::GpuTemp& t : w.temps()) {
+    codegen::Artifact::GpuTemp& x = a.temps.emplace_back();
+    x.name = t.name();
+    x.dtype = dtype_of(t.dtype());
+    for (const v1::IntExpression& e : t.shape())
+      x.shape.push_back(expr_of(e, "the size of temporary " + t.name()));
+  }
+  return a;
+}
+
+void add_times(const std::vector<StageTime>& times,
+               google::protobuf::RepeatedPtrField<v1::StageTime>* out) {
+  for (const StageTime& t : times) {
+    v1::StageTime* s = out->Add();
+    s->set_stage(t.stage);
+    s->set_ms(t.ms);
+  }
+}
+
+void to_wire(const records::Record& r, v1::TuningRecord* w) {
+  w->set_id(r.id);
+  w->set_job(r.job);
+  w->set_workload(r.workload);
+  w->set_key(r.key);
+  for (const auto& [name, value] : r.config) (*w->mutable_config())[name] = value;
+  w->set_config_text(records::config_text(r.config));
+  for (double ms : r.round_ms) w->add_round_ms(ms);
+  w->set_median_ms(r.median_ms);
+  w->set_error(r.error);
+  w->set_message(r.message);
+  w->set_compile_ms(r.compile_ms);
+  w->set_flops(r.flops);
+  w->set_gflops(r.error.empty() ? gflops_of(r.flops, r.median_ms) : 0);
+  w->set_compiler_version(r.compiler_version);
+  w->set_agent(r.agent);
+  w->set_unix_ms(r.unix_ms);
+}
+
+records::Query query_of(const v1::RecordFilter& f) {
+  records::Query q;
+  if (!f.name().empty()) q.name = f.name();
+  if (!f.workload().empty()) q.workload = f.workload();
+  if (!f.key().empty()) q.key = f.key();
+  if (f.job() != 0) q.job = f.job();
+  if (f.since_unix_ms() != 0) q.since_unix_ms = f.since_unix_ms();
+  if (f.until_unix_ms() != 0) q.until_unix_ms = f.until_unix_ms();
+  if (f.has_error()) q.error = f.error();
+  return q;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,131 @@
+// A tuning job's task (kiln/job.h), prepared once from the parsed func: the
+// workload it is recorded under names the params' values and not the knobs',
+// the func carries every value the request set, the space holds only the
+// knobs left free, the run-time params and flops are those of a measurement,
+// and a func that cannot be tuned is refused saying why.
+#include "kiln/job.h"
+
+#include <gtest/gtest.h>
+
+#include "kiln/cost_model.h"
+#include "kiln/frontend.h"
+#include "kiln/records.h"
+#include "kiln/tune.h"
+
+namespace kiln::tuner {
+namespace {
+
+constexpr const char* kMatmul = R"(
+func matmul {
+  param M = 64, N = 64, K = 32;
+  constraint M > 0, N > 0, K > 0;
+  input  A : f32[M, K];
+  input  B : f32[K, N];
+  output C : f32[M, N];
+  compute C(i, j) in 0 <= i < M, 0 <= j < N:
+    C[i, j] = sum(k in 0 <= k < K) A[i, k] * B[k, j];
+  schedule {
+    knob TI = 16 in [8, 16, 32];
+    knob TJ = 16 in [8, 16, 32];
+    C_init.tile(i, j, TI, TJ, io, jo, ii, ji);
+    C.tile(i, j, TI, TJ, io, jo, ii, ji);
+    C.after(C_init, jo);
+  }
+}
+)";
+
+ir::Func parsed(const char* text) {
+  return frontend::parse_module(text, "matmul.kiln").funcs.at(0);
+}
+
+TEST(TaskTest, TheWorkloadNamesTheParamsValuesAndNotTheKnobs) {
+  ir::Func f = parsed(kMatmul);
+  records::Workload plain = workload_of(f, {});
+  records::Workload knobbed = workload_of(f, {{"TI", 32}});
+  records::Workload bigger = workload_of(f, {{"M", 128}});
+  EXPECT_EQ(plain.name, "matmul");
+  EXPECT_EQ(plain.hash, knobbed.hash);  // a knob set by hand is the same workload
+  EXPECT_NE(plain.hash, bigger.hash);
+  EXPECT_NE(bigger.definition.find("128"), std::string::npos);
+  Task t = prepare_task(f, {{"M", 128}, {"TI", 32}}, {}, {});
+  EXPECT_EQ(t.workload.hash, bigger.hash);
+  EXPECT_EQ(t.workload.definition, bigger.definition);
+}
+
+TEST(TaskTest, KnobsSetByHandLeaveTheSpaceAndEnterTheFunc) {
+  Task t = prepare_task(parsed(kMatmul), {{"TI", 32}}, {}, {});
+  EXPECT_EQ(t.fixed, (Config{{"TI", 32}}));
+  ASSERT_TRUE(t.space);
+  EXPECT_EQ(t.space->size(), 3u);  // TJ's three values; TI holds its one
+  ASSERT_TRUE(t.func);
+  EXPECT_EQ(t.func->find_knob("TI")->value, 32);
+  // A call's flops: 2 per multiply-add, at the params' values.
+  EXPECT_EQ(t.flops, 2 * 64 * 64 * 32);
+  EXPECT_EQ(t.params.at("M"), 64);
+  EXPECT_EQ(t.params.at("K"), 32);
+}
+
+TEST(TaskTest, AFuncWithoutKnobsIsRefusedSayingHowToDeclareThem) {
+  ir::Func f = parsed(R"(
+func copy {
+  param N = 8;
+  input  A : f32[N];
+  output B : f32[N];
+  compute B(i) in 0 <= i < N: B[i] = A[i];
+}
+)");
+  try {
+    prepare_task(f, {}, {}, {});
+    FAIL() << "a func without knobs was prepared";
+  } catch (const TaskError& e) {
+    EXPECT_NE(std::string(e.what()).find("copy has no knobs to tune"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("docs/language.md"), std::string::npos);
+  }
+}
+
+TEST(TaskTest, IterFeaturesComeFromThePreparedFuncAtEachPoint) {
+  Task t = prepare_task(parsed(kMatmul), {}, {}, {});
+  FeatureFn features = iter_features_of(t, CompileOptions{});
+  std::vector<float> small = features(*t.space, {{"TI", 8}, {"TJ", 8}});
+  std::vector<float> large = features(*t.space, {{"TI", 32}, {"TJ", 32}});
+  ASSERT_EQ(small.size(), kIterFeatureLength);
+  ASSERT_EQ(large.size(), kIterFeatureLength);
+  EXPECT_NE(small, large);
+  // A point the compiler refuses scores zeros: the builder refuses it later.
+  std::vector<float> refused = features(*t.space, {{"TI", 0}, {"TJ", 8}});
+  EXPECT_EQ(refused, std::vector<float>(kIterFeatureLength, 0.0f));
+}
+
+TEST(TaskTest, WarmStartReadsTheSameOperatorAtOtherShapesRelativeToItsBest) {
+  auto store = records::open_sqlite_store(records::kInMemory);
+  ir::Func f = parsed(kMatmul);
+  records::Workload other = workload_of(f, {{"M", 128}});
+  records::Workload mine = workload_of(f, {});
+  store->put_workload(other);
+  store->put_workload(mine);
+  auto add = [&](const records::Workload& w, int64_t ti, double ms) {
+    records::Record r;
+    r.workload = w.hash;
+    r.key = "x86";
+    r.config = {{"TI", ti}, {"TJ", 8}};
+    r.median_ms = ms;
+    r.round_ms = {ms};
+    store->add_record(r);
+  };
+  add(other, 8, 2.0);
+  add(other, 16, 1.0);
+  add(mine, 32, 5.0);  // its own records are no transfer
+  TuneSettings s;
+  warm_start(*store, mine, "x86", s);
+  ASSERT_EQ(s.warm_points.size(), 2u);
+  std::map<int64_t, double> cost;
+  for (size_t i = 0; i < s.warm_points.size(); ++i)
+    cost[s.warm_points[i].at("TI")] = s.warm_cost[i];
+  EXPECT_EQ(cost, (std::map<int64_t, double>{{8, 2.0}, {16, 1.0}}));
+  TuneSettings elsewhere;
+  warm_start(*store, mine, "arm", elsewhere);
+  EXPECT_TRUE(elsewhere.warm_points.empty());
+}
+
+}  // namespace
+}  // namespace kiln::tuner

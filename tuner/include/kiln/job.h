@@ -1,0 +1,64 @@
+// What a tuning job tunes, prepared once from the parsed func (DESIGN.md
+// section 7a): the workload it is recorded under, the func with the values
+// the request set, the space of the knobs left free, the values of the
+// run-time params it is measured at, and a call's flops. Warm start from the
+// records and the Iter features of a point are computed here too, from the
+// prepared func, never from text.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "kiln/compile.h"
+#include "kiln/ir.h"
+#include "kiln/limits.h"
+#include "kiln/records.h"
+#include "kiln/search.h"
+#include "kiln/space.h"
+
+namespace kiln::tuner {
+
+struct TuneSettings;
+
+// A func that cannot be tuned as asked (no knobs, a knob constraint on a
+// run-time param, an empty space): what is wrong, for the request's author.
+class TaskError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+struct Task {
+  records::Workload workload;  // the func with its params' values, knobs at their defaults
+  std::shared_ptr<const ir::Func> func;   // with every value the request set, knobs included
+  std::shared_ptr<const Space> space;     // of the knobs not set
+  Config fixed;                           // the knobs the request set
+  std::map<std::string, int64_t> params;  // every param's value when a point is measured
+  int64_t flops = 0;                      // a call's floating-point operations; 0: unknown
+};
+
+// The workload of `base` with `set` applied: its params' values (compile-time
+// ones in the definition), its knobs at their defaults. Names in `set` that
+// are knobs are left out of it. Throws what ir::apply_overrides throws.
+records::Workload workload_of(const ir::Func& base, const ir::Overrides& set);
+
+// Prepares `base` (as the frontend made it) for tuning with `set` (params'
+// and knobs' values) and the run-time params' values `runtime` (those not
+// given take their defaults). Throws TaskError for a func with no knobs to
+// tune or an empty space, CompileError for bad values.
+Task prepare_task(const ir::Func& base, const ir::Overrides& set,
+                  const std::map<std::string, int64_t>& runtime, const Limits& limits);
+
+// The Iter features (kiln/cost_model.h) of a point of `task`: its loops after
+// the passes, compiled with `options` (the job's target and opt level). A
+// point that does not compile gets zeros: it is refused when it is built.
+FeatureFn iter_features_of(const Task& task, const CompileOptions& options);
+
+// Transfer: the records of the same operator (by name) at other shapes on
+// `key`, each relative to the best of its workload, as settings' warm start.
+void warm_start(records::RecordStore& store, const records::Workload& workload,
+                const std::string& key, TuneSettings& settings);
+
+}  // namespace kiln::tuner
