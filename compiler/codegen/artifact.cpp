@@ -1,8 +1,7 @@
-// Artifacts: a shared object with the metadata that says how to call it.
-#include <string_view>
+// Artifacts: the metadata that says how to call a kernel, whichever backend made it
+// (kiln/artifact.h).
+#include "kiln/artifact.h"
 
-#include "kiln/codegen.h"
-#include "kiln/digest.h"
 #include "kiln/json.h"
 
 namespace kiln::codegen {
@@ -101,24 +100,6 @@ std::vector<ArtifactArg> artifact_args(const ir::LoweredFunc& f) {
     args.push_back(arg);
   }
   return args;
-}
-
-Artifact compile_artifact(const ir::LoweredFunc& f, const Options& opts, std::string key) {
-  Artifact a;
-  a.name = f.name;
-  a.triple = opts.target.triple;
-  a.cpu = opts.target.cpu;
-  a.features = opts.target.features;
-  a.opt_level = opts.opt_level;
-  a.fast_math = f.fast_math;
-  a.entry = entry_symbol(f);
-  a.args = artifact_args(f);
-  a.code = compile_shared_object(f, opts);
-  a.imports = shared_object_imports(a.code);
-  a.code_sha256 = sha256_hex(std::string_view(a.code.data(), a.code.size()));
-  a.key = std::move(key);
-  a.checks = f.checks;
-  return a;
 }
 
 }  // namespace kiln::codegen

@@ -189,24 +189,8 @@ void gpu_codegen(const CompileRequest& request, CompileResult& out) {
     out.notes.push_back(out.optimized.name + ": " + note);
   out.text = out.cuda_binary->ptx;
   if (request.output != CompileOutput::Artifact) return;
-  codegen::Artifact a;
-  a.kind = "cubin";
-  a.name = out.optimized.name;
-  a.triple = t.triple;
-  a.cpu = t.cpu;
-  a.opt_level = request.options.opt_level;
-  a.fast_math = out.optimized.fast_math;
-  a.args = codegen::artifact_args(out.optimized);
-  a.code = out.cuda_binary->cubin;
-  a.code_sha256 = sha256_hex(std::string_view(a.code.data(), a.code.size()));
-  a.key = out.key;
-  a.checks = out.optimized.checks;
-  for (const cuda::Launch& l : out.cuda->launches)
-    a.kernels.push_back({l.kernel, l.grid, l.block, l.shared_bytes});
-  for (const cuda::DeviceTemp& d : out.cuda->temps) a.temps.push_back({d.name, d.dtype, d.shape});
-  for (const cuda::ConstantBuffer& k : out.cuda->constants)
-    a.constants.push_back({k.buffer, k.symbol});
-  out.artifact = std::move(a);
+  out.artifact = cuda::compile_artifact(out.optimized, *out.cuda, *out.cuda_binary, t,
+                                        request.options.opt_level, out.key);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 
+#include "kiln/digest.h"
 #include "kiln/timing.h"
 #include "target_machine.h"
 
@@ -136,6 +137,24 @@ std::vector<char> compile_shared_object(const ir::LoweredFunc& f, const Options&
            "', which neither kiln's runtime nor libm provides");
   }
   return so;
+}
+
+Artifact compile_artifact(const ir::LoweredFunc& f, const Options& opts, std::string key) {
+  Artifact a;
+  a.name = f.name;
+  a.triple = opts.target.triple;
+  a.cpu = opts.target.cpu;
+  a.features = opts.target.features;
+  a.opt_level = opts.opt_level;
+  a.fast_math = f.fast_math;
+  a.entry = entry_symbol(f);
+  a.args = artifact_args(f);
+  a.code = compile_shared_object(f, opts);
+  a.imports = shared_object_imports(a.code);
+  a.code_sha256 = sha256_hex(std::string_view(a.code.data(), a.code.size()));
+  a.key = std::move(key);
+  a.checks = f.checks;
+  return a;
 }
 
 }  // namespace kiln::codegen

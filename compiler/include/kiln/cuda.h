@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/artifact.h"
 #include "kiln/buffers.h"
 #include "kiln/ir.h"
 #include "kiln/loop_ir.h"
@@ -141,6 +142,12 @@ std::string nvrtc_version();
 // per thread times its threads): the launch would fail on every device of the architecture,
 // so the tuner drops such a point without measuring it.
 Binary compile(const Program& p, const std::string& arch);
+// The artifact of f (DESIGN.md section 5), as codegen::compile_artifact makes a CPU's: the
+// cubin of `binary` (NVRTC's for `p`, the program generate(f) made) for target.cpu, and the
+// launches, temporaries and constant buffers that say how to run it; `key` the compile cache
+// key it answers.
+codegen::Artifact compile_artifact(const ir::LoweredFunc& f, const Program& p, const Binary& binary,
+                                   const Target& target, int opt_level, std::string key);
 // ptxas's figures in NVRTC's log (--ptxas-options=-v): one entry per kernel. Lines that are
 // not ptxas's are left in *rest.
 std::vector<KernelResources> parse_ptxas_info(const std::string& log, std::string* rest);
