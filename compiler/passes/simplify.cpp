@@ -87,225 +87,22 @@ bool mentions(const Expr& e, const std::string& name) {
 }
 
 // ---------------------------------------------------------------------------
-// Checked integer arithmetic on optional values (absent = unknown or overflowed)
+// Integer sums and ranges (kiln/range.h)
 
 using Opt = std::optional<int64_t>;
+using ir::Bounds;
+using ir::Interval;
+using Term = ir::LinearTerm;
+using Linear = ir::LinearForm;
+using ir::linearize;
 
 Opt add(Opt a, Opt b) {
   int64_t r = 0;
   if (!a || !b || __builtin_add_overflow(*a, *b, &r)) return std::nullopt;
   return r;
 }
-Opt mul(Opt a, int64_t c) {
-  int64_t r = 0;
-  if (!a || __builtin_mul_overflow(*a, c, &r)) return std::nullopt;
-  return r;
-}
-
-Interval scale(const Interval& i, int64_t c) {
-  if (c >= 0) return {mul(i.min, c), mul(i.max, c)};
-  return {mul(i.max, c), mul(i.min, c)};
-}
-Interval plus(const Interval& a, const Interval& b) {
-  return {add(a.min, b.min), add(a.max, b.max)};
-}
-Opt opt_min(Opt a, Opt b) { return a && b ? Opt(std::min(*a, *b)) : std::nullopt; }
-Opt opt_max(Opt a, Opt b) { return a && b ? Opt(std::max(*a, *b)) : std::nullopt; }
-Interval hull(const Interval& a, const Interval& b) {
-  return {opt_min(a.min, b.min), opt_max(a.max, b.max)};
-}
-
-// ---------------------------------------------------------------------------
-// Integer sums as coefficients over atoms (anything not +, -, * by a constant)
-
-struct Term {
-  Expr atom;
-  int64_t coeff;
-};
-struct Linear {
-  std::vector<Term> terms;
-  int64_t constant = 0;
-  bool ok = true;  // false on overflow: use the expression as it is
-
-  void add_term(const Expr& atom, int64_t c) {
-    for (Term& t : terms) {
-      if (ir::equal(t.atom, atom)) {
-        if (__builtin_add_overflow(t.coeff, c, &t.coeff)) ok = false;
-        return;
-      }
-    }
-    terms.push_back({atom, c});
-  }
-  void add_linear(const Linear& o, int64_t c) {
-    if (!o.ok) ok = false;
-    for (const Term& t : o.terms) {
-      int64_t k = 0;
-      if (__builtin_mul_overflow(t.coeff, c, &k)) ok = false;
-      add_term(t.atom, k);
-    }
-    int64_t k = 0;
-    if (__builtin_mul_overflow(o.constant, c, &k) ||
-        __builtin_add_overflow(constant, k, &constant)) {
-      ok = false;
-    }
-  }
-  bool is_constant() const {
-    for (const Term& t : terms) {
-      if (t.coeff != 0) return false;
-    }
-    return true;
-  }
-  // A single term with coefficient and no constant: scaling it keeps it one term.
-  bool is_monomial() const {
-    int n = 0;
-    for (const Term& t : terms) n += t.coeff != 0 ? 1 : 0;
-    return n == 1 && constant == 0;
-  }
-};
-
-Expr rebuild(const Linear& l, DType t);
-
-// With `distribute`, c * (a + b) is split into c * a + c * b (for the
-// division analysis); without, it stays one atom (the simplified form).
-Linear linearize(const Expr& e, bool distribute) {
-  Linear l;
-  if (auto v = int_value(e)) {
-    l.constant = *v;
-    return l;
-  }
-  if (const auto* b = ir::as<ir::Binary>(e); b != nullptr && ir::is_int(e->type)) {
-    if (b->op == BinaryOp::Add || b->op == BinaryOp::Sub) {
-      l = linearize(b->a, distribute);
-      l.add_linear(linearize(b->b, distribute), b->op == BinaryOp::Add ? 1 : -1);
-      return l;
-    }
-    if (b->op == BinaryOp::Mul) {
-      Linear la = linearize(b->a, distribute);
-      Linear lb = linearize(b->b, distribute);
-      if (la.is_constant() || lb.is_constant()) {
-        const Linear& k = la.is_constant() ? la : lb;
-        const Linear& x = la.is_constant() ? lb : la;
-        if (distribute || x.is_constant() || x.is_monomial() || k.constant == 0) {
-          l.add_linear(x, k.constant);
-          l.ok = l.ok && la.ok && lb.ok;
-          return l;
-        }
-        if (x.ok) {
-          l.add_term(
-              ir::binary(BinaryOp::Mul, ir::int_imm(k.constant, e->type), rebuild(x, e->type)), 1);
-          return l;
-        }
-      }
-    }
-  }
-  if (const auto* u = ir::as<ir::Unary>(e);
-      u != nullptr && u->op == UnaryOp::Neg && ir::is_int(e->type)) {
-    l.add_linear(linearize(u->a, distribute), -1);
-    return l;
-  }
-  l.add_term(e, 1);
-  return l;
-}
-
-Expr term_expr(const Term& t, DType type) {
-  int64_t c = t.coeff < 0 ? -t.coeff : t.coeff;
-  return c == 1 ? t.atom : ir::binary(BinaryOp::Mul, ir::int_imm(c, type), t.atom);
-}
-
-Expr rebuild(const Linear& l, DType type) {
-  std::vector<Term> order;
-  for (const Term& t : l.terms) {
-    if (t.coeff > 0) order.push_back(t);
-  }
-  for (const Term& t : l.terms) {
-    if (t.coeff < 0) order.push_back(t);
-  }
-  Expr acc;
-  for (const Term& t : order) {
-    if (!acc) {
-      acc = t.coeff > 0     ? term_expr(t, type)
-            : t.coeff == -1 ? ir::unary(UnaryOp::Neg, t.atom)
-                            : ir::binary(BinaryOp::Mul, ir::int_imm(t.coeff, type), t.atom);
-    } else {
-      acc = ir::binary(t.coeff > 0 ? BinaryOp::Add : BinaryOp::Sub, acc, term_expr(t, type));
-    }
-  }
-  if (!acc) return ir::int_imm(l.constant, type);
-  if (l.constant > 0) return ir::binary(BinaryOp::Add, acc, ir::int_imm(l.constant, type));
-  if (l.constant < 0 && l.constant != INT64_MIN) {
-    return ir::binary(BinaryOp::Sub, acc, ir::int_imm(-l.constant, type));
-  }
-  if (l.constant < 0) return ir::binary(BinaryOp::Add, acc, ir::int_imm(l.constant, type));
-  return acc;
-}
-
-// ---------------------------------------------------------------------------
-// Ranges of integer expressions, by interval arithmetic
-
-Interval bounds_of(const Expr& e, const Bounds& known);
-
-Interval atom_bounds(const Expr& e, const Bounds& known) {
-  if (auto v = int_value(e)) return {*v, *v};
-  switch (e->kind) {
-    case ExprKind::Var: {
-      auto it = known.find(ir::as<ir::Var>(e)->name);
-      return it == known.end() ? Interval{} : it->second;
-    }
-    case ExprKind::Cast: {
-      const auto& c = static_cast<const ir::Cast&>(*e);
-      if (c.type == DType::I64 && ir::is_int(c.value->type)) return bounds_of(c.value, known);
-      return {};
-    }
-    case ExprKind::Select: {
-      const auto& s = static_cast<const ir::Select&>(*e);
-      return hull(bounds_of(s.t, known), bounds_of(s.f, known));
-    }
-    case ExprKind::Binary: {
-      const auto& b = static_cast<const ir::Binary&>(*e);
-      if (!ir::is_int(e->type)) return {};
-      if (b.op == BinaryOp::Min || b.op == BinaryOp::Max) {
-        Interval x = bounds_of(b.a, known), y = bounds_of(b.b, known);
-        if (b.op == BinaryOp::Min) {
-          return {opt_min(x.min, y.min), x.max && y.max ? opt_min(x.max, y.max)
-                                         : x.max        ? x.max
-                                                        : y.max};
-        }
-        return {x.min && y.min ? opt_max(x.min, y.min)
-                : x.min        ? x.min
-                               : y.min,
-                opt_max(x.max, y.max)};
-      }
-      auto c = int_value(b.b);
-      if (!c || *c <= 0) return {};
-      Interval x = bounds_of(b.a, known);
-      if (b.op == BinaryOp::Div) {
-        return {x.min ? Opt(ir::floor_div(*x.min, *c)) : std::nullopt,
-                x.max ? Opt(ir::floor_div(*x.max, *c)) : std::nullopt};
-      }
-      if (b.op == BinaryOp::Mod) {
-        if (x.min && x.max && ir::floor_div(*x.min, *c) == ir::floor_div(*x.max, *c)) {
-          return {ir::floor_mod(*x.min, *c), ir::floor_mod(*x.max, *c)};
-        }
-        return {0, *c - 1};
-      }
-      return {};
-    }
-    default:
-      return {};
-  }
-}
-
-Interval bounds_of(const Expr& e, const Bounds& known) {
-  if (!ir::is_int(e->type)) return {};
-  Linear l = linearize(e, true);
-  if (!l.ok) return {};
-  if (l.terms.size() == 1 && l.terms[0].coeff == 1 && l.constant == 0) {
-    return atom_bounds(l.terms[0].atom, known);
-  }
-  Interval r{l.constant, l.constant};
-  for (const Term& t : l.terms) r = plus(r, scale(bounds_of(t.atom, known), t.coeff));
-  return r;
-}
+Expr rebuild(const Linear& l, DType t) { return ir::linear_expr(l, t); }
+Interval bounds_of(const Expr& e, const Bounds& known) { return ir::range_of(e, known); }
 
 // ---------------------------------------------------------------------------
 // The expression simplifier
@@ -799,8 +596,6 @@ class StmtSimplifier {
 ir::Expr simplify(const ir::Expr& e, const Bounds& known) {
   return ExprSimplifier(known).mutate(e);
 }
-
-Interval range_of(const ir::Expr& e, const Bounds& known) { return bounds_of(e, known); }
 
 ir::Stmt simplify(const ir::Stmt& s) {
   Stmt out = StmtSimplifier().run(s);

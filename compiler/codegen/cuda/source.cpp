@@ -11,6 +11,7 @@
 #include "kiln/cuda.h"
 #include "kiln/error.h"
 #include "kiln/passes/simplify.h"
+#include "kiln/range.h"
 #include "registers.h"
 
 namespace kiln::cuda {
@@ -502,7 +503,7 @@ class Writer {
         bool exact = !ir::reads_memory(launch) && uses_params_only(launch);
         bool guard = false;
         if (!exact) {
-          passes::Interval r = passes::range_of(extent, known_);
+          ir::Interval r = ir::range_of(extent, known_);
           if (!r.max)
             fail(
                 fmt::format("the extent of gpu_block loop '{}' ({}) depends on enclosing loops "
@@ -571,9 +572,9 @@ class Writer {
     return passes::simplify(d);
   }
 
-  passes::Interval loop_range(const ir::For& n) const {
-    passes::Interval lo = passes::range_of(n.min, known_), hi = passes::range_of(n.end, known_);
-    passes::Interval r;
+  ir::Interval loop_range(const ir::For& n) const {
+    ir::Interval lo = ir::range_of(n.min, known_), hi = ir::range_of(n.end, known_);
+    ir::Interval r;
     r.min = lo.min;
     if (hi.max) r.max = *hi.max - 1;
     return r;
@@ -586,13 +587,13 @@ class Writer {
   // within 32 bits, the CUDA code computes it in int: half the registers and instructions of
   // long long, the same values.
 
-  static bool fits32(const passes::Interval& r, int64_t margin) {
+  static bool fits32(const ir::Interval& r, int64_t margin) {
     return r.min && r.max && *r.min - margin >= INT32_MIN && *r.max + margin <= INT32_MAX;
   }
 
   // The C type of an index variable whose values lie in r (give or take margin: a loop's last
   // increment, the index of a thread past its loop's extent).
-  std::string index_type(const std::string& var, const passes::Interval& r, int64_t margin) {
+  std::string index_type(const std::string& var, const ir::Interval& r, int64_t margin) {
     if (fits32(r, margin)) {
       narrow_vars_.insert(var);
       return "int";
@@ -623,7 +624,7 @@ class Writer {
           case BinaryOp::Max:
           case BinaryOp::Div:
           case BinaryOp::Mod:
-            return fits32(passes::range_of(e, known_), 0);
+            return fits32(ir::range_of(e, known_), 0);
           default:
             return false;
         }
@@ -645,11 +646,11 @@ class Writer {
     var_types_[v] = value->type;
     std::string type = ctype(value->type);
     if (value->type == ir::kIndexType)
-      type = index_type(v, passes::range_of(value, known_), 0);
+      type = index_type(v, ir::range_of(value, known_), 0);
     else
       narrow_vars_.erase(v);
     line(fmt::format("const {} v_{} = {};", type, v, expr(value)));
-    if (ir::is_int(value->type)) known_[v] = passes::range_of(value, known_);
+    if (ir::is_int(value->type)) known_[v] = ir::range_of(value, known_);
   }
 
   // ---------------------------------------------------------------------------------------
@@ -1321,10 +1322,9 @@ class Writer {
       int64_t step = c.step * (k + 1 == f.chain.size() ? f.copy.width : 1);
       std::string digit = k == 0 ? fmt::format("(kiln_g / {})", inner)
                                  : fmt::format("(kiln_g / {} % {})", inner, f.extents[k]);
-      passes::Interval r;
-      r.min = passes::range_of(first, known_).min;
-      r.max =
-          passes::range_of(first + ir::int_imm((f.extents[k] - 1) * step + step - 1), known_).max;
+      ir::Interval r;
+      r.min = ir::range_of(first, known_).min;
+      r.max = ir::range_of(first + ir::int_imm((f.extents[k] - 1) * step + step - 1), known_).max;
       line(fmt::format("const {} v_{} = {} + {} * {};", index_type(c.var, r, 0), c.var, expr(first),
                        digit, step));
       var_types_[c.var] = ir::kIndexType;
@@ -1366,7 +1366,7 @@ class Writer {
                       "thread axis binds one loop of a nest",
                       n.var, ir::loop_tag_name(n.tag), axis_name(a)));
     Expr extent = expand_lets(extent_of(n));
-    passes::Interval r = passes::range_of(extent, known_);
+    ir::Interval r = ir::range_of(extent, known_);
     if (!r.max)
       fail(
           fmt::format("the extent of gpu_thread loop '{}' ({}) has no constant bound: the "
@@ -1943,7 +1943,7 @@ class Writer {
   std::array<int64_t, 3> block_dims_{1, 1, 1};
   std::vector<std::pair<std::string, Guard>> guards_;
   std::set<int> thread_axes_;
-  passes::Bounds known_;
+  ir::Bounds known_;
   std::set<std::string> narrow_vars_;                              // index variables declared int
   std::vector<std::map<std::string, std::string>> vector_scopes_;  // vector loads in scope
   int vector_count_ = 0;

@@ -9,15 +9,12 @@
 
 #include "kiln/ir.h"
 #include "kiln/loop_ir.h"
+#include "kiln/range.h"
 
 namespace kiln::passes {
 
-// A closed integer range [min, max]; an absent end is unbounded.
-struct Interval {
-  std::optional<int64_t> min, max;
-};
-// What is known about the integer variables in scope.
-using Bounds = std::map<std::string, Interval>;
+// What is known about the integer variables in scope (kiln/range.h).
+using Bounds = ir::Bounds;
 
 // Tiling and splitting leave index expressions such as (4 * io + ii) / 4 and
 // 4 * io + ii - 4 * io behind; they cost a division or a dead add per
@@ -28,11 +25,6 @@ using Bounds = std::map<std::string, Interval>;
 // only where the result is exact (two constants, x * 1.0). A Load that
 // executes is never dropped.
 ir::Expr simplify(const ir::Expr& e, const Bounds& known = {});
-
-// The range an integer expression takes when its variables stay in `known`
-// (a variable not in it is unbounded): what Simplify itself uses, for code
-// generators that need a constant bound (a GPU block's thread count).
-Interval range_of(const ir::Expr& e, const Bounds& known);
 
 // Simplifies every expression with the ranges of the loops around it, and
 // removes dead code: ifs with a constant condition, loops with an empty
