@@ -170,19 +170,11 @@ struct Tuning::Impl {
   }
 
   v1::TuningJob job_of(const records::Job& j) {
-    v1::TuningJob w;
-    w.set_id(j.id);
-    w.set_workload(j.workload);
-    if (std::optional<records::Workload> wl = store->workload(j.workload)) w.set_name(wl->name);
-    w.set_key(j.key);
-    w.set_state(records::job_state_name(j.state));
-    w.set_live(find_live(j.id) != nullptr);
-    w.set_settings_json(j.settings);
-    w.set_started_unix_ms(j.started_unix_ms);
-    w.set_finished_unix_ms(j.finished_unix_ms);
+    std::optional<records::Workload> wl = store->workload(j.workload);
     records::Query q;
     q.job = j.id;
-    w.set_records(store->count(q));
+    v1::TuningJob w;
+    to_wire(j, wl ? wl->name : "", find_live(j.id) != nullptr, store->count(q), &w);
     return w;
   }
 
@@ -254,22 +246,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
   auto body = [this, live_job, task, request, settings, spec, records_key] {
     auto post = [&](const tuner::TuneProgress& p) {
       v1::TuneProgress w;
-      w.set_job(p.job);
-      w.set_workload(task->workload.hash);
-      w.set_name(task->workload.name);
-      w.set_key(records_key);
-      w.set_search(request.search());
-      w.set_space_size(task->space->size());
-      w.set_trials(p.trials);
-      w.set_target(p.target);
-      if (p.best) to_wire(*p.best, w.mutable_best());
-      for (const auto& [k, n] : p.errors) (*w.mutable_errors())[k] = n;
-      for (const auto& [k, n] : p.rejected) (*w.mutable_rejected())[k] = n;
-      w.set_elapsed_s(p.elapsed_s);
-      w.set_eta_s(p.eta_s);
-      if (p.last) to_wire(*p.last, w.mutable_last());
-      w.set_done(p.done);
-      w.set_stopped(p.stopped);
+      to_wire(p, *task, records_key, request.search(), &w);
       std::lock_guard<std::mutex> lock(live_job->mu);
       live_job->messages.push_back(std::move(w));
       live_job->changed.notify_all();

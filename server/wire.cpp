@@ -180,4 +180,38 @@ records::Query query_of(const v1::RecordFilter& f) {
   return q;
 }
 
+void to_wire(const records::Job& j, const std::string& name, bool live, int64_t records,
+             v1::TuningJob* w) {
+  w->set_id(j.id);
+  w->set_workload(j.workload);
+  w->set_name(name);
+  w->set_key(j.key);
+  w->set_state(records::job_state_name(j.state));
+  w->set_live(live);
+  w->set_settings_json(j.settings);
+  w->set_started_unix_ms(j.started_unix_ms);
+  w->set_finished_unix_ms(j.finished_unix_ms);
+  w->set_records(records);
+}
+
+void to_wire(const tuner::TuneProgress& p, const tuner::Task& task, const std::string& key,
+             const std::string& search, v1::TuneProgress* w) {
+  w->set_job(p.job);
+  w->set_workload(task.workload.hash);
+  w->set_name(task.workload.name);
+  w->set_key(key);
+  w->set_search(search);
+  w->set_space_size(task.space->size());
+  w->set_trials(p.trials);
+  w->set_target(p.target);
+  if (p.best) to_wire(*p.best, w->mutable_best());
+  for (const auto& [k, n] : p.errors) (*w->mutable_errors())[k] = n;
+  for (const auto& [k, n] : p.rejected) (*w->mutable_rejected())[k] = n;
+  w->set_elapsed_s(p.elapsed_s);
+  w->set_eta_s(p.eta_s);
+  if (p.last) to_wire(*p.last, w->mutable_last());
+  w->set_done(p.done);
+  w->set_stopped(p.stopped);
+}
+
 }  // namespace kiln::server

@@ -1,13 +1,16 @@
 // kiln's types on the wire (proto/kiln/v1), both ways, in one place: the
-// artifacts, stage times and tuning records kilnd answers with, and an
-// artifact read back from the compile cache's wire form.
+// artifacts, stage times, tuning records, jobs and progress kilnd answers
+// with, record filters, and an artifact read back from the compile cache's
+// wire form.
 #pragma once
 
 #include <vector>
 
 #include "kiln/codegen.h"
 #include "kiln/compile.h"
+#include "kiln/job.h"
 #include "kiln/records.h"
+#include "kiln/tune.h"
 
 namespace google::protobuf {
 template <typename T>
@@ -19,6 +22,8 @@ class Artifact;
 class StageTime;
 class TuningRecord;
 class RecordFilter;
+class TuningJob;
+class TuneProgress;
 }  // namespace kiln::v1
 
 namespace kiln::server {
@@ -35,5 +40,12 @@ void add_times(const std::vector<StageTime>& times,
 
 void to_wire(const records::Record& r, v1::TuningRecord* out);
 records::Query query_of(const v1::RecordFilter& f);
+// A job as ListJobs shows it: `name` its operator's, `live` whether it runs in
+// this kilnd, `records` how many it has.
+void to_wire(const records::Job& j, const std::string& name, bool live, int64_t records,
+             v1::TuningJob* out);
+// A job's progress on `task`, its records kept under `key`, searched by `search`.
+void to_wire(const tuner::TuneProgress& p, const tuner::Task& task, const std::string& key,
+             const std::string& search, v1::TuneProgress* out);
 
 }  // namespace kiln::server
