@@ -183,6 +183,10 @@ class JobRunner final : public tuner::Runner {
   }
 
   tuner::Outcome<tuner::Measurement> run(const tuner::RunInput& in) override {
+    if (!in.artifact || !in.func)
+      return tuner::Failure{tuner::Failure::Kind::Internal, std::nullopt,
+                            "a point reached the agents without its artifact or func (a bug in "
+                            "kiln)"};
     v1::MeasureResponse response;
     try {
       Status s = fleet_.measure(spec_, *in.artifact, *in.func, in.params, call(), &response);
