@@ -44,6 +44,8 @@ tuner::Outcome<tuner::Build> Artifacts::build(const tuner::BuildInput& input) {
     return tuner::Failure{kind, stage, std::move(message)};
   };
   // Errors without a position of their own are about the func's file.
+  if (!input.func)
+    return failure(Kind::Internal, "a point was built without its func (a bug in kiln)");
   std::string file = input.func->where.file.empty() ? "<request>" : input.func->where.file;
   try {
     CompileRequest r{.func = *input.func,

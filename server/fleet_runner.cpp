@@ -189,6 +189,9 @@ class JobRunner final : public tuner::Runner {
                             "kiln)"};
     v1::MeasureResponse response;
     try {
+      // The key's agents as Measure waits for them: none connected is UNAVAILABLE
+      // naming the keys there are.
+      (void)fleet_.device(spec_.key, call());
       Status s = fleet_.measure(spec_, *in.artifact, *in.func, in.params, call(), &response);
       if (!s.ok()) return failure_of(s);
     } catch (...) {

@@ -251,14 +251,14 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
       live_job->messages.push_back(std::move(w));
       live_job->changed.notify_all();
     };
-    std::unique_ptr<tuner::Runner> job_runner =
-        runner.runner(spec, [this] { return stopping.load(); });
-    tuner::TuneHooks hooks;
-    hooks.progress = post;
-    hooks.cancelled = [&] { return live_job->cancel.load(); };
-    hooks.stopping = [this] { return stopping.load(); };
     Status status;
     try {
+      std::unique_ptr<tuner::Runner> job_runner =
+          runner.runner(spec, [this] { return stopping.load(); });
+      tuner::TuneHooks hooks;
+      hooks.progress = post;
+      hooks.cancelled = [&] { return live_job->cancel.load(); };
+      hooks.stopping = [this] { return stopping.load(); };
       {
         // The first message: the job's number, before anything is measured.
         tuner::TuneProgress first;

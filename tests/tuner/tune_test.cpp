@@ -363,6 +363,25 @@ TEST_F(TuneTest, AStoppingServiceInterruptsTheJobWhereItIs) {
   EXPECT_EQ(count(job), static_cast<int64_t>(m.seen.size()));
 }
 
+TEST_F(TuneTest, WorkStoppedWhileTheJobRunsInterruptsItAndLosesNoPoint) {
+  Task task = task_of(gemm_like_space());
+  builder_.refuse = [](const Config& c) -> std::optional<Failure> {
+    if (c.at("X") == 2) return Failure{Failure::Kind::Stopped, std::nullopt, "deadline passed"};
+    return std::nullopt;
+  };
+  SyntheticRunner m;
+  TuneSettings settings;
+  settings.trials = 256;
+  settings.search.strategy = Strategy::Grid;  // X = 2 comes in the first batch
+  try {
+    tune(task, builder_, m, *store_, "x86", settings);
+    FAIL() << "a stopped build that nobody asked for went unnoticed";
+  } catch (const Interrupted& e) {
+    EXPECT_EQ(e.failure().kind, Failure::Kind::Stopped);
+    EXPECT_STREQ(e.what(), "deadline passed");
+  }
+}
+
 TEST_F(TuneTest, AWrongAnswerKeepsItsRoundsAndHasNoTime) {
   Task task = task_of(gemm_like_space());
   class Wrong : public Runner {

@@ -127,8 +127,11 @@ std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner&
   // A point's own failure is reported; the service's is remembered.
   auto failed = [&](const Config& point, const Failure& f) {
     if (!f.points_fault()) {
+      // Work stopped because the job is cancelled or the service stops is
+      // dropped (measured again on resume); stopped otherwise, it fails the batch.
+      if (f.kind == Failure::Kind::Stopped && gone()) return;
       std::lock_guard<std::mutex> lock(mu);
-      if (!failure && f.kind != Failure::Kind::Stopped) failure = f;
+      if (!failure) failure = f;
       return;
     }
     if (f.illegal()) return reject("illegal schedule");
