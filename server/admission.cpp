@@ -11,10 +11,11 @@
 
 namespace kiln::server {
 
-Admission::Admission(int workers, int queue_depth)
+Admission::Admission(int workers, int queue_depth, std::function<void()> on_admitted)
     : workers_(workers > 0 ? workers
                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
-      queue_depth_(std::max(0, queue_depth)) {}
+      queue_depth_(std::max(0, queue_depth)),
+      on_admitted_(std::move(on_admitted)) {}
 
 std::unique_ptr<Admission::Ticket> Admission::enter(const CallOptions& call) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -42,7 +43,10 @@ std::unique_ptr<Admission::Ticket> Admission::enter(const CallOptions& call) {
   }
   --waiting_;
   ++running_;
-  return std::make_unique<Ticket>(*this);
+  auto ticket = std::make_unique<Ticket>(*this);
+  lock.unlock();
+  if (on_admitted_) on_admitted_();
+  return ticket;
 }
 
 }  // namespace kiln::server

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -13,8 +14,9 @@ namespace kiln::server {
 // At most `workers` requests compile at once; at most `queue_depth` more wait.
 class Admission {
  public:
-  // workers 0: one per core.
-  Admission(int workers, int queue_depth);
+  // workers 0: one per core. `on_admitted` (tests): called by each request
+  // once it holds a worker.
+  Admission(int workers, int queue_depth, std::function<void()> on_admitted = {});
 
   int workers() const { return workers_; }
 
@@ -40,6 +42,7 @@ class Admission {
 
  private:
   const int workers_, queue_depth_;
+  std::function<void()> on_admitted_;
   std::mutex mu_;
   std::condition_variable freed_;
   int running_ = 0, waiting_ = 0;

@@ -12,8 +12,8 @@
 
 namespace kiln::server {
 
-Artifacts::Artifacts(CompileCache& cache, Admission& admission, std::function<void()> on_admitted)
-    : cache_(cache), admission_(admission), on_admitted_(std::move(on_admitted)) {}
+Artifacts::Artifacts(CompileCache& cache, Admission& admission)
+    : cache_(cache), admission_(admission) {}
 
 int Artifacts::parallelism() const { return admission_.workers(); }
 
@@ -25,7 +25,6 @@ v1::CompileResponse Artifacts::compile(const CompileRequest& r, const CallOption
     return std::move(*cached);
   }
   auto ticket = admission_.enter(call);
-  if (on_admitted_) on_admitted_();
   CompileResult result = kiln::compile(r);
   v1::CompileResponse response;
   to_wire(*result.artifact, response.mutable_artifact());

@@ -4,8 +4,6 @@
 // tuning job builds its points with.
 #pragma once
 
-#include <functional>
-
 #include "admission.h"
 #include "compile_cache.h"
 #include "kiln/compile.h"
@@ -16,8 +14,7 @@ namespace kiln::server {
 
 class Artifacts final : public tuner::Builder {
  public:
-  // `on_admitted` (tests): called by each compilation once it holds a worker.
-  Artifacts(CompileCache& cache, Admission& admission, std::function<void()> on_admitted = {});
+  Artifacts(CompileCache& cache, Admission& admission);
 
   // The Compile response of `r` (output Artifact), from the cache or
   // compiled holding a worker; throws what the pipeline and the admission
@@ -32,7 +29,6 @@ class Artifacts final : public tuner::Builder {
  private:
   CompileCache& cache_;
   Admission& admission_;
-  std::function<void()> on_admitted_;
 };
 
 }  // namespace kiln::server

@@ -39,8 +39,8 @@ struct Service::Impl {
   explicit Impl(ServiceOptions o)
       : options(std::move(o)),
         cache(options.cache_bytes, options.data_dir),
-        admission(options.workers, options.queue_depth),
-        artifacts(cache, admission, options.on_admitted),
+        admission(options.workers, options.queue_depth, options.on_admitted),
+        artifacts(cache, admission),
         runner(options.measure_timeout_ms, options.measure_memory_bytes) {
     runner.set_fleet(options.fleet);
   }
@@ -54,9 +54,7 @@ struct Service::Impl {
   }
 
   std::unique_ptr<Admission::Ticket> admit(const CallOptions& call) {
-    std::unique_ptr<Admission::Ticket> t = admission.enter(call);
-    if (options.on_admitted) options.on_admitted();
-    return t;
+    return admission.enter(call);
   }
 };
 

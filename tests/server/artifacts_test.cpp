@@ -90,16 +90,17 @@ TEST(ArtifactsBuilder, AnIllegalScheduleIsALegalityFailureNotAMessageToMatch) {
 
 TEST(ArtifactsBuilder, AFullQueueIsBusyAndACancelledBuildIsStopped) {
   server::CompileCache cache(0, "");
-  server::Admission admission(1, 0);  // one compiling, none waiting
   std::mutex mu;
   std::condition_variable cv;
   bool admitted = false, release = false;
-  server::Artifacts artifacts(cache, admission, [&] {
+  server::Admission admission(1, 0, [&] {  // one compiling, none waiting
     std::unique_lock<std::mutex> lock(mu);
+    if (release) return;
     admitted = true;
     cv.notify_all();
     cv.wait(lock, [&] { return release; });
   });
+  server::Artifacts artifacts(cache, admission);
   auto f = func_of("matmul");
   std::thread holder([&] { (void)artifacts.build({f, {{"TI", 8}, {"TJ", 8}}, CompileOptions{}}); });
   {
@@ -120,9 +121,7 @@ TEST(ArtifactsBuilder, AFullQueueIsBusyAndACancelledBuildIsStopped) {
 
   CompileOptions cancelled;
   cancelled.limits.cancelled = [] { return true; };
-  server::Artifacts free_artifacts(cache, admission);
-  tuner::Outcome<tuner::Build> stopped =
-      free_artifacts.build({f, {{"TI", 32}, {"TJ", 8}}, cancelled});
+  tuner::Outcome<tuner::Build> stopped = artifacts.build({f, {{"TI", 32}, {"TJ", 8}}, cancelled});
   ASSERT_FALSE(stopped.ok());
   EXPECT_EQ(stopped.failure().kind, Failure::Kind::Stopped);
 }

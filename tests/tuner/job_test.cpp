@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "kiln/cost_model.h"
-#include "kiln/frontend.h"
 #include "kiln/records.h"
 #include "kiln/tune.h"
+#include "programs.h"
 
 namespace kiln::tuner {
 namespace {
@@ -34,12 +34,8 @@ func matmul {
 }
 )";
 
-ir::Func parsed(const char* text) {
-  return frontend::parse_module(text, "matmul.kiln").funcs.at(0);
-}
-
 TEST(TaskTest, TheWorkloadNamesTheParamsValuesAndNotTheKnobs) {
-  ir::Func f = parsed(kMatmul);
+  ir::Func f = testing::parse_one(kMatmul);
   records::Workload plain = workload_of(f, {});
   records::Workload knobbed = workload_of(f, {{"TI", 32}});
   records::Workload bigger = workload_of(f, {{"M", 128}});
@@ -53,7 +49,7 @@ TEST(TaskTest, TheWorkloadNamesTheParamsValuesAndNotTheKnobs) {
 }
 
 TEST(TaskTest, KnobsSetByHandLeaveTheSpaceAndEnterTheFunc) {
-  Task t = prepare_task(parsed(kMatmul), {{"TI", 32}}, {}, {});
+  Task t = prepare_task(testing::parse_one(kMatmul), {{"TI", 32}}, {}, {});
   EXPECT_EQ(t.fixed, (Config{{"TI", 32}}));
   ASSERT_TRUE(t.space);
   EXPECT_EQ(t.space->size(), 3u);  // TJ's three values; TI holds its one
@@ -66,7 +62,7 @@ TEST(TaskTest, KnobsSetByHandLeaveTheSpaceAndEnterTheFunc) {
 }
 
 TEST(TaskTest, AFuncWithoutKnobsIsRefusedSayingHowToDeclareThem) {
-  ir::Func f = parsed(R"(
+  ir::Func f = testing::parse_one(R"(
 func copy {
   param N = 8;
   input  A : f32[N];
@@ -84,7 +80,7 @@ func copy {
 }
 
 TEST(TaskTest, IterFeaturesComeFromThePreparedFuncAtEachPoint) {
-  Task t = prepare_task(parsed(kMatmul), {}, {}, {});
+  Task t = prepare_task(testing::parse_one(kMatmul), {}, {}, {});
   FeatureFn features = iter_features_of(t, CompileOptions{});
   std::vector<float> small = features(*t.space, {{"TI", 8}, {"TJ", 8}});
   std::vector<float> large = features(*t.space, {{"TI", 32}, {"TJ", 32}});
@@ -98,7 +94,7 @@ TEST(TaskTest, IterFeaturesComeFromThePreparedFuncAtEachPoint) {
 
 TEST(TaskTest, WarmStartReadsTheSameOperatorAtOtherShapesRelativeToItsBest) {
   auto store = records::open_sqlite_store(records::kInMemory);
-  ir::Func f = parsed(kMatmul);
+  ir::Func f = testing::parse_one(kMatmul);
   records::Workload other = workload_of(f, {{"M", 128}});
   records::Workload mine = workload_of(f, {});
   store->put_workload(other);

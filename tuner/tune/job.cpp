@@ -26,15 +26,19 @@ std::pair<ir::Overrides, ir::Overrides> knobs_and_params(const ir::Func& f,
   return {knobs, params};
 }
 
-}  // namespace
-
-records::Workload workload_of(const ir::Func& base, const ir::Overrides& set) {
-  ir::Func shaped = ir::apply_overrides(base, knobs_and_params(base, set).second);
+// The workload of a func whose params' values are set: its canonical text and its hash.
+records::Workload workload_of_shaped(const ir::Func& shaped) {
   records::Workload w;
   w.definition = ir::to_string(shaped);
   w.hash = sha256_hex(w.definition);
   w.name = shaped.name;
   return w;
+}
+
+}  // namespace
+
+records::Workload workload_of(const ir::Func& base, const ir::Overrides& set) {
+  return workload_of_shaped(ir::apply_overrides(base, knobs_and_params(base, set).second));
 }
 
 Task prepare_task(const ir::Func& base, const ir::Overrides& set,
@@ -47,9 +51,7 @@ Task prepare_task(const ir::Func& base, const ir::Overrides& set,
   auto [knobs, params] = knobs_and_params(base, set);
   ir::Func shaped = ir::apply_overrides(base, params);
   Task t;
-  t.workload.definition = ir::to_string(shaped);
-  t.workload.hash = sha256_hex(t.workload.definition);
-  t.workload.name = shaped.name;
+  t.workload = workload_of_shaped(shaped);
   t.fixed = Config(knobs.begin(), knobs.end());
   auto func = std::make_shared<ir::Func>(ir::apply_overrides(shaped, knobs));
   std::set<std::string> fixed;

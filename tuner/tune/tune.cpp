@@ -124,12 +124,11 @@ std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner&
   auto gone = [&] { return stopping() || (hooks.cancelled && hooks.cancelled()); };
   std::mutex mu;
   std::optional<Failure> failure;
-  // A point's own failure is reported; the service's is remembered.
+  // A point's own failure is reported; the service's is remembered. (A failure
+  // once the job is cancelled or the service stops is not the point's: the
+  // callers drop it, and a resumed job measures the point.)
   auto failed = [&](const Config& point, const Failure& f) {
     if (!f.points_fault()) {
-      // Work stopped because the job is cancelled or the service stops is
-      // dropped (measured again on resume); stopped otherwise, it fails the batch.
-      if (f.kind == Failure::Kind::Stopped && gone()) return;
       std::lock_guard<std::mutex> lock(mu);
       if (!failure) failure = f;
       return;
