@@ -37,6 +37,7 @@ class LoopInterpreter final : public detail::Evaluator {
 
  protected:
   HostBuffer* find_buffer(const std::string& name) override {
+    if (auto t = per_thread_.find(name); t != per_thread_.end()) return &thread_copy(t->second);
     return detail::run_buffer(temps_, bindings_, name);
   }
 
@@ -88,6 +89,40 @@ class LoopInterpreter final : public detail::Evaluator {
     return s;
   }
 
+  // A gpu_local temporary allocated outside every gpu_thread loop is each GPU thread's own
+  // (its registers): one copy per value of the thread loop variables around an access. Code
+  // outside the thread loops runs in every thread, so it reads and writes the copy the threads'
+  // copies start from.
+  struct PerThread {
+    HostBuffer common;
+    std::map<std::vector<int64_t>, HostBuffer> threads;
+  };
+  HostBuffer& thread_copy(PerThread& t) {
+    if (thread_loops_.empty()) return t.common;
+    std::vector<int64_t> key;
+    for (const std::string& v : thread_loops_) key.push_back(lookup(v)->i);
+    auto it = t.threads.find(key);
+    if (it == t.threads.end()) it = t.threads.emplace(std::move(key), t.common).first;
+    return it->second;
+  }
+
+  // Runs body with `temps[name]` holding `value`; an outer temporary of the same name is hidden
+  // while it lives.
+  template <typename T>
+  void scoped(std::map<std::string, T>& temps, const std::string& name, T value,
+              const ir::Stmt& body) {
+    auto old = temps.find(name);
+    std::optional<T> hidden;
+    if (old != temps.end()) hidden = std::move(old->second);
+    temps.insert_or_assign(name, std::move(value));
+    exec(body);
+    if (hidden) {
+      temps.insert_or_assign(name, std::move(*hidden));
+    } else {
+      temps.erase(name);
+    }
+  }
+
   void exec(const ir::Stmt& s) {
     if (!s) return;
     switch (s->kind) {
@@ -97,6 +132,8 @@ class LoopInterpreter final : public detail::Evaluator {
         int64_t end = eval_int(n.end);
         if (n.step <= 0) fail(fmt::format("loop {} has step {}", n.var, n.step));
         loops_.push_back(n.var);
+        bool thread = ir::is_gpu_thread_tag(n.tag);
+        if (thread) thread_loops_.push_back(n.var);
         push(n.var, Value::of_int(ir::kIndexType, lo));
         for (int64_t x = lo; x < end; x += n.step) {
           set_top(Value::of_int(ir::kIndexType, x));
@@ -105,6 +142,7 @@ class LoopInterpreter final : public detail::Evaluator {
         }
         pop();
         loops_.pop_back();
+        if (thread) thread_loops_.pop_back();
         return;
       }
       case ir::StmtKind::If: {
@@ -159,16 +197,10 @@ class LoopInterpreter final : public detail::Evaluator {
                           "temporary on the {} (docs/limits.md)",
                           n.buf, bytes, limit, stack ? "stack" : "heap"));
         }
-        // An inner Alloc of the same name hides the outer one while it lives.
-        auto old = temps_.find(n.buf);
-        std::optional<HostBuffer> hidden;
-        if (old != temps_.end()) hidden = std::move(old->second);
-        temps_[n.buf] = HostBuffer(n.dtype, std::move(shape));
-        exec(n.body);
-        if (hidden) {
-          temps_[n.buf] = std::move(*hidden);
+        if (n.loc == ir::MemLoc::GpuLocal && thread_loops_.empty()) {
+          scoped(per_thread_, n.buf, PerThread{HostBuffer(n.dtype, std::move(shape)), {}}, n.body);
         } else {
-          temps_.erase(n.buf);
+          scoped(temps_, n.buf, HostBuffer(n.dtype, std::move(shape)), n.body);
         }
         return;
       }
@@ -184,8 +216,10 @@ class LoopInterpreter final : public detail::Evaluator {
   const ir::LoweredFunc& f_;
   Bindings& bindings_;
   std::map<std::string, HostBuffer> temps_;
-  std::vector<std::string> loops_;    // the loop variables bound now, outermost first
-  const ir::Store* store_ = nullptr;  // the store being executed, for error messages
+  std::map<std::string, PerThread> per_thread_;
+  std::vector<std::string> loops_;         // the loop variables bound now, outermost first
+  std::vector<std::string> thread_loops_;  // those of gpu_thread loops
+  const ir::Store* store_ = nullptr;       // the store being executed, for error messages
 };
 
 }  // namespace

@@ -173,7 +173,9 @@ void gpu_codegen(const CompileRequest& request, CompileResult& out) {
     default:
       return;
   }
-  out.cuda = cuda::generate(out.optimized);
+  // The GPU lowering passes (kiln/cuda.h), then the printer.
+  out.gpu_lowered = cuda::keep_in_registers(out.optimized);
+  out.cuda = cuda::generate(out.gpu_lowered);
   out.notes.insert(out.notes.end(), out.cuda->notes.begin(), out.cuda->notes.end());
   if (request.output == CompileOutput::Cuda) {
     out.text = cuda::describe_launches(*out.cuda) + out.cuda->source;
@@ -189,7 +191,7 @@ void gpu_codegen(const CompileRequest& request, CompileResult& out) {
     out.notes.push_back(out.optimized.name + ": " + note);
   out.text = out.cuda_binary->ptx;
   if (request.output != CompileOutput::Artifact) return;
-  out.artifact = cuda::compile_artifact(out.optimized, *out.cuda, *out.cuda_binary, t,
+  out.artifact = cuda::compile_artifact(out.gpu_lowered, *out.cuda, *out.cuda_binary, t,
                                         request.options.opt_level, out.key);
 }
 

@@ -129,9 +129,9 @@ GpuKernel compile_gpu(const std::string& file, const ir::Overrides& sizes,
       set[k] = v;
   CompileRequest r{.func = f, .overrides = set};
   r.options.target = Target{cuda::kTriple, arch, ""};
-  r.output = CompileOutput::Loops;
+  r.output = CompileOutput::Cuda;
   CompileResult c = compile(r);
-  GpuKernel k{c.func, cuda::generate(c.optimized), {}, 0};
+  GpuKernel k{c.func, *c.cuda, {}, 0};
   k.binary = cuda::compile(k.program, arch);
   k.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

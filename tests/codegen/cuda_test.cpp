@@ -114,12 +114,12 @@ CompileRequest gpu_request(const ir::Func& f, int opt = 3) {
   CompileRequest r{.func = f};
   r.options.target = Target{cuda::kTriple, "sm_90", ""};
   r.options.opt_level = opt;
-  r.output = CompileOutput::Loops;
+  r.output = CompileOutput::Cuda;
   return r;
 }
 
 cuda::Program gpu_program(const ir::Func& f, int opt = 3) {
-  return cuda::generate(compile(gpu_request(f, opt)).optimized);
+  return *compile(gpu_request(f, opt)).cuda;
 }
 
 // The overrides of `set` that f has (a schedule without the file's knobs has none of them).
@@ -146,25 +146,39 @@ std::string compile_error(const std::string& text) {
 }
 
 // The loops f lowers to for a GPU, run by the loop interpreter (which ignores tags), against the
-// reference on random inputs of `seed`.
-interp::Mismatch gpu_loops_against_reference(const ir::Func& f, uint64_t seed) {
+// reference on random inputs of `seed`: as kiln's passes leave them, and as the GPU lowering
+// passes leave them for the printer.
+struct GpuLoopsMismatch {
+  interp::Mismatch optimized, gpu_lowered;
+};
+GpuLoopsMismatch gpu_loops_against_reference(const ir::Func& f, uint64_t seed) {
   Bindings in = interp::random_bindings(f, interp::param_values(f), seed);
-  Bindings expected = in, actual = in;
+  Bindings expected = in;
   interp::run_reference(f, expected);
-  interp::run_loops(compile(gpu_request(f)).optimized, actual);
-  return interp::compare_outputs(f, expected, actual);
+  CompileResult r = compile(gpu_request(f));
+  GpuLoopsMismatch out;
+  for (auto [loops, mismatch] :
+       {std::pair{&r.optimized, &out.optimized}, std::pair{&r.gpu_lowered, &out.gpu_lowered}}) {
+    Bindings actual = in;
+    interp::run_loops(*loops, actual);
+    *mismatch = interp::compare_outputs(f, expected, actual);
+  }
+  return out;
 }
 
-// The schedules of the GPU examples keep every dependence: the loops they lower to, run by the
-// loop interpreter (which ignores tags), compute what the reference computes.
+// The schedules of the GPU examples keep every dependence, and the GPU lowering passes (unrolled
+// register tiles, accumulators in registers) keep the meaning: the loops, run by the loop
+// interpreter (which ignores tags), compute what the reference computes.
 TEST(GpuSchedules, LoopsMatchTheReference) {
   for (const GpuCase& c : gpu_cases()) {
     for (const std::string& sched : c.schedules) {
       std::string text = program_text(c, sched);
       for (const ir::Overrides& set : c.params) {
         SCOPED_TRACE(c.example + ", schedule: " + sched);
-        interp::Mismatch mm = gpu_loops_against_reference(parse_one(text, known(text, set)), 3);
-        EXPECT_TRUE(mm.ok) << mm.describe();
+        GpuLoopsMismatch mm = gpu_loops_against_reference(parse_one(text, known(text, set)), 3);
+        EXPECT_TRUE(mm.optimized.ok) << "after kiln's passes: " << mm.optimized.describe();
+        EXPECT_TRUE(mm.gpu_lowered.ok)
+            << "after the GPU lowering passes: " << mm.gpu_lowered.describe();
       }
     }
   }
@@ -506,6 +520,47 @@ TEST(GpuCodegen, IndexArithmeticIsIntWhereItFits) {
 }
 
 // A nest with no GPU tag runs, slowly, on one thread, and a note says so.
+// The register tile's accumulators are the GPU lowering pass's work, in the loops it hands the
+// printer: 16 one-element gpu_local temporaries around the K loop, none before the pass; the
+// printer only prints them.
+TEST(GpuLowering, AccumulatorsAreKeptInRegistersByAPassBeforeThePrinter) {
+  ir::Func f = parse_one(gpu_example("matmul"),
+                         {{"M", 256}, {"N", 128}, {"K", 64}, {"RI", 4}, {"RJ", 4}, {"BK", 16}});
+  CompileResult r = compile(gpu_request(f));
+  const std::string before = ir::to_string(r.optimized), after = ir::to_string(r.gpu_lowered);
+  EXPECT_EQ(count_of(before, "kiln_acc"), 0) << before;
+  for (int k = 0; k < 16; ++k)
+    EXPECT_EQ(count_of(after, "alloc kiln_acc" + std::to_string(k) + ": f32[] @gpu_local"), 1)
+        << after;
+  EXPECT_EQ(count_of(after, "alloc kiln_acc16 "), 0) << after;
+  EXPECT_EQ(ir::to_string(cuda::keep_in_registers(r.optimized)), after);
+  // The printer given the optimized loops prints what it is given: no accumulator.
+  EXPECT_EQ(count_of(cuda::generate(r.optimized).source, "kiln_acc"), 0);
+  EXPECT_EQ(count_of(r.cuda->source, "\n  float b_kiln_acc"), 16);
+}
+
+// A one-thread nest whose outermost loop is tagged unroll stays one kernel: the loop is left a
+// loop (its copies would be kernels of their own), the loops inside it are unrolled.
+TEST(GpuCodegen, AnUnrolledOutermostLoopOfAOneThreadNestStaysOneKernel) {
+  const std::string text = R"(
+func scale_gpu {
+  input  x : f32[4, 3];
+  output y : f32[4, 3];
+  compute s(i, j) in 0 <= i < 4 and 0 <= j < 3: y[i, j] = x[i, j] * 2.0;
+  schedule {
+    s.tag(i, unroll);
+    s.tag(j, unroll);
+  }
+})";
+  ir::Func f = parse_one(text);
+  cuda::Program p = gpu_program(f);
+  ASSERT_EQ(p.launches.size(), 1u) << p.source;
+  EXPECT_EQ(count_of(p.source, "#pragma unroll"), 1) << p.source;
+  EXPECT_EQ(count_of(p.source, "b_y[(v_i) * (3) + (2)] = "), 1) << p.source;  // j unrolled
+  GpuLoopsMismatch mm = gpu_loops_against_reference(f, 7);
+  EXPECT_TRUE(mm.gpu_lowered.ok) << mm.gpu_lowered.describe();
+}
+
 TEST(GpuCodegen, UntaggedNestRunsOnOneThreadWithANote) {
   ir::Func f = parse_one(with_schedule(gpu_example("matmul"), ""), {{"M", 8}, {"N", 8}, {"K", 8}});
   cuda::Program p = gpu_program(f);
@@ -604,8 +659,9 @@ TEST(GpuCodegen, InputValueSpecsAreCheckedByAFirstKernel) {
   const std::string k0 = p.source.substr(p.source.find("gather_gpu_k0("));
   EXPECT_NE(k0.find("if (*kiln_status != 0) return;"), std::string::npos) << k0;
 
-  interp::Mismatch mm = gpu_loops_against_reference(f, 5);
-  EXPECT_TRUE(mm.ok) << mm.describe();
+  GpuLoopsMismatch mm = gpu_loops_against_reference(f, 5);
+  EXPECT_TRUE(mm.optimized.ok) << mm.optimized.describe();
+  EXPECT_TRUE(mm.gpu_lowered.ok) << mm.gpu_lowered.describe();
 
   std::string why;
   if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;

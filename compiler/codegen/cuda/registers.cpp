@@ -63,7 +63,7 @@ class Unroller : public ir::StmtMutator {
   int64_t budget_;
 };
 
-// Unrolls the loops inside gpu_thread loops, as the writer does when it reaches them.
+// Unrolls the loops inside gpu_thread loops, as the lowering pass does when it reaches them.
 class UnrollInThreads : public ir::StmtMutator {
  protected:
   Stmt mutate_for(const Stmt& s, const ir::For& n) override {

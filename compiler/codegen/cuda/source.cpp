@@ -12,6 +12,7 @@
 #include "kiln/error.h"
 #include "kiln/passes/simplify.h"
 #include "kiln/range.h"
+#include "nests.h"
 #include "registers.h"
 
 namespace kiln::cuda {
@@ -43,43 +44,6 @@ const char* ctype(DType t) {
   }
   return "?";
 }
-
-// Whether s holds a loop with a tag that satisfies pred.
-bool has_loop(const Stmt& s, bool (*pred)(LoopTag)) {
-  if (!s) return false;
-  switch (s->kind) {
-    case ir::StmtKind::For: {
-      const auto& n = static_cast<const ir::For&>(*s);
-      return pred(n.tag) || has_loop(n.body, pred);
-    }
-    case ir::StmtKind::If: {
-      const auto& n = static_cast<const ir::IfThenElse&>(*s);
-      return has_loop(n.then_case, pred) || has_loop(n.else_case, pred);
-    }
-    case ir::StmtKind::LetStmt:
-      return has_loop(static_cast<const ir::LetStmt&>(*s).body, pred);
-    case ir::StmtKind::Alloc:
-      return has_loop(static_cast<const ir::Alloc&>(*s).body, pred);
-    case ir::StmtKind::Block:
-      for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts)
-        if (has_loop(c, pred)) return true;
-      return false;
-    default:
-      return false;
-  }
-}
-
-// The stores of a statement.
-class StoreCollector : public ir::StmtVisitor {
- public:
-  std::vector<const ir::Store*> stores;
-
- protected:
-  void visit_store(const ir::Store& n) override {
-    stores.push_back(&n);
-    ir::StmtVisitor::visit_store(n);
-  }
-};
 
 // The loops of a statement tagged gpu_thread_x/y/z.
 class ThreadLoops : public ir::StmtVisitor {
@@ -479,7 +443,7 @@ class Writer {
           fmt::format("{}: a loop nest with no GPU tag runs as one GPU thread ({}); tag its loops "
                       "gpu_block and gpu_thread to spread it over the GPU",
                       name, describe_root(root)));
-      thread(unroll_constant_loops(root));
+      thread(root);
     } else {
       Stmt s = root;
       std::set<int> axes;
@@ -730,14 +694,7 @@ class Writer {
           sync_before(shared_effects(s));
           return thread_loop(n);
         }
-        if (has_loop(n.body, ir::is_gpu_thread_tag)) {
-          // Elements the threads keep updating across the loop stay in their registers.
-          if (Stmt kept =
-                  keep_accumulators_across_block_loop(s, accumulator_type(), fresh_accumulator());
-              kept != s)
-            return block_scope(kept);
-          return structural_loop(n);
-        }
+        if (has_loop(n.body, ir::is_gpu_thread_tag)) return structural_loop(n);
         return block_level_nest(s);
       }
       case ir::StmtKind::Store: {
@@ -755,19 +712,6 @@ class Writer {
         sync_before(shared_effects(s));
         return thread(s);
     }
-  }
-
-  // The type of a buffer whose elements may be kept in registers (not already a thread's own).
-  std::function<std::optional<DType>(const std::string&)> accumulator_type() const {
-    return [this](const std::string& b) {
-      auto it = bufs_.find(b);
-      return it == bufs_.end() || it->second.space == Space::Local
-                 ? std::nullopt
-                 : std::optional<DType>(it->second.dtype);
-    };
-  }
-  std::function<std::string()> fresh_accumulator() {
-    return [this] { return fmt::format("kiln_acc{}", acc_count_++); };
   }
 
   // A serial loop with thread loops inside: every thread runs it, and the block's threads meet
@@ -797,9 +741,7 @@ class Writer {
   // thread; anything else runs in the block's first thread.
   void block_level_nest(const Stmt& s) {
     sync_before(shared_effects(s));
-    StoreCollector collector;
-    collector.visit(s);
-    const std::vector<const ir::Store*>& stores = collector.stores;
+    const std::vector<const ir::Store*> stores = stores_of(s);
     bool local_only = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
       return space_of(st->buf) == Space::Local;
     });
@@ -815,53 +757,6 @@ class Writer {
     thread(s);
     --indent_;
     line("}");
-  }
-
-  // Stores of a cache fill (a copy into a temporary) only.
-  static bool is_fill(const std::vector<const ir::Store*>& stores) {
-    return std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
-      return !st->atomic && st->comp.size() > 5 &&
-             st->comp.compare(st->comp.size() - 5, 5, "_fill") == 0;
-    });
-  }
-
-  // A perfect nest of loops, each with bounds the nest does not change, the lets between
-  // them, and the innermost loop's body.
-  struct CopyNest {
-    std::vector<const ir::For*> chain;
-    std::vector<const ir::LetStmt*> lets;  // bound once the indices are known
-    Stmt body;
-  };
-  static CopyNest copy_nest(const Stmt& s) {
-    CopyNest out;
-    std::vector<const ir::For*>& chain = out.chain;
-    std::vector<const ir::LetStmt*>& lets = out.lets;
-    std::vector<const ir::LetStmt*> pending;
-    std::set<std::string> chain_vars;
-    Stmt body = s;
-    for (;;) {
-      if (const ir::LetStmt* l = ir::as<ir::LetStmt>(body); l && !chain.empty()) {
-        pending.push_back(l);
-        body = l->body;
-        continue;
-      }
-      const ir::For* n = ir::as<ir::For>(body);
-      if (!n || n->tag == LoopTag::Parallel) break;
-      std::set<std::string> defined = chain_vars;
-      for (const ir::LetStmt* l : pending) defined.insert(l->var);
-      bool uniform = true;
-      for (const Expr& e : {n->min, n->end})
-        for (const std::string& v : ir::free_vars(e)) uniform = uniform && !defined.count(v);
-      if (!uniform) break;
-      lets.insert(lets.end(), pending.begin(), pending.end());
-      pending.clear();
-      chain_vars = std::move(defined);
-      chain.push_back(n);
-      chain_vars.insert(n->var);
-      body = n->body;
-    }
-    out.body = chain.back()->body;  // with the lets after the last loop
-    return out;
   }
 
   // The iterations of a perfect nest of loops, each with bounds the nest does not change,
@@ -918,7 +813,7 @@ class Writer {
       copy_vector(vc);
     } else {
       for (const ir::LetStmt* l : lets) let_line(l->var, l->value);
-      thread(unroll_constant_loops(body));
+      thread(body);
     }
     for (const ir::For* n : chain) known_.erase(n->var);
     --indent_;
@@ -1150,9 +1045,8 @@ class Writer {
             computing = true;
             return widths(s);
           }
-          StoreCollector stores;
-          stores.visit(s);
-          if (computing || stores.stores.empty() || !is_fill(stores.stores)) {
+          std::vector<const ir::Store*> stores = stores_of(s);
+          if (computing || stores.empty() || !is_fill(stores)) {
             ok = false;  // a fill after the computation, or code for one thread
             return;
           }
@@ -1189,11 +1083,10 @@ class Writer {
     if (!ok || fills.empty() || !computing) return std::nullopt;
     // Read early, the sources must not change in the loop; only the fills write the tiles; and
     // every index must be computable before the loop.
-    StoreCollector stores;
-    stores.visit(n.body);
+    std::vector<const ir::Store*> stores = stores_of(n.body);
     int64_t floats = 0, block = threads[0] * threads[1] * threads[2];
     for (PipelinedFill& f : fills) {
-      for (const ir::Store* st : stores.stores)
+      for (const ir::Store* st : stores)
         if (st->buf == f.copy.from || (st->buf == f.copy.to && !is_fill({st}))) return std::nullopt;
       std::vector<Expr> all = f.copy.from_at;
       all.insert(all.end(), f.copy.to_at.begin(), f.copy.to_at.end());
@@ -1390,7 +1283,7 @@ class Writer {
     line(marker + "{");
     ++indent_;
     thread_axes_.insert(a);
-    thread_body(unroll_constant_loops(n.body));
+    thread_body(n.body);
     thread_axes_.erase(a);
     known_.erase(n.var);
     --indent_;
@@ -1699,10 +1592,6 @@ class Writer {
         const auto& n = static_cast<const ir::For&>(*s);
         check_tag(n);
         if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
-        // Elements the loop keeps updating stay in registers while it runs.
-        if (Stmt kept = keep_accumulators_in_registers(s, accumulator_type(), fresh_accumulator());
-            kept != s)
-          return thread(kept);
         if (n.tag == LoopTag::Unroll || n.tag == LoopTag::UnrollExplicit) line("#pragma unroll");
         line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
                          expr(n.end), n.step, index_type(n.var, loop_range(n), n.step)));
@@ -1949,7 +1838,7 @@ class Writer {
   int vector_count_ = 0;
   Effects pending_;  // what the block's threads did since the last __syncthreads()
   std::string storing_;
-  int kernel_count_ = 0, guard_count_ = 0, copy_count_ = 0, acc_count_ = 0;
+  int kernel_count_ = 0, guard_count_ = 0, copy_count_ = 0;
   std::string constant_decls_;  // the __constant__ arrays, at the module's scope
   int64_t constant_bytes_ = 0;
 };

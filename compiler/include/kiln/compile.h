@@ -68,9 +68,10 @@ struct CompileResult {
   std::string key;                               // cache_key(request): known before any stage ran
   ir::Func func;                                 // the operator with the overrides applied
   std::optional<poly::ScheduledFunc> scheduled;  // output Schedule only
-  ir::LoweredFunc lowered;                    // the loops as lowering left them (Loops and beyond)
-  ir::LoweredFunc optimized;                  // after the passes (Loops and beyond)
-  std::string text;                           // LlvmIr, Assembly
+  ir::LoweredFunc lowered;      // the loops as lowering left them (Loops and beyond)
+  ir::LoweredFunc optimized;    // after the passes (Loops and beyond)
+  ir::LoweredFunc gpu_lowered;  // GPU targets: after the GPU lowering passes (Cuda and beyond)
+  std::string text;             // LlvmIr, Assembly
   std::optional<codegen::Kernel> kernel;      // Kernel
   std::optional<codegen::Artifact> artifact;  // Artifact; its key is `key`
   std::optional<cuda::Program> cuda;          // GPU targets: Cuda and Assembly

@@ -79,10 +79,21 @@ struct Program {
   std::vector<std::string> notes;  // what runs slower than the schedule may suggest
 };
 
-// Generates the CUDA program of f. Throws CompileError (stage Codegen) naming the loop or
-// buffer when the schedule cannot run on a GPU: block loops not outermost or not perfectly
-// nested, a thread loop whose extent has no constant bound, a tag used twice in one nest,
-// `parallel` or a loop around kernels, a shared or local temporary of run-time size.
+// The GPU lowering passes, which compile() runs in this order on the optimized loops of a GPU
+// target before generate() prints them (its GPU branch lists them):
+//
+// keep_in_registers: in the code each thread runs, loops tagged unroll with constant bounds are
+// unrolled (NVRTC unrolls poorly on its own), and the elements of a buffer that a serial loop
+// keeps updating at indices it does not change (a register tile of C, across the K loop and its
+// barriers too) are kept in one-element gpu_local temporaries named kiln_acc0, kiln_acc1, ...:
+// loaded before the loop, stored back after it. A nest generate() refuses is left as it is.
+ir::LoweredFunc keep_in_registers(const ir::LoweredFunc& f);
+
+// Generates the CUDA program of f, the loops the GPU lowering passes left. Throws CompileError
+// (stage Codegen) naming the loop or buffer when the schedule cannot run on a GPU: block loops not
+// outermost or not perfectly nested, a thread loop whose extent has no constant bound, a tag used
+// twice in one nest, `parallel` or a loop around kernels, a shared or local temporary of run-time
+// size.
 Program generate(const ir::LoweredFunc& f);
 
 // A launch's integer expression (a grid extent, a temporary's size) as postfix tokens, which

@@ -35,7 +35,11 @@ void run_reference(const ir::Func& f, Bindings& b);
 
 // Runs lowered loop IR, checking every load and store against its buffer's
 // bounds (CompileError naming the access, the computation instance and the
-// loop variables). Temporaries (Alloc) are created and freed by the run.
+// loop variables). Temporaries (Alloc) are created and freed by the run. Tags
+// are ignored, but for what GPU threads own: a gpu_local temporary allocated
+// outside the gpu_thread loops has one copy per thread (per value of the
+// thread loops' variables around an access), as the GPU lowering passes'
+// register accumulators need.
 void run_loops(const ir::LoweredFunc& f, Bindings& b);
 
 // The largest difference between two runs' outputs.

@@ -1,0 +1,225 @@
+// The GPU lowering pass that puts values in each thread's registers (kiln/cuda.h): loops tagged
+// unroll in the code a thread runs are unrolled, and accumulators are kept in one-element
+// gpu_local temporaries across the loops that update them (registers.h has the rewrites).
+//
+// The walk follows the nest the way the printer reads it (kernels at the top level, code that
+// runs once per block inside the gpu_block loops, code one thread runs inside the gpu_thread
+// loops), and the rewrites apply where the printer would run the code: a nest it refuses is left
+// as it is, for the printer to say why.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "kiln/cuda.h"
+#include "nests.h"
+#include "registers.h"
+
+namespace kiln::cuda {
+namespace {
+
+using ir::Stmt;
+
+// s with f applied to each statement it holds, for a Block, a LetStmt, an Alloc or an If; s
+// itself for the others.
+Stmt with_children(const Stmt& s, const std::function<Stmt(const Stmt&)>& f) {
+  switch (s->kind) {
+    case ir::StmtKind::Block: {
+      std::vector<Stmt> stmts;
+      for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts) stmts.push_back(f(c));
+      return ir::block(std::move(stmts));
+    }
+    case ir::StmtKind::LetStmt: {
+      const auto& n = static_cast<const ir::LetStmt&>(*s);
+      return std::make_shared<ir::LetStmt>(n.var, n.value, f(n.body));
+    }
+    case ir::StmtKind::Alloc: {
+      const auto& n = static_cast<const ir::Alloc&>(*s);
+      return std::make_shared<ir::Alloc>(n.buf, n.dtype, n.shape, n.loc, f(n.body));
+    }
+    case ir::StmtKind::If: {
+      const auto& n = static_cast<const ir::IfThenElse&>(*s);
+      return std::make_shared<ir::IfThenElse>(n.cond, f(n.then_case), f(n.else_case));
+    }
+    default:
+      return s;
+  }
+}
+
+class KeepInRegisters {
+ public:
+  explicit KeepInRegisters(const ir::LoweredFunc& f) {
+    for (const ir::Buf& b : f.args) bufs_[b.name] = {b.dtype, false};
+  }
+
+  // The top level: each nest a kernel (or refused by the printer).
+  Stmt host(const Stmt& s) {
+    if (!s) return s;
+    switch (s->kind) {
+      case ir::StmtKind::Alloc: {
+        const auto& n = static_cast<const ir::Alloc&>(*s);
+        bufs_[n.buf] = {n.dtype, false};  // in device memory, shared by every thread
+        return with_children(s, [this](const Stmt& c) { return host(c); });
+      }
+      case ir::StmtKind::Block:
+      case ir::StmtKind::LetStmt:
+      case ir::StmtKind::If:
+        return with_children(s, [this](const Stmt& c) { return host(c); });
+      case ir::StmtKind::For: {
+        const auto& n = static_cast<const ir::For&>(*s);
+        if (ir::is_gpu_block_tag(n.tag)) return kernel(s);
+        if (has_loop(n.body, ir::is_gpu_block_tag)) return s;  // refused by the printer
+        if (ir::is_gpu_thread_tag(n.tag) || has_loop(n.body, ir::is_gpu_thread_tag))
+          return kernel(s);
+        return one_thread_kernel(s);
+      }
+      case ir::StmtKind::Store:
+      case ir::StmtKind::Evaluate:
+        return one_thread_kernel(s);
+    }
+    return s;
+  }
+
+ private:
+  struct BufInfo {
+    ir::DType dtype = ir::DType::F32;
+    bool local = false;  // each thread's own
+  };
+
+  // A nest with no GPU tag, run by one thread. Its outermost loop stays a loop even where it is
+  // tagged unroll: its copies would be kernels of their own.
+  Stmt one_thread_kernel(const Stmt& s) {
+    const ir::For* n = ir::as<ir::For>(s);
+    if (!n) return thread(unroll_constant_loops(s));
+
+    return thread(std::make_shared<ir::For>(n->var, n->min, n->end, n->step, n->tag,
+                                            unroll_constant_loops(n->body)));
+  }
+
+  // The block loops and the lets between them, then what runs once per block.
+  Stmt kernel(const Stmt& s) {
+    if (const ir::LetStmt* l = ir::as<ir::LetStmt>(s))
+      return std::make_shared<ir::LetStmt>(l->var, l->value, kernel(l->body));
+    if (const ir::For* n = ir::as<ir::For>(s); n && ir::is_gpu_block_tag(n->tag))
+      return std::make_shared<ir::For>(n->var, n->min, n->end, n->step, n->tag, kernel(n->body));
+    return block(s);
+  }
+
+  // Inside the block loops, outside the thread loops.
+  Stmt block(const Stmt& s) {
+    if (!s) return s;
+    switch (s->kind) {
+      case ir::StmtKind::Alloc: {
+        const auto& n = static_cast<const ir::Alloc&>(*s);
+        bufs_[n.buf] = {n.dtype, temp_space(n.loc, true, false) == TempSpace::Thread};
+        return with_children(s, [this](const Stmt& c) { return block(c); });
+      }
+      case ir::StmtKind::Block:
+      case ir::StmtKind::LetStmt:
+      case ir::StmtKind::If:
+        return with_children(s, [this](const Stmt& c) { return block(c); });
+      case ir::StmtKind::For: {
+        const auto& n = static_cast<const ir::For&>(*s);
+        if (n.tag == ir::LoopTag::Parallel || ir::is_gpu_block_tag(n.tag))
+          return s;  // refused by the printer
+        if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
+        if (has_loop(n.body, ir::is_gpu_thread_tag)) {
+          // Elements the threads keep updating across the loop stay in their registers.
+          if (Stmt kept = keep_accumulators_across_block_loop(s, eligible(), fresh()); kept != s)
+            return block(kept);
+          return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, block(n.body));
+        }
+        return block_level_nest(s);
+      }
+      case ir::StmtKind::Store:
+      case ir::StmtKind::Evaluate:
+        return s;
+    }
+    return s;
+  }
+
+  // A nest with no thread loop at block level: a cache fill's iterations are dealt out to the
+  // block's threads, other code runs in every thread or in the first.
+  Stmt block_level_nest(const Stmt& s) {
+    std::vector<const ir::Store*> stores = stores_of(s);
+    bool local_only = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
+      auto it = bufs_.find(st->buf);
+      return it != bufs_.end() && it->second.local;
+    });
+    if (local_only || !is_fill(stores)) return thread(s);
+    CopyNest nest = copy_nest(s);
+    return with_body(s, nest.chain.back(), thread(unroll_constant_loops(nest.body)));
+  }
+
+  // s with the body of `inner`, a loop inside it along a chain of loops and lets, replaced.
+  static Stmt with_body(const Stmt& s, const ir::For* inner, const Stmt& body) {
+    if (const ir::LetStmt* l = ir::as<ir::LetStmt>(s))
+      return std::make_shared<ir::LetStmt>(l->var, l->value, with_body(l->body, inner, body));
+    const auto& n = static_cast<const ir::For&>(*s);
+    Stmt b = &n == inner ? body : with_body(n.body, inner, body);
+    return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, b);
+  }
+
+  Stmt thread_loop(const ir::For& n) {
+    return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag,
+                                     thread(unroll_constant_loops(n.body)));
+  }
+
+  // Code one thread runs.
+  Stmt thread(const Stmt& s) {
+    if (!s) return s;
+    switch (s->kind) {
+      case ir::StmtKind::Alloc: {
+        const auto& n = static_cast<const ir::Alloc&>(*s);
+        bufs_[n.buf] = {n.dtype, temp_space(n.loc, true, true) == TempSpace::Thread};
+        return with_children(s, [this](const Stmt& c) { return thread(c); });
+      }
+      case ir::StmtKind::Block:
+      case ir::StmtKind::LetStmt:
+      case ir::StmtKind::If:
+        return with_children(s, [this](const Stmt& c) { return thread(c); });
+      case ir::StmtKind::For: {
+        const auto& n = static_cast<const ir::For&>(*s);
+        if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
+        if (n.tag == ir::LoopTag::Parallel || ir::is_gpu_block_tag(n.tag))
+          return s;  // refused by the printer
+        // Elements the loop keeps updating stay in registers while it runs.
+        if (Stmt kept = keep_accumulators_in_registers(s, eligible(), fresh()); kept != s)
+          return thread(kept);
+        return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, thread(n.body));
+      }
+      case ir::StmtKind::Store:
+      case ir::StmtKind::Evaluate:
+        return s;
+    }
+    return s;
+  }
+
+  // The type of a buffer whose elements may be kept in registers (not already a thread's own).
+  std::function<std::optional<ir::DType>(const std::string&)> eligible() const {
+    return [this](const std::string& b) {
+      auto it = bufs_.find(b);
+      return it == bufs_.end() || it->second.local ? std::nullopt
+                                                   : std::optional<ir::DType>(it->second.dtype);
+    };
+  }
+  std::function<std::string()> fresh() {
+    return [this] { return fmt::format("kiln_acc{}", accumulators_++); };
+  }
+
+  std::map<std::string, BufInfo> bufs_;  // those declared so far, as the printer meets them
+  int accumulators_ = 0;
+};
+
+}  // namespace
+
+ir::LoweredFunc keep_in_registers(const ir::LoweredFunc& f) {
+  ir::LoweredFunc out = f;
+  out.body = KeepInRegisters(f).host(f.body);
+  return out;
+}
+
+}  // namespace kiln::cuda

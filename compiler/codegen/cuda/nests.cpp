@@ -1,0 +1,95 @@
+// The shapes of loop nests the CUDA backend recognizes (nests.h).
+#include "nests.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "kiln/analysis.h"
+
+namespace kiln::cuda {
+namespace {
+
+class StoreCollector : public ir::StmtVisitor {
+ public:
+  std::vector<const ir::Store*> stores;
+
+ protected:
+  void visit_store(const ir::Store& n) override {
+    stores.push_back(&n);
+    ir::StmtVisitor::visit_store(n);
+  }
+};
+
+}  // namespace
+
+bool has_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag)) {
+  if (!s) return false;
+  switch (s->kind) {
+    case ir::StmtKind::For: {
+      const auto& n = static_cast<const ir::For&>(*s);
+      return pred(n.tag) || has_loop(n.body, pred);
+    }
+    case ir::StmtKind::If: {
+      const auto& n = static_cast<const ir::IfThenElse&>(*s);
+      return has_loop(n.then_case, pred) || has_loop(n.else_case, pred);
+    }
+    case ir::StmtKind::LetStmt:
+      return has_loop(static_cast<const ir::LetStmt&>(*s).body, pred);
+    case ir::StmtKind::Alloc:
+      return has_loop(static_cast<const ir::Alloc&>(*s).body, pred);
+    case ir::StmtKind::Block:
+      for (const ir::Stmt& c : static_cast<const ir::Block&>(*s).stmts)
+        if (has_loop(c, pred)) return true;
+      return false;
+    default:
+      return false;
+  }
+}
+
+std::vector<const ir::Store*> stores_of(const ir::Stmt& s) {
+  StoreCollector c;
+  c.visit(s);
+  return std::move(c.stores);
+}
+
+bool is_fill(const std::vector<const ir::Store*>& stores) {
+  return std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
+    return !st->atomic && st->comp.size() > 5 &&
+           st->comp.compare(st->comp.size() - 5, 5, "_fill") == 0;
+  });
+}
+
+CopyNest copy_nest(const ir::Stmt& s) {
+  CopyNest out;
+  std::vector<const ir::For*>& chain = out.chain;
+  std::vector<const ir::LetStmt*>& lets = out.lets;
+  std::vector<const ir::LetStmt*> pending;
+  std::set<std::string> chain_vars;
+  ir::Stmt body = s;
+  for (;;) {
+    if (const ir::LetStmt* l = ir::as<ir::LetStmt>(body); l && !chain.empty()) {
+      pending.push_back(l);
+      body = l->body;
+      continue;
+    }
+    const ir::For* n = ir::as<ir::For>(body);
+    if (!n || n->tag == ir::LoopTag::Parallel) break;
+    std::set<std::string> defined = chain_vars;
+    for (const ir::LetStmt* l : pending) defined.insert(l->var);
+    bool uniform = true;
+    for (const ir::Expr& e : {n->min, n->end})
+      for (const std::string& v : ir::free_vars(e)) uniform = uniform && !defined.count(v);
+    if (!uniform) break;
+    lets.insert(lets.end(), pending.begin(), pending.end());
+    pending.clear();
+    chain_vars = std::move(defined);
+    chain.push_back(n);
+    chain_vars.insert(n->var);
+    body = n->body;
+  }
+  out.body = chain.back()->body;  // with the lets after the last loop
+  return out;
+}
+
+}  // namespace kiln::cuda
