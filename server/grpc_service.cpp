@@ -15,6 +15,7 @@
 #include "kiln/v1/service.pb.h"
 #include "request.h"
 #include "tuning.h"
+#include "validate.h"
 
 namespace kiln::server {
 
@@ -86,6 +87,8 @@ std::string access_problem(const grpc::ServerContext* ctx, const Access& access)
   if (access.token.empty()) return "";
   const auto& md = ctx->client_metadata();
   auto it = md.find("authorization");
+  if (size_t n = md.count("authorization"); n > 1)
+    return fmt::format("the request carries {} authorization values: send one, 'Bearer TOKEN'", n);
   if (it == md.end())
     return "this kilnd requires a token: send the metadata 'authorization: Bearer TOKEN' "
            "(kiln --token-file FILE)";
@@ -124,8 +127,8 @@ grpc::ByteBuffer serialized(const google::protobuf::MessageLite& m) {
 // the generated code, so that a hostile one gets a clear answer.
 class CompilerService final : public grpc::Service {
  public:
-  CompilerService(server::Service& core, Tuning& tuning, Access access)
-      : core_(core), tuning_(tuning), access_(std::move(access)) {
+  CompilerService(server::Service& core, Tuning& tuning, Access access, Ceilings ceilings)
+      : core_(core), tuning_(tuning), access_(std::move(access)), ceilings_(ceilings) {
     method<v1::CheckRequest, v1::CheckResponse>(
         "/kiln.v1.Compiler/Check", [this](const auto& r, auto* out, const auto& call,
                                           std::string&) { return core_.check(r, out, call); });
@@ -229,7 +232,9 @@ class CompilerService final : public grpc::Service {
       std::string detail;
       Status s = self->admit(ctx);
       if (s.ok()) s = parse_request(*in, &request);
+      if (s.ok()) s = validate(request, self->ceilings_);
       if (s.ok()) s = serve(request, &response, call_options(ctx), detail);
+      s.message = bounded(std::move(s.message));
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count();
@@ -261,12 +266,14 @@ class CompilerService final : public grpc::Service {
       std::string detail;
       Status s = self->admit(ctx);
       if (s.ok()) s = parse_request(*in, &request);
+      if (s.ok()) s = validate(request, self->ceilings_);
       int64_t sent = 0;
       std::function<bool(const Response&)> send = [&](const Response& r) {
         ++sent;
         return !ctx->IsCancelled() && writer->Write(serialized(r));
       };
       if (s.ok()) s = serve(request, send, call_options(ctx), detail);
+      s.message = bounded(std::move(s.message));
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count();
@@ -290,12 +297,14 @@ class CompilerService final : public grpc::Service {
   server::Service& core_;
   Tuning& tuning_;
   Access access_;
+  Ceilings ceilings_;
 };
 
 }  // namespace
 
-std::unique_ptr<grpc::Service> make_compiler_service(Service& core, Tuning& tuning, Access access) {
-  return std::make_unique<CompilerService>(core, tuning, std::move(access));
+std::unique_ptr<grpc::Service> make_compiler_service(Service& core, Tuning& tuning, Access access,
+                                                     Ceilings ceilings) {
+  return std::make_unique<CompilerService>(core, tuning, std::move(access), ceilings);
 }
 
 }  // namespace kiln::server

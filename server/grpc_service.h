@@ -10,6 +10,7 @@
 
 #include "service.h"
 #include "tuning.h"
+#include "validate.h"
 
 namespace kiln::server {
 
@@ -19,8 +20,9 @@ struct Access {
   std::string token{};
 };
 
-// The kiln.v1.Compiler service over `core` and `tuning`, which must outlive it.
+// The kiln.v1.Compiler service over `core` and `tuning`, which must outlive it. Every request
+// is checked against validate.h's bounds and `ceilings` before it is served.
 std::unique_ptr<grpc::Service> make_compiler_service(Service& core, Tuning& tuning,
-                                                     Access access = {});
+                                                     Access access = {}, Ceilings ceilings = {});
 
 }  // namespace kiln::server

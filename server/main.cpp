@@ -396,8 +396,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kilnd: %s\n", e.what());
     return 1;
   }
-  std::unique_ptr<grpc::Service> compiler =
-      kiln::server::make_compiler_service(core, *tuning, access);
+  std::unique_ptr<grpc::Service> compiler = kiln::server::make_compiler_service(
+      core, *tuning, access,
+      kiln::server::Ceilings{flags.measure_timeout_ms, flags.measure_memory_mb << 20});
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

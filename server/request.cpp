@@ -9,6 +9,7 @@
 #include "kiln/interp.h"
 #include "kiln/operator_def.h"
 #include "kiln/v1/service.pb.h"
+#include "validate.h"
 
 namespace kiln::server {
 
@@ -87,8 +88,8 @@ Unit resolve_unit(const v1::Operator& op, const Limits& limits) {
           for (const auto& f : m.funcs) known += (known.empty() ? "" : ", ") + f.name;
           for (const auto& g : m.graphs) known += (known.empty() ? "graph " : ", graph ") + g.name;
           refuse(Code::InvalidArgument,
-                 fmt::format("{}: no func or graph '{}' in the source (it has: {})", file, s.name(),
-                             known.empty() ? "none" : known));
+                 fmt::format("{}: no func or graph {} in the source (it has: {})", file,
+                             quoted(s.name()), known.empty() ? "none" : known));
         }
         return u;
       }

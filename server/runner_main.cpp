@@ -130,11 +130,7 @@ void run(const RunnerJob& job, v1::RunResponse* response) {
   Limits limits = limits_of(job.limits());
   Unit unit = resolve_unit(request.op(), limits);
   CompileOptions options = compile_options(request.options(), limits);
-  if (request.threads() < 0)
-    refuse(Code::InvalidArgument, "threads: " + std::to_string(request.threads()) +
-                                      " is not a thread count (0: one per physical core)");
-  if (request.number() < 0 || request.repeat() < 0)
-    refuse(Code::InvalidArgument, "number and repeat must not be negative");
+  // threads, number and repeat were checked at kilnd's boundary (validate.h).
   if (request.threads() > 0) kiln_runtime_set_threads(request.threads());
   // A test hook: kiln's kernels do not crash (docs/limits.md), so the tests
   // of how kilnd survives a runner that does ask for one by the operator's name.

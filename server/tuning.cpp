@@ -76,7 +76,7 @@ tuner::SearchOptions search_options(const v1::TuneRequest& r) {
   return o;
 }
 
-// Checks what Prepare does not, and fills the defaults in.
+// Checks what the boundary (validate.h) and Prepare do not, and fills the defaults in.
 v1::TuneRequest normalized(v1::TuneRequest r) {
   if (r.key().empty())
     refuse(Code::InvalidArgument, "key: name the device class to tune on (`kiln agents`)");
@@ -84,8 +84,6 @@ v1::TuneRequest normalized(v1::TuneRequest r) {
   if (!t.triple().empty() || !t.cpu().empty() || !t.features().empty())
     refuse(Code::InvalidArgument,
            "options.target: a tuning job compiles for its agents' own target; leave it unset");
-  if (r.trials() < 0 || r.batch() < 0 || r.early_stop() < 0)
-    refuse(Code::InvalidArgument, "trials, batch and early_stop may not be negative");
   if (r.trials() == 0) r.set_trials(kDefaultTrials);
   if (r.batch() == 0) r.set_batch(std::min(kDefaultBatch, r.trials()));
   if (r.batch() > kMaxBatch)
@@ -404,7 +402,6 @@ Status Tuning::resume(const v1::ResumeTuneRequest& request, const ProgressSink& 
     q.job = job->id;
     int64_t measured = impl_->store->count(q);
     int32_t trials = request.trials() > 0 ? request.trials() : r.trials();
-    if (request.trials() < 0) refuse(Code::InvalidArgument, "trials may not be negative");
     if (job->state == records::JobState::Done && trials <= measured)
       refuse(Code::FailedPrecondition,
              fmt::format("tuning job {} is done ({} records); ask for more trials than that to "

@@ -316,7 +316,37 @@ Func apply_overrides(const Func& f, const Overrides& overrides) {
                       outer->name, fmt::join(s.parts, ", "), s.extent, outer->value));
   }
   check_knob_constraints(out);
+  check_buffer_sizes(out);
   return out;
+}
+
+void check_buffer_sizes(const Func& f) {
+  std::map<std::string, int64_t> env;
+  for (const Param& p : f.params)
+    if (p.value) env[p.name] = *p.value;
+  for (const Buf& b : f.bufs) {
+    std::vector<int64_t> extents;
+    for (const Expr& e : b.shape) {
+      std::optional<int64_t> v = eval_int(e, env);
+      if (!v) break;  // known at run time: the run checks it
+      extents.push_back(*v);
+    }
+    if (extents.size() != b.shape.size()) continue;
+    int64_t bytes = static_cast<int64_t>(dtype_bytes(b.dtype));
+    bool fits = true;
+    for (int64_t e : extents) fits = fits && e >= 0 && !__builtin_mul_overflow(bytes, e, &bytes);
+    if (fits && bytes <= kMaxBufferBytes) continue;
+    if (std::any_of(extents.begin(), extents.end(), [](int64_t e) { return e < 0; })) continue;
+    std::vector<std::string> values;
+    for (const Param& p : f.params)
+      if (p.value) values.push_back(fmt::format("{} = {}", p.name, *p.value));
+    throw CompileError(
+        ErrorStage::Validate, b.where,
+        fmt::format("buffer {} would be {}[{}] with {}: {} bytes, where a buffer spans at most "
+                    "2^62, what 64-bit index arithmetic reaches (docs/limits.md)",
+                    b.name, dtype_name(b.dtype), fmt::join(extents, ", "), fmt::join(values, ", "),
+                    fits ? std::to_string(bytes) : std::string("more than 2^63")));
+  }
 }
 
 void check_knob_constraints(const Func& f) {

@@ -31,6 +31,24 @@ const ir::Constraint* broken_constraint(const ir::Func& f,
 }  // namespace
 
 RunParams run_param_values(const ir::Func& f, const std::map<std::string, int64_t>& given) {
+  for (const auto& [name, value] : given) {
+    const ir::Param* p = f.find_param(name);
+    if (p && !p->value) continue;
+    if (p)
+      throw CompileError(ErrorStage::Interp, p->where,
+                         fmt::format("param {} of {} is fixed when it is compiled ({} = {}): give "
+                                     "it as a compile-time value (options.set, --set), not as "
+                                     "a run-time one",
+                                     name, f.name, name, *p->value));
+    std::vector<std::string> runtime;
+    for (const ir::Param& q : f.params)
+      if (!q.value) runtime.push_back(q.name);
+    throw CompileError(
+        ErrorStage::Interp, f.where,
+        fmt::format("{} has no run-time param named {} (its run-time params: {})", f.name,
+                    name.substr(0, 128),
+                    runtime.empty() ? "none" : fmt::format("{}", fmt::join(runtime, ", "))));
+  }
   RunParams out;
   std::map<std::string, int64_t> all;  // compile-time values too: constraints may mix them
   std::vector<const ir::Param*> missing;

@@ -40,18 +40,21 @@ const char* kHealthy =
 
 // A call to kilnd: which method, with what.
 struct Call {
-  enum Method { Check, Emit, Compile, Run } method = Check;
+  enum Method { Check, Emit, Compile, Run, Measure } method = Check;
   v1::Operator op;
   std::function<void(v1::CompileOptions&)> options = nullptr;
   std::function<void(v1::RunRequest&)> run = nullptr;  // Run's own fields
   std::function<void(v1::EmitRequest&)> emit = nullptr;
   std::string token = kToken;  // "" for none
   std::optional<std::chrono::milliseconds> deadline{};
+  std::function<void(v1::MeasureRequest&)> measure = nullptr;  // Measure's own fields
+  std::vector<std::string> more_tokens{};                      // further authorization values
 };
 
 grpc::Status send(v1::Compiler::Stub& stub, const Call& c) {
   grpc::ClientContext ctx;
   if (!c.token.empty()) ctx.AddMetadata("authorization", "Bearer " + c.token);
+  for (const std::string& t : c.more_tokens) ctx.AddMetadata("authorization", "Bearer " + t);
   if (c.deadline) ctx.set_deadline(std::chrono::system_clock::now() + *c.deadline);
   v1::CompileOptions options;
   if (c.options) c.options(options);
@@ -87,6 +90,15 @@ grpc::Status send(v1::Compiler::Stub& stub, const Call& c) {
       v1::RunResponse out;
       return stub.Run(&ctx, r, &out);
     }
+    case Call::Measure: {
+      v1::MeasureRequest r;
+      *r.mutable_op() = c.op;
+      *r.mutable_options() = options;
+      r.set_key("any");
+      if (c.measure) c.measure(r);
+      v1::MeasureResponse out;
+      return stub.Measure(&ctx, r, &out);
+    }
   }
   return grpc::Status::CANCELLED;
 }
@@ -97,6 +109,21 @@ struct Hostile {
   grpc::StatusCode code;
   std::string expect;  // a part of the message
 };
+
+v1::Operator named_file(const std::string& source, const std::string& filename) {
+  v1::Operator op = text(source);
+  op.mutable_source()->set_filename(filename);
+  return op;
+}
+
+// A source of n funcs with 64-character names: a message listing them is long.
+std::string many_funcs(int n) {
+  std::string out;
+  for (int k = 0; k < n; ++k)
+    out += "func f" + std::to_string(k) + std::string(60, 'x') +
+           " { output y : f32[1]; compute c(i) in 0 <= i < 1: y[i] = 1.0; }\n";
+  return out;
+}
 
 std::string nested(int depth) {
   std::string e = "x[0]";
@@ -264,7 +291,84 @@ std::vector<Hostile> hostile_requests() {
       {"a negative thread count",
        {Call::Run, text(kHealthy), nullptr, [](v1::RunRequest& r) { r.set_threads(-4); }},
        StatusCode::INVALID_ARGUMENT,
-       "threads: -4 is not a thread count"},
+       "threads: -4 is negative"},
+      // Strings and numbers checked at the boundary, before any work, each naming its field;
+      // a client's long string is not echoed back whole (issue 45's cases).
+      {"a 100,000-byte filename",
+       {Call::Check, named_file(kHealthy, std::string(100'000, 'f')), nullptr, nullptr, nullptr,
+        kToken, std::chrono::seconds(5)},
+       StatusCode::INVALID_ARGUMENT,
+       "source.filename: 100000 bytes, more than the 4096 a field may hold"},
+      {"a NUL inside the operator's name",
+       {Call::Check, text(kHealthy, std::string("healthy\0evil", 12)), nullptr, nullptr, nullptr,
+        kToken, std::chrono::seconds(5)},
+       StatusCode::INVALID_ARGUMENT,
+       "source.name: holds a NUL byte (byte 7 of 12)"},
+      {"a NUL inside the target's CPU",
+       {Call::Compile, text(kHealthy),
+        [](v1::CompileOptions& o) { o.mutable_target()->set_cpu(std::string("znver4\0x", 8)); }},
+       StatusCode::INVALID_ARGUMENT,
+       "options.target.cpu: holds a NUL byte"},
+      {"a 100,000-byte name to set",
+       {Call::Check, text(matmul),
+        [](v1::CompileOptions& o) { (*o.mutable_set())[std::string(100'000, 'M')] = 1; }, nullptr,
+        nullptr, kToken, std::chrono::seconds(5)},
+       StatusCode::INVALID_ARGUMENT,
+       "options.set key: 100000 bytes, more than the 1024 a name may hold"},
+      {"M set to 2^63 - 1",
+       {Call::Check, text(matmul),
+        [](v1::CompileOptions& o) { (*o.mutable_set())["M"] = INT64_MAX; }},
+       StatusCode::INVALID_ARGUMENT,
+       "buffer A would be f32[9223372036854775807, 128] with M = 9223372036854775807"},
+      {"an input of a negative extent",
+       {Call::Run, text(kHealthy), nullptr,
+        [](v1::RunRequest& r) {
+          v1::BufferData* d = r.add_inputs();
+          d->set_name("x");
+          d->add_shape(-1);
+          d->add_shape(128);
+        }},
+       StatusCode::INVALID_ARGUMENT,
+       "inputs[0].shape[0]: -1 is a negative extent"},
+      {"a compile-time param given as a run-time one",
+       {Call::Run, text(matmul), nullptr,
+        [](v1::RunRequest& r) { (*r.mutable_runtime_params())["M"] = 128; }},
+       StatusCode::INVALID_ARGUMENT,
+       "param M of matmul is fixed when it is compiled (M = 128)"},
+      {"a run-time param the func lacks",
+       {Call::Run, text(kHealthy), nullptr,
+        [](v1::RunRequest& r) { (*r.mutable_runtime_params())["zz"] = 3; }},
+       StatusCode::INVALID_ARGUMENT,
+       "healthy has no run-time param named zz (its run-time params: n)"},
+      {"a Measure whose counts are all -1",
+       {.method = Call::Measure,
+        .op = text(kHealthy),
+        .measure =
+            [](v1::MeasureRequest& r) {
+              v1::MeasureSettings* m = r.mutable_settings();
+              m->set_warmup(-1);
+              m->set_repeat(-1);
+              m->set_number(-1);
+              m->set_time_limit_ms(-1);
+              m->set_threads(-1);
+            }},
+       StatusCode::INVALID_ARGUMENT,
+       "settings.warmup: -1 is negative"},
+      {"a Measure time limit past kilnd's ceiling",
+       {.method = Call::Measure,
+        .op = text(kHealthy),
+        .measure = [](v1::MeasureRequest& r) { r.mutable_settings()->set_time_limit_ms(600'000); }},
+       StatusCode::INVALID_ARGUMENT,
+       "settings.time_limit_ms: 600000 ms is more than this kilnd allows a measurement (60000 ms, "
+       "--measure-timeout-ms)"},
+      {"a status message past 4096 bytes is cut",
+       {Call::Check, text(many_funcs(200), "nope")},
+       StatusCode::INVALID_ARGUMENT,
+       " bytes in all)"},
+      {"two authorization values",
+       {.method = Call::Check, .op = text(kHealthy), .more_tokens = {"not-it"}},
+       StatusCode::UNAUTHENTICATED,
+       "the request carries 2 authorization values: send one"},
       {"no token",
        {Call::Check, text(kHealthy), nullptr, nullptr, nullptr, ""},
        StatusCode::UNAUTHENTICATED,
@@ -329,6 +433,7 @@ TEST_F(HostileRequests, EachGetsItsStatusAndMessageAndKilndServesOn) {
     grpc::Status s = send(*stub_, h.call);
     EXPECT_EQ(s.error_code(), h.code) << s.error_message();
     EXPECT_NE(s.error_message().find(h.expect), std::string::npos) << s.error_message();
+    EXPECT_LE(s.error_message().size(), 4096u);
     expect_serving();
   }
 }

@@ -592,6 +592,13 @@ Func apply_target_defaults(const Func& f,
 // Throws CompileError (stage "validate") naming the knob constraint the
 // func's knob values break, with the values it read.
 void check_knob_constraints(const Func& f);
+// The most bytes a buffer may span: its flat index, and every loop value, stay
+// within 64-bit arithmetic with room to spare (2^62, as kMaxLoopValue).
+inline constexpr int64_t kMaxBufferBytes = int64_t{1} << 62;
+// Throws CompileError (stage "validate") naming the first buffer whose
+// extents, known from the compile-time params, make it larger than
+// kMaxBufferBytes (apply_overrides checks it).
+void check_buffer_sizes(const Func& f);
 
 // Prints the algorithm part of a Func (params, buffers, computations) in
 // .kiln syntax; `kiln emit --stage ir`.

@@ -31,8 +31,10 @@ struct RunParams {
 
 // Run-time params not in `given` get the first of a few small sizes (13, 16,
 // 8, ..., chosen so that remainder loops run too) under which every
-// constraint of f holds. Throws CompileError (stage "interp") when a given
-// value breaks a constraint, or when no size tried satisfies them all.
+// constraint of f holds. Throws CompileError (stage "interp") when `given`
+// names something that is not a run-time param of f (a compile-time param, an
+// unknown name), when a given value breaks a constraint, or when no size tried
+// satisfies them all.
 // Constraints this cannot evaluate are left to the compiler.
 RunParams run_param_values(const ir::Func& f, const std::map<std::string, int64_t>& given);
 
