@@ -405,6 +405,10 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(flags.listen, credentials, &port);
+  // Without SO_REUSEPORT: gRPC otherwise clones the listener once per poller, and a clone of
+  // port 0 binds a port of its own, an undocumented second door to the same service (and a
+  // fixed port could be shared with another process of the same user).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(compiler.get());
   // A request may hold a source of max_source_bytes and then some (a
   // structured operator, options); a larger message is refused by gRPC

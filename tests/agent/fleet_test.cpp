@@ -3,6 +3,7 @@
 // interpreter, a wrong token is refused, a job past its time or memory limit
 // gets its error class and the agent serves the next, and a job whose agent
 // is killed mid-job completes on the other agent.
+#include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,6 +16,8 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -592,12 +595,44 @@ TEST(AgentTlsTest, KilndTakesTheStaticAarch64AgentOverTls) {
 }
 #endif
 
+// The TCP ports process `pid` listens on: its sockets (/proc/PID/fd) in the LISTEN state of
+// /proc/PID/net/tcp and tcp6.
+std::set<int> listening_ports(pid_t pid) {
+  std::set<std::string> inodes;
+  for (const auto& fd : std::filesystem::directory_iterator(fmt::format("/proc/{}/fd", pid))) {
+    std::error_code ec;
+    std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (!ec && target.starts_with("socket:[")) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::set<int> ports;
+  for (const char* table : {"tcp", "tcp6"}) {
+    std::ifstream in(fmt::format("/proc/{}/net/{}", pid, table));
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+          timeout >> inode;
+      if (state == "0A" && inodes.count(inode))
+        ports.insert(std::stoi(local.substr(local.rfind(':') + 1), nullptr, 16));
+    }
+  }
+  return ports;
+}
+
 TEST(LocalAgentTest, KilndStartsItsOwnAgentAndStopsItWhenItStops) {
   auto kilnd =
       std::make_unique<KilndProcess>(KILND_BINARY, std::vector<std::string>{"--local-agent"});
   std::string line = kilnd->read_line();
   ASSERT_TRUE(line.starts_with("kilnd: agents on 127.0.0.1:")) << line;
   expect_scale_measured(*kilnd, "local", "local");
+
+  // kilnd listens where it says it does, and nowhere else: its gRPC port and its agents' port.
+  const std::string& address = kilnd->address();
+  int grpc_port = std::stoi(address.substr(address.rfind(':') + 1));
+  int agent_port = std::stoi(line.substr(line.rfind(':') + 1));
+  EXPECT_EQ(listening_ports(kilnd->pid()), (std::set<int>{grpc_port, agent_port}));
 
   // Its agent is its child, and ends with it.
   std::vector<pid_t> children;
