@@ -153,6 +153,28 @@ TEST(Kilnd, ARestartedKilndHitsItsDiskCache) {
   std::filesystem::remove_all(dir);
 }
 
+// A records database truncated to nothing: kilnd refuses to start, names the file, and leaves it
+// as it was, rather than serve an empty store in its place.
+TEST(Kilnd, AnEmptyRecordsDatabaseStopsKilndAtStart) {
+  std::string dir = ::testing::TempDir() + "kilnd_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  std::string db = dir + "/records.db";
+  std::ofstream(db).flush();
+  std::string out = dir + "/kilnd.out";
+  int status = std::system(("timeout 30 " + std::string(KILND_BINARY) +
+                            " --listen 127.0.0.1:0 --data-dir " + dir + " > " + out + " 2>&1")
+                               .c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  std::ifstream in(out);
+  std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(said.find("kilnd: records database " + db + ": the file is empty (0 bytes)"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(std::filesystem::file_size(db), 0u);
+  std::filesystem::remove_all(dir);
+}
+
 // SIGTERM with a request in flight: the request finishes and is answered,
 // a new one is refused, and kilnd exits 0.
 TEST(Kilnd, SigtermLetsTheRequestsInFlightFinish) {

@@ -279,6 +279,37 @@ TEST_F(RecordsTest, AFileThatIsNotADatabaseIsRefusedAndLeftAsItWas) {
   EXPECT_EQ(bytes_of(path_), before);
 }
 
+// A records file truncated to nothing is not taken for a new, empty database (the user lost
+// their records and is told so), and is left as it was; one that another process is creating
+// (empty for a moment) is waited for.
+TEST_F(RecordsTest, AnEmptyFileIsRefusedAndLeftAsItWas) {
+  {
+    int64_t job = 0;
+    auto s = store_with_job(&job);
+  }
+  std::ofstream(path_, std::ios::binary | std::ios::trunc).flush();
+  std::filesystem::remove(path_ + "-wal");
+  std::filesystem::remove(path_ + "-shm");
+  std::string e = open_error();
+  EXPECT_NE(e.find("records database " + path_ + ": the file is empty (0 bytes)"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(std::filesystem::file_size(path_), 0u);
+  EXPECT_FALSE(std::filesystem::exists(path_ + "-wal"));
+
+  // Empty for a moment, then set up by its creator: opened.
+  std::ofstream(path_, std::ios::binary | std::ios::trunc).flush();
+  std::thread creator([&] {  // a process setting the file up: its header comes first
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    sqlite3* db = nullptr;
+    sqlite3_open(path_.c_str(), &db);
+    sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  });
+  EXPECT_NO_THROW(open_sqlite_store(path_));
+  creator.join();
+}
+
 TEST_F(RecordsTest, ATruncatedOrDamagedDatabaseIsRefusedAndLeftAsItWas) {
   int64_t job = 0;
   {

@@ -417,7 +417,22 @@ std::unique_ptr<RecordStore> open_sqlite_store(const std::string& path) {
   if (path.empty())
     throw RecordsError("records database: no file named (\":memory:\" for one in memory)");
   std::error_code ec;
-  bool existed = std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) > 0;
+  bool existed = std::filesystem::exists(path, ec);
+  if (existed && std::filesystem::file_size(path, ec) == 0 && !ec) {
+    // A database kiln made is never empty once set up: the file is empty only while another
+    // process creates it (the first statement writes its header), or when something truncated
+    // it. Give a creator two seconds; an empty file is not taken for a new database.
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::filesystem::file_size(path, ec) == 0 && !ec &&
+           std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (std::filesystem::file_size(path, ec) == 0 && !ec)
+      throw RecordsError(fmt::format(
+          "records database {}: the file is empty (0 bytes), where a database kiln made never "
+          "is: it was truncated, or made by something else. kiln left it as it is: restore it "
+          "from a copy, or remove it to start an empty one",
+          path));
+  }
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
