@@ -52,7 +52,8 @@ struct Fleet::Impl {
     std::promise<FleetOutcome> promise;
     int tries = 0;
     Clock::time_point queued;
-    uint64_t order;  // arrival
+    uint64_t order;          // arrival
+    bool cancelled = false;  // its agent was told to kill it
   };
   struct Agent {
     AgentView view;
@@ -262,7 +263,10 @@ void Fleet::Impl::on_result(uint64_t conn, v1::MeasureResult result) {
       a.holds.erase(p->job.code_sha256);
       queue.insert(queue.begin(), p);
     } else {
-      (result.error() == v1::MeasureResult::OK ? a.view.jobs_done : a.view.jobs_failed)++;
+      if (result.error() == v1::MeasureResult::OK)
+        ++a.view.jobs_done;
+      else if (result.error() != v1::MeasureResult::CANCELLED)
+        ++a.view.jobs_failed;
       FleetOutcome out;
       out.result = std::move(result);
       out.agent_id = a.view.id;
@@ -283,7 +287,9 @@ void Fleet::Impl::lost(uint64_t conn, const std::string& why) {
     spdlog::warn("agent {} ({}) left: it {}{}", a.view.id, a.view.address, why,
                  a.running.empty() ? "" : "; its jobs go to another agent of its key");
     for (auto& [id, p] : a.running) {
-      if (stopping) {
+      if (p->cancelled) {
+        fail(p, Code::Cancelled, "job " + std::to_string(id) + " was cancelled");
+      } else if (stopping) {
         fail(p, Code::Unavailable, "kilnd is stopping");
       } else if (p->tries >= options.max_tries) {
         fail(p, Code::Unavailable,
@@ -481,9 +487,37 @@ std::vector<std::string> Fleet::keys() const {
   return std::vector<std::string>(keys.begin(), keys.end());
 }
 
-std::future<FleetOutcome> Fleet::submit(FleetJob job) {
+void Fleet::cancel(uint64_t id) {
+  std::shared_ptr<AgentLink> link;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto& queue = impl_->queue;
+    auto queued =
+        std::find_if(queue.begin(), queue.end(), [&](const auto& p) { return p->id == id; });
+    if (queued != queue.end()) {
+      impl_->fail(*queued, Code::Cancelled, "job " + std::to_string(id) + " was cancelled");
+      queue.erase(queued);
+      return;
+    }
+    for (auto& [conn, a] : impl_->agents) {
+      auto it = a.running.find(id);
+      if (it == a.running.end() || it->second->cancelled) continue;
+      it->second->cancelled = true;
+      link = a.link;
+      spdlog::info("job {}: cancelled; agent {} is told to kill it", id, a.view.id);
+      break;
+    }
+  }
+  if (!link) return;
+  v1::AgentFrame f;
+  f.mutable_cancel()->set_job_id(id);
+  // A send that fails: the reader sees the broken link, and lost() ends the job.
+  if (!link->send(f)) link->shut();
+}
+
+Fleet::Submitted Fleet::submit(FleetJob job) {
   auto p = std::make_shared<Impl::Pending>();
-  std::future<FleetOutcome> out = p->promise.get_future();
+  Submitted out{0, p->promise.get_future()};
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->stopping) {
@@ -491,6 +525,7 @@ std::future<FleetOutcome> Fleet::submit(FleetJob job) {
       return out;
     }
     p->id = impl_->next_job++;
+    out.id = p->id;
     p->order = impl_->next_order++;
     p->queued = Clock::now();
     p->job = std::move(job);

@@ -81,9 +81,20 @@ class Fleet {
   // Keys of the connected agents, sorted, for messages.
   std::vector<std::string> keys() const;
 
+  // A queued job: its id (to cancel it) and its outcome to come.
+  struct Submitted {
+    uint64_t id = 0;
+    std::future<FleetOutcome> outcome;
+  };
   // Queues a job; the future gets its outcome. A key no connected agent has
   // waits up to wait_for_agent for one.
-  std::future<FleetOutcome> submit(FleetJob job);
+  Submitted submit(FleetJob job);
+  // Withdraws job `id`, whose outcome nobody waits for any more (its request
+  // was cancelled or passed its deadline): a queued job fails at once with
+  // CANCELLED; a running one's agent is told to kill it (CancelJob), and its
+  // slot is free once the agent answers, within milliseconds. A job already
+  // done, or unknown, is left alone.
+  void cancel(uint64_t id);
 
   // Closes the listener and every agent; jobs not done fail with UNAVAILABLE.
   void stop();

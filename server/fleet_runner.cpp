@@ -23,16 +23,21 @@ namespace {
 
 v1::ElementType element_type(ir::DType t) { return static_cast<v1::ElementType>(wire_dtype(t)); }
 
-// Waits for `f`, seeing every 50 ms whether the call was cancelled or its
-// deadline passed.
-FleetOutcome wait_for(std::future<FleetOutcome>& f, const CallOptions& call) {
-  while (f.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
-    if (call.cancelled && call.cancelled())
+// Waits for the job's outcome, seeing every 50 ms whether the call was
+// cancelled or its deadline passed: then the job is withdrawn (its agent
+// kills it and its slot is free again) and the call refused.
+FleetOutcome wait_for(Fleet& fleet, Fleet::Submitted& job, const CallOptions& call) {
+  while (job.outcome.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    if (call.cancelled && call.cancelled()) {
+      fleet.cancel(job.id);
       refuse(Code::Cancelled, "the request was cancelled while its job was measured");
-    if (call.deadline && std::chrono::steady_clock::now() >= *call.deadline)
+    }
+    if (call.deadline && std::chrono::steady_clock::now() >= *call.deadline) {
+      fleet.cancel(job.id);
       refuse(Code::DeadlineExceeded, "the request's deadline passed while its job was measured");
+    }
   }
-  return f.get();
+  return job.outcome.get();
 }
 
 // The job for an agent: the artifact's arguments in its order (params with
@@ -163,7 +168,7 @@ std::optional<tuner::RunError> run_error_of(v1::MeasureResult::Error e) {
       return tuner::RunError::KernelError;
     case v1::MeasureResult::OK:
       return std::nullopt;
-    default:  // BAD_JOB, and ARTIFACT_UNKNOWN, which the fleet answers itself
+    default:  // BAD_JOB; ARTIFACT_UNKNOWN, which the fleet answers itself; CANCELLED
       return tuner::RunError::BadJob;
   }
 }
@@ -197,8 +202,10 @@ class JobRunner final : public tuner::Runner {
     } catch (...) {
       return failure_of(status_of(std::current_exception(), v1::Operator{}));
     }
-    tuner::Measurement m;
     const v1::MeasureResult& result = response.result();
+    if (result.error() == v1::MeasureResult::CANCELLED)  // kilnd stopping withdrew it
+      return tuner::Failure{tuner::Failure::Kind::Stopped, std::nullopt, result.message()};
+    tuner::Measurement m;
     m.round_ms.assign(result.round_ms().begin(), result.round_ms().end());
     m.median_ms = response.median_ms();
     m.min_ms = response.min_ms();
@@ -274,8 +281,8 @@ Status FleetRunner::measure(const MeasureSpec& spec, const codegen::Artifact& ar
   job.code = std::make_shared<const std::string>(artifact.code.begin(), artifact.code.end());
   job.code_sha256 = artifact.code_sha256;
   job.job = measure_job(artifact, f, params, inputs, spec, timeout_ms_, memory_bytes_);
-  std::future<FleetOutcome> pending = fleet_->submit(std::move(job));
-  FleetOutcome out = wait_for(pending, call);
+  Fleet::Submitted pending = fleet_->submit(std::move(job));
+  FleetOutcome out = wait_for(*fleet_, pending, call);
   if (!out.status.ok()) return out.status;
   response->set_agent_id(out.agent_id);
   *response->mutable_device() = out.device;

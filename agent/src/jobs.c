@@ -151,6 +151,9 @@ uint8_t* job_result(running_job* j, size_t* len) {
   Kiln__V1__MeasureResult* from_child = whole ? sent->result : &r;
   if (whole) {
     from_child->job_id = j->job_id;
+  } else if (j->cancelled) {
+    result_error(&r, KILN__V1__MEASURE_RESULT__ERROR__CANCELLED,
+                 "cancelled by kilnd (its request went away); the job's process was killed");
   } else if (j->killed_for_time) {
     result_error(&r, KILN__V1__MEASURE_RESULT__ERROR__TIMEOUT, "killed at the time limit of %d ms",
                  j->time_limit_ms);
@@ -183,6 +186,11 @@ uint8_t* job_result(running_job* j, size_t* len) {
   frame_free(sent);
   frame_reader_free(&j->reader);
   return bytes;
+}
+
+void job_cancel(running_job* j) {
+  if (j->pid > 0 && !j->cancelled) kill(j->pid, SIGKILL);
+  j->cancelled = 1;
 }
 
 void job_abandon(running_job* j) {

@@ -20,7 +20,8 @@ typedef struct {
   uint64_t started_ns, deadline_ns;
   int time_limit_ms;
   int killed_for_time;
-  int status; /* waitpid's, once reaped */
+  int cancelled; /* killed because kilnd cancelled the job */
+  int status;    /* waitpid's, once reaped */
 } running_job;
 
 /* Forks the child that runs `job` on `code`. 0, or -1 with a message (fork or pipe failed). */
@@ -39,6 +40,9 @@ uint8_t* job_result(running_job* j, size_t* len);
    nothing (no pidfd on an old kernel: poll with a short timeout instead). */
 int job_wait_fd(const running_job* j);
 
+/* Kills the child because kilnd cancelled the job: job_poll reaps it, and job_result answers
+   CANCELLED unless the child had sent its result first. */
+void job_cancel(running_job* j);
 /* Kills and reaps the child (the connection to kilnd went away). */
 void job_abandon(running_job* j);
 

@@ -341,6 +341,30 @@ typedef struct {
   size_t npending;
 } workers;
 
+/* kilnd cancelled job `id`: a running one's process is killed (its result, CANCELLED, goes up
+   once it is reaped); a waiting one is dropped and answered CANCELLED now. An id the agent does
+   not hold (answered already) is ignored. 0, or -1 when the answer cannot be sent. */
+static int cancel_job(conn* l, workers* w, int slots, uint64_t id) {
+  for (int s = 0; s < slots; ++s) {
+    if (w->busy[s] && w->slots[s].job_id == id) {
+      log_line(LOG_INFO, "job %llu cancelled by kilnd: killing it", (unsigned long long)id);
+      job_cancel(&w->slots[s]);
+      return 0;
+    }
+  }
+  for (size_t i = 0; i < w->npending; ++i) {
+    if (w->pending[i]->job->job_id != id) continue;
+    frame_free(w->pending[i]);
+    --w->npending;
+    memmove(w->pending + i, w->pending + i + 1, (w->npending - i) * sizeof *w->pending);
+    log_line(LOG_INFO, "job %llu cancelled by kilnd before it started", (unsigned long long)id);
+    return answer(l, id, KILN__V1__MEASURE_RESULT__ERROR__CANCELLED,
+                  "cancelled by kilnd (its request went away) before it started");
+  }
+  log_line(LOG_DEBUG, "kilnd cancelled job %llu, which is over", (unsigned long long)id);
+  return 0;
+}
+
 /* Why this agent cannot run a job of `kind` on its device, in `why`: 0 when it can. */
 static int unsupported(const char* kind, int gpu, const device_info* d, char* why, size_t len) {
   if (!kind || !kind[0] || !strcmp(kind, "shared-object")) return 0;
@@ -497,6 +521,10 @@ session_end session_run(const agent_config* cfg, artifact_cache* cache, int* wel
           }
           break;
         }
+        case KILN__V1__AGENT_FRAME__KIND_CANCEL:
+          broken |= cancel_job(&l, w, slots, f->cancel->job_id) != 0;
+          frame_free(f);
+          break;
         case KILN__V1__AGENT_FRAME__KIND_REFUSAL:
           log_line(LOG_ERROR, "kilnd ends the session: %s", f->refusal->reason);
           frame_free(f);

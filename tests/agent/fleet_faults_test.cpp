@@ -179,7 +179,7 @@ class FleetFaultsTest : public ::testing::Test {
     s->set_number(1);
     s->set_time_limit_ms(time_limit_ms);
     s->set_memory_limit_bytes(memory_limit);
-    return fleet_->submit(std::move(job)).get();
+    return fleet_->submit(std::move(job)).outcome.get();
   }
   // The agent still serves: a working kernel on the same agent.
   void expect_served() {
@@ -266,7 +266,7 @@ TEST_F(FleetFaultsTest, AGpuJobOnAnAgentWithoutAGpuIsUnsupported) {
     job.code_sha256 = sha256_hex(*code_);
     job.job.set_entry("fault_ok");
     job.job.set_artifact_kind(kind);
-    FleetOutcome out = fleet_->submit(std::move(job)).get();
+    FleetOutcome out = fleet_->submit(std::move(job)).outcome.get();
     ASSERT_TRUE(out.status.ok()) << out.status.message;
     EXPECT_EQ(out.result.error(), v1::MeasureResult::UNSUPPORTED) << out.result.message();
     std::string want = std::string(kind) == "hsaco"
@@ -316,7 +316,7 @@ TEST_F(FleetFaultsTest, AFaultingGpuKernelCostsItsJobAndTheAgentServesOn) {
     l->add_block(4);
     l->add_block(1);
     l->add_block(1);
-    return fleet_->submit(std::move(job)).get();
+    return fleet_->submit(std::move(job)).outcome.get();
   };
   FleetOutcome bad = gpu_job("bad");
   ASSERT_TRUE(bad.status.ok()) << bad.status.message;

@@ -595,6 +595,71 @@ TEST(AgentTlsTest, KilndTakesTheStaticAarch64AgentOverTls) {
 }
 #endif
 
+// A Measure whose client gives up (its deadline, or a cancel) takes its job off the agent: the
+// agent kills the job's process and its one slot is free again within a second, so the next
+// client is measured at once; a job still queued behind it is dropped as well. (Before, a
+// 10-minute time limit and a 2-second deadline held the agent for 10 minutes.)
+TEST(MeasureCancelTest, AClientThatGivesUpFreesTheAgentWithinASecond) {
+  KilndProcess kilnd(KILND_BINARY, {"--local-agent", "--measure-timeout-ms", "600000"});
+  ASSERT_TRUE(kilnd.read_line().starts_with("kilnd: agents on 127.0.0.1:"));
+  auto stub = v1::Compiler::NewStub(
+      grpc::CreateChannel(kilnd.address(), grpc::InsecureChannelCredentials()));
+  auto running = [&] {
+    grpc::ClientContext ctx;
+    v1::ListAgentsResponse out;
+    EXPECT_TRUE(stub->ListAgents(&ctx, v1::ListAgentsRequest(), &out).ok());
+    return out.agents_size() == 1 ? out.agents(0).running() : -1;
+  };
+  auto measure = [&](const std::string& source, int64_t n, std::chrono::milliseconds deadline,
+                     std::function<void(grpc::ClientContext&)> meanwhile = nullptr) {
+    v1::MeasureRequest r;
+    r.mutable_op()->mutable_source()->set_text(source);
+    r.set_key("local");
+    (*r.mutable_runtime_params())["n"] = n;
+    r.mutable_settings()->set_time_limit_ms(600'000);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+    std::thread other;
+    if (meanwhile) other = std::thread([&] { meanwhile(ctx); });
+    v1::MeasureResponse out;
+    grpc::Status s = stub->Measure(&ctx, r, &out);
+    if (other.joinable()) other.join();
+    return s;
+  };
+  const std::string endless =
+      "func endless { param n; constraint n > 0; input x : f32[1]; output y : f32[1];\n"
+      "  compute c(i, j, k) in 0 <= i < n, 0 <= j < n, 0 <= k < n: y[0] += x[0]; }";
+  ASSERT_TRUE(measure(kScale, 64, std::chrono::seconds(60)).ok());  // compiled, agent warm
+
+  for (bool cancel : {false, true}) {
+    SCOPED_TRACE(cancel ? "the client cancels" : "the client's deadline passes");
+    grpc::Status queued_status;
+    std::thread queued([&] {  // behind the endless job, with a shorter deadline
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      queued_status = measure(kScale, 64, std::chrono::milliseconds(1500));
+    });
+    grpc::Status s = cancel ? measure(endless, 1 << 20, std::chrono::seconds(60),
+                                      [](grpc::ClientContext& ctx) {
+                                        std::this_thread::sleep_for(std::chrono::seconds(3));
+                                        ctx.TryCancel();
+                                      })
+                            : measure(endless, 1 << 20, std::chrono::seconds(3));
+    auto gave_up = std::chrono::steady_clock::now();
+    queued.join();
+    EXPECT_EQ(s.error_code(),
+              cancel ? grpc::StatusCode::CANCELLED : grpc::StatusCode::DEADLINE_EXCEEDED)
+        << s.error_message();
+    EXPECT_EQ(queued_status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+        << queued_status.error_message();
+    while (running() != 0 && std::chrono::steady_clock::now() - gave_up < std::chrono::seconds(5))
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_LT(std::chrono::steady_clock::now() - gave_up, std::chrono::seconds(1));
+    EXPECT_EQ(running(), 0);
+    grpc::Status next = measure(kScale, 64, std::chrono::seconds(10));
+    EXPECT_TRUE(next.ok()) << next.error_message();
+  }
+}
+
 // The TCP ports process `pid` listens on: its sockets (/proc/PID/fd) in the LISTEN state of
 // /proc/PID/net/tcp and tcp6.
 std::set<int> listening_ports(pid_t pid) {
