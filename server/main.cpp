@@ -4,7 +4,8 @@
 //         [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N]
 //         [--runner PATH] [--max-source-bytes N] [--max-computations N]
 //         [--max-domain-dims N] [--max-expression-nodes N]
-//         [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE]
+//         [--max-isl-operations N] [--max-stage-ms N] [--max-fold-bytes N]
+//         [--token-file FILE]
 //         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 //         [--agent-token-file FILE] [--agent-listen HOST:PORT] [--agent-heartbeat-ms N]
 //         [--agent-wait-ms N] [--agent-tls-cert FILE --agent-tls-key FILE]
@@ -92,7 +93,8 @@ std::string setting_origin;
       "kilnd: %s%s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] "
       "[--queue-depth N] [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N] "
       "[--runner PATH] [--max-source-bytes N] [--max-computations N] [--max-domain-dims N] "
-      "[--max-expression-nodes N] [--max-isl-operations N] [--max-stage-ms N] [--token-file FILE] "
+      "[--max-expression-nodes N] [--max-isl-operations N] [--max-stage-ms N] [--max-fold-bytes N] "
+      "[--token-file FILE] "
       "[--tls-cert FILE --tls-key FILE "
       "[--tls-client-ca FILE]] [--agent-token-file FILE] [--agent-listen HOST:PORT] "
       "[--agent-heartbeat-ms N] [--agent-wait-ms N] [--agent-tls-cert FILE --agent-tls-key FILE] "
@@ -196,6 +198,8 @@ Flags parse_flags(int argc, char** argv) {
     } else if (a == "--max-isl-operations") {
       f.limits.max_isl_operations =
           static_cast<uint64_t>(count_flag(a, value(), 1, int64_t{1} << 40));
+    } else if (a == "--max-fold-bytes") {
+      f.limits.max_fold_bytes = static_cast<size_t>(count_flag(a, value(), 0, int64_t{1} << 40));
     } else if (a == "--max-stage-ms") {
       f.limits.max_stage_ms = count_flag(a, value(), -1, 86'400'000);
     } else if (a == "--run-timeout-ms") {

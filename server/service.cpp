@@ -174,7 +174,13 @@ Status Service::emit(const v1::EmitRequest& request, v1::EmitResponse* response,
     } else {
       const ir::Graph& g = *unit.graph;
       refuse_set_for_graph(g, wire);
-      ir::Graph shown = optimizing ? graph::optimize(g, options) : g;
+      // Folded by the interpreter: kilnd runs no generated code in its own process.
+      CompileOptions folding = options;
+      folding.instrument = [&notes, watch = options.instrument](const passes::PassEvent& e) {
+        if (e.pass == "fold_constants" && !e.remark.empty()) notes.emplace_back(e.remark);
+        if (watch) watch(e);
+      };
+      ir::Graph shown = optimizing ? graph::optimize(g, folding, graph::FoldBy::Interpreter) : g;
       if (request.stage() == v1::GRAPH) {
         response->set_text(graph::graph_text(shown, unit.module));
       } else {

@@ -26,9 +26,10 @@ void jit_evaluate(const ir::Func& op, Bindings& b, const CompileOptions& opts) {
   compile(kernel_request(op, quiet)).kernel->run(b);
 }
 
-ir::Graph optimize(const ir::Graph& g, const CompileOptions& opts) {
+ir::Graph optimize(const ir::Graph& g, const CompileOptions& opts, FoldBy by) {
   passes::PassContext ctx = pass_context(opts);
-  ctx.evaluate = [opts](const ir::Func& op, Bindings& b) { jit_evaluate(op, b, opts); };
+  if (by == FoldBy::Kernel)
+    ctx.evaluate = [opts](const ir::Func& op, Bindings& b) { jit_evaluate(op, b, opts); };
   return passes::run_graph_pipeline(g, ctx);
 }
 

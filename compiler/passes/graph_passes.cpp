@@ -75,6 +75,7 @@ ir::Graph fold_constants(const ir::Graph& g, const PassContext& ctx) {
   for (const ir::GraphTensor& t : g.tensors) {
     if (t.kind == ir::TensorKind::Const) constant.insert(t.name);
   }
+  StageTimer timer(ErrorStage::Passes, ctx.limits);
   for (const ir::GraphCall& c : g.calls) {
     bool foldable = std::all_of(c.args.begin(), c.args.end(),
                                 [&](const std::string& a) { return constant.count(a) != 0; });
@@ -82,6 +83,29 @@ ir::Graph fold_constants(const ir::Graph& g, const PassContext& ctx) {
       out.calls.push_back(c);
       continue;
     }
+    // What evaluating it takes: its arguments, and its results as buffers and as values.
+    uint64_t bytes = 0;
+    auto add = [&](const std::string& name, uint64_t extra_per_element) {
+      const ir::GraphTensor* t = out.find_tensor(name);
+      uint64_t elements = 1;
+      for (int64_t e : t->shape)
+        if (__builtin_mul_overflow(elements, static_cast<uint64_t>(std::max<int64_t>(e, 0)),
+                                   &elements))
+          elements = UINT64_MAX / 16;
+      bytes += elements * (ir::dtype_bytes(t->dtype) + extra_per_element);
+    };
+    for (const std::string& a : c.args) add(a, 0);
+    for (const std::string& r : c.results) add(r, sizeof(double));
+    if (bytes > ctx.limits.max_fold_bytes) {
+      log_line(
+          ctx, "fold_constants",
+          fmt::format("kept {} = {}(...) in the graph: folding it takes {} bytes, more than "
+                      "the limit of {} (max_fold_bytes, docs/limits.md)",
+                      fmt::join(c.results, ", "), c.op.name, bytes, ctx.limits.max_fold_bytes));
+      out.calls.push_back(c);
+      continue;
+    }
+    timer.check(c.where, "before folding " + c.op.name);
     // A graph of this call alone, its arguments as constants, run on the host.
     ir::Graph one;
     one.name = g.name;

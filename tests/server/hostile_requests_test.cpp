@@ -438,6 +438,55 @@ TEST_F(HostileRequests, EachGetsItsStatusAndMessageAndKilndServesOn) {
   }
 }
 
+// kilnd's peak resident memory (VmHWM), in bytes.
+int64_t peak_rss(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with("VmHWM:")) return std::stoll(line.substr(6)) * 1024;
+  return -1;
+}
+
+// A 200-byte Emit that asks kilnd to fold a 256 MiB constant: not folded (past max_fold_bytes,
+// a note says so), answered at once, and kilnd's memory stays where it was; a small constant is
+// folded, by the interpreter (kilnd runs no generated code of its own).
+TEST(HostileFolding, AHugeConstantIsLeftUnfoldedAndASmallOneIsFolded) {
+  KilndProcess kilnd(KILND_BINARY, {"--max-fold-bytes", "1048576"});
+  auto stub = v1::Compiler::NewStub(
+      grpc::CreateChannel(kilnd.address(), grpc::InsecureChannelCredentials()));
+  const std::string relu =
+      "func relu { param N = 16; input X : f32[N]; output Y : f32[N];\n"
+      "  compute r(n) in 0 <= n < N: Y[n] = max(X[n], 0.0); }\n";
+  auto emit = [&](const std::string& graph, v1::EmitResponse* out) {
+    v1::EmitRequest r;
+    *r.mutable_op() = text(relu + graph, "g");
+    r.set_stage(v1::GRAPH);
+    r.mutable_options()->set_opt_level(3);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    return stub->Emit(&ctx, r, out);
+  };
+  int64_t before = peak_rss(kilnd.pid());
+  v1::EmitResponse huge;
+  grpc::Status s =
+      emit("graph g { const w : f32[67108864] = random(1); y = relu(w); output y; }", &huge);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_NE(huge.text().find("y = relu(w, N = 67108864);"), std::string::npos) << huge.text();
+  ASSERT_EQ(huge.notes_size(), 1);
+  EXPECT_NE(huge.notes(0).message().find("kept y = relu(...) in the graph: folding it takes "
+                                         "1073741824 bytes, more than the limit of 1048576 "
+                                         "(max_fold_bytes"),
+            std::string::npos)
+      << huge.notes(0).message();
+  EXPECT_LT(peak_rss(kilnd.pid()) - before, int64_t{64} << 20);
+
+  v1::EmitResponse small;
+  s = emit("graph g { const w : f32[16] = random(1); y = relu(w); output y; }", &small);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_NE(small.text().find("const y : f32[16] = ["), std::string::npos) << small.text();
+  EXPECT_EQ(small.notes_size(), 0);
+}
+
 // A client that goes away mid-run: kilnd kills its runner and frees the
 // worker, so a request behind it (one worker) does not wait for the run's
 // 60 s limit.

@@ -18,9 +18,16 @@ namespace kiln::graph {
 // instrument left out): how fold_constants evaluates an operator at compile time.
 void jit_evaluate(const ir::Func& op, Bindings& b, const CompileOptions& opts);
 
-// The graph passes of opts' level and pass options, jit_evaluate folding the
-// constants, opts' instrument watching.
-ir::Graph optimize(const ir::Graph& g, const CompileOptions& opts);
+// How the constant folder evaluates a call whose arguments are all constants:
+// with the operator compiled into this process (jit_evaluate: the CLI, the
+// runner), or with the reference interpreter, which runs no generated code
+// (kilnd, which never runs generated code in its own process). Either within
+// opts.limits.max_fold_bytes a call.
+enum class FoldBy { Kernel, Interpreter };
+
+// The graph passes of opts' level and pass options, constants folded as `by`
+// says, opts' instrument watching.
+ir::Graph optimize(const ir::Graph& g, const CompileOptions& opts, FoldBy by = FoldBy::Kernel);
 
 // The graph as `kiln emit --stage graph` shows it: its text, then each
 // operator the graph passes made (those `source` does not define), once.

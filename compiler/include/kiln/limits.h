@@ -33,6 +33,11 @@ struct Limits {
   // (schedule commands, passes), so it stops at the first step that ends
   // past the limit. kilnd's request deadlines are checked the same way.
   int64_t max_stage_ms = 60'000;
+  // Bytes one call may take for the graph constant folder to evaluate it at
+  // compile time: its constant arguments, and its results (kept as values in
+  // the graph, 8 bytes an element, besides their own). A call past it is left
+  // in the graph to run with it, and a remark says so.
+  size_t max_fold_bytes = size_t{64} << 20;
   // The request's deadline (kilnd): the pipeline stops before a stage that
   // would start past it, and a stage at its first step past it. Not a limit
   // of the input, so not in docs/limits.md's table; absent: none.
