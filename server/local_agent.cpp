@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -67,22 +68,31 @@ LocalAgent::LocalAgent(const std::string& binary, int port, const std::string& k
     throw std::runtime_error("--local-agent: cannot write its token file " + token_file);
   }
 
-  std::vector<std::string> args = {binary,        "--server", "127.0.0.1:" + std::to_string(port),
-                                   "--key",       key,        "--token-file",
-                                   token_file,    "--id",     "local",
-                                   "--log-level", log_level};
+  args_ = {binary,        "--server", "127.0.0.1:" + std::to_string(port),
+           "--key",       key,        "--token-file",
+           token_file,    "--id",     "local",
+           "--log-level", log_level};
+  try {
+    pid_ = spawn();
+  } catch (...) {
+    std::filesystem::remove_all(dir_);
+    throw;
+  }
+  supervisor_ = std::thread([this] { supervise(); });
+}
+
+pid_t LocalAgent::spawn() const {
+  std::vector<std::string> args = args_;
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   // A pipe closed on exec tells whether the exec worked.
   int status_pipe[2];
-  if (pipe2(status_pipe, O_CLOEXEC) != 0) {
-    std::filesystem::remove_all(dir_);
+  if (pipe2(status_pipe, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("--local-agent: cannot make a pipe: ") + strerror(errno));
-  }
   pid_t parent = getpid();
-  pid_ = fork();
-  if (pid_ == 0) {
+  pid_t pid = fork();
+  if (pid == 0) {
     // Only async-signal-safe calls from here: kilnd may have threads.
     close(status_pipe[0]);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -97,9 +107,8 @@ LocalAgent::LocalAgent(const std::string& binary, int port, const std::string& k
     _exit(127);
   }
   close(status_pipe[1]);
-  if (pid_ < 0) {
+  if (pid < 0) {
     close(status_pipe[0]);
-    std::filesystem::remove_all(dir_);
     throw std::runtime_error(std::string("--local-agent: cannot fork: ") + strerror(errno));
   }
   int exec_errno = 0;
@@ -108,23 +117,69 @@ LocalAgent::LocalAgent(const std::string& binary, int port, const std::string& k
   }
   close(status_pipe[0]);
   if (n > 0) {
-    waitpid(pid_, nullptr, 0);
+    waitpid(pid, nullptr, 0);
+    throw std::runtime_error("--local-agent: cannot start " + args_[0] + ": " +
+                             strerror(exec_errno) + " (--agent-binary PATH names it)");
+  }
+  return pid;
+}
+
+// How an agent's process ended, for the log.
+std::string how_it_ended(int status) {
+  if (WIFSIGNALED(status)) {
+    const char* name = sigabbrev_np(WTERMSIG(status));
+    return std::string("was killed by SIG") + (name ? name : "?");
+  }
+  return "exited with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+void LocalAgent::supervise() {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kFirstWait = std::chrono::milliseconds(500);
+  constexpr auto kLongestWait = std::chrono::seconds(30);
+  auto wait = std::chrono::milliseconds(kFirstWait);
+  Clock::time_point started = Clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    stop_cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (stopping_) break;
+    int status = 0;
+    pid_t pid = pid_;
+    if (pid <= 0 || waitpid(pid, &status, WNOHANG) != pid) continue;
+    // It ran for a minute: a new failure, not the same one again.
+    if (Clock::now() - started > std::chrono::minutes(1)) wait = kFirstWait;
+    spdlog::warn("local agent (pid {}) {}; starting it again in {} ms", pid, how_it_ended(status),
+                 wait.count());
     pid_ = -1;
-    std::filesystem::remove_all(dir_);
-    throw std::runtime_error("--local-agent: cannot start " + binary + ": " + strerror(exec_errno) +
-                             " (--agent-binary PATH names it)");
+    if (stop_cv_.wait_for(lock, wait, [this] { return stopping_.load(); })) break;
+    wait = std::min<std::chrono::milliseconds>(wait * 2, kLongestWait);
+    try {
+      pid_ = spawn();
+      started = Clock::now();
+      ++restarts_;
+      spdlog::info("local agent started again (pid {}), restart {}", pid_.load(), restarts_.load());
+    } catch (const std::exception& e) {
+      spdlog::error("{}; trying again in {} ms", e.what(), wait.count());
+      started = Clock::now();
+    }
   }
 }
 
 LocalAgent::~LocalAgent() {
-  if (pid_ > 0) {
-    kill(pid_, SIGTERM);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (supervisor_.joinable()) supervisor_.join();
+  if (pid_t pid = pid_; pid > 0) {
+    kill(pid, SIGTERM);
     // It stops at once, killing a job it runs; SIGKILL if it has not after 5 s.
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (waitpid(pid_, nullptr, WNOHANG) == 0) {
+    while (waitpid(pid, nullptr, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > until) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -686,6 +686,42 @@ std::set<int> listening_ports(pid_t pid) {
   return ports;
 }
 
+// The processes whose parent is `parent`.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state;
+    long ppid = 0;
+    if (stat >> pid >> comm >> state >> ppid && ppid == parent)
+      children.push_back(static_cast<pid_t>(std::stol(pid)));
+  }
+  return children;
+}
+
+// A local agent that dies (a crash, kill -9) is started again by kilnd, which serves on: the next
+// Measure is measured by the new one.
+TEST(LocalAgentTest, ALocalAgentThatDiesIsStartedAgain) {
+  KilndProcess kilnd(KILND_BINARY, {"--local-agent"});
+  ASSERT_TRUE(kilnd.read_line().starts_with("kilnd: agents on 127.0.0.1:"));
+  expect_scale_measured(kilnd, "local", "local");
+  for (int round = 0; round < 2; ++round) {
+    std::vector<pid_t> before = children_of(kilnd.pid());
+    ASSERT_EQ(before.size(), 1u);
+    ASSERT_EQ(kill(before[0], SIGKILL), 0);
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::vector<pid_t> after;
+    while (std::chrono::steady_clock::now() < until) {
+      after = children_of(kilnd.pid());
+      if (after.size() == 1 && after[0] != before[0]) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_EQ(after.size(), 1u);
+    EXPECT_NE(after[0], before[0]);
+    expect_scale_measured(kilnd, "local", "local");  // waits for it to connect
+  }
+}
+
 TEST(LocalAgentTest, KilndStartsItsOwnAgentAndStopsItWhenItStops) {
   auto kilnd =
       std::make_unique<KilndProcess>(KILND_BINARY, std::vector<std::string>{"--local-agent"});
@@ -700,14 +736,7 @@ TEST(LocalAgentTest, KilndStartsItsOwnAgentAndStopsItWhenItStops) {
   EXPECT_EQ(listening_ports(kilnd->pid()), (std::set<int>{grpc_port, agent_port}));
 
   // Its agent is its child, and ends with it.
-  std::vector<pid_t> children;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream stat(entry.path() / "stat");
-    std::string pid, comm, state;
-    long ppid = 0;
-    if (stat >> pid >> comm >> state >> ppid && ppid == kilnd->pid())
-      children.push_back(static_cast<pid_t>(std::stol(pid)));
-  }
+  std::vector<pid_t> children = children_of(kilnd->pid());
   ASSERT_EQ(children.size(), 1u);
   kilnd->terminate();
   EXPECT_EQ(kilnd->wait(), 0);

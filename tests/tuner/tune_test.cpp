@@ -130,8 +130,9 @@ TEST_F(TuneTest, EveryTrialIsARecordAndTheBestIsOneQueryAway) {
   SyntheticRunner m;
   TuneSettings settings;
   settings.trials = 64;
-  std::vector<int> seen_progress;   // after each batch and at the end
-  std::vector<int> trial_progress;  // after each trial, with the trial
+  std::vector<int> seen_progress;               // after each batch and at the end
+  std::vector<int> trial_progress;              // after each trial, with the trial
+  std::map<int64_t, records::Record> streamed;  // what the progress said, by record id
   TuneHooks hooks;
   hooks.progress = [&](const TuneProgress& now) {
     (now.last ? trial_progress : seen_progress).push_back(now.trials);
@@ -141,9 +142,23 @@ TEST_F(TuneTest, EveryTrialIsARecordAndTheBestIsOneQueryAway) {
       EXPECT_EQ(now.last->workload, "wl-hash");
       EXPECT_EQ(now.last->key, "x86");
       EXPECT_GT(now.last->id, 0);
+      streamed[now.last->id] = *now.last;
     }
   };
   TuneProgress p = tune(task, builder_, m, *store_, "x86", settings, 0, hooks);
+  // Each trial's progress carries the record as stored: its id, and when it arrived.
+  records::Query all;
+  all.job = p.job;
+  all.limit = 1000;
+  std::vector<records::Record> stored = store_->query(all);
+  ASSERT_EQ(stored.size(), streamed.size());
+  for (const records::Record& r : stored) {
+    ASSERT_TRUE(streamed.count(r.id)) << r.id;
+    EXPECT_GT(r.unix_ms, 0);
+    EXPECT_EQ(streamed[r.id].unix_ms, r.unix_ms);
+    EXPECT_EQ(streamed[r.id].config, r.config);
+    EXPECT_EQ(streamed[r.id].median_ms, r.median_ms);
+  }
   EXPECT_TRUE(p.done);
   EXPECT_EQ(p.stopped, "trials");
   EXPECT_EQ(p.trials, 64);

@@ -283,6 +283,10 @@ TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::R
       r.workload = workload.hash;
       r.key = key;
       if (!r.error.empty()) r.median_ms = 0;
+      // When it arrived: the record streamed is the record stored, with its time and its id.
+      r.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
       records::RecordStore::Added added = store.add_record(r);
       if (!added.added) return;  // reported twice: kept once
       r.id = added.id;
