@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
+#include <sched.h>
 
 #include <functional>
 #include <optional>
@@ -91,6 +92,16 @@ std::optional<Problem> check_strings(const Message& m, const std::string& prefix
   return std::nullopt;
 }
 
+// The most threads the runtime's pool takes (KILN_MAX_THREADS, runtime/src/topology.h).
+constexpr int kMaxThreads = 1024;
+
+// The CPUs this process may run on.
+int usable_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(CPU_COUNT(&set), 1);
+}
+
 // The numbers of a request's own fields that have a sign or a ceiling.
 class Numbers {
  public:
@@ -131,6 +142,12 @@ class Numbers {
     for (auto [field, v] : {std::pair{"number", r.number()}, std::pair{"repeat", r.repeat()},
                             std::pair{"threads", r.threads()}})
       if (auto p = not_negative(field, v)) return p;
+    // A run is on kilnd's machine: a thread per CPU it may use is the most that helps, and
+    // each thread costs its stack in the runner's address space.
+    if (int cpus = usable_cpus(); r.threads() > cpus)
+      return Problem{"threads", fmt::format("{} is more than the {} CPUs this machine gives kilnd "
+                                            "(0: one per physical core)",
+                                            r.threads(), cpus)};
     return buffers(r.inputs(), "inputs");
   }
 
@@ -156,6 +173,10 @@ class Numbers {
           std::pair{"cooldown_ms", s.cooldown_ms()}, std::pair{"threads", s.threads()},
           std::pair{"time_limit_ms", s.time_limit_ms()}})
       if (auto p = not_negative(std::string("settings.") + field, v)) return p;
+    if (s.threads() > kMaxThreads)
+      return Problem{
+          "settings.threads",
+          fmt::format("{} is more than the {} threads a pool may have", s.threads(), kMaxThreads)};
     if (s.time_limit_ms() > c_.measure_time_limit_ms)
       return Problem{"settings.time_limit_ms",
                      fmt::format("{} ms is more than this kilnd allows a measurement ({} ms, "
