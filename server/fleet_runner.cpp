@@ -216,7 +216,8 @@ class JobRunner final : public tuner::Runner {
   }
 
  private:
-  // A job lets what is in flight finish when it is cancelled; kilnd stopping does not.
+  // What is in flight is withdrawn from its agent once `stopping_` says so (kilnd stopping,
+  // the job cancelled).
   CallOptions call() const { return CallOptions{std::nullopt, stopping_}; }
 
   const FleetRunner& fleet_;

@@ -251,8 +251,10 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
     };
     Status status;
     try {
-      std::unique_ptr<tuner::Runner> job_runner =
-          runner.runner(spec, [this] { return stopping.load(); });
+      // The job's measurements in flight are withdrawn from their agents when kilnd stops or
+      // the job is cancelled (its agents kill them): neither waits for a time limit.
+      std::unique_ptr<tuner::Runner> job_runner = runner.runner(
+          spec, [this, live_job] { return stopping.load() || live_job->cancel.load(); });
       tuner::TuneHooks hooks;
       hooks.progress = post;
       hooks.cancelled = [&] { return live_job->cancel.load(); };
@@ -420,13 +422,13 @@ Status Tuning::cancel(const v1::CancelTuneRequest& request, v1::CancelTuneRespon
     if (!job) refuse(Code::NotFound, fmt::format("no tuning job {}", request.job()));
     if (std::shared_ptr<LiveJob> live = impl_->find_live(request.job())) {
       live->cancel = true;
-      // The job marks itself cancelled once the measurements in flight end
-      // (each within its time limit).
+      // The job marks itself cancelled once its measurements in flight are
+      // withdrawn (their agents kill them, within a second).
       std::unique_lock<std::mutex> lock(live->mu);
       if (!live->changed.wait_for(lock, std::chrono::seconds(120), [&] { return live->ended; }))
         refuse(Code::DeadlineExceeded,
-               fmt::format("tuning job {} is stopping: it ends when its measurements in flight "
-                           "do (ListJobs shows when)",
+               fmt::format("tuning job {} is stopping: it ends once its measurements in flight "
+                           "are withdrawn (ListJobs shows when)",
                            request.job()));
     } else if (job->state == records::JobState::Running) {
       impl_->store->finish_job(job->id, records::JobState::Cancelled);  // interrupted before

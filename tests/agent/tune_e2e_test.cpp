@@ -487,6 +487,54 @@ TEST_F(TuneTest, AClientThatGoesAwayCancelsItsJobAndCancelTuneStopsADetachedOne)
   EXPECT_EQ(records(detached).total(), kept) << "measured after the cancel";
 }
 
+// CancelTune withdraws the job's measurements in flight: its agent kills them, and the job is
+// cancelled in about a second, not when their time limit (60 s here) runs out.
+TEST_F(TuneTest, CancelTuneWithdrawsTheMeasurementsInFlight) {
+  start_agents(1);
+  v1::TuneRequest r;
+  r.mutable_op()->mutable_source()->set_text(
+      "func endless { param n; constraint n > 0; input x : f32[1]; output y : f32[1];\n"
+      "  compute c(i, j, k) in 0 <= i < n, 0 <= j < n, 0 <= k < n: y[0] += x[0];\n"
+      "  schedule { knob S = 1 in [1, 2, 4]; c.split(i, S, io, ii); } }");
+  (*r.mutable_runtime_params())["n"] = 1 << 20;
+  r.set_key("x86");
+  r.set_trials(3);
+  r.set_batch(1);
+  r.set_detach(true);
+  int64_t id = 0;
+  {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::TuneProgress>> reader = stub_->Tune(&ctx, r);
+    v1::TuneProgress first;
+    ASSERT_TRUE(reader->Read(&first));
+    id = first.job();
+    ctx.TryCancel();  // detached: the job goes on
+    reader->Finish();
+  }
+  auto running = [&] {
+    grpc::ClientContext ctx;
+    v1::ListAgentsResponse out;
+    EXPECT_TRUE(stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &out).ok());
+    return out.agents_size() == 1 ? out.agents(0).running() : -1;
+  };
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (running() != 1) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "the job's first trial never ran";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto start = std::chrono::steady_clock::now();
+  v1::CancelTuneRequest c;
+  c.set_job(id);
+  v1::CancelTuneResponse out;
+  grpc::ClientContext ctx;
+  grpc::Status s = stub_->CancelTune(&ctx, c, &out);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(out.job().state(), "cancelled");
+  EXPECT_EQ(records(id).total(), 0);  // what was in flight is not a record
+  EXPECT_EQ(running(), 0);
+}
+
 TEST_F(TuneTest, EveryTuningMethodRefusesWhatItCannotDoSayingWhy) {
   start_agents(1);
   auto expect = [](const grpc::Status& s, grpc::StatusCode code, const std::string& words) {
