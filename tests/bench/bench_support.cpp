@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "fma_peak.h"
 #include "kiln/compile.h"
 #include "kiln/frontend.h"
 #include "kiln/json.h"
@@ -252,6 +253,16 @@ void print_json(const Result& r) {
     line.num("kiln_ms", r.kiln_seconds * 1e3, 4);
     line.num("baseline_ms", r.baseline_seconds * 1e3, 4);
     line.num("compile_ms", r.compile_ms, 4);
+    // This host's FMA peak for the vectors kiln's code may use, at the case's threads: how much
+    // of the machine each side used.
+    const FmaPeak& peak = fma_peak(fma_width(codegen::target_has_feature(r.target, "avx512f"),
+                                             codegen::target_has_feature(r.target, "avx2") &&
+                                                 codegen::target_has_feature(r.target, "fma")),
+                                   r.threads);
+    line.num("peak_gflops", peak.gflops, 4);
+    line.num("kiln_peak_share", kiln_gflops / peak.gflops, 3);
+    line.num("baseline_peak_share", baseline_gflops / peak.gflops, 3);
+    line.str("peak_probe", peak.probe);
   }
   std::printf("%s\n", line.done().c_str());
   std::fflush(stdout);
