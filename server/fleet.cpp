@@ -258,11 +258,16 @@ void Fleet::Impl::on_result(uint64_t conn, v1::MeasureResult result) {
     std::shared_ptr<Pending> p = it->second;
     a.running.erase(it);
     a.view.running = static_cast<int>(a.running.size());
-    if (result.error() == v1::MeasureResult::ARTIFACT_UNKNOWN) {
+    if (result.error() == v1::MeasureResult::ARTIFACT_UNKNOWN && p->cancelled) {
+      a.holds.erase(p->job.code_sha256);
+      fail(p, Code::Cancelled, "job " + std::to_string(p->id) + " was cancelled");
+    } else if (result.error() == v1::MeasureResult::ARTIFACT_UNKNOWN) {
       // Evicted from the agent's cache: send it again, with the bytes.
       a.holds.erase(p->job.code_sha256);
       queue.insert(queue.begin(), p);
     } else {
+      // A job cancelled before it started may have carried its artifact: the agent dropped it.
+      if (result.error() == v1::MeasureResult::CANCELLED) a.holds.erase(p->job.code_sha256);
       if (result.error() == v1::MeasureResult::OK)
         ++a.view.jobs_done;
       else if (result.error() != v1::MeasureResult::CANCELLED)

@@ -143,14 +143,16 @@ void LocalAgent::supervise() {
   while (!stopping_) {
     stop_cv_.wait_for(lock, std::chrono::milliseconds(100));
     if (stopping_) break;
-    int status = 0;
-    pid_t pid = pid_;
-    if (pid <= 0 || waitpid(pid, &status, WNOHANG) != pid) continue;
-    // It ran for a minute: a new failure, not the same one again.
-    if (Clock::now() - started > std::chrono::minutes(1)) wait = kFirstWait;
-    spdlog::warn("local agent (pid {}) {}; starting it again in {} ms", pid, how_it_ended(status),
-                 wait.count());
-    pid_ = -1;
+    if (pid_t pid = pid_; pid > 0) {
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) != pid) continue;
+      // It ran for a minute: a new failure, not the same one again.
+      if (Clock::now() - started > std::chrono::minutes(1)) wait = kFirstWait;
+      spdlog::warn("local agent (pid {}) {}; starting it again in {} ms", pid, how_it_ended(status),
+                   wait.count());
+      pid_ = -1;
+    }
+    // No agent: start one after `wait` (again and again, while starting it fails).
     if (stop_cv_.wait_for(lock, wait, [this] { return stopping_.load(); })) break;
     wait = std::min<std::chrono::milliseconds>(wait * 2, kLongestWait);
     try {
@@ -160,7 +162,6 @@ void LocalAgent::supervise() {
       spdlog::info("local agent started again (pid {}), restart {}", pid_.load(), restarts_.load());
     } catch (const std::exception& e) {
       spdlog::error("{}; trying again in {} ms", e.what(), wait.count());
-      started = Clock::now();
     }
   }
 }

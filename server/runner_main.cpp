@@ -36,6 +36,7 @@ Limits limits_of(const RunnerLimits& l) {
   out.max_expression_nodes = l.max_expression_nodes();
   out.max_isl_operations = l.max_isl_operations();
   out.max_stage_ms = l.max_stage_ms();
+  if (l.has_max_fold_bytes()) out.max_fold_bytes = static_cast<size_t>(l.max_fold_bytes());
   if (l.deadline_ms() > 0)
     out.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(l.deadline_ms());
   return out;

@@ -296,6 +296,7 @@ RunnerLimits runner_limits(const Limits& l, const CallOptions& call) {
   out.set_max_expression_nodes(l.max_expression_nodes);
   out.set_max_isl_operations(l.max_isl_operations);
   out.set_max_stage_ms(l.max_stage_ms);
+  out.set_max_fold_bytes(l.max_fold_bytes);
   if (call.deadline) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         *call.deadline - std::chrono::steady_clock::now());

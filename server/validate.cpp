@@ -24,7 +24,9 @@ struct Problem {
 };
 
 size_t max_bytes(const FieldDescriptor& f) {
-  if (f.full_name() == "kiln.v1.ScheduleArg.text") return kMaxTextBytes;
+  // a schedule argument's isl map; a target's features (LLVM's list for a host is ~900 bytes)
+  if (f.full_name() == "kiln.v1.ScheduleArg.text" || f.full_name() == "kiln.v1.Target.features")
+    return kMaxTextBytes;
   if (f.full_name() == "kiln.v1.SourceText.filename") return kMaxFilenameBytes;
   return kMaxNameBytes;
 }
@@ -218,11 +220,20 @@ std::string quoted(std::string_view s) {
 }
 
 std::string bounded(std::string message) {
-  if (message.size() <= kMaxStatusMessageBytes) return message;
+  // gRPC sends the message percent-encoded: a byte outside ' '..'~' (or '%') takes three.
+  auto encoded = [](unsigned char c) -> size_t { return c < 0x20 || c > 0x7e || c == '%' ? 3 : 1; };
+  size_t size = 0;
+  for (char c : message) size += encoded(static_cast<unsigned char>(c));
+  if (size <= kMaxStatusMessageBytes) return message;
   std::string note = fmt::format(" ... (cut: {} bytes in all)", message.size());
-  size_t keep = kMaxStatusMessageBytes - note.size();
+  size_t keep = 0, used = note.size();
+  while (keep < message.size() &&
+         used + encoded(static_cast<unsigned char>(message[keep])) <= kMaxStatusMessageBytes)
+    used += encoded(static_cast<unsigned char>(message[keep++]));
   // not inside a UTF-8 character: back off continuation bytes (10xxxxxx)
-  while (keep > 0 && (static_cast<unsigned char>(message[keep]) & 0xC0) == 0x80) --keep;
+  while (keep > 0 && keep < message.size() &&
+         (static_cast<unsigned char>(message[keep]) & 0xC0) == 0x80)
+    --keep;
   message.resize(keep);
   return message + note;
 }

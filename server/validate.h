@@ -42,8 +42,8 @@ Status validate(const google::protobuf::Message& request, const Ceilings& ceilin
 // control characters escaped.
 std::string quoted(std::string_view s);
 
-// message, cut to kMaxStatusMessageBytes (at a UTF-8 character boundary) with a note saying
-// so.
+// message, cut so that its percent-encoded form (how gRPC sends it) takes at most
+// kMaxStatusMessageBytes, at a UTF-8 character boundary, with a note saying so.
 std::string bounded(std::string message);
 
 }  // namespace kiln::server

@@ -151,7 +151,8 @@ uint8_t* job_result(running_job* j, size_t* len) {
   Kiln__V1__MeasureResult* from_child = whole ? sent->result : &r;
   if (whole) {
     from_child->job_id = j->job_id;
-  } else if (j->cancelled) {
+  } else if (j->cancelled && WIFSIGNALED(j->status) && WTERMSIG(j->status) == SIGKILL &&
+             !j->killed_for_time) {
     result_error(&r, KILN__V1__MEASURE_RESULT__ERROR__CANCELLED,
                  "cancelled by kilnd (its request went away); the job's process was killed");
   } else if (j->killed_for_time) {

@@ -87,12 +87,12 @@ ir::Graph fold_constants(const ir::Graph& g, const PassContext& ctx) {
     uint64_t bytes = 0;
     auto add = [&](const std::string& name, uint64_t extra_per_element) {
       const ir::GraphTensor* t = out.find_tensor(name);
-      uint64_t elements = 1;
+      // saturating: a size past 64 bits is past any budget
+      uint64_t size = ir::dtype_bytes(t->dtype) + extra_per_element;
       for (int64_t e : t->shape)
-        if (__builtin_mul_overflow(elements, static_cast<uint64_t>(std::max<int64_t>(e, 0)),
-                                   &elements))
-          elements = UINT64_MAX / 16;
-      bytes += elements * (ir::dtype_bytes(t->dtype) + extra_per_element);
+        if (__builtin_mul_overflow(size, static_cast<uint64_t>(std::max<int64_t>(e, 0)), &size))
+          size = UINT64_MAX;
+      if (__builtin_add_overflow(bytes, size, &bytes)) bytes = UINT64_MAX;
     };
     for (const std::string& a : c.args) add(a, 0);
     for (const std::string& r : c.results) add(r, sizeof(double));
