@@ -126,6 +126,14 @@ v1::TuneRequest request_of_job(const records::Job& job, const records::Workload&
   s->set_text(w.definition);
   s->set_filename(fmt::format("<workload {}>", w.hash.substr(0, 12)));
   s->set_name(w.name);
+  // A job an earlier kilnd started may hold run-time values for names that are no run-time
+  // params of its func (they were ignored then; a new request is refused them): ignored again.
+  ir::Func f = resolve(r.op(), Limits{});
+  auto& given = *r.mutable_runtime_params();
+  for (auto it = given.begin(); it != given.end();) {
+    const ir::Param* p = f.find_param(it->first);
+    it = p && !p->value ? std::next(it) : given.erase(it);
+  }
   return r;
 }
 
