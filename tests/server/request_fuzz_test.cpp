@@ -315,11 +315,13 @@ class RequestFuzz : public ::testing::Test {
   }
   static inline std::map<grpc::StatusCode, int> answers_;
 
+  // A valid Compile is still served.
   static void expect_serving() {
-    std::vector<Method> all = methods();
-    Answer a =
-        call(**channel_, all[2], all[2].request->SerializeAsString(), std::chrono::seconds(20));
-    ASSERT_TRUE(a.status.ok()) << "kilnd no longer serves: " << a.status.error_message();
+    for (const Method& m : methods()) {
+      if (m.path != "/kiln.v1.Compiler/Compile") continue;
+      Answer a = call(**channel_, m, m.request->SerializeAsString(), std::chrono::seconds(20));
+      ASSERT_TRUE(a.status.ok()) << "kilnd no longer serves: " << a.status.error_message();
+    }
   }
 
   static KilndProcess* kilnd_;
