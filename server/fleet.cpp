@@ -294,6 +294,9 @@ void Fleet::Impl::lost(uint64_t conn, const std::string& why) {
     for (auto& [id, p] : a.running) {
       if (p->cancelled) {
         fail(p, Code::Cancelled, "job " + std::to_string(id) + " was cancelled");
+      } else if (!p->job.agent.empty()) {
+        fail(p, Code::Unavailable,
+             "job " + std::to_string(id) + " must run on agent " + a.view.id + ", which " + why);
       } else if (stopping) {
         fail(p, Code::Unavailable, "kilnd is stopping");
       } else if (p->tries >= options.max_tries) {
@@ -323,12 +326,22 @@ void Fleet::Impl::dispatch() {
     for (auto it = queue.begin(); it != queue.end();) {
       std::shared_ptr<Pending> p = *it;
       Agent* free = nullptr;
+      bool pinned_there = false;
       for (auto& [conn, a] : agents) {
-        if (a.link && a.view.device.key() == p->job.key &&
-            static_cast<int>(a.running.size()) < a.view.slots) {
+        if (!a.link || a.view.device.key() != p->job.key) continue;
+        if (!p->job.agent.empty() && a.view.id != p->job.agent) continue;
+        pinned_there = true;
+        if (static_cast<int>(a.running.size()) < a.view.slots) {
           free = &a;
           break;
         }
+      }
+      if (!p->job.agent.empty() && !pinned_there) {
+        fail(p, Code::Unavailable,
+             "agent " + p->job.agent + " of key " + p->job.key + ", the one job " +
+                 std::to_string(p->id) + " must run on, is not connected");
+        it = queue.erase(it);
+        continue;
       }
       if (!free) {
         ++it;

@@ -53,6 +53,9 @@ struct FleetJob {
   std::shared_ptr<const std::string> code;
   std::string code_sha256;
   v1::MeasureJob job;
+  // "": any agent of the key. Else only the agent of this id; the job fails, UNAVAILABLE, once
+  // that agent is not connected (a re-timing compares kernels on one machine).
+  std::string agent;
 };
 
 struct FleetOutcome {

@@ -197,7 +197,9 @@ class JobRunner final : public tuner::Runner {
       // The key's agents as Measure waits for them: none connected is UNAVAILABLE
       // naming the keys there are.
       (void)fleet_.device(spec_.key, call());
-      Status s = fleet_.measure(spec_, *in.artifact, *in.func, in.params, call(), &response);
+      MeasureSpec spec = spec_;
+      spec.agent = in.device;
+      Status s = fleet_.measure(spec, *in.artifact, *in.func, in.params, call(), &response);
       if (!s.ok()) return failure_of(s);
     } catch (...) {
       return failure_of(status_of(std::current_exception(), v1::Operator{}));
@@ -212,6 +214,10 @@ class JobRunner final : public tuner::Runner {
     m.error = run_error_of(result.error());
     if (m.error) m.message = result.message();
     m.device = response.agent_id();
+    if (result.has_host() && result.host().other_cpus() >= 0)
+      m.host_load = result.host().other_cpus();
+    if (result.has_host() && result.host().cpu_pressure() >= 0)
+      m.cpu_pressure = result.host().cpu_pressure();
     return m;
   }
 
@@ -282,6 +288,7 @@ Status FleetRunner::measure(const MeasureSpec& spec, const codegen::Artifact& ar
   job.code = std::make_shared<const std::string>(artifact.code.begin(), artifact.code.end());
   job.code_sha256 = artifact.code_sha256;
   job.job = measure_job(artifact, f, params, inputs, spec, timeout_ms_, memory_bytes_);
+  job.agent = spec.agent;
   Fleet::Submitted pending = fleet_->submit(std::move(job));
   FleetOutcome out = wait_for(*fleet_, pending, call);
   if (!out.status.ok()) return out.status;

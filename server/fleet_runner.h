@@ -34,6 +34,7 @@ struct MeasureSpec {
   int priority = 0;
   bool check = false;           // against the reference interpreter, here
   bool return_outputs = false;  // the outputs' data in the response
+  std::string agent;            // "": any agent of the key; else this one (FleetJob::agent)
 };
 
 // The spec of a request that names a key, maybe a GPU, settings, a seed and a

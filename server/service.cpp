@@ -248,6 +248,7 @@ Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* 
     MeasureSpec spec = measure_spec(request);
     spec.check = request.check();
     spec.return_outputs = request.return_outputs();
+    spec.agent = request.agent();
 
     // Compiled for the agent's triple, CPU and features (or its GPU's
     // architecture), through the cache.

@@ -98,6 +98,11 @@ v1::TuneRequest normalized(v1::TuneRequest r) {
   v1::MeasureSettings& m = *r.mutable_settings();
   if (m.repeat() == 0) m.set_repeat(3);
   if (m.min_repeat_ms() == 0) m.set_min_repeat_ms(20);
+  const tuner::NoiseLimits noise;
+  if (!r.has_remeasure()) r.set_remeasure(noise.remeasure);
+  if (r.max_cv() == 0) r.set_max_cv(noise.max_cv);
+  if (r.max_host_load() == 0) r.set_max_host_load(noise.max_host_load);
+  if (!r.has_retime()) r.set_retime(tuner::TuneSettings{}.retime_top);
   search_options(r);  // refuses an unknown strategy
   return r;
 }
@@ -205,6 +210,9 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
   settings.trials = request.trials();
   settings.batch = request.batch();
   settings.early_stop = request.early_stop();
+  settings.noise = {request.max_cv(), request.max_host_load(), request.max_cpu_pressure(),
+                    request.remeasure()};
+  settings.retime_top = request.retime();
   settings.search = search_options(request);
   settings.compile = compile_options(request.options(), limits);
   settings.compile.target = target;

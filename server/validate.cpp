@@ -6,8 +6,10 @@
 #include <google/protobuf/message.h>
 #include <sched.h>
 
+#include <cmath>
 #include <functional>
 #include <optional>
+#include <tuple>
 
 #include "kiln/v1/service.pb.h"
 
@@ -96,6 +98,9 @@ std::optional<Problem> check_strings(const Message& m, const std::string& prefix
 
 // The most threads the runtime's pool takes (KILN_MAX_THREADS, runtime/src/topology.h).
 constexpr int kMaxThreads = 1024;
+// Re-measurements of a noisy point, and finalists re-timed, a tuning job may ask for.
+constexpr int kMaxRemeasure = 10;
+constexpr int kMaxRetime = 100;
 
 // The CPUs this process may run on.
 int usable_cpus() {
@@ -165,6 +170,17 @@ class Numbers {
       if (auto p = not_negative(field, v)) return p;
     if (r.has_gpu())
       if (auto p = not_negative("gpu", r.gpu())) return p;
+    for (auto [field, v, most] : {std::tuple{"remeasure", r.remeasure(), kMaxRemeasure},
+                                  std::tuple{"retime", r.retime(), kMaxRetime}}) {
+      if (auto p = not_negative(field, v)) return p;
+      if (v > most)
+        return Problem{field, fmt::format("{} is more than the {} a job may ask for", v, most)};
+    }
+    for (auto [field, v] :
+         {std::pair{"max_cv", r.max_cv()}, std::pair{"max_host_load", r.max_host_load()},
+          std::pair{"max_cpu_pressure", r.max_cpu_pressure()}})
+      if (!(v >= 0) || std::isinf(v))
+        return Problem{field, fmt::format("{} is not a limit (a number, 0 or more)", v)};
     return settings(r.settings());
   }
 

@@ -162,10 +162,20 @@ void to_wire(const records::Record& r, v1::TuningRecord* w) {
   w->set_message(r.message);
   w->set_compile_ms(r.compile_ms);
   w->set_flops(r.flops);
-  w->set_gflops(r.error.empty() ? gflops_of(r.flops, r.median_ms) : 0);
+  w->set_gflops(r.error.empty() ? gflops_of(r.flops, r.effective_ms()) : 0);
   w->set_compiler_version(r.compiler_version);
   w->set_agent(r.agent);
   w->set_unix_ms(r.unix_ms);
+  records::Spread spread = records::spread_of(r.round_ms);
+  w->set_min_ms(spread.min_ms);
+  w->set_max_ms(spread.max_ms);
+  w->set_cv(spread.cv);
+  if (r.host_load) w->set_host_load(*r.host_load);
+  if (r.cpu_pressure) w->set_cpu_pressure(*r.cpu_pressure);
+  w->set_attempts(r.attempts);
+  w->set_noisy(r.noisy);
+  if (r.retimed_ms) w->set_retimed_ms(*r.retimed_ms);
+  for (double ms : r.retime_round_ms) w->add_retime_round_ms(ms);
 }
 
 records::Query query_of(const v1::RecordFilter& f) {
@@ -212,6 +222,8 @@ void to_wire(const tuner::TuneProgress& p, const tuner::Task& task, const std::s
   if (p.last) to_wire(*p.last, w->mutable_last());
   w->set_done(p.done);
   w->set_stopped(p.stopped);
+  w->set_remeasured(p.remeasured);
+  w->set_retimed(p.retimed);
 }
 
 }  // namespace kiln::server

@@ -66,6 +66,7 @@ int job_start(running_job* j, const measure_job* job, const uint8_t* code, size_
     snprintf(err, err_len, "cannot make a pipe: %s", strerror(errno));
     return -1;
   }
+  host_load_sample_now(&j->load_before);
   j->started_ns = kiln_now_ns();
   j->deadline_ns = j->started_ns + (uint64_t)j->time_limit_ms * 1000000u;
   pid_t pid = fork();
@@ -121,7 +122,11 @@ int job_poll(running_job* j, uint64_t now_ns) {
     kill(j->pid, SIGKILL);
     j->killed_for_time = 1;
   }
-  if (j->pid > 0 && waitpid(j->pid, &j->status, WNOHANG) == j->pid) {
+  struct rusage used;
+  if (j->pid > 0 && wait4(j->pid, &j->status, WNOHANG, &used) == j->pid) {
+    host_load_sample_now(&j->load_after);
+    j->cpu_s = (double)(used.ru_utime.tv_sec + used.ru_stime.tv_sec) +
+               (double)(used.ru_utime.tv_usec + used.ru_stime.tv_usec) * 1e-6;
     j->pid = 0;
     close_exit_fd(j);
     /* What it wrote between the read above and its exit is still in the pipe. */
@@ -183,7 +188,13 @@ uint8_t* job_result(running_job* j, size_t* len) {
   kiln__v1__agent_frame__init(&f);
   f.kind_case = KILN__V1__AGENT_FRAME__KIND_RESULT;
   f.result = from_child;
+  /* A job the agent reaped (not one abandoned): the host while it ran. */
+  if (j->load_after.wall_ns) {
+    host_load_between(&j->load_before, &j->load_after, j->cpu_s, &j->load);
+    from_child->host = &j->load;
+  }
   uint8_t* bytes = frame_pack(&f, len);
+  from_child->host = NULL; /* j's, not the unpacked message's to free */
   frame_free(sent);
   frame_reader_free(&j->reader);
   return bytes;

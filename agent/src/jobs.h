@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "frame.h"
+#include "host_load.h"
 #include "measure.h"
 
 typedef struct {
@@ -22,6 +23,10 @@ typedef struct {
   int killed_for_time;
   int cancelled; /* killed because kilnd cancelled the job */
   int status;    /* waitpid's, once reaped */
+  /* The host from the fork to the reaping, and the CPU time the child used (host_load.h). */
+  host_load_sample load_before, load_after;
+  double cpu_s;
+  Kiln__V1__HostLoad load;
 } running_job;
 
 /* Forks the child that runs `job` on `code`. 0, or -1 with a message (fork or pipe failed). */
@@ -33,7 +38,8 @@ int job_start(running_job* j, const measure_job* job, const uint8_t* code, size_
 int job_poll(running_job* j, uint64_t now_ns);
 
 /* The result frame of a job that is over: the child's own, or one saying how it ended
-   (RUNTIME_CRASH with the signal, TIMEOUT, ...). Frees the job's buffers. */
+   (RUNTIME_CRASH with the signal, TIMEOUT, ...), with the host's load while it ran. Frees the
+   job's buffers. */
 uint8_t* job_result(running_job* j, size_t* len);
 
 /* What to poll for the job: its result pipe while open, then its exit; -1 when there is

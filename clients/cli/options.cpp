@@ -25,7 +25,7 @@ struct OptionSpec {
 
 constexpr uint32_t bit(Command c) { return uint32_t{1} << static_cast<int>(c); }
 
-constexpr std::array<OptionSpec, 57> kOptions = {{
+constexpr std::array<OptionSpec, 60> kOptions = {{
     {"--func", "NAME",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
@@ -106,6 +106,9 @@ constexpr std::array<OptionSpec, 57> kOptions = {{
     {"--trials", "N", bit(Command::Tune)},
     {"--batch", "N", bit(Command::Tune)},
     {"--early-stop", "N", bit(Command::Tune)},
+    {"--retime", "N", bit(Command::Tune)},
+    {"--agent", "ID", bit(Command::Measure)},
+    {"--remeasure", "N", bit(Command::Tune)},
     {"--search", "STRATEGY", bit(Command::Tune)},
     {"--detach", "", bit(Command::Tune)},
     {"--resume", "JOB", bit(Command::Tune)},
@@ -327,6 +330,8 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.tls_cert = parse_text(c, name, value, "a PEM file of this client's certificate");
   } else if (name == "--tls-key") {
     o.tls_key = parse_text(c, name, value, "a PEM file of this client's private key");
+  } else if (name == "--agent") {
+    o.agent = parse_text(c, name, value, "an agent's id, as `kiln agents` lists it");
   } else if (name == "--key") {
     o.key = parse_text(c, name, value, "an agent key such as x86-avx512 or rk3399");
   } else if (name == "--priority") {
@@ -345,6 +350,10 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.batch = parse_count(c, name, value, 1);
   } else if (name == "--early-stop") {
     o.early_stop = parse_count(c, name, value, 1);
+  } else if (name == "--retime") {
+    o.retime = parse_count(c, name, value, 0);
+  } else if (name == "--remeasure") {
+    o.remeasure = parse_count(c, name, value, 0);
   } else if (name == "--search") {
     if (value != "xgb-rank" && value != "xgb-reg" && value != "random" && value != "grid")
       throw UsageError(
@@ -634,15 +643,17 @@ std::string synopsis(Command c) {
     case Command::Agents:
       return "usage: kiln agents [--json] [--server HOST:PORT]";
     case Command::Measure:
-      return "usage: kiln measure FILE... --key KEY [--check] [--repeat R] [--number N] "
-             "[--threads N] [--gpu N] [--json]\n"
+      return "usage: kiln measure FILE... --key KEY [--agent ID] [--check] [--repeat R] "
+             "[--number N] [--threads N] [--gpu N] [--json]\n"
              "       [--func NAME] [--seed N] [--set NAME=INT]... [-O0..-O3] [--priority N]\n"
              "       [--min-repeat-ms MS] [--time-limit-ms MS] [--memory-limit-mb MB] "
              "[--server HOST:PORT]";
     case Command::Tune:
       return "usage: kiln tune FILE --key KEY [--trials N] [--search "
              "xgb-rank|xgb-reg|random|grid]\n"
-             "       [--features knob|iter] [--batch N] [--early-stop N] [--transfer] [--detach]\n"
+             "       [--features knob|iter] [--batch N] [--early-stop N] [--retime N] [--remeasure "
+             "N]\n"
+             "       [--transfer] [--detach]\n"
              "       [--func NAME] [--set NAME=INT]... [--seed N] [--repeat R] [--number N]\n"
              "       [--min-repeat-ms MS] [--threads N] [--gpu N] [--time-limit-ms MS] "
              "[--memory-limit-mb MB]\n"
@@ -800,6 +811,7 @@ std::string help_text(Command c) {
              "compares the agent's outputs. A crash, a timeout or running out of memory is\n"
              "that func's result, printed with its class; the agent lives on.\n\nOptions:\n"
              "  --key KEY       the device class to measure on (required)\n"
+             "  --agent ID      on this agent of KEY only (`kiln agents` lists them)\n"
              "  --check         compare the outputs with the reference interpreter\n"
              "  --repeat R      timed rounds (default 5)\n"
              "  --number N      runs per round (default: enough for --min-repeat-ms)\n"
@@ -832,6 +844,10 @@ std::string help_text(Command c) {
              "  --features F    the cost model's features: knob (default) or iter\n"
              "  --batch N       points measured at once (default 16)\n"
              "  --early-stop N  stop after N trials without a better one\n"
+             "  --retime N      at the end, re-time the N fastest on one agent, their rounds\n"
+             "                  interleaved; the best is the fastest re-timed (default 3; 0: no)\n"
+             "  --remeasure N   measure a noisy point (its rounds' spread or the host's load\n"
+             "                  past the limits) up to N more times (default 2; 0: never)\n"
              "  --transfer      start the model from records of the same operator at other\n"
              "                  shapes on KEY\n"
              "  --detach        start the job, print its number and return\n"

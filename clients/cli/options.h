@@ -64,6 +64,7 @@ struct Options {
 
   // measure: where and how (kiln.v1.MeasureRequest, MeasureSettings).
   std::optional<std::string> key;  // --key KEY: the agents' device class
+  std::string agent;               // --agent ID: one agent of the key ("": any)
   int priority = 0;                // --priority N
   int min_repeat_ms = 0;           // --min-repeat-ms MS (0: the agent's default)
   int time_limit_ms = 0;           // --time-limit-ms MS (0: kilnd's)
@@ -73,6 +74,7 @@ struct Options {
   int trials = 0;                             // --trials N (0: kilnd's default, 64)
   int batch = 0;                              // --batch N
   int early_stop = 0;                         // --early-stop N
+  std::optional<int> retime, remeasure;       // --retime N, --remeasure N
   std::optional<std::string> search;          // --search xgb-rank|xgb-reg|random|grid
   std::optional<std::string> model_features;  // --features knob|iter
   bool detach = false;                        // --detach: start the job and return

@@ -338,6 +338,7 @@ Measurement Remote::measure(const Prepared& p) {
   *request.mutable_options() = impl_->options(p);
   request.mutable_options()->clear_target();  // the agent's own
   request.set_key(*o.key);
+  request.set_agent(o.agent);
   request.mutable_runtime_params()->insert(p.runtime_params.begin(), p.runtime_params.end());
   request.set_seed(o.seed);
   request.set_check(o.check);
@@ -410,6 +411,8 @@ void Remote::tune(const Prepared& p, const ProgressFn& each) {
   request.set_trials(o.trials);
   request.set_batch(o.batch);
   request.set_early_stop(o.early_stop);
+  if (o.retime) request.set_retime(*o.retime);
+  if (o.remeasure) request.set_remeasure(*o.remeasure);
   request.set_search(o.search.value_or(""));
   request.set_features(o.model_features.value_or(""));
   request.set_seed(o.seed);

@@ -59,6 +59,12 @@ std::string record_line(const v1::TuningRecord& w) {
   r.compiler_version = w.compiler_version();
   r.agent = w.agent();
   r.unix_ms = w.unix_ms();
+  if (w.has_host_load()) r.host_load = w.host_load();
+  if (w.has_cpu_pressure()) r.cpu_pressure = w.cpu_pressure();
+  r.attempts = w.attempts();
+  r.noisy = w.noisy();
+  r.retime_round_ms.assign(w.retime_round_ms().begin(), w.retime_round_ms().end());
+  if (w.has_retimed_ms()) r.retimed_ms = w.retimed_ms();
   return records::record_json(r);
 }
 
@@ -80,9 +86,21 @@ std::string utc(int64_t unix_ms) {
 
 std::string timing(const v1::TuningRecord& r) {
   if (!r.error().empty()) return r.error();
-  std::string out = fmt::format("{:.5g} ms", r.median_ms());
+  std::string out = fmt::format("{:.5g} ms", r.has_retimed_ms() ? r.retimed_ms() : r.median_ms());
+  if (r.has_retimed_ms()) out += fmt::format(" re-timed ({} rounds)", r.retime_round_ms_size());
   if (r.gflops() > 0) out += fmt::format(" ({:.1f} GFLOP/s)", r.gflops());
   return out;
+}
+
+// How noisy the rounds were: their coefficient of variation, with a '!' when the record is
+// marked noisy.
+std::string spread(const v1::TuningRecord& r) {
+  if (!r.error().empty() || r.round_ms_size() < 2) return "-";
+  return fmt::format("{:.1f}%{}", r.cv() * 100, r.noisy() ? "!" : "");
+}
+
+std::string load(const v1::TuningRecord& r) {
+  return r.has_host_load() ? fmt::format("{:.2f}", r.host_load()) : "-";
 }
 
 std::string counts(const google::protobuf::Map<std::string, int64_t>& m) {
@@ -177,14 +195,21 @@ int print_summary(Remote& remote, const Options& o, const v1::TuneProgress& p,
   q.set_limit(5);
   v1::QueryRecordsResponse best = remote.query(q);
   if (best.records_size() > 0) {
-    fmt::print("  {:>4}  {:>12}  {:>10}  {}\n", "RANK", "MEDIAN MS", "GFLOP/S", "CONFIG");
+    if (p.retimed() > 0)
+      fmt::print("  the {} fastest re-timed on one agent, their rounds interleaved\n", p.retimed());
+    fmt::print("  {:>4}  {:>12}  {:>12}  {:>7}  {:>10}  {}\n", "RANK", "MEDIAN MS", "RE-TIMED MS",
+               "CV", "GFLOP/S", "CONFIG");
     int rank = 0;
     for (const v1::TuningRecord& r : best.records())
-      fmt::print("  {:>4}  {:>12.5g}  {:>10.1f}  {}\n", ++rank, r.median_ms(), r.gflops(),
-                 r.config_text());
+      fmt::print("  {:>4}  {:>12.5g}  {:>12}  {:>7}  {:>10.1f}  {}\n", ++rank, r.median_ms(),
+                 r.has_retimed_ms() ? fmt::format("{:.5g}", r.retimed_ms()) : "-", spread(r),
+                 r.gflops(), r.config_text());
   } else {
     fmt::print("  no configuration ran\n");
   }
+  if (p.remeasured() > 0)
+    fmt::print("  measured again as noisy: {} point{}\n", p.remeasured(),
+               p.remeasured() == 1 ? "" : "s");
   if (total(p.errors()) > 0) fmt::print("  failed: {}\n", counts(p.errors()));
   if (total(p.rejected()) > 0)
     fmt::print("  rejected before measuring: {}\n", counts(p.rejected()));
@@ -294,14 +319,23 @@ int records_query(Remote& remote, const Options& o) {
     for (const v1::TuningRecord& rec : page.records()) fmt::print("{}\n", record_line(rec));
     return 0;
   }
-  fmt::print("{:>6} {:>4}  {:<10} {:>12} {:>9}  {:<16}  {:<19}  {}\n", "ID", "JOB", "KEY",
-             "MEDIAN MS", "GFLOP/S", "ERROR", "WHEN (UTC)", "CONFIG");
+  constexpr const char* kRow =
+      "{:>6} {:>4}  {:<10} {:>12} {:>12} {:>7} {:>5} {:>9}  {:<16}  {:<19}  {}\n";
+  fmt::print(kRow, "ID", "JOB", "KEY", "MEDIAN MS", "RE-TIMED MS", "CV", "LOAD", "GFLOP/S", "ERROR",
+             "WHEN (UTC)", "CONFIG");
+  bool noisy = false;
   for (const v1::TuningRecord& rec : page.records()) {
-    fmt::print("{:>6} {:>4}  {:<10} {:>12} {:>9}  {:<16}  {:<19}  {}\n", rec.id(), rec.job(),
-               rec.key(), rec.error().empty() ? fmt::format("{:.5g}", rec.median_ms()) : "-",
-               rec.gflops() > 0 ? fmt::format("{:.1f}", rec.gflops()) : "-",
+    noisy |= rec.noisy();
+    fmt::print(kRow, rec.id(), rec.job(), rec.key(),
+               rec.error().empty() ? fmt::format("{:.5g}", rec.median_ms()) : "-",
+               rec.has_retimed_ms() ? fmt::format("{:.5g}", rec.retimed_ms()) : "-", spread(rec),
+               load(rec), rec.gflops() > 0 ? fmt::format("{:.1f}", rec.gflops()) : "-",
                rec.error().empty() ? "-" : rec.error(), utc(rec.unix_ms()), rec.config_text());
   }
+  if (noisy)
+    fmt::print(
+        "!: noisy, past the job's noise limits in every attempt (CV: the rounds' spread; LOAD: "
+        "other processes' CPUs)\n");
   int64_t shown_to = o.offset + page.records_size();
   fmt::print("{} of {} records{}\n", page.records_size(), page.total(),
              page.next_offset() > 0 ? fmt::format(" (more: --offset {})", shown_to) : "");

@@ -330,6 +330,41 @@ TEST_F(FleetTest, AKeyWithoutAgentsIsUnavailableNamingTheKeys) {
       << s.error_message();
 }
 
+// A measurement pinned to one agent runs there, every time, with the host's load measured;
+// pinned to an agent that is not connected it is refused, naming it.
+TEST_F(FleetTest, AMeasurementForOneAgentRunsThereAndOnNoOther) {
+  HostAgent a(agents_, "x86", token_, "agent-a"), b(agents_, "x86", token_, "agent-b");
+  wait_for_agents(2);
+  v1::MeasureRequest r = request(kScale, "scale.kiln");
+  (*r.mutable_runtime_params())["n"] = 1 << 16;
+  // Rounds long enough (over 100 ms in all) for /proc/stat's ticks to tell the host's load.
+  r.mutable_settings()->set_number(0);
+  r.mutable_settings()->set_repeat(3);
+  r.mutable_settings()->set_min_repeat_ms(40);
+  for (const char* agent : {"agent-b", "agent-a", "agent-b", "agent-b"}) {
+    r.set_agent(agent);
+    v1::MeasureResponse out;
+    grpc::Status s = measure(r, &out);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(out.agent_id(), agent);
+    ASSERT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
+    ASSERT_TRUE(out.result().has_host());
+    EXPECT_GE(out.result().host().other_cpus(), 0);  // /proc/stat is there on Linux
+    EXPECT_GT(out.result().host().window_ms(), 0);
+    if (std::filesystem::exists("/proc/pressure/cpu")) {
+      EXPECT_GE(out.result().host().cpu_pressure(), 0);
+      EXPECT_LE(out.result().host().cpu_pressure(), 1);
+    }
+  }
+  r.set_agent("agent-z");
+  v1::MeasureResponse out;
+  grpc::Status s = measure(r, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find("agent agent-z of key x86"), std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("is not connected"), std::string::npos) << s.error_message();
+}
+
 TEST_F(FleetTest, AJobWhoseAgentIsKilledCompletesOnTheOther) {
   auto a = std::make_unique<HostAgent>(agents_, "x86", token_, "agent-a");
   wait_for_agents(1);

@@ -61,6 +61,19 @@ def test_outputs_come_back_as_numpy_arrays(client):
     assert np.isclose(float(y.sum()), m.checksums["y"], rtol=1e-5)
 
 
+def test_a_measurement_says_the_hosts_load_and_runs_on_the_agent_named(client):
+    # Rounds long enough that /proc/stat's ticks tell the load (over 100 ms in all).
+    m = client.measure(SCALE, "local", runtime_params={"n": 1 << 16}, repeat=3,
+                       min_repeat_ms=60, agent="local")
+    assert m.ok and m.agent_id == "local", m
+    assert m.host_load is not None and m.host_load >= 0
+    assert m.cpu_pressure is None or 0 <= m.cpu_pressure <= 1
+    with pytest.raises(kiln.KilnError) as e:
+        client.measure(SCALE, "local", runtime_params={"n": 4}, agent="agent-z")
+    assert e.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "agent agent-z of key local" in str(e.value)
+
+
 def test_a_job_past_its_time_limit_is_a_timeout_not_an_exception(client):
     slow = """func slow { param n; input x : f32[n]; output y : f32[1];
       compute c(i, j, k) in 0 <= i < n and 0 <= j < n and 0 <= k < n: y[0] += x[i] * x[j]; }"""

@@ -45,8 +45,13 @@ def test_progress_is_an_iterator_and_every_trial_a_record(client):
     assert ran and all(r.median_ms > 0 and len(r.rounds_ms) == 3 for r in ran)
     assert all(r.flops == 2 * 96 ** 3 for r in ran)
 
+    # The three fastest were re-timed, and the best is the fastest of them by re-timed median.
+    assert end.retimed == 3
+    retimed = [r for r in ran if r.retimed_ms is not None]
+    assert len(retimed) == 3 and all(len(r.retime_rounds_ms) == 9 for r in retimed)
+    assert all(r.attempts >= 1 and r.min_ms <= r.median_ms <= r.max_ms for r in ran)
     best = client.best(kiln.load(GEMM), "local", set=SIZES)
-    assert best.median_ms == min(r.median_ms for r in ran)
+    assert best.retimed_ms == min(r.retimed_ms for r in retimed) == best.ms
     assert best.config == job.best.config
     assert client.records(job=job.id, fastest=True, limit=1)[0].id == best.id
     # The same workload by its hash, and through the job list.

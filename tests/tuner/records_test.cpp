@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -96,6 +97,12 @@ TEST_F(RecordsTest, ARecordComesBackAsItWentIn) {
   EXPECT_EQ(g.compiler_version, "kiln 0.1.0");
   EXPECT_EQ(g.agent, "agent-a");
   EXPECT_GT(g.unix_ms, 1'700'000'000'000);
+  EXPECT_FALSE(g.host_load);
+  EXPECT_FALSE(g.cpu_pressure);
+  EXPECT_EQ(g.attempts, 1);
+  EXPECT_FALSE(g.noisy);
+  EXPECT_FALSE(g.retimed_ms);
+  EXPECT_TRUE(g.retime_round_ms.empty());
   EXPECT_EQ(s->workload("w1")->name, "matmul");
   EXPECT_FALSE(s->workload("nope"));
 
@@ -374,6 +381,115 @@ TEST_F(RecordsTest, ANewFileGetsTheSchemaInWriteAheadLoggingMode) {
   open_sqlite_store(path_).reset();
 }
 
+TEST_F(RecordsTest, NoiseAndRetimingAreKeptAndTheFastestIsByRetimedMedian) {
+  int64_t job = 0;
+  auto s = store_with_job(&job);
+  Record lucky = record(job, {{"MB", 16}}, 1.0);
+  lucky.host_load = 0.75;
+  lucky.cpu_pressure = 0.125;
+  lucky.attempts = 3;
+  lucky.noisy = true;
+  int64_t lucky_id = s->add_record(lucky).id;
+  int64_t steady_id = s->add_record(record(job, {{"MB", 32}}, 2.0)).id;
+  s->add_record(record(job, {{"MB", 64}}, 4.0));
+  int64_t unretimed_id = s->add_record(record(job, {{"MB", 128}}, 2.5)).id;
+  EXPECT_EQ(s->best("w1", "x86")->id, lucky_id);
+  s->set_retime(lucky_id, {3.0, 3.5, 2.5}, 3.0);
+  s->set_retime(steady_id, {2.0, 2.0}, 2.0);
+  std::optional<Record> best = s->best("w1", "x86");
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->id, steady_id);
+  EXPECT_EQ(best->effective_ms(), 2.0);
+  Query fastest;
+  fastest.order = Query::Order::Fastest;
+  std::vector<Record> order = s->query(fastest);
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(order[0].id, steady_id);
+  EXPECT_EQ(order[1].id, lucky_id);      // re-timed 3.0: ahead of every record never re-timed,
+  EXPECT_EQ(order[2].id, unretimed_id);  // even this 2.5 measured once
+  Query by_median;
+  by_median.order = Query::Order::Median;
+  std::vector<Record> medians = s->query(by_median);
+  ASSERT_EQ(medians.size(), 4u);
+  EXPECT_EQ(medians[0].id, lucky_id);
+  EXPECT_EQ(medians[1].id, steady_id);
+  EXPECT_EQ(medians[2].id, unretimed_id);
+  EXPECT_EQ(order[1].host_load, 0.75);
+  EXPECT_EQ(order[1].cpu_pressure, 0.125);
+  EXPECT_EQ(order[1].attempts, 3);
+  EXPECT_TRUE(order[1].noisy);
+  EXPECT_EQ(order[1].median_ms, 1.0);
+  EXPECT_EQ(order[1].retime_round_ms, (std::vector<double>{3.0, 3.5, 2.5}));
+  EXPECT_EQ(order[1].retimed_ms, 3.0);
+  EXPECT_THROW(s->set_retime(999, {1.0}, 1.0), RecordsError);
+}
+
+// A database kiln wrote before the noise columns (schema version 1): it opens, is brought up
+// to date, and its records read as they were, with nothing known of their noise.
+TEST_F(RecordsTest, RecordsWrittenBeforeSchemaTwoStillRead) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  const char* v1 = R"sql(
+CREATE TABLE workloads (hash TEXT PRIMARY KEY, name TEXT NOT NULL, definition TEXT NOT NULL,
+  created_unix_ms INTEGER NOT NULL);
+CREATE TABLE targets (key TEXT PRIMARY KEY, triple TEXT NOT NULL, cpu TEXT NOT NULL,
+  features TEXT NOT NULL, first_seen_unix_ms INTEGER NOT NULL);
+CREATE TABLE jobs (id INTEGER PRIMARY KEY, workload TEXT NOT NULL REFERENCES workloads(hash),
+  key TEXT NOT NULL, settings TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('running', 'done', 'cancelled', 'failed')),
+  started_unix_ms INTEGER NOT NULL, finished_unix_ms INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE records (id INTEGER PRIMARY KEY, job INTEGER REFERENCES jobs(id),
+  workload TEXT NOT NULL REFERENCES workloads(hash), key TEXT NOT NULL, config TEXT NOT NULL,
+  round_ms BLOB NOT NULL, median_ms REAL NOT NULL, error TEXT NOT NULL, message TEXT NOT NULL,
+  compile_ms REAL NOT NULL, flops INTEGER NOT NULL, compiler_version TEXT NOT NULL,
+  agent TEXT NOT NULL, unix_ms INTEGER NOT NULL);
+CREATE INDEX records_by_workload ON records(workload, key, error, median_ms);
+CREATE INDEX records_by_job ON records(job);
+CREATE UNIQUE INDEX records_once_a_job ON records(job, config) WHERE job IS NOT NULL;
+INSERT INTO workloads VALUES('w1', 'matmul', 'func matmul { ... }', 1);
+INSERT INTO jobs VALUES(1, 'w1', 'x86', '{}', 'done', 1, 2);
+INSERT INTO records VALUES(1, 1, 'w1', 'x86', 'MB=64', x'000000000000F03F', 1.0, '', '', 3.0,
+  100, 'kiln 0.1.0', 'agent-a', 1795557500966);
+PRAGMA user_version = 1;
+)sql";
+  ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto s = open_sqlite_store(path_);
+  std::vector<Record> got = s->query({});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].config, (Config{{"MB", 64}}));
+  EXPECT_EQ(got[0].round_ms, (std::vector<double>{1.0}));
+  EXPECT_EQ(got[0].median_ms, 1.0);
+  EXPECT_EQ(got[0].agent, "agent-a");
+  EXPECT_EQ(got[0].unix_ms, 1795557500966);
+  EXPECT_FALSE(got[0].host_load);
+  EXPECT_FALSE(got[0].cpu_pressure);
+  EXPECT_EQ(got[0].attempts, 1);
+  EXPECT_FALSE(got[0].noisy);
+  EXPECT_FALSE(got[0].retimed_ms);
+  EXPECT_EQ(s->best("w1", "x86")->id, 1);
+  // And new records go in beside it.
+  Record r = record(1, {{"MB", 32}}, 0.5);
+  r.host_load = 0.0;
+  EXPECT_TRUE(s->add_record(r).added);
+  EXPECT_EQ(s->best("w1", "x86")->host_load, 0.0);
+}
+
+TEST(RecordValues, TheSpreadOfRounds) {
+  Spread none = spread_of({});
+  EXPECT_EQ(none.median_ms, 0);
+  EXPECT_EQ(none.cv, 0);
+  Spread one = spread_of({2.0});
+  EXPECT_EQ(one.min_ms, 2.0);
+  EXPECT_EQ(one.max_ms, 2.0);
+  EXPECT_EQ(one.cv, 0);
+  Spread s = spread_of({3.0, 1.0, 2.0, 4.0});
+  EXPECT_EQ(s.min_ms, 1.0);
+  EXPECT_EQ(s.max_ms, 4.0);
+  EXPECT_EQ(s.median_ms, 2.5);
+  EXPECT_NEAR(s.cv, std::sqrt(5.0 / 3.0) / 2.5, 1e-12);  // sample standard deviation / mean
+}
+
 TEST(RecordValues, ConfigurationsHaveOneTextForm) {
   EXPECT_EQ(config_text({{"NR", 16}, {"MB", -4}}), "MB=-4,NR=16");
   EXPECT_EQ(parse_config("MB=-4,NR=16"), (Config{{"MB", -4}, {"NR", 16}}));
@@ -399,7 +515,19 @@ TEST(RecordValues, ARecordIsOneJsonLine) {
   EXPECT_EQ(record_json(r),
             R"({"id":7,"job":2,"workload":"ab12","key":"x86","config":{"MB":64,"NR":16},)"
             R"("round_ms":[1.5,1.25],"median_ms":1.375,"error":null,"message":"","compile_ms":20,)"
-            R"("flops":1000,"compiler_version":"kiln 0.1.0","agent":"a","unix_ms":1795557500966})");
+            R"("flops":1000,"compiler_version":"kiln 0.1.0","agent":"a","unix_ms":1795557500966,)"
+            R"("host_load":null,"cpu_pressure":null,"attempts":1,"noisy":false,)"
+            R"("retime_round_ms":[],"retimed_ms":null})");
+  r.host_load = 0.25;
+  r.cpu_pressure = 0.5;
+  r.attempts = 3;
+  r.noisy = true;
+  r.retime_round_ms = {1.5, 1.75};
+  r.retimed_ms = 1.625;
+  EXPECT_NE(record_json(r).find(R"("host_load":0.25,"cpu_pressure":0.5,"attempts":3,)"
+                                R"("noisy":true,"retime_round_ms":[1.5,1.75],"retimed_ms":1.625})"),
+            std::string::npos)
+      << record_json(r);
   r.job = 0;
   r.error = "TIMEOUT";
   r.message = "killed at the time limit of 300 ms";

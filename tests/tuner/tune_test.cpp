@@ -27,6 +27,12 @@ std::vector<int64_t> range(int64_t n) {
   return v;
 }
 
+// n points: X in 0..n-1, Y and Z fixed at 0.
+Space x_only(int64_t n) {
+  return Space({KnobDef::values_of("X", range(n)), KnobDef::values_of("Y", range(1)),
+                KnobDef::values_of("Z", range(1))});
+}
+
 Space gemm_like_space() {
   return Space({KnobDef::values_of("X", range(16)), KnobDef::values_of("Y", range(16)),
                 KnobDef::values_of("Z", range(4))});
@@ -61,11 +67,13 @@ class SyntheticBuilder : public Builder {
 };
 
 // Measures by formula: X = 15 times out, the rest cost a bowl around (11, 4, 2).
-// `fail_after`: every agent is lost once that many points were measured.
+// `fail_after`: every agent is lost once that many points were measured. A run on a named
+// device is a re-timing at the job's end: kept apart, in `retimed`.
 class SyntheticRunner : public Runner {
  public:
   int fail_after = -1;
-  std::vector<Config> seen;  // every point measured, in order
+  std::vector<Config> seen;     // every point measured, in order
+  std::vector<Config> retimed;  // every re-timing run, in order
 
   Outcome<Target> target() override { return Target::host(); }
   Outcome<Measurement> run(const RunInput& in) override {
@@ -73,7 +81,12 @@ class SyntheticRunner : public Runner {
     std::lock_guard<std::mutex> lock(mu_);
     if (fail_after >= 0 && static_cast<int>(seen.size()) >= fail_after)
       return Failure{Failure::Kind::Unavailable, std::nullopt, "every agent of key x86 was lost"};
-    seen.push_back(c);
+    if (in.device.empty()) {
+      seen.push_back(c);
+    } else {
+      EXPECT_EQ(in.device, "synthetic");
+      retimed.push_back(c);
+    }
     Measurement m;
     m.device = "synthetic";
     if (c.at("X") == 15) {
@@ -173,10 +186,16 @@ TEST_F(TuneTest, EveryTrialIsARecordAndTheBestIsOneQueryAway) {
   EXPECT_EQ(best->config, p.best->config);
   EXPECT_EQ(best->id, p.best->id);
   EXPECT_EQ(best->median_ms, p.best->median_ms);
+  EXPECT_EQ(best->retimed_ms, p.best->retimed_ms);
+  // The three fastest were re-timed, three passes each, and the best is one of them.
+  EXPECT_EQ(p.retimed, 3);
+  EXPECT_EQ(m.retimed.size(), 9u);
+  ASSERT_TRUE(best->retimed_ms);
+  EXPECT_EQ(best->retime_round_ms.size(), 6u);  // 3 passes of the runner's 2 rounds
   EXPECT_EQ(best->compiler_version, "synthetic 1");
   EXPECT_EQ(best->agent, "synthetic");
   EXPECT_EQ(best->flops, 1'000'000);
-  EXPECT_NEAR(p.best_gflops, 1e6 / (p.best->median_ms * 1e-3) * 1e-9, 1e-9);
+  EXPECT_NEAR(p.best_gflops, 1e6 / (*p.best->retimed_ms * 1e-3) * 1e-9, 1e-9);
   // Failures are records too, with their class.
   records::Query timeouts;
   timeouts.error = "TIMEOUT";
@@ -427,6 +446,163 @@ TEST_F(TuneTest, AWrongAnswerKeepsItsRoundsAndHasNoTime) {
     EXPECT_EQ(r.agent, "agent-1");
     EXPECT_EQ(r.compile_ms, 1);
   }
+}
+
+// Answers each point with the next of its scripted measurements (the last one again when they
+// run out), and writes down every run: the point and the device it was pinned to.
+class ScriptedRunner : public Runner {
+ public:
+  std::map<std::string, std::vector<Measurement>> script;  // by config text
+  std::vector<std::pair<std::string, std::string>> runs;   // config text, device
+
+  Outcome<Target> target() override { return Target::host(); }
+  Outcome<Measurement> run(const RunInput& in) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string& c = in.artifact->name;
+    runs.emplace_back(c, in.device);
+    std::vector<Measurement>& next = script.at(c);
+    Measurement m = next.front();
+    if (next.size() > 1) next.erase(next.begin());
+    m.median_ms = records::spread_of(m.round_ms).median_ms;
+    m.device = "agent-7";
+    return m;
+  }
+  int runs_of(const std::string& c) const {
+    int n = 0;
+    for (const auto& [config, device] : runs) n += config == c;
+    return n;
+  }
+
+ private:
+  std::mutex mu_;
+};
+
+Measurement rounds(std::vector<double> ms, std::optional<double> load = 0.0,
+                   std::optional<double> pressure = 0.0) {
+  Measurement m;
+  m.round_ms = std::move(ms);
+  m.host_load = load;
+  m.cpu_pressure = pressure;
+  return m;
+}
+
+TEST_F(TuneTest, ANoisyMeasurementIsTakenAgainAndKeptOnlyOnceQuietOrMarked) {
+  Space three = x_only(3);
+  ScriptedRunner r;
+  // X=0: another process took a core during the first measurement, the second was quiet.
+  r.script["X=0,Y=0,Z=0"] = {rounds({1.0, 1.0, 1.0}, 1.0), rounds({2.0, 2.0, 2.0}, 0.02)};
+  // X=1: its rounds vary by far more than 10% every time: three attempts, the fastest kept.
+  r.script["X=1,Y=0,Z=0"] = {rounds({3.0, 5.0, 4.0}), rounds({2.5, 4.0, 3.0}),
+                             rounds({3.5, 6.0, 5.0})};
+  // X=2: quiet at once; a host with no load information is not taken for a noisy one.
+  r.script["X=2,Y=0,Z=0"] = {rounds({6.0, 6.0, 6.1}, std::nullopt, std::nullopt)};
+  TuneSettings settings;
+  settings.trials = 3;
+  settings.retime_top = 0;
+  TuneProgress p = tune(task_of(three), builder_, r, *store_, "x86", settings);
+  EXPECT_EQ(p.trials, 3);
+  EXPECT_EQ(p.remeasured, 2);
+  EXPECT_EQ(r.runs_of("X=0,Y=0,Z=0"), 2);
+  EXPECT_EQ(r.runs_of("X=1,Y=0,Z=0"), 3);
+  EXPECT_EQ(r.runs_of("X=2,Y=0,Z=0"), 1);
+  records::Query q;
+  q.job = p.job;
+  std::map<int64_t, records::Record> by_x;
+  for (const records::Record& rec : store_->query(q)) by_x[rec.config.at("X")] = rec;
+  ASSERT_EQ(by_x.size(), 3u);
+  EXPECT_EQ(by_x[0].median_ms, 2.0);  // the quiet one, not the lucky-looking first
+  EXPECT_EQ(by_x[0].attempts, 2);
+  EXPECT_FALSE(by_x[0].noisy);
+  EXPECT_EQ(by_x[0].host_load, 0.02);
+  EXPECT_EQ(by_x[1].median_ms, 3.0);  // noisy in every attempt: the fastest, marked
+  EXPECT_EQ(by_x[1].attempts, 3);
+  EXPECT_TRUE(by_x[1].noisy);
+  EXPECT_EQ(by_x[2].attempts, 1);
+  EXPECT_FALSE(by_x[2].noisy);
+  EXPECT_FALSE(by_x[2].host_load);
+  EXPECT_FALSE(by_x[2].cpu_pressure);
+
+  // With re-measuring off, the first measurement is kept, marked.
+  ScriptedRunner once;
+  once.script = {{"X=0,Y=0,Z=0", {rounds({1.0, 1.0, 1.0}, 0.0, 0.9)}},
+                 {"X=1,Y=0,Z=0", {rounds({3.0, 3.0, 3.0})}},
+                 {"X=2,Y=0,Z=0", {rounds({6.0, 6.0, 6.0})}}};
+  settings.noise.remeasure = 0;
+  settings.noise.max_cpu_pressure = 0.25;  // no limit by default
+  p = tune(task_of(three), builder_, once, *store_, "x86", settings);
+  EXPECT_EQ(once.runs.size(), 3u);
+  EXPECT_EQ(p.remeasured, 0);
+  ASSERT_TRUE(p.best);
+  EXPECT_TRUE(p.best->noisy);  // waiting tasks 90% of the time
+  EXPECT_EQ(p.best->attempts, 1);
+}
+
+TEST_F(TuneTest, TheFinalistsAreRetimedInTurnOnOneAgentAndALuckyOneLosesItsPlace) {
+  Space four = x_only(4);
+  ScriptedRunner r;
+  // X=0 is measured once at a lucky 1.0 ms and is really 3 ms; X=1 is a steady 2 ms.
+  r.script["X=0,Y=0,Z=0"] = {rounds({1.0, 1.0, 1.0}), rounds({3.0, 3.0, 3.0})};
+  r.script["X=1,Y=0,Z=0"] = {rounds({2.0, 2.0, 2.0})};
+  r.script["X=2,Y=0,Z=0"] = {rounds({2.5, 2.5, 2.5})};
+  r.script["X=3,Y=0,Z=0"] = {rounds({9.0, 9.0, 9.0})};
+  TuneSettings settings;
+  settings.trials = 4;
+  settings.retime_top = 3;
+  settings.retime_passes = 3;
+  TuneProgress p = tune(task_of(four), builder_, r, *store_, "x86", settings);
+  EXPECT_EQ(p.retimed, 3);
+  ASSERT_TRUE(p.best);
+  EXPECT_EQ(p.best->config.at("X"), 1);
+  EXPECT_EQ(p.best->retimed_ms, 2.0);
+  EXPECT_NEAR(p.best_gflops, 1e6 / 2e-3 * 1e-9, 1e-9);
+  // The re-timing runs, after the 4 trials: the three fastest, on the best one's agent, in
+  // turn, the order reversed every pass.
+  ASSERT_EQ(r.runs.size(), 4u + 9u);
+  std::vector<std::string> order;
+  for (size_t i = 4; i < r.runs.size(); ++i) {
+    EXPECT_EQ(r.runs[i].second, "agent-7");
+    order.push_back(r.runs[i].first.substr(0, 3));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"X=0", "X=1", "X=2", "X=2", "X=1", "X=0", "X=0", "X=1",
+                                             "X=2"}));
+  records::Query q;
+  q.job = p.job;
+  std::map<int64_t, records::Record> by_x;
+  for (const records::Record& rec : store_->query(q)) by_x[rec.config.at("X")] = rec;
+  EXPECT_EQ(by_x[0].median_ms, 1.0);  // both kept
+  EXPECT_EQ(by_x[0].retimed_ms, 3.0);
+  EXPECT_EQ(by_x[0].retime_round_ms.size(), 9u);
+  EXPECT_FALSE(by_x[3].retimed_ms);
+  // The store's best is the re-timed winner too.
+  std::optional<records::Record> best = store_->best("wl-hash", "x86");
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->config.at("X"), 1);
+}
+
+TEST_F(TuneTest, ACancelledJobIsNotRetimedAndAFailingRetimeKeepsTheSingleTimings) {
+  Space four = x_only(4);
+  SyntheticRunner m;
+  TuneSettings settings;
+  settings.trials = 64;
+  settings.batch = 2;
+  int batches = 0;
+  TuneHooks hooks;
+  hooks.progress = [&](const TuneProgress& now) { batches += !now.last; };
+  hooks.cancelled = [&] { return batches >= 1; };
+  TuneProgress c = tune(task_of(four), builder_, m, *store_, "x86", settings, 0, hooks);
+  EXPECT_EQ(c.stopped, "cancelled");
+  EXPECT_EQ(c.retimed, 0);
+  EXPECT_TRUE(m.retimed.empty());
+
+  // Every agent lost once the trials are done: the job is done, nothing re-timed.
+  SyntheticRunner lost;
+  lost.fail_after = 4;
+  TuneProgress p = tune(task_of(four), builder_, lost, *store_, "x86", settings);
+  EXPECT_EQ(p.stopped, "space exhausted");
+  EXPECT_EQ(p.retimed, 0);
+  ASSERT_TRUE(p.best);
+  EXPECT_FALSE(p.best->retimed_ms);
+  EXPECT_EQ(store_->job(p.job)->state, records::JobState::Done);
 }
 
 TEST(RunErrorTest, EachClassHasTheNameRecordsKeep) {

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include "kiln/json.h"
 
@@ -78,7 +80,40 @@ std::string record_json(const Record& r) {
   obj.str("compiler_version", r.compiler_version)
       .str("agent", r.agent)
       .integer("unix_ms", r.unix_ms);
+  auto optional = [&](const char* key, const std::optional<double>& v) {
+    if (v) {
+      obj.num(key, *v);
+    } else {
+      obj.null(key);
+    }
+  };
+  optional("host_load", r.host_load);
+  optional("cpu_pressure", r.cpu_pressure);
+  obj.integer("attempts", r.attempts).boolean("noisy", r.noisy);
+  std::vector<std::string> retime;
+  for (double ms : r.retime_round_ms) retime.push_back(json_number(ms));
+  obj.raw("retime_round_ms", json_array(retime));
+  optional("retimed_ms", r.retimed_ms);
   return obj.done();
+}
+
+Spread spread_of(const std::vector<double>& round_ms) {
+  Spread s;
+  if (round_ms.empty()) return s;
+  std::vector<double> sorted = round_ms;
+  std::sort(sorted.begin(), sorted.end());
+  size_t n = sorted.size();
+  s.min_ms = sorted.front();
+  s.max_ms = sorted.back();
+  s.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  if (n < 2) return s;
+  double mean = 0;
+  for (double v : sorted) mean += v;
+  mean /= static_cast<double>(n);
+  double squares = 0;
+  for (double v : sorted) squares += (v - mean) * (v - mean);
+  s.cv = mean > 0 ? std::sqrt(squares / static_cast<double>(n - 1)) / mean : 0;
+  return s;
 }
 
 }  // namespace kiln::records

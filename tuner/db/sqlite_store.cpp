@@ -62,6 +62,16 @@ CREATE INDEX records_by_workload ON records(workload, key, error, median_ms);
 CREATE INDEX records_by_job ON records(job);
 CREATE UNIQUE INDEX records_once_a_job ON records(job, config) WHERE job IS NOT NULL;
 )sql",
+    // 2: how noisy a measurement was (the host's load, the attempts it took) and the re-timing
+    // of a job's finalists. Records written before read as one quiet-unknown attempt.
+    R"sql(
+ALTER TABLE records ADD COLUMN host_load REAL;
+ALTER TABLE records ADD COLUMN cpu_pressure REAL;
+ALTER TABLE records ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE records ADD COLUMN noisy INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN retime_round_ms BLOB;
+ALTER TABLE records ADD COLUMN retimed_ms REAL;
+)sql",
 };
 constexpr int kSchema = static_cast<int>(std::size(kMigrations));
 
@@ -162,7 +172,13 @@ JobState parse_state(const std::string& s) {
 
 const char* const kRecordColumns =
     "id, job, workload, key, config, round_ms, median_ms, error, message, compile_ms, flops, "
-    "compiler_version, agent, unix_ms";
+    "compiler_version, agent, unix_ms, host_load, cpu_pressure, attempts, noisy, retime_round_ms, "
+    "retimed_ms";
+
+std::optional<double> optional_real(const Statement& s, int col) {
+  if (s.is_null(col)) return std::nullopt;
+  return s.real(col);
+}
 
 Record read_record(const Statement& s) {
   Record r;
@@ -180,6 +196,12 @@ Record read_record(const Statement& s) {
   r.compiler_version = s.text(11);
   r.agent = s.text(12);
   r.unix_ms = s.integer(13);
+  r.host_load = optional_real(s, 14);
+  r.cpu_pressure = optional_real(s, 15);
+  r.attempts = static_cast<int>(s.integer(16));
+  r.noisy = s.integer(17) != 0;
+  r.retime_round_ms = s.doubles(18);
+  r.retimed_ms = optional_real(s, 19);
   return r;
 }
 
@@ -264,8 +286,9 @@ class SqliteStore : public RecordStore {
     std::string config = config_text(r.config);
     Statement s(db_,
                 "INSERT INTO records(job, workload, key, config, round_ms, median_ms, error, "
-                "message, compile_ms, flops, compiler_version, agent, unix_ms) "
-                "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                "message, compile_ms, flops, compiler_version, agent, unix_ms, host_load, "
+                "cpu_pressure, attempts, noisy) "
+                "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 path_);
     if (r.job != 0) {
       s.bind(1, r.job);
@@ -277,6 +300,9 @@ class SqliteStore : public RecordStore {
     s.bind(6, r.median_ms).bind(7, r.error).bind(8, r.message).bind(9, r.compile_ms);
     s.bind(10, r.flops).bind(11, r.compiler_version).bind(12, r.agent);
     s.bind(13, r.unix_ms ? r.unix_ms : now_unix_ms());
+    bind_optional(s, 14, r.host_load);
+    bind_optional(s, 15, r.cpu_pressure);
+    s.bind(16, int64_t{r.attempts}).bind(17, int64_t{r.noisy ? 1 : 0});
     s.step();
     if (sqlite3_changes(db_) == 1) return {sqlite3_last_insert_rowid(db_), true};
     Statement existing(db_, "SELECT id FROM records WHERE job = ? AND config = ?", path_);
@@ -286,12 +312,30 @@ class SqliteStore : public RecordStore {
     return {existing.integer(0), false};
   }
 
+  void set_retime(int64_t id, const std::vector<double>& round_ms, double median_ms) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement s(db_, "UPDATE records SET retime_round_ms = ?, retimed_ms = ? WHERE id = ?", path_);
+    s.bind_blob(1, round_ms.data(), round_ms.size() * sizeof(double)).bind(2, median_ms);
+    s.bind(3, id).step();
+    if (sqlite3_changes(db_) == 0)
+      throw RecordsError(fmt::format("records database {}: no record {}", path_, id));
+  }
+
   std::vector<Record> query(const Query& q) override {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<Record> out;
     std::string sql = std::string("SELECT ") + kRecordColumns + " FROM records" + where(q);
-    sql +=
-        q.order == Query::Order::Fastest ? " ORDER BY error != '', median_ms, id" : " ORDER BY id";
+    switch (q.order) {
+      case Query::Order::Arrival:
+        sql += " ORDER BY id";
+        break;
+      case Query::Order::Fastest:
+        sql += " ORDER BY error != '', retimed_ms IS NULL, coalesce(retimed_ms, median_ms), id";
+        break;
+      case Query::Order::Median:
+        sql += " ORDER BY error != '', median_ms, id";
+        break;
+    }
     sql += " LIMIT ? OFFSET ?";
     Statement s(db_, sql, path_);
     int next = bind_where(s, q);
@@ -324,6 +368,13 @@ class SqliteStore : public RecordStore {
   static Job read_job(const Statement& s) {
     return Job{s.integer(0),           s.text(1),    s.text(2),   s.text(3),
                parse_state(s.text(4)), s.integer(5), s.integer(6)};
+  }
+  static void bind_optional(Statement& s, int i, const std::optional<double>& v) {
+    if (v) {
+      s.bind(i, *v);
+    } else {
+      s.bind_null(i);
+    }
   }
   static std::string where(const Query& q) {
     std::vector<std::string> terms;

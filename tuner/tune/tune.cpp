@@ -11,6 +11,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "kiln/json.h"
 
@@ -19,6 +20,21 @@ namespace {
 
 double cost_of(const Trial& t) {
   return t.error.empty() && t.median_ms > 0 ? t.median_ms : std::numeric_limits<double>::infinity();
+}
+
+// Whether record a is a better best than b, as the store's Fastest order has it: a re-timed
+// record before one never re-timed, then by speed.
+bool better(const records::Record& a, const records::Record& b) {
+  auto key = [](const records::Record& r) {
+    bool ran = r.error.empty() && r.effective_ms() > 0;
+    return std::tuple(!ran, !r.retimed_ms,
+                      ran ? r.effective_ms() : std::numeric_limits<double>::infinity());
+  };
+  return key(a) < key(b);
+}
+
+double gflops_of(const records::Record& r) {
+  return r.flops > 0 ? static_cast<double>(r.flops) / (r.effective_ms() * 1e-3) * 1e-9 : 0;
 }
 
 // `work` on each of `which`, at most `limit` at once; a point is not started
@@ -64,6 +80,44 @@ Outcome<T> retry_busy(Call call, const std::function<bool()>& stopping) {
   }
 }
 
+// Whether a measurement that ran is past the noise limits.
+bool too_noisy(const Measurement& m, const NoiseLimits& n) {
+  if (m.error || m.round_ms.empty()) return false;
+  if (n.max_cv > 0 && records::spread_of(m.round_ms).cv > n.max_cv) return true;
+  if (n.max_host_load > 0 && m.host_load && *m.host_load > n.max_host_load) return true;
+  return n.max_cpu_pressure > 0 && m.cpu_pressure && *m.cpu_pressure > n.max_cpu_pressure;
+}
+
+struct Measured {
+  Measurement m;
+  int attempts = 1;
+  bool noisy = false;
+};
+
+// Measures `in`, and again while the measurement is too noisy (NoiseLimits). A failure or an
+// error after the first measurement ends the attempts with the measurement there is.
+Outcome<Measured> measure_point(Runner& runner, const RunInput& in, const NoiseLimits& limits,
+                                const std::function<bool()>& gone) {
+  Outcome<Measurement> first = retry_busy<Measurement>([&] { return runner.run(in); }, gone);
+  if (!first.ok()) return first.failure();
+  Measured out{std::move(first.value())};
+  out.noisy = too_noisy(out.m, limits);
+  while (out.noisy && out.attempts <= limits.remeasure && !gone()) {
+    Outcome<Measurement> again = retry_busy<Measurement>([&] { return runner.run(in); }, gone);
+    if (!again.ok()) break;
+    ++out.attempts;
+    const Measurement& m = again.value();
+    if (m.error) break;
+    if (!too_noisy(m, limits)) {
+      out.m = m;
+      out.noisy = false;
+    } else if (m.median_ms < out.m.median_ms) {
+      out.m = m;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* run_error_name(RunError e) {
@@ -105,6 +159,12 @@ std::string TuneSettings::json() const {
       .integer("population", search.population)
       .integer("pool", search.pool)
       .integer("seed", static_cast<int64_t>(search.seed))
+      .num("max_cv", noise.max_cv)
+      .num("max_host_load", noise.max_host_load)
+      .num("max_cpu_pressure", noise.max_cpu_pressure)
+      .integer("remeasure", noise.remeasure)
+      .integer("retime_top", retime_top)
+      .integer("retime_passes", retime_passes)
       .done();
 }
 
@@ -116,8 +176,8 @@ namespace {
 // outcome goes to `report` (a trial) or `reject` (an illegal schedule) as it
 // arrives; a failure that is not the point's is returned, the first one.
 std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner& runner,
-                                     const CompileOptions& options,
-                                     const std::vector<Config>& batch, const TuneHooks& hooks,
+                                     const TuneSettings& settings, const std::vector<Config>& batch,
+                                     const TuneHooks& hooks,
                                      const std::function<void(const Trial&)>& report,
                                      const std::function<void(const std::string&)>& reject) {
   auto stopping = [&] { return hooks.stopping && hooks.stopping(); };
@@ -147,7 +207,7 @@ std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner&
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   std::vector<std::optional<Build>> built(batch.size());
   each(all, static_cast<size_t>(std::max(1, builder.parallelism())), gone, [&](size_t i) {
-    BuildInput in{task.func, batch[i], options};
+    BuildInput in{task.func, batch[i], settings.compile};
     Outcome<Build> b = retry_busy<Build>([&] { return builder.build(in); }, stopping);
     if (!b.ok()) {
       if (!gone()) failed(batch[i], b.failure());
@@ -159,30 +219,118 @@ std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner&
   for (size_t i = 0; i < batch.size(); ++i)
     if (built[i]) ready.push_back(i);
   each(ready, ready.size(), gone, [&](size_t i) {
-    RunInput in{built[i]->artifact, nullptr, task.params};
+    RunInput in{built[i]->artifact, nullptr, task.params, {}};
     if (task.func)
       in.func = std::make_shared<const ir::Func>(ir::apply_overrides(*task.func, batch[i]));
-    Outcome<Measurement> m = retry_busy<Measurement>([&] { return runner.run(in); }, stopping);
+    Outcome<Measured> measured = measure_point(runner, in, settings.noise, gone);
     // A measurement that arrives is recorded, cancelled job or not.
-    if (!m.ok()) {
-      if (!gone()) failed(batch[i], m.failure());
+    if (!measured.ok()) {
+      if (!gone()) failed(batch[i], measured.failure());
       return;
     }
+    const Measurement& m = measured.value().m;
     Trial t;
     t.config = batch[i];
     t.flops = task.flops;
-    t.round_ms = m.value().round_ms;
-    t.median_ms = m.value().median_ms;
-    if (m.value().error) {
-      t.error = run_error_name(*m.value().error);
-      t.message = m.value().message;
+    t.round_ms = m.round_ms;
+    t.median_ms = m.median_ms;
+    if (m.error) {
+      t.error = run_error_name(*m.error);
+      t.message = m.message;
     }
     t.compile_ms = built[i]->compile_ms;
-    t.agent = m.value().device;
+    t.agent = m.device;
     t.compiler_version = built[i]->compiler_version;
+    t.host_load = m.host_load;
+    t.cpu_pressure = m.cpu_pressure;
+    t.attempts = measured.value().attempts;
+    t.noisy = measured.value().noisy;
     report(t);
   });
   return failure;
+}
+
+// The job's finalists re-timed (TuneSettings::retime_top): each built once more (a cache
+// hit, in kilnd) and measured retime_passes times on the best one's device, in turn. A
+// finalist whose build or run fails is left out; a failure of the service ends the re-timing
+// with nothing kept; the service stopping throws Interrupted (the job resumes to re-time).
+// The re-timed ones get their rounds and median in the store; the job's best is then the
+// fastest record by re-timed median.
+void retime_finalists(const Task& task, Builder& builder, Runner& runner,
+                      records::RecordStore& store, const TuneSettings& settings,
+                      const TuneHooks& hooks, TuneProgress& p) {
+  if (settings.retime_top <= 0 || settings.retime_passes <= 0) return;
+  auto stopping = [&] { return hooks.stopping && hooks.stopping(); };
+  auto stop = [&] {
+    throw Interrupted(Failure{Failure::Kind::Stopped, std::nullopt,
+                              "the service is stopping; the job is kept and can be resumed"});
+  };
+  records::Query q;
+  q.job = p.job;
+  q.error = "";
+  q.order = records::Query::Order::Median;  // a resumed job's new points among them
+  q.limit = settings.retime_top;
+  struct Finalist {
+    records::Record record;
+    std::shared_ptr<const codegen::Artifact> artifact;
+    std::shared_ptr<const ir::Func> func;
+    std::vector<double> rounds;
+    bool out = false;  // its build or a run failed
+  };
+  std::vector<Finalist> finalists;
+  for (records::Record& r : store.query(q)) {
+    Finalist f;
+    f.record = std::move(r);
+    if (stopping()) stop();
+    Outcome<Build> b = retry_busy<Build>(
+        [&] {
+          return builder.build({task.func, f.record.config, settings.compile});
+        },
+        stopping);
+    if (!b.ok()) {
+      if (stopping()) stop();
+      if (!b.failure().points_fault()) return;
+      continue;
+    }
+    f.artifact = b.value().artifact;
+    if (task.func)
+      f.func = std::make_shared<const ir::Func>(ir::apply_overrides(*task.func, f.record.config));
+    finalists.push_back(std::move(f));
+  }
+  if (finalists.empty()) return;
+  const std::string device = finalists.front().record.agent;
+  for (int pass = 0; pass < settings.retime_passes; ++pass) {
+    for (size_t k = 0; k < finalists.size(); ++k) {
+      Finalist& f = finalists[pass % 2 ? finalists.size() - 1 - k : k];
+      if (f.out) continue;
+      if (stopping()) stop();
+      RunInput in{f.artifact, f.func, task.params, device};
+      Outcome<Measurement> m = retry_busy<Measurement>([&] { return runner.run(in); }, stopping);
+      if (!m.ok()) {
+        if (stopping()) stop();
+        if (!m.failure().points_fault()) return;  // the device gone: keep the single timings
+        f.out = true;
+        continue;
+      }
+      if (m.value().error || m.value().round_ms.empty()) {
+        f.out = true;
+        continue;
+      }
+      f.rounds.insert(f.rounds.end(), m.value().round_ms.begin(), m.value().round_ms.end());
+    }
+  }
+  for (const Finalist& f : finalists) {
+    if (f.out || f.rounds.empty()) continue;
+    store.set_retime(f.record.id, f.rounds, records::spread_of(f.rounds).median_ms);
+    ++p.retimed;
+  }
+  q.order = records::Query::Order::Fastest;
+  q.limit = 1;
+  std::vector<records::Record> best = store.query(q);
+  if (!best.empty()) {
+    p.best = best.front();
+    p.best_gflops = gflops_of(*p.best);
+  }
 }
 
 }  // namespace
@@ -215,9 +363,9 @@ TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::R
     ++p.trials;
     if (!r.error.empty()) {
       ++p.errors[r.error];
-    } else if (!p.best || cost_of(r) < cost_of(*p.best)) {
+    } else if (!p.best || better(r, *p.best)) {
       p.best = r;
-      p.best_gflops = r.flops > 0 ? static_cast<double>(r.flops) / (r.median_ms * 1e-3) * 1e-9 : 0;
+      p.best_gflops = gflops_of(r);
     }
   };
 
@@ -247,6 +395,8 @@ TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::R
   }
 
   auto finish = [&](const char* why, records::JobState state) {
+    if (state == records::JobState::Done)
+      retime_finalists(task, builder, runner, store, settings, hooks, p);
     p.done = true;
     p.stopped = why;
     p.rejected = rejected();
@@ -290,6 +440,7 @@ TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::R
       records::RecordStore::Added added = store.add_record(r);
       if (!added.added) return;  // reported twice: kept once
       r.id = added.id;
+      if (r.attempts > 1) ++p.remeasured;
       note(r);
       measured.push_back(r.config);
       costs.push_back(cost_of(r));
@@ -306,7 +457,7 @@ TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::R
       ++illegal[why];
     };
     std::optional<Failure> failure =
-        measure_batch(task, builder, runner, settings.compile, batch, hooks, report, reject);
+        measure_batch(task, builder, runner, settings, batch, hooks, report, reject);
     search.update(measured, costs);
     stopped();
     if (failure && !(hooks.cancelled && hooks.cancelled())) throw Interrupted(*failure);

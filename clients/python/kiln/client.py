@@ -124,7 +124,9 @@ class Measurement:
     ``median_ms``, ``min_ms``, ``number``, ``threads``), ``checksums`` (name ->
     float), ``outputs`` (name -> numpy array, with return_outputs), ``check``
     (the comparison with the reference interpreter, or None), ``ok`` (it ran
-    and no check failed), ``params`` and ``response``."""
+    and no check failed), ``host_load`` (other processes' CPUs while the rounds
+    ran) and ``cpu_pressure`` (the share of that time a task waited for a CPU),
+    each None when the agent could not say, ``params`` and ``response``."""
 
     def __init__(self, response):
         r = response.result
@@ -136,6 +138,9 @@ class Measurement:
         self.rounds_ms = list(r.round_ms)
         self.median_ms, self.min_ms = response.median_ms, response.min_ms
         self.number, self.threads = r.number, r.threads
+        host = r.host if r.HasField("host") else None
+        self.host_load = host.other_cpus if host and host.other_cpus >= 0 else None
+        self.cpu_pressure = host.cpu_pressure if host and host.cpu_pressure >= 0 else None
         self.checksums = {o.name: o.checksum for o in r.outputs}
         self.outputs = {o.name: np.frombuffer(o.data, dtype=np.dtype(_NUMPY[o.type]).newbyteorder("<"))
                         .reshape(tuple(o.shape)) for o in r.outputs if o.data}
@@ -154,7 +159,12 @@ class Measurement:
 class Record:
     """A tuning record (docs/records.md): ``config`` (knob values), ``median_ms``,
     ``rounds_ms``, ``gflops``, ``error`` ("" when it ran), ``message``, ``job``,
-    ``workload``, ``key``, ``agent``, ``compile_ms``, ``unix_ms``, ``id``."""
+    ``workload``, ``key``, ``agent``, ``compile_ms``, ``unix_ms``, ``id``; how
+    noisy it was: ``min_ms``, ``max_ms``, ``cv`` (the rounds' standard deviation
+    over their mean), ``host_load`` and ``cpu_pressure`` (None: unknown),
+    ``attempts``, ``noisy``; and its re-timing at the job's end: ``retimed_ms``
+    (None: not re-timed) and ``retime_rounds_ms``. ``ms`` is its speed: the
+    re-timed median where there is one."""
 
     def __init__(self, r):
         self.id, self.job, self.workload, self.key = r.id, r.job, r.workload, r.key
@@ -164,6 +174,16 @@ class Record:
         self.error, self.message = r.error, r.message
         self.compile_ms, self.compiler_version = r.compile_ms, r.compiler_version
         self.agent, self.unix_ms = r.agent, r.unix_ms
+        self.min_ms, self.max_ms, self.cv = r.min_ms, r.max_ms, r.cv
+        self.host_load = r.host_load if r.HasField("host_load") else None
+        self.cpu_pressure = r.cpu_pressure if r.HasField("cpu_pressure") else None
+        self.attempts, self.noisy = r.attempts, r.noisy
+        self.retimed_ms = r.retimed_ms if r.HasField("retimed_ms") else None
+        self.retime_rounds_ms = list(r.retime_round_ms)
+
+    @property
+    def ms(self):
+        return self.retimed_ms if self.retimed_ms is not None else self.median_ms
 
     @property
     def ok(self):
@@ -173,7 +193,9 @@ class Record:
         config = ",".join(f"{k}={v}" for k, v in sorted(self.config.items()))
         if self.error:
             return f"Record({self.id}: {config}: {self.error})"
-        return f"Record({self.id}: {config}: {self.median_ms:.4f} ms, {self.gflops:.1f} GFLOP/s)"
+        retimed = "" if self.retimed_ms is None else " re-timed"
+        return (f"Record({self.id}: {config}: {self.ms:.4f} ms{retimed}, "
+                f"{self.gflops:.1f} GFLOP/s)")
 
 
 class TuneJob:
@@ -321,8 +343,9 @@ class Client:
     def measure(self, op, key, *, runtime_params=None, seed=0, check=False, return_outputs=False,
                 repeat=0, number=0, min_repeat_ms=0, warmup=0, cooldown_ms=0, flush_cache=False,
                 threads=0, time_limit_ms=0, memory_limit_mb=0, priority=0, gpu=None,
-                **options):
-        """Compiles for an agent of ``key`` (its triple and CPU), ships the
+                agent="", **options):
+        """Compiles for an agent of ``key`` (its triple and CPU; ``agent``: that
+        one of them only), ships the
         kernel there and times it: ``warmup`` calls, then ``repeat`` rounds of
         ``number`` calls (``number`` grown until a round lasts
         ``min_repeat_ms`` when 0). ``check`` compares the outputs with the
@@ -342,7 +365,7 @@ class Client:
             time_limit_ms=time_limit_ms, memory_limit_bytes=int(memory_limit_mb) << 20)
         request = service_pb2.MeasureRequest(
             op=_operator(op), options=_options(**options), key=key, seed=seed, check=check,
-            return_outputs=return_outputs, settings=settings, priority=priority)
+            return_outputs=return_outputs, settings=settings, priority=priority, agent=agent)
         if gpu is not None:
             request.gpu = int(gpu)
         for name, value in (runtime_params or {}).items():
@@ -354,13 +377,15 @@ class Client:
     def tune(self, op, key, *, trials=0, search="", features="", batch=0, early_stop=0,
              transfer=False, detach=False, seed=0, runtime_params=None, repeat=0, number=0,
              min_repeat_ms=0, threads=0, time_limit_ms=0, memory_limit_mb=0, priority=0,
-             gpu=None, **options):
+             gpu=None, retime=None, remeasure=None, **options):
         """Starts a tuning job of ``op``'s knobs on the agents of ``key``: a
         TuneJob, whose iteration is the job's progress. ``search`` is xgb-rank
         (default), xgb-reg, random or grid; ``options["set"]`` gives params
         their values and holds knobs fixed. Measurement options as for measure()
         (default 3 rounds of at least 20 ms). ``gpu=N`` tunes on the agents'
-        GPU N; its records are kept under the key ``"KEY/gpuN"``."""
+        GPU N; its records are kept under the key ``"KEY/gpuN"``. ``retime=N``:
+        the N fastest re-timed at the end, interleaved (default 3, 0: none);
+        ``remeasure=N``: a noisy point measured up to N more times (default 2)."""
         if options.get("target") or options.get("cpu"):
             raise ValueError("tune compiles for the agents' own target: leave out target and cpu")
         settings = agent_pb2.MeasureSettings(
@@ -372,6 +397,10 @@ class Client:
             settings=settings, detach=detach, transfer=transfer, priority=priority)
         if gpu is not None:
             request.gpu = int(gpu)
+        if retime is not None:
+            request.retime = int(retime)
+        if remeasure is not None:
+            request.remeasure = int(remeasure)
         for name, value in (runtime_params or {}).items():
             request.runtime_params[name] = int(value)
         return TuneJob(self, self._stub.Tune(request, metadata=self._metadata), detach)

@@ -111,6 +111,9 @@ struct RunInput {
   std::shared_ptr<const codegen::Artifact> artifact;
   std::shared_ptr<const ir::Func> func;
   std::map<std::string, int64_t> params;
+  // "": any of the runner's devices; else the one of this id (Measurement::device): a
+  // re-timing compares its finalists on one machine.
+  std::string device;
 };
 
 // A kernel measured on a device: its timings, or how it failed there (the
@@ -122,6 +125,9 @@ struct Measurement {
   std::optional<RunError> error;
   std::string message;  // what went wrong, for a person
   std::string device;   // which device measured it (an agent's id)
+  // The host while the rounds ran: other processes' CPU time per second, in CPUs, and the
+  // share of the time some task waited for a CPU. Absent: the device could not say.
+  std::optional<double> host_load, cpu_pressure;
 };
 
 class Runner {

@@ -58,6 +58,11 @@ struct Trial {
   double compile_ms = 0;
   int64_t flops = 0;  // per call, 0 when unknown
   std::string compiler_version, agent;
+  // The host while the rounds ran, as the agent saw it (kiln/measure.h's Measurement); absent
+  // when the agent could not say.
+  std::optional<double> host_load, cpu_pressure;
+  int attempts = 1;    // measurements taken of the point: more than 1 when one was too noisy
+  bool noisy = false;  // the measurement kept was still past the job's noise limits
 };
 
 // A trial as the store keeps it: of which job, workload and device class, and when.
@@ -66,7 +71,20 @@ struct Record : Trial {
   int64_t job = 0;  // 0: measured outside a tuning job
   std::string workload, key;
   int64_t unix_ms = 0;  // when the measurement arrived; 0: now
+  // The re-timing among the job's finalists (kiln/tune.h): every round, interleaved with the
+  // others', and their median. Absent: never re-timed.
+  std::vector<double> retime_round_ms;
+  std::optional<double> retimed_ms;
+  // What the record's speed is taken to be: the re-timed median when there is one.
+  double effective_ms() const { return retimed_ms ? *retimed_ms : median_ms; }
 };
+
+// How steady a measurement's rounds were.
+struct Spread {
+  double min_ms = 0, median_ms = 0, max_ms = 0;
+  double cv = 0;  // the rounds' standard deviation over their mean; 0 with fewer than two
+};
+Spread spread_of(const std::vector<double>& round_ms);
 
 // Which records, in which order, which page.
 struct Query {
@@ -75,7 +93,11 @@ struct Query {
   std::optional<int64_t> job;
   std::optional<int64_t> since_unix_ms, until_unix_ms;  // [since, until)
   std::optional<std::string> error;                     // "" for the records that ran
-  enum class Order { Arrival, Fastest } order = Order::Arrival;
+  // Fastest: those that ran first; among them those re-timed at their job's end first (a
+  // re-timing compared them with their rivals under the same conditions; a single measurement
+  // may have been lucky), by re-timed median, then the others by median. Median: those that
+  // ran first, by the median of their own rounds alone.
+  enum class Order { Arrival, Fastest, Median } order = Order::Arrival;
   int64_t after = 0;  // paging: the records after this many (an offset)
   int64_t limit = 100;
 };
@@ -111,9 +133,12 @@ class RecordStore {
     bool added;
   };
   virtual Added add_record(const Record& r) = 0;
+  // Keeps the re-timing of record `id` (Record::retime_round_ms, retimed_ms), replacing any
+  // earlier one.
+  virtual void set_retime(int64_t id, const std::vector<double>& round_ms, double median_ms) = 0;
   virtual std::vector<Record> query(const Query& q) = 0;
   virtual int64_t count(const Query& q) = 0;  // ignoring after and limit
-  // The fastest record that ran for a workload on a device class.
+  // The fastest record that ran for a workload on a device class (Order::Fastest's first).
   virtual std::optional<Record> best(const std::string& workload, const std::string& key) = 0;
 };
 

@@ -26,10 +26,31 @@ namespace kiln::tuner {
 
 using records::Trial;
 
+// When a measurement is too noisy to learn from: its rounds' coefficient of variation past
+// max_cv, or other processes taking more than max_host_load CPUs, or some task waiting for a
+// CPU more than max_cpu_pressure of the time (each 0: not a limit; pressure is none by
+// default: a kernel that keeps every CPU busy makes any task that wakes wait). Such a point is
+// measured again, up to `remeasure` more times: the first quiet measurement is kept; when none
+// is, the fastest (interference only adds time), marked noisy.
+struct NoiseLimits {
+  double max_cv = 0.1;
+  double max_host_load = 0.5;
+  double max_cpu_pressure = 0;
+  int remeasure = 2;
+};
+
 struct TuneSettings {
   int trials = 64;     // measured points in all, those of earlier runs of the job included
   int batch = 16;      // points proposed at once
   int early_stop = 0;  // stop after this many trials without a better one (0: never)
+  NoiseLimits noise;
+  // At the end (not when cancelled), the `retime_top` fastest configurations are measured
+  // again on the best one's device, `retime_passes` times each, one after the other in turn
+  // (the order reversed every pass), so that each sees the same conditions; each keeps every
+  // round and their median (records::Record::retimed_ms), and the job's best is the fastest
+  // re-timed. 0: none.
+  int retime_top = 3;
+  int retime_passes = 3;
   SearchOptions search;
   FeatureFn features;  // the model's (empty: knob_features)
   // Transfer: points measured on the same operator at other shapes, and
@@ -50,6 +71,8 @@ struct TuneProgress {
   std::map<std::string, int64_t> rejected;  // points refused before compiling, by constraint
   std::optional<records::Record> last;      // the trial just recorded (none at a batch's end)
   double elapsed_s = 0, eta_s = 0;          // of this run of the job
+  int remeasured = 0;                       // points measured again because they were noisy
+  int retimed = 0;                          // finalists re-timed at the end
   bool done = false;
   std::string stopped;  // when done: "trials", "early stop", "space exhausted", "cancelled"
 };
