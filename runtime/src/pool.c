@@ -7,7 +7,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "kiln/runtime.h"
 #include "topology.h"
@@ -50,9 +53,14 @@ typedef struct kiln_share {
    owner waits for every worker to finish before it writes them again. */
 typedef struct kiln_pool {
   _Alignas(64) _Atomic uint64_t generation; /* bumped once per launch; workers wait on it */
-  _Alignas(64) atomic_int unfinished;       /* workers still running this launch */
-  atomic_int caller_waiting;                /* the launching thread sleeps on `done` */
-  _Alignas(64) atomic_int sleepers;         /* workers asleep on `wake` */
+  /* The door of the current launch: its generation (high 32 bits), whether it is open (bit 31)
+     and the workers inside (the low 31 bits). A worker joins while the door is open; the
+     launching thread closes it once every chunk is taken and waits only for those inside, so a
+     worker that has not started (asleep, or off its CPU because another process has it) holds
+     nothing up, and finds the door closed when it comes. */
+  _Alignas(64) _Atomic uint64_t door;
+  atomic_int caller_waiting;        /* the launching thread sleeps on `done` */
+  _Alignas(64) atomic_int sleepers; /* workers asleep on `wake` */
   atomic_int busy;
   atomic_int ready;    /* 1 once the workers exist */
   atomic_int nthreads; /* workers + 1 */
@@ -64,6 +72,17 @@ typedef struct kiln_pool {
   int64_t grain; /* iterations per chunk */
   int stopping;
   uint64_t spin_ns;
+  /* Contention (contended): until contended_until_ns the pool's threads do not spin and its
+     launches run on the launching thread alone; backoff_ns is how long the next sign of
+     contention sends it there, and clean counts the parallel launches since the last one. */
+  _Atomic uint64_t contended_until_ns;
+  _Atomic uint64_t backoff_ns;
+  atomic_int clean;
+  uint64_t next_look_ns; /* when a contended launch looks at the host's runnable threads next */
+  /* What kiln_runtime_pool_stats reports. */
+  _Atomic uint64_t parallel_launches, alone_launches, contended_marks, spins, spins_cut;
+  int cpus;   /* the CPUs the pool may use */
+  int yields; /* whether contention may send launches to the launching thread alone */
   kiln_worker* workers;
   kiln_share* shares; /* one per thread */
   pthread_mutex_t mutex;
@@ -121,7 +140,8 @@ static void share_out(kiln_pool* pool, int64_t n, int nthreads) {
 
 /* Runs chunks of the current launch until none is left: those of the thread's own share first,
    then those of the next shares in turn, from their front, as their threads would. */
-static void run_chunks(kiln_pool* pool, int self) {
+static int64_t run_chunks(kiln_pool* pool, int self) {
+  int64_t ran = 0;
   int nthreads = atomic_load_explicit(&pool->nthreads, memory_order_relaxed);
   int64_t grain = pool->grain;
   for (int k = 0; k < nthreads; k++) {
@@ -133,8 +153,10 @@ static void run_chunks(kiln_pool* pool, int self) {
         break;
       }
       pool->fn(begin, end - begin > grain ? begin + grain : end, pool->closure);
+      ran++;
     }
   }
+  return ran;
 }
 
 static void run_serially(kiln_task_fn fn, void* closure, int64_t n) {
@@ -144,14 +166,153 @@ static void run_serially(kiln_task_fn fn, void* closure, int64_t n) {
   t_in_task = outer;
 }
 
-/* Spins until the generation moves past `seen` or the spin budget runs out; returns what it saw
-   last. */
+/* Contention. On a host with fewer free CPUs than the pool has threads (another process busy
+   beside the kernel), a thread of the pool loses its CPU for a time slice, milliseconds, while
+   the others wait for it: at the end of a launch for the chunk it holds, or for the CPU a
+   spinning thread keeps. Measured on a 2-core host with one busy process beside a 2-thread
+   GEMM, that made a 512 GEMM 14x slower than on the quiet host. So a thread that finds it was
+   off its CPU for more than KILN_PREEMPT_NS while it ran chunks (its wall time past its CPU
+   time) or while it spun (the clock jumped between two looks), and then finds more threads
+   runnable on the host than the pool's own and the CPUs leave room for, marks the
+   pool contended: for the next backoff its launches run on the launching thread alone, at one
+   CPU's speed (what the host has to give), with no thread to wait for and none spinning. Every
+   KILN_LOOK_NS such a launch looks whether the host has room for the workers again, and ends
+   the contention at once when it has (another program's threads that ran a while, and
+   stopped). The backoff starts at KILN_BACKOFF_MIN_NS and doubles while the contention goes on,
+   up to KILN_BACKOFF_MAX_NS, and is forgotten after KILN_CLEAN_LAUNCHES parallel launches with
+   no sign of it. A preemption shorter than KILN_PREEMPT_NS (a kernel thread, an interrupt), or
+   one by a thread of the pool itself (new workers spin on their creator's CPU until the
+   scheduler moves them), is not contention. */
+#define KILN_PREEMPT_NS 500000u
+#define KILN_LOOK_NS 1000000u
+#define KILN_BACKOFF_MIN_NS 20000000u
+#define KILN_BACKOFF_MAX_NS 640000000u
+#define KILN_CLEAN_LAUNCHES 256
+
+/* Whether the host has a CPU for each of the pool's `nthreads` threads now, besides the other
+   threads runnable on it: those /proc/loadavg counts (its fourth field) less `ours`, the pool's
+   threads that may be among them. -1 when it cannot tell. */
+static int host_has_room(kiln_pool* pool, int nthreads, int ours) {
+  FILE* f = fopen("/proc/loadavg", "re");
+  if (f == NULL) {
+    return -1;
+  }
+  double a, b, c;
+  int running = 0, total = 0;
+  int n = fscanf(f, "%lf %lf %lf %d/%d", &a, &b, &c, &running, &total);
+  fclose(f);
+  if (n != 5 || running < 1) {
+    return -1;
+  }
+  return running - ours <= pool->cpus - nthreads;
+}
+
+static void mark_contended(kiln_pool* pool, uint64_t now) {
+  if (!pool->yields) {
+    return;
+  }
+  /* Any thread of the pool may be runnable: a worker just woken (still counted among the
+     sleepers) runs on its waker's CPU at first, and takes it from the waker for a while. */
+  int nthreads = atomic_load_explicit(&pool->nthreads, memory_order_relaxed);
+  if (host_has_room(pool, nthreads, nthreads) == 1) {
+    return;
+  }
+  uint64_t backoff = atomic_load_explicit(&pool->backoff_ns, memory_order_relaxed);
+  backoff = backoff == 0 ? KILN_BACKOFF_MIN_NS : 2 * backoff;
+  if (backoff > KILN_BACKOFF_MAX_NS) {
+    backoff = KILN_BACKOFF_MAX_NS;
+  }
+  atomic_fetch_add_explicit(&pool->contended_marks, 1, memory_order_relaxed);
+  atomic_store_explicit(&pool->backoff_ns, backoff, memory_order_relaxed);
+  atomic_store_explicit(&pool->clean, 0, memory_order_relaxed);
+  atomic_store_explicit(&pool->contended_until_ns, now + backoff, memory_order_relaxed);
+}
+
+static int contended(kiln_pool* pool, uint64_t now) {
+  return now < atomic_load_explicit(&pool->contended_until_ns, memory_order_relaxed);
+}
+
+/* Whether a launch of this thread runs alone because the pool is contended. */
+static int run_alone(kiln_pool* pool, uint64_t now, int nthreads) {
+  if (!contended(pool, now)) {
+    return 0;
+  }
+  if (now < pool->next_look_ns) {
+    return 1;
+  }
+  pool->next_look_ns = now + KILN_LOOK_NS;
+  /* Only this thread of the pool runs now: the workers wait for a launch. */
+  if (host_has_room(pool, nthreads, 1) != 1) {
+    return 1;
+  }
+  atomic_store_explicit(&pool->contended_until_ns, 0, memory_order_relaxed);
+  return 0;
+}
+
+/* A parallel launch with no sign of contention. */
+static void note_clean_launch(kiln_pool* pool) {
+  if (atomic_load_explicit(&pool->backoff_ns, memory_order_relaxed) != 0 &&
+      atomic_fetch_add_explicit(&pool->clean, 1, memory_order_relaxed) + 1 >= KILN_CLEAN_LAUNCHES) {
+    atomic_store_explicit(&pool->backoff_ns, 0, memory_order_relaxed);
+  }
+}
+
+/* This thread's CPU time, in nanoseconds; 0 when the clock cannot be read. */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec t;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) {
+    return 0;
+  }
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* After a thread ran chunks since wall time `wall0` and CPU time `cpu0`, waiting for nothing:
+   whether it was off its CPU for long (then the pool is marked contended). */
+static int ran_off_cpu(kiln_pool* pool, uint64_t wall0, uint64_t cpu0) {
+  uint64_t wall = kiln_now_ns(), cpu = thread_cpu_ns();
+  if (cpu0 == 0 || cpu < cpu0 || wall - wall0 < cpu - cpu0 + KILN_PREEMPT_NS) {
+    return 0;
+  }
+  mark_contended(pool, wall);
+  return 1;
+}
+
+/* How long a thread may spin now. */
+static uint64_t spin_now(kiln_pool* pool, uint64_t now) {
+  return contended(pool, now) ? 0 : pool->spin_ns;
+}
+
+/* Whether a spinning thread that last looked at the clock at *last was off its CPU since (then
+   the pool is marked contended). */
+static int preempted(kiln_pool* pool, uint64_t* last, uint64_t now) {
+  uint64_t gap = now - *last;
+  *last = now;
+  if (gap < KILN_PREEMPT_NS) {
+    return 0;
+  }
+  mark_contended(pool, now);
+  return 1;
+}
+
+/* Spins until the generation moves past `seen`, the spin budget runs out or the thread finds it
+   is not getting its CPU; returns what it saw last. */
 static uint64_t spin_for_generation(kiln_pool* pool, uint64_t seen) {
-  uint64_t start = kiln_now_ns();
+  uint64_t start = kiln_now_ns(), last = start, budget = spin_now(pool, start);
+  atomic_fetch_add_explicit(&pool->spins, 1, memory_order_relaxed);
   for (unsigned i = 1;; i++) {
     uint64_t generation = atomic_load_explicit(&pool->generation, memory_order_acquire);
-    if (generation != seen || ((i & 63) == 0 && kiln_now_ns() - start >= pool->spin_ns)) {
+    if (generation != seen) {
       return generation;
+    }
+    if ((i & 63) == 0) {
+      uint64_t now = kiln_now_ns();
+      if (now - start >= budget) {
+        return generation;
+      }
+      if (preempted(pool, &last, now)) {
+        atomic_fetch_add_explicit(&pool->spins_cut, 1, memory_order_relaxed);
+        return generation;
+      }
     }
     cpu_relax();
   }
@@ -175,25 +336,74 @@ static uint64_t wait_for_launch(kiln_pool* pool, uint64_t seen) {
   return generation;
 }
 
-/* The launching thread's wait for the workers, with the same handshake as wait_for_launch. */
-static void wait_for_workers(kiln_pool* pool) {
-  uint64_t start = kiln_now_ns();
-  for (unsigned i = 1; atomic_load_explicit(&pool->unfinished, memory_order_acquire) != 0; i++) {
-    if ((i & 63) == 0 && kiln_now_ns() - start >= pool->spin_ns) {
-      break;
+/* What the launching thread's wait for a worker's last chunk spins beyond twice a chunk's time:
+   the worker's wake and the cache lines it writes last. */
+#define KILN_CHUNK_SLACK_NS 20000u
+
+#define KILN_DOOR_OPEN (UINT64_C(1) << 31)
+#define KILN_DOOR_INSIDE (KILN_DOOR_OPEN - 1)
+
+static uint64_t door_of(uint64_t generation) { return (generation << 32) | KILN_DOOR_OPEN; }
+
+/* Enters the launch of `generation` if its door is still open: 1 when in. */
+static int join_launch(kiln_pool* pool, uint64_t generation) {
+  uint64_t door = atomic_load(&pool->door);
+  for (;;) {
+    if ((door >> 32) != (generation & 0xffffffffu) || !(door & KILN_DOOR_OPEN)) {
+      return 0;
+    }
+    if (atomic_compare_exchange_weak(&pool->door, &door, door + 1)) {
+      return 1;
+    }
+  }
+}
+
+/* Closes the door once every chunk is taken and waits for the workers inside (each finishing
+   the chunk it took), with the same handshake as wait_for_launch. */
+static int wait_for_workers(kiln_pool* pool, uint64_t chunk_ns) {
+  uint64_t inside = atomic_fetch_and(&pool->door, ~(uint64_t)KILN_DOOR_OPEN) & KILN_DOOR_INSIDE;
+  if (inside == 0) {
+    return 0;
+  }
+  /* A worker inside is finishing the one chunk it took: about a chunk's time if it has its CPU.
+     Longer, it may have lost its CPU to another process: this thread then yields its CPU to any
+     thread waiting for it (the worker, if it was moved here) while it waits, up to the spin
+     budget, and sleeps only after that, as a sleeping thread is slow to wake. */
+  int seen_contention = 0;
+  uint64_t start = kiln_now_ns(), last = start, spin = spin_now(pool, start);
+  uint64_t budget = 2 * chunk_ns + KILN_CHUNK_SLACK_NS;
+  if (budget > spin) {
+    budget = spin;
+  }
+  for (unsigned i = 1;
+       (atomic_load_explicit(&pool->door, memory_order_acquire) & KILN_DOOR_INSIDE) != 0; i++) {
+    if ((i & 63) == 0) {
+      uint64_t now = kiln_now_ns(), waited = now - start;
+      if (waited >= spin) {
+        break;
+      }
+      if (preempted(pool, &last, now)) {
+        seen_contention = 1;
+        break;
+      }
+      if (waited >= budget) {
+        sched_yield();
+        continue;
+      }
     }
     cpu_relax();
   }
-  if (atomic_load_explicit(&pool->unfinished, memory_order_acquire) == 0) {
-    return;
+  if ((atomic_load_explicit(&pool->door, memory_order_acquire) & KILN_DOOR_INSIDE) == 0) {
+    return seen_contention;
   }
   pthread_mutex_lock(&pool->mutex);
   atomic_store(&pool->caller_waiting, 1);
-  while (atomic_load(&pool->unfinished) != 0) {
+  while ((atomic_load(&pool->door) & KILN_DOOR_INSIDE) != 0) {
     pthread_cond_wait(&pool->done, &pool->mutex);
   }
   atomic_store(&pool->caller_waiting, 0);
   pthread_mutex_unlock(&pool->mutex);
+  return seen_contention;
 }
 
 static void* worker_main(void* arg) {
@@ -206,8 +416,15 @@ static void* worker_main(void* arg) {
     if (pool->stopping) {
       return NULL;
     }
+    if (!join_launch(pool, seen)) {
+      continue; /* over before this worker came: nothing of it is left */
+    }
+    uint64_t wall0 = kiln_now_ns(), cpu0 = thread_cpu_ns();
     run_chunks(pool, self->index);
-    if (atomic_fetch_sub(&pool->unfinished, 1) == 1 && atomic_load(&pool->caller_waiting)) {
+    ran_off_cpu(pool, wall0, cpu0);
+    uint64_t left = atomic_fetch_sub(&pool->door, 1) - 1;
+    if ((left & KILN_DOOR_INSIDE) == 0 && !(left & KILN_DOOR_OPEN) &&
+        atomic_load(&pool->caller_waiting)) {
       pthread_mutex_lock(&pool->mutex);
       pthread_cond_signal(&pool->done);
       pthread_mutex_unlock(&pool->mutex);
@@ -249,6 +466,13 @@ static void start_workers(kiln_pool* pool, int requested) {
   if (plan != NULL) {
     kiln_plan_threads(requested, plan);
     pool->spin_ns = plan->nthreads > CPU_COUNT(&plan->allowed) ? 0 : spin_budget_ns();
+    pool->cpus = CPU_COUNT(&plan->allowed);
+    /* A pool given more threads than CPUs asked to share them (and does not spin); and
+       KILN_CONTENTION=wait keeps every launch on every thread, for tasks that wait on one
+       another. */
+    const char* contention = getenv("KILN_CONTENTION");
+    pool->yields =
+        plan->nthreads <= pool->cpus && !(contention != NULL && strcmp(contention, "wait") == 0);
     if (plan->nthreads > 1) {
       pool->workers = calloc((size_t)plan->nthreads - 1, sizeof *pool->workers);
       pool->shares =
@@ -323,7 +547,11 @@ static void after_fork_in_child(void) {
   pool->workers = NULL;
   pool->shares = NULL;
   pool->stopping = 0;
-  atomic_store(&pool->unfinished, 0);
+  atomic_store(&pool->door, 0);
+  atomic_store(&pool->contended_until_ns, 0);
+  atomic_store(&pool->backoff_ns, 0);
+  atomic_store(&pool->clean, 0);
+  pool->next_look_ns = 0;
   atomic_store(&pool->caller_waiting, 0);
   atomic_store(&pool->sleepers, 0);
   atomic_store(&pool->busy, 0);
@@ -397,6 +625,15 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
     run_serially(fn, closure, n);
     return KILN_OK;
   }
+  uint64_t start = kiln_now_ns();
+  if (run_alone(pool, start, nthreads)) {
+    /* With the pool held (its workers idle), so no launch of another thread interleaves. */
+    atomic_fetch_add_explicit(&pool->alone_launches, 1, memory_order_relaxed);
+    run_serially(fn, closure, n);
+    atomic_store_explicit(&pool->busy, 0, memory_order_release);
+    return KILN_OK;
+  }
+  atomic_fetch_add_explicit(&pool->parallel_launches, 1, memory_order_relaxed);
   pin_caller(pool);
   pool->fn = fn;
   pool->closure = closure;
@@ -406,7 +643,8 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
      always takes part, and starts at once. */
   int64_t first_end = pool->grain < pool->shares[0].end ? pool->grain : pool->shares[0].end;
   atomic_store_explicit(&pool->shares[0].next, first_end, memory_order_relaxed);
-  atomic_store_explicit(&pool->unfinished, nthreads - 1, memory_order_relaxed);
+  uint64_t generation = atomic_load_explicit(&pool->generation, memory_order_relaxed) + 1;
+  atomic_store(&pool->door, door_of(generation));
   atomic_fetch_add(&pool->generation, 1);
   if (atomic_load(&pool->sleepers) > 0) {
     pthread_mutex_lock(&pool->mutex);
@@ -414,10 +652,15 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
     pthread_mutex_unlock(&pool->mutex);
   }
   t_in_task = 1;
+  uint64_t cpu0 = thread_cpu_ns();
   fn(0, first_end, closure);
-  run_chunks(pool, 0);
+  int64_t chunks = 1 + run_chunks(pool, 0);
+  int off_cpu = ran_off_cpu(pool, start, cpu0);
+  uint64_t chunk_ns = (kiln_now_ns() - start) / (uint64_t)chunks;
   t_in_task = 0;
-  wait_for_workers(pool);
+  if (!wait_for_workers(pool, chunk_ns) && !off_cpu) {
+    note_clean_launch(pool);
+  }
   atomic_store_explicit(&pool->busy, 0, memory_order_release);
   return KILN_OK;
 }
@@ -431,6 +674,16 @@ int kiln_runtime_default_threads(void) {
 }
 
 int kiln_runtime_pinned(void) { return atomic_load(&ready_pool()->pinned); }
+
+void kiln_runtime_pool_stats(kiln_pool_stats* out) {
+  kiln_pool* pool = &g_pool;
+  out->parallel_launches = atomic_load(&pool->parallel_launches);
+  out->alone_launches = atomic_load(&pool->alone_launches);
+  out->contended = atomic_load(&pool->contended_marks);
+  out->spins = atomic_load(&pool->spins);
+  out->spins_cut = atomic_load(&pool->spins_cut);
+  out->spin_budget_ns = pool->spin_ns;
+}
 
 int kiln_runtime_set_threads(int n) {
   if (t_in_task || n < 0) {

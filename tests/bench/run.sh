@@ -4,7 +4,7 @@ set -euo pipefail
 
 # The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
 # built as the CMake target bench_G.
-GROUPS_ALL=(gemm conv compile licm server agent tune gpu)
+GROUPS_ALL=(gemm conv compile licm server agent tune contention gpu)
 
 usage() {
   cat <<EOF
@@ -26,6 +26,8 @@ Progress goes to stderr.
                    tune (kiln tune on the local agent, xgb-rank and random at the same
                    budget, the best beside OpenBLAS / oneDNN: tests/bench/bench_tune.py;
                    long: --quick, or -- --trials N; -- --transfer: the warm-start experiment),
+                   contention (GEMM and conv at 2 threads, quiet and beside 1 and 2 busy
+                   processes, each side's slowdown: tests/bench/bench_contention.py),
                    gpu (kiln's GPU examples vs cuBLAS and cuDNN on this machine's GPU; built
                    with the CUDA toolkit, and says "skipped" without a GPU: docs/gpu.md)
   --quick          the smallest cases only, for a smoke run
@@ -76,26 +78,33 @@ fi
 # said so when it configured) and is skipped.
 targets=()
 tune=0
+contention=0
 available=$(cmake --build "$build_dir" --target help 2>/dev/null || true)
+# Whether this build has a bench program (the target bench_NAME).
+has_target() { grep -Eq "(^|[^[:alnum:]_])$1([^[:alnum:]_]|$)" <<< "$available"; }
 for g in "${groups[@]}"; do
-  if [[ $g == tune ]]; then
-    # A script over kilnd, the CLI, the agent and the gemm and conv benchmarks.
-    if grep -Eq "(^|[^[:alnum:]_])bench_conv([^[:alnum:]_]|$)" <<< "$available"; then
-      tune=1
+  # tune (over kilnd, the CLI, the agent and the gemm and conv benchmarks) and contention
+  # (over the gemm and conv benchmarks) are scripts.
+  if [[ $g == tune || $g == contention ]]; then
+    if has_target bench_conv; then
+      declare "$g=1"
     else
-      echo "run.sh: skipping tune: bench_gemm and bench_conv are needed" >&2
+      echo "run.sh: skipping $g: bench_gemm and bench_conv are needed" >&2
     fi
     continue
   fi
-  if grep -Eq "(^|[^[:alnum:]_])bench_$g([^[:alnum:]_]|$)" <<< "$available"; then
+  if has_target "bench_$g"; then
     targets+=("bench_$g")
   else
     echo "run.sh: skipping $g: no target bench_$g in $build_dir (its baseline library is missing)" >&2
   fi
 done
-[[ ${#targets[@]} -gt 0 || $tune -eq 1 ]] || exit 1
+[[ ${#targets[@]} -gt 0 || $tune -eq 1 || $contention -eq 1 ]] || exit 1
 if [[ $tune -eq 1 ]]; then
   cmake --build "$build_dir" --target kilnd kiln kiln-agent bench_gemm bench_conv >&2
+fi
+if [[ $contention -eq 1 ]]; then
+  cmake --build "$build_dir" --target bench_gemm bench_conv >&2
 fi
 [[ ${#targets[@]} -eq 0 ]] || cmake --build "$build_dir" --target "${targets[@]}" >&2
 
@@ -106,6 +115,11 @@ for t in "${targets[@]}"; do
   echo "run.sh: $t ${bench_args[*]}" >&2
   "$build_dir/tests/bench/$t" "${bench_args[@]}" || status=1
 done
+if [[ $contention -eq 1 ]]; then
+  echo "run.sh: contention ${bench_args[*]}" >&2
+  /usr/bin/python3 "$root/tests/bench/bench_contention.py" --build-dir "$build_dir" \
+    "${bench_args[@]}" || status=1
+fi
 if [[ $tune -eq 1 ]]; then
   echo "run.sh: tune ${bench_args[*]}" >&2
   /usr/bin/python3 "$root/tests/bench/bench_tune.py" --build-dir "$build_dir" "${bench_args[@]}" ||

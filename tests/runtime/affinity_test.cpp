@@ -39,6 +39,7 @@ std::string run_in_child(const std::function<int()>& body) {
   if (pid < 0) return "fork failed";
   if (pid == 0) {
     alarm(120);
+    setenv("KILN_CONTENTION", "wait", 1);
     int code = body();
     std::fflush(nullptr);
     _exit(code);
@@ -72,6 +73,9 @@ bool restrict_to(int cpu) {
   return sched_setaffinity(0, sizeof one, &one) == 0;
 }
 
+// Clears what the pool reads from the environment, but KILN_CONTENTION=wait, which
+// run_in_child sets: masks_of_threads needs every thread in one launch, and a host busy with
+// other tests would otherwise send its launch to the launching thread alone.
 void clear_environment() {
   unsetenv("KILN_PIN");
   unsetenv("KILN_NUM_THREADS");

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <kiln/runtime.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <set>
 #include <thread>
 #include <vector>
@@ -18,9 +20,15 @@
 namespace kiln::testing {
 namespace {
 
-// Each test leaves the pool at its default size.
+// Each test leaves the pool at its default size. Its pool waits for every thread however busy
+// the host is (KILN_CONTENTION=wait): the tests check how launches split among the threads,
+// and other tests run beside these.
 class ParallelLaunch : public ::testing::Test {
  protected:
+  void SetUp() override {
+    setenv("KILN_CONTENTION", "wait", 1);
+    kiln_runtime_set_threads(0);
+  }
   void TearDown() override { kiln_runtime_set_threads(0); }
 };
 
@@ -162,13 +170,19 @@ TEST_F(ParallelLaunch, TenThousandRepeatedLaunches) {
     s->indices.fetch_add(local);
     s->calls.fetch_add(1);
   };
+  kiln_pool_stats before{}, after{};
+  kiln_runtime_pool_stats(&before);
   for (int64_t launch = 0; launch < kLaunches; ++launch) {
     ASSERT_EQ(kiln_parallel_launch(task, &sum, kN), KILN_OK) << "launch " << launch;
   }
+  kiln_runtime_pool_stats(&after);
   EXPECT_EQ(sum.indices.load(), kLaunches * (kN * (kN - 1) / 2));
   const int64_t threads = kiln_runtime_threads();
   const int64_t chunks = threads == 1 ? 1 : static_cast<int64_t>(chunks_of(kN, threads).size());
-  EXPECT_EQ(sum.calls.load(), kLaunches * chunks);
+  // A launch the pool ran alone (the host short of CPUs: other tests run beside this one) is
+  // one call over the whole range.
+  const auto alone = static_cast<int64_t>(after.alone_launches - before.alone_launches);
+  EXPECT_EQ(sum.calls.load(), (kLaunches - alone) * chunks + alone);
 }
 
 // An inner launch from a task runs serially, on the task's thread, over its whole range.
@@ -302,6 +316,79 @@ TEST_F(ParallelLaunch, ConcurrentLaunchesFromTwoThreadsBothComplete) {
   a.join();
   b.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// Threads runnable on the host now besides the caller (/proc/loadavg's fourth field, less one),
+// or -1.
+int others_runnable() {
+  FILE* f = std::fopen("/proc/loadavg", "re");
+  if (!f) return -1;
+  double a, b, c;
+  int running = 0, total = 0;
+  int n = std::fscanf(f, "%lf %lf %lf %d/%d", &a, &b, &c, &running, &total);
+  std::fclose(f);
+  return n == 5 ? running - 1 : -1;
+}
+
+// With a busy thread on every CPU the process may use, a 2-thread pool finds itself short of
+// CPUs, stops waiting on threads that lost theirs, and runs launches on the launching thread
+// alone; every index still runs exactly once, and once the busy threads stop the pool runs on
+// both threads again. Counted, not timed.
+TEST_F(ParallelLaunch, UnderContentionLaunchesRunAloneAndEveryIndexStillRunsOnce) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int cpus = CPU_COUNT(&allowed);
+  if (cpus < 2 || others_runnable() < 0)
+    GTEST_SKIP() << "needs 2 CPUs and /proc/loadavg (this host: " << cpus << " CPUs)";
+  unsetenv("KILN_CONTENTION");
+  ASSERT_EQ(kiln_runtime_set_threads(2), 2);
+  struct Work {
+    std::atomic<int64_t> indices{0};
+    static void task(int64_t begin, int64_t end, void* closure) {
+      auto* w = static_cast<Work*>(closure);
+      for (int64_t i = begin; i < end; ++i) {
+        volatile double x = 1;  // about 10 us of arithmetic an index
+        for (int k = 0; k < 4000; ++k) x = x * 1.0000001 + 1e-9;
+        w->indices.fetch_add(i + 1, std::memory_order_relaxed);
+      }
+    }
+  };
+  constexpr int64_t kN = 32;
+  auto launches = [](int count, Work& w) {
+    for (int i = 0; i < count; ++i) ASSERT_EQ(kiln_parallel_launch(Work::task, &w, kN), KILN_OK);
+  };
+
+  kiln_pool_stats before{}, during{}, after{};
+  kiln_runtime_pool_stats(&before);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int c = 0; c < cpus; ++c)
+    busy.emplace_back([&stop] {
+      volatile uint64_t spin = 0;
+      while (!stop.load(std::memory_order_relaxed)) spin = spin + 1;
+    });
+  Work loaded;
+  launches(3000, loaded);
+  stop = true;
+  for (std::thread& t : busy) t.join();
+  kiln_runtime_pool_stats(&during);
+  EXPECT_EQ(loaded.indices.load(), int64_t{3000} * kN * (kN + 1) / 2);
+  EXPECT_GT(during.contended, before.contended) << "the pool never noticed it lost a CPU";
+  EXPECT_GT(during.alone_launches, before.alone_launches);
+
+  // Quiet again: the pool looks at the host every millisecond and goes back to both threads
+  // (unless something else on this host still keeps its CPUs busy).
+  Work quiet;
+  for (int round = 0; round < 100; ++round) {
+    launches(100, quiet);
+    kiln_runtime_pool_stats(&after);
+    if (after.parallel_launches > during.parallel_launches) break;
+  }
+  EXPECT_EQ(quiet.indices.load() % (kN * (kN + 1) / 2), 0);
+  if (after.parallel_launches == during.parallel_launches) {
+    int others = others_runnable();
+    EXPECT_GT(others, cpus - 2) << "the host has room for both threads and the pool stays alone";
+  }
 }
 
 TEST_F(ParallelLaunch, BadArgumentsAreRefused) {

@@ -35,8 +35,10 @@ enum {
 /* Runs fn(begin, end, closure) over [0, n) split into one contiguous share per thread of the pool
    (the calling thread's is the first), each run in chunks; a thread whose share is done takes
    chunks of the others'. A call made from inside a task runs serially in that task,
-   and so does a call made while another thread's launch holds the pool. Returns KILN_OK once
-   every index has run, KILN_ERR_ARGS when fn is NULL or n < 0. */
+   and so does a call made while another thread's launch holds the pool, and, for a while, a
+   call made when the pool found the host short of CPUs (kiln_pool_stats). A thread waits for
+   the end of a launch only for the chunks taken, not for a worker that has not come. Returns
+   KILN_OK once every index has run, KILN_ERR_ARGS when fn is NULL or n < 0. */
 typedef void (*kiln_task_fn)(int64_t begin, int64_t end, void* closure);
 int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n);
 
@@ -55,6 +57,17 @@ int kiln_runtime_set_threads(int n);
 /* 1 when every worker the pool planned a CPU for is pinned to it, 0 when pinning was not
    allowed (the pool then runs unpinned) or there is no worker to pin. */
 int kiln_runtime_pinned(void);
+
+/* What the pool did since the process started: launches run on several threads and, because
+   the host was short of CPUs (another process busy beside the kernel), on the launching thread
+   alone; how often a thread of the pool found it was off its CPU while the host had more
+   runnable threads than CPUs (contended); waits for a launch begun spinning, and those cut
+   short because the spinning thread was off its CPU; the spin budget. For tests and
+   benchmarks. */
+typedef struct {
+  uint64_t parallel_launches, alone_launches, contended, spins, spins_cut, spin_budget_ns;
+} kiln_pool_stats;
+void kiln_runtime_pool_stats(kiln_pool_stats* out);
 
 /* Nanoseconds from CLOCK_MONOTONIC. */
 uint64_t kiln_now_ns(void);
