@@ -31,7 +31,10 @@ const char* const kUsage =
     "   \"max_rel_error\":..., \"peak_gflops\":..., \"kiln_peak_share\":..., ...}\n"
     "peak_gflops is this host's FMA peak at the case's threads (peak_probe says how it was\n"
     "measured); the shares are each side's GFLOP/s over it.\n"
-    "Each side runs once to warm up, then R times; the median time counts.\n"
+    "The sides run in turn, three blocks each (the library's first), each block warmed up\n"
+    "once and followed by a pause for spinning threads; R timed runs of each side in all, whose\n"
+    "median counts. host_load is other processes' CPUs during the case (/proc/stat); past 0.5,\n"
+    "loaded is true and stderr says the figures are a loaded host's.\n"
     "max_rel_error is max |kiln - onednn| / max |onednn|. Exit status 1 when a case\n"
     "fails or kiln's result differs by more than 1e-4.\n"
     "\n"
@@ -144,31 +147,25 @@ struct Arrays {
 // Times both sides of one case into r; returns why it could not, if it could not.
 std::optional<std::string> time_case(const Shape& s, const kiln::codegen::Kernel& kernel,
                                      Arrays& arrays, kiln::bench::Result& r) {
+  kiln::bench::KilnSide side(kernel, arrays.input.data(), arrays.weights.data(), arrays.out_kiln,
+                             r.threads);
   try {
     omp_set_num_threads(r.threads);
     OneDnnConv dnnl_conv(s, arrays.input, arrays.weights, arrays.out_dnnl);
     std::fprintf(stderr, "bench_conv: %s (%d timed runs, oneDNN: %s)\n", r.bench.c_str(), r.repeat,
                  dnnl_conv.implementation().c_str());
-    r.baseline_seconds = kiln::bench::median_seconds([&] { dnnl_conv.run(); }, 1, r.repeat);
+    // oneDNN's OpenMP threads spin a while after a call: each block ends with a settle.
+    kiln::bench::SideBySide t = kiln::bench::time_side_by_side(
+        [&] { side.prepare(); }, [&] { side.run(); }, [&] { omp_set_num_threads(r.threads); },
+        [&] { dnnl_conv.run(); }, r.repeat);
     dnnl_conv.fetch_output();
+    r.kiln_seconds = t.kiln_seconds;
+    r.baseline_seconds = t.baseline_seconds;
+    r.host_load = t.host_load;
   } catch (const dnnl::error& e) {
     return "onednn: " + std::string(e.what());
   }
-  kiln::bench::settle();
-
-  if (kiln_runtime_set_threads(r.threads) != r.threads) {
-    return "kiln: the runtime would not run " + std::to_string(r.threads) + " threads";
-  }
-  kiln_value args[3];
-  args[0].ptr = arrays.input.data();
-  args[1].ptr = arrays.weights.data();
-  args[2].ptr = arrays.out_kiln.data();
-  kiln::bench::fill_nan(arrays.out_kiln);
-  int32_t status = 0;
-  r.kiln_seconds =
-      kiln::bench::median_seconds([&] { status |= kernel.call(args, 3); }, 1, r.repeat);
-  kiln::bench::settle();
-  if (status != 0) return "kiln: the kernel returned " + std::to_string(status);
+  if (std::optional<std::string> e = side.error()) return e;
 
   r.max_rel_error = kiln::bench::max_rel_error(arrays.out_kiln, arrays.out_dnnl);
   return std::nullopt;

@@ -35,7 +35,10 @@ const char* const kUsage =
     "peak_gflops is this host's FMA peak at the case's threads, measured at start by a loop of\n"
     "independent FMAs on the widest vectors kiln's target may use (peak_probe says which);\n"
     "kiln_peak_share and baseline_peak_share are each side's GFLOP/s over it.\n"
-    "Each side runs once to warm up, then R times; the median time counts.\n"
+    "The sides run in turn, three blocks each (the library's first), each block warmed up\n"
+    "once and followed by a pause for spinning threads; R timed runs of each side in all, whose\n"
+    "median counts. host_load is other processes' CPUs during the case (/proc/stat); past 0.5,\n"
+    "loaded is true and stderr says the figures are a loaded host's.\n"
     "max_rel_error is max |kiln - openblas| / max |openblas|. Exit status 1 when a\n"
     "case fails or kiln's result differs by more than 1e-4.\n"
     "\n"
@@ -66,30 +69,21 @@ struct Arrays {
 std::optional<std::string> time_case(int64_t n, const kiln::codegen::Kernel& kernel, Arrays& arrays,
                                      kiln::bench::Result& r) {
   std::fprintf(stderr, "bench_gemm: %s (%d timed runs)\n", r.bench.c_str(), r.repeat);
-  openblas_set_num_threads(r.threads);
   int blas_n = int(n);
-  r.baseline_seconds = kiln::bench::median_seconds(
+  kiln::bench::KilnSide side(kernel, arrays.a.data(), arrays.b.data(), arrays.c_kiln, r.threads);
+  // OpenBLAS's threads spin a while after a call: each block ends with a settle.
+  kiln::bench::SideBySide t = kiln::bench::time_side_by_side(
+      [&] { side.prepare(); }, [&] { side.run(); }, [&] { openblas_set_num_threads(r.threads); },
       [&] {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_n, blas_n, blas_n, 1.0f,
                     arrays.a.data(), blas_n, arrays.b.data(), blas_n, 0.0f, arrays.c_blas.data(),
                     blas_n);
       },
-      1, r.repeat);
-  kiln::bench::settle();  // OpenBLAS's threads spin a while after a call
-
-  if (kiln_runtime_set_threads(r.threads) != r.threads) {
-    return "kiln: the runtime would not run " + std::to_string(r.threads) + " threads";
-  }
-  kiln_value args[3];
-  args[0].ptr = arrays.a.data();
-  args[1].ptr = arrays.b.data();
-  args[2].ptr = arrays.c_kiln.data();
-  kiln::bench::fill_nan(arrays.c_kiln);
-  int32_t status = 0;
-  r.kiln_seconds =
-      kiln::bench::median_seconds([&] { status |= kernel.call(args, 3); }, 1, r.repeat);
-  kiln::bench::settle();
-  if (status != 0) return "kiln: the kernel returned " + std::to_string(status);
+      r.repeat);
+  if (std::optional<std::string> e = side.error()) return e;
+  r.kiln_seconds = t.kiln_seconds;
+  r.baseline_seconds = t.baseline_seconds;
+  r.host_load = t.host_load;
 
   r.max_rel_error = kiln::bench::max_rel_error(arrays.c_kiln, arrays.c_blas);
   return std::nullopt;

@@ -1,6 +1,9 @@
 // What the benchmarks share: options, kernel compilation, timing, arrays, JSON lines.
 #include "bench_support.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -142,6 +145,98 @@ double median_seconds(const std::function<void()>& fn, int warmup, int repeat) {
 
 void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
+namespace {
+
+// The busy time of every CPU since boot, and this process's CPU time, in seconds; busy < 0
+// when /proc/stat cannot be read.
+struct CpuSample {
+  double busy = -1, self = 0;
+  uint64_t wall_ns = 0;
+};
+
+CpuSample cpu_sample() {
+  CpuSample c;
+  c.wall_ns = kiln_now_ns();
+  if (FILE* f = std::fopen("/proc/stat", "re")) {
+    unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
+                       steal = 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &system, &idle,
+                    &iowait, &irq, &softirq, &steal) >= 4 &&
+        hz > 0)
+      c.busy = double(user + nice + system + irq + softirq + steal) / double(hz);
+    std::fclose(f);
+  }
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  c.self = double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+  return c;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+KilnSide::KilnSide(const codegen::Kernel& kernel, float* a, float* b, Floats& out, int threads)
+    : kernel_(kernel), threads_(threads) {
+  args_[0].ptr = a;
+  args_[1].ptr = b;
+  args_[2].ptr = out.data();
+  fill_nan(out);
+}
+
+void KilnSide::prepare() {
+  if (kiln_runtime_threads() != threads_)
+    threads_ok_ &= kiln_runtime_set_threads(threads_) == threads_;
+}
+
+void KilnSide::run() { status_ |= kernel_.call(args_, 3); }
+
+std::optional<std::string> KilnSide::error() const {
+  if (!threads_ok_)
+    return "kiln: the runtime would not run " + std::to_string(threads_) + " threads";
+  if (status_ != 0) return "kiln: the kernel returned " + std::to_string(status_);
+  return std::nullopt;
+}
+
+SideBySide time_side_by_side(const std::function<void()>& prepare_kiln,
+                             const std::function<void()>& kiln,
+                             const std::function<void()>& prepare_baseline,
+                             const std::function<void()>& baseline, int repeat) {
+  std::vector<double> kiln_s, baseline_s;
+  auto block = [](const std::function<void()>& prepare, const std::function<void()>& fn, int runs,
+                  std::vector<double>& out) {
+    prepare();
+    fn();  // warm-up
+    for (int i = 0; i < runs; ++i) {
+      uint64_t start = kiln_now_ns();
+      fn();
+      out.push_back(double(kiln_now_ns() - start) * 1e-9);
+    }
+    settle();
+  };
+  CpuSample before = cpu_sample();
+  for (int b = 0; b < kBlocks; ++b) {
+    int runs = repeat / kBlocks + (b < repeat % kBlocks ? 1 : 0);
+    if (runs == 0) runs = 1;
+    block(prepare_baseline, baseline, runs, baseline_s);
+    block(prepare_kiln, kiln, runs, kiln_s);
+  }
+  CpuSample after = cpu_sample();
+  SideBySide out;
+  out.kiln_seconds = median(kiln_s);
+  out.baseline_seconds = median(baseline_s);
+  double wall = double(after.wall_ns - before.wall_ns) * 1e-9;
+  if (before.busy >= 0 && after.busy >= 0 && wall > 0)
+    out.host_load = std::max(0.0, ((after.busy - before.busy) - (after.self - before.self)) / wall);
+  return out;
+}
+
 Floats::Floats(size_t n) : size_(n) {
   data_ = static_cast<float*>(kiln_alloc(std::max<size_t>(n, 1) * sizeof(float), 64));
   if (!data_) throw std::bad_alloc();
@@ -259,6 +354,16 @@ void print_json(const Result& r) {
                                              codegen::target_has_feature(r.target, "avx2") &&
                                                  codegen::target_has_feature(r.target, "fma")),
                                    r.threads);
+    if (r.host_load >= 0) {
+      // Other processes' CPUs while the case ran: past half a CPU, its figures are a loaded
+      // host's (both sides saw the same load, block by block).
+      line.num("host_load", r.host_load, 3).boolean("loaded", r.host_load > 0.5);
+      if (r.host_load > 0.5)
+        std::fprintf(stderr,
+                     "%s: the host was loaded (other processes took %.2f CPUs while it ran): "
+                     "these figures are a loaded host's\n",
+                     r.bench.c_str(), r.host_load);
+    }
     line.num("peak_gflops", peak.gflops, 4);
     line.num("kiln_peak_share", kiln_gflops / peak.gflops, 3);
     line.num("baseline_peak_share", baseline_gflops / peak.gflops, 3);

@@ -57,6 +57,44 @@ double median_seconds(const std::function<void()>& fn, int warmup, int repeat);
 // Lets another library's spinning worker threads go to sleep before the next timing.
 void settle();
 
+// Both sides of a case timed in turn, so that a change in the host's load during the case
+// reaches both alike: kBlocks blocks of each, the baseline's first, `repeat` timed runs of
+// each in all, each block after `prepare` for its side (its thread count), one warm-up run and
+// a settle() after it. The medians of all of a side's runs, in seconds, and the host's load
+// over the case: other processes' CPU time per second, in CPUs (/proc/stat's busy time less
+// this process's), -1 when it cannot be read.
+struct SideBySide {
+  double kiln_seconds = 0, baseline_seconds = 0;
+  double host_load = -1;
+};
+inline constexpr int kBlocks = 3;
+
+class Floats;
+
+// kiln's side of a case: `kernel` called on two inputs and an output (filled with NaN first, so
+// that what it leaves unwritten fails the comparison), on a pool of `threads`.
+class KilnSide {
+ public:
+  KilnSide(const codegen::Kernel& kernel, float* a, float* b, Floats& out, int threads);
+  // Before each block: the pool at the case's threads, made once (a new pool's threads start
+  // on their creator's CPU).
+  void prepare();
+  void run();
+  // Why the side could not run: the pool would not have the threads, or the kernel failed.
+  std::optional<std::string> error() const;
+
+ private:
+  const codegen::Kernel& kernel_;
+  kiln_value args_[3];
+  int threads_;
+  bool threads_ok_ = true;
+  int32_t status_ = 0;
+};
+SideBySide time_side_by_side(const std::function<void()>& prepare_kiln,
+                             const std::function<void()>& kiln,
+                             const std::function<void()>& prepare_baseline,
+                             const std::function<void()>& baseline, int repeat);
+
 // A 64-byte aligned float array from the runtime's allocator.
 class Floats {
  public:
@@ -96,6 +134,7 @@ struct Result {
   double kiln_seconds = 0, baseline_seconds = 0;
   double compile_ms = 0;
   double max_rel_error = 0;
+  double host_load = -1;             // other processes' CPUs during the case (-1: unknown)
   Target target = Target::host();    // what kiln's code was compiled for
   std::optional<std::string> error;  // why the case could not run; no timings then
 };
