@@ -194,7 +194,51 @@ struct Tuning::Impl {
                                  const CallOptions& call);
   Status follow(const std::shared_ptr<LiveJob>& job, size_t from, bool cancel_on_leave,
                 const ProgressSink& sink, const CallOptions& call);
+  // Re-times the `top` fastest records of `workload` on `key` (tuner::retime), measured as its
+  // newest tuning job measured them.
+  void retime(const std::string& workload, const std::string& key, int top,
+              const CallOptions& call);
 };
+
+void Tuning::Impl::retime(const std::string& workload, const std::string& key, int top,
+                          const CallOptions& call) {
+  std::optional<records::Workload> w = store->workload(workload);
+  std::optional<records::Job> job;
+  for (const records::Job& j : store->jobs(workload))
+    if (j.key == key) {
+      job = j;
+      break;
+    }
+  if (!w || !job)
+    refuse(Code::FailedPrecondition,
+           fmt::format("retime: no tuning job of workload {} on {}, whose measure settings and "
+                       "run-time params a re-timing takes",
+                       workload.substr(0, 12), key));
+  v1::TuneRequest r = normalized(request_of_job(*job, *w));
+  auto task = std::make_shared<const tuner::Task>(prepare(r, limits));
+  MeasureSpec spec = measure_spec(r);
+  CompileOptions options = compile_options(r.options(), limits);
+  options.target = FleetRunner::target(runner.device(r.key(), call), r.key(), spec.gpu);
+  auto stopped = [this, call] {
+    return stopping.load() || (call.cancelled && call.cancelled()) ||
+           (call.deadline && std::chrono::steady_clock::now() >= *call.deadline);
+  };
+  std::unique_ptr<tuner::Runner> agents = runner.runner(spec, stopped);
+  records::Query q;
+  q.workload = workload;
+  q.key = key;
+  q.error = "";
+  q.order = records::Query::Order::Median;
+  q.limit = top;
+  try {
+    int retimed = tuner::retime(*task, builder, *agents, *store, store->query(q), options,
+                                tuner::TuneSettings{}.retime_passes, stopped);
+    spdlog::info("workload {} on {}: {} of its {} fastest records re-timed", workload.substr(0, 12),
+                 key, retimed, top);
+  } catch (const tuner::Interrupted& e) {
+    refuse(Code::Cancelled, std::string("retime: ") + e.what());
+  }
+}
 
 std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t job_id,
                                              int32_t trials, const CallOptions& call) {
@@ -497,7 +541,6 @@ Status Tuning::query(const v1::QueryRecordsRequest& request, v1::QueryRecordsRes
 
 Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse* response,
                     const CallOptions& call) {
-  (void)call;
   try {
     std::string workload = request.workload();
     if (workload.empty()) {
@@ -543,10 +586,18 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
                    all.empty() ? std::string("none") : fmt::format("{}", fmt::join(all, ", "))));
       }
     }
+    if (request.retime() > 0) {
+      if (keys.size() != 1)
+        refuse(Code::InvalidArgument,
+               fmt::format("retime: name the device class to re-time on with key (these have "
+                           "records: {})",
+                           fmt::join(keys, ", ")));
+      impl_->retime(workload, keys.front(), request.retime(), call);
+    }
     std::optional<records::Record> best;
     for (const std::string& key : keys) {
       std::optional<records::Record> r = impl_->store->best(workload, key);
-      if (r && (!best || r->median_ms < best->median_ms)) best = r;
+      if (r && (!best || records::ranks_before(*r, *best))) best = r;
     }
     if (!best)
       refuse(Code::NotFound,

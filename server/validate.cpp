@@ -120,6 +120,13 @@ class Numbers {
     if (auto* r = dynamic_cast<const v1::TuneRequest*>(&m)) return tune(*r);
     if (auto* r = dynamic_cast<const v1::ResumeTuneRequest*>(&m))
       return not_negative("trials", r->trials());
+    if (auto* r = dynamic_cast<const v1::BestConfigRequest*>(&m)) {
+      if (auto p = not_negative("retime", r->retime())) return p;
+      if (r->retime() > kMaxRetime)
+        return Problem{"retime", fmt::format("{} is more than the {} a request may ask for",
+                                             r->retime(), kMaxRetime)};
+      return std::nullopt;
+    }
     if (auto* r = dynamic_cast<const v1::ListJobsRequest*>(&m))
       return not_negative("limit", r->limit());
     if (auto* r = dynamic_cast<const v1::QueryRecordsRequest*>(&m)) {

@@ -106,7 +106,7 @@ constexpr std::array<OptionSpec, 60> kOptions = {{
     {"--trials", "N", bit(Command::Tune)},
     {"--batch", "N", bit(Command::Tune)},
     {"--early-stop", "N", bit(Command::Tune)},
-    {"--retime", "N", bit(Command::Tune)},
+    {"--retime", "N", bit(Command::Tune) | bit(Command::Records)},
     {"--agent", "ID", bit(Command::Measure)},
     {"--remeasure", "N", bit(Command::Tune)},
     {"--search", "STRATEGY", bit(Command::Tune)},
@@ -667,7 +667,8 @@ std::string synopsis(Command c) {
              "       [--limit N] [--offset N] [--json] [--out FILE] [--server HOST:PORT]\n"
              "       kiln records best FILE [--func NAME] [--set NAME=INT]... [--key KEY | "
              "--target "
-             "TRIPLE --cpu NAME]";
+             "TRIPLE --cpu NAME]\n"
+             "                         [--retime N]";
     case Command::None:
       break;
   }
@@ -869,7 +870,8 @@ std::string help_text(Command c) {
              "  query   the records that match the filters, a table (--json: JSON lines)\n"
              "  best    the fastest record of FILE's func (with its --set params) on --key,\n"
              "          or on the device class whose target is --target/--cpu (default:\n"
-             "          this machine)\n"
+             "          this machine); with --retime N, first re-time its N fastest on one\n"
+             "          agent of --key, their rounds interleaved (kept in the records)\n"
              "  export  the records as JSON lines, to --out FILE or stdout\n"
              "  plot    best GFLOP/s against trials, a line a job, as a PNG (--out FILE)\n\n"
              "Options:\n"

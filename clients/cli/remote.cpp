@@ -465,6 +465,7 @@ v1::QueryRecordsResponse Remote::query(const v1::QueryRecordsRequest& r) {
 
 v1::BestConfigResponse Remote::best(const Prepared& p) {
   v1::BestConfigRequest request;
+  if (impl_->o.command == Command::Records) request.set_retime(impl_->o.retime.value_or(0));
   *request.mutable_op() = Impl::op(p);
   *request.mutable_options() = impl_->options(p);
   if (impl_->o.key) {
@@ -485,6 +486,7 @@ v1::BestConfigResponse Remote::best(const std::string& workload) {
   v1::BestConfigRequest request;
   request.set_workload(workload);
   request.set_key(impl_->o.key.value_or(""));
+  if (impl_->o.command == Command::Records) request.set_retime(impl_->o.retime.value_or(0));
   return impl_->call<v1::BestConfigResponse>(
       [&](auto* ctx, auto* out) { return impl_->stub->BestConfig(ctx, request, out); });
 }

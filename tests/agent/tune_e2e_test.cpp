@@ -563,6 +563,52 @@ TEST_F(TuneTest, CancelTuneWithdrawsTheMeasurementsInFlight) {
   EXPECT_EQ(running(), 0);
 }
 
+// A job tuned without re-timing, re-timed afterwards through BestConfig: its three fastest
+// get their interleaved rounds, and the answer is the fastest re-timed.
+TEST_F(TuneTest, BestConfigRetimesTheFastestOnRequest) {
+  start_agents(1);
+  v1::TuneRequest r = gemm(8);
+  r.set_retime(0);
+  Stream s = follow(r);
+  ASSERT_TRUE(s.status.ok()) << s.status.error_message();
+  const v1::TuneProgress& end = s.messages.back();
+  EXPECT_EQ(end.retimed(), 0);
+  v1::BestConfigRequest b;
+  b.set_workload(end.workload());
+  b.set_key("x86");
+  b.set_retime(3);
+  v1::BestConfigResponse best;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status status = stub_->BestConfig(&ctx, b, &best);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  ASSERT_TRUE(best.record().has_retimed_ms());
+  int retimed = 0;
+  double fastest = 0;
+  const v1::QueryRecordsResponse all = records(end.job());
+  for (const v1::TuningRecord& rec : all.records()) {
+    if (!rec.has_retimed_ms()) continue;
+    EXPECT_EQ(rec.retime_round_ms_size(), 9) << rec.config_text();
+    fastest = retimed++ == 0 ? rec.retimed_ms() : std::min(fastest, rec.retimed_ms());
+  }
+  EXPECT_EQ(retimed, 3);
+  EXPECT_EQ(best.record().retimed_ms(), fastest);
+
+  auto expect = [&](v1::BestConfigRequest req, grpc::StatusCode code, const std::string& words) {
+    grpc::ClientContext ctx;
+    v1::BestConfigResponse out;
+    grpc::Status st = stub_->BestConfig(&ctx, req, &out);
+    EXPECT_EQ(st.error_code(), code) << st.error_message();
+    EXPECT_NE(st.error_message().find(words), std::string::npos) << st.error_message();
+  };
+  b.set_retime(101);
+  expect(b, grpc::StatusCode::INVALID_ARGUMENT, "retime: 101 is more than the 100");
+  b.set_retime(2);
+  b.set_key("arm-board");
+  expect(b, grpc::StatusCode::FAILED_PRECONDITION, "retime: no tuning job of workload");
+}
+
 TEST_F(TuneTest, EveryTuningMethodRefusesWhatItCannotDoSayingWhy) {
   start_agents(1);
   auto expect = [](const grpc::Status& s, grpc::StatusCode code, const std::string& words) {

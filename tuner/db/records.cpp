@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <tuple>
 
 #include "kiln/json.h"
 
@@ -95,6 +96,14 @@ std::string record_json(const Record& r) {
   obj.raw("retime_round_ms", json_array(retime));
   optional("retimed_ms", r.retimed_ms);
   return obj.done();
+}
+
+bool ranks_before(const Record& a, const Record& b) {
+  auto key = [](const Record& r) {
+    bool ran = r.error.empty();
+    return std::tuple(!ran, !r.retimed_ms, ran ? r.effective_ms() : 0.0, r.id);
+  };
+  return key(a) < key(b);
 }
 
 Spread spread_of(const std::vector<double>& round_ms) {

@@ -11,7 +11,6 @@
 #include <limits>
 #include <mutex>
 #include <thread>
-#include <tuple>
 
 #include "kiln/json.h"
 
@@ -20,17 +19,6 @@ namespace {
 
 double cost_of(const Trial& t) {
   return t.error.empty() && t.median_ms > 0 ? t.median_ms : std::numeric_limits<double>::infinity();
-}
-
-// Whether record a is a better best than b, as the store's Fastest order has it: a re-timed
-// record before one never re-timed, then by speed.
-bool better(const records::Record& a, const records::Record& b) {
-  auto key = [](const records::Record& r) {
-    bool ran = r.error.empty() && r.effective_ms() > 0;
-    return std::tuple(!ran, !r.retimed_ms,
-                      ran ? r.effective_ms() : std::numeric_limits<double>::infinity());
-  };
-  return key(a) < key(b);
 }
 
 double gflops_of(const records::Record& r) {
@@ -250,80 +238,19 @@ std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner&
   return failure;
 }
 
-// The job's finalists re-timed (TuneSettings::retime_top): each built once more (a cache
-// hit, in kilnd) and measured retime_passes times on the best one's device, in turn. A
-// finalist whose build or run fails is left out; a failure of the service ends the re-timing
-// with nothing kept; the service stopping throws Interrupted (the job resumes to re-time).
-// The re-timed ones get their rounds and median in the store; the job's best is then the
-// fastest record by re-timed median.
+// The job's finalists re-timed (TuneSettings::retime_top; kiln/tune.h's retime); the job's
+// best is then the fastest record by re-timed median.
 void retime_finalists(const Task& task, Builder& builder, Runner& runner,
                       records::RecordStore& store, const TuneSettings& settings,
                       const TuneHooks& hooks, TuneProgress& p) {
   if (settings.retime_top <= 0 || settings.retime_passes <= 0) return;
-  auto stopping = [&] { return hooks.stopping && hooks.stopping(); };
-  auto stop = [&] {
-    throw Interrupted(Failure{Failure::Kind::Stopped, std::nullopt,
-                              "the service is stopping; the job is kept and can be resumed"});
-  };
   records::Query q;
   q.job = p.job;
   q.error = "";
   q.order = records::Query::Order::Median;  // a resumed job's new points among them
   q.limit = settings.retime_top;
-  struct Finalist {
-    records::Record record;
-    std::shared_ptr<const codegen::Artifact> artifact;
-    std::shared_ptr<const ir::Func> func;
-    std::vector<double> rounds;
-    bool out = false;  // its build or a run failed
-  };
-  std::vector<Finalist> finalists;
-  for (records::Record& r : store.query(q)) {
-    Finalist f;
-    f.record = std::move(r);
-    if (stopping()) stop();
-    Outcome<Build> b = retry_busy<Build>(
-        [&] {
-          return builder.build({task.func, f.record.config, settings.compile});
-        },
-        stopping);
-    if (!b.ok()) {
-      if (stopping()) stop();
-      if (!b.failure().points_fault()) return;
-      continue;
-    }
-    f.artifact = b.value().artifact;
-    if (task.func)
-      f.func = std::make_shared<const ir::Func>(ir::apply_overrides(*task.func, f.record.config));
-    finalists.push_back(std::move(f));
-  }
-  if (finalists.empty()) return;
-  const std::string device = finalists.front().record.agent;
-  for (int pass = 0; pass < settings.retime_passes; ++pass) {
-    for (size_t k = 0; k < finalists.size(); ++k) {
-      Finalist& f = finalists[pass % 2 ? finalists.size() - 1 - k : k];
-      if (f.out) continue;
-      if (stopping()) stop();
-      RunInput in{f.artifact, f.func, task.params, device};
-      Outcome<Measurement> m = retry_busy<Measurement>([&] { return runner.run(in); }, stopping);
-      if (!m.ok()) {
-        if (stopping()) stop();
-        if (!m.failure().points_fault()) return;  // the device gone: keep the single timings
-        f.out = true;
-        continue;
-      }
-      if (m.value().error || m.value().round_ms.empty()) {
-        f.out = true;
-        continue;
-      }
-      f.rounds.insert(f.rounds.end(), m.value().round_ms.begin(), m.value().round_ms.end());
-    }
-  }
-  for (const Finalist& f : finalists) {
-    if (f.out || f.rounds.empty()) continue;
-    store.set_retime(f.record.id, f.rounds, records::spread_of(f.rounds).median_ms);
-    ++p.retimed;
-  }
+  p.retimed = retime(task, builder, runner, store, store.query(q), settings.compile,
+                     settings.retime_passes, hooks.stopping);
   q.order = records::Query::Order::Fastest;
   q.limit = 1;
   std::vector<records::Record> best = store.query(q);
@@ -334,6 +261,73 @@ void retime_finalists(const Task& task, Builder& builder, Runner& runner,
 }
 
 }  // namespace
+
+int retime(const Task& task, Builder& builder, Runner& runner, records::RecordStore& store,
+           const std::vector<records::Record>& records, const CompileOptions& options, int passes,
+           const std::function<bool()>& stopping_hook) {
+  auto stopping = [&] { return stopping_hook && stopping_hook(); };
+  auto stop = [] {
+    throw Interrupted(Failure{Failure::Kind::Stopped, std::nullopt,
+                              "the service is stopping; the re-timing is left undone"});
+  };
+  struct Finalist {
+    records::Record record;
+    std::shared_ptr<const codegen::Artifact> artifact;
+    std::shared_ptr<const ir::Func> func;
+    std::vector<double> rounds;
+    bool out = false;  // its build or a run failed
+  };
+  std::vector<Finalist> finalists;
+  for (const records::Record& r : records) {
+    if (!r.error.empty()) continue;
+    Finalist f;
+    f.record = r;
+    if (stopping()) stop();
+    Outcome<Build> b = retry_busy<Build>(
+        [&] {
+          return builder.build({task.func, f.record.config, options});
+        },
+        stopping);
+    if (!b.ok()) {
+      if (stopping()) stop();
+      if (!b.failure().points_fault()) return 0;
+      continue;
+    }
+    f.artifact = b.value().artifact;
+    if (task.func)
+      f.func = std::make_shared<const ir::Func>(ir::apply_overrides(*task.func, f.record.config));
+    finalists.push_back(std::move(f));
+  }
+  if (finalists.empty()) return 0;
+  const std::string device = finalists.front().record.agent;
+  for (int pass = 0; pass < passes; ++pass) {
+    for (size_t k = 0; k < finalists.size(); ++k) {
+      Finalist& f = finalists[pass % 2 ? finalists.size() - 1 - k : k];
+      if (f.out) continue;
+      if (stopping()) stop();
+      RunInput in{f.artifact, f.func, task.params, device};
+      Outcome<Measurement> m = retry_busy<Measurement>([&] { return runner.run(in); }, stopping);
+      if (!m.ok()) {
+        if (stopping()) stop();
+        if (!m.failure().points_fault()) return 0;  // the device gone: keep the single timings
+        f.out = true;
+        continue;
+      }
+      if (m.value().error || m.value().round_ms.empty()) {
+        f.out = true;
+        continue;
+      }
+      f.rounds.insert(f.rounds.end(), m.value().round_ms.begin(), m.value().round_ms.end());
+    }
+  }
+  int retimed = 0;
+  for (const Finalist& f : finalists) {
+    if (f.out || f.rounds.empty()) continue;
+    store.set_retime(f.record.id, f.rounds, records::spread_of(f.rounds).median_ms);
+    ++retimed;
+  }
+  return retimed;
+}
 
 TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::RecordStore& store,
                   const std::string& key, const TuneSettings& settings, int64_t job,
@@ -363,7 +357,7 @@ TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::R
     ++p.trials;
     if (!r.error.empty()) {
       ++p.errors[r.error];
-    } else if (!p.best || better(r, *p.best)) {
+    } else if (!p.best || records::ranks_before(r, *p.best)) {
       p.best = r;
       p.best_gflops = gflops_of(r);
     }

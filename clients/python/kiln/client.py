@@ -441,12 +441,13 @@ class Client:
             filter=self._filter(**filters), order=order, offset=offset, limit=limit))
         return [Record(x) for x in r.records]
 
-    def best(self, op=None, key="", *, workload="", **options):
+    def best(self, op=None, key="", *, workload="", retime=0, **options):
         """The fastest record of ``op`` (with ``set`` for its params) or of a
         workload hash on ``key`` (default: the device class of ``target`` and
         ``cpu``, or of kilnd's own machine): a Record. KilnError NOT_FOUND when
-        it was never tuned there."""
-        request = service_pb2.BestConfigRequest(key=key, workload=workload,
+        it was never tuned there. ``retime=N`` first re-times its N fastest on
+        one agent of ``key``, their rounds interleaved (kept in the records)."""
+        request = service_pb2.BestConfigRequest(key=key, workload=workload, retime=retime,
                                                 options=_options(**options))
         if op is not None:
             request.op.CopyFrom(_operator(op))

@@ -79,6 +79,10 @@ struct Record : Trial {
   double effective_ms() const { return retimed_ms ? *retimed_ms : median_ms; }
 };
 
+// Whether a comes before b in Query::Order::Fastest: one that ran before one that did not, a
+// re-timed one before one never re-timed, then the faster.
+bool ranks_before(const Record& a, const Record& b);
+
 // How steady a measurement's rounds were.
 struct Spread {
   double min_ms = 0, median_ms = 0, max_ms = 0;

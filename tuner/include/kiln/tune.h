@@ -112,4 +112,15 @@ TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::R
                   const std::string& key, const TuneSettings& settings, int64_t job = 0,
                   const TuneHooks& hooks = {});
 
+// Re-times `records` (those that ran, of task's workload): each built once more (a cache hit,
+// in kilnd) and measured `passes` times on the device that measured the first, one after the
+// other in turn, the order reversed every pass, so that each sees the same conditions. Each
+// keeps every round and their median in the store (RecordStore::set_retime). Returns how many
+// were re-timed: a record whose build or run fails is left out, and a failure of the service
+// (the device gone) ends the re-timing with nothing kept. Throws Interrupted when `stopping`
+// says so.
+int retime(const Task& task, Builder& builder, Runner& runner, records::RecordStore& store,
+           const std::vector<records::Record>& records, const CompileOptions& options, int passes,
+           const std::function<bool()>& stopping = {});
+
 }  // namespace kiln::tuner
