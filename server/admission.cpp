@@ -25,21 +25,13 @@ std::unique_ptr<Admission::Ticket> Admission::enter(const CallOptions& call) {
                                    "takes (--workers {}, --queue-depth {}); try again later",
                                    running_, waiting_, workers_, queue_depth_)}}};
   ++waiting_;
-  // Woken when a worker frees, and every 50 ms to see whether the client
-  // went away.
-  while (running_ >= workers_) {
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-    if (call.deadline && *call.deadline < until) until = *call.deadline;
-    freed_.wait_until(lock, until);
-    if (running_ < workers_) break;
-    if (call.cancelled && call.cancelled()) {
-      --waiting_;
-      refuse(Code::Cancelled, "the request was cancelled while it waited for a worker");
-    }
-    if (call.deadline && std::chrono::steady_clock::now() >= *call.deadline) {
-      --waiting_;
-      refuse(Code::DeadlineExceeded, "the request's deadline passed while it waited for a worker");
-    }
+  try {
+    wait(
+        lock, call, [this] { return running_ < workers_ && quiet_ == 0 && quiet_wanted_ == 0; },
+        "a worker");
+  } catch (...) {
+    --waiting_;
+    throw;
   }
   --waiting_;
   ++running_;
@@ -47,6 +39,39 @@ std::unique_ptr<Admission::Ticket> Admission::enter(const CallOptions& call) {
   lock.unlock();
   if (on_admitted_) on_admitted_();
   return ticket;
+}
+
+std::unique_ptr<Admission::Quiet> Admission::quiet(const CallOptions& call) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ++quiet_wanted_;
+  try {
+    wait(
+        lock, call, [this] { return running_ == 0; }, "the requests compiling to finish");
+  } catch (...) {
+    --quiet_wanted_;
+    freed_.notify_all();
+    throw;
+  }
+  --quiet_wanted_;
+  ++quiet_;
+  return std::make_unique<Quiet>(*this);
+}
+
+void Admission::wait(std::unique_lock<std::mutex>& lock, const CallOptions& call,
+                     const std::function<bool()>& ready, const char* what) {
+  // Woken when a worker frees, and every 50 ms to see whether the client went away.
+  while (!ready()) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    if (call.deadline && *call.deadline < until) until = *call.deadline;
+    freed_.wait_until(lock, until);
+    if (ready()) break;
+    if (call.cancelled && call.cancelled())
+      refuse(Code::Cancelled,
+             fmt::format("the request was cancelled while it waited for {}", what));
+    if (call.deadline && std::chrono::steady_clock::now() >= *call.deadline)
+      refuse(Code::DeadlineExceeded,
+             fmt::format("the request's deadline passed while it waited for {}", what));
+  }
 }
 
 }  // namespace kiln::server

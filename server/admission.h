@@ -27,7 +27,7 @@ class Admission {
     ~Ticket() {
       std::lock_guard<std::mutex> lock(a_.mu_);
       --a_.running_;
-      a_.freed_.notify_one();
+      a_.freed_.notify_all();
     }
     Ticket(const Ticket&) = delete;
     Ticket& operator=(const Ticket&) = delete;
@@ -36,16 +36,41 @@ class Admission {
     Admission& a_;
   };
 
-  // A worker, once one is free; throws Busy at once when the queue is full,
-  // and refuses at the deadline.
+  // A worker, once one is free (and no Quiet is held or wanted); throws Busy at once when the
+  // queue is full, and refuses at the deadline.
   std::unique_ptr<Ticket> enter(const CallOptions& call);
 
+  // While one lives no request starts compiling: kilnd's own agent measures on this machine,
+  // and a compile beside it would take the CPUs its timings need. Taking one waits for the
+  // requests compiling to finish (no new one starts meanwhile); refuses at the deadline.
+  class Quiet {
+   public:
+    explicit Quiet(Admission& a) : a_(a) {}
+    ~Quiet() {
+      std::lock_guard<std::mutex> lock(a_.mu_);
+      --a_.quiet_;
+      a_.freed_.notify_all();
+    }
+    Quiet(const Quiet&) = delete;
+    Quiet& operator=(const Quiet&) = delete;
+
+   private:
+    Admission& a_;
+  };
+  std::unique_ptr<Quiet> quiet(const CallOptions& call);
+
  private:
+  // Waits on freed_ until `ready`, or refuses at the call's deadline or cancel (`what` says
+  // what waited).
+  void wait(std::unique_lock<std::mutex>& lock, const CallOptions& call,
+            const std::function<bool()>& ready, const char* what);
+
   const int workers_, queue_depth_;
   std::function<void()> on_admitted_;
   std::mutex mu_;
   std::condition_variable freed_;
   int running_ = 0, waiting_ = 0;
+  int quiet_ = 0, quiet_wanted_ = 0;  // Quiets held, and being taken
 };
 
 }  // namespace kiln::server

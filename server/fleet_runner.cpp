@@ -238,6 +238,11 @@ FleetRunner::FleetRunner(int64_t timeout_ms, uint64_t memory_bytes)
 
 void FleetRunner::set_fleet(Fleet* fleet) { fleet_ = fleet; }
 
+void FleetRunner::set_quiet(std::string key, QuietFn quiet) {
+  quiet_key_ = std::move(key);
+  quiet_ = std::move(quiet);
+}
+
 v1::Device FleetRunner::device(const std::string& key, const CallOptions& call) const {
   if (!fleet_)
     refuse(Code::Unavailable,
@@ -289,6 +294,8 @@ Status FleetRunner::measure(const MeasureSpec& spec, const codegen::Artifact& ar
   job.code_sha256 = artifact.code_sha256;
   job.job = measure_job(artifact, f, params, inputs, spec, timeout_ms_, memory_bytes_);
   job.agent = spec.agent;
+  std::shared_ptr<void> quiet;
+  if (quiet_ && spec.key == quiet_key_) quiet = quiet_(call);
   Fleet::Submitted pending = fleet_->submit(std::move(job));
   FleetOutcome out = wait_for(*fleet_, pending, call);
   if (!out.status.ok()) return out.status;

@@ -75,8 +75,16 @@ class FleetRunner {
   // A tuning job's Runner: the agents of spec.key; `stopping` stops what waits.
   std::unique_ptr<tuner::Runner> runner(MeasureSpec spec, std::function<bool()> stopping);
 
+  // The measurements of `key` run on this machine (kilnd's own agent): each holds what `quiet`
+  // gives (the admission's Quiet: no compile beside it) from before it is queued until its
+  // result is in.
+  using QuietFn = std::function<std::shared_ptr<void>(const CallOptions&)>;
+  void set_quiet(std::string key, QuietFn quiet);
+
  private:
   Fleet* fleet_ = nullptr;
+  std::string quiet_key_;
+  QuietFn quiet_;
   int64_t timeout_ms_;
   uint64_t memory_bytes_;
 };

@@ -10,7 +10,8 @@
 //         [--agent-token-file FILE] [--agent-listen HOST:PORT] [--agent-heartbeat-ms N]
 //         [--agent-wait-ms N] [--agent-tls-cert FILE --agent-tls-key FILE]
 //         [--measure-timeout-ms N] [--measure-memory-mb N]
-//         [--local-agent [--local-agent-key KEY] [--agent-binary PATH]]
+//         [--local-agent [--local-agent-key KEY] [--agent-binary PATH]
+//                        [--local-agent-compiles pause|overlap]]
 //         [--config FILE] [--log-level LEVEL]
 //
 // A config file holds the same settings, one "NAME = VALUE" per line (NAME a
@@ -72,6 +73,7 @@ struct Flags {
   std::string agent_listen = "127.0.0.1:50052";
   bool agent_listen_given = false;
   bool local_agent = false;
+  bool quiet_measurements = true;  // --local-agent-compiles pause|overlap
   std::string local_agent_key = "local";
   std::string agent_binary;
   std::string agent_tls_cert, agent_tls_key;
@@ -99,7 +101,8 @@ std::string setting_origin;
       "[--tls-client-ca FILE]] [--agent-token-file FILE] [--agent-listen HOST:PORT] "
       "[--agent-heartbeat-ms N] [--agent-wait-ms N] [--agent-tls-cert FILE --agent-tls-key FILE] "
       "[--measure-timeout-ms N] "
-      "[--measure-memory-mb N] [--local-agent [--local-agent-key KEY] [--agent-binary PATH]] "
+      "[--measure-memory-mb N] [--local-agent [--local-agent-key KEY] [--agent-binary PATH] "
+      "[--local-agent-compiles pause|overlap]] "
       "[--config FILE] [--log-level trace|debug|info|warn|error|off]\n",
       problem.c_str(), setting_origin.empty() ? "" : (" (at " + setting_origin + ")").c_str());
   std::exit(2);
@@ -213,6 +216,11 @@ Flags parse_flags(int argc, char** argv) {
       f.agent_listen_given = true;
     } else if (a == "--local-agent") {
       f.local_agent = true;
+    } else if (a == "--local-agent-compiles") {
+      std::string v = value();
+      if (v != "pause" && v != "overlap")
+        usage("--local-agent-compiles: expected pause (the default) or overlap");
+      f.quiet_measurements = v == "pause";
     } else if (a == "--local-agent-key") {
       f.local_agent_key = value();
       if (f.local_agent_key.empty()) usage("--local-agent-key: expected a device class name");
@@ -369,6 +377,7 @@ int main(int argc, char** argv) {
             binary, fleet->port(), flags.local_agent_key, fo.token, agent_level);
         spdlog::info("local agent {} started (pid {}), key {}", binary, local_agent->pid(),
                      flags.local_agent_key);
+        if (flags.quiet_measurements) service->quiet_measurements(flags.local_agent_key);
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "kilnd: %s\n", e.what());

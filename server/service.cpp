@@ -66,6 +66,12 @@ const Limits& Service::limits() const { return impl_->options.limits; }
 Artifacts& Service::artifacts() { return impl_->artifacts; }
 FleetRunner& Service::fleet_runner() { return impl_->runner; }
 
+void Service::quiet_measurements(const std::string& key) {
+  impl_->runner.set_quiet(key, [this](const CallOptions& call) -> std::shared_ptr<void> {
+    return impl_->admission.quiet(call);
+  });
+}
+
 CacheStats Service::cache_stats() const { return impl_->cache.stats(); }
 
 void Service::set_fleet(Fleet* fleet) {

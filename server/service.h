@@ -96,6 +96,9 @@ class Service {
   // under the service's workers, and the agents.
   Artifacts& artifacts();
   FleetRunner& fleet_runner();
+  // The measurements on `key` run on this machine (--local-agent): no request compiles while
+  // one runs (Admission::Quiet).
+  void quiet_measurements(const std::string& key);
   const Limits& limits() const;
 
   CacheStats cache_stats() const;
