@@ -35,7 +35,7 @@ std::unique_ptr<Admission::Ticket> Admission::enter(const CallOptions& call) {
   }
   --waiting_;
   ++running_;
-  auto ticket = std::make_unique<Ticket>(*this);
+  auto ticket = std::make_unique<Ticket>(*this, running_);
   lock.unlock();
   if (on_admitted_) on_admitted_();
   return ticket;
@@ -54,7 +54,7 @@ std::unique_ptr<Admission::Quiet> Admission::quiet(const CallOptions& call) {
   }
   --quiet_wanted_;
   ++quiet_;
-  return std::make_unique<Quiet>(*this);
+  return std::make_unique<Quiet>(*this, quiet_);
 }
 
 void Admission::wait(std::unique_lock<std::mutex>& lock, const CallOptions& call,

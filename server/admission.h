@@ -20,22 +20,26 @@ class Admission {
 
   int workers() const { return workers_; }
 
-  // Holds a worker for as long as it lives.
-  class Ticket {
+  // One of the admission's counts (a worker running, a Quiet held), held for as long as it
+  // lives.
+  class Hold {
    public:
-    explicit Ticket(Admission& a) : a_(a) {}
-    ~Ticket() {
+    Hold(Admission& a, int& count) : a_(a), count_(count) {}
+    ~Hold() {
       std::lock_guard<std::mutex> lock(a_.mu_);
-      --a_.running_;
+      --count_;
       a_.freed_.notify_all();
     }
-    Ticket(const Ticket&) = delete;
-    Ticket& operator=(const Ticket&) = delete;
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
 
    private:
     Admission& a_;
+    int& count_;
   };
 
+  // Holds a worker for as long as it lives.
+  using Ticket = Hold;
   // A worker, once one is free (and no Quiet is held or wanted); throws Busy at once when the
   // queue is full, and refuses at the deadline.
   std::unique_ptr<Ticket> enter(const CallOptions& call);
@@ -43,20 +47,7 @@ class Admission {
   // While one lives no request starts compiling: kilnd's own agent measures on this machine,
   // and a compile beside it would take the CPUs its timings need. Taking one waits for the
   // requests compiling to finish (no new one starts meanwhile); refuses at the deadline.
-  class Quiet {
-   public:
-    explicit Quiet(Admission& a) : a_(a) {}
-    ~Quiet() {
-      std::lock_guard<std::mutex> lock(a_.mu_);
-      --a_.quiet_;
-      a_.freed_.notify_all();
-    }
-    Quiet(const Quiet&) = delete;
-    Quiet& operator=(const Quiet&) = delete;
-
-   private:
-    Admission& a_;
-  };
+  using Quiet = Hold;
   std::unique_ptr<Quiet> quiet(const CallOptions& call);
 
  private:
