@@ -4,7 +4,7 @@ set -euo pipefail
 
 # The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
 # built as the CMake target bench_G.
-GROUPS_ALL=(gemm conv compile licm server agent tune contention gpu)
+GROUPS_ALL=(gemm conv compile licm server agent tune contention mca gpu)
 
 usage() {
   cat <<EOF
@@ -28,6 +28,9 @@ Progress goes to stderr.
                    long: --quick, or -- --trials N; -- --transfer: the warm-start experiment),
                    contention (GEMM and conv at 2 threads, quiet and beside 1 and 2 busy
                    processes, each side's slowdown: tests/bench/bench_contention.py),
+                   mca (the aarch64 GEMM micro-kernel's cycles under llvm-mca for a
+                   Cortex-A72 and a Neoverse N1, a model standing in for a board:
+                   tests/bench/bench_mca.py),
                    gpu (kiln's GPU examples vs cuBLAS and cuDNN on this machine's GPU; built
                    with the CUDA toolkit, and says "skipped" without a GPU: docs/gpu.md)
   --quick          the smallest cases only, for a smoke run
@@ -79,12 +82,17 @@ fi
 targets=()
 tune=0
 contention=0
+mca=0
 available=$(cmake --build "$build_dir" --target help 2>/dev/null || true)
 # Whether this build has a bench program (the target bench_NAME).
 has_target() { grep -Eq "(^|[^[:alnum:]_])$1([^[:alnum:]_]|$)" <<< "$available"; }
 for g in "${groups[@]}"; do
   # tune (over kilnd, the CLI, the agent and the gemm and conv benchmarks) and contention
   # (over the gemm and conv benchmarks) are scripts.
+  if [[ $g == mca ]]; then
+    mca=1  # a script over the CLI and llvm-mca
+    continue
+  fi
   if [[ $g == tune || $g == contention ]]; then
     if has_target bench_conv; then
       declare "$g=1"
@@ -99,7 +107,10 @@ for g in "${groups[@]}"; do
     echo "run.sh: skipping $g: no target bench_$g in $build_dir (its baseline library is missing)" >&2
   fi
 done
-[[ ${#targets[@]} -gt 0 || $tune -eq 1 || $contention -eq 1 ]] || exit 1
+[[ ${#targets[@]} -gt 0 || $tune -eq 1 || $contention -eq 1 || $mca -eq 1 ]] || exit 1
+if [[ $mca -eq 1 ]]; then
+  cmake --build "$build_dir" --target kiln >&2
+fi
 if [[ $tune -eq 1 ]]; then
   cmake --build "$build_dir" --target kilnd kiln kiln-agent bench_gemm bench_conv >&2
 fi
@@ -119,6 +130,11 @@ if [[ $contention -eq 1 ]]; then
   echo "run.sh: contention ${bench_args[*]}" >&2
   /usr/bin/python3 "$root/tests/bench/bench_contention.py" --build-dir "$build_dir" \
     "${bench_args[@]}" || status=1
+fi
+if [[ $mca -eq 1 ]]; then
+  echo "run.sh: mca ${bench_args[*]}" >&2
+  /usr/bin/python3 "$root/tests/bench/bench_mca.py" --build-dir "$build_dir" "${bench_args[@]}" ||
+    status=1
 fi
 if [[ $tune -eq 1 ]]; then
   echo "run.sh: tune ${bench_args[*]}" >&2
