@@ -199,6 +199,7 @@ class JobRunner final : public tuner::Runner {
       (void)fleet_.device(spec_.key, call());
       MeasureSpec spec = spec_;
       spec.agent = in.device;
+      if (in.stop_above_ms > 0) spec.settings.set_stop_above_ms(in.stop_above_ms);
       Status s = fleet_.measure(spec, *in.artifact, *in.func, in.params, call(), &response);
       if (!s.ok()) return failure_of(s);
     } catch (...) {
@@ -214,6 +215,7 @@ class JobRunner final : public tuner::Runner {
     m.error = run_error_of(result.error());
     if (m.error) m.message = result.message();
     m.device = response.agent_id();
+    m.stopped_early = result.stopped_early();
     if (result.has_host() && result.host().other_cpus() >= 0)
       m.host_load = result.host().other_cpus();
     if (result.has_host() && result.host().cpu_pressure() >= 0)

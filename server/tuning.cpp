@@ -103,6 +103,7 @@ v1::TuneRequest normalized(v1::TuneRequest r) {
   if (r.max_cv() == 0) r.set_max_cv(noise.max_cv);
   if (r.max_host_load() == 0) r.set_max_host_load(noise.max_host_load);
   if (!r.has_retime()) r.set_retime(tuner::TuneSettings{}.retime_top);
+  if (!r.has_stop_slower_than()) r.set_stop_slower_than(tuner::TuneSettings{}.stop_slower_than);
   search_options(r);  // refuses an unknown strategy
   return r;
 }
@@ -257,6 +258,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
   settings.noise = {request.max_cv(), request.max_host_load(), request.max_cpu_pressure(),
                     request.remeasure()};
   settings.retime_top = request.retime();
+  settings.stop_slower_than = request.stop_slower_than();
   settings.search = search_options(request);
   settings.compile = compile_options(request.options(), limits);
   settings.compile.target = target;

@@ -185,7 +185,8 @@ class Numbers {
     }
     for (auto [field, v] :
          {std::pair{"max_cv", r.max_cv()}, std::pair{"max_host_load", r.max_host_load()},
-          std::pair{"max_cpu_pressure", r.max_cpu_pressure()}})
+          std::pair{"max_cpu_pressure", r.max_cpu_pressure()},
+          std::pair{"stop_slower_than", r.stop_slower_than()}})
       if (!(v >= 0) || std::isinf(v))
         return Problem{field, fmt::format("{} is not a limit (a number, 0 or more)", v)};
     return settings(r.settings());
@@ -198,6 +199,9 @@ class Numbers {
           std::pair{"cooldown_ms", s.cooldown_ms()}, std::pair{"threads", s.threads()},
           std::pair{"time_limit_ms", s.time_limit_ms()}})
       if (auto p = not_negative(std::string("settings.") + field, v)) return p;
+    if (!(s.stop_above_ms() >= 0) || std::isinf(s.stop_above_ms()))
+      return Problem{"settings.stop_above_ms",
+                     fmt::format("{} is not a limit (a number, 0 or more)", s.stop_above_ms())};
     if (s.threads() > kMaxThreads)
       return Problem{
           "settings.threads",

@@ -174,6 +174,7 @@ void to_wire(const records::Record& r, v1::TuningRecord* w) {
   if (r.cpu_pressure) w->set_cpu_pressure(*r.cpu_pressure);
   w->set_attempts(r.attempts);
   w->set_noisy(r.noisy);
+  w->set_stopped_early(r.stopped_early);
   if (r.retimed_ms) w->set_retimed_ms(*r.retimed_ms);
   for (double ms : r.retime_round_ms) w->add_retime_round_ms(ms);
 }
@@ -224,6 +225,7 @@ void to_wire(const tuner::TuneProgress& p, const tuner::Task& task, const std::s
   w->set_stopped(p.stopped);
   w->set_remeasured(p.remeasured);
   w->set_retimed(p.retimed);
+  w->set_stopped_early(p.stopped_early);
 }
 
 }  // namespace kiln::server

@@ -53,6 +53,10 @@ int measure_rounds(const measure_settings* m, int max_number, measure_round_fn r
     double per_run = round(ctx, number);
     if (per_run < 0) return -1;
     r->round_ms[r->n_round_ms++] = per_run;
+    if (k == 0 && m->stop_above_ms > 0 && per_run > m->stop_above_ms) {
+      r->stopped_early = 1; /* far slower than what the tuner has: one round tells it so */
+      break;
+    }
   }
   return 0;
 }

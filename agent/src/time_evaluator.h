@@ -9,8 +9,9 @@
 typedef double (*measure_round_fn)(void* ctx, int number);
 /* After the job's first run: the rest of the warm-up runs, then `number` runs a round (grown,
    up to max_number, until a round lasts min_repeat_ms when the job gives no number), then
-   `repeat` rounds with cooldown_ms between them, into r->number and r->round_ms. 0; -1 when a
-   round failed; -2 with r's error set. */
+   `repeat` rounds with cooldown_ms between them, into r->number and r->round_ms (only the first
+   when it passes stop_above_ms per run: r->stopped_early). 0; -1 when a round failed; -2 with
+   r's error set. */
 int measure_rounds(const measure_settings* m, int max_number, measure_round_fn round, void* ctx,
                    measure_result* r);
 

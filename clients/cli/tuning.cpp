@@ -63,6 +63,7 @@ std::string record_line(const v1::TuningRecord& w) {
   if (w.has_cpu_pressure()) r.cpu_pressure = w.cpu_pressure();
   r.attempts = w.attempts();
   r.noisy = w.noisy();
+  r.stopped_early = w.stopped_early();
   r.retime_round_ms.assign(w.retime_round_ms().begin(), w.retime_round_ms().end());
   if (w.has_retimed_ms()) r.retimed_ms = w.retimed_ms();
   return records::record_json(r);
@@ -207,6 +208,9 @@ int print_summary(Remote& remote, const Options& o, const v1::TuneProgress& p,
   } else {
     fmt::print("  no configuration ran\n");
   }
+  if (p.stopped_early() > 0)
+    fmt::print("  timed for one round, far slower than the best: {} point{}\n", p.stopped_early(),
+               p.stopped_early() == 1 ? "" : "s");
   if (p.remeasured() > 0)
     fmt::print("  measured again as noisy: {} point{}\n", p.remeasured(),
                p.remeasured() == 1 ? "" : "s");

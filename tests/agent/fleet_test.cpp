@@ -365,6 +365,31 @@ TEST_F(FleetTest, AMeasurementForOneAgentRunsThereAndOnNoOther) {
   EXPECT_NE(s.error_message().find("is not connected"), std::string::npos) << s.error_message();
 }
 
+// A kernel whose first round passes stop_above_ms is timed no further: one round, said so.
+TEST_F(FleetTest, AFirstRoundPastTheStopLimitIsTheOnlyOne) {
+  HostAgent a(agents_, "x86", token_, "agent-a");
+  wait_for_agents(1);
+  v1::MeasureRequest r = request(kScale, "scale.kiln");
+  (*r.mutable_runtime_params())["n"] = 1 << 16;
+  r.mutable_settings()->set_repeat(5);
+  r.mutable_settings()->set_stop_above_ms(1e-6);  // a nanosecond: every kernel is past it
+  v1::MeasureResponse out;
+  grpc::Status s = measure(r, &out);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(out.result().error(), v1::MeasureResult::OK) << out.result().message();
+  EXPECT_TRUE(out.result().stopped_early());
+  EXPECT_EQ(out.result().round_ms_size(), 1);
+  r.mutable_settings()->set_stop_above_ms(1e6);  // 1000 s: none is
+  ASSERT_TRUE(measure(r, &out).ok());
+  EXPECT_FALSE(out.result().stopped_early());
+  EXPECT_EQ(out.result().round_ms_size(), 5);
+  r.mutable_settings()->set_stop_above_ms(-1);
+  s = measure(r, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("settings.stop_above_ms: -1 is not a limit"), std::string::npos)
+      << s.error_message();
+}
+
 TEST_F(FleetTest, AJobWhoseAgentIsKilledCompletesOnTheOther) {
   auto a = std::make_unique<HostAgent>(agents_, "x86", token_, "agent-a");
   wait_for_agents(1);

@@ -229,7 +229,8 @@ TEST_F(TuneTest, SixtyFourTrialsOfTheGemmAreEachARecordAndTheBestReproduces) {
     EXPECT_EQ(r.config().at("NB") % r.config().at("NR"), 0) << r.config_text();
     if (r.error().empty()) {
       EXPECT_GT(r.median_ms(), 0);
-      EXPECT_EQ(r.round_ms_size(), 3);
+      // A candidate far slower than the best so far is timed for one round.
+      EXPECT_EQ(r.round_ms_size(), r.stopped_early() ? 1 : 3) << r.config_text();
       EXPECT_EQ(r.flops(), 2 * 128 * 128 * 128);
     }
   }

@@ -42,7 +42,9 @@ def test_progress_is_an_iterator_and_every_trial_a_record(client):
     assert len(records) == 12
     assert len({tuple(sorted(r.config.items())) for r in records}) == 12
     ran = [r for r in records if r.ok]
-    assert ran and all(r.median_ms > 0 and len(r.rounds_ms) == 3 for r in ran)
+    # A candidate far slower than the best so far is timed for one round.
+    assert ran and all(r.median_ms > 0 and len(r.rounds_ms) == (1 if r.stopped_early else 3)
+                       for r in ran)
     assert all(r.flops == 2 * 96 ** 3 for r in ran)
 
     # The three fastest were re-timed, and the best is the fastest of them by re-timed median.

@@ -512,21 +512,24 @@ TEST(RecordValues, ARecordIsOneJsonLine) {
   r.compiler_version = "kiln 0.1.0";
   r.agent = "a";
   r.unix_ms = 1795557500966;
-  EXPECT_EQ(record_json(r),
-            R"({"id":7,"job":2,"workload":"ab12","key":"x86","config":{"MB":64,"NR":16},)"
-            R"("round_ms":[1.5,1.25],"median_ms":1.375,"error":null,"message":"","compile_ms":20,)"
-            R"("flops":1000,"compiler_version":"kiln 0.1.0","agent":"a","unix_ms":1795557500966,)"
-            R"("host_load":null,"cpu_pressure":null,"attempts":1,"noisy":false,)"
-            R"("retime_round_ms":[],"retimed_ms":null})");
+  EXPECT_EQ(
+      record_json(r),
+      R"({"id":7,"job":2,"workload":"ab12","key":"x86","config":{"MB":64,"NR":16},)"
+      R"("round_ms":[1.5,1.25],"median_ms":1.375,"error":null,"message":"","compile_ms":20,)"
+      R"("flops":1000,"compiler_version":"kiln 0.1.0","agent":"a","unix_ms":1795557500966,)"
+      R"("host_load":null,"cpu_pressure":null,"attempts":1,"noisy":false,"stopped_early":false,)"
+      R"("retime_round_ms":[],"retimed_ms":null})");
   r.host_load = 0.25;
   r.cpu_pressure = 0.5;
   r.attempts = 3;
   r.noisy = true;
   r.retime_round_ms = {1.5, 1.75};
   r.retimed_ms = 1.625;
-  EXPECT_NE(record_json(r).find(R"("host_load":0.25,"cpu_pressure":0.5,"attempts":3,)"
-                                R"("noisy":true,"retime_round_ms":[1.5,1.75],"retimed_ms":1.625})"),
-            std::string::npos)
+  EXPECT_NE(
+      record_json(r).find(R"("host_load":0.25,"cpu_pressure":0.5,"attempts":3,)"
+                          R"("noisy":true,"stopped_early":false,"retime_round_ms":[1.5,1.75],)"
+                          R"("retimed_ms":1.625})"),
+      std::string::npos)
       << record_json(r);
   r.job = 0;
   r.error = "TIMEOUT";

@@ -454,6 +454,7 @@ class ScriptedRunner : public Runner {
  public:
   std::map<std::string, std::vector<Measurement>> script;  // by config text
   std::vector<std::pair<std::string, std::string>> runs;   // config text, device
+  std::map<std::string, double> stop_above;                // each point's last RunInput's
 
   Outcome<Target> target() override { return Target::host(); }
   Outcome<Measurement> run(const RunInput& in) override {
@@ -463,6 +464,12 @@ class ScriptedRunner : public Runner {
     std::vector<Measurement>& next = script.at(c);
     Measurement m = next.front();
     if (next.size() > 1) next.erase(next.begin());
+    stop_above[c] = in.stop_above_ms;
+    // As the agent does: a first round past the limit is the only one.
+    if (in.stop_above_ms > 0 && !m.round_ms.empty() && m.round_ms.front() > in.stop_above_ms) {
+      m.round_ms.resize(1);
+      m.stopped_early = true;
+    }
     m.median_ms = records::spread_of(m.round_ms).median_ms;
     m.device = "agent-7";
     return m;
@@ -603,6 +610,47 @@ TEST_F(TuneTest, ACancelledJobIsNotRetimedAndAFailingRetimeKeepsTheSingleTimings
   ASSERT_TRUE(p.best);
   EXPECT_FALSE(p.best->retimed_ms);
   EXPECT_EQ(store_->job(p.job)->state, records::JobState::Done);
+}
+
+// After the first batch, a candidate's first round past 4x the best median so far is its only
+// one; it is recorded so, and counted.
+TEST_F(TuneTest, ACandidateFarSlowerThanTheBestIsTimedForOneRound) {
+  ScriptedRunner r;
+  r.script["X=0,Y=0,Z=0"] = {rounds({1.0, 1.0, 1.0})};
+  r.script["X=1,Y=0,Z=0"] = {rounds({3.0, 3.0, 3.0})};   // 3x the best: timed fully
+  r.script["X=2,Y=0,Z=0"] = {rounds({9.0, 9.0, 9.0})};   // 9x: one round
+  r.script["X=3,Y=0,Z=0"] = {rounds({20.0, 1.0, 1.0})};  // its first round only counts
+  TuneSettings settings;
+  settings.trials = 4;
+  settings.batch = 1;
+  settings.retime_top = 0;
+  settings.search.strategy = Strategy::Grid;  // X = 0 first
+  TuneProgress p = tune(task_of(x_only(4)), builder_, r, *store_, "x86", settings);
+  EXPECT_EQ(r.stop_above["X=0,Y=0,Z=0"], 0);  // no best yet
+  EXPECT_EQ(r.stop_above["X=2,Y=0,Z=0"], 4.0);
+  EXPECT_EQ(p.stopped_early, 2);
+  records::Query q;
+  q.job = p.job;
+  std::map<int64_t, records::Record> by_x;
+  for (const records::Record& rec : store_->query(q)) by_x[rec.config.at("X")] = rec;
+  EXPECT_FALSE(by_x[1].stopped_early);
+  EXPECT_EQ(by_x[1].round_ms.size(), 3u);
+  EXPECT_TRUE(by_x[2].stopped_early);
+  EXPECT_EQ(by_x[2].round_ms, (std::vector<double>{9.0}));
+  EXPECT_EQ(by_x[2].median_ms, 9.0);
+  EXPECT_EQ(by_x[2].message,
+            "timed for one round: 9 ms a call, more than 4 ms (4x the job's best so far)");
+  EXPECT_TRUE(by_x[3].stopped_early);
+  EXPECT_FALSE(by_x[3].noisy);  // one round has no spread to judge
+  EXPECT_EQ(by_x[3].attempts, 1);
+
+  // Off: every candidate gets its rounds.
+  ScriptedRunner all;
+  all.script = r.script;
+  settings.stop_slower_than = 0;
+  p = tune(task_of(x_only(4)), builder_, all, *store_, "x86", settings);
+  EXPECT_EQ(p.stopped_early, 0);
+  for (const auto& [config, limit] : all.stop_above) EXPECT_EQ(limit, 0) << config;
 }
 
 TEST(RunErrorTest, EachClassHasTheNameRecordsKeep) {

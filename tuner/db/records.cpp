@@ -91,6 +91,7 @@ std::string record_json(const Record& r) {
   optional("host_load", r.host_load);
   optional("cpu_pressure", r.cpu_pressure);
   obj.integer("attempts", r.attempts).boolean("noisy", r.noisy);
+  obj.boolean("stopped_early", r.stopped_early);
   std::vector<std::string> retime;
   for (double ms : r.retime_round_ms) retime.push_back(json_number(ms));
   obj.raw("retime_round_ms", json_array(retime));

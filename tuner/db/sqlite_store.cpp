@@ -72,6 +72,10 @@ ALTER TABLE records ADD COLUMN noisy INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN retime_round_ms BLOB;
 ALTER TABLE records ADD COLUMN retimed_ms REAL;
 )sql",
+    // 3: whether a record was timed for one round only, far slower than its job's best.
+    R"sql(
+ALTER TABLE records ADD COLUMN stopped_early INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kSchema = static_cast<int>(std::size(kMigrations));
 
@@ -173,7 +177,7 @@ JobState parse_state(const std::string& s) {
 const char* const kRecordColumns =
     "id, job, workload, key, config, round_ms, median_ms, error, message, compile_ms, flops, "
     "compiler_version, agent, unix_ms, host_load, cpu_pressure, attempts, noisy, retime_round_ms, "
-    "retimed_ms";
+    "retimed_ms, stopped_early";
 
 std::optional<double> optional_real(const Statement& s, int col) {
   if (s.is_null(col)) return std::nullopt;
@@ -202,6 +206,7 @@ Record read_record(const Statement& s) {
   r.noisy = s.integer(17) != 0;
   r.retime_round_ms = s.doubles(18);
   r.retimed_ms = optional_real(s, 19);
+  r.stopped_early = s.integer(20) != 0;
   return r;
 }
 
@@ -284,12 +289,13 @@ class SqliteStore : public RecordStore {
   Added add_record(const Record& r) override {
     std::lock_guard<std::mutex> lock(mu_);
     std::string config = config_text(r.config);
-    Statement s(db_,
-                "INSERT INTO records(job, workload, key, config, round_ms, median_ms, error, "
-                "message, compile_ms, flops, compiler_version, agent, unix_ms, host_load, "
-                "cpu_pressure, attempts, noisy) "
-                "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                path_);
+    Statement s(
+        db_,
+        "INSERT INTO records(job, workload, key, config, round_ms, median_ms, error, "
+        "message, compile_ms, flops, compiler_version, agent, unix_ms, host_load, "
+        "cpu_pressure, attempts, noisy, stopped_early) "
+        "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        path_);
     if (r.job != 0) {
       s.bind(1, r.job);
     } else {
@@ -303,6 +309,7 @@ class SqliteStore : public RecordStore {
     bind_optional(s, 14, r.host_load);
     bind_optional(s, 15, r.cpu_pressure);
     s.bind(16, int64_t{r.attempts}).bind(17, int64_t{r.noisy ? 1 : 0});
+    s.bind(18, int64_t{r.stopped_early ? 1 : 0});
     s.step();
     if (sqlite3_changes(db_) == 1) return {sqlite3_last_insert_rowid(db_), true};
     Statement existing(db_, "SELECT id FROM records WHERE job = ? AND config = ?", path_);

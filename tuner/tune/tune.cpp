@@ -70,7 +70,7 @@ Outcome<T> retry_busy(Call call, const std::function<bool()>& stopping) {
 
 // Whether a measurement that ran is past the noise limits.
 bool too_noisy(const Measurement& m, const NoiseLimits& n) {
-  if (m.error || m.round_ms.empty()) return false;
+  if (m.error || m.round_ms.empty() || m.stopped_early) return false;
   if (n.max_cv > 0 && records::spread_of(m.round_ms).cv > n.max_cv) return true;
   if (n.max_host_load > 0 && m.host_load && *m.host_load > n.max_host_load) return true;
   return n.max_cpu_pressure > 0 && m.cpu_pressure && *m.cpu_pressure > n.max_cpu_pressure;
@@ -153,6 +153,7 @@ std::string TuneSettings::json() const {
       .integer("remeasure", noise.remeasure)
       .integer("retime_top", retime_top)
       .integer("retime_passes", retime_passes)
+      .num("stop_slower_than", stop_slower_than)
       .done();
 }
 
@@ -164,8 +165,9 @@ namespace {
 // outcome goes to `report` (a trial) or `reject` (an illegal schedule) as it
 // arrives; a failure that is not the point's is returned, the first one.
 std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner& runner,
-                                     const TuneSettings& settings, const std::vector<Config>& batch,
-                                     const TuneHooks& hooks,
+                                     const TuneSettings& settings, double stop_above_ms,
+                                     std::atomic<int>& stopped_early,
+                                     const std::vector<Config>& batch, const TuneHooks& hooks,
                                      const std::function<void(const Trial&)>& report,
                                      const std::function<void(const std::string&)>& reject) {
   auto stopping = [&] { return hooks.stopping && hooks.stopping(); };
@@ -207,7 +209,7 @@ std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner&
   for (size_t i = 0; i < batch.size(); ++i)
     if (built[i]) ready.push_back(i);
   each(ready, ready.size(), gone, [&](size_t i) {
-    RunInput in{built[i]->artifact, nullptr, task.params, {}};
+    RunInput in{built[i]->artifact, nullptr, task.params, {}, stop_above_ms};
     if (task.func)
       in.func = std::make_shared<const ir::Func>(ir::apply_overrides(*task.func, batch[i]));
     Outcome<Measured> measured = measure_point(runner, in, settings.noise, gone);
@@ -233,6 +235,13 @@ std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner&
     t.cpu_pressure = m.cpu_pressure;
     t.attempts = measured.value().attempts;
     t.noisy = measured.value().noisy;
+    t.stopped_early = m.stopped_early && !m.error;
+    if (t.stopped_early) ++stopped_early;
+    if (t.stopped_early)
+      t.message = fmt::format(
+          "timed for one round: {:.4g} ms a call, more than {:.4g} ms ({:g}x the job's best so "
+          "far)",
+          m.median_ms, stop_above_ms, settings.stop_slower_than);
     report(t);
   });
   return failure;
@@ -305,7 +314,7 @@ int retime(const Task& task, Builder& builder, Runner& runner, records::RecordSt
       Finalist& f = finalists[pass % 2 ? finalists.size() - 1 - k : k];
       if (f.out) continue;
       if (stopping()) stop();
-      RunInput in{f.artifact, f.func, task.params, device};
+      RunInput in{f.artifact, f.func, task.params, device, 0};
       Outcome<Measurement> m = retry_busy<Measurement>([&] { return runner.run(in); }, stopping);
       if (!m.ok()) {
         if (stopping()) stop();
@@ -450,8 +459,14 @@ TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::R
       std::lock_guard<std::mutex> lock(mu);
       ++illegal[why];
     };
-    std::optional<Failure> failure =
-        measure_batch(task, builder, runner, settings, batch, hooks, report, reject);
+    // A candidate far slower than the best so far needs one round to say so.
+    double stop_above_ms = settings.stop_slower_than > 0 && p.best && p.best->median_ms > 0
+                               ? settings.stop_slower_than * p.best->median_ms
+                               : 0;
+    std::atomic<int> stopped_early{0};
+    std::optional<Failure> failure = measure_batch(task, builder, runner, settings, stop_above_ms,
+                                                   stopped_early, batch, hooks, report, reject);
+    p.stopped_early += stopped_early;
     search.update(measured, costs);
     stopped();
     if (failure && !(hooks.cancelled && hooks.cancelled())) throw Interrupted(*failure);

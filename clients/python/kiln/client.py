@@ -162,7 +162,8 @@ class Record:
     ``workload``, ``key``, ``agent``, ``compile_ms``, ``unix_ms``, ``id``; how
     noisy it was: ``min_ms``, ``max_ms``, ``cv`` (the rounds' standard deviation
     over their mean), ``host_load`` and ``cpu_pressure`` (None: unknown),
-    ``attempts``, ``noisy``; and its re-timing at the job's end: ``retimed_ms``
+    ``attempts``, ``noisy``, ``stopped_early`` (timed for one round only, far
+    slower than its job's best then); and its re-timing at the job's end: ``retimed_ms``
     (None: not re-timed) and ``retime_rounds_ms``. ``ms`` is its speed: the
     re-timed median where there is one."""
 
@@ -177,7 +178,7 @@ class Record:
         self.min_ms, self.max_ms, self.cv = r.min_ms, r.max_ms, r.cv
         self.host_load = r.host_load if r.HasField("host_load") else None
         self.cpu_pressure = r.cpu_pressure if r.HasField("cpu_pressure") else None
-        self.attempts, self.noisy = r.attempts, r.noisy
+        self.attempts, self.noisy, self.stopped_early = r.attempts, r.noisy, r.stopped_early
         self.retimed_ms = r.retimed_ms if r.HasField("retimed_ms") else None
         self.retime_rounds_ms = list(r.retime_round_ms)
 
@@ -377,7 +378,7 @@ class Client:
     def tune(self, op, key, *, trials=0, search="", features="", batch=0, early_stop=0,
              transfer=False, detach=False, seed=0, runtime_params=None, repeat=0, number=0,
              min_repeat_ms=0, threads=0, time_limit_ms=0, memory_limit_mb=0, priority=0,
-             gpu=None, retime=None, remeasure=None, **options):
+             gpu=None, retime=None, remeasure=None, stop_slower_than=None, **options):
         """Starts a tuning job of ``op``'s knobs on the agents of ``key``: a
         TuneJob, whose iteration is the job's progress. ``search`` is xgb-rank
         (default), xgb-reg, random or grid; ``options["set"]`` gives params
@@ -385,7 +386,9 @@ class Client:
         (default 3 rounds of at least 20 ms). ``gpu=N`` tunes on the agents'
         GPU N; its records are kept under the key ``"KEY/gpuN"``. ``retime=N``:
         the N fastest re-timed at the end, interleaved (default 3, 0: none);
-        ``remeasure=N``: a noisy point measured up to N more times (default 2)."""
+        ``remeasure=N``: a noisy point measured up to N more times (default 2);
+        ``stop_slower_than=X``: a candidate whose first round passes X times the
+        best so far is timed for that round only (default 4, 0: never)."""
         if options.get("target") or options.get("cpu"):
             raise ValueError("tune compiles for the agents' own target: leave out target and cpu")
         settings = agent_pb2.MeasureSettings(
@@ -401,6 +404,8 @@ class Client:
             request.retime = int(retime)
         if remeasure is not None:
             request.remeasure = int(remeasure)
+        if stop_slower_than is not None:
+            request.stop_slower_than = float(stop_slower_than)
         for name, value in (runtime_params or {}).items():
             request.runtime_params[name] = int(value)
         return TuneJob(self, self._stub.Tune(request, metadata=self._metadata), detach)

@@ -114,6 +114,9 @@ struct RunInput {
   // "": any of the runner's devices; else the one of this id (Measurement::device): a
   // re-timing compares its finalists on one machine.
   std::string device;
+  // > 0: a kernel whose first round takes longer than this per call is timed no further
+  // (Measurement::stopped_early).
+  double stop_above_ms = 0;
 };
 
 // A kernel measured on a device: its timings, or how it failed there (the
@@ -128,6 +131,7 @@ struct Measurement {
   // The host while the rounds ran: other processes' CPU time per second, in CPUs, and the
   // share of the time some task waited for a CPU. Absent: the device could not say.
   std::optional<double> host_load, cpu_pressure;
+  bool stopped_early = false;  // one round, past RunInput::stop_above_ms
 };
 
 class Runner {

@@ -63,6 +63,8 @@ struct Trial {
   std::optional<double> host_load, cpu_pressure;
   int attempts = 1;    // measurements taken of the point: more than 1 when one was too noisy
   bool noisy = false;  // the measurement kept was still past the job's noise limits
+  // Timed for one round only: far slower than the job's best so far (stop_slower_than).
+  bool stopped_early = false;
 };
 
 // A trial as the store keeps it: of which job, workload and device class, and when.

@@ -51,6 +51,10 @@ struct TuneSettings {
   // re-timed. 0: none.
   int retime_top = 3;
   int retime_passes = 3;
+  // A candidate whose first round takes more than this many times the job's best median so
+  // far is timed no further: recorded with that round (and says so), its time clear enough
+  // for the model. 0: every candidate gets all its rounds.
+  double stop_slower_than = 4;
   SearchOptions search;
   FeatureFn features;  // the model's (empty: knob_features)
   // Transfer: points measured on the same operator at other shapes, and
@@ -72,6 +76,7 @@ struct TuneProgress {
   std::optional<records::Record> last;      // the trial just recorded (none at a batch's end)
   double elapsed_s = 0, eta_s = 0;          // of this run of the job
   int remeasured = 0;                       // points measured again because they were noisy
+  int stopped_early = 0;                    // points timed for one round (stop_slower_than)
   int retimed = 0;                          // finalists re-timed at the end
   bool done = false;
   std::string stopped;  // when done: "trials", "early stop", "space exhausted", "cancelled"
