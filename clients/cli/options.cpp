@@ -6,6 +6,7 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <ctime>
 #include <string_view>
 #include <vector>
@@ -25,7 +26,7 @@ struct OptionSpec {
 
 constexpr uint32_t bit(Command c) { return uint32_t{1} << static_cast<int>(c); }
 
-constexpr std::array<OptionSpec, 60> kOptions = {{
+constexpr std::array<OptionSpec, 61> kOptions = {{
     {"--func", "NAME",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
@@ -109,6 +110,7 @@ constexpr std::array<OptionSpec, 60> kOptions = {{
     {"--retime", "N", bit(Command::Tune) | bit(Command::Records)},
     {"--agent", "ID", bit(Command::Measure)},
     {"--remeasure", "N", bit(Command::Tune)},
+    {"--stop-slower-than", "X", bit(Command::Tune)},
     {"--search", "STRATEGY", bit(Command::Tune)},
     {"--detach", "", bit(Command::Tune)},
     {"--resume", "JOB", bit(Command::Tune)},
@@ -354,6 +356,15 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.retime = parse_count(c, name, value, 0);
   } else if (name == "--remeasure") {
     o.remeasure = parse_count(c, name, value, 0);
+  } else if (name == "--stop-slower-than") {
+    double x = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size() || !(x >= 0) ||
+        std::isinf(x))
+      throw UsageError(c, fmt::format("--stop-slower-than '{}': expected a number, 0 or more "
+                                      "(0: never stop a candidate early)",
+                                      value));
+    o.stop_slower_than = x;
   } else if (name == "--search") {
     if (value != "xgb-rank" && value != "xgb-reg" && value != "random" && value != "grid")
       throw UsageError(
@@ -651,9 +662,8 @@ std::string synopsis(Command c) {
     case Command::Tune:
       return "usage: kiln tune FILE --key KEY [--trials N] [--search "
              "xgb-rank|xgb-reg|random|grid]\n"
-             "       [--features knob|iter] [--batch N] [--early-stop N] [--retime N] [--remeasure "
-             "N]\n"
-             "       [--transfer] [--detach]\n"
+             "       [--features knob|iter] [--batch N] [--early-stop N] [--retime N]\n"
+             "       [--remeasure N] [--stop-slower-than X] [--transfer] [--detach]\n"
              "       [--func NAME] [--set NAME=INT]... [--seed N] [--repeat R] [--number N]\n"
              "       [--min-repeat-ms MS] [--threads N] [--gpu N] [--time-limit-ms MS] "
              "[--memory-limit-mb MB]\n"
@@ -849,6 +859,9 @@ std::string help_text(Command c) {
              "                  interleaved; the best is the fastest re-timed (default 3; 0: no)\n"
              "  --remeasure N   measure a noisy point (its rounds' spread or the host's load\n"
              "                  past the limits) up to N more times (default 2; 0: never)\n"
+             "  --stop-slower-than X\n"
+             "                  time a candidate whose first round passes X times the best so\n"
+             "                  far for that round only (default 4; 0: never)\n"
              "  --transfer      start the model from records of the same operator at other\n"
              "                  shapes on KEY\n"
              "  --detach        start the job, print its number and return\n"

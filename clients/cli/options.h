@@ -75,6 +75,7 @@ struct Options {
   int batch = 0;                              // --batch N
   int early_stop = 0;                         // --early-stop N
   std::optional<int> retime, remeasure;       // --retime N, --remeasure N
+  std::optional<double> stop_slower_than;     // --stop-slower-than X
   std::optional<std::string> search;          // --search xgb-rank|xgb-reg|random|grid
   std::optional<std::string> model_features;  // --features knob|iter
   bool detach = false;                        // --detach: start the job and return

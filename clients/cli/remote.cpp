@@ -413,6 +413,7 @@ void Remote::tune(const Prepared& p, const ProgressFn& each) {
   request.set_early_stop(o.early_stop);
   if (o.retime) request.set_retime(*o.retime);
   if (o.remeasure) request.set_remeasure(*o.remeasure);
+  if (o.stop_slower_than) request.set_stop_slower_than(*o.stop_slower_than);
   request.set_search(o.search.value_or(""));
   request.set_features(o.model_features.value_or(""));
   request.set_seed(o.seed);
