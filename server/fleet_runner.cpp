@@ -14,6 +14,7 @@
 #include "kiln/cuda.h"
 #include "kiln/interp.h"
 #include "kiln/run.h"
+#include "kiln/stats.h"
 #include "kiln/v1/service.pb.h"
 #include "outcome.h"
 #include "request.h"

@@ -142,6 +142,12 @@ class Numbers {
     return Problem{field, fmt::format("{} is negative", v)};
   }
 
+  // A limit that is a number: finite, and 0 or more.
+  static std::optional<Problem> not_a_limit(const std::string& field, double v) {
+    if (v >= 0 && !std::isinf(v)) return std::nullopt;
+    return Problem{field, fmt::format("{} is not a limit (a number, 0 or more)", v)};
+  }
+
   static std::optional<Problem> buffers(
       const google::protobuf::RepeatedPtrField<v1::BufferData>& bs, const std::string& field) {
     for (int i = 0; i < bs.size(); ++i)
@@ -187,8 +193,7 @@ class Numbers {
          {std::pair{"max_cv", r.max_cv()}, std::pair{"max_host_load", r.max_host_load()},
           std::pair{"max_cpu_pressure", r.max_cpu_pressure()},
           std::pair{"stop_slower_than", r.stop_slower_than()}})
-      if (!(v >= 0) || std::isinf(v))
-        return Problem{field, fmt::format("{} is not a limit (a number, 0 or more)", v)};
+      if (auto p = not_a_limit(field, v)) return p;
     return settings(r.settings());
   }
 
@@ -199,9 +204,7 @@ class Numbers {
           std::pair{"cooldown_ms", s.cooldown_ms()}, std::pair{"threads", s.threads()},
           std::pair{"time_limit_ms", s.time_limit_ms()}})
       if (auto p = not_negative(std::string("settings.") + field, v)) return p;
-    if (!(s.stop_above_ms() >= 0) || std::isinf(s.stop_above_ms()))
-      return Problem{"settings.stop_above_ms",
-                     fmt::format("{} is not a limit (a number, 0 or more)", s.stop_above_ms())};
+    if (auto p = not_a_limit("settings.stop_above_ms", s.stop_above_ms())) return p;
     if (s.threads() > kMaxThreads)
       return Problem{
           "settings.threads",

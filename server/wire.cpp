@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "kiln/cuda.h"
+#include "kiln/stats.h"
 #include "kiln/v1/service.pb.h"
 #include "request.h"
 
@@ -166,9 +167,9 @@ void to_wire(const records::Record& r, v1::TuningRecord* w) {
   w->set_compiler_version(r.compiler_version);
   w->set_agent(r.agent);
   w->set_unix_ms(r.unix_ms);
-  records::Spread spread = records::spread_of(r.round_ms);
-  w->set_min_ms(spread.min_ms);
-  w->set_max_ms(spread.max_ms);
+  RoundStats spread = round_stats(r.round_ms);
+  w->set_min_ms(spread.min);
+  w->set_max_ms(spread.max);
   w->set_cv(spread.cv);
   if (r.host_load) w->set_host_load(*r.host_load);
   if (r.cpu_pressure) w->set_cpu_pressure(*r.cpu_pressure);

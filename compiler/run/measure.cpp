@@ -4,15 +4,9 @@
 
 #include "kiln/run.h"
 #include "kiln/runtime.h"
+#include "kiln/stats.h"
 
 namespace kiln {
-
-RoundStats round_stats(std::vector<double> rounds) {
-  if (rounds.empty()) return {};
-  std::sort(rounds.begin(), rounds.end());
-  size_t mid = rounds.size() / 2;
-  return {rounds.size() % 2 ? rounds[mid] : (rounds[mid - 1] + rounds[mid]) / 2, rounds.front()};
-}
 
 BenchResult measure(const std::function<void()>& run_once, int repeat, int number) {
   constexpr uint64_t kRepeatTargetNs = 50'000'000;

@@ -11,6 +11,7 @@
 #include "kiln/cuda.h"
 #include "kiln/error.h"
 #include "kiln/graph.h"
+#include "kiln/stats.h"
 
 namespace kiln {
 namespace {

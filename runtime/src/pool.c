@@ -172,12 +172,12 @@ static void run_serially(kiln_task_fn fn, void* closure, int64_t n) {
    spinning thread keeps. Measured on a 2-core host with one busy process beside a 2-thread
    GEMM, that made a 512 GEMM 14x slower than on the quiet host. So a thread that finds it was
    off its CPU for more than KILN_PREEMPT_NS while it ran chunks (its wall time past its CPU
-   time) or while it spun (the clock jumped between two looks), and then finds more threads
-   runnable on the host than the pool's own and the CPUs leave room for, marks the
-   pool contended: for the next backoff its launches run on the launching thread alone, at one
-   CPU's speed (what the host has to give), with no thread to wait for and none spinning. Every
-   KILN_LOOK_NS such a launch looks whether the host has room for the workers again, and ends
-   the contention at once when it has (another program's threads that ran a while, and
+   time, over one launch a KILN_LOOK_NS: watch_launch) or while it spun (the clock jumped between
+   two looks), and then finds more threads runnable on the host than the pool's own and the CPUs
+   leave room for, marks the pool contended: for the next backoff its launches run on the launching
+   thread alone, at one CPU's speed (what the host has to give), with no thread to wait for and none
+   spinning. Every KILN_LOOK_NS such a launch looks whether the host has room for the workers again,
+   and ends the contention at once when it has (another program's threads that ran a while, and
    stopped). The backoff starts at KILN_BACKOFF_MIN_NS and doubles while the contention goes on,
    up to KILN_BACKOFF_MAX_NS, and is forgotten after KILN_CLEAN_LAUNCHES parallel launches with
    no sign of it. A preemption shorter than KILN_PREEMPT_NS (a kernel thread, an interrupt), or
@@ -266,11 +266,28 @@ static uint64_t thread_cpu_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* After a thread ran chunks since wall time `wall0` and CPU time `cpu0`, waiting for nothing:
-   whether it was off its CPU for long (then the pool is marked contended). */
+/* A thread's CPU clock is a system call (about 0.4 us on this project's VMs), twice a launch
+   where a launch may take microseconds: each thread watches at most one launch every
+   KILN_LOOK_NS. The CPU time at the start of a launch watched, or 0. */
+static _Thread_local uint64_t t_next_watch_ns;
+
+static uint64_t watch_launch(uint64_t now) {
+  if (now < t_next_watch_ns) {
+    return 0;
+  }
+  t_next_watch_ns = now + KILN_LOOK_NS;
+  return thread_cpu_ns();
+}
+
+/* After a thread ran chunks since wall time `wall0` and CPU time `cpu0` (watch_launch's),
+   waiting for nothing: whether it was off its CPU for long (then the pool is marked
+   contended). */
 static int ran_off_cpu(kiln_pool* pool, uint64_t wall0, uint64_t cpu0) {
+  if (cpu0 == 0) {
+    return 0;
+  }
   uint64_t wall = kiln_now_ns(), cpu = thread_cpu_ns();
-  if (cpu0 == 0 || cpu < cpu0 || wall - wall0 < cpu - cpu0 + KILN_PREEMPT_NS) {
+  if (cpu < cpu0 || wall - wall0 < cpu - cpu0 + KILN_PREEMPT_NS) {
     return 0;
   }
   mark_contended(pool, wall);
@@ -419,7 +436,7 @@ static void* worker_main(void* arg) {
     if (!join_launch(pool, seen)) {
       continue; /* over before this worker came: nothing of it is left */
     }
-    uint64_t wall0 = kiln_now_ns(), cpu0 = thread_cpu_ns();
+    uint64_t wall0 = kiln_now_ns(), cpu0 = watch_launch(wall0);
     run_chunks(pool, self->index);
     ran_off_cpu(pool, wall0, cpu0);
     uint64_t left = atomic_fetch_sub(&pool->door, 1) - 1;
@@ -652,7 +669,7 @@ int32_t kiln_parallel_launch(kiln_task_fn fn, void* closure, int64_t n) {
     pthread_mutex_unlock(&pool->mutex);
   }
   t_in_task = 1;
-  uint64_t cpu0 = thread_cpu_ns();
+  uint64_t cpu0 = watch_launch(start);
   fn(0, first_end, closure);
   int64_t chunks = 1 + run_chunks(pool, 0);
   int off_cpu = ran_off_cpu(pool, start, cpu0);

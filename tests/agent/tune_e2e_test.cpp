@@ -256,10 +256,6 @@ TEST_F(TuneTest, SixtyFourTrialsOfTheGemmAreEachARecordAndTheBestReproduces) {
   for (const v1::TuningRecord& r : all.records()) {
     if (!r.error().empty()) continue;
     medians.push_back(r.median_ms());
-    // The host's load where the job was long enough for /proc/stat's ticks to tell it.
-    if (r.has_host_load()) {
-      EXPECT_GE(r.host_load(), 0) << r.config_text();
-    }
     EXPECT_GE(r.attempts(), 1);
     EXPECT_LE(r.min_ms(), r.median_ms());
     EXPECT_GE(r.max_ms(), r.median_ms());

@@ -15,6 +15,7 @@
 #include "kiln/frontend.h"
 #include "kiln/json.h"
 #include "kiln/space.h"
+#include "kiln/stats.h"
 
 namespace {
 
@@ -46,12 +47,7 @@ const char* const kUsage =
 const char* const kIslParts[] = {"model",       "dependences", "bounds",        "commands",
                                  "loop ranges", "legality",    "schedule tree", "ast"};
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median(std::vector<double> v) { return kiln::round_stats(std::move(v)).median; }
 
 // The per-compile figures of one line, in the order they first appeared.
 struct Samples {

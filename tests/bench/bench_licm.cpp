@@ -21,6 +21,7 @@
 #include "kiln/interp.h"
 #include "kiln/json.h"
 #include "kiln/runtime.h"
+#include "kiln/stats.h"
 
 namespace {
 
@@ -156,11 +157,7 @@ struct Timing {
   double max_rel_error = 0;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median(std::vector<double> v) { return kiln::round_stats(std::move(v)).median; }
 
 // Compiles and times one case; throws on any failure.
 Timing run_case(const Options& opts, const Case& c) {

@@ -19,6 +19,7 @@
 #include "kiln/frontend.h"
 #include "kiln/json.h"
 #include "kiln/runtime.h"
+#include "kiln/stats.h"
 
 namespace kiln::bench {
 namespace {
@@ -130,19 +131,6 @@ CompiledKernel compile_kernel(const std::string& path, const std::string& func,
   return {std::move(kernel), double(kiln_now_ns() - start) * 1e-6};
 }
 
-double median_seconds(const std::function<void()>& fn, int warmup, int repeat) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> times;
-  for (int i = 0; i < repeat; ++i) {
-    uint64_t start = kiln_now_ns();
-    fn();
-    times.push_back(double(kiln_now_ns() - start) * 1e-9);
-  }
-  std::sort(times.begin(), times.end());
-  size_t n = times.size();
-  return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-}
-
 void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
 namespace {
@@ -172,12 +160,6 @@ CpuSample cpu_sample() {
   c.self = double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
            double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
   return c;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -229,8 +211,8 @@ SideBySide time_side_by_side(const std::function<void()>& prepare_kiln,
   }
   CpuSample after = cpu_sample();
   SideBySide out;
-  out.kiln_seconds = median(kiln_s);
-  out.baseline_seconds = median(baseline_s);
+  out.kiln_seconds = round_stats(kiln_s).median;
+  out.baseline_seconds = round_stats(baseline_s).median;
   double wall = double(after.wall_ns - before.wall_ns) * 1e-9;
   if (before.busy >= 0 && after.busy >= 0 && wall > 0)
     out.host_load = std::max(0.0, ((after.busy - before.busy) - (after.self - before.self)) / wall);

@@ -51,9 +51,6 @@ CompiledKernel compile_kernel(const std::string& path, const std::string& func,
                               const ir::Overrides& overrides, const ir::Overrides& knobs,
                               const Target& target = Target::host());
 
-// Runs `fn` `warmup` times, then `repeat` timed times; returns the median in seconds.
-double median_seconds(const std::function<void()>& fn, int warmup, int repeat);
-
 // Lets another library's spinning worker threads go to sleep before the next timing.
 void settle();
 

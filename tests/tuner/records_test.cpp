@@ -12,7 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -473,21 +472,6 @@ PRAGMA user_version = 1;
   r.host_load = 0.0;
   EXPECT_TRUE(s->add_record(r).added);
   EXPECT_EQ(s->best("w1", "x86")->host_load, 0.0);
-}
-
-TEST(RecordValues, TheSpreadOfRounds) {
-  Spread none = spread_of({});
-  EXPECT_EQ(none.median_ms, 0);
-  EXPECT_EQ(none.cv, 0);
-  Spread one = spread_of({2.0});
-  EXPECT_EQ(one.min_ms, 2.0);
-  EXPECT_EQ(one.max_ms, 2.0);
-  EXPECT_EQ(one.cv, 0);
-  Spread s = spread_of({3.0, 1.0, 2.0, 4.0});
-  EXPECT_EQ(s.min_ms, 1.0);
-  EXPECT_EQ(s.max_ms, 4.0);
-  EXPECT_EQ(s.median_ms, 2.5);
-  EXPECT_NEAR(s.cv, std::sqrt(5.0 / 3.0) / 2.5, 1e-12);  // sample standard deviation / mean
 }
 
 TEST(RecordValues, ConfigurationsHaveOneTextForm) {

@@ -18,6 +18,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "kiln/stats.h"
+
 namespace kiln::tuner {
 namespace {
 
@@ -470,7 +472,7 @@ class ScriptedRunner : public Runner {
       m.round_ms.resize(1);
       m.stopped_early = true;
     }
-    m.median_ms = records::spread_of(m.round_ms).median_ms;
+    m.median_ms = round_stats(m.round_ms).median;
     m.device = "agent-7";
     return m;
   }

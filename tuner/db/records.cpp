@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <tuple>
 
 #include "kiln/json.h"
@@ -105,25 +104,6 @@ bool ranks_before(const Record& a, const Record& b) {
     return std::tuple(!ran, !r.retimed_ms, ran ? r.effective_ms() : 0.0, r.id);
   };
   return key(a) < key(b);
-}
-
-Spread spread_of(const std::vector<double>& round_ms) {
-  Spread s;
-  if (round_ms.empty()) return s;
-  std::vector<double> sorted = round_ms;
-  std::sort(sorted.begin(), sorted.end());
-  size_t n = sorted.size();
-  s.min_ms = sorted.front();
-  s.max_ms = sorted.back();
-  s.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  if (n < 2) return s;
-  double mean = 0;
-  for (double v : sorted) mean += v;
-  mean /= static_cast<double>(n);
-  double squares = 0;
-  for (double v : sorted) squares += (v - mean) * (v - mean);
-  s.cv = mean > 0 ? std::sqrt(squares / static_cast<double>(n - 1)) / mean : 0;
-  return s;
 }
 
 }  // namespace kiln::records

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "kiln/json.h"
+#include "kiln/stats.h"
 
 namespace kiln::tuner {
 namespace {
@@ -71,7 +72,7 @@ Outcome<T> retry_busy(Call call, const std::function<bool()>& stopping) {
 // Whether a measurement that ran is past the noise limits.
 bool too_noisy(const Measurement& m, const NoiseLimits& n) {
   if (m.error || m.round_ms.empty() || m.stopped_early) return false;
-  if (n.max_cv > 0 && records::spread_of(m.round_ms).cv > n.max_cv) return true;
+  if (n.max_cv > 0 && round_stats(m.round_ms).cv > n.max_cv) return true;
   if (n.max_host_load > 0 && m.host_load && *m.host_load > n.max_host_load) return true;
   return n.max_cpu_pressure > 0 && m.cpu_pressure && *m.cpu_pressure > n.max_cpu_pressure;
 }
@@ -166,7 +167,6 @@ namespace {
 // arrives; a failure that is not the point's is returned, the first one.
 std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner& runner,
                                      const TuneSettings& settings, double stop_above_ms,
-                                     std::atomic<int>& stopped_early,
                                      const std::vector<Config>& batch, const TuneHooks& hooks,
                                      const std::function<void(const Trial&)>& report,
                                      const std::function<void(const std::string&)>& reject) {
@@ -236,7 +236,6 @@ std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner&
     t.attempts = measured.value().attempts;
     t.noisy = measured.value().noisy;
     t.stopped_early = m.stopped_early && !m.error;
-    if (t.stopped_early) ++stopped_early;
     if (t.stopped_early)
       t.message = fmt::format(
           "timed for one round: {:.4g} ms a call, more than {:.4g} ms ({:g}x the job's best so "
@@ -332,7 +331,7 @@ int retime(const Task& task, Builder& builder, Runner& runner, records::RecordSt
   int retimed = 0;
   for (const Finalist& f : finalists) {
     if (f.out || f.rounds.empty()) continue;
-    store.set_retime(f.record.id, f.rounds, records::spread_of(f.rounds).median_ms);
+    store.set_retime(f.record.id, f.rounds, round_stats(f.rounds).median);
     ++retimed;
   }
   return retimed;
@@ -444,6 +443,7 @@ TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::R
       if (!added.added) return;  // reported twice: kept once
       r.id = added.id;
       if (r.attempts > 1) ++p.remeasured;
+      if (r.stopped_early) ++p.stopped_early;
       note(r);
       measured.push_back(r.config);
       costs.push_back(cost_of(r));
@@ -463,10 +463,8 @@ TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::R
     double stop_above_ms = settings.stop_slower_than > 0 && p.best && p.best->median_ms > 0
                                ? settings.stop_slower_than * p.best->median_ms
                                : 0;
-    std::atomic<int> stopped_early{0};
-    std::optional<Failure> failure = measure_batch(task, builder, runner, settings, stop_above_ms,
-                                                   stopped_early, batch, hooks, report, reject);
-    p.stopped_early += stopped_early;
+    std::optional<Failure> failure =
+        measure_batch(task, builder, runner, settings, stop_above_ms, batch, hooks, report, reject);
     search.update(measured, costs);
     stopped();
     if (failure && !(hooks.cancelled && hooks.cancelled())) throw Interrupted(*failure);

@@ -65,12 +65,6 @@ struct BenchResult {
   std::vector<double> round_s;  // each repeat's time per run, in order
 };
 
-// The median and the fastest of rounds' times (none: both 0).
-struct RoundStats {
-  double median = 0, min = 0;
-};
-RoundStats round_stats(std::vector<double> rounds);
-
 // Times `run_once`: one warm-up run, then `repeat` timed repeats of `number`
 // runs each (number <= 0: chosen from the warm-up so that a repeat takes about
 // 50 ms).

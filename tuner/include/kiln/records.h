@@ -85,13 +85,6 @@ struct Record : Trial {
 // re-timed one before one never re-timed, then the faster.
 bool ranks_before(const Record& a, const Record& b);
 
-// How steady a measurement's rounds were.
-struct Spread {
-  double min_ms = 0, median_ms = 0, max_ms = 0;
-  double cv = 0;  // the rounds' standard deviation over their mean; 0 with fewer than two
-};
-Spread spread_of(const std::vector<double>& round_ms);
-
 // Which records, in which order, which page.
 struct Query {
   std::optional<std::string> workload, key;
