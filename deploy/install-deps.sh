@@ -12,6 +12,7 @@ PACKAGES=(
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
   libsqlite3-dev libssl-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   clang-19 libfuzzer-19-dev libclang-rt-19-dev
+  libonnx-dev libonnx-testdata python3-onnx python3-torch python3-torchvision
 )
 CROSS_PACKAGES=(libprotobuf-c-dev:arm64 libssl-dev:arm64)
 

@@ -58,6 +58,12 @@ for example in "${examples[@]}"; do
   step "example $example: compiled kernel matches the reference" build/clients/cli/kiln run "$example" --check
 done
 
+# Whole models (docs/models.md): torchvision's ResNet-18, ResNet-50, MobileNetV2 and a
+# Transformer encoder layer, built with fixed seeds, exported to ONNX, run by kiln and by
+# PyTorch on one input (ctest runs two small models; this step the big ones).
+step "models: kiln against PyTorch (tests/models/torch_models.py)" \
+  /usr/bin/python3 tests/models/torch_models.py --kiln build/clients/cli/kiln
+
 # Every C and C++ source kiln owns, minus build trees.
 format_check() {
   local dirs=()

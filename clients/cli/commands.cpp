@@ -128,6 +128,7 @@ RunSpec run_spec(const Options& o, const std::string& subject) {
   RunSpec spec;
   spec.options = compile_options(o);
   spec.seed = o.seed;
+  for (const auto& [name, path] : o.input_files) spec.inputs[name] = read_npy(path);
   spec.check = o.check;
   spec.bench = o.bench;
   spec.repeat = o.repeat;
@@ -145,6 +146,10 @@ InterpResult run_compiled(const Prepared& p, const Options& o) {
   spec.runtime_params = p.runtime_params;
   RunOutcome out = run_kernel(p.func, spec);
   for (const std::string& note : out.notes) spdlog::warn("{}", note);
+  if (o.save_outputs) {
+    for (const ir::Buf* b : p.func.bufs_of_kind(ir::BufKind::Output))
+      write_npy(out.bindings.buffers.at(b->name), *o.save_outputs + "/" + b->name + ".npy");
+  }
   return InterpResult{.params = std::move(out.params),
                       .chosen = std::move(out.chosen),
                       .outputs = std::move(out.outputs),
@@ -162,6 +167,10 @@ GraphResult run_graph_compiled(const GraphJob& j, const Options& o) {
                                     " runs on the CPU (leave out --gpu, or --func NAME)");
   GraphRunOutcome out = run_graph(*j.graph, run_spec(o, j.graph->name));
   for (const std::string& note : out.notes) spdlog::warn("{}", note);
+  if (o.save_outputs) {
+    for (const auto& [name, data] : out.tensors)
+      write_npy(data, *o.save_outputs + "/" + name + ".npy");
+  }
   GraphResult r;
   r.calls_before = out.calls_before;
   r.calls_after = out.calls_after;

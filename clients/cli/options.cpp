@@ -26,7 +26,7 @@ struct OptionSpec {
 
 constexpr uint32_t bit(Command c) { return uint32_t{1} << static_cast<int>(c); }
 
-constexpr std::array<OptionSpec, 61> kOptions = {{
+constexpr std::array<OptionSpec, 63> kOptions = {{
     {"--func", "NAME",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
@@ -56,6 +56,8 @@ constexpr std::array<OptionSpec, 61> kOptions = {{
     {"--repeat", "R", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
     {"--number", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
     {"--threads", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
+    {"--input", "NAME=FILE", bit(Command::Run)},
+    {"--save-outputs", "DIR", bit(Command::Run)},
     {"-O0", "",
      bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
          bit(Command::Tune)},
@@ -294,6 +296,15 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.repeat_given = true;
   } else if (name == "--number") {
     o.number = parse_count(c, name, value, 1);
+  } else if (name == "--input") {
+    size_t eq = value.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == value.size()) {
+      throw UsageError(c, fmt::format("--input '{}': expected NAME=FILE.npy", value));
+    }
+    o.input_files[std::string(value.substr(0, eq))] = std::string(value.substr(eq + 1));
+  } else if (name == "--save-outputs") {
+    if (value.empty()) throw UsageError(c, "--save-outputs: expected a directory");
+    o.save_outputs = std::string(value);
   } else if (name == "--threads") {
     o.threads = parse_count(c, name, value, 1);
   } else if (name == "--gpu") {
@@ -643,6 +654,7 @@ std::string synopsis(Command c) {
       return "usage: kiln run FILE... [--check] [--bench [--repeat R] [--number N]] "
              "[--threads N] [--gpu N] [-O0..-O3] [--json]\n"
              "       [--func NAME | --graph NAME] [--seed N] [--no-schedule] [--set NAME=INT]...\n"
+             "       [--input NAME=FILE.npy]... [--save-outputs DIR]\n"
              "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
              "[--require-pass NAME]...";
     case Command::Compile:
@@ -786,6 +798,11 @@ std::string help_text(Command c) {
              std::string(pass_options) +
              "  --json          one JSON object per func on stdout instead of text\n"
              "  --seed N        seed of the random inputs (default 0)\n"
+             "  --input NAME=FILE.npy\n"
+             "                  input NAME from a NumPy .npy file instead of random values\n"
+             "                  (repeatable)\n"
+             "  --save-outputs DIR\n"
+             "                  write each output to DIR/NAME.npy\n"
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
              common + server + exits;
     case Command::Compile:

@@ -29,10 +29,12 @@ struct Options {
   ir::Overrides overrides;           // --set NAME=INT, last one wins
   bool no_schedule = false;          // --no-schedule: the algorithm's own order
 
-  std::optional<Stage> stage;  // emit
-  bool check = false;          // interp, run --check
-  bool json = false;           // interp, run --json
-  uint64_t seed = 0;           // interp, run --seed
+  std::optional<Stage> stage;                      // emit
+  bool check = false;                              // interp, run --check
+  bool json = false;                               // interp, run --json
+  uint64_t seed = 0;                               // interp, run --seed
+  std::map<std::string, std::string> input_files;  // run --input NAME=FILE.npy
+  std::optional<std::string> save_outputs;         // run --save-outputs DIR
 
   bool bench = false;  // run --bench
   int repeat = 5;      // run --repeat: timed repeats

@@ -12,6 +12,7 @@
 #include "kiln/error.h"
 #include "kiln/frontend.h"
 #include "kiln/interp.h"
+#include "kiln/onnx.h"
 #include "timing.h"
 
 namespace kiln::cli {
@@ -33,7 +34,14 @@ std::vector<const ir::Func*> select_funcs(const ir::Module& m, const std::string
                                           const Options& o) {
   SourceLoc where{file, 0, 0};
   std::vector<const ir::Func*> funcs;
-  if (m.funcs.empty()) throw CompileError(ErrorStage::Validate, where, "the file defines no func");
+  if (m.funcs.empty()) {
+    // An imported model is one graph of library funcs.
+    if (!m.graphs.empty() && !o.func && o.overrides.empty()) return funcs;
+    throw CompileError(ErrorStage::Validate, where,
+                       m.graphs.empty() ? "the file defines no func"
+                                        : "the file defines no func, only a graph (--set and "
+                                          "--func apply to funcs)");
+  }
   if (o.graph) {
     if (!o.overrides.empty()) {
       throw CompileError(ErrorStage::Validate, where,
@@ -135,10 +143,14 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
     std::vector<const ir::Func*> funcs;
     std::vector<const ir::Graph*> graphs;
     try {
-      module = timed(file, "parse", [&] {
-        source = frontend::read_source(file);
-        return frontend::parse_module(source, file);
-      });
+      if (onnx::is_model_path(file)) {
+        module = timed(file, "import", [&] { return onnx::import_file(file); });
+      } else {
+        module = timed(file, "parse", [&] {
+          source = frontend::read_source(file);
+          return frontend::parse_module(source, file);
+        });
+      }
       funcs = select_funcs(module, file, o);
       if (graphs_only) funcs.clear();
       if (each_graph) graphs = select_graphs(module, file, o);

@@ -44,6 +44,16 @@ void check_flat(int64_t flat, int64_t size) {
 
 }  // namespace
 
+bool HostBuffer::reshape(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t e : shape) {
+    if (e < 0 || __builtin_mul_overflow(n, e, &n)) return false;
+  }
+  if (n != size_) return false;
+  shape_ = shape;
+  return true;
+}
+
 HostBuffer::HostBuffer(ir::DType dtype, std::vector<int64_t> shape)
     : dtype_(dtype), shape_(std::move(shape)), size_(1) {
   auto type = [&] {

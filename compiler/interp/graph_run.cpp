@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "eval.h"
@@ -48,11 +49,19 @@ HostBuffer const_value(const ir::GraphTensor& t) {
         }
       }
       break;
+    case ir::ConstInit::Kind::Data: {
+      size_t bytes = static_cast<size_t>(out.size()) * ir::dtype_bytes(t.dtype);
+      if (!c.data || c.data->size() != bytes) {
+        throw CompileError(ErrorStage::Interp, t.where,
+                           fmt::format("const {} has {} elements ({} bytes) but {} bytes of data",
+                                       t.name, out.size(), bytes, c.data ? c.data->size() : 0));
+      }
+      if (bytes != 0) std::memcpy(out.data(), c.data->data(), bytes);
+      break;
+    }
   }
   return out;
 }
-
-namespace {}  // namespace
 
 Tensors random_graph_inputs(const ir::Graph& g, uint64_t seed) {
   Tensors out;
@@ -127,13 +136,20 @@ Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& r
                            fmt::format("graph {}: {} reads {} before it has a value", g.name,
                                        c.op.name, c.args.at(i)));
       }
-      b.buffers[ins[i]->name] = it->second;
+      HostBuffer& arg = b.buffers[ins[i]->name] = it->second;
+      // A tensor is read in the shape the input declares when they hold as many
+      // elements (an imported model's reshapes cost nothing).
+      std::vector<int64_t> declared = buffer_shape(*ins[i], b.params);
+      if (arg.shape() != declared && arg.dtype() == ins[i]->dtype) arg.reshape(declared);
     }
     for (const ir::Buf* o : outs)
       b.buffers[o->name] = HostBuffer(o->dtype, buffer_shape(*o, b.params));
     run_call(k, c, b);
     for (size_t o = 0; o < outs.size(); ++o) {
-      values[c.results.at(o)] = std::move(b.buffers.at(outs[o]->name));
+      HostBuffer& result = values[c.results.at(o)] = std::move(b.buffers.at(outs[o]->name));
+      // ... and a result takes its tensor's shape the same way.
+      const ir::GraphTensor* t = g.find_tensor(c.results.at(o));
+      if (t && t->shape != result.shape()) result.reshape(t->shape);
     }
   }
   Tensors out;

@@ -39,6 +39,8 @@ const char* error_stage_name(ErrorStage s) {
       return "run";
     case ErrorStage::Output:
       return "output";
+    case ErrorStage::Import:
+      return "import";
   }
   return "?";
 }

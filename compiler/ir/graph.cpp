@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <utility>
 
@@ -65,6 +67,62 @@ std::vector<int64_t> bound_shape(const Func& op, const Buf& b) {
   return shape;
 }
 
+double const_element(const GraphTensor& t, size_t k) {
+  const ConstInit& c = t.init;
+  switch (c.kind) {
+    case ConstInit::Kind::Fill:
+      return c.fill;
+    case ConstInit::Kind::Random:
+      break;
+    case ConstInit::Kind::Values:
+      return c.values.at(k);
+    case ConstInit::Kind::Data: {
+      const unsigned char* p = c.data->data() + k * dtype_bytes(t.dtype);
+      if (k >= const_value_count(t)) break;
+      switch (t.dtype) {
+        case DType::Bool:
+          return *p != 0;
+        case DType::I32: {
+          int32_t v;
+          std::memcpy(&v, p, sizeof v);
+          return v;
+        }
+        case DType::I64: {
+          int64_t v;
+          std::memcpy(&v, p, sizeof v);
+          return static_cast<double>(v);
+        }
+        case DType::F32: {
+          float v;
+          std::memcpy(&v, p, sizeof v);
+          return v;
+        }
+        case DType::F64: {
+          double v;
+          std::memcpy(&v, p, sizeof v);
+          return v;
+        }
+      }
+      break;
+    }
+  }
+  throw std::logic_error(fmt::format("const {} has no value {} to read", t.name, k));
+}
+
+size_t const_value_count(const GraphTensor& t) {
+  switch (t.init.kind) {
+    case ConstInit::Kind::Values:
+      return t.init.values.size();
+    case ConstInit::Kind::Data:
+      return t.init.data ? t.init.data->size() / dtype_bytes(t.dtype) : 0;
+    default: {
+      size_t n = 1;
+      for (int64_t e : t.shape) n *= static_cast<size_t>(std::max<int64_t>(e, 0));
+      return n;
+    }
+  }
+}
+
 namespace {
 
 // A value as a literal of dtype t: floats always show a fraction or exponent.
@@ -86,13 +144,16 @@ void print_init(std::ostringstream& os, const GraphTensor& t, size_t max_values)
       os << "random(" << c.seed << ", " << literal(t.dtype, c.lo) << ", " << literal(t.dtype, c.hi)
          << ")";
       return;
-    case ConstInit::Kind::Values: {
+    case ConstInit::Kind::Values:
+    case ConstInit::Kind::Data: {
       os << "[";
-      size_t shown = std::min(c.values.size(), max_values);
-      for (size_t i = 0; i < shown; ++i) os << (i ? ", " : "") << literal(t.dtype, c.values[i]);
-      if (shown < c.values.size()) os << ", ...";
+      size_t count = const_value_count(t);
+      size_t shown = std::min(count, max_values);
+      for (size_t i = 0; i < shown; ++i)
+        os << (i ? ", " : "") << literal(t.dtype, const_element(t, i));
+      if (shown < count) os << ", ...";
       os << "]";
-      if (shown < c.values.size()) os << ";  # " << c.values.size() << " values";
+      if (shown < count) os << ";  # " << count << " values";
       return;
     }
   }
@@ -111,7 +172,8 @@ std::string to_string(const Graph& g, size_t max_values) {
       os << " = ";
       print_init(os, t, max_values);
       // A truncated list already ended its line with a comment.
-      if (t.init.kind == ConstInit::Kind::Values && t.init.values.size() > max_values) {
+      if ((t.init.kind == ConstInit::Kind::Values || t.init.kind == ConstInit::Kind::Data) &&
+          const_value_count(t) > max_values) {
         os << "\n";
         continue;
       }

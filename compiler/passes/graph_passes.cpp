@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/digest.h"
 #include "kiln/error.h"
 #include "kiln/interp.h"
 #include "kiln/poly.h"
@@ -128,12 +129,10 @@ ir::Graph fold_constants(const ir::Graph& g, const PassContext& ctx) {
       const HostBuffer& v = values.at(r);
       t.kind = ir::TensorKind::Const;
       t.init = ir::ConstInit{};
-      t.init.kind = ir::ConstInit::Kind::Values;
-      t.init.values.resize(static_cast<size_t>(v.size()));
-      for (int64_t k = 0; k < v.size(); ++k) {
-        t.init.values[static_cast<size_t>(k)] =
-            ir::is_float(v.dtype()) ? v.get_f(k) : static_cast<double>(v.get_i(k));
-      }
+      t.init.kind = ir::ConstInit::Kind::Data;
+      const auto* bytes = static_cast<const unsigned char*>(v.data());
+      t.init.data = std::make_shared<const std::vector<unsigned char>>(
+          bytes, bytes + static_cast<size_t>(v.size()) * ir::dtype_bytes(v.dtype()));
       constant.insert(r);
     }
   }
@@ -190,6 +189,13 @@ std::string const_key(const ir::GraphTensor& t) {
       break;
     case ir::ConstInit::Kind::Values:
       for (double v : t.init.values) os << v << ",";
+      break;
+    case ir::ConstInit::Kind::Data:
+      // Bytes, not values: 0.0 and -0.0 stay apart, as they would in a kernel.
+      os << (t.init.data
+                 ? sha256_hex(std::string_view(reinterpret_cast<const char*>(t.init.data->data()),
+                                               t.init.data->size()))
+                 : std::string("-"));
       break;
   }
   return os.str();

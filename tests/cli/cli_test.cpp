@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/buffers.h"
 #include "kiln/cuda.h"
 #include "kilnd_process.h"
 #include "test_certs.h"
@@ -1479,6 +1480,63 @@ TEST(CliRemote, TlsWithClientCertificatesRefusesAClientWithout) {
     with.push_back(std::string(a).starts_with("--") ? a : certs(a));
   Result r = kiln(with);
   EXPECT_EQ(r.status, 0) << r.err;
+}
+
+}  // namespace
+
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::HostBuffer;
+namespace ir = kiln::ir;
+
+// --input and --save-outputs: A from an .npy file, C written to one, and C is A * B.
+TEST(CliNpy, AnInputFromNpyAndTheOutputsSavedAsNpy) {
+  fs::path dir = fs::path(testing::TempDir()) / ("kiln_npy_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  HostBuffer a(ir::DType::F32, {2, 3});
+  for (int64_t k = 0; k < 6; ++k) a.set_f(k, static_cast<double>(k + 1));
+  kiln::write_npy(a, (dir / "a.npy").string());
+  std::string src = (dir / "mm.kiln").string();
+  {
+    std::ofstream f(src);
+    f << "func mm {\n  param M = 2, N = 2, K = 3;\n  input A : f32[M, K];\n  input B : f32[K, N];\n"
+         "  output C : f32[M, N];\n  compute C(i, j) in 0 <= i < M, 0 <= j < N:\n"
+         "    C[i, j] = sum(k in 0 <= k < K) A[i, k] * B[k, j];\n}\n";
+  }
+  HostBuffer b(ir::DType::F32, {3, 2});
+  for (int64_t k = 0; k < 6; ++k) b.set_f(k, k % 2 ? 1.0 : 0.0);  // column 1 sums A's rows
+  kiln::write_npy(b, (dir / "b.npy").string());
+  Result r = kiln({"run", src, "--input", "A=" + (dir / "a.npy").string(), "--input",
+                   "B=" + (dir / "b.npy").string(), "--save-outputs", dir.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  HostBuffer c = kiln::read_npy((dir / "C.npy").string());
+  EXPECT_EQ(c.shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(c.get_f(0), 0);
+  EXPECT_EQ(c.get_f(1), 6);   // 1 + 2 + 3
+  EXPECT_EQ(c.get_f(3), 15);  // 4 + 5 + 6
+  fs::remove_all(dir);
+}
+
+TEST(CliNpy, AnInputThatIsNotAnNpyFileIsAnError) {
+  Result r = kiln({"run", data("two_funcs.kiln"), "--input", "A=" + data("two_funcs.kiln")});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "not a .npy kiln reads: no .npy magic")) << r.err;
+  r = kiln({"run", data("two_funcs.kiln"), "--input", "A"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "--input 'A': expected NAME=FILE.npy")) << r.err;
+}
+
+TEST(CliModels, AFileThatIsNotAModelIsAnImportError) {
+  fs::path p = fs::path(testing::TempDir()) / ("kiln_bad_" + std::to_string(getpid()) + ".onnx");
+  {
+    std::ofstream f(p);
+    f << "not a model";
+  }
+  Result r = kiln({"check", p.string()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, p.string() + ": import error: not an ONNX model")) << r.err;
+  fs::remove(p);
 }
 
 }  // namespace

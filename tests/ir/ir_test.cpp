@@ -39,7 +39,7 @@ TEST(CompileError, EveryStageHasItsName) {
   for (ErrorStage s :
        {ErrorStage::Parse, ErrorStage::Validate, ErrorStage::Schedule, ErrorStage::Legality,
         ErrorStage::Lower, ErrorStage::Passes, ErrorStage::Codegen, ErrorStage::Link,
-        ErrorStage::Interp, ErrorStage::Run, ErrorStage::Output}) {
+        ErrorStage::Interp, ErrorStage::Run, ErrorStage::Output, ErrorStage::Import}) {
     std::string name = error_stage_name(s);
     EXPECT_NE(name, "?");
     EXPECT_TRUE(names.insert(name).second) << name << " twice";

@@ -45,6 +45,10 @@ class HostBuffer {
   void set_f(int64_t flat, double v);  // rounds to the dtype
   void set_i(int64_t flat, int64_t v);
 
+  // The same elements seen in `shape` (row-major, as a reshape): false, and
+  // nothing changed, when `shape` holds another number of elements.
+  bool reshape(const std::vector<int64_t>& shape);
+
  private:
   ir::DType dtype_ = ir::DType::F32;
   std::vector<int64_t> shape_;
@@ -61,6 +65,15 @@ struct Bindings {
 
 // A graph's tensors by name.
 using Tensors = std::map<std::string, HostBuffer>;
+
+// NumPy's .npy format (version 1.0, little-endian, C order), so that a model's
+// inputs and outputs go to and from Python and PyTorch: `kiln run --input
+// x=x.npy --save-outputs DIR`. read_npy throws CompileError (stage interp,
+// naming `path`) for a file that is not an .npy of bool, int32, int64,
+// float32 or float64 in C order, or whose data is short; write_npy throws
+// (stage output) when the file cannot be written.
+HostBuffer read_npy(const std::string& path);
+void write_npy(const HostBuffer& b, const std::string& path);
 
 // Evaluates every extent of b's shape under `params`. Throws CompileError
 // (stage Interp) for an extent that is negative or cannot be evaluated (a

@@ -34,6 +34,7 @@ enum class ErrorStage : uint8_t {
   Interp,    // "interp": an interpreter found an out-of-bounds access, a bad input or binding
   Run,       // "run": a compiled kernel returned an error status
   Output,    // "output": a result cannot be written (kiln compile -o)
+  Import,    // "import": a model (ONNX) is malformed or uses what kiln does not support
 };
 const char* error_stage_name(ErrorStage s);
 

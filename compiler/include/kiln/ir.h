@@ -510,12 +510,16 @@ struct ConstInit {
   enum class Kind : uint8_t {
     Fill,    // every element `fill`
     Random,  // uniform in [lo, hi) from `seed`, reproducibly (integers: [lo, hi) rounded down)
-    Values,  // `values`, row-major (literals, and what constant folding computed)
+    Values,  // `values`, row-major (literals)
+    Data,    // `data`: the elements as the dtype stores them, row-major, little-endian
+             // (an imported model's weights, what constant folding computed)
   } kind = Kind::Fill;
   double fill = 0;
   uint64_t seed = 0;
   double lo = -1, hi = 1;
   std::vector<double> values;  // integers are exact up to 2^53
+  // Shared: graphs are copied by every pass, and a model's weights are large.
+  std::shared_ptr<const std::vector<unsigned char>> data;
 };
 
 struct GraphTensor {
@@ -530,7 +534,10 @@ struct GraphTensor {
 // One operator application: `y = conv2d(x, w, stride = 2);`. `op` is the
 // callee with every param bound to its value in this call, so a call is
 // self-contained: graph passes may replace it by a new operator (a fused one)
-// without a func of that name in the file.
+// without a func of that name in the file. An argument or result whose tensor
+// has another shape with as many elements is seen in the buffer's shape
+// (row-major, as a reshape): the graph checker allows it only for imported
+// models, whose Reshape and Flatten cost nothing this way.
 struct GraphCall {
   Func op;
   std::vector<std::string> args;     // one tensor per input buffer of op, in declaration order
@@ -550,6 +557,12 @@ struct Graph {
   const GraphTensor* find_tensor(const std::string& n) const;
   GraphTensor* find_tensor(const std::string& n);
 };
+
+// Element k of constant t's values as a double (any init kind but Random).
+double const_element(const GraphTensor& t, size_t k);
+// How many values t's init holds: its element count for Fill, Random and a
+// well-formed Values or Data init.
+size_t const_value_count(const GraphTensor& t);
 
 // The tensors `op`'s input and output buffers have in a call: each buffer's
 // shape under op's (all bound) params. Throws CompileError (stage

@@ -1,0 +1,18 @@
+# Writes OUT: a C++ file whose kiln::library::detail::embedded_files() returns
+# each of FILES (paths joined by |) by its name, text and all.
+set(body "// Generated from compiler/library/*.kiln by embed.cmake; do not edit.\n")
+string(APPEND body "#include <string>\n#include <utility>\n#include <vector>\n\n")
+string(APPEND body "namespace kiln::library::detail {\n\n")
+string(APPEND body "const std::vector<std::pair<std::string, std::string>>& embedded_files() {\n")
+string(APPEND body "  static const std::vector<std::pair<std::string, std::string>> files = {\n")
+string(REPLACE "|" ";" FILES "${FILES}")
+foreach(f ${FILES})
+  get_filename_component(name ${f} NAME)
+  file(READ ${f} text)
+  if(text MATCHES "\\)kiln\"")
+    message(FATAL_ERROR "${f} holds the text )kiln\" that ends the embedded string")
+  endif()
+  string(APPEND body "      {\"${name}\", R\"kiln(${text})kiln\"},\n")
+endforeach()
+string(APPEND body "  };\n  return files;\n}\n\n}  // namespace kiln::library::detail\n")
+file(WRITE ${OUT} "${body}")

@@ -1,0 +1,156 @@
+// Inside the ONNX importer: the values a model's nodes produce, its constants
+// evaluated at import, and the graph being built. Not a public header.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/error.h"
+#include "kiln/ir.h"
+#include "kiln/onnx.h"
+#include "onnx/onnx_pb.h"
+
+namespace kiln::onnx {
+
+using Shape = std::vector<int64_t>;
+
+int64_t element_count(const Shape& s);
+std::string shape_text(const Shape& s);
+
+// A tensor known at import: an initializer, a Constant, or what a node of
+// constants computed (a Shape -> Gather -> Concat chain). Its elements are
+// held as the dtype stores them.
+struct Const {
+  ir::DType dtype = ir::DType::F32;
+  Shape shape;
+  std::shared_ptr<const std::vector<unsigned char>> bytes;
+
+  int64_t size() const { return element_count(shape); }
+  double at(int64_t k) const;  // any dtype, as a double
+  int64_t int_at(int64_t k) const;
+  std::vector<int64_t> ints() const;  // every element, as integers
+
+  // A constant of `shape` whose element k is value(k), stored as dtype.
+  template <typename F>
+  static Const make(ir::DType dtype, Shape shape, F value);
+};
+
+// The constant from an ONNX TensorProto. Throws CompileError (stage import,
+// `where` in the message) for an unsupported dtype, external data, a size
+// over `max_bytes`, or data that disagrees with the dims.
+Const const_from_proto(const ::onnx::TensorProto& t, uint64_t max_bytes, const std::string& where);
+
+// A value a node reads or writes: its dtype and ONNX shape, and where it
+// lives — a graph tensor (`tensor`: its kiln name; the graph tensor may have
+// another shape of as many elements), a constant, or both once a constant is
+// passed to a call.
+struct Value {
+  ir::DType dtype = ir::DType::F32;
+  Shape shape;
+  std::string tensor;
+  std::optional<Const> constant;
+};
+
+// The node being imported, for errors.
+struct NodeInfo {
+  const ::onnx::NodeProto* node = nullptr;
+  int64_t opset = 0;
+  std::string file;
+  std::string label() const;  // "node '/layer1/0/conv1/Conv' (Conv, opset 13)"
+};
+
+// A CompileError (stage import) about the node.
+[[noreturn]] void fail(const NodeInfo& n, const std::string& message);
+
+// The importer's state while it walks the nodes.
+class Builder {
+ public:
+  Builder(std::string file, ImportOptions options) : file_(std::move(file)), options_(options) {}
+
+  ir::Graph& graph() { return graph_; }
+  const ImportOptions& options() const { return options_; }
+  const std::string& file() const { return file_; }
+
+  // The value `onnx_name` names; fails for a name nothing defined.
+  const Value& value(const NodeInfo& n, const std::string& onnx_name) const;
+  bool has_value(const std::string& onnx_name) const { return values_.count(onnx_name) != 0; }
+  void define(const std::string& onnx_name, Value v);
+
+  // A graph tensor for v: its tensor, or its constant as a new const tensor.
+  std::string tensor_of(const Value& v, const std::string& hint);
+
+  // Appends a call of library func `func` with these params, reading `args`
+  // (tensor names) and writing one new tensor per result, of the given ONNX
+  // shapes (f32). Checks that every argument and result holds as many
+  // elements as the func's buffers do under the params; returns the results.
+  std::vector<std::string> call(const NodeInfo& n, const std::string& func,
+                                const std::map<std::string, int64_t>& params,
+                                const std::vector<std::string>& args,
+                                const std::vector<Shape>& result_shapes, const std::string& hint);
+
+  // A fresh kiln name for an ONNX one: identifier characters only, unique.
+  std::string fresh_name(const std::string& onnx_name);
+
+ private:
+  std::string file_;
+  ImportOptions options_;
+  ir::Graph graph_;
+  std::map<std::string, Value> values_;
+  std::map<std::string, int> taken_;
+};
+
+// Imports one node: defines its outputs in b. Fails for an op kiln does not support.
+void import_node(Builder& b, const NodeInfo& n);
+
+// The op types import_node knows, for the error that names what is supported.
+const std::vector<std::string>& supported_ops();
+
+template <typename F>
+Const Const::make(ir::DType dtype, Shape shape, F value) {
+  Const c;
+  c.dtype = dtype;
+  c.shape = std::move(shape);
+  int64_t n = c.size();
+  auto data =
+      std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(n) * ir::dtype_bytes(dtype));
+  unsigned char* p = data->data();
+  for (int64_t k = 0; k < n; ++k) {
+    auto v = value(k);  // an integer type keeps 64-bit integers exact
+    switch (dtype) {
+      case ir::DType::F32: {
+        float f = static_cast<float>(v);
+        std::memcpy(p + 4 * k, &f, 4);
+        break;
+      }
+      case ir::DType::F64: {
+        double d = static_cast<double>(v);
+        std::memcpy(p + 8 * k, &d, 8);
+        break;
+      }
+      case ir::DType::I32: {
+        int32_t i = static_cast<int32_t>(v);
+        std::memcpy(p + 4 * k, &i, 4);
+        break;
+      }
+      case ir::DType::I64: {
+        int64_t i = static_cast<int64_t>(v);
+        std::memcpy(p + 8 * k, &i, 8);
+        break;
+      }
+      case ir::DType::Bool:
+        p[k] = v != 0;
+        break;
+    }
+  }
+  c.bytes = std::move(data);
+  return c;
+}
+
+}  // namespace kiln::onnx

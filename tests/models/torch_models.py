@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Whole models through kiln against PyTorch: each model is built with fixed
+seeds (weights=None: nothing is downloaded), exported with torch.onnx.export,
+run by `kiln run MODEL.onnx --input ... --save-outputs ...` and by PyTorch on
+the same input, and the outputs compared: max relative error (the largest
+|kiln - torch| over the largest |torch|) at most 1e-4.
+
+usage: torch_models.py [--kiln PATH] [--work DIR] [MODEL...]
+MODEL is one of: resnet18 resnet50 mobilenet_v2 encoder tiny_cnn tiny_encoder
+(default: all of them). Exit status 0 when every model matches.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torchvision
+
+
+class TinyCnn(torch.nn.Module):
+    """Every op of the CNNs in a few milliseconds: conv with bias, batch norm
+    (folded by the exporter in eval mode), relu, relu6, depthwise conv, a
+    strided and a padded conv, max and average pooling, a residual add, global
+    pooling, flatten and a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.bn = torch.nn.BatchNorm2d(16)
+        self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.pw = torch.nn.Conv2d(16, 24, 1)
+        self.c2 = torch.nn.Conv2d(24, 24, 3, padding=1)
+        self.pool = torch.nn.MaxPool2d(3, stride=2, padding=1)
+        self.avg = torch.nn.AvgPool2d(2)
+        self.fc = torch.nn.Linear(24, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.c1(x)))
+        y = torch.nn.functional.relu6(self.dw(y))
+        y = self.pw(y)
+        y = torch.relu(self.c2(y) + y)
+        y = self.avg(self.pool(y))
+        y = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1)
+        return torch.sigmoid(self.fc(y))
+
+
+def build(name):
+    """(model, input shape) for `name`, its weights drawn from seed 0."""
+    torch.manual_seed(0)
+    if name == "resnet18":
+        return torchvision.models.resnet18(weights=None), (1, 3, 224, 224)
+    if name == "resnet50":
+        return torchvision.models.resnet50(weights=None), (1, 3, 224, 224)
+    if name == "mobilenet_v2":
+        return torchvision.models.mobilenet_v2(weights=None), (1, 3, 224, 224)
+    if name == "encoder":
+        layer = torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, batch_first=True)
+        return layer, (1, 128, 768)
+    if name == "tiny_cnn":
+        return TinyCnn(), (1, 3, 32, 32)
+    if name == "tiny_encoder":
+        layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                                 batch_first=True)
+        return layer, (1, 8, 32)
+    raise SystemExit(f"unknown model {name}")
+
+
+def randomize_norms(model):
+    """Batch norms with statistics other than 0 and 1, so that folding them is
+    tested (a fresh model's running mean is 0 and its variance 1)."""
+    g = torch.Generator().manual_seed(1)
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.copy_(torch.rand(m.num_features, generator=g) * 0.2 - 0.1)
+            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+            m.weight.data.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+            m.bias.data.copy_(torch.rand(m.num_features, generator=g) * 0.2 - 0.1)
+
+
+def kiln_name(onnx_name):
+    """The graph tensor kiln gives an ONNX value: identifier characters only."""
+    s = "".join(c if c.isalnum() or c == "_" else "_" for c in onnx_name).lstrip("_")
+    return "t" + s if not s or s[0].isdigit() else s
+
+
+def check(name, kiln, work):
+    model, shape = build(name)
+    randomize_norms(model)
+    model.eval()
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(2))
+    path = os.path.join(work, name + ".onnx")
+    # Outside no_grad: there PyTorch's fused encoder layer, which has no ONNX
+    # export, would run instead of its ops.
+    torch.onnx.export(model, x, path, opset_version=13, input_names=["x"], output_names=["y"])
+    with torch.no_grad():
+        expected = model(x).numpy()
+    np.save(os.path.join(work, name + "_x.npy"), x.numpy())
+    out = os.path.join(work, name + "_out")
+    os.makedirs(out, exist_ok=True)
+    start = time.time()
+    r = subprocess.run([kiln, "run", path, "--input", f"x={os.path.join(work, name + '_x.npy')}",
+                        "--save-outputs", out], capture_output=True, text=True)
+    took = time.time() - start
+    if r.returncode != 0:
+        print(f"FAIL {name}: kiln run exited {r.returncode}\n{r.stdout}{r.stderr}")
+        return False
+    got = np.load(os.path.join(out, "y.npy"))
+    if got.shape != expected.shape:
+        print(f"FAIL {name}: kiln gave shape {got.shape}, PyTorch {expected.shape}")
+        return False
+    scale = float(np.max(np.abs(expected)))
+    err = float(np.max(np.abs(got - expected))) / max(scale, 1e-30)
+    ok = err <= 1e-4
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: max relative error {err:.3g} "
+          f"(output {list(got.shape)}, largest |value| {scale:.3g}; kiln run {took:.1f} s)")
+    return ok
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kiln", default="kiln")
+    p.add_argument("--work", default=None)
+    p.add_argument("models", nargs="*",
+                   default=["tiny_cnn", "tiny_encoder", "resnet18", "mobilenet_v2", "encoder",
+                            "resnet50"])
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    work = a.work or tempfile.mkdtemp(prefix="kiln-models-")
+    os.makedirs(work, exist_ok=True)
+    results = [check(m, a.kiln, work) for m in a.models]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

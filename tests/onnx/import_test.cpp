@@ -1,0 +1,244 @@
+// ONNX import: models built here with ONNX's protobuf classes, imported,
+// and either run (compiled kernels against the reference interpreter on the
+// imported graph) or refused with an error that names what is wrong.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kiln/error.h"
+#include "kiln/interp.h"
+#include "kiln/onnx.h"
+#include "kiln/run.h"
+#include "onnx/onnx_pb.h"
+
+namespace kiln {
+namespace {
+
+::onnx::TensorProto float_tensor(const std::string& name, std::vector<int64_t> dims, float start) {
+  ::onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(::onnx::TensorProto::FLOAT);
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    t.add_dims(d);
+    n *= d;
+  }
+  for (int64_t k = 0; k < n; ++k) t.add_float_data(start + 0.01f * static_cast<float>(k % 17));
+  return t;
+}
+
+void add_input(::onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims) {
+  ::onnx::ValueInfoProto* v = g->add_input();
+  v->set_name(name);
+  ::onnx::TypeProto_Tensor* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(::onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+::onnx::NodeProto* add_node(::onnx::GraphProto* g, const std::string& op,
+                            std::vector<std::string> ins, std::vector<std::string> outs) {
+  ::onnx::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(op + "_" + outs[0]);
+  for (const std::string& i : ins) n->add_input(i);
+  for (const std::string& o : outs) n->add_output(o);
+  return n;
+}
+
+void set_ints(::onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  ::onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+void set_int(::onnx::NodeProto* n, const std::string& name, int64_t v) {
+  ::onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+// x [1, 3, 8, 8] -> Conv 3x3 stride 2 pad 1 (16 filters, bias) -> Relu ->
+// GlobalAveragePool -> Flatten -> Gemm (transB) -> y [1, 5].
+::onnx::ModelProto small_cnn(int64_t opset = 13) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.add_opset_import()->set_version(opset);
+  ::onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("small");
+  add_input(g, "x", {1, 3, 8, 8});
+  *g->add_initializer() = float_tensor("w", {16, 3, 3, 3}, -0.08f);
+  *g->add_initializer() = float_tensor("b", {16}, -0.05f);
+  *g->add_initializer() = float_tensor("fw", {5, 16}, -0.07f);
+  *g->add_initializer() = float_tensor("fb", {5}, 0.1f);
+  ::onnx::NodeProto* conv = add_node(g, "Conv", {"x", "w", "b"}, {"c"});
+  set_ints(conv, "strides", {2, 2});
+  set_ints(conv, "pads", {1, 1, 1, 1});
+  add_node(g, "Relu", {"c"}, {"r"});
+  add_node(g, "GlobalAveragePool", {"r"}, {"p"});
+  add_node(g, "Flatten", {"p"}, {"f"});
+  set_int(add_node(g, "Gemm", {"f", "fw", "fb"}, {"y"}), "transB", 1);
+  g->add_output()->set_name("y");
+  return m;
+}
+
+ir::Module import(const ::onnx::ModelProto& m) {
+  return onnx::import_model(m.SerializeAsString(), "m.onnx");
+}
+
+// The import error's message, or "" when the model imports.
+std::string import_error(const ::onnx::ModelProto& m) {
+  try {
+    import(m);
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Import) << e.what();
+    return e.located("m.onnx");
+  }
+  return "";
+}
+
+TEST(OnnxImport, SmallCnnRunsAsTheReferenceInterpreterDoes) {
+  ir::Module mod = import(small_cnn());
+  ASSERT_EQ(mod.graphs.size(), 1u);
+  const ir::Graph& g = mod.graphs[0];
+  ASSERT_EQ(g.outputs.size(), 1u);
+  EXPECT_EQ(g.find_tensor(g.outputs[0])->shape, (std::vector<int64_t>{1, 5}));
+  RunSpec spec;
+  spec.check = true;
+  GraphRunOutcome r = run_graph(g, spec);
+  ASSERT_TRUE(r.mismatch);
+  EXPECT_TRUE(r.mismatch->ok) << r.mismatch->problem << " " << r.mismatch->buffer;
+}
+
+TEST(OnnxImport, ATruncatedModelIsAnErrorAtEveryLength) {
+  std::string bytes = small_cnn().SerializeAsString();
+  int refused = 0;
+  for (size_t len = 0; len < bytes.size(); len += 7) {
+    try {
+      onnx::import_model(std::string_view(bytes).substr(0, len), "m.onnx");
+    } catch (const CompileError& e) {
+      EXPECT_EQ(e.stage(), ErrorStage::Import) << e.what();
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0);
+  std::string e;
+  try {
+    onnx::import_model(std::string_view(bytes).substr(0, bytes.size() / 2), "m.onnx");
+  } catch (const CompileError& err) {
+    e = err.located("m.onnx");
+  }
+  EXPECT_NE(e.find("m.onnx: import error:"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, NotAModelIsAnError) {
+  std::string e;
+  try {
+    onnx::import_model("func f { }", "m.onnx");
+  } catch (const CompileError& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("ModelProto"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, AnInitializerWhoseDataDisagreesWithItsShapeIsAnError) {
+  ::onnx::ModelProto m = small_cnn();
+  m.mutable_graph()->mutable_initializer(1)->add_float_data(1.0f);  // b: 17 values for [16]
+  std::string e = import_error(m);
+  EXPECT_NE(e.find("initializer 'b': shape [16] holds 16 elements but the tensor has 17 values"),
+            std::string::npos)
+      << e;
+}
+
+TEST(OnnxImport, RawDataOfTheWrongSizeIsAnError) {
+  ::onnx::ModelProto m = small_cnn();
+  ::onnx::TensorProto* b = m.mutable_graph()->mutable_initializer(1);
+  b->clear_float_data();
+  b->set_raw_data(std::string(60, '\0'));
+  std::string e = import_error(m);
+  EXPECT_NE(e.find("needs 64 bytes of data but the tensor has 60"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, ACycleIsAnError) {
+  ::onnx::ModelProto m = small_cnn();
+  // Relu now reads the Flatten's result, which comes after it.
+  m.mutable_graph()->mutable_node(1)->set_input(0, "f");
+  std::string e = import_error(m);
+  EXPECT_NE(e.find("node 'Relu_r' (Relu, opset 13): reads 'f', which no input, initializer or "
+                   "earlier node defines"),
+            std::string::npos)
+      << e;
+}
+
+TEST(OnnxImport, AnUnknownOpNamesTheNodeItsOpsetAndWhatIsSupported) {
+  ::onnx::ModelProto m = small_cnn();
+  m.mutable_graph()->mutable_node(1)->set_op_type("Mish");
+  std::string e = import_error(m);
+  EXPECT_NE(e.find("node 'Relu_r' (Mish, opset 13): kiln does not support Mish yet; it imports "
+                   "Add, "),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("Conv"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, AHugeDeclaredTensorIsRefusedBeforeAnythingIsAllocated) {
+  ::onnx::ModelProto m = small_cnn();
+  ::onnx::TensorProto* t = m.mutable_graph()->add_initializer();
+  t->set_name("huge");
+  t->set_data_type(::onnx::TensorProto::FLOAT);
+  t->add_dims(1 << 20);
+  t->add_dims(1 << 20);
+  std::string e = import_error(m);
+  EXPECT_NE(e.find("initializer 'huge': shape [1048576, 1048576] declares more than 2147483648 "
+                   "bytes"),
+            std::string::npos)
+      << e;
+}
+
+TEST(OnnxImport, AnOpsetOutsideTheSupportedRangeIsAnError) {
+  std::string e = import_error(small_cnn(9));
+  EXPECT_NE(e.find("uses opset 9 of ai.onnx; kiln reads opsets 11 to 17"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, ASymbolicDimensionIsAnError) {
+  ::onnx::ModelProto m = small_cnn();
+  m.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("batch");
+  std::string e = import_error(m);
+  EXPECT_NE(e.find("input 'x' has the symbolic dimension 'batch'"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, AnUnsupportedAttributeSaysWhatIsSupported) {
+  ::onnx::ModelProto m = small_cnn();
+  set_int(m.mutable_graph()->mutable_node(0), "group", 3);
+  std::string e = import_error(m);
+  EXPECT_NE(e.find("(Conv, opset 13): has group 3 with 3 input and 16 output channels; kiln "
+                   "supports group 1 and depthwise"),
+            std::string::npos)
+      << e;
+}
+
+TEST(OnnxImport, ShapesThatDoNotBroadcastAreAnError) {
+  ::onnx::ModelProto m = small_cnn();
+  *m.mutable_graph()->add_initializer() = float_tensor("z", {3}, 0);
+  add_node(m.mutable_graph(), "Add", {"y", "z"}, {"y2"});
+  std::string e = import_error(m);
+  EXPECT_NE(e.find("shapes [1, 5] and [3] do not broadcast"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, AnOutputNoNodeDefinesIsAnError) {
+  ::onnx::ModelProto m = small_cnn();
+  m.mutable_graph()->mutable_output(0)->set_name("nothing");
+  std::string e = import_error(m);
+  EXPECT_NE(e.find("output 'nothing' is defined by no node"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace kiln
