@@ -83,7 +83,7 @@ HostBuffer::HostBuffer(ir::DType dtype, std::vector<int64_t> shape)
                                    type(), total, kMaxHostBufferBytes));
   }
   try {
-    bytes_.assign(static_cast<size_t>(total), 0);
+    bytes_ = std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(total), 0);
   } catch (const std::bad_alloc&) {
     throw HostAllocError(ErrorStage::Interp, {},
                          fmt::format("cannot allocate a buffer of {}: {} bytes", type(), total));
@@ -94,15 +94,15 @@ double HostBuffer::get_f(int64_t flat) const {
   check_flat(flat, size_);
   switch (dtype_) {
     case ir::DType::Bool:
-      return read_as<uint8_t>(bytes_, flat) != 0 ? 1.0 : 0.0;
+      return read_as<uint8_t>(*bytes_, flat) != 0 ? 1.0 : 0.0;
     case ir::DType::I32:
-      return read_as<int32_t>(bytes_, flat);
+      return read_as<int32_t>(*bytes_, flat);
     case ir::DType::I64:
-      return static_cast<double>(read_as<int64_t>(bytes_, flat));
+      return static_cast<double>(read_as<int64_t>(*bytes_, flat));
     case ir::DType::F32:
-      return read_as<float>(bytes_, flat);
+      return read_as<float>(*bytes_, flat);
     case ir::DType::F64:
-      return read_as<double>(bytes_, flat);
+      return read_as<double>(*bytes_, flat);
   }
   return 0;
 }
@@ -111,24 +111,30 @@ int64_t HostBuffer::get_i(int64_t flat) const {
   check_flat(flat, size_);
   switch (dtype_) {
     case ir::DType::Bool:
-      return read_as<uint8_t>(bytes_, flat) != 0;
+      return read_as<uint8_t>(*bytes_, flat) != 0;
     case ir::DType::I32:
-      return read_as<int32_t>(bytes_, flat);
+      return read_as<int32_t>(*bytes_, flat);
     case ir::DType::I64:
-      return read_as<int64_t>(bytes_, flat);
+      return read_as<int64_t>(*bytes_, flat);
     case ir::DType::F32:
-      return to_int(read_as<float>(bytes_, flat));
+      return to_int(read_as<float>(*bytes_, flat));
     case ir::DType::F64:
-      return to_int(read_as<double>(bytes_, flat));
+      return to_int(read_as<double>(*bytes_, flat));
   }
   return 0;
 }
 
+void HostBuffer::own() {
+  if (bytes_ && bytes_.use_count() > 1)
+    bytes_ = std::make_shared<std::vector<unsigned char>>(*bytes_);
+}
+
 void HostBuffer::set_f(int64_t flat, double v) {
   check_flat(flat, size_);
+  own();
   switch (dtype_) {
     case ir::DType::Bool:
-      write_as<uint8_t>(bytes_, flat, v != 0 ? 1 : 0);
+      write_as<uint8_t>(*bytes_, flat, v != 0 ? 1 : 0);
       return;
     case ir::DType::I32:
       set_i(flat, to_int(v));
@@ -137,31 +143,32 @@ void HostBuffer::set_f(int64_t flat, double v) {
       set_i(flat, to_int(v));
       return;
     case ir::DType::F32:
-      write_as<float>(bytes_, flat, static_cast<float>(v));
+      write_as<float>(*bytes_, flat, static_cast<float>(v));
       return;
     case ir::DType::F64:
-      write_as<double>(bytes_, flat, v);
+      write_as<double>(*bytes_, flat, v);
       return;
   }
 }
 
 void HostBuffer::set_i(int64_t flat, int64_t v) {
   check_flat(flat, size_);
+  own();
   switch (dtype_) {
     case ir::DType::Bool:
-      write_as<uint8_t>(bytes_, flat, v != 0 ? 1 : 0);
+      write_as<uint8_t>(*bytes_, flat, v != 0 ? 1 : 0);
       return;
     case ir::DType::I32:
-      write_as<int32_t>(bytes_, flat, static_cast<int32_t>(static_cast<uint32_t>(v)));
+      write_as<int32_t>(*bytes_, flat, static_cast<int32_t>(static_cast<uint32_t>(v)));
       return;
     case ir::DType::I64:
-      write_as<int64_t>(bytes_, flat, v);
+      write_as<int64_t>(*bytes_, flat, v);
       return;
     case ir::DType::F32:
-      write_as<float>(bytes_, flat, static_cast<float>(v));
+      write_as<float>(*bytes_, flat, static_cast<float>(v));
       return;
     case ir::DType::F64:
-      write_as<double>(bytes_, flat, static_cast<double>(v));
+      write_as<double>(*bytes_, flat, static_cast<double>(v));
       return;
   }
 }

@@ -225,6 +225,17 @@ GraphRunOutcome run_graph(const ir::Graph& g, const RunSpec& spec) {
   if (spec.bench && (!r.mismatch || r.mismatch->ok)) {
     r.bench = step(spec, "benchmark",
                    [&] { return measure([&] { cg.run(inputs); }, spec.repeat, spec.number); });
+    // The work of one run: every call the optimized graph makes (folded ones ran once,
+    // when it was compiled).
+    int64_t flops = 0;
+    for (const ir::GraphCall& c : cg.graph().calls) {
+      int64_t f = algorithm_flops(c.op, interp::param_values(c.op), spec.options.limits);
+      if (f < 0 || __builtin_add_overflow(flops, f, &flops)) {
+        flops = -1;
+        break;
+      }
+    }
+    r.bench->flops = flops;
   }
   return r;
 }

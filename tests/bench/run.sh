@@ -4,7 +4,7 @@ set -euo pipefail
 
 # The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
 # built as the CMake target bench_G.
-GROUPS_ALL=(gemm conv compile licm server agent tune contention mca gpu)
+GROUPS_ALL=(gemm conv compile licm server agent tune contention mca models gpu)
 
 usage() {
   cat <<EOF
@@ -31,6 +31,9 @@ Progress goes to stderr.
                    mca (the aarch64 GEMM micro-kernel's cycles under llvm-mca for a
                    Cortex-A72 and a Neoverse N1, a model standing in for a board:
                    tests/bench/bench_mca.py),
+                   models (ResNet-18, ResNet-50, MobileNetV2 and a Transformer encoder
+                   layer as ONNX through kiln against PyTorch on 1 and 2 threads:
+                   tests/bench/bench_models.py),
                    gpu (kiln's GPU examples vs cuBLAS and cuDNN on this machine's GPU; built
                    with the CUDA toolkit, and says "skipped" without a GPU: docs/gpu.md)
   --quick          the smallest cases only, for a smoke run
@@ -83,6 +86,7 @@ targets=()
 tune=0
 contention=0
 mca=0
+models=0
 available=$(cmake --build "$build_dir" --target help 2>/dev/null || true)
 # Whether this build has a bench program (the target bench_NAME).
 has_target() { grep -Eq "(^|[^[:alnum:]_])$1([^[:alnum:]_]|$)" <<< "$available"; }
@@ -91,6 +95,10 @@ for g in "${groups[@]}"; do
   # (over the gemm and conv benchmarks) are scripts.
   if [[ $g == mca ]]; then
     mca=1  # a script over the CLI and llvm-mca
+    continue
+  fi
+  if [[ $g == models ]]; then
+    models=1  # a script over the CLI, bench_host and PyTorch
     continue
   fi
   if [[ $g == tune || $g == contention ]]; then
@@ -107,7 +115,11 @@ for g in "${groups[@]}"; do
     echo "run.sh: skipping $g: no target bench_$g in $build_dir (its baseline library is missing)" >&2
   fi
 done
-[[ ${#targets[@]} -gt 0 || $tune -eq 1 || $contention -eq 1 || $mca -eq 1 ]] || exit 1
+[[ ${#targets[@]} -gt 0 || $tune -eq 1 || $contention -eq 1 || $mca -eq 1 || $models -eq 1 ]] ||
+  exit 1
+if [[ $models -eq 1 ]]; then
+  cmake --build "$build_dir" --target kiln bench_host >&2
+fi
 if [[ $mca -eq 1 ]]; then
   cmake --build "$build_dir" --target kiln >&2
 fi
@@ -129,6 +141,11 @@ done
 if [[ $contention -eq 1 ]]; then
   echo "run.sh: contention ${bench_args[*]}" >&2
   /usr/bin/python3 "$root/tests/bench/bench_contention.py" --build-dir "$build_dir" \
+    "${bench_args[@]}" || status=1
+fi
+if [[ $models -eq 1 ]]; then
+  echo "run.sh: models ${bench_args[*]}" >&2
+  /usr/bin/python3 "$root/tests/bench/bench_models.py" --build-dir "$build_dir" \
     "${bench_args[@]}" || status=1
 fi
 if [[ $mca -eq 1 ]]; then

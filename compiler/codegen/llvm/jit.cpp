@@ -156,7 +156,10 @@ std::vector<kiln_value> pack_arguments(const ir::LoweredFunc& f, Bindings& b) {
   }
   for (const auto& buf : f.args) {
     kiln_value v;
-    v.ptr = bound_buffer(b, buf, f.name, ErrorStage::Codegen).data();
+    HostBuffer& hb = bound_buffer(b, buf, f.name, ErrorStage::Codegen);
+    // A kernel never writes its inputs: read them where they are, shared or not.
+    v.ptr =
+        buf.kind == ir::BufKind::Input ? const_cast<void*>(std::as_const(hb).data()) : hb.data();
     args.push_back(v);
   }
   return args;

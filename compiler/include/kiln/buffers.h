@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,8 +38,14 @@ class HostBuffer {
   ir::DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t size() const { return size_; }  // element count
-  void* data() { return bytes_.data(); }
-  const void* data() const { return bytes_.data(); }
+  // The elements. Copies of a buffer share them until one is written through
+  // data() or set_*: a graph's constants and inputs reach every run without a
+  // copy, and a kernel's input is read through the const data().
+  void* data() {
+    own();
+    return bytes_ ? bytes_->data() : nullptr;
+  }
+  const void* data() const { return bytes_ ? bytes_->data() : nullptr; }
 
   double get_f(int64_t flat) const;    // any dtype, as double
   int64_t get_i(int64_t flat) const;   // integer and bool dtypes
@@ -53,7 +60,8 @@ class HostBuffer {
   ir::DType dtype_ = ir::DType::F32;
   std::vector<int64_t> shape_;
   int64_t size_ = 0;
-  std::vector<unsigned char> bytes_;
+  std::shared_ptr<std::vector<unsigned char>> bytes_;
+  void own();  // a private copy of the elements, when other buffers share them
 };
 
 // Everything a run needs: a value for every param and a buffer for every

@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""The models benchmark (tests/bench/run.sh models): whole ONNX models run by kiln's
+compiled graph and by PyTorch on the same input, on 1 and 2 threads.
+
+Each model (tests/models/torch_models.py builds them: fixed seeds, weights=None) is
+exported to ONNX once. Each side runs in a process of its own, in 3 alternating blocks
+(these machines are shared and noisy), and each block's median time per inference is
+kept; a side's figure is the median of its blocks. Peak memory is each process's
+maximum resident set (kiln's includes its compiler). One JSON line per case:
+
+  {"bench":"model_resnet18_t1","kiln_ms":...,"baseline":"pytorch 1.13.1",
+   "baseline_ms":...,"ratio":...,"kiln_peak_mib":...,"baseline_peak_mib":...,
+   "kiln_gflops":...,"peak_gflops":...,"kiln_peak_share":...,"cpu":"...","isa":"..."}
+
+ratio is PyTorch's time over kiln's (above 1: kiln is faster); kiln_gflops counts the
+work of every call kiln makes (its algorithms' flops); peak_gflops is this host's FMA
+peak at the case's threads (bench_host). Progress goes to stderr.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "models"))
+
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "encoder"]
+
+
+def run_measured(cmd):
+    """(stdout, peak resident MiB) of one process, from its own rusage (wait4)."""
+    with tempfile.TemporaryFile(mode="w+") as out, tempfile.TemporaryFile(mode="w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.seek(0)
+        err.seek(0)
+        if p.returncode != 0:
+            raise SystemExit(f"bench_models: {' '.join(cmd)} failed ({p.returncode}):\n"
+                             f"{err.read()}")
+        return out.read(), usage.ru_maxrss / 1024
+
+
+def kiln_block(kiln, model, x, threads):
+    out, rss = run_measured([kiln, "run", model, "--bench", "--json", "--threads", str(threads),
+                             "--input", f"x={x}"])
+    bench = json.loads(out.strip().splitlines()[-1])["bench"]
+    return bench["median_s"] * 1e3, bench.get("flops"), rss
+
+
+def torch_block(name, x, threads):
+    out, rss = run_measured([sys.executable, __file__, "--torch-worker", name, x, str(threads)])
+    return json.loads(out)["median_ms"], rss
+
+
+def export_worker(name, onnx_path, x_path):
+    """Runs in its own process (so that this one stays small: a child's peak
+    resident set counts what it inherited): the model exported, its input saved."""
+    import numpy as np
+    import torch
+    import torch_models
+    model, shape = torch_models.build(name)
+    model.eval()
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(2))
+    torch.onnx.export(model, x, onnx_path, opset_version=13, input_names=["x"],
+                      output_names=["y"])
+    np.save(x_path, x.numpy())
+    print(json.dumps({"torch": torch.__version__}))
+
+
+def torch_worker(name, x, threads):
+    """Runs in its own process: the model, warm-up, then 5 timed repeats."""
+    import numpy as np
+    import torch
+    import torch_models
+    torch.set_num_threads(threads)
+    model, _ = torch_models.build(name)
+    model.eval()
+    inp = torch.from_numpy(np.load(x))
+    with torch.no_grad():
+        model(inp)
+        start = time.perf_counter()
+        model(inp)
+        once = time.perf_counter() - start
+        number = max(1, int(0.05 / max(once, 1e-6)))
+        rounds = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(number):
+                model(inp)
+            rounds.append((time.perf_counter() - start) / number)
+    print(json.dumps({"median_ms": statistics.median(rounds) * 1e3}))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build-dir", default=str(ROOT / "build"))
+    p.add_argument("--quick", action="store_true", help="ResNet-18 on 1 thread only")
+    p.add_argument("--models", nargs="*", default=MODELS)
+    p.add_argument("--threads", nargs="*", type=int, default=[1, 2])
+    p.add_argument("--torch-worker", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--export-worker", nargs=3, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.torch_worker:
+        return torch_worker(a.torch_worker[0], a.torch_worker[1], int(a.torch_worker[2]))
+    if a.export_worker:
+        return export_worker(*a.export_worker)
+    if a.quick:
+        a.models, a.threads = ["resnet18"], [1]
+    build = pathlib.Path(a.build_dir)
+    kiln = str(build / "clients" / "cli" / "kiln")
+    hosts = {}
+    for line in subprocess.run([str(build / "tests" / "bench" / "bench_host")] +
+                               [str(t) for t in a.threads], check=True, capture_output=True,
+                               text=True).stdout.splitlines():
+        h = json.loads(line)
+        hosts[h["threads"]] = h
+    work = tempfile.mkdtemp(prefix="kiln-bench-models-")
+    status = 0
+    for name in a.models:
+        onnx_path = os.path.join(work, name + ".onnx")
+        x_path = os.path.join(work, name + "_x.npy")
+        out, _ = run_measured([sys.executable, __file__, "--export-worker", name, onnx_path,
+                               x_path])
+        torch_version = json.loads(out.strip().splitlines()[-1])["torch"]
+        for threads in a.threads:
+            print(f"bench_models: {name}, {threads} thread(s)", file=sys.stderr, flush=True)
+            kiln_ms, torch_ms, kiln_rss, torch_rss = [], [], [], []
+            flops = None
+            for _ in range(3):
+                ms, flops, rss = kiln_block(kiln, onnx_path, x_path, threads)
+                kiln_ms.append(ms)
+                kiln_rss.append(rss)
+                ms, rss = torch_block(name, x_path, threads)
+                torch_ms.append(ms)
+                torch_rss.append(rss)
+            k, t = statistics.median(kiln_ms), statistics.median(torch_ms)
+            host = hosts[threads]
+            line = {"bench": f"model_{name}_t{threads}", "kiln_ms": round(k, 3),
+                    "baseline": f"pytorch {torch_version}", "baseline_ms": round(t, 3),
+                    "ratio": round(t / k, 3), "threads": threads,
+                    "kiln_blocks_ms": [round(v, 3) for v in kiln_ms],
+                    "baseline_blocks_ms": [round(v, 3) for v in torch_ms],
+                    "kiln_peak_mib": round(max(kiln_rss), 1),
+                    "baseline_peak_mib": round(max(torch_rss), 1)}
+            if flops and flops > 0:
+                gflops = flops / (k * 1e-3) / 1e9
+                line["kiln_gflops"] = round(gflops, 2)
+                line["kiln_peak_share"] = round(gflops / host["peak_gflops"], 3)
+            for key in ("peak_gflops", "peak_probe", "cpu", "llvm_cpu", "isa"):
+                if key in host:
+                    line[key] = host[key]
+            print(json.dumps(line), flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
