@@ -144,6 +144,11 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
     std::vector<const ir::Graph*> graphs;
     try {
       if (onnx::is_model_path(file)) {
+        if (o.server) {
+          throw CompileError(ErrorStage::Import, SourceLoc{file, 0, 0},
+                             "kilnd does not take models yet: run it here (leave out --server "
+                             "and unset KILN_SERVER)");
+        }
         module = timed(file, "import", [&] { return onnx::import_file(file); });
       } else {
         module = timed(file, "parse", [&] {

@@ -35,7 +35,10 @@ const Value& Builder::value(const NodeInfo& n, const std::string& onnx_name) con
   return it->second;
 }
 
-void Builder::define(const std::string& onnx_name, Value v) { values_[onnx_name] = std::move(v); }
+void Builder::define(const std::string& onnx_name, Value v) {
+  v.name = onnx_name;
+  values_[onnx_name] = std::move(v);
+}
 
 std::string Builder::fresh_name(const std::string& onnx_name) {
   std::string s;
@@ -51,7 +54,7 @@ std::string Builder::fresh_name(const std::string& onnx_name) {
 std::string Builder::tensor_of(const Value& v, const std::string& hint) {
   if (!v.tensor.empty()) return v.tensor;
   ir::GraphTensor t;
-  t.name = fresh_name(hint);
+  t.name = fresh_name(v.name.empty() ? hint : v.name);
   t.dtype = v.constant->dtype;
   t.shape = v.constant->shape;
   t.kind = ir::TensorKind::Const;

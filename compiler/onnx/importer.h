@@ -56,6 +56,7 @@ struct Value {
   Shape shape;
   std::string tensor;
   std::optional<Const> constant;
+  std::string name;  // the ONNX name it was defined under, for the tensor made from it
 };
 
 // The node being imported, for errors.

@@ -128,6 +128,15 @@ void need_f32(const NodeInfo& n, const Value& v, const std::string& what) {
   }
 }
 
+// A value known at import, not yet a graph tensor.
+Value const_value(Const c) {
+  Value v;
+  v.dtype = c.dtype;
+  v.shape = c.shape;
+  v.constant = std::move(c);
+  return v;
+}
+
 Const f32_scalar(double v) {
   return Const::make(ir::DType::F32, {1}, [&](int64_t) { return v; });
 }
@@ -345,16 +354,10 @@ void import_clip(Builder& b, const NodeInfo& n) {
     return;
   }
   need_f32(n, x, "its input");
-  std::string r = b.call(
-      n, "clip", {{"N", element_count(x.shape)}},
-      {arg(b, n, x, "x"),
-       b.tensor_of(
-           Value{.dtype = ir::DType::F32, .shape = {1}, .tensor = {}, .constant = f32_scalar(lo)},
-           "lo"),
-       b.tensor_of(
-           Value{.dtype = ir::DType::F32, .shape = {1}, .tensor = {}, .constant = f32_scalar(hi)},
-           "hi")},
-      {x.shape}, out_name(n))[0];
+  std::string r = b.call(n, "clip", {{"N", element_count(x.shape)}},
+                         {arg(b, n, x, "x"), b.tensor_of(const_value(f32_scalar(lo)), "lo"),
+                          b.tensor_of(const_value(f32_scalar(hi)), "hi")},
+                         {x.shape}, out_name(n))[0];
   define_tensor(b, n, r, x.shape);
 }
 
@@ -535,8 +538,7 @@ void import_gemm(Builder& b, const NodeInfo& n) {
   if (bm.constant) {
     Const c = tb ? transposed(*bm.constant) : *bm.constant;
     if (alpha != 1) c = Const::make(c.dtype, c.shape, [&](int64_t k) { return alpha * c.at(k); });
-    bt = b.tensor_of(Value{.dtype = ir::DType::F32, .shape = c.shape, .tensor = {}, .constant = c},
-                     n.node->input(1));
+    bt = b.tensor_of(const_value(c), n.node->input(1));
   } else {
     if (alpha != 1) fail(n, "has alpha other than 1 with a B that is not a constant");
     bt = tb ? transpose_value(b, n, bm) : arg(b, n, bm, "b");
@@ -546,7 +548,9 @@ void import_gemm(Builder& b, const NodeInfo& n) {
   std::string r = b.call(n, "matmul", {{"M", M}, {"N", N}, {"K", K}}, {at, bt}, {out},
                          c ? out_name(n) + "_ab" : out_name(n))[0];
   if (!c) return define_tensor(b, n, r, out);
-  Value prod{.dtype = ir::DType::F32, .shape = out, .tensor = r, .constant = {}};
+  Value prod;
+  prod.shape = out;
+  prod.tensor = r;
   Value bias = *c;
   if (beta != 1) {
     if (!bias.constant) fail(n, "has beta other than 1 with a C that is not a constant");
@@ -624,15 +628,12 @@ void import_batchnorm(Builder& b, const NodeInfo& n) {
   Const shift = Const::make(ir::DType::F32, {C}, [&](int64_t k) {
     return beta.at(k) - mean.at(k) * gamma.at(k) / std::sqrt(var.at(k) + eps);
   });
-  std::string r = b.call(
-      n, "channel_affine",
-      {{"A", x.shape[0]}, {"C", C}, {"B", product(x.shape, 2, x.shape.size())}},
-      {arg(b, n, x, "x"),
-       b.tensor_of(Value{.dtype = ir::DType::F32, .shape = {C}, .tensor = {}, .constant = scale},
-                   out_name(n) + "_scale"),
-       b.tensor_of(Value{.dtype = ir::DType::F32, .shape = {C}, .tensor = {}, .constant = shift},
-                   out_name(n) + "_shift")},
-      {x.shape}, out_name(n))[0];
+  std::string r =
+      b.call(n, "channel_affine",
+             {{"A", x.shape[0]}, {"C", C}, {"B", product(x.shape, 2, x.shape.size())}},
+             {arg(b, n, x, "x"), b.tensor_of(const_value(scale), out_name(n) + "_scale"),
+              b.tensor_of(const_value(shift), out_name(n) + "_shift")},
+             {x.shape}, out_name(n))[0];
   define_tensor(b, n, r, x.shape);
 }
 
@@ -711,13 +712,10 @@ void import_layer_norm(Builder& b, const NodeInfo& n) {
          "broadcast them)");
   }
   double eps = attr_float(n, "epsilon", 1e-5f);
-  std::string r = b.call(
-      n, "layer_norm", {{"M", M}, {"N", N}},
-      {arg(b, n, x, "x"), arg(b, n, scale, "scale"), arg(b, n, bias, "bias"),
-       b.tensor_of(
-           Value{.dtype = ir::DType::F32, .shape = {1}, .tensor = {}, .constant = f32_scalar(eps)},
-           "eps")},
-      {x.shape}, out_name(n))[0];
+  std::string r = b.call(n, "layer_norm", {{"M", M}, {"N", N}},
+                         {arg(b, n, x, "x"), arg(b, n, scale, "scale"), arg(b, n, bias, "bias"),
+                          b.tensor_of(const_value(f32_scalar(eps)), "eps")},
+                         {x.shape}, out_name(n))[0];
   define_tensor(b, n, r, x.shape);
 }
 
@@ -1040,20 +1038,16 @@ void import_pad(Builder& b, const NodeInfo& n) {
   }
   if (r < 2) fail(n, "pads a tensor of rank below 2");
   int64_t H = x.shape[r - 2], W = x.shape[r - 1];
-  std::string res = b.call(
-      n, "pad2d",
-      {{"A", product(x.shape, 0, r - 2)},
-       {"H", H},
-       {"W", W},
-       {"PT", pads[r - 2]},
-       {"PL", pads[r - 1]},
-       {"OH", out[r - 2]},
-       {"OW", out[r - 1]}},
-      {arg(b, n, x, "x"),
-       b.tensor_of(
-           Value{.dtype = ir::DType::F32, .shape = {1}, .tensor = {}, .constant = f32_scalar(fill)},
-           "fill")},
-      {out}, out_name(n))[0];
+  std::string res = b.call(n, "pad2d",
+                           {{"A", product(x.shape, 0, r - 2)},
+                            {"H", H},
+                            {"W", W},
+                            {"PT", pads[r - 2]},
+                            {"PL", pads[r - 1]},
+                            {"OH", out[r - 2]},
+                            {"OW", out[r - 1]}},
+                           {arg(b, n, x, "x"), b.tensor_of(const_value(f32_scalar(fill)), "fill")},
+                           {out}, out_name(n))[0];
   define_tensor(b, n, res, out);
 }
 

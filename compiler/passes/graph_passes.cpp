@@ -423,6 +423,105 @@ std::vector<std::string> replay(const ir::Func& f, const std::string& w, const s
   return loops;
 }
 
+// Every load of `buf` replaced by a load of `to` at `indices` (loads of an
+// elementwise consumer's input, which read it at its own point).
+class ReplaceLoads final : public ir::IRMutator {
+ public:
+  ReplaceLoads(std::string buf, std::string to, std::vector<ir::Expr> indices)
+      : buf_(std::move(buf)), to_(std::move(to)), indices_(std::move(indices)) {}
+
+ protected:
+  ir::Expr mutate_load(const ir::Expr& e, const ir::Load& n) override {
+    if (n.buf != buf_) return IRMutator::mutate_load(e, n);
+    return ir::load(to_, indices_, n.type, n.where);
+  }
+
+ private:
+  std::string buf_, to_;
+  std::vector<ir::Expr> indices_;
+};
+
+std::string indices_text(const std::vector<ir::Expr>& indices) {
+  std::string s;
+  for (const ir::Expr& i : indices) s += ir::to_string(i) + ",";
+  return s;
+}
+
+// Whether every load of `buf` in e reads it at `at` (the point e stores to).
+class ReadsOnlyAt final : public ir::IRVisitor {
+ public:
+  ReadsOnlyAt(std::string buf, std::string at) : buf_(std::move(buf)), at_(std::move(at)) {}
+  bool ok = true;
+
+ protected:
+  void visit_load(const ir::Load& n) override {
+    if (n.buf == buf_ && indices_text(n.indices) != at_) ok = false;
+    IRVisitor::visit_load(n);
+  }
+
+ private:
+  std::string buf_, at_;
+};
+
+// Whether the writer w stores to each element of its buffer (of shape
+// `shape`) exactly once over its domain, its iterators used each once in
+// indices that are either an iterator or `c * a + b` with 0 <= b < c (a
+// channel-blocked write-back): the store is a bijection of w's box onto the
+// buffer, checked from the text, without isl.
+bool stores_each_element_once(const ir::Func& f, const ir::Comp& w,
+                              const std::vector<int64_t>& shape) {
+  if (w.store->indices.size() != shape.size()) return false;
+  std::map<std::string, int64_t> env = interp::param_values(f);
+  // The box: each iterator's extent, from `0 <= it` and `it < E` conditions.
+  std::map<std::string, int64_t> extent;
+  std::map<std::string, int> lower;
+  for (const ir::Expr& c : w.domain) {
+    const auto* b = ir::as<ir::Binary>(c);
+    if (!b) return false;
+    const auto* lo = ir::as<ir::Var>(b->b);
+    const auto* hi = ir::as<ir::Var>(b->a);
+    if (b->op == ir::BinaryOp::Le && lo && ir::eval_int(b->a, env) == 0) {
+      ++lower[lo->name];
+    } else if (b->op == ir::BinaryOp::Lt && hi) {
+      std::optional<int64_t> e = ir::eval_int(b->b, env);
+      if (!e || extent.count(hi->name)) return false;
+      extent[hi->name] = *e;
+    } else {
+      return false;
+    }
+  }
+  std::set<std::string> used;
+  auto use = [&](const ir::Expr& e) -> std::optional<int64_t> {
+    const auto* v = ir::as<ir::Var>(e);
+    if (!v || !used.insert(v->name).second || lower[v->name] != 1 || !extent.count(v->name))
+      return std::nullopt;
+    return extent[v->name];
+  };
+  for (size_t q = 0; q < shape.size(); ++q) {
+    const ir::Expr& idx = w.store->indices[q];
+    if (ir::as<ir::Var>(idx)) {
+      if (use(idx) != shape[q]) return false;
+      continue;
+    }
+    // c * a + b, in either order of the sum and of the product.
+    const auto* sum = ir::as<ir::Binary>(idx);
+    if (!sum || sum->op != ir::BinaryOp::Add) return false;
+    const ir::Expr* prod_side = &sum->a;
+    const ir::Expr* var_side = &sum->b;
+    if (!ir::as<ir::Binary>(*prod_side)) std::swap(prod_side, var_side);
+    const auto* prod = ir::as<ir::Binary>(*prod_side);
+    if (!prod || prod->op != ir::BinaryOp::Mul) return false;
+    const ir::Expr* c = &prod->a;
+    const ir::Expr* a = &prod->b;
+    if (!ir::as<ir::IntImm>(*c)) std::swap(c, a);
+    const auto* ci = ir::as<ir::IntImm>(*c);
+    if (!ci || ci->value <= 0) return false;
+    std::optional<int64_t> ea = use(*a), eb = use(*var_side);
+    if (!ea || !eb || *eb != ci->value || *ea * ci->value != shape[q]) return false;
+  }
+  return used.size() == w.iters.size();
+}
+
 struct Fusion {
   ir::Func op;
   std::string placement;  // "inside loop xo of O", "after the loops of O"
@@ -438,12 +537,37 @@ std::optional<Fusion> fuse(const ir::Func& f, const std::string& fout, const ir:
   for (const ir::Comp& c : f.comps) {
     if (c.store && c.store->buf == fout) w = &c;
   }
+  if (!w) return std::nullopt;
   size_t rank = e_comp.iters.size();
-  if (!w || w->iters.size() < rank || w->store->indices.size() != rank) return std::nullopt;
-  for (size_t q = 0; q < rank; ++q) {
+  // The consumer runs at each point of w's first `rank` loops, reading fout
+  // where w wrote it (w's store is the identity on them)...
+  bool identity = w->iters.size() >= rank && w->store->indices.size() == rank;
+  for (size_t q = 0; identity && q < rank; ++q) {
     const auto* v = ir::as<ir::Var>(w->store->indices[q]);
-    if (!v || v->name != w->iters[q]) return std::nullopt;
+    identity = v && v->name == w->iters[q];
   }
+  // ... or at each point of w's whole domain, when w stores each element of
+  // fout once (a blocked write-back: O[n, 16 * fo + fi, y, x]), reads fout
+  // only where it stores, and the consumer sees fout in its shape or as one
+  // flat row.
+  std::vector<int64_t> shape;
+  for (const ir::Buf& b : f.bufs) {
+    if (b.name == fout) shape = ir::bound_shape(f, b);
+  }
+  std::vector<int64_t> view;
+  for (const ir::Buf& b : g.bufs) {
+    if (b.name == gin) view = ir::bound_shape(g, b);
+  }
+  int64_t count = 1;
+  for (int64_t e : shape) count *= e;
+  bool whole = !identity && stores_each_element_once(f, *w, shape) &&
+               (view == shape || view == std::vector<int64_t>{count});
+  if (whole) {
+    ReadsOnlyAt reads(fout, indices_text(w->store->indices));
+    reads.visit(w->value);
+    whole = reads.ok;
+  }
+  if (!identity && !whole) return std::nullopt;
 
   ir::Func base = f;
   base.name = f.name + "_" + g.name;
@@ -468,16 +592,38 @@ std::optional<Fusion> fuse(const ir::Func& f, const std::string& fout, const ir:
   }
   std::map<std::string, ir::Expr> vars;
   for (const auto& [name, value] : interp::param_values(g)) vars[name] = ir::int_imm(value);
-  for (size_t q = 0; q < rank; ++q) vars[e_comp.iters[q]] = ir::var(w->iters[q]);
-  Rewriter rw(buf_names, vars);
   ir::Comp e;
   e.name = fresh(g.name, taken);
-  e.iters.assign(w->iters.begin(), w->iters.begin() + static_cast<std::ptrdiff_t>(rank));
-  for (const ir::Expr& c : e_comp.domain) e.domain.push_back(rw.rewrite(c));
-  e.value = rw.rewrite(e_comp.value);
-  e.store = ir::StoreTarget{fout, {}, e_comp.where};
-  for (const std::string& it : e.iters) e.store->indices.push_back(ir::var(it));
   e.where = e_comp.where;
+  if (identity) {
+    for (size_t q = 0; q < rank; ++q) vars[e_comp.iters[q]] = ir::var(w->iters[q]);
+    Rewriter rw(buf_names, vars);
+    e.iters.assign(w->iters.begin(), w->iters.begin() + static_cast<std::ptrdiff_t>(rank));
+    for (const ir::Expr& c : e_comp.domain) e.domain.push_back(rw.rewrite(c));
+    e.value = rw.rewrite(e_comp.value);
+    e.store = ir::StoreTarget{fout, {}, e_comp.where};
+    for (const std::string& it : e.iters) e.store->indices.push_back(ir::var(it));
+  } else {
+    // The consumer's point in terms of w's: w's store indices, or their
+    // row-major flat index (constants: every param of f is bound).
+    const std::vector<ir::Expr>& at = w->store->indices;
+    if (view == shape) {
+      for (size_t q = 0; q < rank; ++q) vars[e_comp.iters[q]] = at[q];
+    } else {
+      ir::Expr flat = at[0];
+      for (size_t q = 1; q < at.size(); ++q) {
+        flat = ir::binary(ir::BinaryOp::Add,
+                          ir::binary(ir::BinaryOp::Mul, flat, ir::int_imm(shape[q])), at[q]);
+      }
+      vars[e_comp.iters[0]] = flat;
+    }
+    buf_names.erase(gin);
+    Rewriter rw(buf_names, vars);
+    e.iters = w->iters;
+    e.domain = w->domain;
+    e.value = ReplaceLoads(gin, fout, at).mutate(rw.rewrite(e_comp.value));
+    e.store = ir::StoreTarget{fout, at, e_comp.where};
+  }
   base.comps.push_back(e);
 
   // Candidates, best first: E with W's loop schedule inside each shared loop
@@ -563,8 +709,13 @@ ir::Graph fuse_elementwise(const ir::Graph& g, const PassContext& ctx) {
                                       [&](const auto& a) { return a == t || later.count(a) == 0; });
         const ir::GraphTensor* tt = out.find_tensor(t);
         const ir::GraphTensor* rt = out.find_tensor(consumer.results.at(0));
-        if (!args_ready || !tt || !rt || tt->dtype != rt->dtype || tt->shape != rt->shape) continue;
-        const ir::Comp* e = elementwise_comp(consumer.op, g_ins[ai]->name, tt->shape);
+        if (!args_ready || !tt || !rt || tt->dtype != rt->dtype) continue;
+        // The consumer's elements are its input's, in the shape it reads them
+        // (an imported model's relu reads a conv's output as one flat row).
+        std::vector<int64_t> view = ir::bound_shape(consumer.op, *g_ins[ai]);
+        std::vector<const ir::Buf*> g_outs = consumer.op.bufs_of_kind(ir::BufKind::Output);
+        if (g_outs.size() != 1 || ir::bound_shape(consumer.op, *g_outs[0]) != view) continue;
+        const ir::Comp* e = elementwise_comp(consumer.op, g_ins[ai]->name, view);
         if (!e) continue;
         std::vector<const ir::Buf*> f_outs = producer.op.bufs_of_kind(ir::BufKind::Output);
         std::optional<Fusion> fused =

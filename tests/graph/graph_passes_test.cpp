@@ -68,6 +68,13 @@ func relu {
   output y : f32[N];
   compute r(i) in 0 <= i < N: y[i] = max(x[i], 0.0);
 }
+func blocked {
+  param N, B = 4;
+  input x : f32[N];
+  output y : f32[N];
+  compute w(o, i) in 0 <= o < N / 4, 0 <= i < B: y[4 * o + i] = 2.0 * x[4 * o + i] - 3.0;
+  schedule { w.tag(i, vectorize); }
+}
 )";
 
 ir::Graph graph(const std::string& text) {
@@ -329,6 +336,47 @@ graph g {
   EXPECT_EQ(fused.calls[0].op.name, "scale_add_relu");
   EXPECT_EQ(fused.calls[0].args, (std::vector<std::string>{"x", "w"}));
   EXPECT_EQ(fused.calls[0].results, (std::vector<std::string>{"c"}));
+}
+
+// A writer that stores each element once through `c * a + b` (a conv's
+// channel-blocked write-back) takes the consumer over its whole domain, in
+// its innermost loop, with its schedule.
+TEST(FuseElementwise, ABlockedWriteBackTakesTheConsumerAtEachOfItsPoints) {
+  ir::Graph g = graph(R"(
+graph g {
+  input x : f32[8];
+  y = blocked(x);
+  r = relu(y);
+  output r;
+}
+)");
+  std::ostringstream log;
+  PassContext ctx;
+  ctx.instrument = print_and_time({"fuse_elementwise"}, false, log);
+  ir::Graph fused = fuse_elementwise(g, ctx);
+  ASSERT_EQ(fused.calls.size(), 1u);
+  const ir::Func& op = fused.calls[0].op;
+  EXPECT_EQ(op.name, "blocked_relu");
+  EXPECT_EQ(ir::to_string(op.comps.back().value), "max(y[4 * o + i], 0.0)");
+  EXPECT_EQ(log.str(), "// fuse_elementwise: relu into blocked (inside loop i of w)\n");
+  Tensors inputs = interp::random_graph_inputs(g, 3);
+  Tensors want = interp::run_reference(g, inputs);
+  Tensors got = interp::run_reference(fused, inputs);
+  EXPECT_TRUE(interp::compare_buffers({"r"}, want, got).ok);
+}
+
+// One that leaves elements unwritten (i < 2 of 4) is not fused: the consumer
+// would miss them.
+TEST(FuseElementwise, AWriterThatLeavesElementsUnwrittenIsNotFused) {
+  ir::Graph g = graph(R"(
+graph g {
+  input x : f32[8];
+  y = blocked(x, B = 2);
+  r = relu(y);
+  output r;
+}
+)");
+  EXPECT_EQ(fuse_elementwise(g, {}).calls.size(), 2u);
 }
 
 TEST(GraphPipeline, LevelsAndPrerequisites) {
