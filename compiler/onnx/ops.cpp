@@ -187,8 +187,8 @@ int64_t broadcast_index(const Shape& from, const Shape& to, int64_t k) {
 
 const char* unary_func(const std::string& op) {
   static const std::map<std::string, const char*> funcs = {
-      {"Relu", "relu"},  {"Sigmoid", "sigmoid"}, {"Tanh", "tanh_op"},         {"Sqrt", "sqrt_op"},
-      {"Exp", "exp_op"}, {"Neg", "neg"},         {"Reciprocal", "reciprocal"}};
+      {"Relu", "relu"},  {"Sigmoid", "sigmoid"}, {"Tanh", "tanh_op"},          {"Sqrt", "sqrt_op"},
+      {"Exp", "exp_op"}, {"Neg", "neg"},         {"Reciprocal", "reciprocal"}, {"Erf", "erf_op"}};
   auto it = funcs.find(op);
   return it == funcs.end() ? nullptr : it->second;
 }
@@ -200,6 +200,7 @@ double unary_value(const std::string& op, double x) {
   if (op == "Sqrt") return std::sqrt(x);
   if (op == "Exp") return std::exp(x);
   if (op == "Neg") return -x;
+  if (op == "Erf") return std::erf(x);
   return 1 / x;  // Reciprocal
 }
 
@@ -1184,6 +1185,7 @@ const std::map<std::string, Handler>& handlers() {
       {"Conv", import_conv},
       {"Div", import_binary},
       {"Dropout", import_dropout},
+      {"Erf", import_unary},
       {"Exp", import_unary},
       {"Flatten", import_flatten},
       {"Gather", import_gather},

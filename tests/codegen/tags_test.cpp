@@ -166,6 +166,22 @@ TEST(Vectorize, LanesPastAPartialTilesEndWriteNothing) {
       EXPECT_TRUE(run_at(p, {{"n", 48}, {"m", m}}, opt).ok) << "m = " << m << ", opt " << opt;
 }
 
+// A select whose condition reads a vector of data and whose sides are
+// constants: the constants become vectors (they were scalars beside a vector
+// condition, which LLVM refuses as invalid IR; ONNX's Erf was the first to
+// meet it).
+TEST(Vectorize, AVectorConditionBetweenTwoConstants) {
+  const char* program = R"(func t {
+    param n;
+    input  x : f32[n];
+    output y : f32[n];
+    compute s(k) in 0 <= k < n: y[k] = select(x[k] < 0.0, -1.0, 1.0) * x[k];
+  })";
+  std::string p = with_schedule(program, "s.split(k, 16, ko, ki); s.tag(ki, vectorize);");
+  for (int opt : {0, 3})
+    for (int64_t n : {5, 16, 37}) EXPECT_TRUE(run_at(p, {{"n", n}}, opt).ok) << n;
+}
+
 // A constant extent that 16 does not divide is still all vectors: up to 64
 // lanes straight-line code, 16 lanes at a time and one narrower vector for
 // the rest (a GEMM's partial register tile of 40 columns kept its

@@ -7,6 +7,7 @@ the same input, and the outputs compared: max relative error (the largest
 
 usage: torch_models.py [--kiln PATH] [--work DIR] [MODEL...]
 MODEL is one of: resnet18 resnet50 mobilenet_v2 encoder tiny_cnn tiny_encoder
+tiny_gelu_encoder
 (default: all of them). Exit status 0 when every model matches.
 """
 import argparse
@@ -65,6 +66,11 @@ def build(name):
     if name == "tiny_encoder":
         layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
                                                  batch_first=True)
+        return layer, (1, 8, 32)
+    if name == "tiny_gelu_encoder":
+        # GELU exports as x * 0.5 * (1 + Erf(x / sqrt(2))).
+        layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                                 activation="gelu", batch_first=True)
         return layer, (1, 8, 32)
     raise SystemExit(f"unknown model {name}")
 
@@ -125,7 +131,7 @@ def main():
     p.add_argument("--kiln", default="kiln")
     p.add_argument("--work", default=None)
     p.add_argument("models", nargs="*",
-                   default=["tiny_cnn", "tiny_encoder", "resnet18", "mobilenet_v2", "encoder",
+                   default=["tiny_cnn", "tiny_encoder", "tiny_gelu_encoder", "resnet18", "mobilenet_v2", "encoder",
                             "resnet50"])
     a = p.parse_args()
     torch.set_num_threads(1)

@@ -205,7 +205,8 @@ llvm::Value* FunctionBuilder::select(const ir::Select& n) {
     llvm::Value* t = expr(n.t);
     llvm::Value* f = expr(n.f);
     unify(t, f);
-    if (is_vec(t)) c = splat(c);
+    // A vector condition picks between lanes: scalar sides (constants) become vectors too.
+    if (is_vec(t) || is_vec(c)) c = splat(c), t = splat(t), f = splat(f);
     return b_.CreateSelect(c, t, f);
   }
   if (lanes_) {
