@@ -789,24 +789,29 @@ void import_transpose(Builder& b, const NodeInfo& n) {
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
             [&](size_t i, size_t j) { return groups[i][0] < groups[j][0]; });
-  // order[k] = the output position of the k-th group in input order.
-  size_t lo = 0, hi = groups.size();
-  while (lo < hi && order[lo] == lo) ++lo;
-  while (hi > lo && order[hi - 1] == hi - 1) --hi;
-  if (lo == hi) return define_view(b, n, x, out);  // only axes of extent 1 moved
-  if (hi - lo != 2) {
-    fail(n, fmt::format("has perm [{}] on shape {}; kiln supports a transpose that swaps two "
-                        "blocks of adjacent axes ([1, 0, 2], [0, 2, 1, 3], [0, 2, 3, 1], ...)",
-                        fmt::join(perm, ", "), shape_text(x.shape)));
+  // order[k] = the output position of the k-th group in input order. Sorted by
+  // swaps of two adjacent groups, each one transpose_block ([A, B, C, D] ->
+  // [A, C, B, D]): a swap of two blocks of axes is one call, any other
+  // permutation one call per inversion.
+  if (std::is_sorted(order.begin(), order.end()))
+    return define_view(b, n, x, out);  // only axes of extent 1 moved
+  std::string cur = arg(b, n, x, "x");
+  for (bool swapped = true; swapped;) {
+    swapped = false;
+    for (size_t k = 0; k + 1 < order.size(); ++k) {
+      if (order[k] < order[k + 1]) continue;
+      int64_t A = 1, D = 1;
+      for (size_t q = 0; q < k; ++q) A *= size(groups[order[q]]);
+      for (size_t q = k + 2; q < order.size(); ++q) D *= size(groups[order[q]]);
+      int64_t Bsz = size(groups[order[k]]), Csz = size(groups[order[k + 1]]);
+      std::swap(order[k], order[k + 1]);
+      bool last = std::is_sorted(order.begin(), order.end());
+      cur = b.call(n, "transpose_block", {{"A", A}, {"B", Bsz}, {"C", Csz}, {"D", D}}, {cur},
+                   {last ? out : Shape{A, Csz, Bsz, D}}, out_name(n))[0];
+      swapped = true;
+    }
   }
-  int64_t A = 1, D = 1;
-  for (size_t k = 0; k < lo; ++k) A *= size(groups[k]);
-  for (size_t k = hi; k < groups.size(); ++k) D *= size(groups[k]);
-  // In output order: groups[lo] came from the later input block, groups[lo + 1] the earlier.
-  int64_t Bsz = size(groups[lo + 1]), Csz = size(groups[lo]);
-  std::string res = b.call(n, "transpose_block", {{"A", A}, {"B", Bsz}, {"C", Csz}, {"D", D}},
-                           {arg(b, n, x, "x")}, {out}, out_name(n))[0];
-  define_tensor(b, n, res, out);
+  define_tensor(b, n, cur, out);
 }
 
 void import_reshape(Builder& b, const NodeInfo& n) {
@@ -1002,16 +1007,22 @@ void import_slice(Builder& b, const NodeInfo& n) {
     if (count[d] != x.shape[d]) cut.push_back(d);
   }
   if (cut.empty()) return define_view(b, n, x, count);
-  if (cut.size() > 1) fail(n, "slices more than one axis; kiln supports one");
-  size_t a = cut[0];
-  std::string r = b.call(n, "slice_axis",
-                         {{"A", product(x.shape, 0, a)},
-                          {"D", x.shape[a]},
-                          {"B", product(x.shape, a + 1, rank)},
-                          {"S", begin[a]},
-                          {"L", count[a]}},
-                         {arg(b, n, x, "x")}, {count}, out_name(n))[0];
-  define_tensor(b, n, r, count);
+  // One slice_axis per axis cut, each on what the one before left.
+  std::string cur = arg(b, n, x, "x");
+  Shape shape = x.shape;
+  for (size_t a : cut) {
+    Shape next = shape;
+    next[a] = count[a];
+    cur = b.call(n, "slice_axis",
+                 {{"A", product(shape, 0, a)},
+                  {"D", shape[a]},
+                  {"B", product(shape, a + 1, rank)},
+                  {"S", begin[a]},
+                  {"L", count[a]}},
+                 {cur}, {next}, out_name(n))[0];
+    shape = next;
+  }
+  define_tensor(b, n, cur, count);
 }
 
 void import_pad(Builder& b, const NodeInfo& n) {

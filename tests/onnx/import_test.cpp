@@ -118,6 +118,48 @@ TEST(OnnxImport, SmallCnnRunsAsTheReferenceInterpreterDoes) {
   EXPECT_TRUE(r.mismatch->ok) << r.mismatch->problem << " " << r.mismatch->buffer;
 }
 
+::onnx::TensorProto int_tensor(const std::string& name, std::vector<int64_t> values) {
+  ::onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(::onnx::TensorProto::INT64);
+  t.add_dims(static_cast<int64_t>(values.size()));
+  for (int64_t v : values) t.add_int64_data(v);
+  return t;
+}
+
+// x [2, 3, 4] -> Transpose [2, 1, 0] (no two-block swap: three calls) -> y
+// [4, 3, 2] -> Slice of axes 0 and 2 (two calls) -> z [2, 3, 1], against the
+// values computed here.
+TEST(OnnxImport, AnyTransposeAndASliceOfSeveralAxesGiveONNXsValues) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.add_opset_import()->set_version(13);
+  ::onnx::GraphProto* g = m.mutable_graph();
+  add_input(g, "x", {2, 3, 4});
+  *g->add_initializer() = int_tensor("starts", {1, 1});
+  *g->add_initializer() = int_tensor("ends", {3, 2});
+  *g->add_initializer() = int_tensor("axes", {0, 2});
+  set_ints(add_node(g, "Transpose", {"x"}, {"y"}), "perm", {2, 1, 0});
+  add_node(g, "Slice", {"y", "starts", "ends", "axes"}, {"z"});
+  g->add_output()->set_name("z");
+  ir::Module mod = import(m);
+  const ir::Graph& graph = mod.graphs[0];
+  EXPECT_EQ(graph.calls.size(), 5u);
+  HostBuffer x(ir::DType::F32, {2, 3, 4});
+  for (int64_t k = 0; k < x.size(); ++k) x.set_f(k, static_cast<double>(k));
+  RunSpec spec;
+  spec.inputs["x"] = x;
+  spec.check = true;
+  GraphRunOutcome r = run_graph(graph, spec);
+  ASSERT_TRUE(r.mismatch && r.mismatch->ok);
+  const HostBuffer& z = r.tensors.at(graph.outputs[0]);
+  ASSERT_EQ(z.shape(), (std::vector<int64_t>{2, 3, 1}));
+  // z[i, j, 0] = y[1 + i, j, 1] = x[1, j, 1 + i]
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(z.get_f(i * 3 + j), 12 + j * 4 + 1 + i) << i << j;
+  }
+}
+
 TEST(OnnxImport, ATruncatedModelIsAnErrorAtEveryLength) {
   std::string bytes = small_cnn().SerializeAsString();
   int refused = 0;
