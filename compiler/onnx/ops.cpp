@@ -1076,7 +1076,45 @@ void import_shape(Builder& b, const NodeInfo& n) {
                }));
 }
 
+// A Gather of a computed tensor, or by computed indices: gather_axis.
+void gather_values(Builder& b, const NodeInfo& n, const Value& x, const Value& idx) {
+  need_f32(n, x, "its data");
+  if (idx.dtype != ir::DType::I64) {
+    fail(n,
+         fmt::format("has {} indices; kiln gathers by int64 indices", ir::dtype_name(idx.dtype)));
+  }
+  size_t axis = static_cast<size_t>(axis_of(n, attr_int(n, "axis", 0), x.shape.size()));
+  int64_t dim = x.shape[axis];
+  Value indices = idx;
+  if (idx.constant) {
+    // Negative indices count from the end (at import; computed ones must be in [0, D)).
+    const Const& c = *idx.constant;
+    for (int64_t k = 0; k < c.size(); ++k) {
+      if (c.int_at(k) < -dim || c.int_at(k) >= dim)
+        fail(n, fmt::format("gathers index {} of an axis of extent {}", c.int_at(k), dim));
+    }
+    indices = const_value(Const::make(ir::DType::I64, c.shape, [&](int64_t k) -> int64_t {
+      return c.int_at(k) < 0 ? c.int_at(k) + dim : c.int_at(k);
+    }));
+  }
+  Shape out(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(axis));
+  out.insert(out.end(), idx.shape.begin(), idx.shape.end());
+  out.insert(out.end(), x.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.shape.end());
+  int64_t count = element_count(idx.shape);
+  if (count == 0) fail(n, "gathers no index (an empty tensor)");
+  std::string r = b.call(n, "gather_axis",
+                         {{"A", product(x.shape, 0, axis)},
+                          {"D", dim},
+                          {"B", product(x.shape, axis + 1, x.shape.size())},
+                          {"N", count}},
+                         {arg(b, n, x, "x"), arg(b, n, indices, "indices")}, {out}, out_name(n))[0];
+  define_tensor(b, n, r, out);
+}
+
 void import_gather(Builder& b, const NodeInfo& n) {
+  const Value& xv = required(b, n, 0);
+  const Value& iv = required(b, n, 1);
+  if (!xv.constant || !iv.constant) return gather_values(b, n, xv, iv);
   const Const& data = constant(b, n, 0, "the data");
   const Const& idx = constant(b, n, 1, "the indices");
   int64_t axis = axis_of(n, attr_int(n, "axis", 0), data.shape.size());
