@@ -26,7 +26,7 @@ struct OptionSpec {
 
 constexpr uint32_t bit(Command c) { return uint32_t{1} << static_cast<int>(c); }
 
-constexpr std::array<OptionSpec, 63> kOptions = {{
+constexpr std::array<OptionSpec, 64> kOptions = {{
     {"--func", "NAME",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
@@ -57,6 +57,8 @@ constexpr std::array<OptionSpec, 63> kOptions = {{
     {"--number", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
     {"--threads", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
     {"--input", "NAME=FILE", bit(Command::Run)},
+    {"--dim", "NAME=N",
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run)},
     {"--save-outputs", "DIR", bit(Command::Run)},
     {"-O0", "",
      bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
@@ -302,6 +304,16 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
       throw UsageError(c, fmt::format("--input '{}': expected NAME=FILE.npy", value));
     }
     o.input_files[std::string(value.substr(0, eq))] = std::string(value.substr(eq + 1));
+  } else if (name == "--dim") {
+    size_t eq = value.find('=');
+    std::optional<int64_t> n =
+        eq == std::string_view::npos ? std::nullopt : parse_int<int64_t>(value.substr(eq + 1));
+    if (eq == 0 || !n || *n <= 0) {
+      throw UsageError(c, fmt::format("--dim '{}': expected NAME=N with N a positive integer "
+                                      "(a symbolic dimension of a model's inputs)",
+                                      value));
+    }
+    o.dims[std::string(value.substr(0, eq))] = *n;
   } else if (name == "--save-outputs") {
     if (value.empty()) throw UsageError(c, "--save-outputs: expected a directory");
     o.save_outputs = std::string(value);
@@ -654,7 +666,7 @@ std::string synopsis(Command c) {
       return "usage: kiln run FILE... [--check] [--bench [--repeat R] [--number N]] "
              "[--threads N] [--gpu N] [-O0..-O3] [--json]\n"
              "       [--func NAME | --graph NAME] [--seed N] [--no-schedule] [--set NAME=INT]...\n"
-             "       [--input NAME=FILE.npy]... [--save-outputs DIR]\n"
+             "       [--input NAME=FILE.npy]... [--save-outputs DIR] [--dim NAME=N]...\n"
              "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
              "[--require-pass NAME]...";
     case Command::Compile:
@@ -803,6 +815,7 @@ std::string help_text(Command c) {
              "                  (repeatable)\n"
              "  --save-outputs DIR\n"
              "                  write each output to DIR/NAME.npy\n"
+             "  --dim NAME=N    a model's symbolic input dimension NAME is N (repeatable)\n"
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
              common + server + exits;
     case Command::Compile:

@@ -35,6 +35,7 @@ struct Options {
   uint64_t seed = 0;                               // interp, run --seed
   std::map<std::string, std::string> input_files;  // run --input NAME=FILE.npy
   std::optional<std::string> save_outputs;         // run --save-outputs DIR
+  std::map<std::string, int64_t> dims;             // --dim NAME=N: a model's symbolic dims
 
   bool bench = false;  // run --bench
   int repeat = 5;      // run --repeat: timed repeats

@@ -149,8 +149,15 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
                              "kilnd does not take models yet: run it here (leave out --server "
                              "and unset KILN_SERVER)");
         }
-        module = timed(file, "import", [&] { return onnx::import_file(file); });
+        onnx::ImportOptions io;
+        io.dims = o.dims;
+        module = timed(file, "import", [&] { return onnx::import_file(file, io); });
       } else {
+        if (!o.dims.empty()) {
+          throw CompileError(ErrorStage::Validate, SourceLoc{file, 0, 0},
+                             "--dim gives a model's symbolic dimensions; this is not a model "
+                             "(.onnx): give a func's params with --set");
+        }
         module = timed(file, "parse", [&] {
           source = frontend::read_source(file);
           return frontend::parse_module(source, file);

@@ -137,7 +137,8 @@ ir::DType value_dtype(int elem_type, const std::string& file, const std::string&
   }
 }
 
-Shape static_shape(const ::onnx::ValueInfoProto& v, const std::string& file) {
+Shape static_shape(const ::onnx::ValueInfoProto& v, const std::string& file,
+                   const std::map<std::string, int64_t>& dims, std::set<std::string>& used) {
   if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) {
     model_error(file, fmt::format("input '{}' has no tensor shape", v.name()));
   }
@@ -147,12 +148,21 @@ Shape static_shape(const ::onnx::ValueInfoProto& v, const std::string& file) {
       s.push_back(d.dim_value());
       continue;
     }
-    model_error(
-        file,
-        fmt::format("input '{}' has {} dimension {}: kiln imports static shapes (export "
-                    "the model without dynamic_axes)",
-                    v.name(), d.has_dim_param() ? "the symbolic" : "an unknown",
-                    d.has_dim_param() ? "'" + d.dim_param() + "'" : std::to_string(s.size())));
+    if (d.has_dim_param()) {
+      auto it = dims.find(d.dim_param());
+      if (it != dims.end()) {
+        s.push_back(it->second);
+        used.insert(it->first);
+        continue;
+      }
+      model_error(file, fmt::format("input '{}' has the symbolic dimension '{}': give its value "
+                                    "(kiln run --dim {}=N), or export the model without "
+                                    "dynamic_axes; kiln compiles static shapes",
+                                    v.name(), d.dim_param(), d.dim_param()));
+    }
+    model_error(file, fmt::format("input '{}' has an unknown dimension {}: kiln imports static "
+                                  "shapes (export the model without dynamic_axes)",
+                                  v.name(), s.size()));
   }
   return s;
 }
@@ -221,12 +231,18 @@ ir::Module import_model(std::string_view bytes, const std::string& file,
     initialized.insert(t.name());
     b.define(t.name(), std::move(v));
   }
+  std::set<std::string> used_dims;
+  for (const auto& [name, value] : options.dims) {
+    if (value <= 0) {
+      model_error(file, fmt::format("--dim {}={}: a dimension must be positive", name, value));
+    }
+  }
   for (const ::onnx::ValueInfoProto& in : g.input()) {
     if (initialized.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
     Value v;
     v.dtype = value_dtype(in.type().tensor_type().elem_type(), file,
                           fmt::format("input '{}'", in.name()));
-    v.shape = static_shape(in, file);
+    v.shape = static_shape(in, file, options.dims, used_dims);
     if (static_cast<uint64_t>(element_count(v.shape)) * 4 > options.max_tensor_bytes) {
       model_error(file, fmt::format("input '{}' of shape {} is larger than {} bytes", in.name(),
                                     shape_text(v.shape), options.max_tensor_bytes));
@@ -240,6 +256,13 @@ ir::Module import_model(std::string_view bytes, const std::string& file,
     v.tensor = t.name;
     b.graph().tensors.push_back(std::move(t));
     b.define(in.name(), std::move(v));
+  }
+  for (const auto& [name, value] : options.dims) {
+    if (!used_dims.count(name)) {
+      model_error(file, fmt::format("--dim {}={}: no input of the model has a symbolic dimension "
+                                    "'{}'",
+                                    name, value, name));
+    }
   }
   for (const ::onnx::NodeProto& node : g.node()) {
     NodeInfo n{&node, opset, file};

@@ -263,6 +263,39 @@ TEST(OnnxImport, ASymbolicDimensionIsAnError) {
   EXPECT_NE(e.find("input 'x' has the symbolic dimension 'batch'"), std::string::npos) << e;
 }
 
+TEST(OnnxImport, ASymbolicDimensionGivenAValueImportsAsThatShape) {
+  ::onnx::ModelProto m = small_cnn();
+  m.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("batch");
+  onnx::ImportOptions o;
+  o.dims["batch"] = 3;
+  ir::Module mod = onnx::import_model(m.SerializeAsString(), "m.onnx", o);
+  const ir::Graph& g = mod.graphs[0];
+  EXPECT_EQ(g.find_tensor("x")->shape, (std::vector<int64_t>{3, 3, 8, 8}));
+  EXPECT_EQ(g.find_tensor(g.outputs[0])->shape, (std::vector<int64_t>{3, 5}));
+  RunSpec spec;
+  spec.check = true;
+  GraphRunOutcome r = run_graph(g, spec);
+  ASSERT_TRUE(r.mismatch);
+  EXPECT_TRUE(r.mismatch->ok);
+  // A name no input has is an error too.
+  o.dims["seq"] = 4;
+  std::string e;
+  try {
+    onnx::import_model(m.SerializeAsString(), "m.onnx", o);
+  } catch (const CompileError& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("--dim seq=4: no input of the model has a symbolic dimension 'seq'"),
+            std::string::npos)
+      << e;
+}
+
 TEST(OnnxImport, AnUnsupportedAttributeSaysWhatIsSupported) {
   ::onnx::ModelProto m = small_cnn();
   set_int(m.mutable_graph()->mutable_node(0), "group", 3);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,10 @@ struct ImportOptions {
   // declare, in bytes: a model that declares more is refused before anything
   // is allocated for it.
   uint64_t max_tensor_bytes = uint64_t{1} << 31;
+  // Values for the inputs' symbolic dimensions ("batch" -> 8, from `--dim
+  // batch=8`): the model is imported with them as static shapes. A name no
+  // input has is an error, as is a symbolic dimension without a value.
+  std::map<std::string, int64_t> dims;
 };
 
 // The opsets of the default domain kiln reads.
