@@ -157,4 +157,4 @@ heading "The tuning curves: best GFLOP/s against trials (kiln records plot)"
 
 echo
 echo "Next: '$kiln --help', docs/tuning.md, docs/cli.md, docs/language.md, docs/server.md and"
-echo "docs/python.md; ./deploy/test.sh runs every test."
+echo "docs/python.md; ONNX models: docs/models.md; ./deploy/test.sh runs every test."
