@@ -236,7 +236,7 @@ double binary_value(const std::string& op, double x, double y, bool integer) {
 void binary(Builder& b, const NodeInfo& n, const std::string& op, const Value& x, const Value& y) {
   Shape out = broadcast_shape(n, x.shape, y.shape);
   static const std::map<std::string, std::string> names = {
-      {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}};
+      {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "power"}};
   const std::string& base = names.at(op);
   if (x.shape == out && y.shape == out) {
     std::string r = b.call(n, base, {{"N", element_count(out)}},
@@ -282,6 +282,7 @@ void binary(Builder& b, const NodeInfo& n, const std::string& op, const Value& x
   if (!x_big) {
     if (op == "Sub") func = "rsub_c";
     if (op == "Div") func = "rdiv_c";
+    if (op == "Pow") func = "rpower_c";
   }
   std::string r = b.call(n, func, {{"A", A}, {"C", C}, {"B", B}},
                          {arg(b, n, big, "a"), arg(b, n, small, "b")}, {out}, out_name(n))[0];
@@ -320,45 +321,48 @@ void import_binary(Builder& b, const NodeInfo& n) {
   }
   need_f32(n, x, "its first input");
   need_f32(n, y, "its second input");
-  if (op == "Pow") {
-    if (!y.constant || y.constant->size() != 1) {
-      fail(n, "raises to a tensor power; kiln supports a constant exponent of 2 or 0.5");
-    }
+  if (op == "Pow" && y.constant && y.constant->size() == 1 &&
+      broadcast_shape(n, x.shape, y.shape) == x.shape) {
+    // The common constant exponents as the cheaper ops they are.
     double e = y.constant->at(0);
-    if (broadcast_shape(n, x.shape, y.shape) != x.shape) fail(n, "broadcasts its base");
     if (e == 2) return unary(b, n, "square", x);
     if (e == 0.5) return unary(b, n, "sqrt_op", x);
     if (e == 1) return define_view(b, n, x, x.shape);
-    fail(n, fmt::format("raises to the power {}; kiln supports the constant exponents 1, 2 and "
-                        "0.5",
-                        e));
   }
   binary(b, n, op, x, y);
 }
 
 void import_clip(Builder& b, const NodeInfo& n) {
   const Value& x = required(b, n, 0);
-  double lo = -std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::max();
-  if (const Value* v = input(b, n, 1)) {
-    if (!v->constant) fail(n, "its min (input 2) must be a constant");
-    lo = v->constant->at(0);
+  // The bounds: constants, computed scalars (one value each), or none (the f32 limits).
+  std::vector<Value> bounds;
+  for (int k : {1, 2}) {
+    const Value* v = input(b, n, k);
+    if (!v) {
+      double none = k == 1 ? -std::numeric_limits<float>::max() : std::numeric_limits<float>::max();
+      bounds.push_back(const_value(f32_scalar(none)));
+      continue;
+    }
+    if (element_count(v->shape) != 1) {
+      fail(n, fmt::format("has a {} of shape {}; ONNX's bounds are one value each",
+                          k == 1 ? "min" : "max", shape_text(v->shape)));
+    }
+    need_f32(n, *v, k == 1 ? "its min" : "its max");
+    bounds.push_back(*v);
   }
-  if (const Value* v = input(b, n, 2)) {
-    if (!v->constant) fail(n, "its max (input 3) must be a constant");
-    hi = v->constant->at(0);
-  }
-  if (x.constant) {
+  if (x.constant && bounds[0].constant && bounds[1].constant) {
     const Const& c = *x.constant;
+    double lo = bounds[0].constant->at(0), hi = bounds[1].constant->at(0);
     define_const(b, n, Const::make(c.dtype, c.shape, [&](int64_t k) {
                    return std::min(std::max(c.at(k), lo), hi);
                  }));
     return;
   }
   need_f32(n, x, "its input");
-  std::string r = b.call(n, "clip", {{"N", element_count(x.shape)}},
-                         {arg(b, n, x, "x"), b.tensor_of(const_value(f32_scalar(lo)), "lo"),
-                          b.tensor_of(const_value(f32_scalar(hi)), "hi")},
-                         {x.shape}, out_name(n))[0];
+  std::string r =
+      b.call(n, "clip", {{"N", element_count(x.shape)}},
+             {arg(b, n, x, "x"), arg(b, n, bounds[0], "lo"), arg(b, n, bounds[1], "hi")}, {x.shape},
+             out_name(n))[0];
   define_tensor(b, n, r, x.shape);
 }
 
