@@ -110,9 +110,6 @@ class Builder {
 // Imports one node: defines its outputs in b. Fails for an op kiln does not support.
 void import_node(Builder& b, const NodeInfo& n);
 
-// The op types import_node knows, for the error that names what is supported.
-const std::vector<std::string>& supported_ops();
-
 template <typename F>
 Const Const::make(ir::DType dtype, Shape shape, F value) {
   Const c;

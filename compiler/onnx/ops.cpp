@@ -141,11 +141,6 @@ Const f32_scalar(double v) {
   return Const::make(ir::DType::F32, {1}, [&](int64_t) { return v; });
 }
 
-std::string arg(Builder& b, const NodeInfo& n, const Value& v, const std::string& hint) {
-  (void)n;
-  return b.tensor_of(v, hint);
-}
-
 std::string out_name(const NodeInfo& n) { return n.node->output(0); }
 
 // ---------------------------------------------------------------------------
@@ -206,7 +201,7 @@ double unary_value(const std::string& op, double x) {
 
 void unary(Builder& b, const NodeInfo& n, const std::string& func, const Value& x) {
   need_f32(n, x, "its input");
-  std::string r = b.call(n, func, {{"N", element_count(x.shape)}}, {arg(b, n, x, "x")}, {x.shape},
+  std::string r = b.call(n, func, {{"N", element_count(x.shape)}}, {b.tensor_of(x, "x")}, {x.shape},
                          out_name(n))[0];
   define_tensor(b, n, r, x.shape);
 }
@@ -240,7 +235,7 @@ void binary(Builder& b, const NodeInfo& n, const std::string& op, const Value& x
   const std::string& base = names.at(op);
   if (x.shape == out && y.shape == out) {
     std::string r = b.call(n, base, {{"N", element_count(out)}},
-                           {arg(b, n, x, "a"), arg(b, n, y, "b")}, {out}, out_name(n))[0];
+                           {b.tensor_of(x, "a"), b.tensor_of(y, "b")}, {out}, out_name(n))[0];
     define_tensor(b, n, r, out);
     return;
   }
@@ -285,7 +280,7 @@ void binary(Builder& b, const NodeInfo& n, const std::string& op, const Value& x
     if (op == "Pow") func = "rpower_c";
   }
   std::string r = b.call(n, func, {{"A", A}, {"C", C}, {"B", B}},
-                         {arg(b, n, big, "a"), arg(b, n, small, "b")}, {out}, out_name(n))[0];
+                         {b.tensor_of(big, "a"), b.tensor_of(small, "b")}, {out}, out_name(n))[0];
   define_tensor(b, n, r, out);
 }
 
@@ -361,8 +356,8 @@ void import_clip(Builder& b, const NodeInfo& n) {
   need_f32(n, x, "its input");
   std::string r =
       b.call(n, "clip", {{"N", element_count(x.shape)}},
-             {arg(b, n, x, "x"), arg(b, n, bounds[0], "lo"), arg(b, n, bounds[1], "hi")}, {x.shape},
-             out_name(n))[0];
+             {b.tensor_of(x, "x"), b.tensor_of(bounds[0], "lo"), b.tensor_of(bounds[1], "hi")},
+             {x.shape}, out_name(n))[0];
   define_tensor(b, n, r, x.shape);
 }
 
@@ -465,8 +460,8 @@ void import_conv(Builder& b, const NodeInfo& n) {
   if (func != "depthwise_conv2d") p["F"] = F;
   Shape out{N, F, g.oh, g.ow};
   std::string r = b.call(n, func, p,
-                         {arg(b, n, x, "x"), arg(b, n, w, n.node->input(1)),
-                          arg(b, n, bias, n.node->input_size() > 2 ? n.node->input(2) : "bias")},
+                         {b.tensor_of(x, "x"), b.tensor_of(w, n.node->input(1)),
+                          b.tensor_of(bias, n.node->input_size() > 2 ? n.node->input(2) : "bias")},
                          {out}, out_name(n))[0];
   define_tensor(b, n, r, out);
 }
@@ -492,7 +487,7 @@ void import_pool(Builder& b, const NodeInfo& n) {
     p["COUNT_PAD"] = attr_int(n, "count_include_pad", 0) != 0;
   }
   Shape out{N, C, g.oh, g.ow};
-  std::string r = b.call(n, func, p, {arg(b, n, x, "x")}, {out}, out_name(n))[0];
+  std::string r = b.call(n, func, p, {b.tensor_of(x, "x")}, {out}, out_name(n))[0];
   define_tensor(b, n, r, out);
 }
 
@@ -504,7 +499,7 @@ void import_global_avgpool(Builder& b, const NodeInfo& n) {
   out.resize(x.shape.size(), 1);
   std::string r = b.call(n, "global_avgpool",
                          {{"N", x.shape[0]}, {"C", x.shape[1]}, {"HW", product(x.shape, 2, 99)}},
-                         {arg(b, n, x, "x")}, {out}, out_name(n))[0];
+                         {b.tensor_of(x, "x")}, {out}, out_name(n))[0];
   define_tensor(b, n, r, out);
 }
 
@@ -519,8 +514,8 @@ Const transposed(const Const& m) {
 
 std::string transpose_value(Builder& b, const NodeInfo& n, const Value& m) {
   int64_t R = m.shape[0], C = m.shape[1];
-  return b.call(n, "transpose_block", {{"A", 1}, {"B", R}, {"C", C}, {"D", 1}}, {arg(b, n, m, "m")},
-                {{C, R}}, out_name(n) + "_t")[0];
+  return b.call(n, "transpose_block", {{"A", 1}, {"B", R}, {"C", C}, {"D", 1}},
+                {b.tensor_of(m, "m")}, {{C, R}}, out_name(n) + "_t")[0];
 }
 
 void import_gemm(Builder& b, const NodeInfo& n) {
@@ -532,7 +527,7 @@ void import_gemm(Builder& b, const NodeInfo& n) {
     fail(n, "multiplies tensors that are not matrices");
   double alpha = attr_float(n, "alpha", 1), beta = attr_float(n, "beta", 1);
   bool ta = attr_int(n, "transA", 0) != 0, tb = attr_int(n, "transB", 0) != 0;
-  std::string at = ta ? transpose_value(b, n, a) : arg(b, n, a, "a");
+  std::string at = ta ? transpose_value(b, n, a) : b.tensor_of(a, "a");
   int64_t M = ta ? a.shape[1] : a.shape[0], K = ta ? a.shape[0] : a.shape[1];
   std::string bt;
   int64_t N = tb ? bm.shape[0] : bm.shape[1];
@@ -546,7 +541,7 @@ void import_gemm(Builder& b, const NodeInfo& n) {
     bt = b.tensor_of(const_value(c), n.node->input(1));
   } else {
     if (alpha != 1) fail(n, "has alpha other than 1 with a B that is not a constant");
-    bt = tb ? transpose_value(b, n, bm) : arg(b, n, bm, "b");
+    bt = tb ? transpose_value(b, n, bm) : b.tensor_of(bm, "b");
   }
   Shape out{M, N};
   const Value* c = input(b, n, 2);
@@ -588,7 +583,7 @@ void import_matmul(Builder& b, const NodeInfo& n) {
     out.push_back(N);
     int64_t rows = element_count(as) / K;
     r = b.call(n, "matmul", {{"M", rows}, {"N", N}, {"K", K}},
-               {arg(b, n, a, "a"), arg(b, n, bm, n.node->input(1))}, {out}, out_name(n))[0];
+               {b.tensor_of(a, "a"), b.tensor_of(bm, n.node->input(1))}, {out}, out_name(n))[0];
   } else {
     Shape batch_a(as.begin(), as.end() - 2), batch_b(bs.begin(), bs.end() - 2);
     if (batch_a != batch_b) {
@@ -600,7 +595,7 @@ void import_matmul(Builder& b, const NodeInfo& n) {
     out.push_back(M);
     out.push_back(N);
     r = b.call(n, "batch_matmul", {{"Bt", element_count(batch_a)}, {"M", M}, {"N", N}, {"K", K}},
-               {arg(b, n, a, "a"), arg(b, n, bm, "b")}, {out}, out_name(n))[0];
+               {b.tensor_of(a, "a"), b.tensor_of(bm, "b")}, {out}, out_name(n))[0];
   }
   if (a_vec) out.erase(out.end() - 2);
   if (b_vec) out.pop_back();
@@ -636,7 +631,7 @@ void import_batchnorm(Builder& b, const NodeInfo& n) {
   std::string r =
       b.call(n, "channel_affine",
              {{"A", x.shape[0]}, {"C", C}, {"B", product(x.shape, 2, x.shape.size())}},
-             {arg(b, n, x, "x"), b.tensor_of(const_value(scale), out_name(n) + "_scale"),
+             {b.tensor_of(x, "x"), b.tensor_of(const_value(scale), out_name(n) + "_scale"),
               b.tensor_of(const_value(shift), out_name(n) + "_shift")},
              {x.shape}, out_name(n))[0];
   define_tensor(b, n, r, x.shape);
@@ -657,7 +652,7 @@ void import_softmax(Builder& b, const NodeInfo& n) {
   int64_t A = product(x.shape, 0, a);
   int64_t N = n.opset >= 13 ? x.shape[a] : product(x.shape, a, x.shape.size());
   int64_t B = n.opset >= 13 ? product(x.shape, a + 1, x.shape.size()) : 1;
-  std::string r = b.call(n, "softmax", {{"A", A}, {"N", N}, {"B", B}}, {arg(b, n, x, "x")},
+  std::string r = b.call(n, "softmax", {{"A", A}, {"N", N}, {"B", B}}, {b.tensor_of(x, "x")},
                          {x.shape}, out_name(n))[0];
   define_tensor(b, n, r, x.shape);
 }
@@ -690,7 +685,7 @@ void import_reduce_mean(Builder& b, const NodeInfo& n) {
                          {{"A", product(x.shape, 0, first)},
                           {"N", product(x.shape, first, last + 1)},
                           {"B", product(x.shape, last + 1, x.shape.size())}},
-                         {arg(b, n, x, "x")}, {out}, out_name(n))[0];
+                         {b.tensor_of(x, "x")}, {out}, out_name(n))[0];
   define_tensor(b, n, r, out);
 }
 
@@ -717,10 +712,11 @@ void import_layer_norm(Builder& b, const NodeInfo& n) {
          "broadcast them)");
   }
   double eps = attr_float(n, "epsilon", 1e-5f);
-  std::string r = b.call(n, "layer_norm", {{"M", M}, {"N", N}},
-                         {arg(b, n, x, "x"), arg(b, n, scale, "scale"), arg(b, n, bias, "bias"),
-                          b.tensor_of(const_value(f32_scalar(eps)), "eps")},
-                         {x.shape}, out_name(n))[0];
+  std::string r =
+      b.call(n, "layer_norm", {{"M", M}, {"N", N}},
+             {b.tensor_of(x, "x"), b.tensor_of(scale, "scale"), b.tensor_of(bias, "bias"),
+              b.tensor_of(const_value(f32_scalar(eps)), "eps")},
+             {x.shape}, out_name(n))[0];
   define_tensor(b, n, r, x.shape);
 }
 
@@ -799,7 +795,7 @@ void import_transpose(Builder& b, const NodeInfo& n) {
   // permutation one call per inversion.
   if (std::is_sorted(order.begin(), order.end()))
     return define_view(b, n, x, out);  // only axes of extent 1 moved
-  std::string cur = arg(b, n, x, "x");
+  std::string cur = b.tensor_of(x, "x");
   for (bool swapped = true; swapped;) {
     swapped = false;
     for (size_t k = 0; k + 1 < order.size(); ++k) {
@@ -947,14 +943,14 @@ void import_concat(Builder& b, const NodeInfo& n) {
                         }));
   }
   for (const Value* v : ins) need_f32(n, *v, "an input");
-  std::string acc = arg(b, n, *ins[0], "x");
+  std::string acc = b.tensor_of(*ins[0], "x");
   int64_t len = ins[0]->shape[static_cast<size_t>(axis)];
   for (size_t k = 1; k < ins.size(); ++k) {
     int64_t more = ins[k]->shape[static_cast<size_t>(axis)];
     Shape part = out;
     part[static_cast<size_t>(axis)] = len + more;
     acc = b.call(n, "concat2", {{"A", A}, {"B1", len}, {"B2", more}, {"C", Cn}},
-                 {acc, arg(b, n, *ins[k], "x")}, {part}, out_name(n))[0];
+                 {acc, b.tensor_of(*ins[k], "x")}, {part}, out_name(n))[0];
     len += more;
   }
   define_tensor(b, n, acc, out);
@@ -1012,7 +1008,7 @@ void import_slice(Builder& b, const NodeInfo& n) {
   }
   if (cut.empty()) return define_view(b, n, x, count);
   // One slice_axis per axis cut, each on what the one before left.
-  std::string cur = arg(b, n, x, "x");
+  std::string cur = b.tensor_of(x, "x");
   Shape shape = x.shape;
   for (size_t a : cut) {
     Shape next = shape;
@@ -1054,16 +1050,17 @@ void import_pad(Builder& b, const NodeInfo& n) {
   }
   if (r < 2) fail(n, "pads a tensor of rank below 2");
   int64_t H = x.shape[r - 2], W = x.shape[r - 1];
-  std::string res = b.call(n, "pad2d",
-                           {{"A", product(x.shape, 0, r - 2)},
-                            {"H", H},
-                            {"W", W},
-                            {"PT", pads[r - 2]},
-                            {"PL", pads[r - 1]},
-                            {"OH", out[r - 2]},
-                            {"OW", out[r - 1]}},
-                           {arg(b, n, x, "x"), b.tensor_of(const_value(f32_scalar(fill)), "fill")},
-                           {out}, out_name(n))[0];
+  std::string res =
+      b.call(n, "pad2d",
+             {{"A", product(x.shape, 0, r - 2)},
+              {"H", H},
+              {"W", W},
+              {"PT", pads[r - 2]},
+              {"PL", pads[r - 1]},
+              {"OH", out[r - 2]},
+              {"OW", out[r - 1]}},
+             {b.tensor_of(x, "x"), b.tensor_of(const_value(f32_scalar(fill)), "fill")}, {out},
+             out_name(n))[0];
   define_tensor(b, n, res, out);
 }
 
@@ -1106,12 +1103,13 @@ void gather_values(Builder& b, const NodeInfo& n, const Value& x, const Value& i
   out.insert(out.end(), x.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.shape.end());
   int64_t count = element_count(idx.shape);
   if (count == 0) fail(n, "gathers no index (an empty tensor)");
-  std::string r = b.call(n, "gather_axis",
-                         {{"A", product(x.shape, 0, axis)},
-                          {"D", dim},
-                          {"B", product(x.shape, axis + 1, x.shape.size())},
-                          {"N", count}},
-                         {arg(b, n, x, "x"), arg(b, n, indices, "indices")}, {out}, out_name(n))[0];
+  std::string r =
+      b.call(n, "gather_axis",
+             {{"A", product(x.shape, 0, axis)},
+              {"D", dim},
+              {"B", product(x.shape, axis + 1, x.shape.size())},
+              {"N", count}},
+             {b.tensor_of(x, "x"), b.tensor_of(indices, "indices")}, {out}, out_name(n))[0];
   define_tensor(b, n, r, out);
 }
 
@@ -1272,9 +1270,7 @@ const std::map<std::string, Handler>& handlers() {
 
 }  // namespace
 
-const std::vector<std::string>& supported_op_types() { return supported_ops(); }
-
-const std::vector<std::string>& supported_ops() {
+const std::vector<std::string>& supported_op_types() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> v;
     for (const auto& [name, h] : handlers()) v.push_back(name);
@@ -1287,7 +1283,7 @@ void import_node(Builder& b, const NodeInfo& n) {
   auto it = handlers().find(n.node->op_type());
   if (it == handlers().end()) {
     fail(n, fmt::format("kiln does not support {} yet; it imports {}", n.node->op_type(),
-                        fmt::join(supported_ops(), ", ")));
+                        fmt::join(supported_op_types(), ", ")));
   }
   it->second(b, n);
 }

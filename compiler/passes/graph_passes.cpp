@@ -304,6 +304,40 @@ class IdentityReads final : public ir::IRVisitor {
   const std::vector<std::string>& iters_;
 };
 
+// The extent of each of c's iterators, in order, when c's domain is exactly a
+// box: `0 <= it` and `it < E` once each for every iterator, E a constant under
+// f's params. Nullopt for any other domain.
+std::optional<std::vector<int64_t>> box_extents(const ir::Func& f, const ir::Comp& c) {
+  std::map<std::string, int64_t> env = interp::param_values(f);
+  std::vector<int> lower(c.iters.size(), 0), upper(c.iters.size(), 0);
+  std::vector<int64_t> extent(c.iters.size(), 0);
+  auto iter_index = [&](const ir::Expr& x) -> int {
+    const auto* v = ir::as<ir::Var>(x);
+    if (!v) return -1;
+    auto it = std::find(c.iters.begin(), c.iters.end(), v->name);
+    return it == c.iters.end() ? -1 : static_cast<int>(it - c.iters.begin());
+  };
+  for (const ir::Expr& cond : c.domain) {
+    const auto* b = ir::as<ir::Binary>(cond);
+    if (!b) return std::nullopt;
+    if (b->op == ir::BinaryOp::Le && ir::eval_int(b->a, env) == 0 && iter_index(b->b) >= 0) {
+      ++lower[static_cast<size_t>(iter_index(b->b))];
+    } else if (b->op == ir::BinaryOp::Lt && iter_index(b->a) >= 0) {
+      std::optional<int64_t> e = ir::eval_int(b->b, env);
+      if (!e) return std::nullopt;
+      size_t q = static_cast<size_t>(iter_index(b->a));
+      ++upper[q];
+      extent[q] = *e;
+    } else {
+      return std::nullopt;
+    }
+  }
+  for (size_t q = 0; q < c.iters.size(); ++q) {
+    if (lower[q] != 1 || upper[q] != 1) return std::nullopt;
+  }
+  return extent;
+}
+
 // The one computation of an elementwise operator writing `out` (of the given
 // shape) from `in`, or null when g is not elementwise in `in`.
 const ir::Comp* elementwise_comp(const ir::Func& g, const std::string& in,
@@ -318,29 +352,7 @@ const ir::Comp* elementwise_comp(const ir::Func& g, const std::string& in,
     if (!v || v->name != e.iters[q]) return nullptr;
   }
   // The domain is exactly the box 0 <= it_q < shape[q].
-  std::map<std::string, int64_t> env = interp::param_values(g);
-  std::vector<int> lower(shape.size(), 0), upper(shape.size(), 0);
-  for (const ir::Expr& c : e.domain) {
-    const auto* b = ir::as<ir::Binary>(c);
-    if (!b) return nullptr;
-    auto iter_index = [&](const ir::Expr& x) -> int {
-      const auto* v = ir::as<ir::Var>(x);
-      if (!v) return -1;
-      auto it = std::find(e.iters.begin(), e.iters.end(), v->name);
-      return it == e.iters.end() ? -1 : static_cast<int>(it - e.iters.begin());
-    };
-    if (b->op == ir::BinaryOp::Le && ir::eval_int(b->a, env) == 0 && iter_index(b->b) >= 0) {
-      ++lower[static_cast<size_t>(iter_index(b->b))];
-    } else if (b->op == ir::BinaryOp::Lt && iter_index(b->a) >= 0 &&
-               ir::eval_int(b->b, env) == shape[static_cast<size_t>(iter_index(b->a))]) {
-      ++upper[static_cast<size_t>(iter_index(b->a))];
-    } else {
-      return nullptr;
-    }
-  }
-  for (size_t q = 0; q < shape.size(); ++q) {
-    if (lower[q] != 1 || upper[q] != 1) return nullptr;
-  }
+  if (box_extents(g, e) != shape) return nullptr;
   IdentityReads reads(in, e.iters);
   reads.visit(e.value);
   if (!reads.ok || reads.any_access) return nullptr;
@@ -471,30 +483,14 @@ class ReadsOnlyAt final : public ir::IRVisitor {
 bool stores_each_element_once(const ir::Func& f, const ir::Comp& w,
                               const std::vector<int64_t>& shape) {
   if (w.store->indices.size() != shape.size()) return false;
-  std::map<std::string, int64_t> env = interp::param_values(f);
-  // The box: each iterator's extent, from `0 <= it` and `it < E` conditions.
+  std::optional<std::vector<int64_t>> box = box_extents(f, w);
+  if (!box) return false;
   std::map<std::string, int64_t> extent;
-  std::map<std::string, int> lower;
-  for (const ir::Expr& c : w.domain) {
-    const auto* b = ir::as<ir::Binary>(c);
-    if (!b) return false;
-    const auto* lo = ir::as<ir::Var>(b->b);
-    const auto* hi = ir::as<ir::Var>(b->a);
-    if (b->op == ir::BinaryOp::Le && lo && ir::eval_int(b->a, env) == 0) {
-      ++lower[lo->name];
-    } else if (b->op == ir::BinaryOp::Lt && hi) {
-      std::optional<int64_t> e = ir::eval_int(b->b, env);
-      if (!e || extent.count(hi->name)) return false;
-      extent[hi->name] = *e;
-    } else {
-      return false;
-    }
-  }
+  for (size_t q = 0; q < w.iters.size(); ++q) extent[w.iters[q]] = (*box)[q];
   std::set<std::string> used;
   auto use = [&](const ir::Expr& e) -> std::optional<int64_t> {
     const auto* v = ir::as<ir::Var>(e);
-    if (!v || !used.insert(v->name).second || lower[v->name] != 1 || !extent.count(v->name))
-      return std::nullopt;
+    if (!v || !extent.count(v->name) || !used.insert(v->name).second) return std::nullopt;
     return extent[v->name];
   };
   for (size_t q = 0; q < shape.size(); ++q) {

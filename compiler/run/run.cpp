@@ -228,8 +228,12 @@ GraphRunOutcome run_graph(const ir::Graph& g, const RunSpec& spec) {
     // The work of one run: every call the optimized graph makes (folded ones ran once,
     // when it was compiled).
     int64_t flops = 0;
+    std::map<std::string, int64_t> counted;  // an operator's text -> its flops: repeats count once
     for (const ir::GraphCall& c : cg.graph().calls) {
-      int64_t f = algorithm_flops(c.op, interp::param_values(c.op), spec.options.limits);
+      auto [it, fresh] = counted.emplace(ir::to_string(c.op), 0);
+      if (fresh)
+        it->second = algorithm_flops(c.op, interp::param_values(c.op), spec.options.limits);
+      int64_t f = it->second;
       if (f < 0 || __builtin_add_overflow(flops, f, &flops)) {
         flops = -1;
         break;

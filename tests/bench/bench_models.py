@@ -6,7 +6,9 @@ Each model (tests/models/torch_models.py builds them: fixed seeds, weights=None)
 exported to ONNX once. Each side runs in a process of its own, in 3 alternating blocks
 (these machines are shared and noisy), and each block's median time per inference is
 kept; a side's figure is the median of its blocks. Peak memory is each process's
-maximum resident set (kiln's includes its compiler). One JSON line per case:
+maximum resident set (kiln's includes its compiler). kiln's output is compared with
+PyTorch's (max relative error at most 1e-4, else the exit status is 1). One JSON line
+per case:
 
   {"bench":"model_resnet18_t1","kiln_ms":...,"baseline":"pytorch 1.13.1",
    "baseline_ms":...,"ratio":...,"kiln_peak_mib":...,"baseline_peak_mib":...,
@@ -47,9 +49,10 @@ def run_measured(cmd):
         return out.read(), usage.ru_maxrss / 1024
 
 
-def kiln_block(kiln, model, x, threads):
+def kiln_block(kiln, model, x, threads, out_dir):
+    """One block of kiln's side; its output goes to out_dir/y.npy."""
     out, rss = run_measured([kiln, "run", model, "--bench", "--json", "--threads", str(threads),
-                             "--input", f"x={x}"])
+                             "--input", f"x={x}", "--save-outputs", out_dir])
     bench = json.loads(out.strip().splitlines()[-1])["bench"]
     return bench["median_s"] * 1e3, bench.get("flops"), rss
 
@@ -61,7 +64,8 @@ def torch_block(name, x, threads):
 
 def export_worker(name, onnx_path, x_path):
     """Runs in its own process (so that this one stays small: a child's peak
-    resident set counts what it inherited): the model exported, its input saved."""
+    resident set counts what it inherited): the model exported, its input and
+    PyTorch's output on it saved (the output beside the input, as X.want.npy)."""
     import numpy as np
     import torch
     import torch_models
@@ -71,6 +75,8 @@ def export_worker(name, onnx_path, x_path):
     torch.onnx.export(model, x, onnx_path, opset_version=13, input_names=["x"],
                       output_names=["y"])
     np.save(x_path, x.numpy())
+    with torch.no_grad():
+        np.save(x_path + ".want.npy", model(x).numpy())
     print(json.dumps({"torch": torch.__version__}))
 
 
@@ -134,17 +140,26 @@ def main():
             kiln_ms, torch_ms, kiln_rss, torch_rss = [], [], [], []
             flops = None
             for _ in range(3):
-                ms, flops, rss = kiln_block(kiln, onnx_path, x_path, threads)
+                ms, flops, rss = kiln_block(kiln, onnx_path, x_path, threads, work)
                 kiln_ms.append(ms)
                 kiln_rss.append(rss)
                 ms, rss = torch_block(name, x_path, threads)
                 torch_ms.append(ms)
                 torch_rss.append(rss)
             k, t = statistics.median(kiln_ms), statistics.median(torch_ms)
+            # kiln's answer against PyTorch's, as tests/models checks it.
+            import numpy as np
+            got, want = np.load(os.path.join(work, "y.npy")), np.load(x_path + ".want.npy")
+            err = float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
+            if got.shape != want.shape or not err <= 1e-4:
+                print(f"bench_models: {name}: kiln's output differs from PyTorch's "
+                      f"(max relative error {err:.3g})", file=sys.stderr)
+                status = 1
             host = hosts[threads]
             line = {"bench": f"model_{name}_t{threads}", "kiln_ms": round(k, 3),
                     "baseline": f"pytorch {torch_version}", "baseline_ms": round(t, 3),
                     "ratio": round(t / k, 3), "threads": threads,
+                    "max_rel_error": float(f"{err:.3g}"),
                     "kiln_blocks_ms": [round(v, 3) for v in kiln_ms],
                     "baseline_blocks_ms": [round(v, 3) for v in torch_ms],
                     "kiln_peak_mib": round(max(kiln_rss), 1),
