@@ -123,6 +123,9 @@ Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& r
       values[t.name] = it->second;
     }
   }
+  // By name, once: a run looks up every call's results (Graph::find_tensor is a scan).
+  std::map<std::string, const ir::GraphTensor*> tensors;
+  for (const ir::GraphTensor& t : g.tensors) tensors.emplace(t.name, &t);
   for (size_t k = 0; k < g.calls.size(); ++k) {
     const ir::GraphCall& c = g.calls[k];
     Bindings b;
@@ -148,8 +151,9 @@ Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& r
     for (size_t o = 0; o < outs.size(); ++o) {
       HostBuffer& result = values[c.results.at(o)] = std::move(b.buffers.at(outs[o]->name));
       // ... and a result takes its tensor's shape the same way.
-      const ir::GraphTensor* t = g.find_tensor(c.results.at(o));
-      if (t && t->shape != result.shape()) result.reshape(t->shape);
+      auto t = tensors.find(c.results.at(o));
+      if (t != tensors.end() && t->second->shape != result.shape())
+        result.reshape(t->second->shape);
     }
   }
   Tensors out;
