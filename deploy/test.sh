@@ -61,8 +61,14 @@ done
 # Whole models (docs/models.md): torchvision's ResNet-18, ResNet-50, MobileNetV2 and a
 # Transformer encoder layer, built with fixed seeds, exported to ONNX, run by kiln and by
 # PyTorch on one input (ctest runs two small models; this step the big ones).
+# Each also compiled to one artifact and run by examples/c/run_model; ResNet-18 and MobileNetV2
+# also for aarch64, under qemu, where the cross build is there.
+model_args=(--kiln build/clients/cli/kiln --run-model build/examples/run_model)
+if [[ -x build/runtime/aarch64/run_model ]]; then
+  model_args+=(--run-model-aarch64 build/runtime/aarch64/run_model --aarch64 resnet18,mobilenet_v2)
+fi
 step "models: kiln against PyTorch (tests/models/torch_models.py)" \
-  /usr/bin/python3 tests/models/torch_models.py --kiln build/clients/cli/kiln
+  /usr/bin/python3 tests/models/torch_models.py "${model_args[@]}"
 
 # Every C and C++ source kiln owns, minus build trees.
 format_check() {

@@ -1,7 +1,8 @@
 # The aarch64 cross build of this folder alone, as an ExternalProject of kiln's build, with the
 # runtime smoke test cross-built beside it. Sets, in the parent scope:
 #   KILN_AARCH64             ON when the cross build and qemu are available
-#   KILN_RUNTIME_AARCH64_DIR the cross build's folder: libkiln_runtime.a and runtime_smoke
+#   KILN_RUNTIME_AARCH64_DIR the cross build's folder: libkiln_runtime.a, runtime_smoke and
+#                            run_model (examples/c/run_model.c, which runs a compiled model)
 #   KILN_AARCH64_SYSROOT     the aarch64 C library the cross compiler links against
 #   KILN_AARCH64_RUN         the command that runs a cross-built program under qemu: put it
 #                            before the program (and its arguments) in add_test
@@ -39,13 +40,15 @@ else()
       -DCMAKE_TOOLCHAIN_FILE=${PROJECT_SOURCE_DIR}/deploy/aarch64-toolchain.cmake
       -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE}
       -DKILN_WERROR=${KILN_WERROR}
-      -DKILN_RUNTIME_PROGRAMS=${PROJECT_SOURCE_DIR}/tests/runtime/runtime_smoke.c
+      -DKILN_RUNTIME_PROGRAMS=${PROJECT_SOURCE_DIR}/tests/runtime/runtime_smoke.c|${PROJECT_SOURCE_DIR}/examples/c/run_model.c
+    LIST_SEPARATOR |
     # The outer build cannot see the runtime's sources: let the inner one decide what changed.
     BUILD_ALWAYS ON
     INSTALL_COMMAND ""
     BUILD_BYPRODUCTS
       ${KILN_RUNTIME_AARCH64_DIR}/libkiln_runtime.a
-      ${KILN_RUNTIME_AARCH64_DIR}/runtime_smoke)
+      ${KILN_RUNTIME_AARCH64_DIR}/runtime_smoke
+      ${KILN_RUNTIME_AARCH64_DIR}/run_model)
   message(STATUS "kiln: aarch64 runtime cross-built in ${KILN_RUNTIME_AARCH64_DIR}")
 endif()
 

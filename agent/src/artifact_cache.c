@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sha256.h"
+#include "kiln/sha256.h"
 
 void cache_init(artifact_cache* c, size_t max_bytes) {
   memset(c, 0, sizeof *c);

@@ -22,7 +22,7 @@
 #include "kiln/runtime.h"
 #include "log.h"
 #include "measure.h"
-#include "sha256.h"
+#include "kiln/sha256.h"
 
 volatile int agent_stopping = 0;
 

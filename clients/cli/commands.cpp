@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -22,6 +23,7 @@
 #include "kiln/graph.h"
 #include "kiln/interp.h"
 #include "kiln/ir.h"
+#include "kiln/onnx.h"
 #include "kiln/passes.h"
 #include "kiln/run.h"
 #include "kiln/runtime.h"
@@ -431,6 +433,24 @@ int run_measure(const Options& o) {
       fail);
 }
 
+namespace {
+
+void write_file(const std::string& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) throw CompileError(ErrorStage::Output, SourceLoc{path, 0, 0}, "cannot write the file");
+}
+
+// 1536 -> "1.5 KiB"
+std::string bytes_text(uint64_t n) {
+  if (n < 1024) return fmt::format("{} B", n);
+  if (n < 1024 * 1024) return fmt::format("{:.1f} KiB", n / 1024.0);
+  return fmt::format("{:.1f} MiB", n / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
 int run_compile(const Options& o) {
   std::unique_ptr<Remote> remote = remote_of(o);
   if (o.best && !remote)
@@ -468,21 +488,46 @@ int run_compile(const Options& o) {
                             local.metadata_json(), local.triple, local.cpu, local.key};
         }
         std::string so = o.output.value_or(f.name + ".so"), meta = so + ".json";
-        auto write = [&](const std::string& path, std::string_view bytes) {
-          std::ofstream out(path, std::ios::binary | std::ios::trunc);
-          out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-          out.close();
-          if (!out) {
-            throw CompileError(ErrorStage::Output, SourceLoc{path, 0, 0}, "cannot write the file");
-          }
-        };
-        write(so, a.code);
-        write(meta, a.metadata_json + "\n");
+        write_file(so, a.code);
+        write_file(meta, a.metadata_json + "\n");
         fmt::print("ok  {}: {} and {} ({}{}, {} bytes, key {})\n", f.name, so, meta, a.triple,
                    a.cpu.empty() ? "" : ", " + a.cpu, a.code.size(), a.key);
         return true;
       },
-      print_error);
+      print_error,
+      [&](const GraphJob& j, bool many) {
+        // A whole graph (a model) as one artifact: the shared object, its weights, its .json.
+        const ir::Graph& g = *j.graph;
+        if (remote) {
+          throw UsageError(o.command, "kilnd does not compile graphs yet: compile graph " + g.name +
+                                          " here (leave out --server and unset "
+                                          "KILN_SERVER)");
+        }
+        if (many && o.output) {
+          throw CompileError(ErrorStage::Validate, SourceLoc{j.file, 0, 0},
+                             fmt::format("-o {} names one file, but more than one func or graph "
+                                         "is selected; choose one with --func or --graph",
+                                         *o.output));
+        }
+        std::string stem =
+            onnx::is_model_path(j.file) ? std::filesystem::path(j.file).stem().string() : g.name;
+        std::string so = o.output.value_or(stem + ".so"), meta = so + ".json";
+        std::string weights = (so.ends_with(".so") ? so.substr(0, so.size() - 3) : so) + ".weights";
+        graph::ModelArtifact a =
+            timed(g.name, "compile", [&] { return graph::compile_model(g, c); });
+        for (const std::string& note : a.notes) spdlog::warn("{}", note);
+        write_file(so, std::string_view(a.code.data(), a.code.size()));
+        write_file(weights, std::string_view(a.weights.data(), a.weights.size()));
+        write_file(meta, a.metadata_json() + "\n");
+        fmt::print(
+            "ok  graph {}: {}, {} and {} ({}{}; {} calls, {}; weights {}, tensors {} planned, "
+            "{} unshared)\n",
+            g.name, so, weights, meta, a.target.triple,
+            a.target.cpu.empty() ? "" : ", " + a.target.cpu, a.calls,
+            count(a.kernels.size(), "kernel"), bytes_text(a.weights.size()),
+            bytes_text(a.memory.arena_bytes), bytes_text(a.memory.unshared_bytes));
+        return true;
+      });
 }
 
 int run_interp(const Options& o) {

@@ -32,7 +32,8 @@ constexpr std::array<OptionSpec, 64> kOptions = {{
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
          bit(Command::Records)},
     {"--graph", "NAME",
-     bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run)},
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
+         bit(Command::Compile)},
     {"--set", "NAME=INT",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
@@ -58,7 +59,8 @@ constexpr std::array<OptionSpec, 64> kOptions = {{
     {"--threads", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
     {"--input", "NAME=FILE", bit(Command::Run)},
     {"--dim", "NAME=N",
-     bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run)},
+     bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
+         bit(Command::Compile)},
     {"--save-outputs", "DIR", bit(Command::Run)},
     {"-O0", "",
      bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
@@ -672,7 +674,8 @@ std::string synopsis(Command c) {
     case Command::Compile:
       return "usage: kiln compile FILE... [--target TRIPLE] [--cpu NAME] [--features F] "
              "[-o FILE] [-O0..-O3]\n"
-             "       [--func NAME] [--no-schedule] [--set NAME=INT]...\n"
+             "       [--func NAME | --graph NAME] [--no-schedule] [--set NAME=INT]... "
+             "[--dim NAME=N]...\n"
              "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
              "[--require-pass NAME]...";
     case Command::Agents:
@@ -823,9 +826,16 @@ std::string help_text(Command c) {
              "\n\nCompiles every func into a position-independent shared object for a\n"
              "target (linked in-process by lld; it needs no C library), and writes its\n"
              "metadata (triple, CPU, entry symbol, arguments, hash) beside it as JSON:\n"
-             "  ok  matmul: matmul.so and matmul.so.json (aarch64-linux-gnu, 5432 bytes)\n\n"
+             "  ok  matmul: matmul.so and matmul.so.json (aarch64-linux-gnu, 5432 bytes)\n"
+             "A graph, and a model (.onnx), becomes one artifact: every kernel and the plan\n"
+             "that runs them in one shared object, the constants in NAME.weights beside it\n"
+             "(its SHA-256 in the plan), and NAME.so.json; a C program runs it with kiln's\n"
+             "runtime (kiln_model_open, kiln_model_run; examples/c/run_model.c).\n\n"
              "Options:\n"
-             "  -o FILE         the shared object (default: FUNC.so); one func only\n"
+             "  -o FILE         the shared object (default: FUNC.so, GRAPH.so, or MODEL.so for\n"
+             "                  MODEL.onnx); one func or graph only\n"
+             "  --graph NAME    only the graph called NAME\n"
+             "  --dim NAME=N    a model's symbolic input dimension NAME is N (repeatable)\n"
              "  --best          the best configuration kilnd recorded for the target (its\n"
              "                  knob values; --key KEY: of that device class); needs kilnd\n" +
              std::string(target) + pass_options +

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sha256.h"
+#include "kiln/sha256.h"
 
 void* memcpy(void* to, const void* from, size_t n) {
   unsigned char* t = to;

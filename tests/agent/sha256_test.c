@@ -3,7 +3,7 @@
    hashed whole and in random pieces, from unaligned addresses.
 
    usage: sha256_test [SEED]      exit 0 when every case passes; else prints each failing case */
-#include "sha256.h"
+#include "kiln/sha256.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>

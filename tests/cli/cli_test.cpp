@@ -1527,6 +1527,31 @@ TEST(CliNpy, AnInputThatIsNotAnNpyFileIsAnError) {
   EXPECT_TRUE(Contains(r.err, "--input 'A': expected NAME=FILE.npy")) << r.err;
 }
 
+TEST(CliModels, CompileMakesAGraphOneArtifactWithItsWeightsAndItsJson) {
+  fs::path dir = fs::path(testing::TempDir()) / ("kiln_model_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::string so = (dir / "block.so").string();
+  Result r = kiln({"compile", std::string(KILN_SOURCE_DIR) + "/examples/conv_bn_relu.kiln",
+                   "--graph", "block", "-o", so});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "ok  graph block: " + so + ", " + (dir / "block.weights").string() +
+                                  " and " + so + ".json"))
+      << r.out;
+  EXPECT_TRUE(Contains(r.out, "1 calls, 1 kernel")) << r.out;  // batch norm and relu fused
+  EXPECT_TRUE(fs::exists(dir / "block.weights"));
+  std::ifstream json(so + ".json");
+  std::string meta((std::istreambuf_iterator<char>(json)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(Contains(meta, R"("kind":"model","name":"block")")) << meta;
+  EXPECT_TRUE(Contains(meta, R"("outputs":[{"name":"r","dtype":"f32","shape":[1,32,14,14]}])"))
+      << meta;
+
+  // -o names one file: a file with funcs and a graph, and no --graph, is refused.
+  r = kiln({"compile", std::string(KILN_SOURCE_DIR) + "/examples/conv_bn_relu.kiln", "-o", so});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(Contains(r.err, "choose one with --func or --graph")) << r.err;
+  fs::remove_all(dir);
+}
+
 TEST(CliModels, AFileThatIsNotAModelIsAnImportError) {
   fs::path p = fs::path(testing::TempDir()) / ("kiln_bad_" + std::to_string(getpid()) + ".onnx");
   {

@@ -5,7 +5,14 @@ run by `kiln run MODEL.onnx --input ... --save-outputs ...` and by PyTorch on
 the same input, and the outputs compared: max relative error (the largest
 |kiln - torch| over the largest |torch|) at most 1e-4.
 
-usage: torch_models.py [--kiln PATH] [--work DIR] [MODEL...]
+With --run-model, each model is also compiled to one artifact (`kiln compile
+MODEL.onnx`: a shared object and its weights) and run by examples/c/run_model,
+a C program linking only libc and kiln's runtime, with the same check. With
+--run-model-aarch64, the models named by --aarch64 are also compiled for
+aarch64-linux-gnu and run by the cross-built run_model under qemu-aarch64.
+
+usage: torch_models.py [--kiln PATH] [--work DIR] [--run-model PATH]
+                       [--run-model-aarch64 PATH] [--aarch64 M1,M2] [MODEL...]
 MODEL is one of: resnet18 resnet50 mobilenet_v2 encoder tiny_cnn tiny_encoder
 tiny_gelu_encoder
 (default: all of them). Exit status 0 when every model matches.
@@ -93,7 +100,8 @@ def kiln_name(onnx_name):
     return "t" + s if not s or s[0].isdigit() else s
 
 
-def check(name, kiln, work):
+def check(name, kiln, work, artifacts):
+    """kiln run, then each of `artifacts`: (target or None, run_model, command prefix)."""
     model, shape = build(name)
     randomize_norms(model)
     model.eval()
@@ -114,16 +122,48 @@ def check(name, kiln, work):
     if r.returncode != 0:
         print(f"FAIL {name}: kiln run exited {r.returncode}\n{r.stdout}{r.stderr}")
         return False
-    got = np.load(os.path.join(out, "y.npy"))
+    ok = compare(name, "kiln run", os.path.join(out, "y.npy"), expected, took)
+    for target, run_model, prefix in artifacts:
+        ok = check_artifact(name, kiln, work, path, expected, target, run_model, prefix) and ok
+    return ok
+
+
+def compare(name, how, got_path, expected, took):
+    """Prints and returns whether the .npy at got_path is within 1e-4 of expected."""
+    got = np.load(got_path)
     if got.shape != expected.shape:
-        print(f"FAIL {name}: kiln gave shape {got.shape}, PyTorch {expected.shape}")
+        print(f"FAIL {name} ({how}): shape {got.shape}, PyTorch {expected.shape}")
         return False
     scale = float(np.max(np.abs(expected)))
     err = float(np.max(np.abs(got - expected))) / max(scale, 1e-30)
     ok = err <= 1e-4
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: max relative error {err:.3g} "
-          f"(output {list(got.shape)}, largest |value| {scale:.3g}; kiln run {took:.1f} s)")
+    print(f"{'ok  ' if ok else 'FAIL'} {name} ({how}): max relative error {err:.3g} "
+          f"(output {list(got.shape)}, largest |value| {scale:.3g}; {took:.1f} s)")
     return ok
+
+
+def check_artifact(name, kiln, work, onnx_path, expected, target, run_model, prefix):
+    """The model as one artifact for `target`, run by run_model (under `prefix`)."""
+    so = os.path.join(work, f"{name}.{target or 'host'}.so")
+    compile_cmd = [kiln, "compile", onnx_path, "-o", so]
+    if target:
+        compile_cmd += ["--target", target]
+    start = time.time()
+    r = subprocess.run(compile_cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"FAIL {name}: kiln compile exited {r.returncode}\n{r.stdout}{r.stderr}")
+        return False
+    out = os.path.join(work, f"{name}.{target or 'host'}_out")
+    os.makedirs(out, exist_ok=True)
+    r = subprocess.run(prefix + [run_model, so, "--input",
+                                 f"x={os.path.join(work, name + '_x.npy')}", "--save", out],
+                       capture_output=True, text=True)
+    took = time.time() - start
+    if r.returncode != 0:
+        print(f"FAIL {name}: run_model exited {r.returncode}\n{r.stdout}{r.stderr}")
+        return False
+    how = f"artifact for {target}, under qemu" if target else "artifact, run_model"
+    return compare(name, how, os.path.join(out, "y.npy"), expected, took)
 
 
 def main():
@@ -133,11 +173,26 @@ def main():
     p.add_argument("models", nargs="*",
                    default=["tiny_cnn", "tiny_encoder", "tiny_gelu_encoder", "resnet18", "mobilenet_v2", "encoder",
                             "resnet50"])
+    p.add_argument("--run-model", default=None)
+    p.add_argument("--run-model-aarch64", default=None)
+    p.add_argument("--aarch64", default="", help="models to run for aarch64 too, comma-separated")
     a = p.parse_args()
     torch.set_num_threads(1)
     work = a.work or tempfile.mkdtemp(prefix="kiln-models-")
     os.makedirs(work, exist_ok=True)
-    results = [check(m, a.kiln, work) for m in a.models]
+    qemu = ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", "-E",
+            "LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib"]
+    arm = [m for m in a.aarch64.split(",") if m]
+    if arm and not a.run_model_aarch64:
+        print("skip aarch64: no cross-built run_model (--run-model-aarch64)")
+    results = []
+    for m in a.models:
+        artifacts = []
+        if a.run_model:
+            artifacts.append((None, a.run_model, []))
+        if a.run_model_aarch64 and m in arm:
+            artifacts.append(("aarch64-linux-gnu", a.run_model_aarch64, qemu))
+        results.append(check(m, a.kiln, work, artifacts))
     return 0 if all(results) else 1
 
 

@@ -1,5 +1,7 @@
 // Shared objects for any target: a freestanding object file from LLVM, linked in-process by lld.
 #include <lld/Common/Driver.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -77,14 +79,20 @@ std::vector<char> read_file(const std::string& path) {
 std::mutex lld_mutex;
 bool lld_usable = true;
 
-std::vector<char> link_shared(const std::vector<char>& object, const std::string& soname) {
+std::vector<char> link_shared(const std::vector<std::vector<char>>& objects,
+                              const std::string& soname) {
   TimedPart part("link");
   ScratchDir dir;
-  std::string obj = dir.file("kernel.o"), so = dir.file(soname);
-  write_file(obj, object);
+  std::string so = dir.file(soname);
+  std::vector<std::string> files;
+  for (size_t k = 0; k < objects.size(); ++k) {
+    files.push_back(dir.file("kernel" + std::to_string(k) + ".o"));
+    write_file(files.back(), objects[k]);
+  }
   std::vector<const char*> args = {
       "ld.lld", "-shared", "-soname", soname.c_str(), "--hash-style=both",
-      "-z",     "now",     "-o",      so.c_str(),     obj.c_str()};
+      "-z",     "now",     "-o",      so.c_str()};
+  for (const std::string& f : files) args.push_back(f.c_str());
   std::string out_text, err_text;
   llvm::raw_string_ostream out(out_text), err(err_text);
   {
@@ -126,16 +134,72 @@ std::vector<std::string> shared_object_imports(const std::vector<char>& so) {
   return std::vector<std::string>(names.begin(), names.end());
 }
 
+namespace {
+
+// Refuses a shared object that needs more than kiln's runtime and libm.
+void check_imports(const std::vector<char>& so, const std::string& what, const Target& target) {
+  for (const std::string& name : shared_object_imports(so)) {
+    if (!allowed_import(name))
+      fail("the shared object of " + what + " for " + target.triple + " needs '" + name +
+           "', which neither kiln's runtime nor libm provides");
+  }
+}
+
+// The object file of a model's two tables: `kiln_model_plan`, the plan's text and a NUL, and
+// `kiln_model_kernels`, the kernels' entry points in order.
+std::vector<char> model_table(const std::vector<ir::LoweredFunc>& kernels, const std::string& name,
+                              const std::string& plan, const Options& opts) {
+  llvm::LLVMContext ctx;
+  OptimizedModule m;
+  m.llvm_error = std::make_shared<std::string>();
+  m.machine = make_target_machine(opts.target, opts.opt_level);
+  m.module = std::make_unique<llvm::Module>("kiln.model." + name, ctx);
+  m.module->setTargetTriple(m.machine->getTargetTriple().getTriple());
+  m.module->setDataLayout(m.machine->createDataLayout());
+  llvm::Constant* text = llvm::ConstantDataArray::getString(ctx, plan, /*AddNull=*/true);
+  new llvm::GlobalVariable(*m.module, text->getType(), /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage, text, "kiln_model_plan");
+  auto* entry_ty = llvm::FunctionType::get(
+      llvm::Type::getInt32Ty(ctx), {llvm::PointerType::get(ctx, 0), llvm::Type::getInt32Ty(ctx)},
+      /*isVarArg=*/false);
+  std::vector<llvm::Constant*> entries;
+  for (const ir::LoweredFunc& f : kernels) {
+    entries.push_back(llvm::cast<llvm::Constant>(
+        m.module->getOrInsertFunction(entry_symbol(f), entry_ty).getCallee()));
+  }
+  auto* table_ty = llvm::ArrayType::get(llvm::PointerType::get(ctx, 0), entries.size());
+  new llvm::GlobalVariable(*m.module, table_ty, /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantArray::get(table_ty, entries), "kiln_model_kernels");
+  return machine_code(m, llvm::CodeGenFileType::ObjectFile);
+}
+
+}  // namespace
+
 std::vector<char> compile_shared_object(const ir::LoweredFunc& f, const Options& opts) {
   llvm::LLVMContext ctx;
   OptimizedModule m = optimized_module(f, opts, ctx, Builtins::Freestanding);
   std::vector<char> object = machine_code(m, llvm::CodeGenFileType::ObjectFile);
-  std::vector<char> so = link_shared(object, "lib" + entry_symbol(f) + ".so");
-  for (const std::string& name : shared_object_imports(so)) {
-    if (!allowed_import(name))
-      fail("the shared object of " + f.name + " for " + opts.target.triple + " needs '" + name +
-           "', which neither kiln's runtime nor libm provides");
+  std::vector<char> so = link_shared({object}, "lib" + entry_symbol(f) + ".so");
+  check_imports(so, f.name, opts.target);
+  return so;
+}
+
+std::vector<char> compile_model_shared_object(const std::vector<ir::LoweredFunc>& kernels,
+                                              const std::string& name, const std::string& plan,
+                                              const Options& opts) {
+  std::vector<std::vector<char>> objects;
+  std::set<std::string> symbols;
+  for (const ir::LoweredFunc& f : kernels) {
+    if (!symbols.insert(entry_symbol(f)).second)
+      fail("two kernels of model " + name + " are both named " + f.name);
+    llvm::LLVMContext ctx;
+    OptimizedModule m = optimized_module(f, opts, ctx, Builtins::Freestanding);
+    objects.push_back(machine_code(m, llvm::CodeGenFileType::ObjectFile));
   }
+  objects.push_back(model_table(kernels, name, plan, opts));
+  std::vector<char> so = link_shared(objects, "lib" + name + ".so");
+  check_imports(so, "model " + name, opts.target);
   return so;
 }
 

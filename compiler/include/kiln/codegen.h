@@ -88,6 +88,15 @@ Kernel jit_compile(const ir::LoweredFunc& f, const Options& opts = {});
 // when lld fails or the result would need anything else.
 std::vector<char> compile_shared_object(const ir::LoweredFunc& f, const Options& opts = {});
 
+// A whole model's shared object (kiln/graph.h, graph::compile_model): the kernels, each under
+// entry_symbol(f) (their names must differ), and two symbols its loader (kiln_model_open in
+// runtime/include/kiln/runtime.h) reads: `kiln_model_plan`, the text `plan` and a NUL, and
+// `kiln_model_kernels`, the kernels' entry points in order. Imports what compile_shared_object
+// allows, nothing more; throws CompileError as it does.
+std::vector<char> compile_model_shared_object(const std::vector<ir::LoweredFunc>& kernels,
+                                              const std::string& name, const std::string& plan,
+                                              const Options& opts = {});
+
 // The undefined symbols of a shared object made by compile_shared_object,
 // sorted: what whoever loads it must provide.
 std::vector<std::string> shared_object_imports(const std::vector<char>& so);

@@ -92,6 +92,49 @@ typedef struct kiln_runtime_symbol {
 } kiln_runtime_symbol;
 const kiln_runtime_symbol* kiln_runtime_symbols(void);
 
+/* A whole model compiled by kiln (`kiln compile model.onnx`): a shared object holding every
+   kernel and the plan that runs them in order, and the weights blob beside it, whose size and
+   SHA-256 the plan names. The program that loads one links kiln's runtime and exports its
+   symbols, where the model's kernels find them: -Wl,--whole-archive libkiln_runtime.a
+   -Wl,--no-whole-archive -rdynamic (docs/models.md). */
+typedef struct kiln_model kiln_model;
+
+/* One input or output of a model: its name, element type ("f32", "f64", "i32", "i64", "bool"),
+   shape (rank extents, row-major) and size in bytes. Valid while the model is open. */
+typedef struct kiln_model_tensor {
+  const char* name;
+  const char* dtype;
+  int32_t rank;
+  const int64_t* shape;
+  size_t bytes;
+} kiln_model_tensor;
+
+/* Loads the model in so_path and its weights (weights_path, or NULL for the file beside it:
+   so_path with ".so" replaced by ".weights"), checks the weights' size and SHA-256, and
+   allocates the memory its intermediate tensors share. Returns NULL, with why in error (at most
+   error_size bytes, NUL included; error may be NULL), when the file cannot be loaded, is not a
+   kiln model, or the weights are missing or not the model's. */
+kiln_model* kiln_model_open(const char* so_path, const char* weights_path, char* error,
+                            size_t error_size);
+void kiln_model_close(kiln_model* m); /* NULL is fine */
+
+const char* kiln_model_name(const kiln_model* m);
+int32_t kiln_model_num_inputs(const kiln_model* m);
+int32_t kiln_model_num_outputs(const kiln_model* m);
+const kiln_model_tensor* kiln_model_input(const kiln_model* m, int32_t i);  /* NULL past the end */
+const kiln_model_tensor* kiln_model_output(const kiln_model* m, int32_t i); /* NULL past the end */
+size_t kiln_model_arena_bytes(const kiln_model* m);   /* the intermediate tensors' memory */
+size_t kiln_model_weights_bytes(const kiln_model* m); /* the weights' */
+
+/* Runs the model once: inputs[i] points at input i's bytes (kiln_model_input(m, i)->bytes, in
+   its dtype, row-major), outputs[i] at room for output i's. Returns KILN_OK, KILN_ERR_ARGS for a
+   missing pointer, or the first failing kernel's status (kiln_model_error says which call). The
+   intermediate tensors live in the model: runs on one model must not overlap (open it once per
+   thread that runs it). Kernels run on the runtime's thread pool. */
+int32_t kiln_model_run(kiln_model* m, const void* const* inputs, void* const* outputs);
+/* Why the last kiln_model_run failed ("" after one that succeeded). */
+const char* kiln_model_error(const kiln_model* m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
-/* SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104): artifact keys and the session's MACs. */
-#ifndef KILN_AGENT_SHA256_H
-#define KILN_AGENT_SHA256_H
+/* SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), in plain C: the agent's artifact keys and
+   session MACs, and the check of a model's weights (kiln_model_open). Part of kiln's runtime. */
+#ifndef KILN_SHA256_H
+#define KILN_SHA256_H
 
 #include <stddef.h>
 #include <stdint.h>

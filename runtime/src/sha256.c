@@ -1,6 +1,6 @@
 /* SHA-256 and HMAC-SHA-256 (sha256.h). Words are assembled from bytes, never loaded through
    casts, so the code is the same on any byte order and any alignment of the input. */
-#include "sha256.h"
+#include "kiln/sha256.h"
 
 #include <string.h>
 
