@@ -73,7 +73,7 @@ step "models: kiln against PyTorch (tests/models/torch_models.py)" \
 # Every C and C++ source kiln owns, minus build trees.
 format_check() {
   local dirs=()
-  for d in compiler clients tests runtime fuzz agent tuner server; do
+  for d in compiler clients tests runtime fuzz agent tuner server examples; do
     if [ -d "$d" ]; then dirs+=("$d"); fi
   done
   local files=()

@@ -20,9 +20,9 @@
 #include "frame.h"
 #include "jobs.h"
 #include "kiln/runtime.h"
+#include "kiln/sha256.h"
 #include "log.h"
 #include "measure.h"
-#include "kiln/sha256.h"
 
 volatile int agent_stopping = 0;
 
