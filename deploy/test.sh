@@ -63,7 +63,9 @@ done
 # PyTorch on one input (ctest runs two small models; this step the big ones).
 # Each also compiled to one artifact and run by examples/c/run_model; ResNet-18 and MobileNetV2
 # also for aarch64, under qemu, where the cross build is there.
-model_args=(--kiln build/clients/cli/kiln --run-model build/examples/run_model)
+# ResNet-50 (a 98 MiB file) also runs through a kilnd on loopback, its model uploaded as a blob.
+model_args=(--kiln build/clients/cli/kiln --run-model build/examples/run_model
+            --kilnd build/server/kilnd --through-kilnd resnet50)
 if [[ -x build/runtime/aarch64/run_model ]]; then
   model_args+=(--run-model-aarch64 build/runtime/aarch64/run_model --aarch64 resnet18,mobilenet_v2)
 fi

@@ -70,6 +70,8 @@ std::string operator_name(const v1::Operator& op) {
       return op.def().name();
     case v1::Operator::kGraph:
       return op.graph().name();
+    case v1::Operator::kModel:
+      return op.model().filename().empty() ? op.model().sha256() : op.model().filename();
     default:
       return "";
   }
@@ -213,6 +215,27 @@ class CompilerService final : public grpc::Service {
         [this](const auto& r, const auto& send, const auto&, std::string&) {
           return tuning_.export_records(r, send);
         });
+
+    // Blobs (blob_store.h): a model's file in, a compiled model's weights out.
+    method<v1::StatBlobsRequest, v1::StatBlobsResponse>(
+        "/kiln.v1.Compiler/StatBlobs", [this](const auto& r, auto* out, const auto&, std::string&) {
+          return core_.stat_blobs(r, out);
+        });
+    uploading<v1::BlobChunk, v1::PutBlobResponse>(
+        "/kiln.v1.Compiler/PutBlob",
+        [this](const auto& next, auto* out, const auto& call, std::string& detail) {
+          Status s = core_.put_blob(next, out, call);
+          if (s.ok())
+            detail = fmt::format(" {} {} bytes{}", out->sha256(), out->size(),
+                                 out->already_present() ? " (held already)" : "");
+          return s;
+        });
+    streaming<v1::GetBlobRequest, v1::BlobChunk>(
+        "/kiln.v1.Compiler/GetBlob",
+        [this](const auto& r, const auto& send, const auto& call, std::string& detail) {
+          detail = " " + r.sha256();
+          return core_.get_blob(r, send, call);
+        });
   }
 
  private:
@@ -284,6 +307,50 @@ class CompilerService final : public grpc::Service {
     };
     AddMethod(new grpc::internal::RpcServiceMethod(
         path, grpc::internal::RpcMethod::SERVER_STREAMING, new Handler(handle, this)));
+  }
+
+  // Registers the client-streaming method `path`, served by `serve(next, response, call,
+  // detail)`, where next(request) reads the next message into `request` (each parsed and
+  // validated as a unary request is) and says whether there was one; a message that does not
+  // parse ends the call with its status.
+  template <typename Request, typename Response, typename Serve>
+  void uploading(const char* path, Serve serve) {
+    const char* name = std::strrchr(path, '/') + 1;
+    using Handler =
+        grpc::internal::ClientStreamingHandler<CompilerService, grpc::ByteBuffer, grpc::ByteBuffer>;
+    auto handle = [name, serve](CompilerService* self, grpc::ServerContext* ctx,
+                                grpc::ServerReader<grpc::ByteBuffer>* reader,
+                                grpc::ByteBuffer* out) {
+      auto start = std::chrono::steady_clock::now();
+      Response response;
+      std::string detail;
+      Status s = self->admit(ctx);
+      Status read_problem;
+      int64_t received = 0;
+      std::function<bool(Request&)> next = [&](Request& r) {
+        grpc::ByteBuffer in;
+        if (!read_problem.ok() || !reader->Read(&in)) return false;
+        ++received;
+        read_problem = parse_request(in, &r);
+        if (read_problem.ok()) read_problem = validate(r, self->ceilings_);
+        if (!read_problem.ok())
+          read_problem.message = fmt::format("message {}: {}", received, read_problem.message);
+        return read_problem.ok();
+      };
+      if (s.ok()) s = serve(next, &response, call_options(ctx), detail);
+      if (!read_problem.ok()) s = read_problem;
+      s.message = bounded(std::move(s.message));
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      spdlog::info("{}{} {} {} messages {:.1f} ms{}", name, detail, code_name(s.code), received, ms,
+                   s.ok() ? "" : ": " + s.message);
+      if (!s.ok()) return grpc::Status(grpc_code(s.code), s.message);
+      *out = serialized(response);
+      return grpc::Status::OK;
+    };
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        path, grpc::internal::RpcMethod::CLIENT_STREAMING, new Handler(handle, this)));
   }
 
   // The token, and a client still there.

@@ -5,7 +5,7 @@
 //         [--runner PATH] [--max-source-bytes N] [--max-computations N]
 //         [--max-domain-dims N] [--max-expression-nodes N]
 //         [--max-isl-operations N] [--max-stage-ms N] [--max-fold-bytes N]
-//         [--token-file FILE]
+//         [--max-blob-mb N] [--token-file FILE]
 //         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 //         [--agent-token-file FILE] [--agent-listen HOST:PORT] [--agent-heartbeat-ms N]
 //         [--agent-wait-ms N] [--agent-tls-cert FILE --agent-tls-key FILE]
@@ -65,6 +65,7 @@ struct Flags {
   kiln::Limits limits{};  // --max-* (docs/limits.md)
   int64_t run_timeout_ms = kiln::server::ServiceOptions{}.run_timeout_ms;
   uint64_t run_memory_mb = kiln::server::ServiceOptions{}.run_memory_bytes >> 20;
+  uint64_t max_blob_mb = kiln::server::ServiceOptions{}.max_blob_bytes >> 20;
   std::string runner;
   std::string token_file;
   std::string tls_cert, tls_key, tls_client_ca;
@@ -96,7 +97,7 @@ std::string setting_origin;
       "[--queue-depth N] [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N] "
       "[--runner PATH] [--max-source-bytes N] [--max-computations N] [--max-domain-dims N] "
       "[--max-expression-nodes N] [--max-isl-operations N] [--max-stage-ms N] [--max-fold-bytes N] "
-      "[--token-file FILE] "
+      "[--max-blob-mb N] [--token-file FILE] "
       "[--tls-cert FILE --tls-key FILE "
       "[--tls-client-ca FILE]] [--agent-token-file FILE] [--agent-listen HOST:PORT] "
       "[--agent-heartbeat-ms N] [--agent-wait-ms N] [--agent-tls-cert FILE --agent-tls-key FILE] "
@@ -207,6 +208,8 @@ Flags parse_flags(int argc, char** argv) {
       f.limits.max_stage_ms = count_flag(a, value(), -1, 86'400'000);
     } else if (a == "--run-timeout-ms") {
       f.run_timeout_ms = count_flag(a, value(), 1, 86'400'000);
+    } else if (a == "--max-blob-mb") {
+      f.max_blob_mb = static_cast<uint64_t>(count_flag(a, value(), 1, int64_t{1} << 24));
     } else if (a == "--run-memory-mb") {
       f.run_memory_mb = static_cast<uint64_t>(count_flag(a, value(), 0, 1 << 30));
     } else if (a == "--agent-token-file") {
@@ -332,6 +335,7 @@ int main(int argc, char** argv) {
   options.limits = flags.limits;
   options.run_timeout_ms = flags.run_timeout_ms;
   options.run_memory_bytes = flags.run_memory_mb << 20;
+  options.max_blob_bytes = flags.max_blob_mb << 20;
   options.runner_path = flags.runner;
   options.measure_timeout_ms = flags.measure_timeout_ms;
   options.measure_memory_bytes = flags.measure_memory_mb << 20;

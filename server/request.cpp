@@ -4,9 +4,15 @@
 #include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
 
+#include <fstream>
+#include <iterator>
+#include <map>
+
+#include "blob_store.h"
 #include "kiln/buffers.h"
 #include "kiln/frontend.h"
 #include "kiln/interp.h"
+#include "kiln/onnx.h"
 #include "kiln/operator_def.h"
 #include "kiln/v1/service.pb.h"
 #include "validate.h"
@@ -60,9 +66,25 @@ void wire_check(const interp::Mismatch& m, v1::OutputCheck* c) {
 
 void refuse(Code code, std::string message) { throw Refusal{Status{code, std::move(message)}}; }
 
-Unit resolve_unit(const v1::Operator& op, const Limits& limits) {
+Unit resolve_unit(const v1::Operator& op, const Limits& limits, const BlobStore* blobs) {
   Unit u;
   switch (op.definition_case()) {
+    case v1::Operator::kModel: {
+      const v1::ModelRef& m = op.model();
+      if (blobs == nullptr)
+        refuse(Code::InvalidArgument, "op.model: this method does not take a model");
+      std::string path = blobs->path(m.sha256(), "op.model.sha256");
+      std::ifstream in(path, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!in.good() && !in.eof()) refuse(Code::Internal, "cannot read blob " + m.sha256());
+      onnx::ImportOptions io;
+      io.dims = std::map<std::string, int64_t>(m.dims().begin(), m.dims().end());
+      std::string file = m.filename().empty() ? "<model>" : m.filename();
+      u.module = onnx::import_model(bytes, file, io);
+      if (u.module.graphs.size() != 1) refuse(Code::Internal, file + ": the import made no graph");
+      u.graph = u.module.graphs.front();
+      return u;
+    }
     case v1::Operator::kDef:
       u.func = frontend::parse_operator_def(op.def(), limits);
       return u;
@@ -109,15 +131,20 @@ Unit resolve_unit(const v1::Operator& op, const Limits& limits) {
     case v1::Operator::DEFINITION_NOT_SET:
       break;
   }
-  refuse(Code::InvalidArgument, "op: the request has no operator (set source, def or graph)");
+  refuse(Code::InvalidArgument,
+         "op: the request has no operator (set source, def, graph or model)");
 }
 
 ir::Func resolve(const v1::Operator& op, const Limits& limits) {
+  if (op.has_model())
+    refuse(Code::InvalidArgument,
+           "op.model: this method takes a func; a model is checked, emitted, run and compiled "
+           "whole (measuring and tuning one is not supported yet)");
   Unit u = resolve_unit(op, limits);
   if (u.graph)
     refuse(Code::InvalidArgument,
-           fmt::format("'{}' is a graph; this method takes a func (a graph is checked, emitted "
-                       "and run, not compiled into one artifact)",
+           fmt::format("'{}' is a graph; this method takes a func (a graph is checked, emitted, "
+                       "run and compiled whole)",
                        u.graph->name));
   return *u.func;
 }

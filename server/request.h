@@ -61,10 +61,14 @@ struct Unit {
   ir::Module module;  // graphs: the operators defined beside it
 };
 
+class BlobStore;
+
 // The func or graph a request's operator names (INVALID_ARGUMENT otherwise:
 // no operator, a name the source lacks, a source with several and no name).
-// Parse and validation errors are CompileErrors with the CLI's messages.
-Unit resolve_unit(const v1::Operator& op, const Limits& limits);
+// A model (op.model) is imported from its blob in `blobs` (NOT_FOUND when it
+// is not there; FAILED_PRECONDITION without a store). Parse, validation and
+// import errors are CompileErrors with the CLI's messages.
+Unit resolve_unit(const v1::Operator& op, const Limits& limits, const BlobStore* blobs = nullptr);
 // The same for a method that takes only a func (INVALID_ARGUMENT for a graph).
 ir::Func resolve(const v1::Operator& op, const Limits& limits);
 

@@ -17,8 +17,10 @@
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <string>
 
+#include "blob_store.h"
 #include "kiln/run.h"
 #include "kiln/runtime.h"
 #include "kiln/v1/service.pb.h"
@@ -129,7 +131,9 @@ void run(const RunnerJob& job, v1::RunResponse* response) {
            "options.target: Run compiles for the server's own machine; leave the target empty "
            "(Compile makes artifacts for other targets)");
   Limits limits = limits_of(job.limits());
-  Unit unit = resolve_unit(request.op(), limits);
+  std::optional<BlobStore> blobs;
+  if (!job.blob_dir().empty()) blobs.emplace(job.blob_dir(), 0);
+  Unit unit = resolve_unit(request.op(), limits, blobs ? &*blobs : nullptr);
   CompileOptions options = compile_options(request.options(), limits);
   // threads, number and repeat were checked at kilnd's boundary (validate.h).
   if (request.threads() > 0) kiln_runtime_set_threads(request.threads());

@@ -10,12 +10,14 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
 
+#include "blob_store.h"
 #include "child_process.h"
 #include "kiln/compile.h"
 #include "kiln/frontend.h"
@@ -26,9 +28,43 @@
 #include "kiln/v1/service.pb.h"
 #include "request.h"
 #include "runner.pb.h"
+#include "validate.h"
 #include "wire.h"
 
 namespace kiln::server {
+
+namespace {
+
+// Where the service keeps its blobs: DATA_DIR/blobs, or a folder of its own in the system's
+// temporary one, removed with the service.
+class BlobHome {
+ public:
+  explicit BlobHome(const std::string& data_dir) {
+    if (!data_dir.empty()) {
+      path_ = (std::filesystem::path(data_dir) / "blobs").string();
+      return;
+    }
+    std::string templ = (std::filesystem::temp_directory_path() / "kilnd-blobs-XXXXXX").string();
+    if (mkdtemp(templ.data()) == nullptr)
+      throw std::runtime_error("cannot make a folder for blobs in " +
+                               std::filesystem::temp_directory_path().string());
+    path_ = templ;
+    owned_ = true;
+  }
+  ~BlobHome() {
+    std::error_code ec;
+    if (owned_) std::filesystem::remove_all(path_, ec);
+  }
+  BlobHome(const BlobHome&) = delete;
+  BlobHome& operator=(const BlobHome&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool owned_ = false;
+};
+
+}  // namespace
 
 struct Service::Impl {
   ServiceOptions options;
@@ -36,13 +72,18 @@ struct Service::Impl {
   Admission admission;
   Artifacts artifacts;
   FleetRunner runner;
+  BlobHome blob_home;
+  BlobStore blobs;
   explicit Impl(ServiceOptions o)
       : options(std::move(o)),
         cache(options.cache_bytes, options.data_dir),
         admission(options.workers, options.queue_depth, options.on_admitted),
         artifacts(cache, admission),
-        runner(options.measure_timeout_ms, options.measure_memory_bytes) {
+        runner(options.measure_timeout_ms, options.measure_memory_bytes),
+        blob_home(options.data_dir),
+        blobs(blob_home.path(), options.max_blob_bytes) {
     runner.set_fleet(options.fleet);
+    blobs.remove_unfinished();
   }
 
   // The limits of one call: the service's, with the call's deadline.
@@ -124,7 +165,7 @@ Status Service::check(const v1::CheckRequest& request, v1::CheckResponse* respon
   try {
     auto ticket = impl_->admit(call);
     Limits limits = impl_->limits(call);
-    Unit unit = resolve_unit(request.op(), limits);
+    Unit unit = resolve_unit(request.op(), limits, &impl_->blobs);
     // `kiln check`: the schedule is always applied, and everything up to code
     // generation runs.
     CompileOptions options = compile_options(request.options(), limits);
@@ -166,7 +207,7 @@ Status Service::emit(const v1::EmitRequest& request, v1::EmitResponse* response,
       refuse(Code::InvalidArgument,
              "stage: set one of AST, IR, SCHEDULE, LOOPS, LLVM, ASM, GRAPH (docs/cli.md, emit)");
     Limits limits = impl_->limits(call);
-    Unit unit = resolve_unit(request.op(), limits);
+    Unit unit = resolve_unit(request.op(), limits, &impl_->blobs);
     CompileOptions options = compile_options(wire, limits);
     std::vector<std::string> notes;
     if (unit.func) {
@@ -208,13 +249,148 @@ Status Service::emit(const v1::EmitRequest& request, v1::EmitResponse* response,
 Status Service::compile(const v1::CompileRequest& request, v1::CompileResponse* response,
                         const CallOptions& call) {
   try {
-    *response =
-        impl_->artifacts.compile(pipeline_request(request.op(), request.options(),
-                                                  impl_->limits(call), CompileOutput::Artifact),
-                                 call);
+    Limits limits = impl_->limits(call);
+    const v1::Operator& op = request.op();
+    if (op.has_model() || op.has_graph()) {
+      auto ticket = impl_->admit(call);
+      Unit unit = resolve_unit(op, limits, &impl_->blobs);
+      compile_model(*unit.graph, request.options(), limits, response);
+      return {};
+    }
+    if (op.has_source()) {
+      // Parsed before any worker is taken, as a func's request is (pipeline_request).
+      Unit unit = resolve_unit(op, limits, &impl_->blobs);
+      if (unit.graph) {
+        auto ticket = impl_->admit(call);
+        compile_model(*unit.graph, request.options(), limits, response);
+        return {};
+      }
+    }
+    // A func: through the compile cache, which admits it itself.
+    *response = impl_->artifacts.compile(
+        pipeline_request(op, request.options(), limits, CompileOutput::Artifact), call);
     return {};
   } catch (...) {
     return status_of(std::current_exception(), request.op());
+  }
+}
+
+void Service::compile_model(const ir::Graph& g, const v1::CompileOptions& wire,
+                            const Limits& limits, v1::CompileResponse* response) {
+  refuse_set_for_graph(g, wire);
+  CompileOptions options = compile_options(wire, limits);
+  // Constants are folded by the reference interpreter: no generated code runs in kilnd.
+  auto start = std::chrono::steady_clock::now();
+  graph::ModelArtifact m = graph::compile_model(g, options, graph::FoldBy::Interpreter);
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::string weights = impl_->blobs.put(std::string_view(m.weights.data(), m.weights.size()));
+  v1::Artifact* a = response->mutable_artifact();
+  a->set_name(m.name);
+  a->set_kind("model");
+  a->mutable_target()->set_triple(m.target.triple);
+  a->mutable_target()->set_cpu(m.target.cpu);
+  a->mutable_target()->set_features(m.target.features);
+  a->set_opt_level(m.opt_level);
+  for (const std::string& i : m.imports) a->add_imports(i);
+  a->set_code(std::string(m.code.begin(), m.code.end()));
+  a->set_code_sha256(m.code_sha256);
+  a->set_metadata_json(m.metadata_json());
+  a->set_weights_sha256(weights);
+  a->set_weights_bytes(m.weights.size());
+  v1::ModelInfo* info = response->mutable_model();
+  info->set_calls(static_cast<int32_t>(m.calls));
+  info->set_calls_before(static_cast<int32_t>(m.calls_before));
+  info->set_kernels(static_cast<int32_t>(m.kernels.size()));
+  info->set_arena_bytes(m.memory.arena_bytes);
+  info->set_unshared_bytes(m.memory.unshared_bytes);
+  v1::StageTime* t = response->add_times();
+  t->set_stage("compile");
+  t->set_ms(ms);
+  add_notes(m.notes, response->mutable_notes());
+  response->set_compiler_version(compiler_version());
+}
+
+Status Service::stat_blobs(const v1::StatBlobsRequest& request, v1::StatBlobsResponse* response) {
+  for (int k = 0; k < request.sha256_size(); ++k) {
+    const std::string& sha = request.sha256(k);
+    if (!is_sha256(sha))
+      return {Code::InvalidArgument,
+              fmt::format("sha256[{}]: {} is not a SHA-256 (64 lowercase hex digits)", k,
+                          server::quoted(sha))};
+    v1::BlobInfo* b = response->add_blobs();
+    b->set_sha256(sha);
+    b->set_present(impl_->blobs.has(sha));
+    b->set_size(impl_->blobs.size(sha));
+  }
+  return {};
+}
+
+Status Service::put_blob(const std::function<bool(v1::BlobChunk&)>& next,
+                         v1::PutBlobResponse* response, const CallOptions& call) {
+  try {
+    v1::BlobChunk chunk;
+    if (!next(chunk))
+      refuse(Code::InvalidArgument, "PutBlob: no piece arrived (the first names the blob)");
+    std::string sha = chunk.sha256();
+    bool present = impl_->blobs.has(sha);
+    BlobStore::Upload upload = impl_->blobs.begin(sha, chunk.size());
+    for (int64_t piece = 0;; ++piece) {
+      if (call.cancelled && call.cancelled())
+        refuse(Code::Cancelled, "the client cancelled the upload");
+      if (piece > 0 && !chunk.sha256().empty() && chunk.sha256() != sha)
+        refuse(Code::InvalidArgument, fmt::format("piece {}: names blob {}, the upload is of {}",
+                                                  piece, server::quoted(chunk.sha256()), sha));
+      if (chunk.offset() != upload.received())
+        refuse(Code::InvalidArgument,
+               fmt::format("piece {}: at offset {}, where {} bytes have arrived", piece,
+                           chunk.offset(), upload.received()));
+      if (chunk.data().size() > kMaxBlobPiece)
+        refuse(Code::InvalidArgument, fmt::format("piece {}: {} bytes, past the {} a piece may "
+                                                  "hold",
+                                                  piece, chunk.data().size(), kMaxBlobPiece));
+      upload.write(chunk.data());
+      chunk.Clear();
+      if (!next(chunk)) break;
+    }
+    upload.finish();
+    response->set_sha256(sha);
+    response->set_size(upload.received());
+    response->set_already_present(present);
+    return {};
+  } catch (...) {
+    return status_of(std::current_exception(), v1::Operator());
+  }
+}
+
+Status Service::get_blob(const v1::GetBlobRequest& request,
+                         const std::function<bool(const v1::BlobChunk&)>& send,
+                         const CallOptions& call) {
+  try {
+    std::string path = impl_->blobs.path(request.sha256(), "sha256");
+    std::ifstream in(path, std::ios::binary);
+    uint64_t size = impl_->blobs.size(request.sha256()), offset = 0;
+    std::string buffer(kMaxBlobPiece, '\0');
+    do {
+      if (call.cancelled && call.cancelled()) refuse(Code::Cancelled, "the client went away");
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      size_t n = static_cast<size_t>(in.gcount());
+      v1::BlobChunk chunk;
+      if (offset == 0) {
+        chunk.set_sha256(request.sha256());
+        chunk.set_size(size);
+      }
+      chunk.set_offset(offset);
+      chunk.set_data(buffer.data(), n);
+      offset += n;
+      if (!send(chunk)) refuse(Code::Cancelled, "the client went away");
+    } while (offset < size && in);
+    if (offset != size)
+      refuse(Code::Internal,
+             fmt::format("blob {}: read {} of its {} bytes", request.sha256(), offset, size));
+    return {};
+  } catch (...) {
+    return status_of(std::current_exception(), v1::Operator());
   }
 }
 
@@ -377,6 +553,7 @@ Status Service::run(const v1::RunRequest& request, v1::RunResponse* response,
     RunnerJob job;
     *job.mutable_request() = request;
     *job.mutable_limits() = runner_limits(o.limits, call);
+    job.set_blob_dir(impl_->blobs.dir());
     ChildLimits limits;
     limits.wall = std::chrono::milliseconds(std::max<int64_t>(1, o.run_timeout_ms));
     bool by_deadline = false;

@@ -32,9 +32,22 @@ class ListAgentsResponse;
 class Device;
 class MeasureRequest;
 class MeasureResponse;
+class StatBlobsRequest;
+class StatBlobsResponse;
+class BlobChunk;
+class PutBlobResponse;
+class GetBlobRequest;
+class CompileOptions;
 }  // namespace kiln::v1
 
+namespace kiln::ir {
+struct Graph;
+}
+
 namespace kiln::server {
+
+// The most bytes one piece of a blob holds, uploaded or sent back.
+inline constexpr size_t kMaxBlobPiece = size_t{1} << 20;
 
 struct ServiceOptions {
   Limits limits{};
@@ -58,6 +71,10 @@ struct ServiceOptions {
   Fleet* fleet = nullptr;
   int64_t measure_timeout_ms = 60'000;
   uint64_t measure_memory_bytes = uint64_t{4} << 30;
+  // Blobs (a model's file, a compiled model's weights) of at most this many bytes, kept in
+  // DATA_DIR/blobs, or without a data directory in a folder of the system's temporary one that
+  // goes with the service.
+  uint64_t max_blob_bytes = uint64_t{4} << 30;
   // For tests: called by each request once it holds a worker.
   std::function<void()> on_admitted{};
 };
@@ -82,6 +99,16 @@ class Service {
   Status run(const v1::RunRequest& request, v1::RunResponse* response,
              const CallOptions& call = {});
 
+  // Content-addressed blobs (blob_store.h): which of some are here; one arriving in pieces
+  // (`next` fills in the next piece, false after the last); one sent in pieces (`send` says
+  // whether the client is still there).
+  Status stat_blobs(const v1::StatBlobsRequest& request, v1::StatBlobsResponse* response);
+  Status put_blob(const std::function<bool(v1::BlobChunk&)>& next, v1::PutBlobResponse* response,
+                  const CallOptions& call = {});
+  Status get_blob(const v1::GetBlobRequest& request,
+                  const std::function<bool(const v1::BlobChunk&)>& send,
+                  const CallOptions& call = {});
+
   // The agents connected, as ListAgents answers.
   Status list_agents(v1::ListAgentsResponse* response);
   // Compiles for an agent of request.key, measures there (check: against
@@ -104,6 +131,10 @@ class Service {
   CacheStats cache_stats() const;
 
  private:
+  // A graph (a model) compiled whole: the shared object in the response, the weights a blob.
+  void compile_model(const ir::Graph& g, const v1::CompileOptions& wire, const Limits& limits,
+                     v1::CompileResponse* response);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -498,34 +498,44 @@ int run_compile(const Options& o) {
       [&](const GraphJob& j, bool many) {
         // A whole graph (a model) as one artifact: the shared object, its weights, its .json.
         const ir::Graph& g = *j.graph;
-        if (remote) {
-          throw UsageError(o.command, "kilnd does not compile graphs yet: compile graph " + g.name +
-                                          " here (leave out --server and unset "
-                                          "KILN_SERVER)");
-        }
+        if (o.best)
+          throw UsageError(o.command, "--best compiles a func; graph " + g.name +
+                                          " has no tuning records of its own");
         if (many && o.output) {
           throw CompileError(ErrorStage::Validate, SourceLoc{j.file, 0, 0},
                              fmt::format("-o {} names one file, but more than one func or graph "
                                          "is selected; choose one with --func or --graph",
                                          *o.output));
         }
-        std::string stem =
-            onnx::is_model_path(j.file) ? std::filesystem::path(j.file).stem().string() : g.name;
+        std::string stem = j.model ? std::filesystem::path(j.file).stem().string() : g.name;
         std::string so = o.output.value_or(stem + ".so"), meta = so + ".json";
         std::string weights = (so.ends_with(".so") ? so.substr(0, so.size() - 3) : so) + ".weights";
-        graph::ModelArtifact a =
-            timed(g.name, "compile", [&] { return graph::compile_model(g, c); });
-        for (const std::string& note : a.notes) spdlog::warn("{}", note);
-        write_file(so, std::string_view(a.code.data(), a.code.size()));
-        write_file(weights, std::string_view(a.weights.data(), a.weights.size()));
-        write_file(meta, a.metadata_json() + "\n");
+        ModelBytes m;
+        if (remote) {
+          m = remote->compile_graph(j);
+        } else {
+          graph::ModelArtifact a =
+              timed(g.name, "compile", [&] { return graph::compile_model(g, c); });
+          for (const std::string& note : a.notes) spdlog::warn("{}", note);
+          m = ModelBytes{std::string(a.code.begin(), a.code.end()),
+                         std::string(a.weights.begin(), a.weights.end()),
+                         a.metadata_json(),
+                         a.target.triple,
+                         a.target.cpu,
+                         a.calls,
+                         a.kernels.size(),
+                         a.memory.arena_bytes,
+                         a.memory.unshared_bytes};
+        }
+        write_file(so, m.code);
+        write_file(weights, m.weights);
+        write_file(meta, m.metadata_json + "\n");
         fmt::print(
             "ok  graph {}: {}, {} and {} ({}{}; {} calls, {}; weights {}, tensors {} planned, "
             "{} unshared)\n",
-            g.name, so, weights, meta, a.target.triple,
-            a.target.cpu.empty() ? "" : ", " + a.target.cpu, a.calls,
-            count(a.kernels.size(), "kernel"), bytes_text(a.weights.size()),
-            bytes_text(a.memory.arena_bytes), bytes_text(a.memory.unshared_bytes));
+            g.name, so, weights, meta, m.triple, m.cpu.empty() ? "" : ", " + m.cpu, m.calls,
+            count(m.kernels, "kernel"), bytes_text(m.weights.size()), bytes_text(m.arena_bytes),
+            bytes_text(m.unshared_bytes));
         return true;
       });
 }

@@ -5,11 +5,15 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <type_traits>
 
+#include "kiln/buffers.h"
 #include "kiln/cuda.h"
+#include "kiln/digest.h"
 #include "kiln/target.h"
 #include "kiln/v1/service.grpc.pb.h"
 
@@ -93,7 +97,78 @@ struct Remote::Impl {
     return w;
   }
   static v1::Operator op(const Prepared& p) { return op(p.file, *p.source, p.func.name); }
-  static v1::Operator op(const GraphJob& j) { return op(j.file, *j.source, j.graph->name); }
+  v1::Operator op(const GraphJob& j) {
+    if (!j.model) return op(j.file, *j.source, j.graph->name);
+    v1::Operator w;
+    v1::ModelRef* m = w.mutable_model();
+    m->set_sha256(upload(j.file));
+    m->set_filename(j.file);
+    m->mutable_dims()->insert(o.dims.begin(), o.dims.end());
+    return w;
+  }
+
+  // The file as a blob kilnd holds: its SHA-256, the bytes sent only when kilnd lacks them,
+  // in pieces of 1 MiB.
+  std::map<std::string, std::string> uploaded;  // path -> SHA-256
+  std::string upload(const std::string& path) {
+    auto known = uploaded.find(path);
+    if (known != uploaded.end()) return known->second;
+    std::string bytes = read_file(path, "model", o.command);
+    std::string sha = sha256_hex(bytes);
+    v1::StatBlobsRequest stat;
+    stat.add_sha256(sha);
+    v1::StatBlobsResponse have = call<v1::StatBlobsResponse>(
+        [&](auto* ctx, auto* out) { return stub->StatBlobs(ctx, stat, out); });
+    if (have.blobs_size() == 1 && have.blobs(0).present()) {
+      spdlog::debug("{}: kilnd holds blob {} already", path, sha);
+    } else {
+      grpc::ClientContext ctx;
+      authorize(ctx);
+      v1::PutBlobResponse response;
+      std::unique_ptr<grpc::ClientWriter<v1::BlobChunk>> writer = stub->PutBlob(&ctx, &response);
+      constexpr size_t kPiece = size_t{1} << 20;
+      size_t offset = 0;
+      do {
+        v1::BlobChunk chunk;
+        if (offset == 0) {
+          chunk.set_sha256(sha);
+          chunk.set_size(bytes.size());
+        }
+        chunk.set_offset(offset);
+        size_t n = std::min(kPiece, bytes.size() - offset);
+        chunk.set_data(bytes.data() + offset, n);
+        offset += n;
+        if (!writer->Write(chunk)) break;  // kilnd ended the call: Finish says why
+      } while (offset < bytes.size());
+      writer->WritesDone();
+      expect_ok(writer->Finish());
+      spdlog::debug("{}: uploaded as blob {} ({} bytes)", path, sha, bytes.size());
+    }
+    uploaded[path] = sha;
+    return sha;
+  }
+
+  // A blob kilnd holds, fetched in pieces.
+  std::string download(const std::string& sha) {
+    grpc::ClientContext ctx;
+    authorize(ctx);
+    v1::GetBlobRequest request;
+    request.set_sha256(sha);
+    std::unique_ptr<grpc::ClientReader<v1::BlobChunk>> reader = stub->GetBlob(&ctx, request);
+    std::string bytes;
+    v1::BlobChunk chunk;
+    while (reader->Read(&chunk)) {
+      if (chunk.offset() != bytes.size())
+        throw Failure(fmt::format("kiln: kilnd at {} sent blob {} out of order", address, sha));
+      if (chunk.offset() == 0) bytes.reserve(chunk.size());
+      bytes += chunk.data();
+    }
+    expect_ok(reader->Finish());
+    if (sha256_hex(bytes) != sha)
+      throw Failure(
+          fmt::format("kiln: blob {} from kilnd at {} has another SHA-256", sha, address));
+    return bytes;
+  }
 
   // The command line's compile options; --set gives the func's compile-time
   // params and knobs (its run-time params are the run's).
@@ -217,8 +292,59 @@ Remote::~Remote() = default;
 
 namespace {
 
-// The run options of the command line.
+// A buffer on the wire, as Run takes inputs.
+void to_wire(const std::string& name, const HostBuffer& h, v1::BufferData* out) {
+  out->set_name(name);
+  for (int64_t e : h.shape()) out->add_shape(e);
+  bool is_float = ir::is_float(h.dtype());
+  for (int64_t i = 0; i < h.size(); ++i) {
+    if (is_float) {
+      out->mutable_floats()->add_values(h.get_f(i));
+    } else {
+      out->mutable_ints()->add_values(h.get_i(i));
+    }
+  }
+}
+
+// An output as kilnd returned it.
+HostBuffer from_wire(const v1::BufferData& d) {
+  ir::DType t = ir::DType::F32;
+  switch (d.dtype()) {
+    case v1::F64:
+      t = ir::DType::F64;
+      break;
+    case v1::I32:
+      t = ir::DType::I32;
+      break;
+    case v1::I64:
+      t = ir::DType::I64;
+      break;
+    case v1::BOOL:
+      t = ir::DType::Bool;
+      break;
+    default:
+      break;
+  }
+  HostBuffer h(t, std::vector<int64_t>(d.shape().begin(), d.shape().end()));
+  for (int64_t i = 0; i < h.size(); ++i) {
+    if (d.has_floats() && i < d.floats().values_size()) h.set_f(i, d.floats().values(i));
+    if (d.has_ints() && i < d.ints().values_size()) h.set_i(i, d.ints().values(i));
+  }
+  return h;
+}
+
+// --save-outputs DIR: the outputs kilnd returned, as DIR/NAME.npy.
+void save_outputs(const v1::RunResponse& response, const Options& o) {
+  if (!o.save_outputs) return;
+  for (const v1::BufferData& d : response.outputs())
+    write_npy(from_wire(d), *o.save_outputs + "/" + d.name() + ".npy");
+}
+
+// The run options of the command line, and its --input files.
 v1::RunRequest with_run_options(v1::RunRequest request, const Options& o) {
+  for (const auto& [name, path] : o.input_files)
+    to_wire(name, read_npy(path), request.add_inputs());
+  request.set_return_outputs(o.save_outputs.has_value());
   request.set_seed(o.seed);
   request.set_check(o.check);
   request.set_bench(o.bench);
@@ -299,6 +425,7 @@ InterpResult Remote::run(const Prepared& p) {
   v1::RunRequest request = with_run_options(impl_->request<v1::RunRequest>(p), impl_->o);
   request.mutable_runtime_params()->insert(p.runtime_params.begin(), p.runtime_params.end());
   v1::RunResponse response = impl_->run(request);
+  save_outputs(response, impl_->o);
   InterpResult r;
   r.params.insert(response.params().begin(), response.params().end());
   r.chosen.assign(response.chosen().begin(), response.chosen().end());
@@ -306,9 +433,28 @@ InterpResult Remote::run(const Prepared& p) {
   return r;
 }
 
+ModelBytes Remote::compile_graph(const GraphJob& j) {
+  v1::CompileRequest request = impl_->request<v1::CompileRequest>(j);
+  v1::CompileResponse response = impl_->call<v1::CompileResponse>(
+      [&](auto* ctx, auto* out) { return impl_->stub->Compile(ctx, request, out); });
+  const v1::Artifact& a = response.artifact();
+  ModelBytes m;
+  m.code = a.code();
+  m.metadata_json = a.metadata_json();
+  m.triple = a.target().triple();
+  m.cpu = a.target().cpu();
+  m.weights = impl_->download(a.weights_sha256());
+  m.calls = static_cast<size_t>(response.model().calls());
+  m.kernels = static_cast<size_t>(response.model().kernels());
+  m.arena_bytes = response.model().arena_bytes();
+  m.unshared_bytes = response.model().unshared_bytes();
+  return m;
+}
+
 GraphResult Remote::run_graph(const GraphJob& j) {
   v1::RunResponse response =
       impl_->run(with_run_options(impl_->request<v1::RunRequest>(j), impl_->o));
+  save_outputs(response, impl_->o);
   GraphResult r;
   r.calls_before = static_cast<size_t>(response.graph().calls());
   r.calls_after = static_cast<size_t>(response.graph().calls_after_passes());

@@ -35,6 +35,16 @@ struct ArtifactBytes {
   std::string triple, cpu, key;
 };
 
+// What `kiln compile` writes for a graph (a model), whether kilnd or this process made it.
+struct ModelBytes {
+  std::string code;           // the shared object
+  std::string weights;        // its weights blob
+  std::string metadata_json;  // out.so.json, without its newline
+  std::string triple, cpu;
+  size_t calls = 0, kernels = 0;
+  uint64_t arena_bytes = 0, unshared_bytes = 0;
+};
+
 // What `kiln emit` prints for a graph: the graph stage, or each call's
 // operator (its name and text) at another stage.
 struct GraphTexts {
@@ -62,8 +72,9 @@ class Remote {
   ArtifactBytes compile(const Prepared& p, const ir::Overrides& knobs = {});
   InterpResult run(const Prepared& p);
 
-  // The same for a graph of a file.
+  // The same for a graph of a file (a model's file goes to kilnd as a blob, uploaded once).
   void check_graph(const GraphJob& j);
+  ModelBytes compile_graph(const GraphJob& j);
   GraphTexts emit_graph(const GraphJob& j, Stage stage);
   GraphResult run_graph(const GraphJob& j);
 

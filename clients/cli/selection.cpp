@@ -144,11 +144,8 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
     std::vector<const ir::Graph*> graphs;
     try {
       if (onnx::is_model_path(file)) {
-        if (o.server) {
-          throw CompileError(ErrorStage::Import, SourceLoc{file, 0, 0},
-                             "kilnd does not take models yet: run it here (leave out --server "
-                             "and unset KILN_SERVER)");
-        }
+        // Imported here also with --server: a bad model is refused before it is uploaded, and
+        // the graph names what is printed.
         onnx::ImportOptions io;
         io.dims = o.dims;
         module = timed(file, "import", [&] { return onnx::import_file(file, io); });
@@ -197,7 +194,8 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
     }
     for (const ir::Graph* g : graphs) {
       try {
-        if (!each_graph(GraphJob{file, &source, g, &module}, many)) all_ok = false;
+        if (!each_graph(GraphJob{file, &source, g, &module, onnx::is_model_path(file)}, many))
+          all_ok = false;
       } catch (const Failure& e) {
         fail(file, "graph " + g->name, e.what());
         all_ok = false;

@@ -40,9 +40,10 @@ void print_error(const std::string& file, const std::string& func, const std::st
 // A graph to process, with the file it came from and the module's funcs.
 struct GraphJob {
   std::string file;
-  const std::string* source;  // the file's text, as read once
+  const std::string* source;  // the file's text, as read once (empty for a model)
   const ir::Graph* graph;
   const ir::Module* module;
+  bool model = false;  // `file` is an ONNX model: kilnd takes it as a blob (Operator.model)
 };
 using GraphFn = std::function<bool(const GraphJob&, bool many)>;
 

@@ -60,18 +60,19 @@ std::string tensor_json(const ModelTensor& t) {
 
 }  // namespace
 
-ModelArtifact compile_model(const ir::Graph& source, const CompileOptions& opts) {
+ModelArtifact compile_model(const ir::Graph& source, const CompileOptions& opts, FoldBy by) {
   ModelArtifact a;
   a.name = identifier(source.name);
   a.target = opts.target;
   a.opt_level = opts.opt_level;
   a.calls_before = source.calls.size();
 
-  // The graph passes, folding constants with kernels compiled for this host.
+  // The graph passes, folding constants with kernels compiled for this host (or interpreted).
   passes::PassContext ctx = pass_context(opts);
   CompileOptions host = opts;
   host.target = Target::host();
-  ctx.evaluate = [host](const ir::Func& op, Bindings& b) { jit_evaluate(op, b, host); };
+  if (by == FoldBy::Kernel)
+    ctx.evaluate = [host](const ir::Func& op, Bindings& b) { jit_evaluate(op, b, host); };
   ir::Graph g = passes::run_graph_pipeline(source, ctx);
   a.calls = g.calls.size();
   a.memory = plan_memory(g);

@@ -54,6 +54,12 @@ Sha256& Sha256::add(std::string_view field) {
   return *this;
 }
 
+Sha256& Sha256::add_raw(std::string_view bytes) {
+  if (EVP_DigestUpdate(md(ctx_), bytes.data(), bytes.size()) != 1)
+    throw std::runtime_error("SHA-256 update failed in libcrypto");
+  return *this;
+}
+
 std::string Sha256::hex() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int n = 0;

@@ -20,6 +20,7 @@
 #include "kiln/codegen.h"
 #include "kiln/compile.h"
 #include "programs.h"
+#include "scratch_dir.h"
 
 extern char** environ;
 
@@ -46,23 +47,7 @@ std::string missing_tools() {
   return "";
 }
 
-// A folder for one run's files, removed afterwards.
-class Scratch {
- public:
-  Scratch() {
-    std::string templ = ::testing::TempDir() + "kiln_aarch64_XXXXXX";
-    if (mkdtemp(templ.data()) != nullptr) path_ = templ;
-  }
-  ~Scratch() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  bool ok() const { return !path_.empty(); }
-
- private:
-  std::string path_;
-};
+using Scratch = ScratchDir;
 
 struct Exit {
   int status = -1;  // exit status; 128 + signal when killed

@@ -1390,6 +1390,28 @@ TEST(CliRemote, EveryExampleGivesTheOfflineOutput) {
   std::remove((so + ".json").c_str());
 }
 
+// A model (.onnx) goes to kilnd as a blob and gives what it gives offline: the same lines,
+// and the same artifact and weights, byte for byte.
+TEST(CliRemote, AModelGivesTheOfflineOutput) {
+  kiln::testing::KilndProcess kilnd(KILND_BINARY);
+  std::string so = testing::TempDir() + "kiln_cli_remote_model.so";
+  std::string weights = testing::TempDir() + "kiln_cli_remote_model.weights";
+  for (const char* test : {"test_relu", "test_basic_conv_with_padding"}) {
+    std::string model =
+        std::string("/usr/share/libonnx-testdata/data/node/") + test + "/model.onnx";
+    if (!std::filesystem::exists(model))
+      GTEST_SKIP() << model << " is missing (Debian's libonnx-testdata)";
+    expect_same_through(kilnd.address(), {"check", model});
+    expect_same_through(kilnd.address(), {"run", model, "--seed", "4"});
+    expect_same_through(kilnd.address(), {"compile", model, "-o", so});
+    std::string remote_so = read_file(so), remote_weights = read_file(weights);
+    kiln({"compile", model, "-o", so});
+    EXPECT_EQ(read_file(so), remote_so) << model;
+    EXPECT_EQ(read_file(weights), remote_weights) << model;
+  }
+  for (const std::string& f : {so, weights, so + ".json"}) std::remove(f.c_str());
+}
+
 // Every hostile input, run as its file says and with --check, ends the same
 // through kilnd: the same errors, at the same places, with the same status.
 TEST(CliRemote, EveryHostileInputGivesTheOfflineAnswer) {

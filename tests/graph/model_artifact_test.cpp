@@ -19,6 +19,7 @@
 #include "kiln/graph.h"
 #include "kiln/interp.h"
 #include "programs.h"
+#include "scratch_dir.h"
 
 namespace kiln {
 namespace {
@@ -119,22 +120,7 @@ TEST(MemoryPlan, IntermediatesShareTheArenaAndNeverOverlapWhileAlive) {
   EXPECT_EQ(plan.copies[0], std::make_pair(size_t{2}, std::string("unused")));
 }
 
-// A folder for one test's files, removed afterwards.
-class Scratch {
- public:
-  Scratch() {
-    std::string templ = ::testing::TempDir() + "kiln_model_XXXXXX";
-    if (mkdtemp(templ.data()) != nullptr) path_ = templ;
-  }
-  ~Scratch() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using Scratch = testing::ScratchDir;
 
 void write_bytes(const std::string& path, const std::vector<char>& bytes) {
   std::ofstream out(path, std::ios::binary);

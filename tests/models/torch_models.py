@@ -10,9 +10,13 @@ MODEL.onnx`: a shared object and its weights) and run by examples/c/run_model,
 a C program linking only libc and kiln's runtime, with the same check. With
 --run-model-aarch64, the models named by --aarch64 are also compiled for
 aarch64-linux-gnu and run by the cross-built run_model under qemu-aarch64.
+With --kilnd, the models named by --through-kilnd also run through a kilnd
+started on loopback (`kiln run --server`): the .onnx file goes there as a
+blob, uploaded in pieces of 1 MiB, and the outputs come back.
 
 usage: torch_models.py [--kiln PATH] [--work DIR] [--run-model PATH]
-                       [--run-model-aarch64 PATH] [--aarch64 M1,M2] [MODEL...]
+                       [--run-model-aarch64 PATH] [--aarch64 M1,M2]
+                       [--kilnd PATH --through-kilnd M1,M2] [MODEL...]
 MODEL is one of: resnet18 resnet50 mobilenet_v2 encoder tiny_cnn tiny_encoder
 tiny_gelu_encoder
 (default: all of them). Exit status 0 when every model matches.
@@ -100,8 +104,9 @@ def kiln_name(onnx_name):
     return "t" + s if not s or s[0].isdigit() else s
 
 
-def check(name, kiln, work, artifacts):
-    """kiln run, then each of `artifacts`: (target or None, run_model, command prefix)."""
+def check(name, kiln, work, artifacts, server=None):
+    """kiln run, through kilnd at `server` when given, then each of `artifacts`: (target or
+    None, run_model, command prefix)."""
     model, shape = build(name)
     randomize_norms(model)
     model.eval()
@@ -123,6 +128,18 @@ def check(name, kiln, work, artifacts):
         print(f"FAIL {name}: kiln run exited {r.returncode}\n{r.stdout}{r.stderr}")
         return False
     ok = compare(name, "kiln run", os.path.join(out, "y.npy"), expected, took)
+    if server:
+        out = os.path.join(work, name + "_kilnd_out")
+        os.makedirs(out, exist_ok=True)
+        start = time.time()
+        r = subprocess.run([kiln, "run", path, "--server", server, "--input",
+                            f"x={os.path.join(work, name + '_x.npy')}", "--save-outputs", out],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"FAIL {name}: kiln run --server exited {r.returncode}\n{r.stdout}{r.stderr}")
+            return False
+        ok = compare(name, f"through kilnd, a {os.path.getsize(path) / 2**20:.1f} MiB blob",
+                     os.path.join(out, "y.npy"), expected, time.time() - start) and ok
     for target, run_model, prefix in artifacts:
         ok = check_artifact(name, kiln, work, path, expected, target, run_model, prefix) and ok
     return ok
@@ -166,6 +183,25 @@ def check_artifact(name, kiln, work, onnx_path, expected, target, run_model, pre
     return compare(name, how, os.path.join(out, "y.npy"), expected, took)
 
 
+class Kilnd:
+    """A kilnd of this run's own on a loopback port, its data in work/kilnd."""
+
+    def __init__(self, binary, work):
+        data = os.path.join(work, "kilnd")
+        os.makedirs(data, exist_ok=True)
+        self.proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--log-level", "warn",
+                                      "--data-dir", data, "--run-timeout-ms", "600000"],
+                                     stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("kilnd: listening on "):
+            raise SystemExit(f"kilnd did not start: {line!r}")
+        self.address = line.split()[-1]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kiln", default="kiln")
@@ -176,6 +212,8 @@ def main():
     p.add_argument("--run-model", default=None)
     p.add_argument("--run-model-aarch64", default=None)
     p.add_argument("--aarch64", default="", help="models to run for aarch64 too, comma-separated")
+    p.add_argument("--kilnd", default=None)
+    p.add_argument("--through-kilnd", default="", help="models to run through kilnd too")
     a = p.parse_args()
     torch.set_num_threads(1)
     work = a.work or tempfile.mkdtemp(prefix="kiln-models-")
@@ -185,6 +223,7 @@ def main():
     arm = [m for m in a.aarch64.split(",") if m]
     if arm and not a.run_model_aarch64:
         print("skip aarch64: no cross-built run_model (--run-model-aarch64)")
+    kilnd = Kilnd(a.kilnd, work) if a.kilnd and a.through_kilnd else None
     results = []
     for m in a.models:
         artifacts = []
@@ -192,7 +231,10 @@ def main():
             artifacts.append((None, a.run_model, []))
         if a.run_model_aarch64 and m in arm:
             artifacts.append(("aarch64-linux-gnu", a.run_model_aarch64, qemu))
-        results.append(check(m, a.kiln, work, artifacts))
+        server = kilnd.address if kilnd and m in a.through_kilnd.split(",") else None
+        results.append(check(m, a.kiln, work, artifacts, server))
+    if kilnd:
+        kilnd.stop()
     return 0 if all(results) else 1
 
 

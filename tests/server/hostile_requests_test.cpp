@@ -103,6 +103,13 @@ grpc::Status send(v1::Compiler::Stub& stub, const Call& c) {
   return grpc::Status::CANCELLED;
 }
 
+v1::Operator model_ref(const std::string& sha) {
+  v1::Operator op;
+  op.mutable_model()->set_sha256(sha);
+  op.mutable_model()->set_filename("m.onnx");
+  return op;
+}
+
 struct Hostile {
   std::string what;
   Call call;
@@ -229,10 +236,19 @@ std::vector<Hostile> hostile_requests() {
         [](v1::EmitRequest& r) { r.set_stage(v1::STAGE_UNSPECIFIED); }},
        StatusCode::INVALID_ARGUMENT,
        "stage: set one of"},
-      {"a graph to Compile",
-       {Call::Compile, text(read_example("conv_bn_relu"), "block")},
+      {"a graph to Compile with a param set",
+       {Call::Compile, text(read_example("conv_bn_relu"), "block"),
+        [](v1::CompileOptions& o) { (*o.mutable_set())["N"] = 2; }},
        StatusCode::INVALID_ARGUMENT,
-       "'block' is a graph; this method takes a func"},
+       "options.set N: set applies to funcs; graph block binds its operators' params"},
+      {"a model kilnd does not hold",
+       {Call::Compile, model_ref(std::string(64, 'e'))},
+       StatusCode::NOT_FOUND,
+       "op.model.sha256: kilnd has no blob eeee"},
+      {"a model named by what is not a hash",
+       {Call::Run, model_ref("../../etc/passwd")},
+       StatusCode::INVALID_ARGUMENT,
+       "op.model.sha256: '../../etc/passwd' is not a SHA-256"},
       {"a kernel that segfaults (kiln-runner's test hook, for a func named crashme)",
        {Call::Run, text(crashme)},
        StatusCode::INTERNAL,

@@ -91,7 +91,18 @@ std::vector<Method> methods() {
   *best->mutable_op() = matmul;
   auto exported = std::make_shared<v1::ExportRecordsRequest>();
   exported->mutable_filter()->set_since_unix_ms(1);
+  auto stat = std::make_shared<v1::StatBlobsRequest>();
+  stat->add_sha256(std::string(64, 'a'));
+  auto get = std::make_shared<v1::GetBlobRequest>();
+  get->set_sha256(std::string(64, 'b'));
+  auto check_model = std::make_shared<v1::CheckRequest>();
+  check_model->mutable_op()->mutable_model()->set_sha256(std::string(64, 'c'));
+  check_model->mutable_op()->mutable_model()->set_filename("m.onnx");
+  (*check_model->mutable_op()->mutable_model()->mutable_dims())["batch"] = 1;
   return {
+      {"/kiln.v1.Compiler/StatBlobs", stat},
+      {"/kiln.v1.Compiler/GetBlob", get, true},
+      {"/kiln.v1.Compiler/Check", check_model},
       {"/kiln.v1.Compiler/Check", check},
       {"/kiln.v1.Compiler/Emit", emit},
       {"/kiln.v1.Compiler/Compile", compile},

@@ -328,7 +328,7 @@ TEST(Service, BadRequestsAreInvalidArgumentsThatSayWhatAndWhere) {
     const char* expect;
   };
   std::vector<Case> cases = {
-      {v1::Operator{}, "op: the request has no operator (set source, def or graph)"},
+      {v1::Operator{}, "op: the request has no operator (set source, def, graph or model)"},
       {text_operator("func f { input x : f32[N]; }", "bad.kiln"),
        "bad.kiln:1:24: validate error: unknown name 'N' in the shape of 'x'"},
       {text_operator("func f {", ""), "<request>:1:9: parse error: "},

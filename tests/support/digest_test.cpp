@@ -20,5 +20,14 @@ TEST(Digest, FieldsAreFramedByTheirLengths) {
   EXPECT_NE(ab_c, sha256_hex("abc"));
 }
 
+TEST(Digest, RawPiecesHashAsTheirConcatenation) {
+  EXPECT_EQ(Sha256().add_raw("ab").add_raw("c").hex(), sha256_hex("abc"));
+  EXPECT_EQ(Sha256().add_raw("").hex(), sha256_hex(""));
+  std::string big(200000, 'x');
+  EXPECT_EQ(
+      Sha256().add_raw(std::string_view(big).substr(0, 70001)).add_raw(big.substr(70001)).hex(),
+      sha256_hex(big));
+}
+
 }  // namespace
 }  // namespace kiln

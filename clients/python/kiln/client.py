@@ -9,8 +9,8 @@ import numpy as np
 from kiln import te
 from kiln.v1 import agent_pb2, operator_pb2, service_pb2, service_pb2_grpc
 
-__all__ = ["Client", "KilnError", "Measurement", "Record", "RunResult", "TuneJob", "source",
-           "load"]
+__all__ = ["Client", "KilnError", "Measurement", "ModelArtifact", "Record", "RunResult",
+           "TuneJob", "source", "load"]
 
 _STAGES = {"ast": service_pb2.AST, "ir": service_pb2.IR, "schedule": service_pb2.SCHEDULE,
            "loops": service_pb2.LOOPS, "llvm": service_pb2.LLVM, "asm": service_pb2.ASM,
@@ -114,6 +114,36 @@ class RunResult:
     def __repr__(self):
         check = "" if self.check is None else f", check {'ok' if self.check.ok else 'FAILED'}"
         return f"RunResult(outputs={sorted(self.outputs)}{check})"
+
+
+class ModelArtifact:
+    """A whole model compiled by kilnd (Client.compile_model): ``code`` (the
+    shared object: every kernel and the plan that runs them), ``weights`` (the
+    weights blob), ``metadata`` (its .so.json as a dict), ``name``, ``triple``,
+    ``calls`` and ``kernels``. ``save(path)`` writes PATH (.so), the weights
+    beside it (.weights) and PATH.json, as `kiln compile` does; a C program
+    runs them with kiln_model_open (docs/models.md)."""
+
+    def __init__(self, response, weights):
+        a = response.artifact
+        self.response = response
+        self.code, self.weights = a.code, weights
+        self.metadata = __import__("json").loads(a.metadata_json)
+        self.name, self.triple = a.name, a.target.triple
+        self.calls, self.kernels = response.model.calls, response.model.kernels
+
+    def save(self, path):
+        path = pathlib.Path(path)
+        weights = path.with_suffix(".weights") if path.suffix == ".so" else \
+            pathlib.Path(str(path) + ".weights")
+        path.write_bytes(self.code)
+        weights.write_bytes(self.weights)
+        pathlib.Path(str(path) + ".json").write_text(self.response.artifact.metadata_json + "\n")
+        return path, weights
+
+    def __repr__(self):
+        return (f"ModelArtifact({self.name}, {self.triple}, {self.calls} calls, "
+                f"{self.kernels} kernels, {len(self.weights)} bytes of weights)")
 
 
 class Measurement:
@@ -334,6 +364,72 @@ class Client:
         for name, array in (inputs or {}).items():
             request.inputs.append(_buffer_data(name, array))
         return RunResult(self._call(self._stub.Run, request))
+
+    # Models (docs/models.md): an .onnx file goes to kilnd once, as a blob named by its SHA-256.
+
+    _PIECE = 1 << 20
+
+    def upload(self, path):
+        """The file at ``path`` as a blob kilnd holds: its SHA-256. The bytes go
+        only when kilnd lacks them, in pieces of 1 MiB."""
+        data = pathlib.Path(path).read_bytes()
+        sha = __import__("hashlib").sha256(data).hexdigest()
+        have = self._call(self._stub.StatBlobs, service_pb2.StatBlobsRequest(sha256=[sha]))
+        if have.blobs and have.blobs[0].present:
+            return sha
+
+        def pieces():
+            offset = 0
+            while True:
+                piece = service_pb2.BlobChunk(offset=offset,
+                                              data=data[offset:offset + self._PIECE])
+                if offset == 0:
+                    piece.sha256, piece.size = sha, len(data)
+                yield piece
+                offset += self._PIECE
+                if offset >= len(data):
+                    return
+
+        self._call(self._stub.PutBlob, pieces())
+        return sha
+
+    def download(self, sha256):
+        """A blob kilnd holds (a compiled model's weights), as bytes."""
+        try:
+            parts = [c.data for c in self._stub.GetBlob(
+                service_pb2.GetBlobRequest(sha256=sha256), timeout=self.timeout,
+                metadata=self._metadata)]
+        except grpc.RpcError as e:
+            raise KilnError(e.code(), e.details()) from None
+        data = b"".join(parts)
+        if __import__("hashlib").sha256(data).hexdigest() != sha256:
+            raise KilnError(grpc.StatusCode.DATA_LOSS, f"blob {sha256} arrived with another "
+                            "SHA-256")
+        return data
+
+    def model(self, path, dims=None):
+        """An ONNX model as an operator: uploaded (once) and named by its SHA-256.
+        ``dims`` gives symbolic input dimensions ({"batch": 1})."""
+        ref = operator_pb2.ModelRef(sha256=self.upload(path), filename=str(path))
+        for name, value in (dims or {}).items():
+            ref.dims[name] = int(value)
+        return operator_pb2.Operator(model=ref)
+
+    def compile_model(self, path, *, dims=None, **options):
+        """A whole model compiled by kilnd into one artifact for a target
+        (``target="aarch64-linux-gnu"``, ``cpu=...``; default kilnd's machine):
+        a ModelArtifact, its weights fetched from kilnd."""
+        response = self._call(self._stub.Compile, service_pb2.CompileRequest(
+            op=self.model(path, dims), options=_options(**options)))
+        return ModelArtifact(response, self.download(response.artifact.weights_sha256))
+
+    def run_model(self, path, inputs=None, *, dims=None, seed=0, check=False, bench=False,
+                  number=0, repeat=0, threads=0, **options):
+        """Runs a model on kilnd's machine (compiled there, in a child process):
+        ``inputs`` maps its input names to numpy arrays (the others are random
+        from ``seed``). A RunResult whose ``outputs`` are numpy arrays."""
+        return self.run(self.model(path, dims), inputs, seed=seed, check=check, bench=bench,
+                        number=number, repeat=repeat, threads=threads, **options)
 
     def agents(self):
         """The agents connected to kilnd: a list of kiln.v1.AgentStatus (``id``,

@@ -19,6 +19,9 @@ class Sha256 {
   Sha256& operator=(const Sha256&) = delete;
 
   Sha256& add(std::string_view field);
+  // Feeds bytes with no framing: a stream's pieces, whose hex() is sha256_hex of them all.
+  // Not to be mixed with add().
+  Sha256& add_raw(std::string_view bytes);
   std::string hex();  // finishes the digest; call once
 
  private:

@@ -119,9 +119,11 @@ struct ModelArtifact {
   std::string metadata_json() const;
 };
 
-// optimize() (constants folded on this host, whatever the target), the buffers planned, then
-// every distinct operator compiled for opts.target into one shared object. Throws CompileError
-// as kiln::compile does, stage "link" when the object cannot be linked.
-ModelArtifact compile_model(const ir::Graph& g, const CompileOptions& opts);
+// optimize() (constants folded as `by` says: by kernels compiled for this host whatever the
+// target, or by the reference interpreter in kilnd), the buffers planned, then every distinct
+// operator compiled for opts.target into one shared object. Throws CompileError as
+// kiln::compile does, stage "link" when the object cannot be linked.
+ModelArtifact compile_model(const ir::Graph& g, const CompileOptions& opts,
+                            FoldBy by = FoldBy::Kernel);
 
 }  // namespace kiln::graph
