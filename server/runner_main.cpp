@@ -207,6 +207,8 @@ void run(const RunnerJob& job, v1::RunResponse* response) {
     if (request.return_outputs()) to_wire(s.buf, data->at(s.buf), response->add_outputs());
   }
   if (mismatch) wire_check(*mismatch, response->mutable_check());
+  if (mismatch && graph_run.per_call_check)
+    response->mutable_check()->set_per_call_scope(graph_run.check_scope);
   if (bench) {
     const BenchResult& b = *bench;
     v1::Bench* w = response->mutable_bench();

@@ -179,6 +179,8 @@ GraphResult run_graph_compiled(const GraphJob& j, const Options& o) {
   r.kernels = out.kernels;
   r.outputs = std::move(out.outputs);
   r.mismatch = std::move(out.mismatch);
+  r.check_scope = std::move(out.check_scope);
+  r.per_call_check = out.per_call_check;
   r.bench = std::move(out.bench);
   return r;
 }

@@ -456,6 +456,8 @@ GraphResult Remote::run_graph(const GraphJob& j) {
       impl_->run(with_run_options(impl_->request<v1::RunRequest>(j), impl_->o));
   save_outputs(response, impl_->o);
   GraphResult r;
+  r.per_call_check = !response.check().per_call_scope().empty();
+  r.check_scope = response.check().per_call_scope();
   r.calls_before = static_cast<size_t>(response.graph().calls());
   r.calls_after = static_cast<size_t>(response.graph().calls_after_passes());
   r.kernels = static_cast<size_t>(response.graph().kernels());

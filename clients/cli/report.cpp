@@ -301,12 +301,18 @@ void print_graph_text(const GraphJob& j, const GraphResult& r, const char* what)
       fmt::print("graph {}: {}[{}] checksum {:.10g} ({})\n", name, s.buf, fmt::join(s.shape, ", "),
                  s.checksum, passes);
     }
-  } else if (r.mismatch->ok) {
+  } else if (r.mismatch->ok && !r.per_call_check) {
     size_t n = r.outputs.size();
     fmt::print("ok  graph {}: {} {} (max abs error {}; {}, {})\n", name, count(n, "output"),
                n == 1 ? "matches" : "match", r.mismatch->abs_error, passes, what);
+  } else if (r.mismatch->ok) {
+    fmt::print("ok  graph {}: every kernel matches (max abs error {}; {}, {})\n", name,
+               r.mismatch->abs_error, passes, what);
+    fmt::print("    checked: {}\n", r.check_scope);
   } else {
-    print_error(j.file, name, fmt::format("FAIL graph {}: {}", name, r.mismatch->describe()));
+    print_error(j.file, name,
+                fmt::format("FAIL graph {}: {}{}", name, r.mismatch->describe(),
+                            r.per_call_check ? "\n    checked: " + r.check_scope : ""));
   }
 }
 

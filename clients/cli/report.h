@@ -33,6 +33,10 @@ struct InterpResult {
 struct GraphResult {
   std::vector<OutputSum> outputs;
   std::optional<interp::Mismatch> mismatch;
+  // With a check: what was compared (GraphRunOutcome::check_scope), and whether each call was
+  // checked on its own rather than the whole graph.
+  std::string check_scope;
+  bool per_call_check = false;
   std::optional<BenchResult> bench;
   size_t calls_before = 0, calls_after = 0, kernels = 0;
 };

@@ -61,10 +61,13 @@ CompiledGraph compile(const ir::Graph& g, const CompileOptions& opts) {
   return CompiledGraph(std::move(s));
 }
 
-Tensors CompiledGraph::run(const Tensors& inputs) const {
+Tensors CompiledGraph::run(const Tensors& inputs, const CallHook& after_call) const {
   return interp::run_graph(
       state_->graph, inputs,
-      [this](size_t k, const ir::GraphCall&, Bindings& b) { state_->kernels.at(k).run(b); },
+      [this, &after_call](size_t k, const ir::GraphCall& c, Bindings& b) {
+        state_->kernels.at(k).run(b);
+        if (after_call) after_call(k, c, b);
+      },
       &state_->constants);
 }
 

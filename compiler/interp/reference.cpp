@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
@@ -310,11 +311,206 @@ class ReferenceInterpreter final : public detail::Evaluator {
       loop_plans_.push_back(std::move(plan));
     }
     plans_ = std::move(plans);
+    if (points_ != nullptr) {
+      run_demanded();
+      return;
+    }
     std::vector<size_t> all(f_.comps.size());
     for (size_t k = 0; k < all.size(); ++k) all[k] = k;
     run_in_order(all, 0);
   }
 
+  // Whether the points of the outputs can be traced back through f's computations: no
+  // algorithm loop; every buffer a stored computation reads that is not an input (a temporary
+  // or an output) is written only by computations before it, or by itself at the very element
+  // it stores; and no such read is inside an inlined computation.
+  bool traceable() {
+    if (!f_.loops.empty()) return false;
+    std::map<std::string, size_t> last_writer;
+    for (size_t k = 0; k < f_.comps.size(); ++k) {
+      const ir::Comp& c = f_.comps[k];
+      if (!c.store) {
+        if (reads_produced(c.value, nullptr)) return false;
+        continue;
+      }
+      std::vector<const ir::Load*> reads;
+      if (reads_produced(c.value, &reads)) return false;
+      for (const ir::Load* r : reads) {
+        bool self = r->buf == c.store->buf;
+        if (self) {
+          if (r->indices.size() != c.store->indices.size()) return false;
+          for (size_t d = 0; d < r->indices.size(); ++d)
+            if (!ir::equal(r->indices[d], c.store->indices[d])) return false;
+        } else if (last_writer.count(r->buf) == 0) {
+          return false;  // written after it (or never)
+        }
+      }
+      last_writer[c.store->buf] = k;
+    }
+    return true;
+  }
+
+  void set_points(const std::map<std::string, std::vector<int64_t>>* points) { points_ = points; }
+
+ private:
+  // Whether a buffer is written by f (a temporary or an output), not given.
+  bool produced(const std::string& buf) const {
+    const ir::Buf* b = f_.find_buf(buf);
+    return b != nullptr && b->kind != ir::BufKind::Input;
+  }
+
+  // The reads of produced buffers in e, in `out`; true when one is where it cannot be traced:
+  // inside an inlined computation (`out` null) or in an index that a `let` binds.
+  bool reads_produced(const Expr& e, std::vector<const ir::Load*>* out) {
+    struct Finder : ir::IRVisitor {
+      ReferenceInterpreter* self;
+      std::vector<const ir::Load*>* out;
+      int lets = 0;
+      bool untraceable = false;
+      void visit_load(const ir::Load& n) override {
+        if (self->produced(n.buf)) {
+          if (out == nullptr || lets > 0) untraceable = true;
+          if (out != nullptr) out->push_back(&n);
+        }
+        ir::IRVisitor::visit_load(n);
+      }
+      void visit_let(const ir::Let& n) override {
+        visit(n.value);
+        ++lets;
+        visit(n.body);
+        --lets;
+      }
+      void visit_access(const ir::Access& n) override {
+        for (const Expr& i : n.indices) visit(i);
+        const ir::Comp* c = self->f_.find_comp(n.comp);
+        if (c != nullptr && !c->store && self->reads_produced(c->value, nullptr))
+          untraceable = true;
+      }
+    } finder;
+    finder.self = this;
+    finder.out = out;
+    finder.visit(e);
+    return finder.untraceable;
+  }
+
+  // The flat index of a buffer element, or -1 outside it.
+  static int64_t flat_of(const HostBuffer& b, const std::vector<int64_t>& idx) {
+    if (idx.size() != b.shape().size()) return -1;
+    int64_t flat = 0;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (idx[d] < 0 || idx[d] >= b.shape()[d]) return -1;
+      flat = flat * b.shape()[d] + idx[d];
+    }
+    return flat;
+  }
+
+  // The demanded run: the elements of the outputs in *points_, and every element of a
+  // temporary or an output they are computed from, each computation run at exactly the points
+  // that store a demanded element, in its own order.
+  void run_demanded() {
+    for (const auto& [name, flats] : *points_) demand_[name].insert(flats.begin(), flats.end());
+    for (const ir::Buf* o : f_.bufs_of_kind(ir::BufKind::Output)) {
+      if (points_->count(o->name) > 0) continue;
+      const HostBuffer* b = find_buffer(o->name);
+      for (int64_t k = 0; k < b->size(); ++k) demand_[o->name].insert(k);
+    }
+    // Backward: what each computation reads at the points it runs at is demanded of the
+    // computations before it.
+    for (size_t k = f_.comps.size(); k-- > 0;) {
+      const ir::Comp& c = f_.comps[k];
+      if (!c.store) continue;
+      std::vector<const ir::Load*> reads;
+      reads_produced(c.value, &reads);
+      std::vector<const ir::Load*> others;
+      for (const ir::Load* r : reads)
+        if (r->buf != c.store->buf) others.push_back(r);
+      if (others.empty()) continue;
+      for_each_demanded_point(c, k, [&] {
+        for (const ir::Load* r : others) {
+          std::vector<int64_t> idx;
+          for (const Expr& e : r->indices) idx.push_back(eval_int(e));
+          int64_t flat = flat_of(*find_buffer(r->buf), idx);
+          if (flat >= 0) demand_[r->buf].insert(flat);
+        }
+      });
+    }
+    // Forward: each computation at its demanded points.
+    for (size_t k = 0; k < f_.comps.size(); ++k) {
+      const ir::Comp& c = f_.comps[k];
+      if (c.store) for_each_demanded_point(c, k, [&] { execute(c); });
+    }
+  }
+
+  // Calls `body` with c's iterators bound, at every point of c's domain that stores an element
+  // demanded of its buffer, in lexicographic order for each element. Where c stores at distinct
+  // plain iterators, those are fixed from each element and only the others enumerated.
+  void for_each_demanded_point(const ir::Comp& c, size_t k, const std::function<void()>& body) {
+    const std::set<int64_t>& want = demand_[c.store->buf];
+    if (want.empty()) return;
+    const HostBuffer* b = find_buffer(c.store->buf);
+    std::vector<int> by_iter(c.store->indices.size(), -1);
+    std::set<int> used;
+    bool plain = true;
+    for (size_t d = 0; d < by_iter.size(); ++d) {
+      const auto* v = ir::as<ir::Var>(c.store->indices[d]);
+      auto it = v ? std::find(c.iters.begin(), c.iters.end(), v->name) : c.iters.end();
+      if (it == c.iters.end() || !used.insert(static_cast<int>(it - c.iters.begin())).second) {
+        plain = false;
+        break;
+      }
+      by_iter[d] = static_cast<int>(it - c.iters.begin());
+    }
+    frames_.push_back({&c, loop_values_});
+    if (plain && b != nullptr && b->shape().size() == by_iter.size()) {
+      std::vector<std::optional<int64_t>> fixed(c.iters.size());
+      for (int64_t flat : want) {
+        int64_t rest = flat;
+        for (size_t d = by_iter.size(); d-- > 0;) {
+          fixed[static_cast<size_t>(by_iter[d])] = rest % b->shape()[d];
+          rest /= b->shape()[d];
+        }
+        enumerate_fixed(c, plans_[k], 0, fixed, body);
+      }
+    } else {
+      std::vector<std::optional<int64_t>> none(c.iters.size());
+      enumerate_fixed(c, plans_[k], 0, none, [&] {
+        std::vector<int64_t> idx;
+        for (const Expr& e : c.store->indices) idx.push_back(eval_int(e));
+        int64_t flat = b != nullptr ? flat_of(*b, idx) : -1;
+        if (flat >= 0 && want.count(flat) > 0) body();
+      });
+    }
+    frames_.pop_back();
+  }
+
+  void enumerate_fixed(const ir::Comp& c, const std::vector<IterBounds>& plan, size_t d,
+                       const std::vector<std::optional<int64_t>>& fixed,
+                       const std::function<void()>& body) {
+    if (d == c.iters.size()) {
+      for (const Expr& cond : c.domain) {
+        if (!eval_bool(cond)) return;
+      }
+      body();
+      return;
+    }
+    auto [lo, hi] = range_of(plan[d]);
+    if (fixed[d]) {
+      if (*fixed[d] < lo || *fixed[d] > hi) return;
+      lo = hi = *fixed[d];
+    }
+    frames_.back().values.push_back(lo);
+    push(c.iters[d], Value::of_int(ir::kIndexType, lo));
+    for (int64_t x = lo; x <= hi; ++x) {
+      set_top(Value::of_int(ir::kIndexType, x));
+      frames_.back().values[d] = x;
+      enumerate_fixed(c, plan, d + 1, fixed, body);
+      if (x == hi) break;
+    }
+    pop();
+    frames_.back().values.pop_back();
+  }
+
+ public:
  protected:
   HostBuffer* find_buffer(const std::string& name) override {
     return detail::run_buffer(temps_, bindings_, name);
@@ -478,10 +674,23 @@ class ReferenceInterpreter final : public detail::Evaluator {
   std::vector<std::vector<IterBounds>> plans_;       // per computation
   std::vector<std::vector<IterBounds>> loop_plans_;  // per algorithm loop
   std::vector<int64_t> loop_values_;                 // of the algorithm loops in scope
+  // A demanded run (run_reference_at): the output elements asked for, and the elements of
+  // every buffer they need, by flat index.
+  const std::map<std::string, std::vector<int64_t>>* points_ = nullptr;
+  std::map<std::string, std::set<int64_t>> demand_;
 };
 
 }  // namespace
 
 void run_reference(const ir::Func& f, Bindings& b) { ReferenceInterpreter(f, b).run(); }
+
+bool run_reference_at(const ir::Func& f, Bindings& b,
+                      const std::map<std::string, std::vector<int64_t>>& points) {
+  ReferenceInterpreter interpreter(f, b);
+  if (!interpreter.traceable()) return false;
+  interpreter.set_points(&points);
+  interpreter.run();
+  return true;
+}
 
 }  // namespace kiln::interp

@@ -11,6 +11,7 @@
 #include "kiln/cuda.h"
 #include "kiln/error.h"
 #include "kiln/graph.h"
+#include "kiln/interp.h"
 #include "kiln/stats.h"
 
 namespace kiln {
@@ -192,6 +193,46 @@ RunOutcome run_kernel(const ir::Func& f, const RunSpec& spec) {
   return r;
 }
 
+namespace {
+
+// The floating-point operations of `calls` (-1: unknown). An operator's flops are counted once
+// for all its calls with the same text.
+int64_t graph_flops(const std::vector<ir::GraphCall>& calls, const Limits& limits) {
+  int64_t flops = 0;
+  std::map<std::string, int64_t> counted;
+  for (const ir::GraphCall& c : calls) {
+    auto [it, fresh] = counted.emplace(ir::to_string(c.op), 0);
+    if (fresh) it->second = algorithm_flops(c.op, interp::param_values(c.op), limits);
+    int64_t f = it->second;
+    if (f < 0 || __builtin_add_overflow(flops, f, &flops)) return -1;
+  }
+  return flops;
+}
+
+// Each call's kernel checked as the compiled graph runs: the reference interpreter runs the
+// call's operator on the kernel's own inputs, at sampled points of each output.
+struct CallCheck {
+  interp::Mismatch worst;  // the first failure, else the largest error seen
+  int64_t points = 0;
+
+  void check(size_t k, const ir::GraphCall& c, const Bindings& ran) {
+    if (!worst.ok) return;  // the first wrong kernel is the one to report
+    int64_t compared = 0;
+    interp::Mismatch m =
+        interp::check_at_points(c.op, ran, kCheckPointsPerOutput, 0x6b696c6e + k, &compared);
+    points += compared;
+    // Named as the graph names it: the call's result tensor.
+    std::vector<const ir::Buf*> outs = c.op.bufs_of_kind(ir::BufKind::Output);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i]->name == m.buffer) m.buffer = c.results.at(i);
+    }
+    m.buffer = fmt::format("{} (call {}, {})", m.buffer, k + 1, c.op.name);
+    if (!m.ok || m.rel_error > worst.rel_error || worst.buffer.empty()) worst = m;
+  }
+};
+
+}  // namespace
+
 GraphRunOutcome run_graph(const ir::Graph& g, const RunSpec& spec) {
   GraphRunOutcome r;
   graph::CompiledGraph cg =
@@ -215,31 +256,38 @@ GraphRunOutcome run_graph(const ir::Graph& g, const RunSpec& spec) {
     inputs[name] = data;
   }
   std::optional<Tensors> expected;
+  graph::CompiledGraph::CallHook per_call;
+  CallCheck calls;
   if (spec.check) {
-    expected =
-        step(spec, "reference interpreter", [&] { return interp::run_reference(g, inputs); });
+    int64_t work = graph_flops(g.calls, spec.options.limits);
+    if (work >= 0 && work <= kWholeGraphCheckFlops) {
+      r.check_scope = "the whole graph as written";
+      expected =
+          step(spec, "reference interpreter", [&] { return interp::run_reference(g, inputs); });
+    } else {
+      per_call = [&](size_t k, const ir::GraphCall& c, const Bindings& b) { calls.check(k, c, b); };
+    }
   }
-  r.tensors = step(spec, "compiled run", [&] { return cg.run(inputs); });
+  r.tensors = step(spec, "compiled run", [&] { return cg.run(inputs, per_call); });
   r.outputs = checksums(g.outputs, r.tensors);
   if (expected) r.mismatch = interp::compare_buffers(g.outputs, *expected, r.tensors);
+  if (per_call) {
+    r.per_call_check = true;
+    r.mismatch = calls.worst;
+    r.check_scope = fmt::format(
+        "each of the {} calls' kernels against the reference interpreter running its operator "
+        "on the kernel's own inputs, at up to {} points of each output ({} points in all; "
+        "the graph as written does {} floating-point operations, past the {} a whole "
+        "reference run is given)",
+        cg.graph().calls.size(), kCheckPointsPerOutput, calls.points,
+        graph_flops(g.calls, spec.options.limits), kWholeGraphCheckFlops);
+  }
   if (spec.bench && (!r.mismatch || r.mismatch->ok)) {
     r.bench = step(spec, "benchmark",
                    [&] { return measure([&] { cg.run(inputs); }, spec.repeat, spec.number); });
     // The work of one run: every call the optimized graph makes (folded ones ran once,
     // when it was compiled).
-    int64_t flops = 0;
-    std::map<std::string, int64_t> counted;  // an operator's text -> its flops: repeats count once
-    for (const ir::GraphCall& c : cg.graph().calls) {
-      auto [it, fresh] = counted.emplace(ir::to_string(c.op), 0);
-      if (fresh)
-        it->second = algorithm_flops(c.op, interp::param_values(c.op), spec.options.limits);
-      int64_t f = it->second;
-      if (f < 0 || __builtin_add_overflow(flops, f, &flops)) {
-        flops = -1;
-        break;
-      }
-    }
-    r.bench->flops = flops;
+    r.bench->flops = graph_flops(cg.graph().calls, spec.options.limits);
   }
   return r;
 }

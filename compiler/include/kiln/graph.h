@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,7 +42,10 @@ class CompiledGraph {
   // Runs every call in order on `inputs` (one buffer per graph input) and
   // returns the outputs by name. Throws CompileError (stage "interp") for a
   // missing or mistyped input, stage "codegen" when a kernel reports an error.
-  Tensors run(const Tensors& inputs) const;
+  // `after_call`, when given, sees each call once its kernel has run, with the
+  // call's inputs and outputs (a check of every kernel: kiln::run_graph).
+  using CallHook = std::function<void(size_t call, const ir::GraphCall& c, const Bindings& b)>;
+  Tensors run(const Tensors& inputs, const CallHook& after_call = {}) const;
   const ir::Graph& graph() const;  // after the graph passes
   size_t kernel_count() const;     // distinct kernels: identical operators share one
   // What the code generator said about the kernels (CompileResult::notes).

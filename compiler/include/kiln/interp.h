@@ -95,6 +95,28 @@ Tensors run_graph(const ir::Graph& g, const Tensors& inputs, const CallRunner& r
 // The values of every constant of g, by name.
 Tensors graph_constants(const ir::Graph& g);
 
+// The reference interpreter at some elements of f's outputs only: `points` gives, for an
+// output buffer, the flat indices of the elements to compute (an output not named is computed
+// whole); f's other output elements are left as they were. Every element of a temporary or an
+// output those depend on is computed, each by the computations that store it, in the order
+// run_reference would: the elements asked for get exactly the values it gives them, and a
+// reduction runs only for the elements it feeds. False, with nothing run, when f cannot be
+// traced back so (an algorithm loop; a computation reading a temporary or an output that no
+// computation before it writes, or its own buffer elsewhere than where it stores; such a read
+// inside an inlined computation or under a `let`): then run_reference.
+bool run_reference_at(const ir::Func& f, Bindings& b,
+                      const std::map<std::string, std::vector<int64_t>>& points);
+
+// A spot check of a kernel's run: `ran` holds f's inputs and the outputs a compiled kernel
+// gave for them; the reference interpreter computes `points_per_output` elements of each output
+// (chosen from `seed`, the first and last among them; all of an output that has no more) from
+// the same inputs (run_reference_at, or run_reference when f cannot be traced), and they are
+// compared as compare_buffers compares (the mean magnitude taken over the points). The worst
+// element names its output buffer and its index there. `compared`, when given, receives how
+// many elements were compared.
+Mismatch check_at_points(const ir::Func& f, const Bindings& ran, int64_t points_per_output,
+                         uint64_t seed, int64_t* compared = nullptr);
+
 // run_graph with the reference interpreter for every call: the oracle.
 Tensors run_reference(const ir::Graph& g, const Tensors& inputs);
 

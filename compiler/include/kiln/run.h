@@ -127,15 +127,29 @@ struct GraphRunOutcome {
   std::vector<std::string> notes;            // the compiler's warnings
   Tensors tensors;                           // the graph's outputs by name
   std::vector<OutputSum> outputs;
-  std::optional<interp::Mismatch> mismatch;  // with check: against the graph as written
+  std::optional<interp::Mismatch> mismatch;  // with check (below)
+  // With check, what was compared: "the whole graph as written", or, for a graph whose
+  // reference run would take long, each call's kernel against its operator (below).
+  std::string check_scope;
+  bool per_call_check = false;
   std::optional<BenchResult> bench;
 };
+
+// A graph is checked whole (the reference interpreter runs the graph as written, and its
+// outputs are compared) while its calls do at most this many floating-point operations as
+// written; past it, each call's kernel is checked against the reference interpreter running
+// the call's operator on the very inputs the kernel was given, at kCheckPointsPerOutput points
+// of each output (every point of an output that has fewer, and every output whole whose
+// operator cannot be traced back: interp::run_reference_at).
+inline constexpr int64_t kWholeGraphCheckFlops = 50'000'000;
+inline constexpr int64_t kCheckPointsPerOutput = 256;
 
 // Runs the graph passes on g and compiles every operator into this process
 // with spec.options, then runs g on its inputs: spec.inputs by tensor name
 // (checked against the tensor's dtype and shape), the others seeded-random,
 // each honoring the value spec of the first operator that reads it. With
-// spec.check, the reference interpreter runs the graph as written first.
+// spec.check, the reference interpreter runs the graph as written first, or
+// each call is checked as it runs (kWholeGraphCheckFlops).
 // spec.runtime_params is not used: a graph binds its operators' params.
 GraphRunOutcome run_graph(const ir::Graph& g, const RunSpec& spec);
 
