@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/cuda.h"
+#include "kiln/graph.h"
 #include "kiln/interp.h"
 #include "kiln/run.h"
 #include "kiln/stats.h"
@@ -312,6 +313,54 @@ Status FleetRunner::measure(const MeasureSpec& spec, const codegen::Artifact& ar
   response->set_min_ms(stats.min);
   if (spec.check && result.error() == v1::MeasureResult::OK)
     check_outputs(f, params, *inputs, out.agent_id, result, response->mutable_check());
+  if (!spec.return_outputs)
+    for (v1::OutputValues& o : *result.mutable_outputs()) o.clear_data();
+  return {};
+}
+
+Status FleetRunner::measure_model(const MeasureSpec& spec, const graph::ModelArtifact& model,
+                                  const CallOptions& call, v1::MeasureResponse* response) const {
+  if (!fleet_)
+    refuse(Code::Unavailable,
+           "this kilnd takes no agents: start it with --agent-token-file FILE (docs/agents.md)");
+  FleetJob job;
+  job.key = spec.key;
+  job.priority = spec.priority;
+  job.code = std::make_shared<const std::string>(model.code.begin(), model.code.end());
+  job.code_sha256 = model.code_sha256;
+  job.agent = spec.agent;
+  v1::MeasureJob& j = job.job;
+  j.set_artifact_kind("model");
+  j.set_seed(spec.seed);
+  j.set_weights(std::string(model.weights.begin(), model.weights.end()));
+  v1::MeasureSettings& m = *j.mutable_settings();
+  m = spec.settings;
+  if (m.time_limit_ms() <= 0) m.set_time_limit_ms(static_cast<int32_t>(timeout_ms_));
+  if (m.memory_limit_bytes() == 0) m.set_memory_limit_bytes(memory_bytes_);
+  j.set_return_outputs(spec.return_outputs);
+  auto argument = [&](const graph::ModelTensor& t, bool output) {
+    v1::JobArgument* w = j.add_arguments();
+    w->set_name(t.name);
+    w->set_is_buffer(true);
+    w->set_type(element_type(t.dtype));
+    w->set_output(output);
+    for (int64_t e : t.shape) w->add_shape(e);
+  };
+  for (const graph::ModelTensor& t : model.inputs) argument(t, false);
+  for (const graph::ModelTensor& t : model.outputs) argument(t, true);
+  std::shared_ptr<void> quiet;
+  if (quiet_ && spec.key == quiet_key_) quiet = quiet_(call);
+  Fleet::Submitted pending = fleet_->submit(std::move(job));
+  FleetOutcome out = wait_for(*fleet_, pending, call);
+  if (!out.status.ok()) return out.status;
+  response->set_agent_id(out.agent_id);
+  *response->mutable_device() = out.device;
+  response->set_tries(out.tries);
+  v1::MeasureResult& result = *response->mutable_result();
+  result = std::move(out.result);
+  RoundStats stats = round_stats({result.round_ms().begin(), result.round_ms().end()});
+  response->set_median_ms(stats.median);
+  response->set_min_ms(stats.min);
   if (!spec.return_outputs)
     for (v1::OutputValues& o : *result.mutable_outputs()) o.clear_data();
   return {};

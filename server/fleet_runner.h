@@ -23,6 +23,10 @@ namespace kiln::v1 {
 class MeasureResponse;
 }
 
+namespace kiln::graph {
+struct ModelArtifact;
+}
+
 namespace kiln::server {
 
 // How one artifact is measured: on which device class, and how.
@@ -71,6 +75,11 @@ class FleetRunner {
   Status measure(const MeasureSpec& spec, const codegen::Artifact& artifact, const ir::Func& f,
                  const std::map<std::string, int64_t>& params, const CallOptions& call,
                  v1::MeasureResponse* response) const;
+
+  // Measures a whole model's artifact (kind "model", its weights in the job) on an agent of
+  // spec.key, its inputs made there; fills the response as measure() does, with no check.
+  Status measure_model(const MeasureSpec& spec, const graph::ModelArtifact& model,
+                       const CallOptions& call, v1::MeasureResponse* response) const;
 
   // A tuning job's Runner: the agents of spec.key; `stopping` stops what waits.
   std::unique_ptr<tuner::Runner> runner(MeasureSpec spec, std::function<bool()> stopping);

@@ -431,6 +431,16 @@ Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* 
     spec.check = request.check();
     spec.return_outputs = request.return_outputs();
     spec.agent = request.agent();
+    // A graph or a model is measured whole: one artifact, its weights sent with the job.
+    const v1::Operator& op = request.op();
+    if (op.has_model() || op.has_graph() || op.has_source()) {
+      Unit unit = op.has_source() ? resolve_unit(op, impl_->limits(call))
+                                  : resolve_unit(op, impl_->limits(call), &impl_->blobs);
+      if (unit.graph) {
+        measure_model(*unit.graph, request, spec, call, response);
+        return {};
+      }
+    }
 
     // Compiled for the agent's triple, CPU and features (or its GPU's
     // architecture), through the cache.
@@ -459,6 +469,37 @@ Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* 
   } catch (...) {
     return status_of(std::current_exception(), request.op());
   }
+}
+
+void Service::measure_model(const ir::Graph& g, const v1::MeasureRequest& request,
+                            const MeasureSpec& spec, const CallOptions& call,
+                            v1::MeasureResponse* response) {
+  if (spec.check)
+    refuse(Code::InvalidArgument,
+           "check: a whole model's measurement is not checked on the agent; `kiln run MODEL "
+           "--check` checks every kernel against the reference interpreter");
+  if (spec.gpu) refuse(Code::InvalidArgument, "gpu: a whole model runs on an agent's CPU");
+  if (!request.runtime_params().empty())
+    refuse(Code::InvalidArgument,
+           "runtime_params: graph " + g.name + " binds its operators' params in its calls");
+  refuse_set_for_graph(g, request.options());
+  Target target =
+      FleetRunner::target(impl_->runner.device(request.key(), call), request.key(), std::nullopt);
+  v1::CompileOptions wire = request.options();
+  wire.mutable_target()->set_triple(target.triple);
+  wire.mutable_target()->set_cpu(target.cpu);
+  wire.mutable_target()->set_features(target.features);
+  CompileOptions options = compile_options(wire, impl_->limits(call));
+  std::optional<graph::ModelArtifact> m;
+  {
+    auto ticket = impl_->admit(call);
+    m = graph::compile_model(g, options, graph::FoldBy::Interpreter);
+  }
+  response->set_artifact_key(m->code_sha256);
+  response->set_compiler_version(compiler_version());
+  add_notes(m->notes, response->mutable_notes());
+  Status s = impl_->runner.measure_model(spec, *m, call, response);
+  if (!s.ok()) refuse(s.code, s.message);
 }
 
 namespace {

@@ -131,6 +131,9 @@ class Service {
   CacheStats cache_stats() const;
 
  private:
+  // A graph (a model) compiled for the agent of request.key and measured there whole.
+  void measure_model(const ir::Graph& g, const v1::MeasureRequest& request, const MeasureSpec& spec,
+                     const CallOptions& call, v1::MeasureResponse* response);
   // A graph (a model) compiled whole: the shared object in the response, the weights a blob.
   void compile_model(const ir::Graph& g, const v1::CompileOptions& wire, const Limits& limits,
                      v1::CompileResponse* response);

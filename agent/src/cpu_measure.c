@@ -97,6 +97,53 @@ static double cpu_round(void* ctx, int number) {
   return round_per_call(x->c, number, &x->status);
 }
 
+/* A whole model's job (kind "model"): the model the loaded shared object and the job's weights
+   make, called through the kernel ABI as one entry whose arguments are its inputs, then its
+   outputs. A measure child runs one job: the model is the child's. */
+static kiln_model* the_model;
+static int32_t the_model_inputs;
+static const void** the_model_in;
+static void** the_model_out;
+
+static int32_t model_entry(const kiln_value* args, int32_t nargs) {
+  int32_t outputs = kiln_model_num_outputs(the_model);
+  if (nargs != the_model_inputs + outputs) return KILN_ERR_ARGS;
+  for (int32_t i = 0; i < the_model_inputs; ++i) the_model_in[i] = args[i].ptr;
+  for (int32_t i = 0; i < outputs; ++i) the_model_out[i] = args[the_model_inputs + i].ptr;
+  return kiln_model_run(the_model, the_model_in, the_model_out);
+}
+
+/* The model in `elf` with the job's weights as the_model, and model_entry in *entry; 0, or -1
+   with the load error in r. */
+static int open_model(const measure_job* job, kiln_elf* elf, kiln_entry_fn* entry,
+                      measure_result* r) {
+  const char* plan = kiln_elf_symbol(elf, "kiln_model_plan");
+  void* table = kiln_elf_symbol(elf, "kiln_model_kernels");
+  if (!plan || !table) {
+    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__LOAD_ERROR,
+                 "the artifact is not a kiln model: it has no kiln_model_plan or "
+                 "kiln_model_kernels");
+    return -1;
+  }
+  char err[1024];
+  the_model = kiln_model_from_image(plan, (kiln_entry_fn const*)table, job->weights.data,
+                                    job->weights.len, err, sizeof err);
+  if (!the_model) {
+    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__LOAD_ERROR, "%s", err);
+    return -1;
+  }
+  the_model_inputs = kiln_model_num_inputs(the_model);
+  int32_t outputs = kiln_model_num_outputs(the_model);
+  the_model_in = calloc((size_t)the_model_inputs + 1, sizeof *the_model_in);
+  the_model_out = calloc((size_t)outputs + 1, sizeof *the_model_out);
+  if (!the_model_in || !the_model_out) {
+    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__OUT_OF_MEMORY, "no memory for the model");
+    return -1;
+  }
+  *entry = model_entry;
+  return 0;
+}
+
 void cpu_measure_run(const measure_job* job, const uint8_t* code, size_t code_len,
                      measure_result* r) {
   double start = now_ms();
@@ -109,13 +156,17 @@ void cpu_measure_run(const measure_job* job, const uint8_t* code, size_t code_le
     return;
   }
   kiln_entry_fn entry = NULL;
-  void* sym = kiln_elf_symbol(elf, job->entry);
-  if (!sym) {
-    result_error(r, KILN__V1__MEASURE_RESULT__ERROR__LOAD_ERROR,
-                 "the artifact has no entry point '%s'", job->entry);
-    return;
+  if (job->artifact_kind && !strcmp(job->artifact_kind, "model")) {
+    if (open_model(job, elf, &entry, r) != 0) return;
+  } else {
+    void* sym = kiln_elf_symbol(elf, job->entry);
+    if (!sym) {
+      result_error(r, KILN__V1__MEASURE_RESULT__ERROR__LOAD_ERROR,
+                   "the artifact has no entry point '%s'", job->entry);
+      return;
+    }
+    memcpy(&entry, &sym, sizeof entry);
   }
-  memcpy(&entry, &sym, sizeof entry);
 
   host_arguments h;
   if (host_arguments_make(job, &h, r) != 0) return;

@@ -367,7 +367,7 @@ static int cancel_job(conn* l, workers* w, int slots, uint64_t id) {
 
 /* Why this agent cannot run a job of `kind` on its device, in `why`: 0 when it can. */
 static int unsupported(const char* kind, int gpu, const device_info* d, char* why, size_t len) {
-  if (!kind || !kind[0] || !strcmp(kind, "shared-object")) return 0;
+  if (!kind || !kind[0] || !strcmp(kind, "shared-object") || !strcmp(kind, "model")) return 0;
   if (is_gpu_kind(kind)) {
     if (d->gpu_count == 0)
       snprintf(why, len, "a %s job needs a GPU, and this agent has none (%s)", kind, d->gpu_note);
@@ -378,7 +378,8 @@ static int unsupported(const char* kind, int gpu, const device_info* d, char* wh
       return 0;
     return 1;
   }
-  snprintf(why, len, "artifact kind '%s' is not one this agent runs (shared-object, cubin, ptx)",
+  snprintf(why, len,
+           "artifact kind '%s' is not one this agent runs (shared-object, model, cubin, ptx)",
            kind);
   return 1;
 }

@@ -428,11 +428,19 @@ int run_measure(const Options& o) {
       o,
       [&](const Prepared& p, bool) {
         Measurement m = remote->measure(p);
-        if (!o.json) return print_measurement_text(p, m);
+        if (!o.json) return print_measurement_text(p.file, p.func.name, m);
         fmt::print("{}\n", measurement_json(p.file, p.func.name, &m, nullptr));
         return m.error.empty() && (!m.mismatch || m.mismatch->ok);
       },
-      fail);
+      fail,
+      [&](const GraphJob& j, bool) {
+        // A graph (a model) measured whole on an agent: one artifact, its weights with it.
+        Measurement m = remote->measure_graph(j);
+        std::string name = "graph " + j.graph->name;
+        if (!o.json) return print_measurement_text(j.file, name, m);
+        fmt::print("{}\n", measurement_json(j.file, name, &m, nullptr));
+        return m.error.empty();
+      });
 }
 
 namespace {

@@ -480,14 +480,25 @@ std::vector<AgentRow> Remote::agents() {
 }
 
 Measurement Remote::measure(const Prepared& p) {
-  const Options& o = impl_->o;
   v1::MeasureRequest request;
   *request.mutable_op() = Impl::op(p);
   *request.mutable_options() = impl_->options(p);
+  request.mutable_runtime_params()->insert(p.runtime_params.begin(), p.runtime_params.end());
+  return measure_request(std::move(request));
+}
+
+Measurement Remote::measure_graph(const GraphJob& j) {
+  v1::MeasureRequest request;
+  *request.mutable_op() = impl_->op(j);
+  *request.mutable_options() = impl_->options();
+  return measure_request(std::move(request));
+}
+
+Measurement Remote::measure_request(v1::MeasureRequest request) {
+  const Options& o = impl_->o;
   request.mutable_options()->clear_target();  // the agent's own
   request.set_key(*o.key);
   request.set_agent(o.agent);
-  request.mutable_runtime_params()->insert(p.runtime_params.begin(), p.runtime_params.end());
   request.set_seed(o.seed);
   request.set_check(o.check);
   request.set_priority(o.priority);

@@ -24,6 +24,7 @@ class QueryRecordsRequest;
 class QueryRecordsResponse;
 class BestConfigResponse;
 class ExportRecordsRequest;
+class MeasureRequest;
 }  // namespace kiln::v1
 
 namespace kiln::cli {
@@ -81,6 +82,8 @@ class Remote {
   // kilnd's agents, and a func measured on one of key o.key.
   std::vector<AgentRow> agents();
   Measurement measure(const Prepared& p);
+  // A graph (a model, sent as a blob) measured whole on one agent of key o.key.
+  Measurement measure_graph(const GraphJob& j);
 
   // Tuning (tuning.cpp prints it): a job's progress, message by message,
   // until it ends (or until `each` returns false: the call is dropped,
@@ -100,6 +103,7 @@ class Remote {
                       const std::function<void(const std::string& lines)>& each);
 
  private:
+  Measurement measure_request(v1::MeasureRequest request);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -204,14 +204,13 @@ void print_bench_text(const Prepared& p, const BenchResult& b) {
              g ? fmt::format("{:.3g} GFLOP/s", *g) : std::string("flop count unknown"));
 }
 
-bool print_measurement_text(const Prepared& p, const Measurement& m) {
-  const std::string& name = p.func.name;
+bool print_measurement_text(const std::string& file, const std::string& name,
+                            const Measurement& m) {
   std::string where =
       fmt::format("{} ({}, {})", m.agent_id, m.key, m.cpu.empty() ? m.triple : m.cpu);
   if (m.tries > 1) where += fmt::format(" after {} agents were lost", m.tries - 1);
   if (!m.error.empty()) {
-    print_error(p.file, name,
-                fmt::format("FAIL {} on {}: {}: {}", name, where, m.error, m.message));
+    print_error(file, name, fmt::format("FAIL {} on {}: {}: {}", name, where, m.error, m.message));
     return false;
   }
   const BenchResult& b = m.bench;
@@ -225,7 +224,7 @@ bool print_measurement_text(const Prepared& p, const Measurement& m) {
                n == 1 ? "matches" : "match", m.mismatch->abs_error);
     return true;
   }
-  print_error(p.file, name,
+  print_error(file, name,
               fmt::format("FAIL {} on {}: {}", name, m.agent_id, m.mismatch->describe()));
   return false;
 }

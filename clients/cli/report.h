@@ -82,7 +82,7 @@ std::string agent_json(const AgentRow& a, int64_t now_unix_ms);
 void print_interp_text(const Prepared& p, const InterpResult& r);
 // "measure matmul on board-1 (rk3399, cortex-a72): ..." or the agent's error;
 // false when the func did not run or did not match the reference.
-bool print_measurement_text(const Prepared& p, const Measurement& m);
+bool print_measurement_text(const std::string& file, const std::string& name, const Measurement& m);
 // The table of `kiln agents`.
 void print_agents_table(const std::vector<AgentRow>& agents, int64_t now_unix_ms);
 void print_bench_text(const Prepared& p, const BenchResult& b);

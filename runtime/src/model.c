@@ -242,14 +242,35 @@ static int parse_plan(kiln_model* m, char* text) {
   return 0;
 }
 
-/* The weights blob into memory, checked against the size and SHA-256 the plan gives. */
-static int read_weights(kiln_model* m, const char* path) {
+/* The weights in m->weights checked against the SHA-256 the plan gives; `what` names them. */
+static int check_weights(kiln_model* m, const char* what) {
+  uint8_t raw[32];
+  char digest[65];
+  kiln_sha256(m->weights, m->weights_bytes, raw);
+  kiln_hex(raw, sizeof raw, digest);
+  if (strcmp(digest, m->weights_sha256) != 0) {
+    say(m->error, sizeof m->error,
+        "the weights %s are not this model's: their SHA-256 is %s, the model needs %s", what,
+        digest, m->weights_sha256);
+    return -1;
+  }
+  return 0;
+}
+
+/* Room for the weights, aligned to 64 bytes. */
+static int allocate_weights(kiln_model* m) {
   m->weights = kiln_alloc(m->weights_bytes ? m->weights_bytes : 1, 64);
   if (m->weights == NULL) {
     say(m->error, sizeof m->error, "cannot allocate %" PRIu64 " bytes for the weights",
         m->weights_bytes);
     return -1;
   }
+  return 0;
+}
+
+/* The weights blob into memory, checked against the size and SHA-256 the plan gives. */
+static int read_weights(kiln_model* m, const char* path) {
+  if (allocate_weights(m) != 0) return -1;
   if (m->weights_bytes == 0) return 0;
   FILE* f = fopen(path, "rb");
   if (f == NULL) {
@@ -265,17 +286,65 @@ static int read_weights(kiln_model* m, const char* path) {
         m->weights_bytes, more ? "holds more" : "holds fewer");
     return -1;
   }
-  uint8_t raw[32];
-  char digest[65];
-  kiln_sha256(m->weights, m->weights_bytes, raw);
-  kiln_hex(raw, sizeof raw, digest);
-  if (strcmp(digest, m->weights_sha256) != 0) {
-    say(m->error, sizeof m->error,
-        "the weights %s are not this model's: their SHA-256 is %s, the model needs %s", path,
-        digest, m->weights_sha256);
+  return check_weights(m, path);
+}
+
+/* What every open ends with: the arena the intermediate tensors share and the room for one
+   call's arguments. */
+static int finish_open(kiln_model* m) {
+  m->arena = kiln_alloc(m->arena_bytes ? m->arena_bytes : 1, 64);
+  int32_t most = 1;
+  for (int64_t c = 0; c < m->ncalls; ++c)
+    if (m->calls[c].nargs > most) most = m->calls[c].nargs;
+  m->argv = calloc((size_t)most, sizeof *m->argv);
+  if (m->arena == NULL || m->argv == NULL) {
+    say(m->error, sizeof m->error, "cannot allocate the model's %" PRIu64 " bytes of tensors",
+        m->arena_bytes);
     return -1;
   }
+  m->error[0] = '\0';
   return 0;
+}
+
+/* The plan's text copied into m and parsed. */
+static int take_plan(kiln_model* m, const char* plan) {
+  m->plan = strdup(plan);
+  if (m->plan == NULL) {
+    say(m->error, sizeof m->error, "out of memory");
+    return -1;
+  }
+  return parse_plan(m, m->plan);
+}
+
+kiln_model* kiln_model_from_image(const char* plan, kiln_entry_fn const* kernels,
+                                  const void* weights, size_t weights_bytes, char* error,
+                                  size_t error_size) {
+  if (plan == NULL || kernels == NULL || (weights == NULL && weights_bytes > 0)) {
+    say(error, error_size, "kiln_model_from_image: no plan, kernels or weights given");
+    return NULL;
+  }
+  kiln_model* m = calloc(1, sizeof *m);
+  if (m == NULL) {
+    say(error, error_size, "out of memory");
+    return NULL;
+  }
+  m->kernels = (kiln_entry_fn*)kernels;
+  int ok = take_plan(m, plan) == 0;
+  if (ok && weights_bytes != m->weights_bytes) {
+    say(m->error, sizeof m->error,
+        "the weights given are not this model's: it needs %" PRIu64 " bytes, %zu were given",
+        m->weights_bytes, weights_bytes);
+    ok = 0;
+  }
+  if (ok) ok = allocate_weights(m) == 0;
+  if (ok && weights_bytes > 0) memcpy(m->weights, weights, weights_bytes);
+  ok = ok && check_weights(m, "given") == 0 && finish_open(m) == 0;
+  if (!ok) {
+    say(error, error_size, "%s", m->error);
+    kiln_model_close(m);
+    return NULL;
+  }
+  return m;
 }
 
 /* SO's path with ".so" replaced by ".weights" (or ".weights" added). */
@@ -334,28 +403,13 @@ kiln_model* kiln_model_open(const char* so_path, const char* weights_path, char*
       break;
     }
     m->kernels = (kiln_entry_fn*)kernels;
-    m->plan = strdup(plan);
-    if (m->plan == NULL) {
-      say(m->error, sizeof m->error, "out of memory");
-      break;
-    }
-    if (parse_plan(m, m->plan) != 0) break;
+    if (take_plan(m, plan) != 0) break;
     if (weights_path == NULL) {
       beside = weights_beside(so_path);
       weights_path = beside;
     }
     if (weights_path == NULL || read_weights(m, weights_path) != 0) break;
-    m->arena = kiln_alloc(m->arena_bytes ? m->arena_bytes : 1, 64);
-    int32_t most = 1;
-    for (int64_t c = 0; c < m->ncalls; ++c)
-      if (m->calls[c].nargs > most) most = m->calls[c].nargs;
-    m->argv = calloc((size_t)most, sizeof *m->argv);
-    if (m->arena == NULL || m->argv == NULL) {
-      say(m->error, sizeof m->error, "cannot allocate the model's %" PRIu64 " bytes of tensors",
-          m->arena_bytes);
-      break;
-    }
-    m->error[0] = '\0';
+    if (finish_open(m) != 0) break;
     ok = 1;
   } while (0);
   free(beside);

@@ -104,3 +104,27 @@ def test_a_gpu_the_agents_lack_is_a_failed_precondition(client):
         client.measure(SCALE, "local", gpu=0)
     assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert "the agents of key local have 0 GPUs" in e.value.message
+
+
+def test_a_whole_model_measures_on_the_agent(client, tmp_path):
+    """A model is compiled for the agent's CPU into one artifact, sent with its weights, and
+    run there as a kernel is: its outputs' checksums and the rounds come back."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                            torch.nn.Linear(8 * 6 * 6, 4)).eval()
+    path = tmp_path / "small.onnx"
+    torch.onnx.export(m, torch.randn(1, 3, 8, 8), str(path), opset_version=13,
+                      input_names=["x"], output_names=["y"])
+    r = client.measure_model(path, "local", return_outputs=True, repeat=2)
+    assert r.ok, r
+    assert r.agent_id == "local"
+    assert len(r.rounds_ms) == 2 and r.median_ms > 0
+    assert r.outputs["y"].shape == (1, 4)
+    # The outputs are the model's on the agent's own seeded inputs: not checked here, but a
+    # model's check is not one the agent gives.
+    with pytest.raises(kiln.KilnError) as e:
+        client._call(client._stub.Measure, kiln.client.service_pb2.MeasureRequest(
+            op=client.model(path), key="local", check=True))
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "kiln run MODEL --check" in e.value.message

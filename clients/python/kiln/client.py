@@ -431,6 +431,23 @@ class Client:
         return self.run(self.model(path, dims), inputs, seed=seed, check=check, bench=bench,
                         number=number, repeat=repeat, threads=threads, **options)
 
+    def measure_model(self, path, key, *, dims=None, seed=0, return_outputs=False, warmup=0,
+                      number=0, repeat=0, min_repeat_ms=0, threads=0, time_limit_ms=0,
+                      memory_limit_bytes=0, priority=0, agent="", **options):
+        """Times a whole model on an agent of ``key``: kilnd compiles it for the
+        agent's CPU into one artifact and sends it with its weights; the agent
+        makes the inputs (random from ``seed``) and runs it as it runs a
+        kernel, in a child under its limits. A Measurement (no check: use
+        ``run_model(..., check=True)``)."""
+        request = service_pb2.MeasureRequest(
+            op=self.model(path, dims), options=_options(**options), key=key, seed=seed,
+            return_outputs=return_outputs, priority=priority, agent=agent)
+        s = request.settings
+        s.warmup, s.number, s.repeat, s.min_repeat_ms = warmup, number, repeat, min_repeat_ms
+        s.threads, s.time_limit_ms, s.memory_limit_bytes = threads, time_limit_ms, \
+            memory_limit_bytes
+        return Measurement(self._call(self._stub.Measure, request))
+
     def agents(self):
         """The agents connected to kilnd: a list of kiln.v1.AgentStatus (``id``,
         ``device`` with its key, triple, CPU, cores and GPUs, ``running``,

@@ -118,6 +118,14 @@ kiln_model* kiln_model_open(const char* so_path, const char* weights_path, char*
                             size_t error_size);
 void kiln_model_close(kiln_model* m); /* NULL is fine */
 
+/* The same from a model already in memory, as a loader of its own (the agent's, which loads
+   shared objects without dlopen) has it: the shared object's `kiln_model_plan` and
+   `kiln_model_kernels`, and the weights' bytes, which are copied and checked as
+   kiln_model_open checks a file. The kernels must stay loaded while the model is open. */
+kiln_model* kiln_model_from_image(const char* plan, kiln_entry_fn const* kernels,
+                                  const void* weights, size_t weights_bytes, char* error,
+                                  size_t error_size);
+
 const char* kiln_model_name(const kiln_model* m);
 int32_t kiln_model_num_inputs(const kiln_model* m);
 int32_t kiln_model_num_outputs(const kiln_model* m);
