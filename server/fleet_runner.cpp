@@ -298,6 +298,18 @@ Status FleetRunner::measure(const MeasureSpec& spec, const codegen::Artifact& ar
   job.code_sha256 = artifact.code_sha256;
   job.job = measure_job(artifact, f, params, inputs, spec, timeout_ms_, memory_bytes_);
   job.agent = spec.agent;
+  Status s = run_job(spec, std::move(job), call, response);
+  if (!s.ok()) return s;
+  v1::MeasureResult& result = *response->mutable_result();
+  if (spec.check && result.error() == v1::MeasureResult::OK)
+    check_outputs(f, params, *inputs, response->agent_id(), result, response->mutable_check());
+  if (!spec.return_outputs)
+    for (v1::OutputValues& o : *result.mutable_outputs()) o.clear_data();
+  return {};
+}
+
+Status FleetRunner::run_job(const MeasureSpec& spec, FleetJob job, const CallOptions& call,
+                            v1::MeasureResponse* response) const {
   std::shared_ptr<void> quiet;
   if (quiet_ && spec.key == quiet_key_) quiet = quiet_(call);
   Fleet::Submitted pending = fleet_->submit(std::move(job));
@@ -311,10 +323,6 @@ Status FleetRunner::measure(const MeasureSpec& spec, const codegen::Artifact& ar
   RoundStats stats = round_stats({result.round_ms().begin(), result.round_ms().end()});
   response->set_median_ms(stats.median);
   response->set_min_ms(stats.min);
-  if (spec.check && result.error() == v1::MeasureResult::OK)
-    check_outputs(f, params, *inputs, out.agent_id, result, response->mutable_check());
-  if (!spec.return_outputs)
-    for (v1::OutputValues& o : *result.mutable_outputs()) o.clear_data();
   return {};
 }
 
@@ -348,21 +356,10 @@ Status FleetRunner::measure_model(const MeasureSpec& spec, const graph::ModelArt
   };
   for (const graph::ModelTensor& t : model.inputs) argument(t, false);
   for (const graph::ModelTensor& t : model.outputs) argument(t, true);
-  std::shared_ptr<void> quiet;
-  if (quiet_ && spec.key == quiet_key_) quiet = quiet_(call);
-  Fleet::Submitted pending = fleet_->submit(std::move(job));
-  FleetOutcome out = wait_for(*fleet_, pending, call);
-  if (!out.status.ok()) return out.status;
-  response->set_agent_id(out.agent_id);
-  *response->mutable_device() = out.device;
-  response->set_tries(out.tries);
-  v1::MeasureResult& result = *response->mutable_result();
-  result = std::move(out.result);
-  RoundStats stats = round_stats({result.round_ms().begin(), result.round_ms().end()});
-  response->set_median_ms(stats.median);
-  response->set_min_ms(stats.min);
+  Status s = run_job(spec, std::move(job), call, response);
+  if (!s.ok()) return s;
   if (!spec.return_outputs)
-    for (v1::OutputValues& o : *result.mutable_outputs()) o.clear_data();
+    for (v1::OutputValues& o : *response->mutable_result()->mutable_outputs()) o.clear_data();
   return {};
 }
 

@@ -91,6 +91,11 @@ class FleetRunner {
   void set_quiet(std::string key, QuietFn quiet);
 
  private:
+  // Submits `job` (quiet when its key is kilnd's own agent's), waits for it, and fills the
+  // response's agent, device, tries, result and round statistics.
+  Status run_job(const MeasureSpec& spec, FleetJob job, const CallOptions& call,
+                 v1::MeasureResponse* response) const;
+
   Fleet* fleet_ = nullptr;
   std::string quiet_key_;
   QuietFn quiet_;
