@@ -440,10 +440,12 @@ void import_conv(Builder& b, const NodeInfo& n) {
     func = F % 16 == 0 ? "conv2d" : "conv2d_any";
   } else if (group == C && F == C && w.shape[1] == 1) {
     func = "depthwise_conv2d";
+  } else if (group > 1 && C % group == 0 && F % group == 0 && w.shape[1] == C / group) {
+    func = "grouped_conv2d";
   } else {
-    fail(n, fmt::format("has group {} with {} input and {} output channels; kiln supports group 1 "
-                        "and depthwise (group = input channels = output channels)",
-                        group, C, F));
+    fail(n, fmt::format("has group {} with {} input and {} output channels and weights {}; the "
+                        "groups must divide both, and the weights hold input channels / group",
+                        group, C, F, shape_text(w.shape)));
   }
   Value bias;
   if (const Value* v = input(b, n, 2)) {
@@ -457,7 +459,14 @@ void import_conv(Builder& b, const NodeInfo& n) {
                                       {"KH", g.kh}, {"KW", g.kw}, {"SH", g.sh}, {"SW", g.sw},
                                       {"DH", g.dh}, {"DW", g.dw}, {"PH", g.pt}, {"PW", g.pl},
                                       {"OH", g.oh}, {"OW", g.ow}};
-  if (func != "depthwise_conv2d") p["F"] = F;
+  if (func == "grouped_conv2d") {
+    p.erase("C");
+    p["G"] = group;
+    p["CG"] = C / group;
+    p["FG"] = F / group;
+  } else if (func != "depthwise_conv2d") {
+    p["F"] = F;
+  }
   Shape out{N, F, g.oh, g.ow};
   std::string r = b.call(n, func, p,
                          {b.tensor_of(x, "x"), b.tensor_of(w, n.node->input(1)),

@@ -36,8 +36,8 @@ import torchvision
 class TinyCnn(torch.nn.Module):
     """Every op of the CNNs in a few milliseconds: conv with bias, batch norm
     (folded by the exporter in eval mode), relu, relu6, depthwise conv, a
-    strided and a padded conv, max and average pooling, a residual add, global
-    pooling, flatten and a linear layer."""
+    grouped conv, a strided and a padded conv, max and average pooling, a
+    residual add, global pooling, flatten and a linear layer."""
 
     def __init__(self):
         super().__init__()
@@ -46,6 +46,7 @@ class TinyCnn(torch.nn.Module):
         self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
         self.pw = torch.nn.Conv2d(16, 24, 1)
         self.c2 = torch.nn.Conv2d(24, 24, 3, padding=1)
+        self.grouped = torch.nn.Conv2d(24, 24, 3, padding=1, groups=4)
         self.pool = torch.nn.MaxPool2d(3, stride=2, padding=1)
         self.avg = torch.nn.AvgPool2d(2)
         self.fc = torch.nn.Linear(24, 10)
@@ -55,6 +56,7 @@ class TinyCnn(torch.nn.Module):
         y = torch.nn.functional.relu6(self.dw(y))
         y = self.pw(y)
         y = torch.relu(self.c2(y) + y)
+        y = self.grouped(y)
         y = self.avg(self.pool(y))
         y = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1)
         return torch.sigmoid(self.fc(y))

@@ -296,8 +296,8 @@ TEST(OnnxImport, AnUnsupportedAttributeSaysWhatIsSupported) {
   ::onnx::ModelProto m = small_cnn();
   set_int(m.mutable_graph()->mutable_node(0), "group", 3);
   std::string e = import_error(m);
-  EXPECT_NE(e.find("(Conv, opset 13): has group 3 with 3 input and 16 output channels; kiln "
-                   "supports group 1 and depthwise"),
+  EXPECT_NE(e.find("(Conv, opset 13): has group 3 with 3 input and 16 output channels and "
+                   "weights [16, 3, 3, 3]; the groups must divide both"),
             std::string::npos)
       << e;
 }
