@@ -366,6 +366,7 @@ void import_clip(Builder& b, const NodeInfo& n) {
 
 struct Window {
   int64_t kh, kw, sh, sw, dh, dw, pt, pl, oh, ow;
+  int64_t h, w, pb, pr;  // the input's extents, and the pads after it
 };
 
 Window window(const NodeInfo& n, int64_t h, int64_t w, int64_t kh, int64_t kw,
@@ -408,6 +409,7 @@ Window window(const NodeInfo& n, int64_t h, int64_t w, int64_t kh, int64_t kw,
   if (ih < 0 || iw < 0) fail(n, "has a window larger than its padded input");
   g.oh = ih / g.sh + 1;
   g.ow = iw / g.sw + 1;
+  g.h = h, g.w = w, g.pb = pb, g.pr = pr;
   return g;
 }
 
@@ -480,20 +482,35 @@ void import_pool(Builder& b, const NodeInfo& n) {
   const std::string& op = n.node->op_type();
   std::vector<int64_t> ks = attr_ints(n, "kernel_shape", {});
   if (ks.size() != 2) fail(n, "needs a kernel_shape of 2 values (kiln pools 2-D images)");
-  if (attr_int(n, "ceil_mode", 0) != 0) fail(n, "has ceil_mode 1, which kiln does not support yet");
+  bool ceil_mode = attr_int(n, "ceil_mode", 0) != 0;
   if (n.node->output_size() > 1 && !n.node->output(1).empty()) {
     fail(n, "returns the indices of the maxima, which kiln does not support");
   }
   if (attr_int(n, "storage_order", 0) != 0) fail(n, "has storage_order 1");
   int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   Window g = window(n, H, W, ks[0], ks[1], false);
+  bool count_pad = op == "AveragePool" && attr_int(n, "count_include_pad", 0) != 0;
+  if (ceil_mode) {
+    // The last window may start past the floor's last one, but never in the padding after the
+    // input: an element outside counts for nothing in a maximum or in an average of what is
+    // inside (an average that counts the padding would count part of it: refused).
+    if (count_pad) fail(n, "has ceil_mode 1 with count_include_pad 1, which kiln does not support");
+    auto ceil_extent = [](int64_t in, int64_t before, int64_t after, int64_t k, int64_t s) {
+      int64_t span = in + before + after - k;
+      int64_t out = (span + s - 1) / s + 1;
+      if ((out - 1) * s >= in + before) --out;
+      return out;
+    };
+    g.oh = ceil_extent(g.h, g.pt, g.pb, g.kh, g.sh);
+    g.ow = ceil_extent(g.w, g.pl, g.pr, g.kw, g.sw);
+  }
   std::map<std::string, int64_t> p = {{"N", N},     {"C", C},     {"H", H},     {"W", W},
                                       {"KH", g.kh}, {"KW", g.kw}, {"SH", g.sh}, {"SW", g.sw},
                                       {"PH", g.pt}, {"PW", g.pl}, {"OH", g.oh}, {"OW", g.ow}};
   std::string func = "maxpool2d";
   if (op == "AveragePool") {
     func = "avgpool2d";
-    p["COUNT_PAD"] = attr_int(n, "count_include_pad", 0) != 0;
+    p["COUNT_PAD"] = count_pad;
   }
   Shape out{N, C, g.oh, g.ow};
   std::string r = b.call(n, func, p, {b.tensor_of(x, "x")}, {out}, out_name(n))[0];
