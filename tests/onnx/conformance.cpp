@@ -15,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,11 +31,10 @@ namespace {
 
 // Whether every node of the model is an op kiln imports (a test of another op
 // is not counted).
-bool ops_supported(const std::string& model_path, const std::set<std::string>& supported,
+bool ops_supported(const std::string& model, const std::set<std::string>& supported,
                    std::string& ops) {
-  std::ifstream in(model_path, std::ios::binary);
   onnx::ModelProto m;
-  if (!m.ParseFromIstream(&in)) return false;
+  if (!m.ParseFromString(model)) return false;
   bool all = true;
   std::set<std::string> seen;
   for (const onnx::NodeProto& n : m.graph().node()) {
@@ -62,9 +62,15 @@ std::string compare(const kiln::HostBuffer& want, const kiln::HostBuffer& got) {
   return "";
 }
 
-// "" when the test passes, else why not.
-std::string run_test(const fs::path& dir) {
-  kiln::ir::Module m = kiln::onnx::import_file((dir / "model.onnx").string());
+// The bytes of a file ("" when it cannot be read).
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// "" when the test passes, else why not. `model` is the bytes of its model.onnx, read once.
+std::string run_test(const fs::path& dir, const std::string& model) {
+  kiln::ir::Module m = kiln::onnx::import_model(model, (dir / "model.onnx").string());
   const kiln::ir::Graph& g = m.graphs.at(0);
   std::vector<std::string> inputs;
   for (const kiln::ir::GraphTensor& t : g.tensors) {
@@ -124,12 +130,13 @@ int main(int argc, char** argv) {
   size_t counted = 0;
   for (const fs::path& t : tests) {
     std::string ops;
-    if (!ops_supported((t / "model.onnx").string(), supported, ops)) continue;
+    std::string model = read_bytes(t / "model.onnx");
+    if (!ops_supported(model, supported, ops)) continue;
     ++counted;
     std::string name = t.filename().string();
     std::string why;
     try {
-      why = run_test(t);
+      why = run_test(t, model);
     } catch (const kiln::CompileError& e) {
       why = e.what();
     } catch (const std::exception& e) {
