@@ -541,6 +541,27 @@ TEST_F(FleetTest, TheCliListsTheAgentsAndMeasuresOnThem) {
   EXPECT_NE(offline.out.find("give --server HOST:PORT"), std::string::npos) << offline.out;
 }
 
+// A whole model measures on an agent: one job of kind "model" with its weights; a check is
+// refused, pointing to kiln run --check.
+TEST_F(FleetTest, TheCliMeasuresAWholeModelOnAnAgent) {
+  std::string model =
+      "/usr/share/libonnx-testdata/data/node/test_basic_conv_with_padding/model.onnx";
+  if (!std::filesystem::exists(model))
+    GTEST_SKIP() << model << " is missing (Debian's libonnx-testdata)";
+  HostAgent a(agents_, "x86", token_, "agent-a");
+  wait_for_agents(1);
+  CliRun m =
+      kiln_cli({"measure", model, "--key", "x86", "--repeat", "2", "--server", kilnd_->address()});
+  ASSERT_EQ(m.status, 0) << m.out;
+  EXPECT_TRUE(m.out.starts_with("measure graph test_basic_conv_with_padding on agent-a (x86, "))
+      << m.out;
+  EXPECT_NE(m.out.find("(median of 2 x "), std::string::npos) << m.out;
+  CliRun checked =
+      kiln_cli({"measure", model, "--key", "x86", "--check", "--server", kilnd_->address()});
+  EXPECT_EQ(checked.status, 1) << checked.out;
+  EXPECT_NE(checked.out.find("kiln run MODEL --check"), std::string::npos) << checked.out;
+}
+
 // kScale measured on kilnd's agent of `key` (waiting for it to join), checked,
 // by the agent `id`.
 void expect_scale_measured(KilndProcess& kilnd, const std::string& key, const std::string& id) {
