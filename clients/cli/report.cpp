@@ -182,6 +182,8 @@ std::string graph_json(const std::string& file, const std::string& graph, const 
     obj.integer("calls", static_cast<int64_t>(r->calls_before));
     obj.integer("calls_after_passes", static_cast<int64_t>(r->calls_after));
     obj.raw("outputs", outputs_json(r->outputs));
+    // With a check: "graph" (the whole graph compared) or "per_call" (each kernel at points).
+    if (r->mismatch) obj.str("check_scope", r->per_call_check ? "per_call" : "graph");
   } else {
     obj.null("calls").null("calls_after_passes").null("outputs");
   }

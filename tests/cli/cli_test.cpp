@@ -879,7 +879,8 @@ TEST(CliGraph, JsonLineDescribesTheGraphRun) {
   EXPECT_TRUE(Matches(r.out,
                       R"(^\{"file":"[^"]+","graph":"block","ok":true,"max_abs_error":[0-9.e-]+,)"
                       R"("mismatch":null,"calls":4,"calls_after_passes":1,"outputs":\{"r":)"
-                      R"(\{"shape":\[1,32,14,14\],"checksum":[-0-9.e]+\}\},"bench":null,)"
+                      R"(\{"shape":\[1,32,14,14\],"checksum":[-0-9.e]+\}\},"check_scope":"graph",)"
+                      R"("bench":null,)"
                       R"("error":null\}\n$)"))
       << r.out;
 }

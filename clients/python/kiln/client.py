@@ -1,5 +1,7 @@
 """A client of kilnd, kiln's compile service (docs/server.md)."""
 
+import hashlib
+import json
 import os
 import pathlib
 
@@ -128,7 +130,7 @@ class ModelArtifact:
         a = response.artifact
         self.response = response
         self.code, self.weights = a.code, weights
-        self.metadata = __import__("json").loads(a.metadata_json)
+        self.metadata = json.loads(a.metadata_json)
         self.name, self.triple = a.name, a.target.triple
         self.calls, self.kernels = response.model.calls, response.model.kernels
 
@@ -373,7 +375,7 @@ class Client:
         """The file at ``path`` as a blob kilnd holds: its SHA-256. The bytes go
         only when kilnd lacks them, in pieces of 1 MiB."""
         data = pathlib.Path(path).read_bytes()
-        sha = __import__("hashlib").sha256(data).hexdigest()
+        sha = hashlib.sha256(data).hexdigest()
         have = self._call(self._stub.StatBlobs, service_pb2.StatBlobsRequest(sha256=[sha]))
         if have.blobs and have.blobs[0].present:
             return sha
@@ -402,7 +404,7 @@ class Client:
         except grpc.RpcError as e:
             raise KilnError(e.code(), e.details()) from None
         data = b"".join(parts)
-        if __import__("hashlib").sha256(data).hexdigest() != sha256:
+        if hashlib.sha256(data).hexdigest() != sha256:
             raise KilnError(grpc.StatusCode.DATA_LOSS, f"blob {sha256} arrived with another "
                             "SHA-256")
         return data
