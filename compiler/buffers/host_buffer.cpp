@@ -3,7 +3,6 @@
 #include <fmt/ranges.h>
 
 #include <cstdint>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -14,26 +13,6 @@
 namespace kiln {
 
 namespace {
-
-template <typename T>
-T read_as(const std::vector<unsigned char>& bytes, int64_t flat) {
-  T v;
-  std::memcpy(&v, bytes.data() + static_cast<size_t>(flat) * sizeof(T), sizeof(T));
-  return v;
-}
-
-template <typename T>
-void write_as(std::vector<unsigned char>& bytes, int64_t flat, T v) {
-  std::memcpy(bytes.data() + static_cast<size_t>(flat) * sizeof(T), &v, sizeof(T));
-}
-
-// NaN and out-of-range values saturate instead of being undefined behavior.
-int64_t to_int(double v) {
-  if (!(v == v)) return 0;
-  if (v >= 9.2233720368547758e18) return INT64_MAX;
-  if (v <= -9.2233720368547758e18) return INT64_MIN;
-  return static_cast<int64_t>(v);
-}
 
 void check_flat(int64_t flat, int64_t size) {
   if (flat < 0 || flat >= size) {
@@ -92,36 +71,14 @@ HostBuffer::HostBuffer(ir::DType dtype, std::vector<int64_t> shape)
 
 double HostBuffer::get_f(int64_t flat) const {
   check_flat(flat, size_);
-  switch (dtype_) {
-    case ir::DType::Bool:
-      return read_as<uint8_t>(*bytes_, flat) != 0 ? 1.0 : 0.0;
-    case ir::DType::I32:
-      return read_as<int32_t>(*bytes_, flat);
-    case ir::DType::I64:
-      return static_cast<double>(read_as<int64_t>(*bytes_, flat));
-    case ir::DType::F32:
-      return read_as<float>(*bytes_, flat);
-    case ir::DType::F64:
-      return read_as<double>(*bytes_, flat);
-  }
-  return 0;
+  return ir::read_element(dtype_,
+                          bytes_->data() + static_cast<size_t>(flat) * ir::dtype_bytes(dtype_));
 }
 
 int64_t HostBuffer::get_i(int64_t flat) const {
   check_flat(flat, size_);
-  switch (dtype_) {
-    case ir::DType::Bool:
-      return read_as<uint8_t>(*bytes_, flat) != 0;
-    case ir::DType::I32:
-      return read_as<int32_t>(*bytes_, flat);
-    case ir::DType::I64:
-      return read_as<int64_t>(*bytes_, flat);
-    case ir::DType::F32:
-      return to_int(read_as<float>(*bytes_, flat));
-    case ir::DType::F64:
-      return to_int(read_as<double>(*bytes_, flat));
-  }
-  return 0;
+  return ir::read_element_int(dtype_,
+                              bytes_->data() + static_cast<size_t>(flat) * ir::dtype_bytes(dtype_));
 }
 
 void HostBuffer::own() {
@@ -132,45 +89,15 @@ void HostBuffer::own() {
 void HostBuffer::set_f(int64_t flat, double v) {
   check_flat(flat, size_);
   own();
-  switch (dtype_) {
-    case ir::DType::Bool:
-      write_as<uint8_t>(*bytes_, flat, v != 0 ? 1 : 0);
-      return;
-    case ir::DType::I32:
-      set_i(flat, to_int(v));
-      return;
-    case ir::DType::I64:
-      set_i(flat, to_int(v));
-      return;
-    case ir::DType::F32:
-      write_as<float>(*bytes_, flat, static_cast<float>(v));
-      return;
-    case ir::DType::F64:
-      write_as<double>(*bytes_, flat, v);
-      return;
-  }
+  ir::write_element(dtype_, bytes_->data() + static_cast<size_t>(flat) * ir::dtype_bytes(dtype_),
+                    v);
 }
 
 void HostBuffer::set_i(int64_t flat, int64_t v) {
   check_flat(flat, size_);
   own();
-  switch (dtype_) {
-    case ir::DType::Bool:
-      write_as<uint8_t>(*bytes_, flat, v != 0 ? 1 : 0);
-      return;
-    case ir::DType::I32:
-      write_as<int32_t>(*bytes_, flat, static_cast<int32_t>(static_cast<uint32_t>(v)));
-      return;
-    case ir::DType::I64:
-      write_as<int64_t>(*bytes_, flat, v);
-      return;
-    case ir::DType::F32:
-      write_as<float>(*bytes_, flat, static_cast<float>(v));
-      return;
-    case ir::DType::F64:
-      write_as<double>(*bytes_, flat, static_cast<double>(v));
-      return;
-  }
+  ir::write_element_int(dtype_,
+                        bytes_->data() + static_cast<size_t>(flat) * ir::dtype_bytes(dtype_), v);
 }
 
 std::vector<int64_t> buffer_shape(const ir::Buf& b, const std::map<std::string, int64_t>& params) {

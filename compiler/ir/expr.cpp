@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -14,6 +15,100 @@ namespace kiln::ir {
 
 // ---------------------------------------------------------------------------
 // Names
+
+namespace {
+
+template <typename T>
+T load_as(const void* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename T>
+void store_as(void* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// NaN and out-of-range values saturate instead of being undefined behavior.
+int64_t saturated(double v) {
+  if (!(v == v)) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+double read_element(DType t, const void* p) {
+  switch (t) {
+    case DType::Bool:
+      return load_as<uint8_t>(p) != 0 ? 1.0 : 0.0;
+    case DType::I32:
+      return load_as<int32_t>(p);
+    case DType::I64:
+      return static_cast<double>(load_as<int64_t>(p));
+    case DType::F32:
+      return load_as<float>(p);
+    case DType::F64:
+      return load_as<double>(p);
+  }
+  return 0;
+}
+
+int64_t read_element_int(DType t, const void* p) {
+  switch (t) {
+    case DType::Bool:
+      return load_as<uint8_t>(p) != 0;
+    case DType::I32:
+      return load_as<int32_t>(p);
+    case DType::I64:
+      return load_as<int64_t>(p);
+    case DType::F32:
+      return saturated(load_as<float>(p));
+    case DType::F64:
+      return saturated(load_as<double>(p));
+  }
+  return 0;
+}
+
+void write_element(DType t, void* p, double v) {
+  switch (t) {
+    case DType::Bool:
+      store_as<uint8_t>(p, v != 0 ? 1 : 0);
+      return;
+    case DType::I32:
+    case DType::I64:
+      write_element_int(t, p, saturated(v));
+      return;
+    case DType::F32:
+      store_as<float>(p, static_cast<float>(v));
+      return;
+    case DType::F64:
+      store_as<double>(p, v);
+      return;
+  }
+}
+
+void write_element_int(DType t, void* p, int64_t v) {
+  switch (t) {
+    case DType::Bool:
+      store_as<uint8_t>(p, v != 0 ? 1 : 0);
+      return;
+    case DType::I32:
+      store_as<int32_t>(p, static_cast<int32_t>(static_cast<uint32_t>(v)));
+      return;
+    case DType::I64:
+      store_as<int64_t>(p, v);
+      return;
+    case DType::F32:
+      store_as<float>(p, static_cast<float>(v));
+      return;
+    case DType::F64:
+      store_as<double>(p, static_cast<double>(v));
+      return;
+  }
+}
 
 size_t dtype_bytes(DType t) {
   switch (t) {

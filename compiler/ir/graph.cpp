@@ -76,35 +76,9 @@ double const_element(const GraphTensor& t, size_t k) {
       break;
     case ConstInit::Kind::Values:
       return c.values.at(k);
-    case ConstInit::Kind::Data: {
-      const unsigned char* p = c.data->data() + k * dtype_bytes(t.dtype);
+    case ConstInit::Kind::Data:
       if (k >= const_value_count(t)) break;
-      switch (t.dtype) {
-        case DType::Bool:
-          return *p != 0;
-        case DType::I32: {
-          int32_t v;
-          std::memcpy(&v, p, sizeof v);
-          return v;
-        }
-        case DType::I64: {
-          int64_t v;
-          std::memcpy(&v, p, sizeof v);
-          return static_cast<double>(v);
-        }
-        case DType::F32: {
-          float v;
-          std::memcpy(&v, p, sizeof v);
-          return v;
-        }
-        case DType::F64: {
-          double v;
-          std::memcpy(&v, p, sizeof v);
-          return v;
-        }
-      }
-      break;
-    }
+      return read_element(t.dtype, c.data->data() + k * dtype_bytes(t.dtype));
   }
   throw std::logic_error(fmt::format("const {} has no value {} to read", t.name, k));
 }

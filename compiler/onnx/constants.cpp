@@ -17,46 +17,20 @@ int64_t element_count(const Shape& s) {
 std::string shape_text(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
 double Const::at(int64_t k) const {
-  const unsigned char* p = bytes->data() + static_cast<size_t>(k) * ir::dtype_bytes(dtype);
-  switch (dtype) {
-    case ir::DType::F32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case ir::DType::F64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return d;
-    }
-    default:
-      return static_cast<double>(int_at(k));
-  }
+  return ir::read_element(dtype, bytes->data() + static_cast<size_t>(k) * ir::dtype_bytes(dtype));
 }
 
 int64_t Const::int_at(int64_t k) const {
-  const unsigned char* p = bytes->data() + static_cast<size_t>(k) * ir::dtype_bytes(dtype);
-  switch (dtype) {
-    case ir::DType::I32: {
-      int32_t i;
-      std::memcpy(&i, p, 4);
-      return i;
-    }
-    case ir::DType::I64: {
-      int64_t i;
-      std::memcpy(&i, p, 8);
-      return i;
-    }
-    case ir::DType::Bool:
-      return *p != 0;
-    default: {
-      double d = at(k);
-      // Saturating: a float index past the 64-bit range is out of any shape anyway.
-      if (!(d > -9.2e18)) return INT64_MIN;
-      if (!(d < 9.2e18)) return INT64_MAX;
-      return static_cast<int64_t>(d);
-    }
+  if (!ir::is_float(dtype)) {
+    return ir::read_element_int(dtype,
+                                bytes->data() + static_cast<size_t>(k) * ir::dtype_bytes(dtype));
   }
+  double d = at(k);
+  // Saturating, NaN to the smallest: a float index past the 64-bit range (or none at all) is
+  // out of any shape, never a valid 0.
+  if (!(d > -9.2e18)) return INT64_MIN;
+  if (!(d < 9.2e18)) return INT64_MAX;
+  return static_cast<int64_t>(d);
 }
 
 std::vector<int64_t> Const::ints() const {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/error.h"
@@ -119,32 +120,13 @@ Const Const::make(ir::DType dtype, Shape shape, F value) {
   auto data =
       std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(n) * ir::dtype_bytes(dtype));
   unsigned char* p = data->data();
+  size_t width = ir::dtype_bytes(dtype);
   for (int64_t k = 0; k < n; ++k) {
     auto v = value(k);  // an integer type keeps 64-bit integers exact
-    switch (dtype) {
-      case ir::DType::F32: {
-        float f = static_cast<float>(v);
-        std::memcpy(p + 4 * k, &f, 4);
-        break;
-      }
-      case ir::DType::F64: {
-        double d = static_cast<double>(v);
-        std::memcpy(p + 8 * k, &d, 8);
-        break;
-      }
-      case ir::DType::I32: {
-        int32_t i = static_cast<int32_t>(v);
-        std::memcpy(p + 4 * k, &i, 4);
-        break;
-      }
-      case ir::DType::I64: {
-        int64_t i = static_cast<int64_t>(v);
-        std::memcpy(p + 8 * k, &i, 8);
-        break;
-      }
-      case ir::DType::Bool:
-        p[k] = v != 0;
-        break;
+    if constexpr (std::is_integral_v<decltype(v)>) {
+      ir::write_element_int(dtype, p + static_cast<size_t>(k) * width, static_cast<int64_t>(v));
+    } else {
+      ir::write_element(dtype, p + static_cast<size_t>(k) * width, static_cast<double>(v));
     }
   }
   c.bytes = std::move(data);

@@ -26,6 +26,14 @@ size_t dtype_bytes(DType t);      // one element in memory: bool 1, i32/f32 4, i
 double dtype_min(DType t);
 double dtype_max(DType t);
 std::optional<DType> dtype_from_name(const std::string& name);
+// One element of type t at p (dtype_bytes(t) bytes, any alignment), read or written: the one
+// place kiln turns typed bytes into numbers and back (host buffers, constants' data, imported
+// tensors). Reads give bool as 0 or 1; a float read as an integer and a double written to an
+// integer type saturate (NaN: 0); an integer written to i32 wraps; a write to bool stores 0 or 1.
+double read_element(DType t, const void* p);
+int64_t read_element_int(DType t, const void* p);
+void write_element(DType t, void* p, double v);
+void write_element_int(DType t, void* p, int64_t v);
 inline bool is_float(DType t) { return t == DType::F32 || t == DType::F64; }
 inline bool is_int(DType t) { return t == DType::I32 || t == DType::I64; }
 // The type of iterators, loop variables, parameters and index arithmetic.
