@@ -28,8 +28,13 @@ void jit_evaluate(const ir::Func& op, Bindings& b, const CompileOptions& opts) {
 
 ir::Graph optimize(const ir::Graph& g, const CompileOptions& opts, FoldBy by) {
   passes::PassContext ctx = pass_context(opts);
-  if (by == FoldBy::Kernel)
-    ctx.evaluate = [opts](const ir::Func& op, Bindings& b) { jit_evaluate(op, b, opts); };
+  if (by == FoldBy::Kernel) {
+    // A folded constant is the same whatever the graph is compiled for: its operator runs on
+    // this host, also when the graph's target is another (a model's artifact for aarch64).
+    CompileOptions host = opts;
+    host.target = Target::host();
+    ctx.evaluate = [host](const ir::Func& op, Bindings& b) { jit_evaluate(op, b, host); };
+  }
   return passes::run_graph_pipeline(g, ctx);
 }
 

@@ -67,13 +67,7 @@ ModelArtifact compile_model(const ir::Graph& source, const CompileOptions& opts,
   a.opt_level = opts.opt_level;
   a.calls_before = source.calls.size();
 
-  // The graph passes, folding constants with kernels compiled for this host (or interpreted).
-  passes::PassContext ctx = pass_context(opts);
-  CompileOptions host = opts;
-  host.target = Target::host();
-  if (by == FoldBy::Kernel)
-    ctx.evaluate = [host](const ir::Func& op, Bindings& b) { jit_evaluate(op, b, host); };
-  ir::Graph g = passes::run_graph_pipeline(source, ctx);
+  ir::Graph g = optimize(source, opts, by);
   a.calls = g.calls.size();
   a.memory = plan_memory(g);
 

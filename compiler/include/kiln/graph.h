@@ -29,7 +29,8 @@ void jit_evaluate(const ir::Func& op, Bindings& b, const CompileOptions& opts);
 enum class FoldBy { Kernel, Interpreter };
 
 // The graph passes of opts' level and pass options, constants folded as `by`
-// says, opts' instrument watching.
+// says (FoldBy::Kernel: compiled for this host, whatever opts' target), opts'
+// instrument watching.
 ir::Graph optimize(const ir::Graph& g, const CompileOptions& opts, FoldBy by = FoldBy::Kernel);
 
 // The graph as `kiln emit --stage graph` shows it: its text, then each
