@@ -51,6 +51,20 @@ std::string Builder::fresh_name(const std::string& onnx_name) {
   return ++seen == 1 ? s : fmt::format("{}_{}", s, seen);
 }
 
+void Builder::count_uses(const ::onnx::GraphProto& g) {
+  for (const ::onnx::NodeProto& node : g.node()) {
+    for (const std::string& in : node.input()) {
+      if (!in.empty()) ++uses_[in];
+    }
+  }
+  for (const ::onnx::ValueInfoProto& out : g.output()) ++uses_[out.name()];
+}
+
+int Builder::uses(const std::string& onnx_name) const {
+  auto it = uses_.find(onnx_name);
+  return it == uses_.end() ? 0 : it->second;
+}
+
 std::string Builder::tensor_of(const Value& v, const std::string& hint) {
   if (!v.tensor.empty()) return v.tensor;
   ir::GraphTensor t;
@@ -264,6 +278,7 @@ ir::Module import_model(std::string_view bytes, const std::string& file,
                                     name, value, name));
     }
   }
+  b.count_uses(g);
   for (const ::onnx::NodeProto& node : g.node()) {
     NodeInfo n{&node, opset, file};
     if (!node.domain().empty() && node.domain() != "ai.onnx") {

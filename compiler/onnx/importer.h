@@ -100,12 +100,18 @@ class Builder {
   // A fresh kiln name for an ONNX one: identifier characters only, unique.
   std::string fresh_name(const std::string& onnx_name);
 
+  // How many times the graph reads an ONNX value: as a node's input or as
+  // one of its outputs (count_uses, once, before the nodes are imported).
+  void count_uses(const ::onnx::GraphProto& g);
+  int uses(const std::string& onnx_name) const;
+
  private:
   std::string file_;
   ImportOptions options_;
   ir::Graph graph_;
   std::map<std::string, Value> values_;
   std::map<std::string, int> taken_;
+  std::map<std::string, int> uses_;
 };
 
 // Imports one node: defines its outputs in b. Fails for an op kiln does not support.

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <set>
 
 #include "importer.h"
 
@@ -631,6 +632,62 @@ void import_matmul(Builder& b, const NodeInfo& n) {
 // ---------------------------------------------------------------------------
 // Normalizations and reductions
 
+// A batch norm after a convolution whose weights and bias are constants and
+// whose output nothing else reads becomes part of the convolution: filter f's
+// weights times scale[f], its bias times scale[f] plus shift[f]. PyTorch's
+// exporter does this itself in eval mode; models exported otherwise (other
+// frameworks, TrainingMode.PRESERVE) keep the BatchNormalization node.
+// Returns whether it folded.
+bool fold_into_conv(Builder& b, const NodeInfo& n, const Value& x, const Const& scale,
+                    const Const& shift) {
+  if (x.tensor.empty() || b.uses(n.node->input(0)) != 1) return false;
+  ir::Graph& g = b.graph();
+  auto producer = std::find_if(g.calls.rbegin(), g.calls.rend(), [&](const ir::GraphCall& c) {
+    return std::find(c.results.begin(), c.results.end(), x.tensor) != c.results.end();
+  });
+  if (producer == g.calls.rend()) return false;
+  ir::GraphCall& conv = *producer;
+  static const std::set<std::string> convs = {"conv2d", "conv2d_any", "depthwise_conv2d",
+                                              "grouped_conv2d"};
+  if (!convs.count(conv.op.name) || conv.args.size() != 3) return false;
+  const ir::GraphTensor* out = g.find_tensor(x.tensor);
+  if (!out || out->shape != x.shape || x.shape.size() != 4) return false;
+  const ir::GraphTensor* w = g.find_tensor(conv.args[1]);
+  const ir::GraphTensor* bias = g.find_tensor(conv.args[2]);
+  auto data = [](const ir::GraphTensor* t) {
+    return t && t->kind == ir::TensorKind::Const && t->dtype == ir::DType::F32 &&
+           t->init.kind == ir::ConstInit::Kind::Data;
+  };
+  int64_t F = x.shape[1];
+  if (!data(w) || !data(bias) || w->shape.empty() || w->shape[0] != F ||
+      element_count(bias->shape) != F) {
+    return false;
+  }
+  int64_t per_filter = element_count(w->shape) / F;
+  Value folded_w;
+  folded_w.shape = w->shape;
+  folded_w.constant = Const::make(ir::DType::F32, w->shape, [&](int64_t k) {
+    return ir::const_element(*w, static_cast<size_t>(k)) * scale.at(k / per_filter);
+  });
+  Value folded_bias;
+  folded_bias.shape = {F};
+  folded_bias.constant = Const::make(ir::DType::F32, {F}, [&](int64_t f) {
+    return ir::const_element(*bias, static_cast<size_t>(f)) * scale.at(f) + shift.at(f);
+  });
+  std::vector<std::string> old = {conv.args[1], conv.args[2]};
+  conv.args[1] = b.tensor_of(folded_w, x.tensor + "_w_bn");
+  conv.args[2] = b.tensor_of(folded_bias, x.tensor + "_bias_bn");
+  // The constants the conv read before, unless another call reads them too.
+  std::erase_if(g.tensors, [&](const ir::GraphTensor& t) {
+    if (std::find(old.begin(), old.end(), t.name) == old.end()) return false;
+    return std::none_of(g.calls.begin(), g.calls.end(), [&](const ir::GraphCall& c) {
+      return std::find(c.args.begin(), c.args.end(), t.name) != c.args.end();
+    });
+  });
+  define_tensor(b, n, x.tensor, x.shape);
+  return true;
+}
+
 void import_batchnorm(Builder& b, const NodeInfo& n) {
   const Value& x = required(b, n, 0);
   need_f32(n, x, "its input");
@@ -654,6 +711,7 @@ void import_batchnorm(Builder& b, const NodeInfo& n) {
   Const shift = Const::make(ir::DType::F32, {C}, [&](int64_t k) {
     return beta.at(k) - mean.at(k) * gamma.at(k) / std::sqrt(var.at(k) + eps);
   });
+  if (fold_into_conv(b, n, x, scale, shift)) return;
   std::string r =
       b.call(n, "channel_affine",
              {{"A", x.shape[0]}, {"C", C}, {"B", product(x.shape, 2, x.shape.size())}},

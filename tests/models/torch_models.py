@@ -76,6 +76,9 @@ def build(name):
         return layer, (1, 128, 768)
     if name == "tiny_cnn":
         return TinyCnn(), (1, 3, 32, 32)
+    if name == "tiny_cnn_bn":
+        # The same, exported with its batch norm as a node (below): kiln folds it.
+        return TinyCnn(), (1, 3, 32, 32)
     if name == "tiny_encoder":
         layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
                                                  batch_first=True)
@@ -116,7 +119,15 @@ def check(name, kiln, work, artifacts, server=None):
     path = os.path.join(work, name + ".onnx")
     # Outside no_grad: there PyTorch's fused encoder layer, which has no ONNX
     # export, would run instead of its ops.
-    torch.onnx.export(model, x, path, opset_version=13, input_names=["x"], output_names=["y"])
+    # TrainingMode.PRESERVE keeps a batch norm after a conv as a BatchNormalization node (as
+    # other exporters do); in eval mode PyTorch folds it into the conv's weights itself.
+    training = (torch.onnx.TrainingMode.PRESERVE if name.endswith("_bn")
+                else torch.onnx.TrainingMode.EVAL)
+    torch.onnx.export(model, x, path, opset_version=13, input_names=["x"], output_names=["y"],
+                      training=training)
+    if name.endswith("_bn") and b"BatchNormalization" not in open(path, "rb").read():
+        print(f"FAIL {name}: the export has no BatchNormalization node to fold")
+        return False
     with torch.no_grad():
         expected = model(x).numpy()
     np.save(os.path.join(work, name + "_x.npy"), x.numpy())
@@ -212,7 +223,7 @@ def main():
     p.add_argument("--kiln", default="kiln")
     p.add_argument("--work", default=None)
     p.add_argument("models", nargs="*",
-                   default=["tiny_cnn", "tiny_encoder", "tiny_gelu_encoder", "resnet18", "mobilenet_v2", "encoder",
+                   default=["tiny_cnn", "tiny_cnn_bn", "tiny_encoder", "tiny_gelu_encoder", "resnet18", "mobilenet_v2", "encoder",
                             "resnet50"])
     p.add_argument("--run-model", default=None)
     p.add_argument("--run-model-aarch64", default=None)

@@ -3,6 +3,8 @@
 // imported graph) or refused with an error that names what is wrong.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -157,6 +159,91 @@ TEST(OnnxImport, AnyTransposeAndASliceOfSeveralAxesGiveONNXsValues) {
   // z[i, j, 0] = y[1 + i, j, 1] = x[1, j, 1 + i]
   for (int64_t i = 0; i < 2; ++i) {
     for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(z.get_f(i * 3 + j), 12 + j * 4 + 1 + i) << i << j;
+  }
+}
+
+// x [1, 3, 6, 6] -> Conv 3x3 pad 1 (4 filters, bias) -> BatchNormalization
+// -> y, and with `also_relu` the conv's output read by a Relu too (z).
+::onnx::ModelProto conv_batchnorm(bool also_relu) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.add_opset_import()->set_version(13);
+  ::onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("conv_bn");
+  add_input(g, "x", {1, 3, 6, 6});
+  *g->add_initializer() = float_tensor("w", {4, 3, 3, 3}, -0.08f);
+  *g->add_initializer() = float_tensor("b", {4}, -0.05f);
+  *g->add_initializer() = float_tensor("gamma", {4}, 0.6f);
+  *g->add_initializer() = float_tensor("beta", {4}, -0.1f);
+  *g->add_initializer() = float_tensor("mean", {4}, 0.02f);
+  *g->add_initializer() = float_tensor("var", {4}, 0.7f);
+  set_ints(add_node(g, "Conv", {"x", "w", "b"}, {"c"}), "pads", {1, 1, 1, 1});
+  add_node(g, "BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"y"});
+  g->add_output()->set_name("y");
+  if (also_relu) {
+    add_node(g, "Relu", {"c"}, {"z"});
+    g->add_output()->set_name("z");
+  }
+  return m;
+}
+
+// y of conv_batchnorm, computed here in double from its definition.
+std::vector<double> conv_batchnorm_expected(const HostBuffer& x) {
+  auto init = [](int64_t k, float start) { return start + 0.01f * static_cast<float>(k % 17); };
+  std::vector<double> y(4 * 6 * 6);
+  for (int64_t f = 0; f < 4; ++f) {
+    double scale = init(f, 0.6f) / std::sqrt(init(f, 0.7f) + 1e-5);
+    for (int64_t i = 0; i < 6; ++i) {
+      for (int64_t j = 0; j < 6; ++j) {
+        double acc = init(f, -0.05f);
+        for (int64_t c = 0; c < 3; ++c) {
+          for (int64_t u = 0; u < 3; ++u) {
+            for (int64_t v = 0; v < 3; ++v) {
+              int64_t h = i + u - 1, w = j + v - 1;
+              if (h < 0 || h >= 6 || w < 0 || w >= 6) continue;
+              acc += init(((f * 3 + c) * 3 + u) * 3 + v, -0.08f) * x.get_f((c * 6 + h) * 6 + w);
+            }
+          }
+        }
+        y[(f * 6 + i) * 6 + j] = (acc - init(f, 0.02f)) * scale + init(f, -0.1f);
+      }
+    }
+  }
+  return y;
+}
+
+// A BatchNormalization after a convolution (as other exporters than
+// PyTorch's eval mode leave it) is folded into the conv's weights and bias:
+// no call of its own, and y as the definition gives it. When the conv's
+// output is read by another node too, the batch norm stays a call of its own.
+TEST(OnnxImport, ABatchNormAfterAConvIsFoldedIntoItsWeights) {
+  HostBuffer x(ir::DType::F32, {1, 3, 6, 6});
+  for (int64_t k = 0; k < x.size(); ++k) x.set_f(k, std::sin(0.37 * static_cast<double>(k)));
+  std::vector<double> expected = conv_batchnorm_expected(x);
+  for (bool also_relu : {false, true}) {
+    SCOPED_TRACE(also_relu ? "conv output read twice" : "conv output read by the batch norm");
+    ir::Module mod = import(conv_batchnorm(also_relu));
+    const ir::Graph& g = mod.graphs[0];
+    ASSERT_EQ(g.calls.size(), also_relu ? 3u : 1u);
+    EXPECT_EQ(g.calls[0].op.name, "conv2d_any");
+    bool affine = std::any_of(g.calls.begin(), g.calls.end(),
+                              [](const ir::GraphCall& c) { return c.op.name == "channel_affine"; });
+    EXPECT_EQ(affine, also_relu);
+    // Only the weights and bias the conv reads are left as constants.
+    size_t consts = std::count_if(g.tensors.begin(), g.tensors.end(), [](const ir::GraphTensor& t) {
+      return t.kind == ir::TensorKind::Const;
+    });
+    EXPECT_EQ(consts, also_relu ? 4u : 2u);
+    RunSpec spec;
+    spec.inputs["x"] = x;
+    spec.check = true;
+    GraphRunOutcome r = run_graph(g, spec);
+    ASSERT_TRUE(r.mismatch && r.mismatch->ok) << r.mismatch->problem;
+    const HostBuffer& y = r.tensors.at(g.outputs[0]);
+    ASSERT_EQ(y.size(), static_cast<int64_t>(expected.size()));
+    for (int64_t k = 0; k < y.size(); ++k) {
+      EXPECT_NEAR(y.get_f(k), expected[static_cast<size_t>(k)], 1e-5) << k;
+    }
   }
 }
 
