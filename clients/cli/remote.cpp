@@ -103,7 +103,7 @@ struct Remote::Impl {
     v1::ModelRef* m = w.mutable_model();
     m->set_sha256(upload(j.file));
     m->set_filename(j.file);
-    m->mutable_dims()->insert(o.dims.begin(), o.dims.end());
+    m->mutable_dims()->insert(j.dims.begin(), j.dims.end());
     return w;
   }
 

@@ -142,6 +142,7 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
     ir::Module module;
     std::vector<const ir::Func*> funcs;
     std::vector<const ir::Graph*> graphs;
+    std::map<std::string, int64_t> dims;  // a model's symbolic dimensions, as imported
     try {
       if (onnx::is_model_path(file)) {
         // Imported here also with --server: a bad model is refused before it is uploaded, and
@@ -149,6 +150,19 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
         onnx::ImportOptions io;
         io.dims = o.dims;
         module = timed(file, "import", [&] { return onnx::import_file(file, io); });
+        // A run-time batch, run on --input files of n samples: the model imported for n, so
+        // that its kernels see the whole batch (an artifact takes the batch at run time).
+        const ir::Graph& g = module.graphs.at(0);
+        for (const std::string& in : g.batched_inputs) {
+          auto given = o.input_files.find(in);
+          if (given == o.input_files.end()) continue;
+          HostBuffer b = read_npy(given->second);
+          if (b.shape().empty() || b.shape()[0] == 1) break;
+          io.dims[g.batch] = b.shape()[0];
+          module = timed(file, "import", [&] { return onnx::import_file(file, io); });
+          break;
+        }
+        dims = io.dims;
       } else {
         if (!o.dims.empty()) {
           throw CompileError(ErrorStage::Validate, SourceLoc{file, 0, 0},
@@ -194,7 +208,7 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
     }
     for (const ir::Graph* g : graphs) {
       try {
-        if (!each_graph(GraphJob{file, &source, g, &module, onnx::is_model_path(file)}, many))
+        if (!each_graph(GraphJob{file, &source, g, &module, onnx::is_model_path(file), dims}, many))
           all_ok = false;
       } catch (const Failure& e) {
         fail(file, "graph " + g->name, e.what());

@@ -44,6 +44,7 @@ struct GraphJob {
   const ir::Graph* graph;
   const ir::Module* module;
   bool model = false;  // `file` is an ONNX model: kilnd takes it as a blob (Operator.model)
+  std::map<std::string, int64_t> dims;  // its symbolic dimensions' values, as it was imported
 };
 using GraphFn = std::function<bool(const GraphJob&, bool many)>;
 

@@ -51,11 +51,10 @@ const char* kind_word(TensorPlace::Kind k) {
 }
 
 std::string tensor_json(const ModelTensor& t) {
-  return JsonObject()
-      .str("name", t.name)
-      .str("dtype", ir::dtype_name(t.dtype))
-      .raw("shape", json_int_array(t.shape))
-      .done();
+  JsonObject o;
+  o.str("name", t.name).str("dtype", ir::dtype_name(t.dtype)).raw("shape", json_int_array(t.shape));
+  if (t.batched) o.boolean("batched", true);
+  return o.done();
 }
 
 }  // namespace
@@ -63,6 +62,7 @@ std::string tensor_json(const ModelTensor& t) {
 ModelArtifact compile_model(const ir::Graph& source, const CompileOptions& opts, FoldBy by) {
   ModelArtifact a;
   a.name = identifier(source.name);
+  a.batch = source.batch;
   a.target = opts.target;
   a.opt_level = opts.opt_level;
   a.calls_before = source.calls.size();
@@ -74,7 +74,10 @@ ModelArtifact compile_model(const ir::Graph& source, const CompileOptions& opts,
   std::map<std::string, const ir::GraphTensor*> tensors;
   for (const ir::GraphTensor& t : g.tensors) tensors.emplace(t.name, &t);
   for (const ir::GraphTensor& t : g.tensors) {
-    if (t.kind == ir::TensorKind::Input) a.inputs.push_back({t.name, t.dtype, t.shape});
+    if (t.kind != ir::TensorKind::Input) continue;
+    bool batched = std::find(source.batched_inputs.begin(), source.batched_inputs.end(), t.name) !=
+                   source.batched_inputs.end();
+    a.inputs.push_back({t.name, t.dtype, t.shape, batched});
   }
   for (const std::string& name : g.outputs) {
     auto it = tensors.find(name);
@@ -82,7 +85,7 @@ ModelArtifact compile_model(const ir::Graph& source, const CompileOptions& opts,
       throw CompileError(ErrorStage::Validate, g.where,
                          fmt::format("graph {}: output {} has no value", g.name, name));
     }
-    a.outputs.push_back({name, it->second->dtype, it->second->shape});
+    a.outputs.push_back({name, it->second->dtype, it->second->shape, !source.batch.empty()});
   }
 
   // The constants the calls read, and those returned, into the weights blob.
@@ -125,6 +128,17 @@ ModelArtifact compile_model(const ir::Graph& source, const CompileOptions& opts,
   plan += fmt::format("weights {} {}\n", a.weights.size(), a.weights_sha256);
   plan += fmt::format("arena {}\n", a.memory.arena_bytes);
   plan += fmt::format("kernels {}\n", kernels.size());
+  if (!a.batch.empty()) {
+    // The inputs that hold one sample of the run-time batch (every output does).
+    std::string batched;
+    size_t count = 0;
+    for (size_t k = 0; k < a.inputs.size(); ++k) {
+      if (!a.inputs[k].batched) continue;
+      batched += fmt::format(" {}", k);
+      ++count;
+    }
+    plan += fmt::format("batch {} {}{}\n", plan_word(a.batch), count, batched);
+  }
   // Inputs and outputs first, in their order: the loader numbers them as they come.
   std::vector<std::string> order;
   for (const ModelTensor& t : a.inputs) order.push_back(t.name);
@@ -218,6 +232,7 @@ std::string ModelArtifact::metadata_json() const {
       .str("features", target.features)
       .integer("opt_level", opt_level)
       .str("loader", "kiln_model_open")
+      .str("batch", batch)
       .raw("inputs", json_array(ins))
       .raw("outputs", json_array(outs))
       .integer("calls", static_cast<int64_t>(calls))

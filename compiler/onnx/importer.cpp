@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -169,10 +170,11 @@ Shape static_shape(const ::onnx::ValueInfoProto& v, const std::string& file,
         used.insert(it->first);
         continue;
       }
-      model_error(file, fmt::format("input '{}' has the symbolic dimension '{}': give its value "
-                                    "(kiln run --dim {}=N), or export the model without "
-                                    "dynamic_axes; kiln compiles static shapes",
-                                    v.name(), d.dim_param(), d.dim_param()));
+      model_error(file, fmt::format("input '{}' has the symbolic dimension '{}' on axis {}: "
+                                    "kiln takes a batch (a leading symbolic dimension) at run "
+                                    "time, and the others at import: give its value (--dim "
+                                    "{}=N), or export the model without it in dynamic_axes",
+                                    v.name(), d.dim_param(), s.size(), d.dim_param()));
     }
     model_error(file, fmt::format("input '{}' has an unknown dimension {}: kiln imports static "
                                   "shapes (export the model without dynamic_axes)",
@@ -203,34 +205,13 @@ std::pair<std::string, HostBuffer> read_tensor_file(const std::string& path,
 
 bool is_model_path(const std::string& path) { return path.ends_with(".onnx"); }
 
-ir::Module import_model(std::string_view bytes, const std::string& file,
-                        const ImportOptions& options) {
-  ::onnx::ModelProto model;
-  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
-    model_error(file, fmt::format("the model is {} bytes; a protobuf message holds less than 2 GiB "
-                                  "(keep larger weights as external data, not read yet)",
-                                  bytes.size()));
-  }
-  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    model_error(file, fmt::format("not an ONNX model: its {} bytes do not parse as a ModelProto "
-                                  "(a truncated or damaged file, or another format)",
-                                  bytes.size()));
-  }
-  if (!model.has_graph()) model_error(file, "the model has no graph (a truncated file?)");
-  int64_t opset = 0;
-  for (const ::onnx::OperatorSetIdProto& o : model.opset_import()) {
-    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
-  }
-  if (opset == 0) {
-    model_error(file, "the model imports no opset of the default domain (ai.onnx)");
-  }
-  if (opset < kMinOpset || opset > kMaxOpset) {
-    model_error(file, fmt::format("the model uses opset {} of ai.onnx; kiln reads opsets {} to {} "
-                                  "(export with opset_version={})",
-                                  opset, kMinOpset, kMaxOpset, kMaxOpset));
-  }
-  const ::onnx::GraphProto& g = model.graph();
-  Builder b(file, options);
+namespace {
+
+// The model's graph built with `options`: every symbolic dimension has its value there.
+std::unique_ptr<Builder> build(const ::onnx::GraphProto& g, int64_t opset, const std::string& file,
+                               const ImportOptions& options) {
+  auto builder = std::make_unique<Builder>(file, options);
+  Builder& b = *builder;
   std::string graph_name = g.name().empty() ? "model" : g.name();
   b.graph().name = b.fresh_name(graph_name);
   b.graph().where = SourceLoc{file, 0, 0};
@@ -292,6 +273,94 @@ ir::Module import_model(std::string_view bytes, const std::string& file,
     }
     import_node(b, n);
   }
+  return builder;
+}
+
+// The run-time batch: the symbolic leading dimension of the inputs that `dims` gives no value,
+// and the inputs that have it. "" when there is none.
+std::pair<std::string, std::vector<std::string>> run_time_batch(
+    const ::onnx::GraphProto& g, const std::map<std::string, int64_t>& dims,
+    const std::string& file) {
+  std::set<std::string> initialized;
+  for (const ::onnx::TensorProto& t : g.initializer()) initialized.insert(t.name());
+  std::string batch;
+  std::vector<std::string> inputs;
+  for (const ::onnx::ValueInfoProto& in : g.input()) {
+    if (initialized.count(in.name()) || !in.type().tensor_type().has_shape()) continue;
+    const auto& shape = in.type().tensor_type().shape();
+    if (shape.dim_size() == 0 || !shape.dim(0).has_dim_param()) continue;
+    const std::string& name = shape.dim(0).dim_param();
+    if (name.empty() || dims.count(name)) continue;
+    if (!batch.empty() && name != batch) {
+      model_error(file, fmt::format("inputs '{}' and '{}' lead with different symbolic dimensions "
+                                    "('{}' and '{}'); kiln takes one batch at run time: give the "
+                                    "others their values (--dim {}=N)",
+                                    inputs.front(), in.name(), batch, name, name));
+    }
+    batch = name;
+    inputs.push_back(in.name());
+  }
+  return {batch, inputs};
+}
+
+}  // namespace
+
+ir::Module import_model(std::string_view bytes, const std::string& file,
+                        const ImportOptions& options) {
+  ::onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    model_error(file, fmt::format("the model is {} bytes; a protobuf message holds less than 2 GiB "
+                                  "(keep larger weights as external data, not read yet)",
+                                  bytes.size()));
+  }
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    model_error(file, fmt::format("not an ONNX model: its {} bytes do not parse as a ModelProto "
+                                  "(a truncated or damaged file, or another format)",
+                                  bytes.size()));
+  }
+  if (!model.has_graph()) model_error(file, "the model has no graph (a truncated file?)");
+  int64_t opset = 0;
+  for (const ::onnx::OperatorSetIdProto& o : model.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  }
+  if (opset == 0) {
+    model_error(file, "the model imports no opset of the default domain (ai.onnx)");
+  }
+  if (opset < kMinOpset || opset > kMaxOpset) {
+    model_error(file, fmt::format("the model uses opset {} of ai.onnx; kiln reads opsets {} to {} "
+                                  "(export with opset_version={})",
+                                  opset, kMinOpset, kMaxOpset, kMaxOpset));
+  }
+  const ::onnx::GraphProto& g = model.graph();
+  auto [batch, batched_inputs] = run_time_batch(g, options.dims, file);
+  std::unique_ptr<Builder> built;
+  if (batch.empty()) {
+    built = build(g, opset, file, options);
+  } else {
+    // The model for one sample, once it is shown to keep the samples of a batch apart: the
+    // proof follows the batch through the model imported for two (batch.cpp).
+    ImportOptions two = options;
+    two.dims[batch] = 2;
+    std::unique_ptr<Builder> witness;
+    try {
+      witness = build(g, opset, file, two);
+    } catch (const CompileError& e) {
+      model_error(file, fmt::format("the model does not import for a batch of 2 samples (its "
+                                    "symbolic dimension '{}'), so its batch cannot be chosen at "
+                                    "run time: {}",
+                                    batch, e.message()));
+    }
+    check_samples_apart(g, *witness, batch, batched_inputs, opset);
+    ImportOptions one = options;
+    one.dims[batch] = 1;
+    built = build(g, opset, file, one);
+    built->graph().batch = batch;
+    for (const std::string& in : batched_inputs) {
+      built->graph().batched_inputs.push_back(
+          built->value(NodeInfo{nullptr, opset, file}, in).tensor);
+    }
+  }
+  Builder& b = *built;
   if (g.output_size() == 0) model_error(file, "the graph has no outputs");
   for (const ::onnx::ValueInfoProto& out : g.output()) {
     if (!b.has_value(out.name())) {

@@ -71,6 +71,17 @@ struct NodeInfo {
 // A CompileError (stage import) about the node.
 [[noreturn]] void fail(const NodeInfo& n, const std::string& message);
 
+// A node's attributes: `fallback` when it has none of the name; fail() when
+// it has one of another type.
+const ::onnx::AttributeProto* attr(const NodeInfo& n, const std::string& name);
+int64_t attr_int(const NodeInfo& n, const std::string& name, int64_t fallback);
+float attr_float(const NodeInfo& n, const std::string& name, float fallback);
+std::vector<int64_t> attr_ints(const NodeInfo& n, const std::string& name,
+                               std::vector<int64_t> fallback);
+std::string attr_string(const NodeInfo& n, const std::string& name, std::string fallback);
+// An axis attribute in [-rank, rank) as an axis in [0, rank); fail() outside.
+int64_t axis_of(const NodeInfo& n, int64_t axis, size_t rank);
+
 // The importer's state while it walks the nodes.
 class Builder {
  public:
@@ -113,6 +124,15 @@ class Builder {
   std::map<std::string, int> taken_;
   std::map<std::string, int> uses_;
 };
+
+// Shows that the model keeps the samples of its run-time batch `batch` apart:
+// every output's sample k is computed from sample k of `batched_inputs` (and
+// what is the same for every sample) alone, so that running the model for one
+// sample on each is running it on the batch. `b` is the model imported with
+// the batch bound to 2. Fails, naming the first node it cannot show it for
+// and why, and suggesting --dim (batch.cpp).
+void check_samples_apart(const ::onnx::GraphProto& g, const Builder& b, const std::string& batch,
+                         const std::vector<std::string>& batched_inputs, int64_t opset);
 
 // Imports one node: defines its outputs in b. Fails for an op kiln does not support.
 void import_node(Builder& b, const NodeInfo& n);

@@ -14,10 +14,8 @@
 
 namespace kiln::onnx {
 
-namespace {
-
 // ---------------------------------------------------------------------------
-// Attributes and inputs
+// Attributes, axes
 
 const ::onnx::AttributeProto* attr(const NodeInfo& n, const std::string& name) {
   for (const ::onnx::AttributeProto& a : n.node->attribute()) {
@@ -57,6 +55,19 @@ std::string attr_string(const NodeInfo& n, const std::string& name, std::string 
 }
 
 // The node's input k, or null when it has none there (an omitted optional input).
+int64_t axis_of(const NodeInfo& n, int64_t axis, size_t rank) {
+  int64_t r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= std::max<int64_t>(r, 1)) {
+    fail(n, fmt::format("axis {} is outside a tensor of rank {}", axis, rank));
+  }
+  return axis < 0 ? axis + r : axis;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Inputs
+
 const Value* input(Builder& b, const NodeInfo& n, int k) {
   if (k >= n.node->input_size() || n.node->input(k).empty()) return nullptr;
   return &b.value(n, n.node->input(k));
@@ -106,14 +117,6 @@ void define_view(Builder& b, const NodeInfo& n, const Value& v, Shape shape) {
   out.shape = std::move(shape);
   if (out.constant) out.constant->shape = out.shape;
   b.define(n.node->output(0), std::move(out));
-}
-
-int64_t axis_of(const NodeInfo& n, int64_t axis, size_t rank) {
-  int64_t r = static_cast<int64_t>(rank);
-  if (axis < -r || axis >= std::max<int64_t>(r, 1)) {
-    fail(n, fmt::format("axis {} is outside a tensor of rank {}", axis, rank));
-  }
-  return axis < 0 ? axis + r : axis;
 }
 
 int64_t product(const Shape& s, size_t from, size_t to) {

@@ -1,8 +1,11 @@
 /* Runs a model kiln compiled (`kiln compile resnet18.onnx` -> resnet18.so, resnet18.weights):
    a C program that links only libc and kiln's runtime. Inputs come from .npy files (or are made
-   up), outputs go to .npy files; with --runs it times the model.
+   up), outputs go to .npy files; with --runs it times the model. A model with a run-time batch
+   (kiln_model_batch) runs on as many samples as the first batched input's file holds, or as
+   --batch says.
 
    usage: run_model MODEL.so [--weights FILE] [--input NAME=FILE.npy]... [--save DIR] [--runs N]
+                    [--batch N]
 
    Build (docs/models.md):
      cc -O2 -I runtime/include run_model.c -o run_model \
@@ -125,6 +128,40 @@ static void make_up(const kiln_model_tensor* t, void* data, uint64_t seed) {
   }
 }
 
+/* The leading extent of the array in a .npy file ("(8, 3, 224, 224)" -> 8), or -1. */
+static int64_t npy_leading(const char* path) {
+  FILE* f = fopen(path, "rb");
+  if (f == NULL) return -1;
+  char header[HEADER_MAX + 1];
+  size_t got = fread(header, 1, HEADER_MAX, f);
+  fclose(f);
+  header[got] = '\0';
+  for (size_t i = 0; i < got; ++i)
+    if (header[i] == '\0') header[i] = ' '; /* the magic's bytes */
+  const char* shape = strstr(header, "'shape': (");
+  if (shape == NULL) return -1;
+  char* end = NULL;
+  long long n = strtoll(shape + strlen("'shape': ("), &end, 10);
+  return end != NULL && (*end == ',' || *end == ')') ? (int64_t)n : -1;
+}
+
+/* t as a batch of n samples: n times its leading extent (which is 1) and its bytes. */
+typedef struct {
+  kiln_model_tensor t;
+  int64_t dims[16];
+} view_t;
+
+static const kiln_model_tensor* batch_view(const kiln_model_tensor* t, int64_t n, view_t* v) {
+  v->t = *t;
+  for (int32_t d = 0; d < t->rank && d < 16; ++d) v->dims[d] = t->shape[d];
+  if (t->batched && t->rank > 0) {
+    v->dims[0] *= n;
+    v->t.bytes *= (size_t)n;
+  }
+  v->t.shape = v->dims;
+  return &v->t;
+}
+
 static double element(const kiln_model_tensor* t, const void* data, size_t i) {
   if (strcmp(t->dtype, "f32") == 0) return ((const float*)data)[i];
   if (strcmp(t->dtype, "f64") == 0) return ((const double*)data)[i];
@@ -142,7 +179,7 @@ static size_t element_bytes(const kiln_model_tensor* t) {
 static int usage(void) {
   fprintf(stderr,
           "usage: run_model MODEL.so [--weights FILE] [--input NAME=FILE.npy]... [--save DIR] "
-          "[--runs N]\n");
+          "[--runs N] [--batch N]\n");
   return 1;
 }
 
@@ -153,6 +190,7 @@ int main(int argc, char** argv) {
   const char* given[MAX_INPUTS];
   int ngiven = 0;
   long runs = 0;
+  int64_t batch = -1;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc) {
       weights = argv[++i];
@@ -164,6 +202,10 @@ int main(int argc, char** argv) {
       char* end = NULL;
       runs = strtol(argv[++i], &end, 10);
       if (*end != '\0' || runs < 0) return usage();
+    } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
+      char* end = NULL;
+      batch = strtoll(argv[++i], &end, 10);
+      if (*end != '\0' || batch < 1) return usage();
     } else if (argv[i][0] != '-' && so == NULL) {
       so = argv[i];
     } else {
@@ -186,16 +228,28 @@ int main(int argc, char** argv) {
     fprintf(stderr, "run_model: more than %d inputs or outputs\n", MAX_INPUTS);
     status = 1;
   }
+  const char* files[MAX_INPUTS] = {0};
   for (int32_t i = 0; status == 0 && i < nin; ++i) {
     const kiln_model_tensor* t = kiln_model_input(m, i);
-    inputs[i] = kiln_alloc(t->bytes, 64);
-    const char* file = NULL;
     for (int g = 0; g < ngiven; ++g) {
       size_t n = strlen(t->name);
-      if (strncmp(given[g], t->name, n) == 0 && given[g][n] == '=') file = given[g] + n + 1;
+      if (strncmp(given[g], t->name, n) == 0 && given[g][n] == '=') files[i] = given[g] + n + 1;
     }
-    if (file != NULL) {
-      if (read_npy(file, t, inputs[i]) != 0) status = 1;
+    if (batch < 0 && t->batched && files[i] != NULL) batch = npy_leading(files[i]);
+  }
+  if (batch < 0) batch = 1;
+  if (batch != 1 && kiln_model_batch(m) == NULL) {
+    fprintf(stderr,
+            "run_model: a batch of %" PRId64 " samples, but the model's shapes are static\n",
+            batch);
+    status = 1;
+  }
+  for (int32_t i = 0; status == 0 && i < nin; ++i) {
+    view_t v;
+    const kiln_model_tensor* t = batch_view(kiln_model_input(m, i), batch, &v);
+    inputs[i] = kiln_alloc(t->bytes, 64);
+    if (files[i] != NULL) {
+      if (read_npy(files[i], t, inputs[i]) != 0) status = 1;
     } else {
       make_up(t, inputs[i], (uint64_t)i);
     }
@@ -211,19 +265,25 @@ int main(int argc, char** argv) {
       status = 1;
     }
   }
-  for (int32_t i = 0; status == 0 && i < nout; ++i)
-    outputs[i] = kiln_alloc(kiln_model_output(m, i)->bytes, 64);
+  for (int32_t i = 0; status == 0 && i < nout; ++i) {
+    view_t v;
+    outputs[i] = kiln_alloc(batch_view(kiln_model_output(m, i), batch, &v)->bytes, 64);
+  }
 
-  if (status == 0 && kiln_model_run(m, (const void* const*)inputs, outputs) != KILN_OK) {
+  if (status == 0 &&
+      kiln_model_run_batch(m, batch, (const void* const*)inputs, outputs) != KILN_OK) {
     fprintf(stderr, "run_model: %s\n", kiln_model_error(m));
     status = 3;
   }
   if (status == 0) {
     printf("model %s: %d input(s), %d output(s), weights %zu bytes, tensors %zu bytes\n",
            kiln_model_name(m), nin, nout, kiln_model_weights_bytes(m), kiln_model_arena_bytes(m));
+    if (kiln_model_batch(m) != NULL)
+      printf("batch %s: %" PRId64 " sample(s)\n", kiln_model_batch(m), batch);
   }
   for (int32_t i = 0; status == 0 && i < nout; ++i) {
-    const kiln_model_tensor* t = kiln_model_output(m, i);
+    view_t v;
+    const kiln_model_tensor* t = batch_view(kiln_model_output(m, i), batch, &v);
     size_t n = t->bytes / element_bytes(t);
     double sum = 0;
     for (size_t k = 0; k < n; ++k) sum += element(t, outputs[i], k);
@@ -243,7 +303,8 @@ int main(int argc, char** argv) {
   if (status == 0 && runs > 0) {
     uint64_t start = kiln_now_ns();
     for (long r = 0; r < runs && status == 0; ++r)
-      if (kiln_model_run(m, (const void* const*)inputs, outputs) != KILN_OK) status = 3;
+      if (kiln_model_run_batch(m, batch, (const void* const*)inputs, outputs) != KILN_OK)
+        status = 3;
     double ms = (double)(kiln_now_ns() - start) / 1e6 / (double)runs;
     if (status == 0)
       printf("%.3f ms per run (mean of %ld, %d thread(s))\n", ms, runs, kiln_runtime_threads());

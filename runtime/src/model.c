@@ -61,6 +61,11 @@ struct kiln_model {
   void* arena;
   uint64_t arena_bytes;
   kiln_value* argv; /* one call's packed arguments */
+  char batch[256];  /* the run-time batch's name, "" for none */
+  int64_t* batched; /* the inputs (by their position among inputs) that hold one sample */
+  int64_t nbatched;
+  const void** sample_inputs; /* one sample's input and output pointers in a batched run */
+  void** sample_outputs;
   char error[1024];
 };
 
@@ -151,6 +156,18 @@ static int parse_plan(kiln_model* m, char* text) {
     } else if (strcmp(word, "kernels") == 0) {
       if (parse_i64(NEXT(), &v) != 0 || v < 0) BAD("kernels: expected COUNT");
       m->nkernels = v;
+    } else if (strcmp(word, "batch") == 0) {
+      const char* n = NEXT();
+      if (n == NULL || parse_i64(NEXT(), &v) != 0 || v < 0 || v > 1000000)
+        BAD("batch: expected NAME COUNT INPUT...");
+      snprintf(m->batch, sizeof m->batch, "%s", n);
+      unescape(m->batch);
+      m->batched = calloc((size_t)(v ? v : 1), sizeof *m->batched);
+      if (m->batched == NULL) BAD("out of memory");
+      for (m->nbatched = 0; m->nbatched < v; ++m->nbatched) {
+        if (parse_i64(NEXT(), &m->batched[m->nbatched]) != 0 || m->batched[m->nbatched] < 0)
+          BAD("batch: expected NAME COUNT INPUT...");
+      }
     } else if (strcmp(word, "tensor") == 0) {
       m->tensors = grow(m->tensors, m->ntensors, sizeof *m->tensors);
       if (m->tensors == NULL) BAD("out of memory");
@@ -236,8 +253,23 @@ static int parse_plan(kiln_model* m, char* text) {
   }
   /* The array moved as it grew: point into its final place now. */
   for (int64_t k = 0; k < m->ntensors; ++k) {
-    m->tensors[k].pub.dtype = m->tensors[k].dtype;
-    m->tensors[k].pub.shape = m->tensors[k].dims;
+    tensor_t* t = &m->tensors[k];
+    t->pub.dtype = t->dtype;
+    t->pub.shape = t->dims;
+    t->pub.batched = t->kind == KIND_OUTPUT && m->batch[0] != '\0';
+    for (int64_t b = 0; t->kind == KIND_INPUT && b < m->nbatched; ++b) {
+      if (m->batched[b] == t->index) t->pub.batched = 1;
+    }
+  }
+  for (int64_t b = 0; b < m->nbatched; ++b) {
+    int found = 0;
+    for (int64_t k = 0; k < m->ntensors; ++k)
+      found |= m->tensors[k].kind == KIND_INPUT && m->tensors[k].index == m->batched[b];
+    if (!found) {
+      say(m->error, sizeof m->error,
+          "the model's plan: batch: input %" PRId64 " is not an input of the plan", m->batched[b]);
+      return -1;
+    }
   }
   return 0;
 }
@@ -297,7 +329,10 @@ static int finish_open(kiln_model* m) {
   for (int64_t c = 0; c < m->ncalls; ++c)
     if (m->calls[c].nargs > most) most = m->calls[c].nargs;
   m->argv = calloc((size_t)most, sizeof *m->argv);
-  if (m->arena == NULL || m->argv == NULL) {
+  m->sample_inputs = calloc((size_t)(m->ninputs + 1), sizeof *m->sample_inputs);
+  m->sample_outputs = calloc((size_t)(m->noutputs + 1), sizeof *m->sample_outputs);
+  if (m->arena == NULL || m->argv == NULL || m->sample_inputs == NULL ||
+      m->sample_outputs == NULL) {
     say(m->error, sizeof m->error, "cannot allocate the model's %" PRIu64 " bytes of tensors",
         m->arena_bytes);
     return -1;
@@ -430,6 +465,9 @@ void kiln_model_close(kiln_model* m) {
   free(m->inputs);
   free(m->outputs);
   free(m->argv);
+  free(m->batched);
+  free(m->sample_inputs);
+  free(m->sample_outputs);
   free(m->plan);
   kiln_free(m->weights);
   kiln_free(m->arena);
@@ -450,6 +488,7 @@ const kiln_model_tensor* kiln_model_output(const kiln_model* m, int32_t i) {
 }
 
 size_t kiln_model_arena_bytes(const kiln_model* m) { return (size_t)m->arena_bytes; }
+const char* kiln_model_batch(const kiln_model* m) { return m->batch[0] ? m->batch : NULL; }
 size_t kiln_model_weights_bytes(const kiln_model* m) { return (size_t)m->weights_bytes; }
 const char* kiln_model_error(const kiln_model* m) { return m->error; }
 
@@ -510,6 +549,42 @@ int32_t kiln_model_run(kiln_model* m, const void* const* inputs, void* const* ou
     const tensor_t* src = &m->tensors[m->copies[c].src];
     if (dst->pub.bytes > 0)
       memmove(address(m, dst, inputs, outputs), address(m, src, inputs, outputs), dst->pub.bytes);
+  }
+  return KILN_OK;
+}
+
+int32_t kiln_model_run_batch(kiln_model* m, int64_t n, const void* const* inputs,
+                             void* const* outputs) {
+  if (m == NULL) return KILN_ERR_ARGS;
+  if (n < 0 || (n != 1 && m->batch[0] == '\0')) {
+    say(m->error, sizeof m->error,
+        n < 0 ? "kiln_model_run_batch: a batch of %" PRId64 " samples"
+              : "kiln_model_run_batch: a batch of %" PRId64
+                " samples, but the model's shapes are static (it was compiled without a "
+                "run-time batch)",
+        n);
+    return KILN_ERR_ARGS;
+  }
+  if ((m->ninputs > 0 && inputs == NULL) || (m->noutputs > 0 && outputs == NULL)) {
+    return kiln_model_run(m, inputs, outputs); /* says which */
+  }
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t k = 0; k < m->ninputs; ++k) {
+      const kiln_model_tensor* t = &m->tensors[m->inputs[k]].pub;
+      m->sample_inputs[k] =
+          t->batched && inputs[k] ? (const char*)inputs[k] + (size_t)b * t->bytes : inputs[k];
+    }
+    for (int64_t k = 0; k < m->noutputs; ++k) {
+      const kiln_model_tensor* t = &m->tensors[m->outputs[k]].pub;
+      m->sample_outputs[k] = outputs[k] ? (char*)outputs[k] + (size_t)b * t->bytes : NULL;
+    }
+    int32_t status = kiln_model_run(m, m->sample_inputs, m->sample_outputs);
+    if (status != KILN_OK) {
+      char why[sizeof m->error];
+      snprintf(why, sizeof why, "%s", m->error);
+      say(m->error, sizeof m->error, "sample %" PRId64 " of %" PRId64 ": %s", b, n, why);
+      return status;
+    }
   }
   return KILN_OK;
 }

@@ -63,7 +63,12 @@ class TinyCnn(torch.nn.Module):
 
 
 def build(name):
-    """(model, input shape) for `name`, its weights drawn from seed 0."""
+    """(model, input shape) for `name`, its weights drawn from seed 0. NAME_batch3 is NAME
+    exported with a symbolic batch (dynamic_axes) and run on 3 samples: the artifact takes the
+    batch at run time."""
+    if name.endswith("_batch3"):
+        model, shape = build(name[:-len("_batch3")])
+        return model, (3,) + tuple(shape[1:])
     torch.manual_seed(0)
     if name == "resnet18":
         return torchvision.models.resnet18(weights=None), (1, 3, 224, 224)
@@ -123,8 +128,9 @@ def check(name, kiln, work, artifacts, server=None):
     # other exporters do); in eval mode PyTorch folds it into the conv's weights itself.
     training = (torch.onnx.TrainingMode.PRESERVE if name.endswith("_bn")
                 else torch.onnx.TrainingMode.EVAL)
+    dynamic = {"x": {0: "batch"}, "y": {0: "batch"}} if name.endswith("_batch3") else None
     torch.onnx.export(model, x, path, opset_version=13, input_names=["x"], output_names=["y"],
-                      training=training)
+                      training=training, dynamic_axes=dynamic)
     if name.endswith("_bn") and b"BatchNormalization" not in open(path, "rb").read():
         print(f"FAIL {name}: the export has no BatchNormalization node to fold")
         return False

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,16 @@ void add_input(::onnx::GraphProto* g, const std::string& name, std::vector<int64
   for (const std::string& i : ins) n->add_input(i);
   for (const std::string& o : outs) n->add_output(o);
   return n;
+}
+
+// Input 0's dimension `axis` made symbolic, named `name`.
+void symbolic(::onnx::GraphProto* g, int axis, const std::string& name) {
+  g->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(axis)
+      ->set_dim_param(name);
 }
 
 void set_ints(::onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
@@ -338,28 +349,123 @@ TEST(OnnxImport, AnOpsetOutsideTheSupportedRangeIsAnError) {
   EXPECT_NE(e.find("uses opset 9 of ai.onnx; kiln reads opsets 11 to 17"), std::string::npos) << e;
 }
 
-TEST(OnnxImport, ASymbolicDimensionIsAnError) {
+// A symbolic dimension that does not lead (not a batch) needs its value at import.
+TEST(OnnxImport, ASymbolicDimensionThatIsNotABatchIsAnError) {
   ::onnx::ModelProto m = small_cnn();
-  m.mutable_graph()
-      ->mutable_input(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(0)
-      ->set_dim_param("batch");
+  symbolic(m.mutable_graph(), 2, "height");
   std::string e = import_error(m);
-  EXPECT_NE(e.find("input 'x' has the symbolic dimension 'batch'"), std::string::npos) << e;
+  EXPECT_NE(e.find("input 'x' has the symbolic dimension 'height' on axis 2"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("--dim height=N"), std::string::npos) << e;
+}
+
+// A leading symbolic dimension is a batch chosen at run time: the model is imported for one
+// sample, once the batch is shown to stay apart, and names it.
+TEST(OnnxImport, ALeadingSymbolicDimensionIsARunTimeBatch) {
+  ::onnx::ModelProto m = small_cnn();
+  symbolic(m.mutable_graph(), 0, "batch");
+  ir::Module mod = import(m);
+  const ir::Graph& g = mod.graphs[0];
+  EXPECT_EQ(g.batch, "batch");
+  EXPECT_EQ(g.batched_inputs, (std::vector<std::string>{"x"}));
+  EXPECT_EQ(g.find_tensor("x")->shape, (std::vector<int64_t>{1, 3, 8, 8}));
+  EXPECT_EQ(g.find_tensor(g.outputs[0])->shape, (std::vector<int64_t>{1, 5}));
+}
+
+// A Reshape of `in` to the constant shape `to`, named `out` (its shape "out_shape").
+void add_reshape(::onnx::GraphProto* g, const std::string& in, std::vector<int64_t> to,
+                 const std::string& out) {
+  *g->add_initializer() = int_tensor(out + "_shape", std::move(to));
+  add_node(g, "Reshape", {in, out + "_shape"}, {out});
+}
+
+// x [batch, 3, 4] through `nodes` (built by `add`) to y: the import's error, "" if it imports.
+std::string batch_error(const std::function<void(::onnx::GraphProto*)>& add) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.add_opset_import()->set_version(13);
+  ::onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("b");
+  add_input(g, "x", {1, 3, 4});
+  symbolic(g, 0, "batch");
+  add(g);
+  g->add_output()->set_name("y");
+  return import_error(m);
+}
+
+// What lets one sample's values reach another's is refused, naming the node and why; what keeps
+// them apart, although the batch moves and merges with other axes on the way, is not.
+TEST(OnnxImport, ARunTimeBatchMustStayApart) {
+  struct Case {
+    std::string what;
+    std::function<void(::onnx::GraphProto*)> add;
+    std::string expect;  // "" when it imports
+  } cases[] = {
+      {"a mean over the batch",
+       [](::onnx::GraphProto* g) {
+         set_ints(add_node(g, "ReduceMean", {"x"}, {"y"}), "axes", {0});
+       },
+       "node 'ReduceMean_y' (ReduceMean, opset 13): it reduces the batch axis 0"},
+      {"a softmax over the batch",
+       [](::onnx::GraphProto* g) { set_int(add_node(g, "Softmax", {"x"}, {"y"}), "axis", 0); },
+       "it normalizes over the batch axis 0"},
+      {"a product that sums over samples",
+       [](::onnx::GraphProto* g) {
+         set_ints(add_node(g, "Transpose", {"x"}, {"t"}), "perm", {1, 2, 0});
+         add_reshape(g, "t", {12, -1}, "r");
+         add_reshape(g, "x", {-1, 12}, "q");
+         add_node(g, "MatMul", {"r", "q"}, {"y"});
+       },
+       "node 'MatMul_y' (MatMul, opset 13): it sums over the batch axis of its first operand"},
+      {"a reshape that spreads the samples",
+       [](::onnx::GraphProto* g) {
+         add_reshape(g, "x", {3, -1}, "y");
+       },
+       "spreads the samples of the batch over several axes"},
+      {"the batch size as a number",
+       [](::onnx::GraphProto* g) {
+         add_node(g, "Shape", {"x"}, {"shape"});
+         *g->add_initializer() = int_tensor("zero", {0});
+         add_node(g, "Gather", {"shape", "zero"}, {"n"});
+         set_int(add_node(g, "Cast", {"n"}, {"nf"}), "to", ::onnx::TensorProto::FLOAT);
+         add_node(g, "Div", {"x", "nf"}, {"y"});
+       },
+       "node 'Div_y' (Div, opset 13): its input 'nf' is computed from the batch's size"},
+      {"an output merged with another axis",
+       [](::onnx::GraphProto* g) {
+         add_reshape(g, "x", {-1, 4}, "y");
+       },
+       "output 'y' has its batch merged with another axis"},
+      {"the batch merged with an axis and back, as attention does, and the shape's other "
+       "elements used as numbers",
+       [](::onnx::GraphProto* g) {
+         set_ints(add_node(g, "Transpose", {"x"}, {"t"}), "perm", {1, 0, 2});  // [3, B, 4]
+         add_reshape(g, "t", {3, -1, 2}, "r");                                 // [3, 2B, 2]
+         set_ints(add_node(g, "Transpose", {"r"}, {"u"}), "perm", {1, 0, 2});  // [2B, 3, 2]
+         set_int(add_node(g, "Softmax", {"u"}, {"v"}), "axis", 1);
+         add_node(g, "Shape", {"x"}, {"shape"});
+         *g->add_initializer() = int_tensor("two", {2});
+         add_node(g, "Gather", {"shape", "two"}, {"last"});  // 4, not the batch's size
+         set_int(add_node(g, "Cast", {"last"}, {"lf"}), "to", ::onnx::TensorProto::FLOAT);
+         add_node(g, "Div", {"v", "lf"}, {"w"});
+         add_reshape(g, "w", {-1, 3, 4}, "y");  // [B, 3, 4]
+       },
+       ""},
+  };
+  for (const Case& c : cases) {
+    std::string e = batch_error(c.add);
+    if (c.expect.empty()) {
+      EXPECT_EQ(e, "") << c.what;
+    } else {
+      EXPECT_NE(e.find(c.expect), std::string::npos) << c.what << ": " << e;
+      EXPECT_NE(e.find("--dim batch=N"), std::string::npos) << c.what << ": " << e;
+    }
+  }
 }
 
 TEST(OnnxImport, ASymbolicDimensionGivenAValueImportsAsThatShape) {
   ::onnx::ModelProto m = small_cnn();
-  m.mutable_graph()
-      ->mutable_input(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(0)
-      ->set_dim_param("batch");
+  symbolic(m.mutable_graph(), 0, "batch");
   onnx::ImportOptions o;
   o.dims["batch"] = 3;
   ir::Module mod = onnx::import_model(m.SerializeAsString(), "m.onnx", o);

@@ -67,6 +67,44 @@ TEST(ModelFromImage, OpensAPlanInMemoryAndRunsIt) {
   kiln_model_close(m);
 }
 
+// A model with a run-time batch: one sample copied to the output, run on three; a model of
+// static shapes refuses a batch other than 1.
+TEST(ModelFromImage, RunsABatchOneSampleAtATime) {
+  kiln_entry_fn none[1] = {nullptr};
+  unsigned char weights[4] = {0, 0, 0, 0};
+  char error[512];
+  std::string plan =
+      std::string("kiln-model 1\nname tiny\nweights 4 ") + kZeros4 +
+      "\narena 0\nkernels 0\nbatch n 1 0\n"
+      "tensor input 0 0 8 f32 2 1 2 x\ntensor output 0 0 8 f32 2 1 2 y\ncopy 1 0\nend\n";
+  kiln_model* m = kiln_model_from_image(plan.c_str(), none, weights, 4, error, sizeof error);
+  ASSERT_NE(m, nullptr) << error;
+  EXPECT_STREQ(kiln_model_batch(m), "n");
+  EXPECT_EQ(kiln_model_input(m, 0)->batched, 1);
+  EXPECT_EQ(kiln_model_output(m, 0)->batched, 1);
+  EXPECT_EQ(kiln_model_input(m, 0)->bytes, 8u);  // one sample's
+  float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {};
+  const void* in[] = {x};
+  void* out[] = {y};
+  ASSERT_EQ(kiln_model_run_batch(m, 3, in, out), KILN_OK) << kiln_model_error(m);
+  for (int k = 0; k < 6; ++k) EXPECT_EQ(y[k], x[k]) << k;
+  EXPECT_EQ(kiln_model_run_batch(m, 0, in, out), KILN_OK);
+  EXPECT_EQ(kiln_model_run_batch(m, -1, in, out), KILN_ERR_ARGS);
+  kiln_model_close(m);
+
+  plan = tiny_plan(std::string("weights 4 ") + kZeros4);
+  m = kiln_model_from_image(plan.c_str(), none, weights, 4, error, sizeof error);
+  ASSERT_NE(m, nullptr) << error;
+  EXPECT_EQ(kiln_model_batch(m), nullptr);
+  EXPECT_EQ(kiln_model_input(m, 0)->batched, 0);
+  EXPECT_EQ(kiln_model_run_batch(m, 2, in, out), KILN_ERR_ARGS);
+  EXPECT_NE(std::string(kiln_model_error(m)).find("the model's shapes are static"),
+            std::string::npos)
+      << kiln_model_error(m);
+  EXPECT_EQ(kiln_model_run_batch(m, 1, in, out), KILN_OK);
+  kiln_model_close(m);
+}
+
 TEST(ModelFromImage, RefusesWeightsThatAreNotTheModelsAndBadPlans) {
   kiln_entry_fn none[1] = {nullptr};
   unsigned char weights[5] = {0, 0, 0, 1, 0};
@@ -86,6 +124,8 @@ TEST(ModelFromImage, RefusesWeightsThatAreNotTheModelsAndBadPlans) {
        "line 2: tensor: past the end of the weights or the arena"},
       {"kiln-model 1\nbogus\nend\n", "line 2: an unknown line"},
       {"kiln-model 1\nname cut\n", "cut short (no 'end' line)"},
+      {"kiln-model 1\nbatch n\nend\n", "line 2: batch: expected NAME COUNT INPUT..."},
+      {"kiln-model 1\nbatch n 1 4\nend\n", "batch: input 4 is not an input of the plan"},
   };
   for (const Bad& b : bad) {
     EXPECT_EQ(kiln_model_from_image(b.plan.c_str(), none, nullptr, 0, error, sizeof error), nullptr)

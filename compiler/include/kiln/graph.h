@@ -101,11 +101,13 @@ MemoryPlan plan_memory(const ir::Graph& g);
 struct ModelTensor {
   std::string name;
   ir::DType dtype = ir::DType::F32;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  // of one sample, for a batched one
+  bool batched = false;        // it holds one sample of the model's run-time batch
 };
 
 struct ModelArtifact {
-  std::string name;  // the graph's, made a C identifier
+  std::string name;   // the graph's, made a C identifier
+  std::string batch;  // the run-time batch's name (ir::Graph::batch), or ""
   Target target;
   int opt_level = 3;
   std::vector<ModelTensor> inputs, outputs;

@@ -561,6 +561,13 @@ struct Graph {
   std::vector<GraphCall> calls;
   std::vector<std::string> outputs;
   SourceLoc where;
+  // A model imported with a run-time batch (a symbolic leading dimension,
+  // docs/models.md): its name. The graph is the model for one sample, shown to
+  // keep the samples of a batch apart: a run on n samples is n runs, each on
+  // one sample of every input that leads with it (batched_inputs) and of
+  // every output. "" for a graph of static shapes.
+  std::string batch;
+  std::vector<std::string> batched_inputs;
 
   const GraphTensor* find_tensor(const std::string& n) const;
   GraphTensor* find_tensor(const std::string& n);

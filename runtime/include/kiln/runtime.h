@@ -100,13 +100,16 @@ const kiln_runtime_symbol* kiln_runtime_symbols(void);
 typedef struct kiln_model kiln_model;
 
 /* One input or output of a model: its name, element type ("f32", "f64", "i32", "i64", "bool"),
-   shape (rank extents, row-major) and size in bytes. Valid while the model is open. */
+   shape (rank extents, row-major) and size in bytes. Valid while the model is open. A batched
+   one (a model with a run-time batch, kiln_model_batch) is one sample: shape and bytes are a
+   sample's, and kiln_model_run_batch takes n of them one after the other. */
 typedef struct kiln_model_tensor {
   const char* name;
   const char* dtype;
   int32_t rank;
   const int64_t* shape;
   size_t bytes;
+  int32_t batched;
 } kiln_model_tensor;
 
 /* Loads the model in so_path and its weights (weights_path, or NULL for the file beside it:
@@ -140,6 +143,17 @@ size_t kiln_model_weights_bytes(const kiln_model* m); /* the weights' */
    intermediate tensors live in the model: runs on one model must not overlap (open it once per
    thread that runs it). Kernels run on the runtime's thread pool. */
 int32_t kiln_model_run(kiln_model* m, const void* const* inputs, void* const* outputs);
+/* The name of the model's run-time batch (the leading symbolic dimension of its inputs, as
+   "batch"), or NULL for a model of static shapes. Such a model is compiled for one sample and
+   was shown, when kiln imported it, to keep the samples of a batch apart. */
+const char* kiln_model_batch(const kiln_model* m);
+/* Runs the model on a batch of n samples: each batched input and every output holds n samples
+   one after the other (n times its kiln_model_tensor bytes), an input that is not batched is
+   the same for every sample. n must be 1 for a model without a run-time batch. The samples run
+   one after the other, each as kiln_model_run runs one; the first failure stops the run and
+   kiln_model_error names the sample. */
+int32_t kiln_model_run_batch(kiln_model* m, int64_t n, const void* const* inputs,
+                             void* const* outputs);
 /* Why the last kiln_model_run failed ("" after one that succeeded). */
 const char* kiln_model_error(const kiln_model* m);
 
