@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -134,6 +135,18 @@ void run(const RunnerJob& job, v1::RunResponse* response) {
   std::optional<BlobStore> blobs;
   if (!job.blob_dir().empty()) blobs.emplace(job.blob_dir(), 0);
   Unit unit = resolve_unit(request.op(), limits, blobs ? &*blobs : nullptr);
+  if (unit.graph && !unit.graph->batch.empty()) {
+    // A model's run-time batch, given inputs of n samples: imported for n, as `kiln run` does.
+    for (const v1::BufferData& d : request.inputs()) {
+      const std::vector<std::string>& batched = unit.graph->batched_inputs;
+      if (std::find(batched.begin(), batched.end(), d.name()) == batched.end()) continue;
+      if (d.shape_size() == 0 || d.shape(0) == 1) break;
+      v1::Operator op = request.op();
+      (*op.mutable_model()->mutable_dims())[unit.graph->batch] = d.shape(0);
+      unit = resolve_unit(op, limits, blobs ? &*blobs : nullptr);
+      break;
+    }
+  }
   CompileOptions options = compile_options(request.options(), limits);
   // threads, number and repeat were checked at kilnd's boundary (validate.h).
   if (request.threads() > 0) kiln_runtime_set_threads(request.threads());

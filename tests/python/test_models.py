@@ -58,6 +58,20 @@ def test_a_model_runs_on_kilnd_as_pytorch_runs_it(client, model):
     assert r.response.graph.calls > r.response.graph.calls_after_passes
 
 
+def test_a_model_with_a_symbolic_batch_runs_on_the_samples_it_is_given(client, tmp_path):
+    torch.manual_seed(0)
+    m = Small().eval()
+    x = torch.randn(3, 3, 12, 12, generator=torch.Generator().manual_seed(2))
+    path = tmp_path / "batch.onnx"
+    torch.onnx.export(m, x, str(path), opset_version=13, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    with torch.no_grad():
+        expected = m(x).numpy()
+    r = client.run_model(path, {"x": x.numpy()})
+    assert r.outputs["y"].shape == (3, 5)
+    assert relative_error(r.outputs["y"], expected) <= 1e-4
+
+
 def test_a_model_is_uploaded_once_and_named_by_its_sha256(client, model):
     path = model[0]
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
