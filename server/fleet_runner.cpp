@@ -265,7 +265,14 @@ v1::Device FleetRunner::device(const std::string& key, const CallOptions& call) 
 
 Target FleetRunner::target(const v1::Device& device, const std::string& key,
                            std::optional<int> gpu) {
-  if (!gpu) return Target::named(device.triple(), device.cpu(), device.features());
+  if (!gpu) {
+    Target t = Target::named(device.triple(), device.cpu(), device.features());
+    // The agent's machine's caches, whatever this one has.
+    t.l1d_bytes = static_cast<int64_t>(device.l1d_bytes());
+    t.l2_bytes = static_cast<int64_t>(device.l2_bytes());
+    t.l3_bytes = static_cast<int64_t>(device.l3_bytes());
+    return t;
+  }
   if (*gpu < 0 || *gpu >= device.gpus_size())
     refuse(Code::FailedPrecondition,
            fmt::format("gpu: the agents of key {} have {} GPU{}{}", key, device.gpus_size(),

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <tuple>
 
 #include "blob_store.h"
 #include "kiln/buffers.h"
@@ -153,6 +154,14 @@ CompileOptions compile_options(const v1::CompileOptions& o, const Limits& limits
   CompileOptions c;
   const v1::Target& t = o.target();
   c.target = Target::named(t.triple(), t.cpu(), t.features());
+  for (auto [name, bytes, field] : {std::tuple{"l1d_bytes", t.l1d_bytes(), &c.target.l1d_bytes},
+                                    std::tuple{"l2_bytes", t.l2_bytes(), &c.target.l2_bytes},
+                                    std::tuple{"l3_bytes", t.l3_bytes(), &c.target.l3_bytes}}) {
+    if (bytes > (uint64_t{1} << 40))
+      refuse(Code::InvalidArgument,
+             fmt::format("options.target.{}: {} bytes is not a cache size", name, bytes));
+    if (bytes > 0) *field = static_cast<int64_t>(bytes);
+  }
   if (o.has_opt_level()) {
     if (o.opt_level() < 0 || o.opt_level() > 3)
       refuse(Code::InvalidArgument,

@@ -240,6 +240,34 @@ static void detect_gpus(device_info* d) {
 #endif
 }
 
+/* A core's caches as /sys/devices/system/cpu/cpu0/cache describes them ("48K", "1024K"). */
+static void detect_caches(device_info* d) {
+  for (int index = 0; index < 8; ++index) {
+    char path[128], type[32] = "", size[32] = "";
+    int level = 0;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
+    FILE* f = fopen(path, "r");
+    if (f == NULL) continue;
+    int ok = fscanf(f, "%d", &level) == 1;
+    fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", index);
+    f = fopen(path, "r");
+    ok = ok && f != NULL && fscanf(f, "%31s", type) == 1;
+    if (f != NULL) fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+    f = fopen(path, "r");
+    ok = ok && f != NULL && fscanf(f, "%31s", size) == 1;
+    if (f != NULL) fclose(f);
+    if (!ok || strcmp(type, "Instruction") == 0) continue;
+    char* end = NULL;
+    unsigned long long n = strtoull(size, &end, 10);
+    uint64_t bytes = *end == 'K' ? n << 10 : *end == 'M' ? n << 20 : *end == '\0' ? n : 0;
+    if (level == 1) d->l1d_bytes = bytes;
+    if (level == 2) d->l2_bytes = bytes;
+    if (level == 3) d->l3_bytes = bytes;
+  }
+}
+
 void device_detect(device_info* d) {
   memset(d, 0, sizeof *d);
   detect_cpu(d);
@@ -248,6 +276,7 @@ void device_detect(device_info* d) {
   /* The runtime's plan, without starting a pool in a process that runs no kernel. */
   d->threads = kiln_runtime_default_threads();
   d->cores = d->threads; /* one thread per physical core it may use, unless KILN_NUM_THREADS */
+  detect_caches(d);
   struct sysinfo si;
   if (sysinfo(&si) == 0) d->memory_bytes = (uint64_t)si.totalram * si.mem_unit;
   detect_gpus(d);

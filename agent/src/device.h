@@ -24,6 +24,7 @@ typedef struct {
   int cores;                      /* physical cores this process may use */
   int threads;                    /* the runtime pool's default thread count */
   uint64_t memory_bytes;
+  uint64_t l1d_bytes, l2_bytes, l3_bytes; /* a core's caches, 0 when Linux does not say */
   int gpu_count;
   device_gpu gpus[DEVICE_MAX_GPUS];
   char gpu_note[DEVICE_TEXT]; /* why there are none: "no libcuda.so.1" */

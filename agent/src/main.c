@@ -93,6 +93,9 @@ static void print_device(const agent_config* c) {
          d->cpu_model, d->os);
   printf("cores     %d\nthreads   %d\nmemory    %llu MiB\n", d->cores, d->threads,
          (unsigned long long)(d->memory_bytes >> 20));
+  printf("caches    L1d %llu KiB, L2 %llu KiB, L3 %llu KiB (0: not described)\n",
+         (unsigned long long)(d->l1d_bytes >> 10), (unsigned long long)(d->l2_bytes >> 10),
+         (unsigned long long)(d->l3_bytes >> 10));
   if (d->gpu_count == 0) printf("gpus      none (%s)\n", d->gpu_note);
   for (int g = 0; g < d->gpu_count; ++g)
     printf("gpu %d     %s, sm_%d%d, %llu MiB\n", g, d->gpus[g].name, d->gpus[g].compute_major,

@@ -206,6 +206,9 @@ static Kiln__V1__Device* wire_device(const agent_config* cfg, Kiln__V1__Device* 
   d->cores = i->cores;
   d->threads = i->threads;
   d->memory_bytes = i->memory_bytes;
+  d->l1d_bytes = i->l1d_bytes;
+  d->l2_bytes = i->l2_bytes;
+  d->l3_bytes = i->l3_bytes;
   d->agent_version = (char*)kAgentVersion;
   d->os = (char*)i->os;
   for (int g = 0; g < i->gpu_count; ++g) {

@@ -45,7 +45,7 @@ CompileOptions compile_options(const Options& o) {
   CompileOptions c;
   c.opt_level = o.opt_level;
   c.apply_schedule = !o.no_schedule;
-  c.target = Target::named(o.target.value_or(""), o.cpu.value_or(""), o.features.value_or(""));
+  c.target = target_of(o);
   c.passes.required = o.required_passes;
   c.passes.disabled = o.disabled_passes;
   if (!o.print_after.empty() || o.time_passes) {

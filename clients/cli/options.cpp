@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/passes.h"
+#include "kiln/target.h"
 
 namespace kiln::cli {
 namespace {
@@ -26,7 +27,7 @@ struct OptionSpec {
 
 constexpr uint32_t bit(Command c) { return uint32_t{1} << static_cast<int>(c); }
 
-constexpr std::array<OptionSpec, 64> kOptions = {{
+constexpr std::array<OptionSpec, 65> kOptions = {{
     {"--func", "NAME",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
@@ -86,6 +87,7 @@ constexpr std::array<OptionSpec, 64> kOptions = {{
     {"--cpu", "NAME", bit(Command::Emit) | bit(Command::Compile) | bit(Command::Records)},
     {"--features", "FEATURES",
      bit(Command::Emit) | bit(Command::Compile) | bit(Command::Records) | bit(Command::Tune)},
+    {"--caches", "L1D,L2,L3", bit(Command::Emit) | bit(Command::Compile)},
     {"-o", "FILE", bit(Command::Compile) | bit(Command::Records)},
     {"--output", "FILE", bit(Command::Compile) | bit(Command::Records)},
     {"--out", "FILE", bit(Command::Records)},
@@ -345,6 +347,20 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.model_features = std::string(value);
   } else if (name == "--features") {
     o.features = parse_text(c, name, value, "CPU features such as +avx2,+fma");
+  } else if (name == "--caches") {
+    std::array<int64_t, 3> sizes{};
+    std::string_view rest = value;
+    for (size_t k = 0; k < 3; ++k) {
+      size_t comma = rest.find(',');
+      std::optional<int64_t> n = parse_cache_size(rest.substr(0, comma));
+      if (!n || (k < 2) != (comma != std::string_view::npos))
+        throw UsageError(c, fmt::format("--caches '{}': give the L1 data, L2 and L3 caches' "
+                                        "sizes, such as 32K,512K,8M",
+                                        value));
+      sizes[k] = *n;
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    o.caches = sizes;
   } else if (name == "-o" || name == "--output" || name == "--out") {
     o.output = parse_text(c, name, value, "an output file name");
   } else if (name == "--server") {
@@ -727,7 +743,10 @@ std::string help_text(Command c) {
       "                  x86_64-linux-gnu or aarch64-linux-gnu\n"
       "  --cpu NAME      the CPU to tune for (default: this machine's with no --target,\n"
       "                  the triple's generic CPU with one)\n"
-      "  --features F    CPU features to add or remove, for example +avx2,-avx512f\n";
+      "  --features F    CPU features to add or remove, for example +avx2,-avx512f\n"
+      "  --caches L1D,L2,L3\n"
+      "                  the target's caches (such as 32K,512K,8M), for knob defaults\n"
+      "                  fitted to them (default: this machine's with no --target)\n";
   const char* pass_options =
       "  -O0..-O3        kiln's pass pipeline and LLVM's optimization level (default\n"
       "                  -O3); -O0 runs no kiln pass unless one is required\n"
@@ -961,6 +980,16 @@ std::string help_text(Command c) {
          "  --version       print the version\n"
          "  -h, --help      this help; `kiln COMMAND --help` for a command's options\n" +
          exits + "\nDocumentation: docs/cli.md and docs/language.md.\n";
+}
+
+Target target_of(const Options& o) {
+  Target t = Target::named(o.target.value_or(""), o.cpu.value_or(""), o.features.value_or(""));
+  if (o.caches) {
+    t.l1d_bytes = (*o.caches)[0];
+    t.l2_bytes = (*o.caches)[1];
+    t.l3_bytes = (*o.caches)[2];
+  }
+  return t;
 }
 
 }  // namespace kiln::cli

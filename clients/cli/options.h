@@ -1,6 +1,7 @@
 // The kiln command line as data: which command, which files, which options.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "kiln/ir.h"
+#include "kiln/target.h"
 
 namespace kiln::cli {
 
@@ -56,7 +58,9 @@ struct Options {
   std::optional<std::string> target;    // --target TRIPLE
   std::optional<std::string> cpu;       // --cpu NAME
   std::optional<std::string> features;  // --features +f1,-f2
-  std::optional<std::string> output;    // compile -o FILE
+  // --caches L1D,L2,L3 (32K,512K,8M): the target's caches, for knob defaults fitted to them.
+  std::optional<std::array<int64_t, 3>> caches;
+  std::optional<std::string> output;  // compile -o FILE
 
   // check, emit, run, compile: do the work on kilnd (clients/cli/remote.h).
   std::optional<std::string> server;      // --server HOST:PORT, else $KILN_SERVER
@@ -122,5 +126,9 @@ const char* stage_name(Stage s);      // "ast", "ir", "schedule", "loops", "llvm
 std::string synopsis(Command c);
 // The full --help text of a command (or of kiln for None).
 std::string help_text(Command c);
+
+// The target the options name (--target, --cpu, --features, --caches; this machine's by
+// default): what is compiled for, here or by kilnd.
+Target target_of(const Options& o);
 
 }  // namespace kiln::cli

@@ -20,6 +20,16 @@
 namespace kiln::cli {
 namespace {
 
+// A target as a request names it: with its caches, for knob defaults fitted to them.
+void wire_target(const Target& t, v1::Target* w) {
+  w->set_triple(t.triple);
+  w->set_cpu(t.cpu);
+  w->set_features(t.features);
+  w->set_l1d_bytes(static_cast<uint64_t>(t.l1d_bytes));
+  w->set_l2_bytes(static_cast<uint64_t>(t.l2_bytes));
+  w->set_l3_bytes(static_cast<uint64_t>(t.l3_bytes));
+}
+
 std::string read_file(const std::string& path, std::string_view flag, Command c) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(c, fmt::format("{} {}: cannot read the file", flag, path));
@@ -242,11 +252,7 @@ struct Remote::Impl {
       *r.mutable_options() = options();
     }
     if constexpr (!std::is_same_v<Request, v1::RunRequest>) {
-      Target t = Target::named(o.target.value_or(""), o.cpu.value_or(""), o.features.value_or(""));
-      v1::Target* w = r.mutable_options()->mutable_target();
-      w->set_triple(t.triple);
-      w->set_cpu(t.cpu);
-      w->set_features(t.features);
+      wire_target(target_of(o), r.mutable_options()->mutable_target());
     }
     return r;
   }
@@ -474,7 +480,9 @@ std::vector<AgentRow> Remote::agents() {
     const v1::Device& d = a.device();
     rows.push_back(AgentRow{a.id(), a.address(), d.key(), d.triple(), d.cpu(), d.cores(),
                             d.gpus_size(), a.slots(), a.running(), a.jobs_done(), a.jobs_failed(),
-                            a.last_seen_unix_ms()});
+                            a.last_seen_unix_ms(), static_cast<int64_t>(d.l1d_bytes()),
+                            static_cast<int64_t>(d.l2_bytes()),
+                            static_cast<int64_t>(d.l3_bytes())});
   }
   return rows;
 }
@@ -632,11 +640,7 @@ v1::BestConfigResponse Remote::best(const Prepared& p) {
     request.set_key(*impl_->o.key);
   } else {
     const Options& o = impl_->o;
-    Target t = Target::named(o.target.value_or(""), o.cpu.value_or(""), o.features.value_or(""));
-    v1::Target* w = request.mutable_options()->mutable_target();
-    w->set_triple(t.triple);
-    w->set_cpu(t.cpu);
-    w->set_features(t.features);
+    wire_target(target_of(o), request.mutable_options()->mutable_target());
   }
   return impl_->call<v1::BestConfigResponse>(
       [&](auto* ctx, auto* out) { return impl_->stub->BestConfig(ctx, request, out); });

@@ -170,6 +170,9 @@ std::string agent_json(const AgentRow& a, int64_t now_unix_ms) {
       .integer("jobs_done", a.jobs_done)
       .integer("jobs_failed", a.jobs_failed)
       .num("last_seen_s_ago", static_cast<double>(now_unix_ms - a.last_seen_unix_ms) * 1e-3)
+      .integer("l1d_bytes", a.l1d_bytes)
+      .integer("l2_bytes", a.l2_bytes)
+      .integer("l3_bytes", a.l3_bytes)
       .done();
 }
 
@@ -236,23 +239,32 @@ void print_agents_table(const std::vector<AgentRow>& agents, int64_t now_unix_ms
     fmt::print("no agents are connected (docs/agents.md says how to start one)\n");
     return;
   }
-  std::vector<std::array<std::string, 9>> rows;
-  rows.push_back({"ID", "KEY", "TRIPLE", "CORES", "GPUS", "STATE", "DONE", "FAILED", "LAST SEEN"});
+  // A cache size as Linux writes it: 48K, 1M, 32M; "?" when not reported.
+  auto size = [](int64_t b) {
+    return b <= 0               ? std::string("?")
+           : b % (1 << 20) == 0 ? fmt::format("{}M", b >> 20)
+                                : fmt::format("{}K", b >> 10);
+  };
+  std::vector<std::array<std::string, 10>> rows;
+  rows.push_back({"ID", "KEY", "TRIPLE", "CORES", "CACHES L1D/L2/L3", "GPUS", "STATE", "DONE",
+                  "FAILED", "LAST SEEN"});
   for (const AgentRow& a : agents) {
     std::string state = a.running == 0 ? "idle"
                         : a.slots > 1  ? fmt::format("busy {}/{}", a.running, a.slots)
                                        : "busy";
     double ago =
         static_cast<double>(std::max<int64_t>(0, now_unix_ms - a.last_seen_unix_ms)) * 1e-3;
-    rows.push_back({a.id, a.key, a.triple, std::to_string(a.cores), std::to_string(a.gpus), state,
-                    std::to_string(a.jobs_done), std::to_string(a.jobs_failed),
-                    fmt::format("{:.1f} s ago", ago)});
+    rows.push_back({a.id, a.key, a.triple, std::to_string(a.cores),
+                    fmt::format("{}/{}/{}", size(a.l1d_bytes), size(a.l2_bytes), size(a.l3_bytes)),
+                    std::to_string(a.gpus), state, std::to_string(a.jobs_done),
+                    std::to_string(a.jobs_failed), fmt::format("{:.1f} s ago", ago)});
   }
-  std::array<size_t, 9> width{};
+  std::array<size_t, 10> width{};
   for (const auto& r : rows)
     for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
   // Text left-aligned, counts right-aligned.
-  constexpr std::array<bool, 9> right = {false, false, false, true, true, false, true, true, false};
+  constexpr std::array<bool, 10> right = {false, false, false, true, false,
+                                          true,  false, true,  true, false};
   for (const auto& r : rows) {
     std::string line;
     for (size_t c = 0; c < r.size(); ++c) {

@@ -47,6 +47,7 @@ struct AgentRow {
   int cores = 0, gpus = 0, slots = 1, running = 0;
   int64_t jobs_done = 0, jobs_failed = 0;
   int64_t last_seen_unix_ms = 0;
+  int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;  // its caches (0: not reported)
 };
 
 // One func measured on an agent (`kiln measure`).

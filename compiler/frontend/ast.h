@@ -90,6 +90,9 @@ struct KnobDecl {
   // the default on a target that has it.
   std::vector<std::pair<Ident, int64_t>> target_defaults;
   std::vector<Pos> target_default_pos;
+  // A default fitted to the target (`... fit KB * NR * 4 <= l1d_bytes / 2;`): the largest
+  // candidate for which the condition holds on the target. Null without one.
+  AstPtr fit;
   // A knob split (`knob split (IO, II = 16) of N max 64 pow2;`): its parts
   // (name is the first), the inner parts' defaults, the extent (a number, or
   // a param's name), and its rules.

@@ -76,6 +76,7 @@ class FuncChecker {
     // Knob constraints once every knob is declared, wherever it is; knob
     // splits once every param is.
     for (const Piece& p : knob_pieces_) check_knob_constraint(p);
+    for (const KnobDecl* d : fitted_) check_fit(*d);
     ir::resolve_knob_splits(func_);
     check_schedule_targets();
     return std::move(func_);
@@ -193,6 +194,17 @@ class FuncChecker {
     ir::Expr e =
         p.link >= 0 ? typer.comparison(*p.ast, p.link) : typer.as_bool(*p.ast, "a knob constraint");
     func_.knob_constraints.push_back(ir::Constraint{e, src_.loc(p.start())});
+  }
+
+  // A knob's fit, once every knob is declared: a condition on knobs, params and the target's
+  // sizes (ir::kTargetSizes).
+  void check_fit(const KnobDecl& d) {
+    scope_.clear_iters();
+    ExprContext ctx{"the fit of knob " + q(d.name.name), false, false, false, false, true, true};
+    Typer typer(src_, scope_, ctx);
+    ir::Expr e = typer.as_bool(*d.fit, "the fit of knob " + q(d.name.name));
+    for (ir::Knob& k : func_.knobs)
+      if (k.name == d.name.name) k.fit = e;
   }
 
   void check(const ConstraintDecl& d) {
@@ -385,6 +397,11 @@ class FuncChecker {
       return;
     }
     declare_name(d.name, decl);
+    if (d.is_tag && d.fit)
+      fail(d.fit->start, "tag knob " + q(d.name.name) +
+                             " cannot have a default fitted to the target ('fit'); only number "
+                             "knobs can");
+    if (d.fit) fitted_.push_back(&d);
     if (d.is_tag && !d.target_defaults.empty())
       fail(d.target_defaults.front().first.pos,
            "tag knob " + q(d.name.name) +
@@ -730,8 +747,9 @@ class FuncChecker {
 
   ir::Func func_;
   std::optional<Pos> schedule_;
-  std::set<std::string> knob_names_;  // every knob of the func, wherever declared
-  std::vector<Piece> knob_pieces_;    // constraint pieces that name a knob
+  std::set<std::string> knob_names_;     // every knob of the func, wherever declared
+  std::vector<Piece> knob_pieces_;       // constraint pieces that name a knob
+  std::vector<const KnobDecl*> fitted_;  // knobs with a fit, checked once every knob is declared
   const Limits& limits_;
 };
 

@@ -569,7 +569,12 @@ class Parser {
         if (!accept(Tok::Comma)) break;
       }
     }
-    expect(Tok::Semi, "'for' or ';' after the candidates of knob " + name);
+    // `fit COND`: the largest candidate that meets COND on the target (its caches, vectors).
+    if (at_ident("fit")) {
+      advance();
+      k.fit = parse_expr();
+    }
+    expect(Tok::Semi, "'for', 'fit' or ';' after the candidates of knob " + name);
     return k;
   }
 

@@ -190,6 +190,7 @@ Value Typer::name(const Ast& e) {
   if (is_builtin_name(e.name)) {
     fail(e.pos, q(e.name) + " is a built-in function; call it as " + q(e.name + "(...)"));
   }
+  if (ctx_.target && ir::is_target_size(e.name)) return typed(ir::var(e.name, ir::kIndexType));
   fail(e.pos,
        "unknown name " + q(e.name) + " in " + ctx_.what + scope_.unknown_hint(e.name, e.pos));
 }

@@ -18,7 +18,8 @@ struct ExprContext {
   bool buffer_reads = true;
   bool only_input_reads = false;  // domains read input buffers only
   bool comp_reads = true;
-  bool knobs = false;  // knob names are values (a constraint on knobs)
+  bool knobs = false;   // knob names are values (a constraint on knobs)
+  bool target = false;  // the target's sizes are values (ir::kTargetSizes: a knob's fit)
 };
 
 // A typed expression, or a constant not yet given a type: constant

@@ -2,6 +2,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -242,13 +246,79 @@ void resolve_knob_splits(Func& f) {
   }
 }
 
-Func apply_target_defaults(const Func& f,
-                           const std::function<bool(const std::string&)>& has_feature) {
+bool is_target_size(const std::string& name) {
+  return std::any_of(std::begin(kTargetSizes), std::end(kTargetSizes),
+                     [&](const char* s) { return name == s; });
+}
+
+namespace {
+
+// Whether `cond` holds with `env`; nullopt when it reads a name env lacks.
+std::optional<bool> holds(const Expr& cond, const std::map<std::string, int64_t>& env) {
+  std::optional<int64_t> v = eval_int(cond, env);
+  if (!v) return std::nullopt;
+  return *v != 0;
+}
+
+}  // namespace
+
+Func apply_target_defaults(const Func& f, const TargetFacts& target) {
   Func out = f;
   for (Knob& k : out.knobs) {
     for (const Knob::TargetDefault& d : k.target_defaults)
-      if (has_feature(d.feature)) k.value = d.value;
+      if (target.has_feature(d.feature)) k.value = d.value;
     k.target_defaults.clear();
+  }
+  // Knobs whose value is final: those without a fit, then each fitted one in its turn. A knob
+  // being fitted answers to the knob constraints among it and these, not to knobs whose fit is
+  // still to come (MR fitted before MB answers to MB % MR == 0 when MB's turn comes).
+  std::set<std::string> settled;
+  for (const Knob& k : out.knobs)
+    if (!k.fit) settled.insert(k.name);
+  for (Knob& k : out.knobs) {
+    if (!k.fit) continue;
+    Expr fit = k.fit;
+    k.fit = nullptr;
+    std::map<std::string, int64_t> env = target.sizes;
+    for (const Param& p : out.params)
+      if (p.value) env[p.name] = *p.value;
+    for (const Knob& other : out.knobs) env[other.name] = other.value;
+    std::vector<const Constraint*> binding;
+    for (const Constraint& c : out.knob_constraints) {
+      bool ours = true;
+      for (const std::string& n : free_vars(c.cond))
+        ours = ours && (n == k.name || settled.count(n) || !out.find_knob(n));
+      if (ours) binding.push_back(&c);
+    }
+    auto allowed = [&](int64_t c) {
+      env[k.name] = c;
+      for (const Constraint* kc : binding)
+        if (holds(kc->cond, env) == false) return false;
+      return true;
+    };
+    std::vector<int64_t> order = k.candidates;
+    std::sort(order.begin(), order.end(), std::greater<>());
+    bool known = true;
+    for (const std::string& n : free_vars(fit)) known = known && env.count(n) != 0;
+    std::optional<int64_t> chosen;
+    if (known) {
+      // The largest candidate that fits, else the smallest allowed.
+      for (int64_t c : order) {
+        if (allowed(c) && holds(fit, env) == true) {
+          chosen = c;
+          break;
+        }
+      }
+      for (auto c = order.rbegin(); !chosen && c != order.rend(); ++c)
+        if (allowed(*c)) chosen = *c;
+    } else if (int64_t value = k.value; !allowed(value)) {
+      // A size the target does not tell: the default, or the allowed candidate nearest it.
+      for (int64_t c : order) {
+        if (allowed(c) && (!chosen || std::abs(c - value) <= std::abs(*chosen - value))) chosen = c;
+      }
+    }
+    if (chosen) k.value = *chosen;
+    settled.insert(k.name);
   }
   return out;
 }
@@ -293,6 +363,7 @@ Func apply_overrides(const Func& f, const Overrides& overrides) {
       }
       knob->value = value;
       knob->target_defaults.clear();  // a value set is final, whatever the target
+      knob->fit = nullptr;
       continue;
     }
     std::vector<std::string> known;
@@ -571,6 +642,7 @@ std::string to_string(const Func& f) {
     for (size_t i = 0; i < k.target_defaults.size(); ++i)
       os << (i ? ", " : " for ") << k.target_defaults[i].feature << " = "
          << k.target_defaults[i].value;
+    if (k.fit) os << " fit " << to_string(k.fit);
     os << ";\n";
   }
   if (!f.knob_constraints.empty()) {

@@ -72,6 +72,11 @@ std::string key_of(const CompileRequest& r, const ir::Func& func) {
   h.add("kiln compile key 1").add(compiler_version());
   h.add(ir::to_string(func));
   h.add("target").add(o.target.triple).add(o.target.cpu).add(o.target.features);
+  // The caches decide knob defaults fitted to them (`fit`).
+  h.add("caches")
+      .add(std::to_string(o.target.l1d_bytes))
+      .add(std::to_string(o.target.l2_bytes))
+      .add(std::to_string(o.target.l3_bytes));
   // GPU code is NVRTC's, whose version compiler_version() does not name.
   if (o.target.is_gpu()) h.add(cuda::nvrtc_version());
   h.add(fmt::format("O{} schedule={} fast_math={} output={}", o.opt_level, o.apply_schedule,
@@ -136,17 +141,15 @@ ir::Func configured(const CompileRequest& r) {
   const Target& target = r.options.target;
   ir::Func f = r.func;
   bool by_target = false;
-  for (const ir::Knob& k : f.knobs) by_target = by_target || !k.target_defaults.empty();
+  for (const ir::Knob& k : f.knobs) by_target = by_target || !k.target_defaults.empty() || k.fit;
   if (by_target) {
     if (target.is_gpu())
       throw CompileError(ErrorStage::Validate, f.where,
-                         "knob defaults by target feature are for CPUs; on a GPU target set "
-                         "the knobs of " +
+                         "knob defaults by target ('for', 'fit') are for CPUs; on a GPU target "
+                         "set the knobs of " +
                              f.name + " directly");
     codegen::check_target(target);
-    f = ir::apply_target_defaults(f, [&](const std::string& feature) {
-      return codegen::target_has_feature(target, feature);
-    });
+    f = ir::apply_target_defaults(f, codegen::target_facts(target));
   }
   return ir::apply_overrides(f, r.overrides);
 }

@@ -26,6 +26,7 @@
 #include "example_cases.h"
 #include "kiln/codegen.h"
 #include "kiln/cuda.h"
+#include "kiln/target.h"
 #include "kiln/v1/service.grpc.pb.h"
 #include "kilnd_process.h"
 #include "programs.h"
@@ -504,9 +505,20 @@ TEST_F(FleetTest, TheCliListsTheAgentsAndMeasuresOnThem) {
   CliRun agents = kiln_cli({"agents", "--server", kilnd_->address()});
   ASSERT_EQ(agents.status, 0) << agents.out;
   EXPECT_TRUE(
-      agents.out.starts_with("ID       KEY  TRIPLE            CORES  GPUS  STATE  DONE  "
-                             "FAILED  LAST SEEN\n"))
+      agents.out.starts_with("ID       KEY  TRIPLE            CORES  CACHES L1D/L2/L3  GPUS  "
+                             "STATE  DONE  FAILED  LAST SEEN\n"))
       << agents.out;
+  // The agent reports the caches Linux describes, which kilnd fits knob defaults to.
+  Target host;
+  host_caches(host);
+  auto size = [](int64_t b) {
+    return b <= 0               ? std::string("?")
+           : b % (1 << 20) == 0 ? std::to_string(b >> 20) + "M"
+                                : std::to_string(b >> 10) + "K";
+  };
+  std::string caches = size(host.l1d_bytes) + "/" + size(host.l2_bytes) + "/" + size(host.l3_bytes);
+  EXPECT_NE(agents.out.find("  " + caches + "  "), std::string::npos) << caches << "\n"
+                                                                      << agents.out;
   EXPECT_NE(agents.out.find("agent-a  x86  x86_64-linux-gnu"), std::string::npos) << agents.out;
   EXPECT_NE(agents.out.find("idle"), std::string::npos) << agents.out;
 

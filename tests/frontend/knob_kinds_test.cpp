@@ -11,6 +11,7 @@
 // tests/frontend/operator_def_test.cpp).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "kiln/compile.h"
@@ -120,8 +121,8 @@ TEST(TargetDefaults, PrintAndParseBackAndAreResolvedAway) {
             std::string::npos)
       << text;
   EXPECT_EQ(ir::to_string(scale(text)), text);
-  ir::Func resolved =
-      ir::apply_target_defaults(f, [](const std::string& feature) { return feature == "avx2"; });
+  ir::Func resolved = ir::apply_target_defaults(
+      f, {[](const std::string& feature) { return feature == "avx2"; }, {}});
   EXPECT_EQ(resolved.find_knob("V")->value, 16);
   EXPECT_TRUE(resolved.find_knob("V")->target_defaults.empty());
   EXPECT_NE(ir::to_string(resolved).find("knob V = 16 in [4, 8, 16, 32];"), std::string::npos);
@@ -154,6 +155,85 @@ TEST(TargetDefaults, RefuseWhatCannotBeSayingWhere) {
     EXPECT_NE(e.message().find("'avx521f' is not a CPU feature LLVM knows"), std::string::npos)
         << e.what();
   }
+}
+
+// Defaults fitted to the target: BLIS's analytical rules as a gemm writes them. KB: the A and B
+// micro-panels (MR + NR columns of KB floats) fill at most L1; MB: an MB x KB block of A half of
+// L2; the register tile by the vector registers (MR x NR / lanes accumulators, NR / lanes of B
+// and one broadcast).
+const char* kFitted = R"(func gemm {
+  param M = 512, N = 512, K = 512;
+  input A : f32[M, K];
+  input B : f32[K, N];
+  output C : f32[M, N];
+  compute C(i, j) in 0 <= i < M, 0 <= j < N: C[i, j] = sum(k in 0 <= k < K) A[i, k] * B[k, j];
+  constraint MB % MR == 0;
+  schedule {
+    knob NR = 16 in [16, 32, 64] fit NR / (vector_bytes / 4) <= vector_registers / 8;
+    knob MR = 4 in [2, 4, 6, 8] fit MR * (NR / (vector_bytes / 4)) + NR / (vector_bytes / 4) + 1 <= vector_registers;
+    knob KB = 128 in [64, 128, 256, 512] fit (MR + NR) * KB * 4 <= l1d_bytes;
+    knob MB = 64 in [16, 32, 48, 64, 96, 128, 192, 256] fit MB * KB * 4 <= l2_bytes / 2;
+    C.tile(i, j, MB, 64, io, jo, ib, jb);
+    C.split(k, KB, ko, kb);
+  }
+}
+)";
+
+std::map<std::string, int64_t> fitted_on(const Target& target) {
+  CompileRequest r{.func = scale(kFitted)};
+  r.options.target = target;
+  r.output = CompileOutput::Schedule;
+  ir::Func f = compile(r).func;
+  std::map<std::string, int64_t> v;
+  for (const char* k : {"NR", "MR", "KB", "MB"}) v[k] = f.find_knob(k)->value;
+  return v;
+}
+
+TEST(FittedDefaults, TakeTheLargestCandidateThatFitsTheTargetsCachesAndRegisters) {
+  // A Skylake-SP core: 32 KiB L1, 1 MiB L2, AVX-512 (64-byte vectors, 32 registers).
+  Target skx{"x86_64-linux-gnu", "skylake-avx512", "", 32 << 10, 1 << 20, 32 << 20};
+  std::map<std::string, int64_t> want = {{"NR", 64}, {"MR", 6}, {"KB", 64}, {"MB", 192}};
+  EXPECT_EQ(fitted_on(skx), want);
+  // A Haswell core: 32 KiB L1, 256 KiB L2, AVX2 (32-byte vectors, 16 registers): the 6 x 16 tile
+  // BLIS uses there (12 accumulators, 2 vectors of B, 1 broadcast), KB 256, MB 96.
+  Target hsw{"x86_64-linux-gnu", "haswell", "", 32 << 10, 256 << 10, 8 << 20};
+  want = {{"NR", 16}, {"MR", 6}, {"KB", 256}, {"MB", 96}};
+  EXPECT_EQ(fitted_on(hsw), want);
+  // Caches not known (another machine named by its triple alone): the fits that read them keep
+  // the written defaults, the register tile still fits the vectors, and MB moves to the
+  // candidate nearest its default that MB % MR == 0 allows.
+  Target bare{"x86_64-linux-gnu", "haswell", ""};
+  want = {{"NR", 16}, {"MR", 6}, {"KB", 128}, {"MB", 48}};
+  EXPECT_EQ(fitted_on(bare), want);
+  // --set wins, and the fits after it see its value.
+  CompileRequest r{.func = scale(kFitted), .overrides = {{"KB", 512}}};
+  r.options.target = skx;
+  r.output = CompileOutput::Schedule;
+  EXPECT_EQ(compile(r).func.find_knob("KB")->value, 512);
+  // The key follows the caches: the same target with another L2 compiles apart.
+  CompileRequest a{.func = scale(kFitted)};
+  a.options.target = skx;
+  CompileRequest b = a;
+  b.options.target.l2_bytes = 2 << 20;
+  EXPECT_NE(cache_key(a), cache_key(b));
+}
+
+TEST(FittedDefaults, PrintParseBackAndRefuseWhatCannotBe) {
+  ir::Func f = scale(kFitted);
+  std::string text = ir::to_string(f);
+  EXPECT_NE(text.find("knob KB = 128 in [64, 128, 256, 512] fit (MR + NR) * KB * 4 <= l1d_bytes;"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(ir::to_string(scale(text)), text);
+  std::string bad = kFitted;
+  std::string from = "fit MB * KB * 4 <= l2_bytes / 2";
+  bad.replace(bad.find(from), from.size(), "fit MB * KB <= l4_bytes");
+  EXPECT_NE(error_of(bad).find("unknown name 'l4_bytes' in the fit of knob 'MB'"),
+            std::string::npos)
+      << error_of(bad);
+  bad = kFitted;
+  bad.replace(bad.find(from), from.size(), "fit MB * KB");
+  EXPECT_NE(error_of(bad).find("the fit of knob 'MB'"), std::string::npos) << error_of(bad);
 }
 
 TEST(TagKnobs, HoldTheNumberOfTheirTagAndPrintAsTheyWereWritten) {

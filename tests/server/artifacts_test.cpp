@@ -15,8 +15,10 @@
 
 #include "admission.h"
 #include "compile_cache.h"
+#include "fleet_runner.h"
 #include "kiln/compile.h"
 #include "kiln/cuda.h"
+#include "kiln/library.h"
 #include "kiln/v1/service.pb.h"
 #include "outcome.h"
 #include "programs.h"
@@ -128,6 +130,30 @@ TEST(ArtifactsBuilder, AFullQueueIsBusyAndACancelledBuildIsStopped) {
 
 // What a launch needs is what the compiler made: the grid and the
 // temporaries' sizes evaluate to the same values, the rest is equal.
+// kilnd compiles for an agent's CPU with the caches the agent reported: the knob defaults
+// fitted to caches (the library's matmul blocks) follow the agent's machine, not kilnd's.
+TEST(FleetTarget, CarriesTheAgentsCaches) {
+  v1::Device d;
+  d.set_triple("x86_64-linux-gnu");
+  d.set_cpu("haswell");
+  d.set_l1d_bytes(32 << 10);
+  d.set_l2_bytes(256 << 10);
+  d.set_l3_bytes(8 << 20);
+  Target t = server::FleetRunner::target(d, "hsw", std::nullopt);
+  EXPECT_EQ(t.l1d_bytes, 32 << 10);
+  EXPECT_EQ(t.l2_bytes, 256 << 10);
+  EXPECT_EQ(t.l3_bytes, 8 << 20);
+  CompileRequest r{.func = library::func("matmul")};
+  r.options.target = t;
+  r.output = CompileOutput::Schedule;
+  ir::Func f = compile(r).func;
+  // AVX2's 6 x 16 tile; KB: 22 x KB floats in 3/4 of 32 KiB; MB: MB x KB in half of 256 KiB,
+  // a multiple of 6.
+  EXPECT_EQ(f.find_knob("MR")->value, 6);
+  EXPECT_EQ(f.find_knob("KB")->value, 256);
+  EXPECT_EQ(f.find_knob("MB")->value, 96);
+}
+
 TEST(ArtifactWire, AGpuArtifactReadBackLaunchesAsCompiled) {
   std::string why;
   if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;

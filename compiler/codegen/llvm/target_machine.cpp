@@ -190,6 +190,20 @@ const std::set<std::string>& known_features(const std::string& triple_text) {
 
 }  // namespace
 
+ir::TargetFacts target_facts(const Target& t) {
+  ir::TargetFacts facts;
+  facts.has_feature = [t](const std::string& feature) { return target_has_feature(t, feature); };
+  bool arm = t.triple.starts_with("aarch64");
+  bool avx512 = !arm && target_has_feature(t, "avx512f");
+  bool avx = !arm && target_has_feature(t, "avx");
+  facts.sizes["vector_bytes"] = avx512 ? 64 : avx ? 32 : 16;
+  facts.sizes["vector_registers"] = arm || avx512 ? 32 : 16;
+  for (auto [name, bytes] : {std::pair{"l1d_bytes", t.l1d_bytes}, std::pair{"l2_bytes", t.l2_bytes},
+                             std::pair{"l3_bytes", t.l3_bytes}})
+    if (bytes > 0) facts.sizes[name] = bytes;
+  return facts;
+}
+
 bool target_has_feature(const Target& t, const std::string& feature) {
   llvm::Triple triple;
   const llvm::Target& target = supported_target(t, triple);
@@ -512,6 +526,7 @@ kiln::Target kiln::Target::host() {
     for (const auto& [name, on] : llvm::sys::getHostCPUFeatures()) {
       t.features += (t.features.empty() ? "" : ",") + std::string(on ? "+" : "-") + name.str();
     }
+    host_caches(t);
     return t;
   }();
   return host;
@@ -519,6 +534,7 @@ kiln::Target kiln::Target::host() {
 
 kiln::Target kiln::Target::named(std::string_view triple, std::string_view cpu,
                                  std::string_view features) {
+  // Another triple is another machine: its caches are not this one's.
   if (!triple.empty()) return Target{std::string(triple), std::string(cpu), std::string(features)};
   Target t = host();
   if (!cpu.empty()) {

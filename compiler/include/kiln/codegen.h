@@ -118,6 +118,11 @@ void check_target(const Target& t);
 // aarch64 knows is a CompileError. t must be a target check_target accepts.
 bool target_has_feature(const Target& t, const std::string& feature);
 
+// What knob defaults read of t (ir::apply_target_defaults): its features, its widest vector
+// register and their count (AVX-512: 64 bytes, 32; AVX: 32, 16; SSE: 16, 16; aarch64's
+// NEON: 16, 32), and the caches it names (those that are 0 are not known).
+ir::TargetFacts target_facts(const Target& t);
+
 // The code generator and its version ("LLVM 19.1.7"): part of every cache key.
 std::string backend_version();
 

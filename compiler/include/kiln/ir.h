@@ -403,7 +403,18 @@ struct Knob {
     int64_t value = 0;
   };
   std::vector<TargetDefault> target_defaults{};
+  // A default fitted to the target (`fit KB * (MR + NR) * 4 <= l1d_bytes`): a condition on
+  // knobs, params and the target's sizes (kTargetSizes); apply_target_defaults makes the
+  // largest candidate that meets it the default. Null without one.
+  Expr fit{};
 };
+
+// The target's sizes a knob's fit reads: its caches in bytes (l1d_bytes, l2_bytes, l3_bytes),
+// the bytes of its widest vector register and how many of those it has (vector_bytes,
+// vector_registers).
+bool is_target_size(const std::string& name);
+inline constexpr const char* kTargetSizes[] = {"l1d_bytes", "l2_bytes", "l3_bytes", "vector_bytes",
+                                               "vector_registers"};
 
 // Every order of `loops`, their own order first, in the order of
 // std::next_permutation over their positions (as the tuner numbers them).
@@ -611,12 +622,20 @@ const KnobSplit* split_of(const Func& f, const std::string& knob);
 // f with the params and knobs of `overrides` set; a knob set keeps its value
 // whatever the target (its defaults by target are dropped).
 Func apply_overrides(const Func& f, const Overrides& overrides);
-// f with each knob's default by target resolved: its value the one of the last
-// feature in its `for` list that `has_feature` says the target has (else its
-// own), and its `for` list dropped. The knob constraints are checked by
-// apply_overrides, which comes after.
-Func apply_target_defaults(const Func& f,
-                           const std::function<bool(const std::string&)>& has_feature);
+// What a target is, for knob defaults: whether it has a CPU feature, and those of its sizes
+// (kTargetSizes) that are known.
+struct TargetFacts {
+  std::function<bool(const std::string&)> has_feature;
+  std::map<std::string, int64_t> sizes;
+};
+// f with each knob's default by target resolved, and its `for` list and fit dropped: first
+// every knob's value becomes the one of the last feature in its `for` list the target has
+// (else its own); then, knob by knob in declaration order, a knob with a fit whose target
+// sizes are all known takes the largest candidate that meets the fit and the knob
+// constraints, the other knobs at their values so far (the smallest candidate that meets the
+// constraints when none fits). The knob constraints are checked by apply_overrides, which
+// comes after.
+Func apply_target_defaults(const Func& f, const TargetFacts& target);
 // Throws CompileError (stage "validate") naming the knob constraint the
 // func's knob values break, with the values it read.
 void check_knob_constraints(const Func& f);

@@ -2,6 +2,8 @@
 // global: the host is one value of it (Target::host(), in the codegen library).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -11,8 +13,13 @@ struct Target {
   std::string triple;    // "x86_64-linux-gnu", "aarch64-linux-gnu", "nvptx64-nvidia-cuda"
   std::string cpu;       // "skylake-avx512", "neoverse-n1", "sm_90"; "" = the triple's generic CPU
   std::string features;  // "+avx2,+fma"; "" = the CPU's own
+  // The caches a core of the machine sees, in bytes (0: not known): its L1 data cache, its L2,
+  // and the L3 it shares with others. Knob defaults that fit blocks to caches (`fit`, see
+  // docs/language.md) read them; the host reads its own, an agent reports its machine's.
+  int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
 
-  // This machine: its triple, CPU name and features (asks LLVM; defined in kiln_codegen).
+  // This machine: its triple, CPU name and features (asks LLVM; defined in kiln_codegen), and
+  // its caches (host_caches).
   static Target host();
 
   // The target a command line or a request names, "" meaning not given: a
@@ -26,5 +33,13 @@ struct Target {
 
   friend bool operator==(const Target&, const Target&) = default;
 };
+
+// The caches of the CPU this process runs on, as Linux describes them in
+// /sys/devices/system/cpu/cpu0/cache (0 for a level it does not describe).
+void host_caches(Target& t);
+
+// Reads a cache size as Linux and `--caches` write it: "48K", "1024K", "32M", "65536".
+// nullopt for anything else.
+std::optional<int64_t> parse_cache_size(std::string_view text);
 
 }  // namespace kiln
