@@ -34,7 +34,6 @@
 #include "timing.h"
 
 namespace kiln::cli {
-namespace {
 
 // The compile options of the command line: the target (--target, --cpu,
 // --features; this machine's by default: --cpu replaces its CPU and that CPU's
@@ -53,6 +52,8 @@ CompileOptions compile_options(const Options& o) {
   }
   return c;
 }
+
+namespace {
 
 // Whether -O or a pass option asks emit for optimized output.
 bool optimizing(const Options& o) {

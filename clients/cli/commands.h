@@ -3,6 +3,7 @@
 // (0 ok, 1 a compile error or a failed check).
 #pragma once
 
+#include "kiln/compile.h"
 #include "options.h"
 
 namespace kiln::cli {
@@ -14,5 +15,10 @@ int run_run(const Options& o);      // kiln run [--check] [--bench] [--json]
 int run_compile(const Options& o);  // kiln compile [--target TRIPLE] [-o FILE]
 int run_agents(const Options& o);   // kiln agents [--json]: kilnd's agents
 int run_measure(const Options& o);  // kiln measure --key KEY: timed on an agent
+int run_tasks(const Options& o);    // kiln tasks MODEL [--bench] [--json]: a model's tasks
+
+// The compile options the command line gives: the target (target_of), the opt level, the
+// pass options and their printing.
+CompileOptions compile_options(const Options& o);
 
 }  // namespace kiln::cli

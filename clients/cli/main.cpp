@@ -45,6 +45,8 @@ int run(const kiln::cli::Options& o) {
       return kiln::cli::run_tune(o);
     case Command::Records:
       return kiln::cli::run_records(o);
+    case Command::Tasks:
+      return kiln::cli::run_tasks(o);
     case Command::None:
       break;
   }

@@ -34,7 +34,7 @@ constexpr std::array<OptionSpec, 65> kOptions = {{
          bit(Command::Records)},
     {"--graph", "NAME",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
-         bit(Command::Compile)},
+         bit(Command::Compile) | bit(Command::Tasks)},
     {"--set", "NAME=INT",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
@@ -46,35 +46,37 @@ constexpr std::array<OptionSpec, 65> kOptions = {{
     {"--check", "", bit(Command::Interp) | bit(Command::Run) | bit(Command::Measure)},
     {"--json", "",
      bit(Command::Interp) | bit(Command::Run) | bit(Command::Agents) | bit(Command::Measure) |
-         bit(Command::Tune) | bit(Command::Records)},
+         bit(Command::Tune) | bit(Command::Records) | bit(Command::Tasks)},
     {"--seed", "N",
      bit(Command::Interp) | bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
     {"--verbose", "",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Agents) | bit(Command::Measure) | bit(Command::Tune) |
-         bit(Command::Records)},
-    {"--bench", "", bit(Command::Run)},
+         bit(Command::Records) | bit(Command::Tasks)},
+    {"--bench", "", bit(Command::Run) | bit(Command::Tasks)},
     {"--gpu", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
-    {"--repeat", "R", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
+    {"--repeat", "R",
+     bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune) | bit(Command::Tasks)},
     {"--number", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
-    {"--threads", "N", bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune)},
+    {"--threads", "N",
+     bit(Command::Run) | bit(Command::Measure) | bit(Command::Tune) | bit(Command::Tasks)},
     {"--input", "NAME=FILE", bit(Command::Run)},
     {"--dim", "NAME=N",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
-         bit(Command::Compile)},
+         bit(Command::Compile) | bit(Command::Tasks)},
     {"--save-outputs", "DIR", bit(Command::Run)},
     {"-O0", "",
      bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
-         bit(Command::Tune)},
+         bit(Command::Tune) | bit(Command::Tasks)},
     {"-O1", "",
      bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
-         bit(Command::Tune)},
+         bit(Command::Tune) | bit(Command::Tasks)},
     {"-O2", "",
      bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
-         bit(Command::Tune)},
+         bit(Command::Tune) | bit(Command::Tasks)},
     {"-O3", "",
      bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) | bit(Command::Measure) |
-         bit(Command::Tune)},
+         bit(Command::Tune) | bit(Command::Tasks)},
     {"--print-after", "PASS", bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile)},
     {"--time-passes", "", bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile)},
     {"--disable-pass", "NAME",
@@ -156,11 +158,12 @@ std::optional<Command> command_from_name(std::string_view name) {
   if (name == "measure") return Command::Measure;
   if (name == "tune") return Command::Tune;
   if (name == "records") return Command::Records;
+  if (name == "tasks") return Command::Tasks;
   return std::nullopt;
 }
 
 constexpr const char* kCommandList =
-    "check, emit, interp, run, compile, agents, measure, tune or records";
+    "check, emit, interp, run, compile, agents, measure, tune, records or tasks";
 
 bool is_identifier(std::string_view s) {
   auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
@@ -467,6 +470,8 @@ const char* command_name(Command c) {
       return "tune";
     case Command::Records:
       return "records";
+    case Command::Tasks:
+      return "tasks";
     case Command::None:
       return "";
   }
@@ -657,7 +662,8 @@ Options parse_command_line(int argc, const char* const* argv) {
   if (o.func && o.graph) {
     throw UsageError(o.command, "--func and --graph each select what to process; give one");
   }
-  if (o.command == Command::Run && !o.bench && (o.repeat != 5 || o.number != 0)) {
+  if ((o.command == Command::Run || o.command == Command::Tasks) && !o.bench &&
+      (o.repeat != 5 || o.number != 0)) {
     throw UsageError(o.command, "--repeat and --number apply to --bench only");
   }
   return o;
@@ -712,6 +718,10 @@ std::string synopsis(Command c) {
              "[--memory-limit-mb MB]\n"
              "       [--priority N] [--json] [--server HOST:PORT]\n"
              "       kiln tune --resume JOB [--trials N] [--detach] | --cancel JOB";
+    case Command::Tasks:
+      return "usage: kiln tasks FILE... [--graph NAME] [--dim NAME=N]... [--bench [--repeat R] "
+             "[--threads N]]\n"
+             "       [-O0..-O3] [--json]";
     case Command::Records:
       return "usage: kiln records jobs|query|export|plot [--name NAME | --workload HASH] "
              "[--key KEY] [--job JOB]\n"
@@ -958,6 +968,21 @@ std::string help_text(Command c) {
              "  --json          JSON lines instead of a table\n"
              "  --out FILE      export, plot: the file to write\n" +
              std::string(server) + exits;
+    case Command::Tasks:
+      return synopsis(c) +
+             "\n\nLists a model's (or a graph's) tasks: the distinct operators its calls run\n"
+             "after the graph passes, the workloads tuning records are kept under, with how\n"
+             "many calls run each and each one's estimated share of the model's time: of its\n"
+             "floating-point operations, or with --bench of its kernels' time on this machine.\n"
+             "\nOptions:\n"
+             "  --graph NAME    only the graph called NAME\n"
+             "  --dim NAME=N    a model's symbolic input dimension NAME is N (repeatable)\n"
+             "  --bench         compile each task's kernel here and time it; the shares are\n"
+             "                  of the time (--repeat R rounds, default 5; --threads N)\n"
+             "  -O0..-O3        the optimization level (default -O3)\n"
+             "  --json          one JSON object per task instead of the table\n"
+             "  -h, --help      this help\n" +
+             exits;
     case Command::None:
       break;
   }
@@ -974,7 +999,8 @@ std::string help_text(Command c) {
          "  agents   list the agents connected to kilnd\n"
          "  measure  compile on kilnd for an agent's device and time it there\n"
          "  tune     search a func's knobs on kilnd's agents, every trial recorded\n"
-         "  records  query, export and plot kilnd's tuning records\n\n"
+         "  records  query, export and plot kilnd's tuning records\n"
+         "  tasks    list a model's tasks: its distinct operators and their shares\n\n"
          "Options:\n"
          "  --verbose       debug logs of every stage on stderr\n"
          "  --version       print the version\n"

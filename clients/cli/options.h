@@ -14,7 +14,19 @@
 
 namespace kiln::cli {
 
-enum class Command { None, Check, Emit, Interp, Run, Compile, Agents, Measure, Tune, Records };
+enum class Command {
+  None,
+  Check,
+  Emit,
+  Interp,
+  Run,
+  Compile,
+  Agents,
+  Measure,
+  Tune,
+  Records,
+  Tasks
+};
 
 // What `emit --stage` prints.
 enum class Stage { Ast, Ir, Schedule, Loops, Llvm, Asm, Cuda, Graph };

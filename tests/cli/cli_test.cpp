@@ -285,6 +285,27 @@ TEST(CliUsage, CommandHelpDescribesItsOptions) {
   EXPECT_TRUE(Contains(r.out, "--json"));
 }
 
+// `kiln tasks`: a graph's distinct operators after the graph passes, a table or JSON lines;
+// --repeat without --bench is a usage error.
+TEST(CliTasks, ListsAGraphsOperatorsWithTheirShares) {
+  std::string file = std::string(KILN_SOURCE_DIR) + "/examples/conv_bn_relu.kiln";
+  Result r = kiln({"tasks", file.c_str()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  // The conv, the batch norm's affine and the relu are one fused operator.
+  EXPECT_TRUE(Contains(r.out, "graph block: 1 call after the graph passes, 1 task (1 tunable)"))
+      << r.out;
+  EXPECT_TRUE(Contains(r.out, "conv2d_channel_affine_relu")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "100.0%")) << r.out;
+  r = kiln({"tasks", file.c_str(), "--json", "--bench", "--repeat", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Matches(r.out, R"(^\{"file":.*"task":1,"operator":"conv2d_channel_affine_relu",)"
+                             R"("workload":"[0-9a-f]{64}","calls":1,.*"share":1,"ms":)"))
+      << r.out;
+  r = kiln({"tasks", file.c_str(), "--repeat", "3"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(Contains(r.err, "--repeat and --number apply to --bench only")) << r.err;
+}
+
 TEST(CliUsage, VersionPrintsTheVersion) {
   Result r = kiln({"--version"});
   EXPECT_EQ(r.status, 0);
@@ -303,8 +324,8 @@ TEST(CliUsage, UnknownCommandIsNamed) {
   Result r = kiln({"frobnicate", data("matmul_small.kiln")});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(Contains(r.err, "unknown command 'frobnicate'"));
-  EXPECT_TRUE(
-      Contains(r.err, "check, emit, interp, run, compile, agents, measure, tune or records"));
+  EXPECT_TRUE(Contains(
+      r.err, "check, emit, interp, run, compile, agents, measure, tune, records or tasks"));
 }
 
 TEST(CliUsage, AgentsAndMeasureNeedKilndAndMeasureAKey) {

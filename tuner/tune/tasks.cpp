@@ -1,0 +1,65 @@
+// A model's tasks (kiln/tasks.h).
+#include "kiln/tasks.h"
+
+#include <map>
+
+#include "kiln/graph.h"
+#include "kiln/job.h"
+#include "kiln/run.h"
+
+namespace kiln::tuner {
+
+std::vector<ModelTask> model_tasks(const ir::Graph& g, const CompileOptions& options) {
+  ir::Graph optimized = graph::optimize(g, options);
+  std::vector<ModelTask> tasks;
+  std::map<std::string, size_t> index;  // workload hash -> task
+  for (const ir::GraphCall& c : optimized.calls) {
+    records::Workload w = workload_of(c.op, {});
+    auto [it, fresh] = index.emplace(w.hash, tasks.size());
+    if (!fresh) {
+      ++tasks[it->second].calls;
+      continue;
+    }
+    ModelTask t;
+    t.workload = std::move(w);
+    t.op = c.op;
+    t.calls = 1;
+    t.flops = std::max<int64_t>(0, algorithm_flops(c.op, {}));
+    t.first_result = c.results.empty() ? std::string() : c.results.front();
+    if (!c.op.knobs.empty()) {
+      try {
+        t.points = prepare_task(c.op, {}, {}, Limits{}).space->size();
+      } catch (const TaskError&) {
+        t.points = 0;  // knobs, but no space left to search
+      }
+    }
+    tasks.push_back(std::move(t));
+  }
+  return tasks;
+}
+
+void time_tasks(std::vector<ModelTask>& tasks, const CompileOptions& options, int repeat) {
+  for (ModelTask& t : tasks) {
+    RunSpec spec;
+    spec.options = options;
+    spec.bench = true;
+    spec.repeat = repeat;
+    RunOutcome r = run_kernel(t.op, spec);
+    if (r.bench) t.ms = r.bench->median_s * 1e3;
+  }
+}
+
+std::vector<double> task_shares(const std::vector<ModelTask>& tasks) {
+  bool timed = !tasks.empty();
+  for (const ModelTask& t : tasks) timed = timed && t.ms > 0;
+  std::vector<double> weight;
+  double total = 0;
+  for (const ModelTask& t : tasks) {
+    weight.push_back(t.calls * (timed ? t.ms : static_cast<double>(t.flops)));
+    total += weight.back();
+  }
+  for (double& w : weight) w = total > 0 ? w / total : 0;
+  return weight;
+}
+
+}  // namespace kiln::tuner
