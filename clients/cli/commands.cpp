@@ -543,10 +543,12 @@ int run_compile(const Options& o) {
         write_file(meta, m.metadata_json + "\n");
         fmt::print(
             "ok  graph {}: {}, {} and {} ({}{}; {} calls, {}; weights {}, tensors {} planned, "
-            "{} unshared)\n",
+            "{} unshared{})\n",
             g.name, so, weights, meta, m.triple, m.cpu.empty() ? "" : ", " + m.cpu, m.calls,
             count(m.kernels, "kernel"), bytes_text(m.weights.size()), bytes_text(m.arena_bytes),
-            bytes_text(m.unshared_bytes));
+            bytes_text(m.unshared_bytes),
+            g.batch.empty() ? ""
+                            : fmt::format("; batch '{}' at run time, one sample each", g.batch));
         return true;
       });
 }

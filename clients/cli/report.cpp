@@ -301,8 +301,11 @@ std::string graph_summary(const ir::Graph& g) {
     inputs += t.kind == ir::TensorKind::Input;
     consts += t.kind == ir::TensorKind::Const;
   }
-  return fmt::format("{}, {}, {}, {}", count(g.calls.size(), "call"), count(inputs, "input"),
-                     count(consts, "const"), count(g.outputs.size(), "output"));
+  std::string s =
+      fmt::format("{}, {}, {}, {}", count(g.calls.size(), "call"), count(inputs, "input"),
+                  count(consts, "const"), count(g.outputs.size(), "output"));
+  if (!g.batch.empty()) s += fmt::format(", batch '{}' at run time", g.batch);
+  return s;
 }
 
 void print_graph_text(const GraphJob& j, const GraphResult& r, const char* what) {
