@@ -461,6 +461,18 @@ void import_conv(Builder& b, const NodeInfo& n) {
     bias.shape = {F};
     bias.constant = Const::make(ir::DType::F32, {F}, [](int64_t) { return 0.0; });
   }
+  // A 1 x 1 kernel with stride 1 and no padding on one image is a matrix product
+  // (conv2d_1x1), its tensors seen as [F, C], [C, H * W] and [F, H * W].
+  if ((func == "conv2d" || func == "conv2d_any") && g.kh == 1 && g.kw == 1 && g.sh == 1 &&
+      g.sw == 1 && g.pt == 0 && g.pl == 0 && g.oh == H && g.ow == W && N == 1) {
+    Shape o1{N, F, g.oh, g.ow};
+    std::string r =
+        b.call(n, "conv2d_1x1", {{"M", F}, {"N", H * W}, {"K", C}},
+               {b.tensor_of(w, n.node->input(1)), b.tensor_of(x, "x"),
+                b.tensor_of(bias, n.node->input_size() > 2 ? n.node->input(2) : "bias")},
+               {o1}, out_name(n))[0];
+    return define_tensor(b, n, r, o1);
+  }
   std::map<std::string, int64_t> p = {{"N", N},     {"C", C},     {"H", H},     {"W", W},
                                       {"KH", g.kh}, {"KW", g.kw}, {"SH", g.sh}, {"SW", g.sw},
                                       {"DH", g.dh}, {"DW", g.dw}, {"PH", g.pt}, {"PW", g.pl},
@@ -651,11 +663,13 @@ bool fold_into_conv(Builder& b, const NodeInfo& n, const Value& x, const Const& 
   if (producer == g.calls.rend()) return false;
   ir::GraphCall& conv = *producer;
   static const std::set<std::string> convs = {"conv2d", "conv2d_any", "depthwise_conv2d",
-                                              "grouped_conv2d"};
+                                              "grouped_conv2d", "conv2d_1x1"};
   if (!convs.count(conv.op.name) || conv.args.size() != 3) return false;
   const ir::GraphTensor* out = g.find_tensor(x.tensor);
   if (!out || out->shape != x.shape || x.shape.size() != 4) return false;
-  const ir::GraphTensor* w = g.find_tensor(conv.args[1]);
+  // conv2d_1x1 takes the filters first (its A), the others the image first.
+  std::string& w_arg = conv.args[conv.op.name == "conv2d_1x1" ? 0 : 1];
+  const ir::GraphTensor* w = g.find_tensor(w_arg);
   const ir::GraphTensor* bias = g.find_tensor(conv.args[2]);
   auto data = [](const ir::GraphTensor* t) {
     return t && t->kind == ir::TensorKind::Const && t->dtype == ir::DType::F32 &&
@@ -677,8 +691,8 @@ bool fold_into_conv(Builder& b, const NodeInfo& n, const Value& x, const Const& 
   folded_bias.constant = Const::make(ir::DType::F32, {F}, [&](int64_t f) {
     return ir::const_element(*bias, static_cast<size_t>(f)) * scale.at(f) + shift.at(f);
   });
-  std::vector<std::string> old = {conv.args[1], conv.args[2]};
-  conv.args[1] = b.tensor_of(folded_w, x.tensor + "_w_bn");
+  std::vector<std::string> old = {w_arg, conv.args[2]};
+  w_arg = b.tensor_of(folded_w, x.tensor + "_w_bn");
   conv.args[2] = b.tensor_of(folded_bias, x.tensor + "_bias_bn");
   // The constants the conv read before, unless another call reads them too.
   std::erase_if(g.tensors, [&](const ir::GraphTensor& t) {

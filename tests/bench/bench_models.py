@@ -1,12 +1,14 @@
 #!/usr/bin/python3
-"""The models benchmark (tests/bench/run.sh models): whole ONNX models run by kiln's
-compiled graph and by PyTorch on the same input, on 1 and 2 threads.
+"""The models benchmark (tests/bench/run.sh models): whole ONNX models run as kiln's
+artifact (what `kiln compile` ships, run by examples/c/run_model) and by PyTorch on the
+same input, on 1 and 2 threads.
 
 Each model (tests/models/torch_models.py builds them: fixed seeds, weights=None) is
 exported to ONNX once. Each side runs in a process of its own, in 3 alternating blocks
-(these machines are shared and noisy), and each block's median time per inference is
-kept; a side's figure is the median of its blocks. Peak memory is each process's
-maximum resident set (kiln's includes its compiler). kiln's output is compared with
+(these machines are shared and noisy), and each block's time per inference is kept
+(PyTorch's: the median of its rounds; kiln's: the mean of 20 runs); a side's figure is the median of its blocks. Peak memory is each process's
+maximum resident set (kiln's: run_model's, the artifact and its weights; the compile is
+done once, before). kiln's output is compared with
 PyTorch's (max relative error at most 1e-4, else the exit status is 1). One JSON line
 per case:
 
@@ -23,6 +25,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import sys
@@ -35,10 +38,10 @@ sys.path.insert(0, str(ROOT / "tests" / "models"))
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "encoder"]
 
 
-def run_measured(cmd):
+def run_measured(cmd, env=None):
     """(stdout, peak resident MiB) of one process, from its own rusage (wait4)."""
     with tempfile.TemporaryFile(mode="w+") as out, tempfile.TemporaryFile(mode="w+") as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         out.seek(0)
@@ -49,12 +52,26 @@ def run_measured(cmd):
         return out.read(), usage.ru_maxrss / 1024
 
 
-def kiln_block(kiln, model, x, threads, out_dir):
-    """One block of kiln's side; its output goes to out_dir/y.npy."""
-    out, rss = run_measured([kiln, "run", model, "--bench", "--json", "--threads", str(threads),
-                             "--input", f"x={x}", "--save-outputs", out_dir])
-    bench = json.loads(out.strip().splitlines()[-1])["bench"]
-    return bench["median_s"] * 1e3, bench.get("flops"), rss
+def kiln_artifact(kiln, model, work):
+    """The model compiled once into one artifact (MODEL.so and MODEL.weights in work), and the
+    floating-point operations of one run (`kiln tasks --json`: every call, its flops)."""
+    so = os.path.join(work, pathlib.Path(model).stem + ".so")
+    run_measured([kiln, "compile", model, "-o", so])
+    out, _ = run_measured([kiln, "tasks", model, "--json"])
+    flops = sum(t["calls"] * t["flops"] for t in map(json.loads, out.strip().splitlines()))
+    return so, flops
+
+
+def kiln_block(run_model, so, x, threads, out_dir, runs=20):
+    """One block of kiln's side: `runs` runs of the artifact after one more that saves its
+    output to out_dir/y.npy; the mean per run in ms, and the peak memory."""
+    # KILN_CONTENTION=wait: the pool never runs a launch on one thread because the host
+    # looked busy (PyTorch's block just before leaves its threads in /proc/loadavg).
+    env = dict(os.environ, KILN_NUM_THREADS=str(threads), KILN_CONTENTION="wait")
+    out, rss = run_measured([run_model, so, "--input", f"x={x}", "--save", out_dir, "--runs",
+                             str(runs)], env)
+    ms = float(re.search(r"([0-9.]+) ms per run", out).group(1))
+    return ms, rss
 
 
 def torch_block(name, x, threads):
@@ -121,6 +138,7 @@ def main():
         a.models, a.threads = ["resnet18"], [1]
     build = pathlib.Path(a.build_dir)
     kiln = str(build / "clients" / "cli" / "kiln")
+    run_model = str(build / "examples" / "run_model")
     hosts = {}
     for line in subprocess.run([str(build / "tests" / "bench" / "bench_host")] +
                                [str(t) for t in a.threads], check=True, capture_output=True,
@@ -135,12 +153,12 @@ def main():
         out, _ = run_measured([sys.executable, __file__, "--export-worker", name, onnx_path,
                                x_path])
         torch_version = json.loads(out.strip().splitlines()[-1])["torch"]
+        so, flops = kiln_artifact(kiln, onnx_path, work)
         for threads in a.threads:
             print(f"bench_models: {name}, {threads} thread(s)", file=sys.stderr, flush=True)
             kiln_ms, torch_ms, kiln_rss, torch_rss = [], [], [], []
-            flops = None
             for _ in range(3):
-                ms, flops, rss = kiln_block(kiln, onnx_path, x_path, threads, work)
+                ms, rss = kiln_block(run_model, so, x_path, threads, work)
                 kiln_ms.append(ms)
                 kiln_rss.append(rss)
                 ms, rss = torch_block(name, x_path, threads)

@@ -1,6 +1,7 @@
 // ONNX import: models built here with ONNX's protobuf classes, imported,
 // and either run (compiled kernels against the reference interpreter on the
 // imported graph) or refused with an error that names what is wrong.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -175,20 +176,21 @@ TEST(OnnxImport, AnyTransposeAndASliceOfSeveralAxesGiveONNXsValues) {
 
 // x [1, 3, 6, 6] -> Conv 3x3 pad 1 (4 filters, bias) -> BatchNormalization
 // -> y, and with `also_relu` the conv's output read by a Relu too (z).
-::onnx::ModelProto conv_batchnorm(bool also_relu) {
+::onnx::ModelProto conv_batchnorm(bool also_relu, int64_t kernel = 3) {
   ::onnx::ModelProto m;
   m.set_ir_version(7);
   m.add_opset_import()->set_version(13);
   ::onnx::GraphProto* g = m.mutable_graph();
   g->set_name("conv_bn");
   add_input(g, "x", {1, 3, 6, 6});
-  *g->add_initializer() = float_tensor("w", {4, 3, 3, 3}, -0.08f);
+  *g->add_initializer() = float_tensor("w", {4, 3, kernel, kernel}, -0.08f);
   *g->add_initializer() = float_tensor("b", {4}, -0.05f);
   *g->add_initializer() = float_tensor("gamma", {4}, 0.6f);
   *g->add_initializer() = float_tensor("beta", {4}, -0.1f);
   *g->add_initializer() = float_tensor("mean", {4}, 0.02f);
   *g->add_initializer() = float_tensor("var", {4}, 0.7f);
-  set_ints(add_node(g, "Conv", {"x", "w", "b"}, {"c"}), "pads", {1, 1, 1, 1});
+  int64_t pad = kernel / 2;
+  set_ints(add_node(g, "Conv", {"x", "w", "b"}, {"c"}), "pads", {pad, pad, pad, pad});
   add_node(g, "BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"y"});
   g->add_output()->set_name("y");
   if (also_relu) {
@@ -199,7 +201,7 @@ TEST(OnnxImport, AnyTransposeAndASliceOfSeveralAxesGiveONNXsValues) {
 }
 
 // y of conv_batchnorm, computed here in double from its definition.
-std::vector<double> conv_batchnorm_expected(const HostBuffer& x) {
+std::vector<double> conv_batchnorm_expected(const HostBuffer& x, int64_t kernel) {
   auto init = [](int64_t k, float start) { return start + 0.01f * static_cast<float>(k % 17); };
   std::vector<double> y(4 * 6 * 6);
   for (int64_t f = 0; f < 4; ++f) {
@@ -208,11 +210,12 @@ std::vector<double> conv_batchnorm_expected(const HostBuffer& x) {
       for (int64_t j = 0; j < 6; ++j) {
         double acc = init(f, -0.05f);
         for (int64_t c = 0; c < 3; ++c) {
-          for (int64_t u = 0; u < 3; ++u) {
-            for (int64_t v = 0; v < 3; ++v) {
-              int64_t h = i + u - 1, w = j + v - 1;
+          for (int64_t u = 0; u < kernel; ++u) {
+            for (int64_t v = 0; v < kernel; ++v) {
+              int64_t h = i + u - kernel / 2, w = j + v - kernel / 2;
               if (h < 0 || h >= 6 || w < 0 || w >= 6) continue;
-              acc += init(((f * 3 + c) * 3 + u) * 3 + v, -0.08f) * x.get_f((c * 6 + h) * 6 + w);
+              acc += init(((f * 3 + c) * kernel + u) * kernel + v, -0.08f) *
+                     x.get_f((c * 6 + h) * 6 + w);
             }
           }
         }
@@ -230,13 +233,15 @@ std::vector<double> conv_batchnorm_expected(const HostBuffer& x) {
 TEST(OnnxImport, ABatchNormAfterAConvIsFoldedIntoItsWeights) {
   HostBuffer x(ir::DType::F32, {1, 3, 6, 6});
   for (int64_t k = 0; k < x.size(); ++k) x.set_f(k, std::sin(0.37 * static_cast<double>(k)));
-  std::vector<double> expected = conv_batchnorm_expected(x);
-  for (bool also_relu : {false, true}) {
-    SCOPED_TRACE(also_relu ? "conv output read twice" : "conv output read by the batch norm");
-    ir::Module mod = import(conv_batchnorm(also_relu));
+  // A 3x3 conv (conv2d_any: 4 filters) and a 1x1 one (conv2d_1x1, a matrix product).
+  for (auto [kernel, also_relu] : {std::pair<int64_t, bool>{3, false}, {3, true}, {1, false}}) {
+    SCOPED_TRACE(fmt::format("{}x{} conv, its output read {}", kernel, kernel,
+                             also_relu ? "twice" : "by the batch norm"));
+    std::vector<double> expected = conv_batchnorm_expected(x, kernel);
+    ir::Module mod = import(conv_batchnorm(also_relu, kernel));
     const ir::Graph& g = mod.graphs[0];
     ASSERT_EQ(g.calls.size(), also_relu ? 3u : 1u);
-    EXPECT_EQ(g.calls[0].op.name, "conv2d_any");
+    EXPECT_EQ(g.calls[0].op.name, kernel == 1 ? "conv2d_1x1" : "conv2d_any");
     bool affine = std::any_of(g.calls.begin(), g.calls.end(),
                               [](const ir::GraphCall& c) { return c.op.name == "channel_affine"; });
     EXPECT_EQ(affine, also_relu);
