@@ -447,12 +447,7 @@ Status Service::measure(const v1::MeasureRequest& request, v1::MeasureResponse* 
     Target target =
         FleetRunner::target(impl_->runner.device(request.key(), call), request.key(), spec.gpu);
     v1::CompileOptions options = request.options();
-    options.mutable_target()->set_triple(target.triple);
-    options.mutable_target()->set_cpu(target.cpu);
-    options.mutable_target()->set_features(target.features);
-    options.mutable_target()->set_l1d_bytes(static_cast<uint64_t>(target.l1d_bytes));
-    options.mutable_target()->set_l2_bytes(static_cast<uint64_t>(target.l2_bytes));
-    options.mutable_target()->set_l3_bytes(static_cast<uint64_t>(target.l3_bytes));
+    to_wire(target, options.mutable_target());
     CompileRequest r =
         pipeline_request(request.op(), options, impl_->limits(call), CompileOutput::Artifact);
     v1::CompileResponse compiled = impl_->artifacts.compile(r, call);
@@ -489,12 +484,7 @@ void Service::measure_model(const ir::Graph& g, const v1::MeasureRequest& reques
   Target target =
       FleetRunner::target(impl_->runner.device(request.key(), call), request.key(), std::nullopt);
   v1::CompileOptions wire = request.options();
-  wire.mutable_target()->set_triple(target.triple);
-  wire.mutable_target()->set_cpu(target.cpu);
-  wire.mutable_target()->set_features(target.features);
-  wire.mutable_target()->set_l1d_bytes(static_cast<uint64_t>(target.l1d_bytes));
-  wire.mutable_target()->set_l2_bytes(static_cast<uint64_t>(target.l2_bytes));
-  wire.mutable_target()->set_l3_bytes(static_cast<uint64_t>(target.l3_bytes));
+  to_wire(target, wire.mutable_target());
   CompileOptions options = compile_options(wire, impl_->limits(call));
   std::optional<graph::ModelArtifact> m;
   {

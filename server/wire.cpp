@@ -36,6 +36,15 @@ double gflops_of(int64_t flops, double median_ms) {
 
 }  // namespace
 
+void to_wire(const Target& t, v1::Target* out) {
+  out->set_triple(t.triple);
+  out->set_cpu(t.cpu);
+  out->set_features(t.features);
+  out->set_l1d_bytes(static_cast<uint64_t>(t.l1d_bytes));
+  out->set_l2_bytes(static_cast<uint64_t>(t.l2_bytes));
+  out->set_l3_bytes(static_cast<uint64_t>(t.l3_bytes));
+}
+
 void to_wire(const codegen::Artifact& a, v1::Artifact* out) {
   out->set_name(a.name);
   out->set_kind(a.kind);

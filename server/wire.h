@@ -19,6 +19,7 @@ class RepeatedPtrField;
 
 namespace kiln::v1 {
 class Artifact;
+class Target;
 class StageTime;
 class TuningRecord;
 class RecordFilter;
@@ -27,6 +28,9 @@ class TuneProgress;
 }  // namespace kiln::v1
 
 namespace kiln::server {
+
+// A target as a request names it, its caches included (0 for those not known).
+void to_wire(const Target& t, v1::Target* out);
 
 void to_wire(const codegen::Artifact& a, v1::Artifact* out);
 // An artifact from its wire form: everything a loader and a launch need. The

@@ -156,9 +156,9 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
         for (const std::string& in : g.batched_inputs) {
           auto given = o.input_files.find(in);
           if (given == o.input_files.end()) continue;
-          HostBuffer b = read_npy(given->second);
-          if (b.shape().empty() || b.shape()[0] == 1) break;
-          io.dims[g.batch] = b.shape()[0];
+          std::vector<int64_t> shape = npy_shape(given->second);  // the data is read by the run
+          if (shape.empty() || shape[0] == 1) break;
+          io.dims[g.batch] = shape[0];
           module = timed(file, "import", [&] { return onnx::import_file(file, io); });
           break;
         }

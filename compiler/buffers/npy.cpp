@@ -33,11 +33,8 @@ const char* descr(ir::DType t) {
   return "?";
 }
 
-}  // namespace
-
-HostBuffer read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CompileError(ErrorStage::Interp, SourceLoc{path, 0, 0}, "cannot open the file");
+// The header of the .npy file `in` reads, checked; `in` is left at the data.
+std::pair<ir::DType, std::vector<int64_t>> read_header(std::istream& in, const std::string& path) {
   char magic[8];
   if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) bad(path, "no .npy magic");
   uint32_t header_len = 0;
@@ -86,6 +83,15 @@ HostBuffer read_npy(const std::string& path) {
        it != std::sregex_iterator(); ++it) {
     shape.push_back(std::stoll(it->str()));
   }
+  return {t, shape};
+}
+
+}  // namespace
+
+HostBuffer read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CompileError(ErrorStage::Interp, SourceLoc{path, 0, 0}, "cannot open the file");
+  auto [t, shape] = read_header(in, path);
   HostBuffer b(t, shape);
   size_t bytes = static_cast<size_t>(b.size()) * ir::dtype_bytes(t);
   if (bytes && !in.read(static_cast<char*>(b.data()), static_cast<std::streamsize>(bytes))) {
@@ -93,6 +99,12 @@ HostBuffer read_npy(const std::string& path) {
                           fmt::join(shape, ", ")));
   }
   return b;
+}
+
+std::vector<int64_t> npy_shape(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CompileError(ErrorStage::Interp, SourceLoc{path, 0, 0}, "cannot open the file");
+  return read_header(in, path).second;
 }
 
 void write_npy(const HostBuffer& b, const std::string& path) {

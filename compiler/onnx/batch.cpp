@@ -29,7 +29,6 @@ namespace kiln::onnx {
 namespace {
 
 constexpr int kNone = -1;
-constexpr int64_t kWitness = 2;  // the batch size the model was imported with for the proof
 
 // What is known of one value.
 struct Samples {
@@ -193,7 +192,7 @@ Samples Tracker::reshape(const NodeInfo& n, const Shape& in, const Samples& x, c
   for (size_t d = 0; d < out.size(); ++d) {
     int64_t after = 1;
     for (size_t e = d + 1; e < out.size(); ++e) after *= out[e];
-    if (H % before == 0 && L % after == 0 && out[d] == H / before * kWitness * (L / after)) {
+    if (H % before == 0 && L % after == 0 && out[d] == H / before * kBatchWitness * (L / after)) {
       return Samples{static_cast<int>(d), H / before, L / after, {}};
     }
     before *= out[d];

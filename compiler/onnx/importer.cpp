@@ -207,9 +207,24 @@ bool is_model_path(const std::string& path) { return path.ends_with(".onnx"); }
 
 namespace {
 
+// The model's initializers, decoded once (a model with a run-time batch is built twice; the
+// builds share the bytes).
+using Initializers = std::vector<std::pair<std::string, Const>>;
+
+Initializers initializers(const ::onnx::GraphProto& g, const std::string& file,
+                          const ImportOptions& options) {
+  Initializers out;
+  for (const ::onnx::TensorProto& t : g.initializer()) {
+    out.emplace_back(t.name(),
+                     const_from_proto(t, options.max_tensor_bytes,
+                                      fmt::format("{}: initializer '{}'", file, t.name())));
+  }
+  return out;
+}
+
 // The model's graph built with `options`: every symbolic dimension has its value there.
-std::unique_ptr<Builder> build(const ::onnx::GraphProto& g, int64_t opset, const std::string& file,
-                               const ImportOptions& options) {
+std::unique_ptr<Builder> build(const ::onnx::GraphProto& g, const Initializers& init, int64_t opset,
+                               const std::string& file, const ImportOptions& options) {
   auto builder = std::make_unique<Builder>(file, options);
   Builder& b = *builder;
   std::string graph_name = g.name().empty() ? "model" : g.name();
@@ -217,14 +232,13 @@ std::unique_ptr<Builder> build(const ::onnx::GraphProto& g, int64_t opset, const
   b.graph().where = SourceLoc{file, 0, 0};
 
   std::set<std::string> initialized;
-  for (const ::onnx::TensorProto& t : g.initializer()) {
+  for (const auto& [name, c] : init) {
     Value v;
-    v.constant = const_from_proto(t, options.max_tensor_bytes,
-                                  fmt::format("{}: initializer '{}'", file, t.name()));
-    v.dtype = v.constant->dtype;
-    v.shape = v.constant->shape;
-    initialized.insert(t.name());
-    b.define(t.name(), std::move(v));
+    v.constant = c;
+    v.dtype = c.dtype;
+    v.shape = c.shape;
+    initialized.insert(name);
+    b.define(name, std::move(v));
   }
   std::set<std::string> used_dims;
   for (const auto& [name, value] : options.dims) {
@@ -333,17 +347,18 @@ ir::Module import_model(std::string_view bytes, const std::string& file,
   }
   const ::onnx::GraphProto& g = model.graph();
   auto [batch, batched_inputs] = run_time_batch(g, options.dims, file);
+  Initializers init = initializers(g, file, options);
   std::unique_ptr<Builder> built;
   if (batch.empty()) {
-    built = build(g, opset, file, options);
+    built = build(g, init, opset, file, options);
   } else {
     // The model for one sample, once it is shown to keep the samples of a batch apart: the
     // proof follows the batch through the model imported for two (batch.cpp).
     ImportOptions two = options;
-    two.dims[batch] = 2;
+    two.dims[batch] = kBatchWitness;
     std::unique_ptr<Builder> witness;
     try {
-      witness = build(g, opset, file, two);
+      witness = build(g, init, opset, file, two);
     } catch (const CompileError& e) {
       model_error(file, fmt::format("the model does not import for a batch of 2 samples (its "
                                     "symbolic dimension '{}'), so its batch cannot be chosen at "
@@ -353,7 +368,7 @@ ir::Module import_model(std::string_view bytes, const std::string& file,
     check_samples_apart(g, *witness, batch, batched_inputs, opset);
     ImportOptions one = options;
     one.dims[batch] = 1;
-    built = build(g, opset, file, one);
+    built = build(g, init, opset, file, one);
     built->graph().batch = batch;
     for (const std::string& in : batched_inputs) {
       built->graph().batched_inputs.push_back(

@@ -125,11 +125,15 @@ class Builder {
   std::map<std::string, int> uses_;
 };
 
+// The batch size a model with a run-time batch is imported with for the proof below (any
+// size above 1 shows how each op treats the batch).
+constexpr int64_t kBatchWitness = 2;
+
 // Shows that the model keeps the samples of its run-time batch `batch` apart:
 // every output's sample k is computed from sample k of `batched_inputs` (and
 // what is the same for every sample) alone, so that running the model for one
 // sample on each is running it on the batch. `b` is the model imported with
-// the batch bound to 2. Fails, naming the first node it cannot show it for
+// the batch bound to kBatchWitness. Fails, naming the first node it cannot show it for
 // and why, and suggesting --dim (batch.cpp).
 void check_samples_apart(const ::onnx::GraphProto& g, const Builder& b, const std::string& batch,
                          const std::vector<std::string>& batched_inputs, int64_t opset);

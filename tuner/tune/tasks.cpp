@@ -24,14 +24,14 @@ std::vector<ModelTask> model_tasks(const ir::Graph& g, const CompileOptions& opt
     t.workload = std::move(w);
     t.op = c.op;
     t.calls = 1;
-    t.flops = std::max<int64_t>(0, algorithm_flops(c.op, {}));
     t.first_result = c.results.empty() ? std::string() : c.results.front();
-    if (!c.op.knobs.empty()) {
-      try {
-        t.points = prepare_task(c.op, {}, {}, Limits{}).space->size();
-      } catch (const TaskError&) {
-        t.points = 0;  // knobs, but no space left to search
-      }
+    // A tunable operator's flops and space as a tuning job prepares them; the others' flops.
+    try {
+      Task prepared = prepare_task(c.op, {}, {}, Limits{});
+      t.points = prepared.space->size();
+      t.flops = prepared.flops;
+    } catch (const TaskError&) {
+      t.flops = std::max<int64_t>(0, algorithm_flops(c.op, {}));  // nothing to tune
     }
     tasks.push_back(std::move(t));
   }

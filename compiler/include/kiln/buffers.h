@@ -81,6 +81,8 @@ using Tensors = std::map<std::string, HostBuffer>;
 // float32 or float64 in C order, or whose data is short; write_npy throws
 // (stage output) when the file cannot be written.
 HostBuffer read_npy(const std::string& path);
+// The shape an .npy file declares, its header read and checked as read_npy does, its data not.
+std::vector<int64_t> npy_shape(const std::string& path);
 void write_npy(const HostBuffer& b, const std::string& path);
 
 // Evaluates every extent of b's shape under `params`. Throws CompileError
