@@ -31,6 +31,12 @@ namespace {
 
 constexpr int kDefaultTrials = 64;
 constexpr int kDefaultBatch = 16;
+// How a candidate is timed unless the request says: rounds of at least 5 ms (a timer's error is
+// far below that), at least 3 of them, and more while they last less than 30 ms in all, so that
+// a short kernel gets more rounds and a long one is not timed longer than 3 rounds need.
+constexpr int kDefaultRepeat = 3;
+constexpr int kDefaultMinRepeatMs = 5;
+constexpr int kDefaultMinTotalMs = 30;
 constexpr int kMaxBatch = 256;
 constexpr int kMaxPage = 10'000;
 constexpr int kExportPage = 1'000;
@@ -96,8 +102,9 @@ v1::TuneRequest normalized(v1::TuneRequest r) {
            fmt::format("features: '{}' is not a kind of features (knob, iter)", r.features()));
   if (r.seed() == 0) r.set_seed(1);
   v1::MeasureSettings& m = *r.mutable_settings();
-  if (m.repeat() == 0) m.set_repeat(3);
-  if (m.min_repeat_ms() == 0) m.set_min_repeat_ms(20);
+  if (m.repeat() == 0) m.set_repeat(kDefaultRepeat);
+  if (m.min_repeat_ms() == 0) m.set_min_repeat_ms(kDefaultMinRepeatMs);
+  if (m.min_total_ms() == 0) m.set_min_total_ms(kDefaultMinTotalMs);
   const tuner::NoiseLimits noise;
   if (!r.has_remeasure()) r.set_remeasure(noise.remeasure);
   if (r.max_cv() == 0) r.set_max_cv(noise.max_cv);

@@ -202,7 +202,8 @@ class Numbers {
          {std::pair{"warmup", s.warmup()}, std::pair{"number", s.number()},
           std::pair{"repeat", s.repeat()}, std::pair{"min_repeat_ms", s.min_repeat_ms()},
           std::pair{"cooldown_ms", s.cooldown_ms()}, std::pair{"threads", s.threads()},
-          std::pair{"time_limit_ms", s.time_limit_ms()}})
+          std::pair{"time_limit_ms", s.time_limit_ms()},
+          std::pair{"min_total_ms", s.min_total_ms()}})
       if (auto p = not_negative(std::string("settings.") + field, v)) return p;
     if (auto p = not_a_limit("settings.stop_above_ms", s.stop_above_ms())) return p;
     if (s.threads() > kMaxThreads)

@@ -8,10 +8,11 @@
    a negative number when a run failed (ctx keeps why). */
 typedef double (*measure_round_fn)(void* ctx, int number);
 /* After the job's first run: the rest of the warm-up runs, then `number` runs a round (grown,
-   up to max_number, until a round lasts min_repeat_ms when the job gives no number), then
-   `repeat` rounds with cooldown_ms between them, into r->number and r->round_ms (only the first
-   when it passes stop_above_ms per run: r->stopped_early). 0; -1 when a round failed; -2 with
-   r's error set. */
+   up to max_number, until a round lasts min_repeat_ms when the job gives no number: the round
+   that settles it is the first timed one), then `repeat` rounds in all with cooldown_ms between
+   them, and more while they last less than min_total_ms in all (at most 10 x repeat), into
+   r->number and r->round_ms (only the first when it passes stop_above_ms per run and more would
+   follow: r->stopped_early). 0; -1 when a round failed; -2 with r's error set. */
 int measure_rounds(const measure_settings* m, int max_number, measure_round_fn round, void* ctx,
                    measure_result* r);
 

@@ -86,6 +86,7 @@ struct Options {
   std::string agent;               // --agent ID: one agent of the key ("": any)
   int priority = 0;                // --priority N
   int min_repeat_ms = 0;           // --min-repeat-ms MS (0: the agent's default)
+  int min_total_ms = 0;            // --min-total-ms MS (0: none, or the tuner's default)
   int time_limit_ms = 0;           // --time-limit-ms MS (0: kilnd's)
   int memory_limit_mb = 0;         // --memory-limit-mb MB (0: kilnd's)
 

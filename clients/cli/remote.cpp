@@ -516,6 +516,7 @@ Measurement Remote::measure_request(v1::MeasureRequest request) {
   s.set_number(o.number);
   // As `kiln run --bench`: rounds of about 50 ms unless told otherwise.
   s.set_min_repeat_ms(o.min_repeat_ms > 0 ? o.min_repeat_ms : o.number > 0 ? 0 : 50);
+  s.set_min_total_ms(o.min_total_ms);
   s.set_threads(o.threads.value_or(0));
   s.set_time_limit_ms(o.time_limit_ms);
   s.set_memory_limit_bytes(static_cast<uint64_t>(o.memory_limit_mb) << 20);
@@ -592,6 +593,7 @@ void Remote::tune(const Prepared& p, const ProgressFn& each) {
   if (o.repeat_given) s.set_repeat(o.repeat);
   s.set_number(o.number);
   s.set_min_repeat_ms(o.min_repeat_ms);
+  s.set_min_total_ms(o.min_total_ms);
   s.set_threads(o.threads.value_or(0));
   s.set_time_limit_ms(o.time_limit_ms);
   s.set_memory_limit_bytes(static_cast<uint64_t>(o.memory_limit_mb) << 20);

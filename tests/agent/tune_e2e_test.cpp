@@ -229,8 +229,14 @@ TEST_F(TuneTest, SixtyFourTrialsOfTheGemmAreEachARecordAndTheBestReproduces) {
     EXPECT_EQ(r.config().at("NB") % r.config().at("NR"), 0) << r.config_text();
     if (r.error().empty()) {
       EXPECT_GT(r.median_ms(), 0);
-      // A candidate far slower than the best so far is timed for one round.
-      EXPECT_EQ(r.round_ms_size(), r.stopped_early() ? 1 : 3) << r.config_text();
+      // A candidate far slower than the best so far is timed for one round; the others for
+      // 3 rounds, and more (at most 30) while they last less than the default 30 ms in all.
+      if (r.stopped_early()) {
+        EXPECT_EQ(r.round_ms_size(), 1) << r.config_text();
+      } else {
+        EXPECT_GE(r.round_ms_size(), 3) << r.config_text();
+        EXPECT_LE(r.round_ms_size(), 30) << r.config_text();
+      }
       EXPECT_EQ(r.flops(), 2 * 128 * 128 * 128);
     }
   }
@@ -262,7 +268,7 @@ TEST_F(TuneTest, SixtyFourTrialsOfTheGemmAreEachARecordAndTheBestReproduces) {
     if (!r.has_retimed_ms()) continue;
     ++retimed;
     speeds.push_back(r.retimed_ms());
-    EXPECT_EQ(r.retime_round_ms_size(), 9) << r.config_text();
+    EXPECT_GE(r.retime_round_ms_size(), 9) << r.config_text();  // 3 passes of 3 rounds or more
   }
   EXPECT_EQ(retimed, 3);
   std::sort(speeds.begin(), speeds.end());
@@ -586,7 +592,7 @@ TEST_F(TuneTest, BestConfigRetimesTheFastestOnRequest) {
   const v1::QueryRecordsResponse all = records(end.job());
   for (const v1::TuningRecord& rec : all.records()) {
     if (!rec.has_retimed_ms()) continue;
-    EXPECT_EQ(rec.retime_round_ms_size(), 9) << rec.config_text();
+    EXPECT_GE(rec.retime_round_ms_size(), 9) << rec.config_text();
     fastest = retimed++ == 0 ? rec.retimed_ms() : std::min(fastest, rec.retimed_ms());
   }
   EXPECT_EQ(retimed, 3);

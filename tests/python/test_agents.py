@@ -52,6 +52,23 @@ def test_every_func_of_every_example_measures_checked(client, examples):
     assert measured >= len(examples)
 
 
+def test_min_total_ms_adds_rounds_to_a_short_kernel_only(client):
+    """Rounds past `repeat` while they last less than min_total_ms in all: a kernel of a few
+    microseconds gets them (at most 10 x repeat), and a round that lasts longer than that alone
+    none."""
+    short = client.measure(SCALE, "local", runtime_params={"n": 64}, repeat=2, number=1,
+                           min_total_ms=50)
+    assert short.ok, short
+    assert len(short.rounds_ms) == 20
+    asked = client.measure(SCALE, "local", runtime_params={"n": 64}, repeat=2, number=1)
+    assert asked.ok and len(asked.rounds_ms) == 2
+    grown = client.measure(SCALE, "local", runtime_params={"n": 64}, repeat=2,
+                           min_repeat_ms=60, min_total_ms=50)
+    assert grown.ok and len(grown.rounds_ms) == 2
+    with pytest.raises(kiln.KilnError, match="settings.min_total_ms"):
+        client.measure(SCALE, "local", runtime_params={"n": 64}, min_total_ms=-1)
+
+
 def test_outputs_come_back_as_numpy_arrays(client):
     m = client.measure(SCALE, "local", runtime_params={"n": 6}, return_outputs=True,
                        check=True, seed=4)

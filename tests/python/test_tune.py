@@ -42,15 +42,19 @@ def test_progress_is_an_iterator_and_every_trial_a_record(client):
     assert len(records) == 12
     assert len({tuple(sorted(r.config.items())) for r in records}) == 12
     ran = [r for r in records if r.ok]
-    # A candidate far slower than the best so far is timed for one round.
-    assert ran and all(r.median_ms > 0 and len(r.rounds_ms) == (1 if r.stopped_early else 3)
-                       for r in ran)
+    # A candidate far slower than the best so far is timed for one round; the others for 3
+    # rounds of at least 2 ms, and more (at most 30) while they last less than 30 ms in all.
+    assert ran and all(r.median_ms > 0 for r in ran)
+    assert all(len(r.rounds_ms) == 1 for r in ran if r.stopped_early)
+    assert all(3 <= len(r.rounds_ms) <= 30 for r in ran if not r.stopped_early)
+    # A kernel this short (96^3) gets more rounds than 3 for the same time.
+    assert any(len(r.rounds_ms) > 3 for r in ran if not r.stopped_early)
     assert all(r.flops == 2 * 96 ** 3 for r in ran)
 
     # The three fastest were re-timed, and the best is the fastest of them by re-timed median.
     assert end.retimed == 3
     retimed = [r for r in ran if r.retimed_ms is not None]
-    assert len(retimed) == 3 and all(len(r.retime_rounds_ms) == 9 for r in retimed)
+    assert len(retimed) == 3 and all(len(r.retime_rounds_ms) >= 9 for r in retimed)
     assert all(r.attempts >= 1 and r.min_ms <= r.median_ms <= r.max_ms for r in ran)
     best = client.best(kiln.load(GEMM), "local", set=SIZES)
     assert best.retimed_ms == min(r.retimed_ms for r in retimed) == best.ms

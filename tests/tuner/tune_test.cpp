@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -653,6 +655,58 @@ TEST_F(TuneTest, ACandidateFarSlowerThanTheBestIsTimedForOneRound) {
   p = tune(task_of(x_only(4)), builder_, all, *store_, "x86", settings);
   EXPECT_EQ(p.stopped_early, 0);
   for (const auto& [config, limit] : all.stop_above) EXPECT_EQ(limit, 0) << config;
+}
+
+// A batch is streamed: a point goes to the Runner as soon as it is built, so the next points
+// compile while it is measured. This Builder builds one point at a time, and holds every point
+// after the first until a run has started: were the batch built whole before anything is
+// measured, the second build would wait for its deadline and the test fail.
+TEST_F(TuneTest, APointIsMeasuredWhileTheNextAreBuilt) {
+  class Held : public Builder {
+   public:
+    std::mutex mu;
+    std::condition_variable cv;
+    bool run_started = false;
+    int built = 0, built_before_first_run = -1;
+    Outcome<Build> build(const BuildInput& in) override {
+      std::unique_lock<std::mutex> lock(mu);
+      if (built > 0 && !cv.wait_for(lock, std::chrono::seconds(20), [&] { return run_started; }))
+        return Failure{Failure::Kind::Internal, std::nullopt, "no point was measured while built"};
+      ++built;
+      auto a = std::make_shared<codegen::Artifact>();
+      a->name = records::config_text(in.point);
+      Build b;
+      b.artifact = a;
+      return b;
+    }
+    int parallelism() const override { return 1; }
+  } held;
+  class Noting : public SyntheticRunner {
+   public:
+    explicit Noting(Held& h) : h_(h) {}
+    Outcome<Measurement> run(const RunInput& in) override {
+      {
+        std::lock_guard<std::mutex> lock(h_.mu);
+        if (!h_.run_started) h_.built_before_first_run = h_.built;
+        h_.run_started = true;
+        h_.cv.notify_all();
+      }
+      return SyntheticRunner::run(in);
+    }
+
+   private:
+    Held& h_;
+  } runner(held);
+  TuneSettings settings;
+  settings.trials = 8;
+  settings.batch = 8;
+  settings.retime_top = 0;
+  TuneProgress p = tune(task_of(gemm_like_space()), held, runner, *store_, "x86", settings);
+  EXPECT_EQ(p.stopped, "trials");
+  EXPECT_EQ(p.trials, 8);
+  EXPECT_EQ(held.built, 8);
+  EXPECT_EQ(held.built_before_first_run, 1);
+  EXPECT_EQ(runner.seen.size(), 8u);
 }
 
 TEST(RunErrorTest, EachClassHasTheNameRecordsKeep) {

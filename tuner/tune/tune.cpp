@@ -10,6 +10,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 
 #include "kiln/json.h"
@@ -68,6 +69,19 @@ Outcome<T> retry_busy(Call call, const std::function<bool()>& stopping) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
+
+// Holds one of a batch's build slots (at most the Builder's parallelism
+// builds at once) for as long as it lives.
+class BuildSlot {
+ public:
+  explicit BuildSlot(std::counting_semaphore<>& slots) : slots_(slots) { slots_.acquire(); }
+  ~BuildSlot() { slots_.release(); }
+  BuildSlot(const BuildSlot&) = delete;
+  BuildSlot& operator=(const BuildSlot&) = delete;
+
+ private:
+  std::counting_semaphore<>& slots_;
+};
 
 // Whether a measurement that ran is past the noise limits.
 bool too_noisy(const Measurement& m, const NoiseLimits& n) {
@@ -160,11 +174,14 @@ std::string TuneSettings::json() const {
 
 namespace {
 
-// One batch: every point built (the Builder's parallelism at once), then the
-// built ones measured at once. Building while a device on the same machine
-// measures (kilnd --local-agent) would disturb its timings. Each point's
-// outcome goes to `report` (a trial) or `reject` (an illegal schedule) as it
-// arrives; a failure that is not the point's is returned, the first one.
+// One batch, streamed: each point is built (at most the Builder's parallelism
+// at once) and handed to the Runner as soon as it is
+// built, so that the next points compile while the first are measured on
+// agents elsewhere. (Where a device measures on the builder's own machine,
+// kilnd --local-agent, kilnd's admission holds compiles back while it
+// measures: its timings keep the CPUs.) Each point's outcome goes to `report`
+// (a trial) or `reject` (an illegal schedule) as it arrives; a failure that is
+// not the point's is returned, the first one.
 std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner& runner,
                                      const TuneSettings& settings, double stop_above_ms,
                                      const std::vector<Config>& batch, const TuneHooks& hooks,
@@ -195,21 +212,22 @@ std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner&
 
   std::vector<size_t> all(batch.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  std::vector<std::optional<Build>> built(batch.size());
-  each(all, static_cast<size_t>(std::max(1, builder.parallelism())), gone, [&](size_t i) {
-    BuildInput in{task.func, batch[i], settings.compile};
-    Outcome<Build> b = retry_busy<Build>([&] { return builder.build(in); }, stopping);
-    if (!b.ok()) {
-      if (!gone()) failed(batch[i], b.failure());
-      return;
+  std::counting_semaphore<> slots(std::max(1, builder.parallelism()));
+  each(all, all.size(), gone, [&](size_t i) {
+    std::optional<Build> built;
+    {
+      BuildSlot slot(slots);
+      if (gone()) return;
+      BuildInput in{task.func, batch[i], settings.compile};
+      Outcome<Build> b = retry_busy<Build>([&] { return builder.build(in); }, stopping);
+      if (!b.ok()) {
+        if (!gone()) failed(batch[i], b.failure());
+        return;
+      }
+      built = std::move(b.value());
     }
-    built[i] = std::move(b.value());
-  });
-  std::vector<size_t> ready;
-  for (size_t i = 0; i < batch.size(); ++i)
-    if (built[i]) ready.push_back(i);
-  each(ready, ready.size(), gone, [&](size_t i) {
-    RunInput in{built[i]->artifact, nullptr, task.params, {}, stop_above_ms};
+    if (gone()) return;
+    RunInput in{built->artifact, nullptr, task.params, {}, stop_above_ms};
     if (task.func)
       in.func = std::make_shared<const ir::Func>(ir::apply_overrides(*task.func, batch[i]));
     Outcome<Measured> measured = measure_point(runner, in, settings.noise, gone);
@@ -228,9 +246,9 @@ std::optional<Failure> measure_batch(const Task& task, Builder& builder, Runner&
       t.error = run_error_name(*m.error);
       t.message = m.message;
     }
-    t.compile_ms = built[i]->compile_ms;
+    t.compile_ms = built->compile_ms;
     t.agent = m.device;
-    t.compiler_version = built[i]->compiler_version;
+    t.compiler_version = built->compiler_version;
     t.host_load = m.host_load;
     t.cpu_pressure = m.cpu_pressure;
     t.attempts = measured.value().attempts;

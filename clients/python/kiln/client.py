@@ -457,14 +457,15 @@ class Client:
         return list(self._call(self._stub.ListAgents, service_pb2.ListAgentsRequest()).agents)
 
     def measure(self, op, key, *, runtime_params=None, seed=0, check=False, return_outputs=False,
-                repeat=0, number=0, min_repeat_ms=0, warmup=0, cooldown_ms=0, flush_cache=False,
-                threads=0, time_limit_ms=0, memory_limit_mb=0, priority=0, gpu=None,
-                agent="", **options):
+                repeat=0, number=0, min_repeat_ms=0, min_total_ms=0, warmup=0, cooldown_ms=0,
+                flush_cache=False, threads=0, time_limit_ms=0, memory_limit_mb=0, priority=0,
+                gpu=None, agent="", **options):
         """Compiles for an agent of ``key`` (its triple and CPU; ``agent``: that
         one of them only), ships the
         kernel there and times it: ``warmup`` calls, then ``repeat`` rounds of
         ``number`` calls (``number`` grown until a round lasts
-        ``min_repeat_ms`` when 0). ``check`` compares the outputs with the
+        ``min_repeat_ms`` when 0), and more rounds while they last less than
+        ``min_total_ms`` in all (at most 10 x ``repeat``). ``check`` compares the outputs with the
         reference interpreter. ``gpu=N`` measures on the agent's GPU N instead
         (CUDA for its compute capability, timed with CUDA events; a key whose
         agents lack it raises KilnError, FAILED_PRECONDITION). A crash or
@@ -477,7 +478,8 @@ class Client:
                              "cpu and features")
         settings = agent_pb2.MeasureSettings(
             warmup=warmup, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
-            cooldown_ms=cooldown_ms, flush_cache=flush_cache, threads=threads,
+            min_total_ms=min_total_ms, cooldown_ms=cooldown_ms, flush_cache=flush_cache,
+            threads=threads,
             time_limit_ms=time_limit_ms, memory_limit_bytes=int(memory_limit_mb) << 20)
         request = service_pb2.MeasureRequest(
             op=_operator(op), options=_options(**options), key=key, seed=seed, check=check,
@@ -492,13 +494,15 @@ class Client:
 
     def tune(self, op, key, *, trials=0, search="", features="", batch=0, early_stop=0,
              transfer=False, detach=False, seed=0, runtime_params=None, repeat=0, number=0,
-             min_repeat_ms=0, threads=0, time_limit_ms=0, memory_limit_mb=0, priority=0,
-             gpu=None, retime=None, remeasure=None, stop_slower_than=None, **options):
+             min_repeat_ms=0, min_total_ms=0, threads=0, time_limit_ms=0, memory_limit_mb=0,
+             priority=0, gpu=None, retime=None, remeasure=None, stop_slower_than=None,
+             **options):
         """Starts a tuning job of ``op``'s knobs on the agents of ``key``: a
         TuneJob, whose iteration is the job's progress. ``search`` is xgb-rank
         (default), xgb-reg, random or grid; ``options["set"]`` gives params
         their values and holds knobs fixed. Measurement options as for measure()
-        (default 3 rounds of at least 20 ms). ``gpu=N`` tunes on the agents'
+        (default: rounds of at least 5 ms, at least 3 and more while they last
+        less than 30 ms in all). ``gpu=N`` tunes on the agents'
         GPU N; its records are kept under the key ``"KEY/gpuN"``. ``retime=N``:
         the N fastest re-timed at the end, interleaved (default 3, 0: none);
         ``remeasure=N``: a noisy point measured up to N more times (default 2);
@@ -507,8 +511,9 @@ class Client:
         if options.get("target") or options.get("cpu"):
             raise ValueError("tune compiles for the agents' own target: leave out target and cpu")
         settings = agent_pb2.MeasureSettings(
-            number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, threads=threads,
-            time_limit_ms=time_limit_ms, memory_limit_bytes=int(memory_limit_mb) << 20)
+            number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+            min_total_ms=min_total_ms, threads=threads, time_limit_ms=time_limit_ms,
+            memory_limit_bytes=int(memory_limit_mb) << 20)
         request = service_pb2.TuneRequest(
             op=_operator(op), options=_options(**options), key=key, trials=trials, batch=batch,
             early_stop=early_stop, search=search, features=features, seed=seed,
