@@ -28,8 +28,9 @@ Progress goes to stderr.
                    long: --quick, or -- --trials N; -- --transfer: the warm-start experiment),
                    contention (GEMM and conv at 2 threads, quiet and beside 1 and 2 busy
                    processes, each side's slowdown: tests/bench/bench_contention.py),
-                   mca (the aarch64 GEMM micro-kernel's cycles under llvm-mca for a
-                   Cortex-A72 and a Neoverse N1, a model standing in for a board:
+                   mca (the GEMM micro-kernel's cycles under llvm-mca: aarch64 for a
+                   Cortex-A72 and a Neoverse N1, x86-64 with AVX2 and no AVX-512 for
+                   Haswell, Zen 2 and Zen 3; a model standing in for a machine:
                    tests/bench/bench_mca.py),
                    models (ResNet-18, ResNet-50, MobileNetV2 and a Transformer encoder
                    layer as ONNX through kiln against PyTorch on 1 and 2 threads:
