@@ -355,31 +355,44 @@ int retime(const Task& task, Builder& builder, Runner& runner, records::RecordSt
   return retimed;
 }
 
-TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::RecordStore& store,
-                  const std::string& key, const TuneSettings& settings, int64_t job,
-                  const TuneHooks& hooks) {
-  const Space& space = *task.space;
-  const records::Workload& workload = task.workload;
-  const auto& progress = hooks.progress;
-  auto start = std::chrono::steady_clock::now();
-  Searcher search(space, settings.search,
-                  settings.features ? settings.features : FeatureFn(knob_features));
-  if (!settings.warm_points.empty()) search.warm_start(settings.warm_points, settings.warm_cost);
+struct TuneJob::State {
+  const Task& task;
+  Builder& builder;
+  Runner& runner;
+  records::RecordStore& store;
+  const std::string key;
+  const TuneSettings settings;
+  const TuneHooks hooks;
+  const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  Searcher search;
   TuneProgress p;
-  p.target = settings.trials;
   int trials_before = 0;                   // measured by earlier runs of the job
   std::map<std::string, int64_t> illegal;  // points the Builder refused, by reason
-  auto rejected = [&] {
+  std::string over;                        // why step() has no more to do ("": it has)
+
+  State(const Task& t, Builder& b, Runner& r, records::RecordStore& s, std::string k,
+        TuneSettings ts, TuneHooks h)
+      : task(t),
+        builder(b),
+        runner(r),
+        store(s),
+        key(std::move(k)),
+        settings(std::move(ts)),
+        hooks(std::move(h)),
+        search(*task.space, settings.search,
+               settings.features ? settings.features : FeatureFn(knob_features)) {}
+
+  std::map<std::string, int64_t> rejected() const {
     std::map<std::string, int64_t> all = search.rejected();
     for (const auto& [why, n] : illegal) all[why] += n;
     return all;
-  };
-  auto timing = [&] {
+  }
+  void timing() {
     p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     int run = p.trials - trials_before;
     p.eta_s = run > 0 ? p.elapsed_s / run * std::max(0, settings.trials - p.trials) : 0;
-  };
-  auto note = [&](const records::Record& r) {
+  }
+  void note(const records::Record& r) {
     ++p.trials;
     if (!r.error.empty()) {
       ++p.errors[r.error];
@@ -387,110 +400,151 @@ TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::R
       p.best = r;
       p.best_gflops = gflops_of(r);
     }
-  };
-
-  store.put_workload(workload);
-  if (job == 0) {
-    p.job = store.start_job({0, workload.hash, key, settings.json()});
-  } else {
-    std::optional<records::Job> j = store.job(job);
-    if (!j) throw records::RecordsError(fmt::format("no tuning job {} to resume", job));
-    if (j->workload != workload.hash || j->key != key)
-      throw records::RecordsError(fmt::format("tuning job {} tunes workload {} on {}, not {} on {}",
-                                              job, j->workload, j->key, workload.hash, key));
-    p.job = job;
-    // What the job measured before: the model learns it, the search never proposes it again.
-    records::Query q;
-    q.job = job;
-    q.limit = -1;
-    std::vector<Config> points;
-    std::vector<double> costs;
-    for (const records::Record& r : store.query(q)) {
-      note(r);
-      points.push_back(r.config);
-      costs.push_back(cost_of(r));
-    }
-    search.update(points, costs);
-    trials_before = p.trials;
   }
-
-  auto finish = [&](const char* why, records::JobState state) {
-    if (state == records::JobState::Done)
-      retime_finalists(task, builder, runner, store, settings, hooks, p);
-    p.done = true;
-    p.stopped = why;
-    p.rejected = rejected();
-    p.last.reset();
-    timing();
-    p.eta_s = 0;
-    store.finish_job(p.job, state);
-    if (progress) progress(p);
-    return p;
-  };
-  auto stopped = [&] {
+  void stopped() const {
     if (!hooks.stopping || !hooks.stopping()) return;
     throw Interrupted(Failure{Failure::Kind::Stopped, std::nullopt,
                               "the service is stopping; the job is kept and can be resumed"});
-  };
-  while (p.trials < settings.trials) {
-    stopped();
-    if (hooks.cancelled && hooks.cancelled())
-      return finish("cancelled", records::JobState::Cancelled);
-    if (settings.early_stop > 0 && search.since_improvement() >= settings.early_stop)
-      return finish("early stop", records::JobState::Done);
-    std::vector<Config> batch =
-        search.next_batch(std::min(settings.batch, settings.trials - p.trials));
-    if (batch.empty()) return finish("space exhausted", records::JobState::Done);
-
-    std::mutex mu;  // the batch reports from several threads
-    std::vector<Config> measured;
-    std::vector<double> costs;
-    auto report = [&](const Trial& t) {
-      std::lock_guard<std::mutex> lock(mu);
-      records::Record r;
-      static_cast<Trial&>(r) = t;
-      r.job = p.job;
-      r.workload = workload.hash;
-      r.key = key;
-      if (!r.error.empty()) r.median_ms = 0;
-      // When it arrived: the record streamed is the record stored, with its time and its id.
-      r.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
-      records::RecordStore::Added added = store.add_record(r);
-      if (!added.added) return;  // reported twice: kept once
-      r.id = added.id;
-      if (r.attempts > 1) ++p.remeasured;
-      if (r.stopped_early) ++p.stopped_early;
-      note(r);
-      measured.push_back(r.config);
-      costs.push_back(cost_of(r));
-      if (progress) {
-        p.last = r;
-        p.rejected = rejected();
-        timing();
-        progress(p);
-        p.last.reset();
-      }
-    };
-    auto reject = [&](const std::string& why) {
-      std::lock_guard<std::mutex> lock(mu);
-      ++illegal[why];
-    };
-    // A candidate far slower than the best so far needs one round to say so.
-    double stop_above_ms = settings.stop_slower_than > 0 && p.best && p.best->median_ms > 0
-                               ? settings.stop_slower_than * p.best->median_ms
-                               : 0;
-    std::optional<Failure> failure =
-        measure_batch(task, builder, runner, settings, stop_above_ms, batch, hooks, report, reject);
-    search.update(measured, costs);
-    stopped();
-    if (failure && !(hooks.cancelled && hooks.cancelled())) throw Interrupted(*failure);
-    p.rejected = rejected();
-    timing();
-    if (progress && p.trials < settings.trials) progress(p);
   }
-  return finish("trials", records::JobState::Done);
+};
+
+TuneJob::TuneJob(const Task& task, Builder& builder, Runner& runner, records::RecordStore& store,
+                 const std::string& key, const TuneSettings& settings, int64_t job,
+                 const TuneHooks& hooks)
+    : s_(std::make_unique<State>(task, builder, runner, store, key, settings, hooks)) {
+  State& s = *s_;
+  if (!settings.warm_points.empty()) s.search.warm_start(settings.warm_points, settings.warm_cost);
+  s.p.target = settings.trials;
+  const records::Workload& workload = task.workload;
+  store.put_workload(workload);
+  if (job == 0) {
+    s.p.job = store.start_job({0, workload.hash, key, settings.json()});
+    return;
+  }
+  std::optional<records::Job> j = store.job(job);
+  if (!j) throw records::RecordsError(fmt::format("no tuning job {} to resume", job));
+  if (j->workload != workload.hash || j->key != key)
+    throw records::RecordsError(fmt::format("tuning job {} tunes workload {} on {}, not {} on {}",
+                                            job, j->workload, j->key, workload.hash, key));
+  s.p.job = job;
+  // What the job measured before: the model learns it, the search never proposes it again.
+  records::Query q;
+  q.job = job;
+  q.limit = -1;
+  std::vector<Config> points;
+  std::vector<double> costs;
+  for (const records::Record& r : store.query(q)) {
+    s.note(r);
+    points.push_back(r.config);
+    costs.push_back(cost_of(r));
+  }
+  s.search.update(points, costs);
+  s.trials_before = s.p.trials;
+}
+
+TuneJob::~TuneJob() = default;
+
+const TuneProgress& TuneJob::progress() const { return s_->p; }
+const std::string& TuneJob::over() const { return s_->over; }
+bool TuneJob::measured_before() const { return s_->trials_before > 0; }
+
+bool TuneJob::step(int n) {
+  State& s = *s_;
+  TuneProgress& p = s.p;
+  const TuneSettings& settings = s.settings;
+  if (!s.over.empty()) return false;
+  s.stopped();
+  if (s.hooks.cancelled && s.hooks.cancelled()) {
+    s.over = "cancelled";
+    return false;
+  }
+  if (p.trials >= settings.trials) {
+    s.over = "trials";
+    return false;
+  }
+  if (settings.early_stop > 0 && s.search.since_improvement() >= settings.early_stop) {
+    s.over = "early stop";
+    return false;
+  }
+  int want = std::min(n > 0 ? n : settings.batch, settings.trials - p.trials);
+  std::vector<Config> batch = s.search.next_batch(want);
+  if (batch.empty()) {
+    s.over = "space exhausted";
+    return false;
+  }
+
+  std::mutex mu;  // the batch reports from several threads
+  std::vector<Config> measured;
+  std::vector<double> costs;
+  auto report = [&](const Trial& t) {
+    std::lock_guard<std::mutex> lock(mu);
+    records::Record r;
+    static_cast<Trial&>(r) = t;
+    r.job = p.job;
+    r.workload = s.task.workload.hash;
+    r.key = s.key;
+    if (!r.error.empty()) r.median_ms = 0;
+    // When it arrived: the record streamed is the record stored, with its time and its id.
+    r.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+    records::RecordStore::Added added = s.store.add_record(r);
+    if (!added.added) return;  // reported twice: kept once
+    r.id = added.id;
+    if (r.attempts > 1) ++p.remeasured;
+    if (r.stopped_early) ++p.stopped_early;
+    s.note(r);
+    measured.push_back(r.config);
+    costs.push_back(cost_of(r));
+    if (s.hooks.progress) {
+      p.last = r;
+      p.rejected = s.rejected();
+      s.timing();
+      s.hooks.progress(p);
+      p.last.reset();
+    }
+  };
+  auto reject = [&](const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++s.illegal[why];
+  };
+  // A candidate far slower than the best so far needs one round to say so.
+  double stop_above_ms = settings.stop_slower_than > 0 && p.best && p.best->median_ms > 0
+                             ? settings.stop_slower_than * p.best->median_ms
+                             : 0;
+  std::optional<Failure> failure = measure_batch(s.task, s.builder, s.runner, settings,
+                                                 stop_above_ms, batch, s.hooks, report, reject);
+  s.search.update(measured, costs);
+  s.stopped();
+  if (failure && !(s.hooks.cancelled && s.hooks.cancelled())) throw Interrupted(*failure);
+  p.rejected = s.rejected();
+  s.timing();
+  return true;
+}
+
+TuneProgress TuneJob::finish(bool cancelled) {
+  State& s = *s_;
+  TuneProgress& p = s.p;
+  cancelled = cancelled || s.over == "cancelled";
+  if (!cancelled) retime_finalists(s.task, s.builder, s.runner, s.store, s.settings, s.hooks, p);
+  p.done = true;
+  p.stopped = cancelled ? "cancelled" : s.over.empty() ? "trials" : s.over;
+  p.rejected = s.rejected();
+  p.last.reset();
+  s.timing();
+  p.eta_s = 0;
+  s.store.finish_job(p.job, cancelled ? records::JobState::Cancelled : records::JobState::Done);
+  if (s.hooks.progress) s.hooks.progress(p);
+  return p;
+}
+
+TuneProgress tune(const Task& task, Builder& builder, Runner& runner, records::RecordStore& store,
+                  const std::string& key, const TuneSettings& settings, int64_t job,
+                  const TuneHooks& hooks) {
+  TuneJob j(task, builder, runner, store, key, settings, job, hooks);
+  while (j.step())
+    if (hooks.progress && j.progress().trials < settings.trials) hooks.progress(j.progress());
+  return j.finish();
 }
 
 }  // namespace kiln::tuner

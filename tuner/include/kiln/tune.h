@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -105,6 +106,44 @@ struct TuneHooks {
   // Asked between points and batches: the service is stopping. The job ends
   // where it is, running in the store, and tune throws Interrupted.
   std::function<bool()> stopping{};
+};
+
+// A tuning job a batch at a time, for whoever shares trials among several
+// (kiln/task_scheduler.h); tune() below runs one to its end. Its arguments
+// are tune()'s, and outlive it.
+class TuneJob {
+ public:
+  // Starts (job 0) or resumes job `job` in `store`: a resumed job's model
+  // learns what it measured before, and its points are never proposed again.
+  // Throws records::RecordsError for a job of another workload or key, or none.
+  TuneJob(const Task& task, Builder& builder, Runner& runner, records::RecordStore& store,
+          const std::string& key, const TuneSettings& settings, int64_t job = 0,
+          const TuneHooks& hooks = {});
+  ~TuneJob();
+  TuneJob(const TuneJob&) = delete;
+  TuneJob& operator=(const TuneJob&) = delete;
+
+  // Proposes, builds and measures one batch of at most `n` points (0: the
+  // settings' batch), each trial recorded (and reported to hooks.progress) as
+  // it arrives, and retrains the model. False, with nothing measured, when
+  // the job has no more to do: over() says why. Throws Interrupted as tune()
+  // does.
+  bool step(int n = 0);
+  // "" while step() may measure more; else "trials", "early stop", "space
+  // exhausted" or "cancelled".
+  const std::string& over() const;
+  // The progress so far (the trials of earlier runs of the job included).
+  const TuneProgress& progress() const;
+  // Whether the job was resumed with trials measured before.
+  bool measured_before() const;
+  // Ends the job: unless it is cancelled (or `cancelled`), its finalists are
+  // re-timed (TuneSettings::retime_top); marked done or cancelled in the
+  // store, the final progress reported and returned.
+  TuneProgress finish(bool cancelled = false);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
 };
 
 // Runs (job 0: starts; else resumes) the tuning job of `task` on device

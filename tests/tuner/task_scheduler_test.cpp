@@ -1,0 +1,256 @@
+// A model's tasks tuned under one budget (kiln/task_scheduler.h) with a synthetic Builder and
+// Runner and the SQLite store: every task gets a batch first and a task of one point is
+// measured once, the budget of trials is kept exactly, the trials go where the model's time
+// falls most, each task's trials are records of its own job, the predicted time is the sum of
+// calls x best, and a run stopped by the service resumes from its tasks' jobs with nothing lost
+// or measured twice; cancelled and out-of-time runs end so.
+#include "kiln/task_scheduler.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace kiln::tuner {
+namespace {
+
+std::vector<int64_t> range(int64_t n) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(i);
+  return v;
+}
+
+// Builds every point into an artifact named after it.
+class NamingBuilder : public Builder {
+ public:
+  Outcome<Build> build(const BuildInput& in) override {
+    auto a = std::make_shared<codegen::Artifact>();
+    a->name = records::config_text(in.point);
+    Build b;
+    b.artifact = a;
+    return b;
+  }
+  int parallelism() const override { return 2; }
+};
+
+// Task t (its param "task") costs scale[t] x (1 + |X - best_x[t]|) ms a call. Counts the
+// points each task measured; after `fail_after` measurements every agent is lost.
+class TaskRunner : public Runner {
+ public:
+  std::map<int64_t, double> scale;
+  std::map<int64_t, int64_t> best_x;
+  std::map<int64_t, std::vector<std::string>> seen;  // by task, outside re-timing
+  int fail_after = -1;
+
+  Outcome<Target> target() override { return Target::host(); }
+  Outcome<Measurement> run(const RunInput& in) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t t = in.params.at("task");
+    if (fail_after >= 0 && measured_ >= fail_after)
+      return Failure{Failure::Kind::Unavailable, std::nullopt, "every agent of key x86 was lost"};
+    ++measured_;
+    if (in.device.empty()) seen[t].push_back(in.artifact->name);
+    Config c = records::parse_config(in.artifact->name);
+    int64_t x = c.count("X") ? c.at("X") : best_x[t];
+    Measurement m;
+    m.device = "synthetic";
+    m.median_ms = scale[t] * (1 + std::abs(static_cast<double>(x - best_x[t])));
+    m.round_ms = {m.median_ms, m.median_ms, m.median_ms};
+    return m;
+  }
+
+ private:
+  std::mutex mu_;
+  int measured_ = 0;
+};
+
+class TaskSchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "kiln_sched_" + std::to_string(getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    store_ = records::open_sqlite_store(dir_ + "/records.db");
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Task `index` with a knob X of `points` values (none: one point, nothing to tune), run
+  // `calls` times by the model, costing `scale` x (1 + |X - best_x|).
+  ScheduledTask task(int64_t index, int64_t points, int calls, double scale, int64_t best_x) {
+    runner_.scale[index] = scale;
+    runner_.best_x[index] = best_x;
+    ScheduledTask s;
+    s.task.workload = {"wl-" + std::to_string(index), "op" + std::to_string(index),
+                       "func op" + std::to_string(index) + " { ... }"};
+    std::vector<KnobDef> knobs;
+    if (points > 0) knobs.push_back(KnobDef::values_of("X", range(points)));
+    s.task.space = std::make_shared<const Space>(std::move(knobs));
+    s.task.params = {{"task", index}};
+    s.task.flops = 1'000'000;
+    s.calls = calls;
+    s.name = "op" + std::to_string(index);
+    return s;
+  }
+  ScheduleSettings settings(int trials) {
+    ScheduleSettings s;
+    s.trials = trials;
+    s.task.trials = 1'000;
+    s.task.batch = 8;
+    s.task.retime_top = 0;
+    s.task.search.strategy = Strategy::Random;
+    return s;
+  }
+  int64_t records_of(int64_t job) {
+    records::Query q;
+    q.job = job;
+    return store_->count(q);
+  }
+
+  std::string dir_;
+  std::unique_ptr<records::RecordStore> store_;
+  NamingBuilder builder_;
+  TaskRunner runner_;
+};
+
+TEST(TaskGainTest, IsTheWeightedFallOfTheBest) {
+  // No time yet: infinite, so that it is measured before anything else.
+  EXPECT_TRUE(std::isinf(task_gain(1, {std::numeric_limits<double>::infinity()}, {0}, 0.2, 3)));
+  // One batch: only the average fall since the start, best / trials.
+  EXPECT_DOUBLE_EQ(task_gain(2, {10.0}, {8}, 0.2, 3), 2 * 0.8 * (10.0 / 8));
+  // Batches: the fall over the last `window` of them per trial, weighted 0.2.
+  std::vector<double> best = {20, 12, 10, 9};
+  std::vector<int> trials = {8, 16, 24, 32};
+  EXPECT_DOUBLE_EQ(task_gain(3, best, trials, 0.2, 2), 3 * (0.2 * (12.0 - 9) / 16 + 0.8 * 9 / 32));
+  EXPECT_DOUBLE_EQ(task_gain(3, best, trials, 0.2, 9), 3 * (0.2 * (20.0 - 9) / 24 + 0.8 * 9 / 32));
+  // Twice the calls, twice the gain.
+  EXPECT_DOUBLE_EQ(task_gain(6, best, trials, 0.2, 2), 2 * task_gain(3, best, trials, 0.2, 2));
+}
+
+TEST_F(TaskSchedulerTest, TheBudgetGoesWhereTheModelsTimeFallsMost) {
+  // op0: run 10 times, a space of 64 points with a deep bowl; op1: once, 64 points, cheap;
+  // op2: once, no knobs (measured once, its default).
+  std::vector<ScheduledTask> tasks = {task(0, 64, 10, 1.0, 40), task(1, 64, 1, 0.01, 3),
+                                      task(2, 0, 1, 0.5, 0)};
+  std::vector<ScheduleProgress> seen;
+  ScheduleHooks hooks;
+  hooks.progress = [&](const ScheduleProgress& p) { seen.push_back(p); };
+  ScheduleProgress p = tune_tasks(tasks, builder_, runner_, *store_, "x86", settings(64), hooks);
+
+  EXPECT_TRUE(p.done);
+  EXPECT_EQ(p.stopped, "trials");
+  EXPECT_EQ(p.trials, 64);
+  ASSERT_EQ(p.tasks.size(), 3u);
+  EXPECT_EQ(runner_.seen[2].size(), 1u);  // one point: measured once
+  EXPECT_GE(runner_.seen[1].size(), 8u);  // a batch each first
+  // The heavy task gets most of the budget; the cheap one no more than its first batch and a
+  // little.
+  EXPECT_GT(runner_.seen[0].size(), 3 * runner_.seen[1].size());
+  EXPECT_EQ(runner_.seen[0].size() + runner_.seen[1].size() + runner_.seen[2].size(), 64u);
+  for (const auto& [t, points] : runner_.seen)
+    EXPECT_EQ(std::set<std::string>(points.begin(), points.end()).size(), points.size())
+        << "task " << t << " measured a point twice";
+
+  // Each task's trials are records of its own job, of its workload.
+  std::set<int64_t> jobs;
+  for (size_t i = 0; i < 3; ++i) {
+    const TuneProgress& t = p.tasks[i];
+    EXPECT_TRUE(t.done);
+    jobs.insert(t.job);
+    EXPECT_EQ(records_of(t.job),
+              static_cast<int64_t>(runner_.seen[static_cast<int64_t>(i)].size()));
+    std::optional<records::Job> j = store_->job(t.job);
+    ASSERT_TRUE(j);
+    EXPECT_EQ(j->workload, tasks[i].task.workload.hash);
+    EXPECT_EQ(j->state, records::JobState::Done);
+    ASSERT_TRUE(t.best);
+  }
+  EXPECT_EQ(jobs.size(), 3u);
+  // The model's predicted time: calls x best, summed.
+  double predicted = 0;
+  for (size_t i = 0; i < 3; ++i) predicted += tasks[i].calls * p.tasks[i].best->median_ms;
+  EXPECT_DOUBLE_EQ(p.predicted_ms, predicted);
+
+  // One message a trial, naming its task and carrying its record; the prediction falls.
+  int with_trial = 0;
+  double last_prediction = std::numeric_limits<double>::infinity();
+  for (const ScheduleProgress& m : seen) {
+    if (!m.last) continue;
+    ++with_trial;
+    ASSERT_GE(m.task, 0);
+    EXPECT_EQ(m.last->workload, tasks[static_cast<size_t>(m.task)].task.workload.hash);
+    if (m.predicted_ms > 0) {
+      EXPECT_LE(m.predicted_ms, last_prediction);
+      last_prediction = m.predicted_ms;
+    }
+  }
+  EXPECT_EQ(with_trial, 64);
+  EXPECT_TRUE(seen.back().done);
+}
+
+TEST_F(TaskSchedulerTest, AStoppedRunResumesFromItsTasksJobsWithNothingLostOrRepeated) {
+  std::vector<ScheduledTask> tasks = {task(0, 64, 4, 1.0, 20), task(1, 32, 1, 1.0, 5)};
+  runner_.fail_after = 20;  // in op1's first batch... after op0's and part of op1's
+  std::vector<int64_t> jobs(2, 0);
+  ScheduleHooks hooks;
+  hooks.progress = [&](const ScheduleProgress& p) {
+    for (size_t i = 0; i < 2; ++i) jobs[i] = p.tasks[i].job;
+  };
+  EXPECT_THROW(tune_tasks(tasks, builder_, runner_, *store_, "x86", settings(48), hooks),
+               Interrupted);
+  ASSERT_GT(jobs[0], 0);
+  ASSERT_GT(jobs[1], 0);
+  int64_t before = records_of(jobs[0]) + records_of(jobs[1]);
+  EXPECT_GE(before, 8);  // at least op0's batch
+  EXPECT_LE(before, 20);
+  EXPECT_EQ(store_->job(jobs[0])->state, records::JobState::Running);
+
+  runner_.fail_after = -1;
+  for (size_t i = 0; i < 2; ++i) tasks[i].job = jobs[i];
+  ScheduleProgress p =
+      tune_tasks(tasks, builder_, runner_, *store_, "x86", settings(48), ScheduleHooks{});
+  EXPECT_EQ(p.stopped, "trials");
+  EXPECT_EQ(p.trials, 48);  // this run's budget
+  EXPECT_EQ(p.tasks[0].job, jobs[0]);
+  EXPECT_EQ(p.tasks[1].job, jobs[1]);
+  EXPECT_EQ(records_of(jobs[0]) + records_of(jobs[1]), before + 48);
+  for (const auto& [t, points] : runner_.seen)
+    EXPECT_EQ(std::set<std::string>(points.begin(), points.end()).size(), points.size())
+        << "task " << t << " measured a point twice";
+}
+
+TEST_F(TaskSchedulerTest, CancelledOutOfTimeAndExhaustedRunsEndSo) {
+  std::vector<ScheduledTask> tasks = {task(0, 16, 1, 1.0, 3), task(1, 8, 1, 1.0, 2)};
+  int trials = 0;
+  ScheduleHooks hooks;
+  hooks.progress = [&](const ScheduleProgress& p) { trials = p.trials; };
+  hooks.cancelled = [&] { return trials >= 8; };
+  ScheduleProgress p = tune_tasks(tasks, builder_, runner_, *store_, "x86", settings(0), hooks);
+  EXPECT_EQ(p.stopped, "cancelled");
+  EXPECT_EQ(p.trials, 8);
+  for (const TuneProgress& t : p.tasks)
+    EXPECT_EQ(store_->job(t.job)->state, records::JobState::Cancelled);
+
+  ScheduleSettings out_of_time = settings(0);
+  out_of_time.budget_s = 1e-9;
+  p = tune_tasks(tasks, builder_, runner_, *store_, "x86", out_of_time);
+  EXPECT_EQ(p.stopped, "budget");
+  EXPECT_EQ(p.trials, 0);
+
+  // No limit but the spaces: 16 + 8 points, then nothing is left.
+  p = tune_tasks(tasks, builder_, runner_, *store_, "x86", settings(0));
+  EXPECT_EQ(p.stopped, "tasks exhausted");
+  EXPECT_EQ(p.trials, 24);
+  EXPECT_EQ(p.tasks[0].stopped, "space exhausted");
+  EXPECT_EQ(p.predicted_ms, 2.0);  // each at its best: 1 x 1 ms + 1 x 1 ms
+}
+
+}  // namespace
+}  // namespace kiln::tuner
