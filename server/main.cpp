@@ -396,8 +396,8 @@ int main(int argc, char** argv) {
     std::string records = flags.data_dir.empty()
                               ? kiln::records::kInMemory
                               : (std::filesystem::path(flags.data_dir) / "records.db").string();
-    tuning = std::make_unique<kiln::server::Tuning>(core.artifacts(), core.fleet_runner(), records,
-                                                    options.limits);
+    tuning = std::make_unique<kiln::server::Tuning>(core.artifacts(), core.fleet_runner(),
+                                                    &core.blobs(), records, options.limits);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kilnd: %s\n", e.what());
     return 1;

@@ -106,6 +106,7 @@ Service::~Service() = default;
 const Limits& Service::limits() const { return impl_->options.limits; }
 Artifacts& Service::artifacts() { return impl_->artifacts; }
 FleetRunner& Service::fleet_runner() { return impl_->runner; }
+const BlobStore& Service::blobs() const { return impl_->blobs; }
 
 void Service::quiet_measurements(const std::string& key) {
   impl_->runner.set_quiet(key, [this](const CallOptions& call) -> std::shared_ptr<void> {

@@ -46,6 +46,8 @@ struct Graph;
 
 namespace kiln::server {
 
+class BlobStore;
+
 // The most bytes one piece of a blob holds, uploaded or sent back.
 inline constexpr size_t kMaxBlobPiece = size_t{1} << 20;
 
@@ -123,6 +125,7 @@ class Service {
   // under the service's workers, and the agents.
   Artifacts& artifacts();
   FleetRunner& fleet_runner();
+  const BlobStore& blobs() const;
   // The measurements on `key` run on this machine (--local-agent): no request compiles while
   // one runs (Admission::Quiet).
   void quiet_measurements(const std::string& key);

@@ -10,15 +10,21 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "kiln/digest.h"
 #include "kiln/job.h"
 #include "kiln/records.h"
 #include "kiln/target.h"
+#include "kiln/task_scheduler.h"
+#include "kiln/tasks.h"
 #include "kiln/tune.h"
 #include "kiln/v1/service.pb.h"
 #include "outcome.h"
@@ -31,6 +37,8 @@ namespace {
 
 constexpr int kDefaultTrials = 64;
 constexpr int kDefaultBatch = 16;
+// A model's job given neither trials nor a budget: this many trials a task.
+constexpr int kDefaultModelTrialsPerTask = 32;
 // How a candidate is timed unless the request says: rounds of at least 5 ms (a timer's error is
 // far below that), at least 3 of them, and more while they last less than 30 ms in all, so that
 // a short kernel gets more rounds and a long one is not timed longer than 3 rounds need.
@@ -115,16 +123,28 @@ v1::TuneRequest normalized(v1::TuneRequest r) {
   return r;
 }
 
-// What a job keeps of its request to be resumed: everything but the
-// operator (the workload's definition is that), as JSON.
-std::string settings_json(v1::TuneRequest r) {
-  r.clear_op();
+// A request as the JSON a job keeps.
+std::string settings_json_of(const v1::TuneRequest& r) {
   std::string out;
   google::protobuf::util::JsonPrintOptions o;
   o.preserve_proto_field_names = true;
   if (!google::protobuf::util::MessageToJsonString(r, &out, o).ok())
     refuse(Code::Internal, "cannot write a tuning job's settings as JSON");
   return out;
+}
+
+// What a job keeps of its request to be resumed: everything but the
+// operator (the workload's definition is that), as JSON.
+std::string settings_json(v1::TuneRequest r) {
+  r.clear_op();
+  return settings_json_of(r);
+}
+
+// A model's job keeps its request whole but the source of a graph given as text: the model's
+// blob reference (its SHA-256, its file name and dims) says what it tuned.
+std::string model_settings_json(v1::TuneRequest r) {
+  if (!r.op().has_model()) r.clear_op();
+  return settings_json_of(r);
 }
 
 v1::TuneRequest request_of_job(const records::Job& job, const records::Workload& w) {
@@ -134,6 +154,12 @@ v1::TuneRequest request_of_job(const records::Job& job, const records::Workload&
            fmt::format("tuning job {} was started by a kiln whose settings this one cannot read: "
                        "{}",
                        job.id, job.settings));
+  if (r.has_op() || r.budget_s() > 0 || w.definition.starts_with("# the tasks of "))
+    refuse(Code::FailedPrecondition,
+           fmt::format("tuning job {} tuned the model {}: a model's job is not resumed as a "
+                       "whole yet; its tasks' jobs (`kiln records jobs`) keep every record, and "
+                       "each can be resumed on its own",
+                       job.id, w.name));
   // The definition has the params' values in it already; the set knobs stay.
   v1::SourceText* s = r.mutable_op()->mutable_source();
   s->set_text(w.definition);
@@ -166,6 +192,7 @@ struct LiveJob {
 struct Tuning::Impl {
   tuner::Builder& builder;
   FleetRunner& runner;
+  const BlobStore* blobs;
   Limits limits;
   std::string path;
   std::unique_ptr<records::RecordStore> store;
@@ -175,9 +202,11 @@ struct Tuning::Impl {
   int threads = 0;
   std::atomic<bool> stopping{false};
 
-  Impl(tuner::Builder& b, FleetRunner& r, const std::string& records_path, Limits l)
+  Impl(tuner::Builder& b, FleetRunner& r, const BlobStore* bs, const std::string& records_path,
+       Limits l)
       : builder(b),
         runner(r),
+        blobs(bs),
         limits(std::move(l)),
         path(records_path),
         store(records::open_sqlite_store(records_path)) {}
@@ -197,9 +226,21 @@ struct Tuning::Impl {
     return w;
   }
 
-  // Starts job `job` (0: a new one) on a thread of its own.
+  // Starts job `job` (0: a new one) on a thread of its own: a func's, or a model's (a graph:
+  // start_model).
   std::shared_ptr<LiveJob> start(v1::TuneRequest request, int64_t job, int32_t trials,
                                  const CallOptions& call);
+  std::shared_ptr<LiveJob> start_model(v1::TuneRequest request, const ir::Graph& g,
+                                       const CallOptions& call);
+  // How a request's points are searched and measured, compiled for `target`.
+  tuner::TuneSettings settings_of(const v1::TuneRequest& request, const Target& target);
+  // Job `job` (0: the one new_job() starts in the store) running and live here, under `mu`: two
+  // resumes of one job, or a resume and a cancel, cannot both act on it.
+  std::shared_ptr<LiveJob> enlist(int64_t job, const std::function<int64_t()>& new_job);
+  // Runs `work` for a live job on a thread of its own; when it throws, the job fails (or, when
+  // kilnd is stopping, is left to be resumed); either way its stream ends.
+  void launch(const std::shared_ptr<LiveJob>& job, const v1::Operator& op,
+              std::function<void()> work);
   Status follow(const std::shared_ptr<LiveJob>& job, size_t from, bool cancel_on_leave,
                 const ProgressSink& sink, const CallOptions& call);
   // Re-times the `top` fastest records of `workload` on `key` (tuner::retime), measured as its
@@ -248,16 +289,8 @@ void Tuning::Impl::retime(const std::string& workload, const std::string& key, i
   }
 }
 
-std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t job_id,
-                                             int32_t trials, const CallOptions& call) {
-  request = normalized(std::move(request));
-  if (trials > 0) request.set_trials(trials);
-  auto task = std::make_shared<const tuner::Task>(prepare(request, limits));
-  MeasureSpec spec = measure_spec(request);
-  // The key's target: what its agents compile for.
-  const Target target =
-      FleetRunner::target(runner.device(request.key(), call), request.key(), spec.gpu);
-
+tuner::TuneSettings Tuning::Impl::settings_of(const v1::TuneRequest& request,
+                                              const Target& target) {
   tuner::TuneSettings settings;
   settings.trials = request.trials();
   settings.batch = request.batch();
@@ -271,84 +304,38 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
   settings.compile.target = target;
   // kilnd stopping stops a point's compilation between its stages; a cancelled job lets it end.
   settings.compile.limits.cancelled = [this] { return stopping.load(); };
-  if (request.features() == "iter") {
-    // The loops each point lowers to, for the agents' target: a compile up to
-    // the passes a point, so the model scores a pool of candidates a round
-    // (4 batches' worth) instead of annealing over thousands.
-    settings.search.pool = std::max(32, 4 * settings.batch);
-    settings.search.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    settings.features = tuner::iter_features_of(*task, settings.compile);
-  }
-  const std::string records_key = record_key(request);
-  if (request.transfer()) tuner::warm_start(*store, task->workload, records_key, settings);
-  store->put_target({records_key, target.triple, target.cpu, target.features});
-  store->put_workload(task->workload);
+  return settings;
+}
 
-  // The job, running and live here, under `mu`: two resumes of one job, or a
-  // resume and a cancel, cannot both act on it.
+std::shared_ptr<LiveJob> Tuning::Impl::enlist(int64_t job_id,
+                                              const std::function<int64_t()>& new_job) {
   auto live_job = std::make_shared<LiveJob>();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (stopping) refuse(Code::Unavailable, "kilnd is stopping");
-    if (job_id != 0 && live.count(job_id))
-      refuse(Code::FailedPrecondition,
-             fmt::format("tuning job {} is running already; follow it with ResumeTune", job_id));
-    if (job_id == 0) {
-      job_id =
-          store->start_job({0, task->workload.hash, records_key, settings_json(request), {}, 0, 0});
-    } else {
-      store->finish_job(job_id, records::JobState::Running);
-    }
-    live_job->id = job_id;
-    live[job_id] = live_job;
-    ++threads;
+  std::lock_guard<std::mutex> lock(mu);
+  if (stopping) refuse(Code::Unavailable, "kilnd is stopping");
+  if (job_id != 0 && live.count(job_id))
+    refuse(Code::FailedPrecondition,
+           fmt::format("tuning job {} is running already; follow it with ResumeTune", job_id));
+  if (job_id == 0) {
+    job_id = new_job();
+  } else {
+    store->finish_job(job_id, records::JobState::Running);
   }
-  spdlog::info("tuning job {}: {} on {}, {} trials, {} search, space of {} points{}", job_id,
-               task->workload.name, records_key, settings.trials, request.search(),
-               task->space->size(),
-               settings.warm_points.empty()
-                   ? ""
-                   : fmt::format(", warm-started from {} records", settings.warm_points.size()));
+  live_job->id = job_id;
+  live[job_id] = live_job;
+  ++threads;
+  return live_job;
+}
 
-  auto body = [this, live_job, task, request, settings, spec, records_key] {
-    auto post = [&](const tuner::TuneProgress& p) {
-      v1::TuneProgress w;
-      to_wire(p, *task, records_key, request.search(), &w);
-      std::lock_guard<std::mutex> lock(live_job->mu);
-      live_job->messages.push_back(std::move(w));
-      live_job->changed.notify_all();
-    };
+void Tuning::Impl::launch(const std::shared_ptr<LiveJob>& live_job, const v1::Operator& op,
+                          std::function<void()> work) {
+  auto body = [this, live_job, op, work = std::move(work)] {
     Status status;
     try {
-      // The job's measurements in flight are withdrawn from their agents when kilnd stops or
-      // the job is cancelled (its agents kill them): neither waits for a time limit.
-      std::unique_ptr<tuner::Runner> job_runner = runner.runner(
-          spec, [this, live_job] { return stopping.load() || live_job->cancel.load(); });
-      tuner::TuneHooks hooks;
-      hooks.progress = post;
-      hooks.cancelled = [&] { return live_job->cancel.load(); };
-      hooks.stopping = [this] { return stopping.load(); };
-      {
-        // The first message: the job's number, before anything is measured.
-        tuner::TuneProgress first;
-        first.job = live_job->id;
-        first.target = settings.trials;
-        records::Query q;
-        q.job = live_job->id;
-        first.trials = static_cast<int>(store->count(q));
-        post(first);
-      }
-      tuner::TuneProgress end = tuner::tune(*task, builder, *job_runner, *store, records_key,
-                                            settings, live_job->id, hooks);
-      spdlog::info("tuning job {}: {} after {} trials, best {}", live_job->id, end.stopped,
-                   end.trials,
-                   end.best ? fmt::format("{:.4f} ms ({})", end.best->median_ms,
-                                          records::config_text(end.best->config))
-                            : "none");
+      work();
     } catch (const tuner::Interrupted& e) {
       status = status_of(e.failure());
     } catch (...) {
-      status = status_of(std::current_exception(), request.op());
+      status = status_of(std::current_exception(), op);
     }
     if (!status.ok()) {
       if (stopping) {
@@ -390,6 +377,175 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
     threads_done.notify_all();
     throw;
   }
+}
+
+namespace {
+
+// Appends a progress message to a live job's stream.
+void post(LiveJob& job, v1::TuneProgress w) {
+  std::lock_guard<std::mutex> lock(job.mu);
+  job.messages.push_back(std::move(w));
+  job.changed.notify_all();
+}
+
+}  // namespace
+
+std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t job_id,
+                                             int32_t trials, const CallOptions& call) {
+  if (job_id == 0) {
+    Unit unit = resolve_unit(request.op(), limits, blobs);
+    if (unit.graph) return start_model(std::move(request), *unit.graph, call);
+  }
+  request = normalized(std::move(request));
+  if (trials > 0) request.set_trials(trials);
+  auto task = std::make_shared<const tuner::Task>(prepare(request, limits));
+  MeasureSpec spec = measure_spec(request);
+  // The key's target: what its agents compile for.
+  const Target target =
+      FleetRunner::target(runner.device(request.key(), call), request.key(), spec.gpu);
+
+  tuner::TuneSettings settings = settings_of(request, target);
+  if (request.features() == "iter") {
+    // The loops each point lowers to, for the agents' target: a compile up to
+    // the passes a point, so the model scores a pool of candidates a round
+    // (4 batches' worth) instead of annealing over thousands.
+    settings.search.pool = std::max(32, 4 * settings.batch);
+    settings.search.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    settings.features = tuner::iter_features_of(*task, settings.compile);
+  }
+  const std::string records_key = record_key(request);
+  if (request.transfer()) tuner::warm_start(*store, task->workload, records_key, settings);
+  store->put_target({records_key, target.triple, target.cpu, target.features});
+  store->put_workload(task->workload);
+
+  // The job, running and live here, under `mu`: two resumes of one job, or a
+  // resume and a cancel, cannot both act on it.
+  std::shared_ptr<LiveJob> live_job = enlist(job_id, [&] {
+    return store->start_job(
+        {0, task->workload.hash, records_key, settings_json(request), {}, 0, 0});
+  });
+  spdlog::info("tuning job {}: {} on {}, {} trials, {} search, space of {} points{}", live_job->id,
+               task->workload.name, records_key, settings.trials, request.search(),
+               task->space->size(),
+               settings.warm_points.empty()
+                   ? ""
+                   : fmt::format(", warm-started from {} records", settings.warm_points.size()));
+
+  launch(live_job, request.op(), [this, live_job, task, request, settings, spec, records_key] {
+    auto progress = [&](const tuner::TuneProgress& p) {
+      v1::TuneProgress w;
+      to_wire(p, *task, records_key, request.search(), &w);
+      post(*live_job, std::move(w));
+    };
+    // The job's measurements in flight are withdrawn from their agents when kilnd stops or
+    // the job is cancelled (its agents kill them): neither waits for a time limit.
+    std::unique_ptr<tuner::Runner> job_runner = runner.runner(
+        spec, [this, live_job] { return stopping.load() || live_job->cancel.load(); });
+    tuner::TuneHooks hooks;
+    hooks.progress = progress;
+    hooks.cancelled = [&] { return live_job->cancel.load(); };
+    hooks.stopping = [this] { return stopping.load(); };
+    {
+      // The first message: the job's number, before anything is measured.
+      tuner::TuneProgress first;
+      first.job = live_job->id;
+      first.target = settings.trials;
+      records::Query q;
+      q.job = live_job->id;
+      first.trials = static_cast<int>(store->count(q));
+      progress(first);
+    }
+    tuner::TuneProgress end = tuner::tune(*task, builder, *job_runner, *store, records_key,
+                                          settings, live_job->id, hooks);
+    spdlog::info("tuning job {}: {} after {} trials, best {}", live_job->id, end.stopped,
+                 end.trials,
+                 end.best ? fmt::format("{:.4f} ms ({})", end.best->median_ms,
+                                        records::config_text(end.best->config))
+                          : "none");
+  });
+  return live_job;
+}
+
+std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, const ir::Graph& g,
+                                                   const CallOptions& call) {
+  const int32_t trials = request.trials();
+  request = normalized(std::move(request));
+  request.set_trials(trials);
+  if (request.features() == "iter")
+    refuse(Code::InvalidArgument,
+           "features: a model's tasks are searched with the knob features; iter is for one "
+           "func's job");
+  if (request.transfer())
+    refuse(Code::InvalidArgument,
+           "transfer: a model's tasks keep their own records, which a later job of the same "
+           "model resumes from; transfer is for one func's job");
+  MeasureSpec spec = measure_spec(request);
+  const Target target =
+      FleetRunner::target(runner.device(request.key(), call), request.key(), spec.gpu);
+  const std::string records_key = record_key(request);
+
+  tuner::ScheduleSettings settings;
+  settings.task = settings_of(request, target);
+  settings.task.trials = std::numeric_limits<int>::max() / 2;  // the model's budget decides
+  auto tasks = std::make_shared<std::vector<tuner::ScheduledTask>>();
+  records::Workload model;
+  model.name = request.op().has_model()
+                   ? std::filesystem::path(request.op().model().filename()).filename().string()
+                   : g.name;
+  if (model.name.empty()) model.name = g.name;
+  model.definition =
+      fmt::format("# the tasks of {} on {}: workload, calls, operator\n", model.name, records_key);
+  for (const tuner::ModelTask& t : tuner::model_tasks(g, settings.task.compile)) {
+    tuner::ScheduledTask s;
+    s.task = tuner::prepare_model_task(t.op, limits);
+    s.calls = t.calls;
+    s.name = t.first_result.empty() ? t.op.name : fmt::format("{} {}", t.op.name, t.first_result);
+    model.definition += fmt::format("{} {} {}\n", t.workload.hash, t.calls, s.name);
+    tasks->push_back(std::move(s));
+  }
+  if (tasks->empty()) refuse(Code::InvalidArgument, model.name + ": the model runs no operator");
+  model.hash = sha256_hex(model.definition);
+  settings.trials = request.trials();
+  settings.budget_s = request.budget_s();
+  if (settings.trials == 0 && settings.budget_s == 0)
+    settings.trials = kDefaultModelTrialsPerTask * static_cast<int>(tasks->size());
+  request.set_trials(settings.trials);
+  store->put_target({records_key, target.triple, target.cpu, target.features});
+  store->put_workload(model);
+
+  std::shared_ptr<LiveJob> live_job = enlist(0, [&] {
+    return store->start_job({0, model.hash, records_key, model_settings_json(request), {}, 0, 0});
+  });
+  spdlog::info("tuning job {}: model {} on {}, {} tasks, {} trials{}", live_job->id, model.name,
+               records_key, tasks->size(), settings.trials,
+               settings.budget_s > 0 ? fmt::format(", {} s", settings.budget_s) : "");
+
+  launch(
+      live_job, request.op(), [this, live_job, tasks, model, request, settings, spec, records_key] {
+        auto progress = [&](const tuner::ScheduleProgress& p) {
+          v1::TuneProgress w;
+          to_wire(p, *tasks, live_job->id, model, records_key, request.search(), &w);
+          post(*live_job, std::move(w));
+        };
+        std::unique_ptr<tuner::Runner> job_runner = runner.runner(
+            spec, [this, live_job] { return stopping.load() || live_job->cancel.load(); });
+        tuner::ScheduleHooks hooks;
+        hooks.progress = progress;
+        hooks.cancelled = [&] { return live_job->cancel.load(); };
+        hooks.stopping = [this] { return stopping.load(); };
+        {
+          tuner::ScheduleProgress first;
+          first.target = settings.trials;
+          first.tasks.resize(tasks->size());
+          progress(first);
+        }
+        tuner::ScheduleProgress end =
+            tuner::tune_tasks(*tasks, builder, *job_runner, *store, records_key, settings, hooks);
+        store->finish_job(live_job->id, end.stopped == "cancelled" ? records::JobState::Cancelled
+                                                                   : records::JobState::Done);
+        spdlog::info("tuning job {}: model {}: {} after {} trials, predicted {:.4f} ms",
+                     live_job->id, model.name, end.stopped, end.trials, end.predicted_ms);
+      });
   return live_job;
 }
 
@@ -424,9 +580,9 @@ Status Tuning::Impl::follow(const std::shared_ptr<LiveJob>& job, size_t next, bo
   }
 }
 
-Tuning::Tuning(tuner::Builder& builder, FleetRunner& runner, const std::string& records_path,
-               Limits limits)
-    : impl_(std::make_unique<Impl>(builder, runner, records_path, std::move(limits))) {}
+Tuning::Tuning(tuner::Builder& builder, FleetRunner& runner, const BlobStore* blobs,
+               const std::string& records_path, Limits limits)
+    : impl_(std::make_unique<Impl>(builder, runner, blobs, records_path, std::move(limits))) {}
 
 Tuning::~Tuning() { stop(); }
 

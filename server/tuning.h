@@ -35,14 +35,17 @@ class ExportRecordsChunk;
 
 namespace kiln::server {
 
+class BlobStore;
+
 class Tuning {
  public:
   // The records database in the file `records_path` (records::kInMemory: one
-  // in memory); points built by `builder` and measured through `runner`, both
-  // outliving this. Throws records::RecordsError when the database cannot be
+  // in memory); points built by `builder` and measured through `runner`, a
+  // model's file read from `blobs` (none: models are refused), all outliving
+  // this. Throws records::RecordsError when the database cannot be
   // used.
-  Tuning(tuner::Builder& builder, FleetRunner& runner, const std::string& records_path,
-         Limits limits);
+  Tuning(tuner::Builder& builder, FleetRunner& runner, const BlobStore* blobs,
+         const std::string& records_path, Limits limits);
   ~Tuning();  // stop()
   Tuning(const Tuning&) = delete;
   Tuning& operator=(const Tuning&) = delete;

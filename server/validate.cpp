@@ -192,7 +192,7 @@ class Numbers {
     for (auto [field, v] :
          {std::pair{"max_cv", r.max_cv()}, std::pair{"max_host_load", r.max_host_load()},
           std::pair{"max_cpu_pressure", r.max_cpu_pressure()},
-          std::pair{"stop_slower_than", r.stop_slower_than()}})
+          std::pair{"stop_slower_than", r.stop_slower_than()}, std::pair{"budget_s", r.budget_s()}})
       if (auto p = not_a_limit(field, v)) return p;
     return settings(r.settings());
   }

@@ -238,4 +238,43 @@ void to_wire(const tuner::TuneProgress& p, const tuner::Task& task, const std::s
   w->set_stopped_early(p.stopped_early);
 }
 
+void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::ScheduledTask>& tasks,
+             int64_t job, const records::Workload& model, const std::string& key,
+             const std::string& search, v1::TuneProgress* w) {
+  w->set_job(job);
+  w->set_workload(model.hash);
+  w->set_name(model.name);
+  w->set_key(key);
+  w->set_search(search);
+  w->set_trials(p.trials);
+  w->set_target(p.target);
+  uint64_t space = 0;
+  for (size_t i = 0; i < tasks.size() && i < p.tasks.size(); ++i) {
+    const tuner::TuneProgress& t = p.tasks[i];
+    v1::TaskProgress* out = w->add_tasks();
+    out->set_name(tasks[i].name);
+    out->set_workload(tasks[i].task.workload.hash);
+    out->set_job(t.job);
+    out->set_calls(tasks[i].calls);
+    out->set_space_size(tasks[i].task.space->size());
+    out->set_trials(t.trials);
+    if (t.best) to_wire(*t.best, out->mutable_best());
+    out->set_stopped(t.stopped);
+    space += tasks[i].task.space->size();
+    for (const auto& [k, n] : t.errors) (*w->mutable_errors())[k] += n;
+    for (const auto& [k, n] : t.rejected) (*w->mutable_rejected())[k] += n;
+    w->set_remeasured(w->remeasured() + t.remeasured);
+    w->set_retimed(w->retimed() + t.retimed);
+    w->set_stopped_early(w->stopped_early() + t.stopped_early);
+  }
+  w->set_space_size(space);
+  w->set_elapsed_s(p.elapsed_s);
+  w->set_eta_s(p.eta_s);
+  if (p.last) to_wire(*p.last, w->mutable_last());
+  w->set_task(p.task);
+  w->set_predicted_ms(p.predicted_ms);
+  w->set_done(p.done);
+  w->set_stopped(p.stopped);
+}
+
 }  // namespace kiln::server

@@ -10,6 +10,7 @@
 #include "kiln/compile.h"
 #include "kiln/job.h"
 #include "kiln/records.h"
+#include "kiln/task_scheduler.h"
 #include "kiln/tune.h"
 
 namespace google::protobuf {
@@ -50,6 +51,10 @@ void to_wire(const records::Job& j, const std::string& name, bool live, int64_t 
              v1::TuningJob* out);
 // A job's progress on `task`, its records kept under `key`, searched by `search`.
 void to_wire(const tuner::TuneProgress& p, const tuner::Task& task, const std::string& key,
+             const std::string& search, v1::TuneProgress* out);
+// A model's job (`job`, of the model's workload `model`): the tasks' progress and the model's.
+void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::ScheduledTask>& tasks,
+             int64_t job, const records::Workload& model, const std::string& key,
              const std::string& search, v1::TuneProgress* out);
 
 }  // namespace kiln::server

@@ -27,7 +27,7 @@ struct OptionSpec {
 
 constexpr uint32_t bit(Command c) { return uint32_t{1} << static_cast<int>(c); }
 
-constexpr std::array<OptionSpec, 66> kOptions = {{
+constexpr std::array<OptionSpec, 67> kOptions = {{
     {"--func", "NAME",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
@@ -116,6 +116,7 @@ constexpr std::array<OptionSpec, 66> kOptions = {{
     {"--time-limit-ms", "MS", bit(Command::Measure) | bit(Command::Tune)},
     {"--memory-limit-mb", "MB", bit(Command::Measure) | bit(Command::Tune)},
     {"--trials", "N", bit(Command::Tune)},
+    {"--budget", "DURATION", bit(Command::Tune)},
     {"--batch", "N", bit(Command::Tune)},
     {"--early-stop", "N", bit(Command::Tune)},
     {"--retime", "N", bit(Command::Tune) | bit(Command::Records)},
@@ -229,6 +230,25 @@ int parse_count(Command c, std::string_view option, std::string_view text, int m
                      fmt::format("{} '{}': expected an integer of at least {}", option, text, min));
   }
   return *v;
+}
+
+// A duration: a positive whole number of seconds, minutes or hours ("90s", "20m", "1h"), or
+// of seconds with no unit.
+double parse_duration(Command c, std::string_view option, std::string_view text) {
+  std::string_view digits = text;
+  double unit = 1;
+  if (!text.empty()) {
+    char last = text.back();
+    if (last == 's' || last == 'm' || last == 'h') {
+      digits = text.substr(0, text.size() - 1);
+      unit = last == 'h' ? 3600 : last == 'm' ? 60 : 1;
+    }
+  }
+  std::optional<int> v = parse_int<int>(digits);
+  if (!v || *v <= 0)
+    throw UsageError(
+        c, fmt::format("{} '{}': expected a duration such as 90s, 20m or 1h", option, text));
+  return *v * unit;
 }
 
 // --target, --cpu, --features, -o: a value that may not be empty.
@@ -393,6 +413,8 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.time_limit_ms = parse_count(c, name, value, 1);
   } else if (name == "--memory-limit-mb") {
     o.memory_limit_mb = parse_count(c, name, value, 1);
+  } else if (name == "--budget") {
+    o.budget_s = parse_duration(c, name, value);
   } else if (name == "--trials") {
     o.trials = parse_count(c, name, value, 1);
   } else if (name == "--batch") {
@@ -712,7 +734,7 @@ std::string synopsis(Command c) {
              "       [--min-repeat-ms MS] [--min-total-ms MS] [--time-limit-ms MS] "
              "[--memory-limit-mb MB] [--server HOST:PORT]";
     case Command::Tune:
-      return "usage: kiln tune FILE --key KEY [--trials N] [--search "
+      return "usage: kiln tune FILE --key KEY [--trials N] [--budget DURATION] [--search "
              "xgb-rank|xgb-reg|random|grid]\n"
              "       [--features knob|iter] [--batch N] [--early-stop N] [--retime N]\n"
              "       [--remeasure N] [--stop-slower-than X] [--transfer] [--detach]\n"
@@ -923,9 +945,15 @@ std::string help_text(Command c) {
              "each measurement a record in kilnd's database the moment it arrives. Shows a\n"
              "progress bar on a terminal (a line a trial otherwise), then the best\n"
              "configurations. Interrupting it cancels the job (--detach leaves it running);\n"
-             "a job cut short by a stopped kilnd goes on with --resume JOB.\n\nOptions:\n"
+             "a job cut short by a stopped kilnd goes on with --resume JOB.\n"
+             "A model (FILE.onnx, or a graph with --graph) is tuned as one job over its tasks\n"
+             "(`kiln tasks`), each batch given to the task expected to shorten the model's\n"
+             "time most; the progress names the task and the model's predicted time.\n\nOptions:\n"
              "  --key KEY       the device class to tune on (required)\n"
-             "  --trials N      points to measure (default 64)\n"
+             "  --trials N      points to measure (default 64; a model: over all its tasks,\n"
+             "                  default 32 a task)\n"
+             "  --budget DURATION\n"
+             "                  a model: no batch starts after this long (90s, 20m, 1h)\n"
              "  --search S      xgb-rank (default), xgb-reg, random or grid\n"
              "  --features F    the cost model's features: knob (default) or iter\n"
              "  --batch N       points measured at once (default 16)\n"

@@ -92,6 +92,7 @@ struct Options {
 
   // tune (kiln.v1.TuneRequest): --key, --set, --seed and the measure options above too.
   int trials = 0;                             // --trials N (0: kilnd's default, 64)
+  double budget_s = 0;                        // --budget DURATION: a model's wall time
   int batch = 0;                              // --batch N
   int early_stop = 0;                         // --early-stop N
   std::optional<int> retime, remeasure;       // --retime N, --remeasure N

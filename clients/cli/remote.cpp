@@ -569,13 +569,25 @@ bool read_progress(Reader& reader, const Remote::ProgressFn& each, grpc::ClientC
 }  // namespace
 
 void Remote::tune(const Prepared& p, const ProgressFn& each) {
-  const Options& o = impl_->o;
   v1::TuneRequest request;
   *request.mutable_op() = Impl::op(p);
   *request.mutable_options() = impl_->options(p);
+  request.mutable_runtime_params()->insert(p.runtime_params.begin(), p.runtime_params.end());
+  tune_request(std::move(request), each);
+}
+
+void Remote::tune_graph(const GraphJob& j, const ProgressFn& each) {
+  v1::TuneRequest request;
+  *request.mutable_op() = impl_->op(j);
+  *request.mutable_options() = impl_->options();
+  request.set_budget_s(impl_->o.budget_s);
+  tune_request(std::move(request), each);
+}
+
+void Remote::tune_request(v1::TuneRequest request, const ProgressFn& each) {
+  const Options& o = impl_->o;
   request.mutable_options()->clear_target();  // the agents'
   request.set_key(*o.key);
-  request.mutable_runtime_params()->insert(p.runtime_params.begin(), p.runtime_params.end());
   request.set_trials(o.trials);
   request.set_batch(o.batch);
   request.set_early_stop(o.early_stop);

@@ -25,6 +25,7 @@ class QueryRecordsResponse;
 class BestConfigResponse;
 class ExportRecordsRequest;
 class MeasureRequest;
+class TuneRequest;
 }  // namespace kiln::v1
 
 namespace kiln::cli {
@@ -90,6 +91,8 @@ class Remote {
   // which cancels a job not started with --detach).
   using ProgressFn = std::function<bool(const v1::TuneProgress&)>;
   void tune(const Prepared& p, const ProgressFn& each);
+  // A model or a graph: one job over its tasks.
+  void tune_graph(const GraphJob& j, const ProgressFn& each);
   void resume(int64_t job, const ProgressFn& each);
   v1::CancelTuneResponse cancel(int64_t job);
   // The records database.
@@ -104,6 +107,7 @@ class Remote {
 
  private:
   Measurement measure_request(v1::MeasureRequest request);
+  void tune_request(v1::TuneRequest request, const ProgressFn& each);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

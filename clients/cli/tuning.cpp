@@ -85,6 +85,11 @@ std::string utc(int64_t unix_ms) {
   return text;
 }
 
+// What a record's speed is taken to be: its re-timed median when it has one.
+double effective_ms(const v1::TuningRecord& r) {
+  return r.has_retimed_ms() ? r.retimed_ms() : r.median_ms();
+}
+
 std::string timing(const v1::TuningRecord& r) {
   if (!r.error().empty()) return r.error();
   std::string out = fmt::format("{:.5g} ms", r.has_retimed_ms() ? r.retimed_ms() : r.median_ms());
@@ -131,9 +136,16 @@ class ProgressView {
     }
     if (!started_) {
       started_ = true;
-      fmt::print("tuning job {}: {} on {} ({} search, {} points in the space, {} trials{})\n",
-                 p.job(), p.name(), p.key(), p.search(), p.space_size(), p.target(),
-                 p.trials() > 0 ? fmt::format(", {} measured before", p.trials()) : "");
+      if (p.tasks_size() > 0) {
+        fmt::print("tuning job {}: model {} on {} ({} tasks, {} search, {}{})\n", p.job(), p.name(),
+                   p.key(), p.tasks_size(), p.search(),
+                   p.target() > 0 ? fmt::format("{} trials", p.target()) : "no trial limit",
+                   o_.budget_s > 0 ? ", budget " + duration(o_.budget_s) : "");
+      } else {
+        fmt::print("tuning job {}: {} on {} ({} search, {} points in the space, {} trials{})\n",
+                   p.job(), p.name(), p.key(), p.search(), p.space_size(), p.target(),
+                   p.trials() > 0 ? fmt::format(", {} measured before", p.trials()) : "");
+      }
       if (o_.detach) {
         fmt::print(
             "detached: follow it with `kiln tune --resume {}`, stop it with `kiln tune "
@@ -149,6 +161,13 @@ class ProgressView {
     }
     if (tty_) {
       draw_bar(p);
+    } else if (p.has_last() && p.task() >= 0 && p.task() < p.tasks_size()) {
+      const v1::TaskProgress& t = p.tasks(p.task());
+      fmt::print("trial {}/{}: {}: {}: {}; its best {}{}\n", p.trials(), p.target(), t.name(),
+                 p.last().config_text().empty() ? "as it is" : p.last().config_text(),
+                 timing(p.last()), t.has_best() ? timing(t.best()) : std::string("-"),
+                 p.predicted_ms() > 0 ? fmt::format("; model {:.4g} ms", p.predicted_ms())
+                                      : std::string());
     } else if (p.has_last()) {
       fmt::print("trial {}/{}: {}: {}{}\n", p.trials(), p.target(), p.last().config_text(),
                  timing(p.last()),
@@ -166,9 +185,13 @@ class ProgressView {
     int width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 100;
     constexpr int kBar = 24;
     int filled = p.target() > 0 ? std::min(kBar, kBar * p.trials() / p.target()) : 0;
-    std::string line = fmt::format("{:>4}/{} [{}{}] best {}", p.trials(), p.target(),
-                                   std::string(filled, '#'), std::string(kBar - filled, '.'),
-                                   p.has_best() ? timing(p.best()) : std::string("-"));
+    std::string line =
+        fmt::format("{:>4}/{} [{}{}] {}", p.trials(), p.target(), std::string(filled, '#'),
+                    std::string(kBar - filled, '.'),
+                    p.tasks_size() > 0
+                        ? (p.predicted_ms() > 0 ? fmt::format("model {:.4g} ms", p.predicted_ms())
+                                                : std::string("model -"))
+                        : "best " + (p.has_best() ? timing(p.best()) : std::string("-")));
     if (int64_t e = total(p.errors())) line += fmt::format("  errors {}", e);
     if (int64_t r = total(p.rejected())) line += fmt::format("  rejected {}", r);
     if (p.eta_s() > 0) line += "  ETA " + duration(p.eta_s());
@@ -182,10 +205,43 @@ class ProgressView {
   std::optional<v1::TuneProgress> last_;
 };
 
+// The end of a model's job: each task's trials and best, and the model's predicted time.
+int print_model_summary(const v1::TuneProgress& p) {
+  fmt::print("tuning job {} {}: {} trials over {} tasks in {}\n", p.job(),
+             p.stopped() == "trials" ? "done" : "stopped (" + p.stopped() + ")", p.trials(),
+             p.tasks_size(), duration(p.elapsed_s()));
+  double sum = 0;
+  for (const v1::TaskProgress& t : p.tasks())
+    if (t.has_best()) sum += t.calls() * effective_ms(t.best());
+  fmt::print("  {:>4}  {:>5}  {:>6}  {:>12}  {:>6}  {:>10}  {}\n", "TASK", "CALLS", "TRIALS",
+             "BEST MS", "SHARE", "GFLOP/S", "OPERATOR (JOB; BEST CONFIG)");
+  int index = 0;
+  for (const v1::TaskProgress& t : p.tasks()) {
+    double ms = t.has_best() ? effective_ms(t.best()) : 0;
+    fmt::print(
+        "  {:>4}  {:>5}  {:>6}  {:>12}  {:>6}  {:>10}  {} (job {}; {})\n", index++, t.calls(),
+        t.trials(), ms > 0 ? fmt::format("{:.5g}", ms) : "-",
+        ms > 0 && sum > 0 ? fmt::format("{:.1f}%", 100 * t.calls() * ms / sum) : "-",
+        t.has_best() && t.best().gflops() > 0 ? fmt::format("{:.1f}", t.best().gflops()) : "-",
+        t.name(), t.job(),
+        !t.has_best()                    ? "none ran"
+        : t.best().config_text().empty() ? "no knobs"
+                                         : t.best().config_text());
+  }
+  if (p.predicted_ms() > 0)
+    fmt::print("  the model, predicted from the tasks' best records: {:.4g} ms a run\n",
+               p.predicted_ms());
+  if (total(p.errors()) > 0) fmt::print("  failed: {}\n", counts(p.errors()));
+  if (total(p.rejected()) > 0)
+    fmt::print("  rejected before measuring: {}\n", counts(p.rejected()));
+  return p.stopped() == "cancelled" ? 1 : 0;
+}
+
 // The end of a job: why it stopped, its best configurations, what failed.
 int print_summary(Remote& remote, const Options& o, const v1::TuneProgress& p,
                   const std::string& file) {
   if (o.json) return p.done() && p.stopped() != "cancelled" ? 0 : 1;
+  if (p.tasks_size() > 0) return print_model_summary(p);
   fmt::print("tuning job {} {}: {} trials in {}\n", p.job(),
              p.stopped() == "trials" ? "done" : "stopped (" + p.stopped() + ")", p.trials(),
              duration(p.elapsed_s()));
@@ -254,7 +310,15 @@ int tune(Remote& remote_ref, const Options& o) {
           remote->tune(p, each);
           return true;
         },
-        print_error);
+        print_error,
+        [&](const GraphJob& j, bool many) {
+          if (many)
+            throw CompileError(ErrorStage::Validate, SourceLoc{j.file, 0, 0},
+                               "kiln tune tunes one func or model at a time; choose one with "
+                               "--func or --graph");
+          remote->tune_graph(j, each);
+          return true;
+        });
     if (status != 0) return status;
   }
   if (o.detach || !view.last()) return 0;

@@ -4,6 +4,7 @@ records and the best one, the export, a cancelled job resumed, and refusals
 as KilnError with kilnd's message."""
 
 import json
+import time
 
 import grpc
 import pytest
@@ -115,3 +116,61 @@ def test_leaving_the_iteration_early_cancels_the_job(client):
         assert time.monotonic() < deadline, "the job was not cancelled"
         time.sleep(0.05)
     assert {j.id: j for j in client.jobs()}[job.id].state == "cancelled"
+
+
+def test_a_model_is_tuned_as_one_job_over_its_tasks(client, tmp_path):
+    """A model's job gives every task trials (the one without knobs one, as it is), keeps
+    each task's trials as records of the task's own job, predicts the model's time from the
+    tasks' bests, and is cancelled by its number."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 4)).eval()
+    path = tmp_path / "small.onnx"
+    torch.onnx.export(m, torch.randn(1, 3, 8, 8), str(path), opset_version=13,
+                      input_names=["x"], output_names=["y"])
+    job = client.tune(client.model(path), "local", trials=20, batch=4, min_repeat_ms=2,
+                      retime=0)
+    messages = list(job)
+    end = messages[-1]
+    assert end.done and end.stopped == "trials" and end.trials == 20
+    assert end.name == "small.onnx" and len(end.tasks) >= 3
+    trials = [p for p in messages if p.HasField("last")]
+    assert len(trials) == 20
+    assert all(0 <= p.task < len(p.tasks) and
+               p.last.workload == p.tasks[p.task].workload for p in trials)
+    assert sum(t.trials for t in end.tasks) == 20
+    assert all(t.trials >= 1 and t.HasField("best") for t in end.tasks)
+    fixed = [t for t in end.tasks if t.space_size == 1]
+    assert fixed and all(t.trials == 1 for t in fixed)
+    predicted = sum(t.calls * t.best.median_ms for t in end.tasks)
+    assert end.predicted_ms == pytest.approx(predicted)
+    for t in end.tasks:
+        records = client.records(job=t.job, limit=50)
+        assert len(records) == t.trials
+        assert all(r.workload == t.workload for r in records)
+    # The model's job is listed under the model's name; its tasks' jobs under theirs.
+    assert any(j.id == end.job and j.name == "small.onnx" for j in client.jobs())
+
+    # A model's job is cancelled by its number like any other.
+    job = client.tune(client.model(path), "local", trials=400, batch=4, min_repeat_ms=2,
+                      detach=True)
+    first = next(iter(job))
+    client.cancel_tune(first.job)
+    deadline = time.monotonic() + 120
+    while True:
+        state = next(j.state for j in client.jobs() if j.id == first.job)
+        if state != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert state == "cancelled"
+    # A model's job is not resumed as a whole (yet): said so, its tasks' records kept.
+    with pytest.raises(kiln.KilnError, match="not resumed as a whole"):
+        client.resume_tune(first.job).wait()
+
+    # Its search features are the knob ones; a bad budget is refused.
+    with pytest.raises(kiln.KilnError, match="features"):
+        list(client.tune(client.model(path), "local", trials=4, features="iter"))
+    with pytest.raises(kiln.KilnError, match="budget_s"):
+        list(client.tune(client.model(path), "local", trials=4, budget_s=-1))

@@ -195,6 +195,18 @@ TEST_F(TaskSchedulerTest, TheBudgetGoesWhereTheModelsTimeFallsMost) {
   EXPECT_TRUE(seen.back().done);
 }
 
+// A budget smaller than a batch a task: the task of one point is measured first, and the
+// others share what is left, so that every task has a time and the model a prediction.
+TEST_F(TaskSchedulerTest, ASmallBudgetStillMeasuresEveryTask) {
+  std::vector<ScheduledTask> tasks = {task(0, 64, 1, 1.0, 3), task(1, 64, 2, 1.0, 5),
+                                      task(2, 64, 1, 1.0, 7), task(3, 0, 1, 0.5, 0)};
+  ScheduleProgress p = tune_tasks(tasks, builder_, runner_, *store_, "x86", settings(10));
+  EXPECT_EQ(p.trials, 10);
+  EXPECT_EQ(runner_.seen[3].size(), 1u);
+  for (int64_t t = 0; t < 3; ++t) EXPECT_EQ(runner_.seen[t].size(), 3u) << "task " << t;
+  EXPECT_GT(p.predicted_ms, 0);
+}
+
 TEST_F(TaskSchedulerTest, AStoppedRunResumesFromItsTasksJobsWithNothingLostOrRepeated) {
   std::vector<ScheduledTask> tasks = {task(0, 64, 4, 1.0, 20), task(1, 32, 1, 1.0, 5)};
   runner_.fail_after = 20;  // in op1's first batch... after op0's and part of op1's

@@ -69,6 +69,18 @@ Task prepare_task(const ir::Func& base, const ir::Overrides& set,
   return t;
 }
 
+Task prepare_model_task(const ir::Func& op, const Limits& limits) {
+  if (!op.knobs.empty()) return prepare_task(op, {}, {}, limits);
+  Task t;
+  t.workload = workload_of_shaped(op);
+  t.space = std::make_shared<const Space>(std::vector<KnobDef>{});
+  auto func = std::make_shared<ir::Func>(op);
+  t.params = interp::param_values(*func, run_param_values(*func, {}).values);
+  t.flops = std::max<int64_t>(0, algorithm_flops(*func, t.params, limits));
+  t.func = std::move(func);
+  return t;
+}
+
 FeatureFn iter_features_of(const Task& task, const CompileOptions& options) {
   std::shared_ptr<const ir::Func> func = task.func;
   std::map<std::string, int64_t> params = task.params;

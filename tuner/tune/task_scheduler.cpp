@@ -113,9 +113,8 @@ ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& bu
     p.eta_s = 0;
     return p;
   };
-  // One batch of task i; false when its job had no more to do.
-  auto step = [&](size_t i) {
-    int n = settings.task.batch;
+  // One batch (at most n points) of task i; false when its job had no more to do.
+  auto step = [&](size_t i, int n) {
     if (settings.trials > 0) n = std::min(n, settings.trials - p.trials);
     if (!jobs[i]->step(n)) return false;
     p.tasks[i] = jobs[i]->progress();
@@ -128,11 +127,21 @@ ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& bu
   auto cancelled = [&] { return hooks.cancelled && hooks.cancelled(); };
 
   // A batch each: what every task costs, and how far its first points are from each other.
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    if (jobs[i]->measured_before()) continue;
+  // Tasks of one point first (a trial each), then the others, each a batch or its share of the
+  // trials left, so that every task is measured before any gets a second batch.
+  std::vector<size_t> first;
+  for (size_t i = 0; i < tasks.size(); ++i)
+    if (!jobs[i]->measured_before()) first.push_back(i);
+  std::stable_partition(first.begin(), first.end(),
+                        [&](size_t i) { return tasks[i].task.space->size() <= 1; });
+  for (size_t k = 0; k < first.size(); ++k) {
     if (cancelled()) return finish("cancelled");
     if (const char* why = out_of_budget()) return finish(why);
-    step(i);
+    int n = settings.task.batch;
+    if (settings.trials > 0)
+      n = std::min(n,
+                   std::max(1, (settings.trials - p.trials) / static_cast<int>(first.size() - k)));
+    step(first[k], n);
   }
   // Then to the task whose next trials promise the model most.
   for (;;) {
@@ -150,7 +159,7 @@ ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& bu
       }
     }
     if (!pick) return finish("tasks exhausted");
-    step(*pick);
+    step(*pick, settings.task.batch);
   }
 }
 

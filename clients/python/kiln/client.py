@@ -496,7 +496,7 @@ class Client:
              transfer=False, detach=False, seed=0, runtime_params=None, repeat=0, number=0,
              min_repeat_ms=0, min_total_ms=0, threads=0, time_limit_ms=0, memory_limit_mb=0,
              priority=0, gpu=None, retime=None, remeasure=None, stop_slower_than=None,
-             **options):
+             budget_s=0, **options):
         """Starts a tuning job of ``op``'s knobs on the agents of ``key``: a
         TuneJob, whose iteration is the job's progress. ``search`` is xgb-rank
         (default), xgb-reg, random or grid; ``options["set"]`` gives params
@@ -507,7 +507,14 @@ class Client:
         the N fastest re-timed at the end, interleaved (default 3, 0: none);
         ``remeasure=N``: a noisy point measured up to N more times (default 2);
         ``stop_slower_than=X``: a candidate whose first round passes X times the
-        best so far is timed for that round only (default 4, 0: never)."""
+        best so far is timed for that round only (default 4, 0: never).
+
+        A model (``client.model(path)``) or a graph is tuned as one job over its
+        tasks: ``trials`` counts all their trials (default 32 a task) and
+        ``budget_s`` stops it after that many seconds; each progress message has
+        ``tasks`` (each task's job, trials and best), ``task`` (the one the trial
+        belongs to) and ``predicted_ms`` (the model's time from the tasks'
+        bests)."""
         if options.get("target") or options.get("cpu"):
             raise ValueError("tune compiles for the agents' own target: leave out target and cpu")
         settings = agent_pb2.MeasureSettings(
@@ -517,7 +524,8 @@ class Client:
         request = service_pb2.TuneRequest(
             op=_operator(op), options=_options(**options), key=key, trials=trials, batch=batch,
             early_stop=early_stop, search=search, features=features, seed=seed,
-            settings=settings, detach=detach, transfer=transfer, priority=priority)
+            settings=settings, detach=detach, transfer=transfer, priority=priority,
+            budget_s=float(budget_s))
         if gpu is not None:
             request.gpu = int(gpu)
         if retime is not None:

@@ -51,6 +51,10 @@ records::Workload workload_of(const ir::Func& base, const ir::Overrides& set);
 Task prepare_task(const ir::Func& base, const ir::Overrides& set,
                   const std::map<std::string, int64_t>& runtime, const Limits& limits);
 
+// A model's task (kiln/tasks.h): prepare_task's, with no values set; an operator with no
+// knobs is a task of one point, its schedule as it is, measured once.
+Task prepare_model_task(const ir::Func& op, const Limits& limits);
+
 // The Iter features (kiln/cost_model.h) of a point of `task`: its loops after
 // the passes, compiled with `options` (the job's target and opt level). A
 // point that does not compile gets zeros: it is refused when it is built.

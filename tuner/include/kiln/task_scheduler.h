@@ -71,8 +71,9 @@ struct ScheduleHooks {
 double task_gain(int calls, const std::vector<double>& history, const std::vector<int>& trials,
                  double backward_weight, int window);
 
-// Tunes `tasks` on `key` under `settings`' budget: one batch each (in their order; a resumed
-// task that measured before skips it), then batch by batch to the task of the largest
+// Tunes `tasks` on `key` under `settings`' budget: one batch each first (tasks of one point
+// first, then the others in their order, each a batch or its share of the trials left; a
+// resumed task that measured before skips it), then batch by batch to the task of the largest
 // task_gain, until the trials or the time are spent, every task's job has no more to do, or
 // the run is cancelled; then each job is finished (its finalists re-timed). Each trial is
 // added to `store` as it arrives. Throws Interrupted as tune() does (every job left running,
