@@ -171,6 +171,8 @@ CompileOptions compile_options(const v1::CompileOptions& o, const Limits& limits
   c.apply_schedule = !o.no_schedule();
   c.passes.required.insert(o.required_passes().begin(), o.required_passes().end());
   c.passes.disabled.insert(o.disabled_passes().begin(), o.disabled_passes().end());
+  for (const auto& [workload, knobs] : o.workload_knobs())
+    c.workload_knobs[workload] = ir::Overrides(knobs.values().begin(), knobs.values().end());
   c.limits = limits;
   return c;
 }

@@ -140,6 +140,10 @@ std::string settings_json(v1::TuneRequest r) {
   return settings_json_of(r);
 }
 
+// Whether a workload is a model's: its definition lists its tasks.
+constexpr std::string_view kModelDefinition = "# the tasks of ";
+bool is_model(const records::Workload& w) { return w.definition.starts_with(kModelDefinition); }
+
 // A model's job keeps its request whole but the source of a graph given as text: the model's
 // blob reference (its SHA-256, its file name and dims) says what it tuned.
 std::string model_settings_json(v1::TuneRequest r) {
@@ -154,12 +158,9 @@ v1::TuneRequest request_of_job(const records::Job& job, const records::Workload&
            fmt::format("tuning job {} was started by a kiln whose settings this one cannot read: "
                        "{}",
                        job.id, job.settings));
-  if (r.has_op() || r.budget_s() > 0 || w.definition.starts_with("# the tasks of "))
+  if (r.has_op() || is_model(w))
     refuse(Code::FailedPrecondition,
-           fmt::format("tuning job {} tuned the model {}: a model's job is not resumed as a "
-                       "whole yet; its tasks' jobs (`kiln records jobs`) keep every record, and "
-                       "each can be resumed on its own",
-                       job.id, w.name));
+           fmt::format("tuning job {} tunes the model {}: not one func's job", job.id, w.name));
   // The definition has the params' values in it already; the set knobs stay.
   v1::SourceText* s = r.mutable_op()->mutable_source();
   s->set_text(w.definition);
@@ -230,8 +231,15 @@ struct Tuning::Impl {
   // start_model).
   std::shared_ptr<LiveJob> start(v1::TuneRequest request, int64_t job, int32_t trials,
                                  const CallOptions& call);
+  // A model's job: new (job 0), or job `job` resumed with its tasks' jobs (request.task_jobs)
+  // up to `trials` over all its runs.
   std::shared_ptr<LiveJob> start_model(v1::TuneRequest request, const ir::Graph& g,
-                                       const CallOptions& call);
+                                       const CallOptions& call, int64_t job = 0,
+                                       int32_t trials = 0);
+  // Goes on with a model's job (of workload `w`), its model read again from its blob, to
+  // `trials` over all its runs (0: the job's own).
+  std::shared_ptr<LiveJob> resume_model(const records::Job& job, const records::Workload& w,
+                                        int32_t trials, const CallOptions& call);
   // How a request's points are searched and measured, compiled for `target`.
   tuner::TuneSettings settings_of(const v1::TuneRequest& request, const Target& target);
   // Job `job` (0: the one new_job() starts in the store) running and live here, under `mu`: two
@@ -287,6 +295,39 @@ void Tuning::Impl::retime(const std::string& workload, const std::string& key, i
   } catch (const tuner::Interrupted& e) {
     refuse(Code::Cancelled, std::string("retime: ") + e.what());
   }
+}
+
+std::shared_ptr<LiveJob> Tuning::Impl::resume_model(const records::Job& job,
+                                                    const records::Workload& w, int32_t trials,
+                                                    const CallOptions& call) {
+  v1::TuneRequest r;
+  if (!google::protobuf::util::JsonStringToMessage(job.settings, &r).ok())
+    refuse(Code::FailedPrecondition,
+           fmt::format("tuning job {} was started by a kiln whose settings this one cannot read: "
+                       "{}",
+                       job.id, job.settings));
+  if (!r.op().has_model())
+    refuse(Code::FailedPrecondition,
+           fmt::format("tuning job {} tuned the graph {} sent as text, which kilnd does not keep: "
+                       "tune it again; its tasks' jobs (`kiln records jobs`) keep every record "
+                       "and each can be resumed on its own",
+                       job.id, w.name));
+  int64_t measured = 0;
+  for (const auto& [workload, task_job] : r.task_jobs()) {
+    records::Query q;
+    q.job = task_job;
+    measured += store->count(q);
+  }
+  if (trials <= 0) trials = r.trials();
+  if (job.state == records::JobState::Done && r.budget_s() == 0 && trials <= measured)
+    refuse(Code::FailedPrecondition,
+           fmt::format("tuning job {} is done ({} records over its tasks); ask for more trials "
+                       "than that to go on",
+                       job.id, measured));
+  Unit unit = resolve_unit(r.op(), limits, blobs);
+  if (!unit.graph)
+    refuse(Code::Internal, fmt::format("tuning job {}: its model is no graph", job.id));
+  return start_model(std::move(r), *unit.graph, call, job.id, trials);
 }
 
 tuner::TuneSettings Tuning::Impl::settings_of(const v1::TuneRequest& request,
@@ -467,8 +508,12 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
 }
 
 std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, const ir::Graph& g,
-                                                   const CallOptions& call) {
-  const int32_t trials = request.trials();
+                                                   const CallOptions& call, int64_t job_id,
+                                                   int32_t trials) {
+  if (job_id == 0) {
+    trials = request.trials();
+    request.clear_task_jobs();  // kilnd's own record of a job's tasks
+  }
   request = normalized(std::move(request));
   request.set_trials(trials);
   if (request.features() == "iter")
@@ -493,8 +538,8 @@ std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, cons
                    ? std::filesystem::path(request.op().model().filename()).filename().string()
                    : g.name;
   if (model.name.empty()) model.name = g.name;
-  model.definition =
-      fmt::format("# the tasks of {} on {}: workload, calls, operator\n", model.name, records_key);
+  model.definition = fmt::format("{}{} on {}: workload, calls, operator\n", kModelDefinition,
+                                 model.name, records_key);
   for (const tuner::ModelTask& t : tuner::model_tasks(g, settings.task.compile)) {
     tuner::ScheduledTask s;
     s.task = tuner::prepare_model_task(t.op, limits);
@@ -505,15 +550,41 @@ std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, cons
   }
   if (tasks->empty()) refuse(Code::InvalidArgument, model.name + ": the model runs no operator");
   model.hash = sha256_hex(model.definition);
-  settings.trials = request.trials();
   settings.budget_s = request.budget_s();
-  if (settings.trials == 0 && settings.budget_s == 0)
-    settings.trials = kDefaultModelTrialsPerTask * static_cast<int>(tasks->size());
-  request.set_trials(settings.trials);
+  if (request.trials() == 0 && settings.budget_s == 0)
+    request.set_trials(kDefaultModelTrialsPerTask * static_cast<int>(tasks->size()));
   store->put_target({records_key, target.triple, target.cpu, target.features});
   store->put_workload(model);
 
-  std::shared_ptr<LiveJob> live_job = enlist(0, [&] {
+  // Each task's own job: made now, so that the model's job keeps their numbers and a resume
+  // goes on with them; a resumed job's tasks go on with theirs.
+  int64_t measured = 0;  // by earlier runs of the job
+  {
+    v1::TuneRequest of_task = request;
+    of_task.clear_budget_s();
+    of_task.clear_task_jobs();
+    const std::string task_settings = settings_json(of_task);
+    for (tuner::ScheduledTask& s : *tasks) {
+      const std::string& hash = s.task.workload.hash;
+      auto known = request.task_jobs().find(hash);
+      if (job_id != 0 && known != request.task_jobs().end()) {
+        s.job = known->second;
+        records::Query q;
+        q.job = s.job;
+        measured += store->count(q);
+        store->finish_job(s.job, records::JobState::Running);
+        continue;
+      }
+      store->put_workload(s.task.workload);
+      s.job = store->start_job({0, hash, records_key, task_settings, {}, 0, 0});
+      (*request.mutable_task_jobs())[hash] = s.job;
+    }
+  }
+  // The trials over all the job's runs; this run's are what is left of them.
+  settings.trials =
+      request.trials() > 0 ? std::max<int>(1, request.trials() - static_cast<int>(measured)) : 0;
+
+  std::shared_ptr<LiveJob> live_job = enlist(job_id, [&] {
     return store->start_job({0, model.hash, records_key, model_settings_json(request), {}, 0, 0});
   });
   spdlog::info("tuning job {}: model {} on {}, {} tasks, {} trials{}", live_job->id, model.name,
@@ -534,9 +605,11 @@ std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, cons
         hooks.cancelled = [&] { return live_job->cancel.load(); };
         hooks.stopping = [this] { return stopping.load(); };
         {
+          // The first message: the job's number and its tasks' jobs, before anything runs.
           tuner::ScheduleProgress first;
           first.target = settings.trials;
           first.tasks.resize(tasks->size());
+          for (size_t i = 0; i < tasks->size(); ++i) first.tasks[i].job = (*tasks)[i].job;
           progress(first);
         }
         tuner::ScheduleProgress end =
@@ -624,6 +697,10 @@ Status Tuning::resume(const v1::ResumeTuneRequest& request, const ProgressSink& 
     if (!w)
       refuse(Code::Internal,
              fmt::format("tuning job {}: its workload {} is missing", job->id, job->workload));
+    if (is_model(*w)) {
+      std::shared_ptr<LiveJob> live = impl_->resume_model(*job, *w, request.trials(), call);
+      return impl_->follow(live, 0, !request.detach(), sink, call);
+    }
     v1::TuneRequest r = request_of_job(*job, *w);
     records::Query q;
     q.job = job->id;

@@ -32,6 +32,7 @@
 #include "report.h"
 #include "selection.h"
 #include "timing.h"
+#include "tuning.h"
 
 namespace kiln::cli {
 
@@ -428,6 +429,10 @@ int run_measure(const Options& o) {
   return for_each_func(
       o,
       [&](const Prepared& p, bool) {
+        if (o.best)
+          throw CompileError(ErrorStage::Validate, SourceLoc{p.file, 0, 0},
+                             "--best measures a model or graph from its tasks' records; for a "
+                             "func, `kiln compile FILE --best --key KEY`");
         Measurement m = remote->measure(p);
         if (!o.json) return print_measurement_text(p.file, p.func.name, m);
         fmt::print("{}\n", measurement_json(p.file, p.func.name, &m, nullptr));
@@ -435,8 +440,10 @@ int run_measure(const Options& o) {
       },
       fail,
       [&](const GraphJob& j, bool) {
-        // A graph (a model) measured whole on an agent: one artifact, its weights with it.
-        Measurement m = remote->measure_graph(j);
+        // A graph (a model) measured whole on an agent: one artifact, its weights with it; with
+        // --best, its operators' knobs from their tasks' best records on the key.
+        Measurement m = remote->measure_graph(
+            j, o.best ? best_knobs(*remote, o, *j.graph, compile_options(o)) : WorkloadKnobs{});
         std::string name = "graph " + j.graph->name;
         if (!o.json) return print_measurement_text(j.file, name, m);
         fmt::print("{}\n", measurement_json(j.file, name, &m, nullptr));
@@ -509,9 +516,10 @@ int run_compile(const Options& o) {
       [&](const GraphJob& j, bool many) {
         // A whole graph (a model) as one artifact: the shared object, its weights, its .json.
         const ir::Graph& g = *j.graph;
-        if (o.best)
-          throw UsageError(o.command, "--best compiles a func; graph " + g.name +
-                                          " has no tuning records of its own");
+        if (o.best && !o.key)
+          throw CompileError(ErrorStage::Validate, SourceLoc{j.file, 0, 0},
+                             "--best for a model or graph takes --key KEY: the device class its "
+                             "tasks were tuned on (`kiln tune MODEL --key KEY`)");
         if (many && o.output) {
           throw CompileError(ErrorStage::Validate, SourceLoc{j.file, 0, 0},
                              fmt::format("-o {} names one file, but more than one func or graph "
@@ -523,7 +531,7 @@ int run_compile(const Options& o) {
         std::string weights = (so.ends_with(".so") ? so.substr(0, so.size() - 3) : so) + ".weights";
         ModelBytes m;
         if (remote) {
-          m = remote->compile_graph(j);
+          m = remote->compile_graph(j, o.best ? best_knobs(*remote, o, g, c) : WorkloadKnobs{});
         } else {
           graph::ModelArtifact a =
               timed(g.name, "compile", [&] { return graph::compile_model(g, c); });

@@ -128,7 +128,7 @@ constexpr std::array<OptionSpec, 67> kOptions = {{
     {"--resume", "JOB", bit(Command::Tune)},
     {"--cancel", "JOB", bit(Command::Tune)},
     {"--transfer", "", bit(Command::Tune)},
-    {"--best", "", bit(Command::Compile)},
+    {"--best", "", bit(Command::Compile) | bit(Command::Measure)},
     {"--job", "JOB", bit(Command::Records)},
     {"--name", "NAME", bit(Command::Records)},
     {"--workload", "HASH", bit(Command::Records)},
@@ -728,7 +728,7 @@ std::string synopsis(Command c) {
     case Command::Agents:
       return "usage: kiln agents [--json] [--server HOST:PORT]";
     case Command::Measure:
-      return "usage: kiln measure FILE... --key KEY [--agent ID] [--check] [--repeat R] "
+      return "usage: kiln measure FILE... --key KEY [--best] [--agent ID] [--check] [--repeat R] "
              "[--number N] [--threads N] [--gpu N] [--json]\n"
              "       [--func NAME] [--seed N] [--set NAME=INT]... [-O0..-O3] [--priority N]\n"
              "       [--min-repeat-ms MS] [--min-total-ms MS] [--time-limit-ms MS] "
@@ -891,7 +891,9 @@ std::string help_text(Command c) {
              "  --graph NAME    only the graph called NAME\n"
              "  --dim NAME=N    a model's symbolic input dimension NAME is N (repeatable)\n"
              "  --best          the best configuration kilnd recorded for the target (its\n"
-             "                  knob values; --key KEY: of that device class); needs kilnd\n" +
+             "                  knob values; --key KEY: of that device class); needs kilnd.\n"
+             "                  A model or graph (with --key): each task's best record, the\n"
+             "                  tasks with none at their defaults\n" +
              std::string(target) + pass_options +
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" + common +
              server + exits;
@@ -917,6 +919,8 @@ std::string help_text(Command c) {
              "that func's result, printed with its class; the agent lives on.\n\nOptions:\n"
              "  --key KEY       the device class to measure on (required)\n"
              "  --agent ID      on this agent of KEY only (`kiln agents` lists them)\n"
+             "  --best          a model or graph: each task's knobs from its best record on\n"
+             "                  KEY (`kiln tune MODEL`), the tasks with none at their defaults\n"
              "  --check         compare the outputs with the reference interpreter\n"
              "  --repeat R      timed rounds (default 5)\n"
              "  --number N      runs per round (default: enough for --min-repeat-ms)\n"

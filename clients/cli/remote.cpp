@@ -439,8 +439,19 @@ InterpResult Remote::run(const Prepared& p) {
   return r;
 }
 
-ModelBytes Remote::compile_graph(const GraphJob& j) {
+namespace {
+
+void wire_knobs(const WorkloadKnobs& knobs, v1::CompileOptions* options) {
+  for (const auto& [workload, values] : knobs)
+    (*options->mutable_workload_knobs())[workload].mutable_values()->insert(values.begin(),
+                                                                            values.end());
+}
+
+}  // namespace
+
+ModelBytes Remote::compile_graph(const GraphJob& j, const WorkloadKnobs& workload_knobs) {
   v1::CompileRequest request = impl_->request<v1::CompileRequest>(j);
+  wire_knobs(workload_knobs, request.mutable_options());
   v1::CompileResponse response = impl_->call<v1::CompileResponse>(
       [&](auto* ctx, auto* out) { return impl_->stub->Compile(ctx, request, out); });
   const v1::Artifact& a = response.artifact();
@@ -495,10 +506,11 @@ Measurement Remote::measure(const Prepared& p) {
   return measure_request(std::move(request));
 }
 
-Measurement Remote::measure_graph(const GraphJob& j) {
+Measurement Remote::measure_graph(const GraphJob& j, const WorkloadKnobs& workload_knobs) {
   v1::MeasureRequest request;
   *request.mutable_op() = impl_->op(j);
   *request.mutable_options() = impl_->options();
+  wire_knobs(workload_knobs, request.mutable_options());
   return measure_request(std::move(request));
 }
 
@@ -667,6 +679,19 @@ v1::BestConfigResponse Remote::best(const std::string& workload) {
   if (impl_->o.command == Command::Records) request.set_retime(impl_->o.retime.value_or(0));
   return impl_->call<v1::BestConfigResponse>(
       [&](auto* ctx, auto* out) { return impl_->stub->BestConfig(ctx, request, out); });
+}
+
+std::optional<v1::BestConfigResponse> Remote::best_if_any(const std::string& workload) {
+  v1::BestConfigRequest request;
+  request.set_workload(workload);
+  request.set_key(impl_->o.key.value_or(""));
+  grpc::ClientContext ctx;
+  impl_->authorize(ctx);
+  v1::BestConfigResponse out;
+  grpc::Status s = impl_->stub->BestConfig(&ctx, request, &out);
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND) return std::nullopt;
+  impl_->expect_ok(s);
+  return out;
 }
 
 void Remote::export_records(const v1::ExportRecordsRequest& r,

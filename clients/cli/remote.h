@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,9 @@ class TuneRequest;
 }  // namespace kiln::v1
 
 namespace kiln::cli {
+
+// Knobs' values by workload hash, for a graph's operators.
+using WorkloadKnobs = std::map<std::string, ir::Overrides>;
 
 // What `kiln compile` writes, whether kilnd or this process made it.
 struct ArtifactBytes {
@@ -76,7 +80,8 @@ class Remote {
 
   // The same for a graph of a file (a model's file goes to kilnd as a blob, uploaded once).
   void check_graph(const GraphJob& j);
-  ModelBytes compile_graph(const GraphJob& j);
+  // `workload_knobs`: its operators' knobs by workload (CompileOptions.workload_knobs).
+  ModelBytes compile_graph(const GraphJob& j, const WorkloadKnobs& workload_knobs = {});
   GraphTexts emit_graph(const GraphJob& j, Stage stage);
   GraphResult run_graph(const GraphJob& j);
 
@@ -84,7 +89,7 @@ class Remote {
   std::vector<AgentRow> agents();
   Measurement measure(const Prepared& p);
   // A graph (a model, sent as a blob) measured whole on one agent of key o.key.
-  Measurement measure_graph(const GraphJob& j);
+  Measurement measure_graph(const GraphJob& j, const WorkloadKnobs& workload_knobs = {});
 
   // Tuning (tuning.cpp prints it): a job's progress, message by message,
   // until it ends (or until `each` returns false: the call is dropped,
@@ -102,6 +107,8 @@ class Remote {
   // device class whose target is the command line's (this machine's).
   v1::BestConfigResponse best(const Prepared& p);
   v1::BestConfigResponse best(const std::string& workload);
+  // The same, or none when the workload has no record that ran on the key.
+  std::optional<v1::BestConfigResponse> best_if_any(const std::string& workload);
   void export_records(const v1::ExportRecordsRequest& r,
                       const std::function<void(const std::string& lines)>& each);
 

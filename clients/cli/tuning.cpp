@@ -20,6 +20,7 @@
 
 #include "kiln/json.h"
 #include "kiln/records.h"
+#include "kiln/tasks.h"
 #include "kiln/v1/service.pb.h"
 #include "remote.h"
 #include "selection.h"
@@ -326,6 +327,30 @@ int tune(Remote& remote_ref, const Options& o) {
 }
 
 }  // namespace
+
+WorkloadKnobs best_knobs(Remote& remote, const Options& o, const ir::Graph& g,
+                         const CompileOptions& c) {
+  WorkloadKnobs knobs;
+  int tuned = 0, tunable = 0;
+  for (const tuner::ModelTask& t : tuner::model_tasks(g, c)) {
+    if (t.points == 0) continue;  // no knobs
+    ++tunable;
+    std::string name =
+        t.first_result.empty() ? t.op.name : fmt::format("{} {}", t.op.name, t.first_result);
+    std::optional<v1::BestConfigResponse> best = remote.best_if_any(t.workload.hash);
+    if (!best) {
+      fmt::print("best {} on {}: no record ran; its knobs' defaults\n", name, o.key.value_or(""));
+      continue;
+    }
+    const v1::TuningRecord& r = best->record();
+    knobs[t.workload.hash] = ir::Overrides(r.config().begin(), r.config().end());
+    ++tuned;
+    fmt::print("best {} on {}: {}: {:.5g} ms, record {} of job {}\n", name, r.key(),
+               r.config_text(), effective_ms(r), r.id(), r.job());
+  }
+  fmt::print("{} of {} tunable tasks from their best records\n", tuned, tunable);
+  return knobs;
+}
 
 int run_tune(const Options& o) {
   std::unique_ptr<Remote> remote = need_remote(o, "tuning is");

@@ -110,8 +110,13 @@ ModelArtifact compile_model(const ir::Graph& source, const CompileOptions& opts,
   std::map<std::string, size_t> by_key;
   std::vector<size_t> kernel_of;
   for (const ir::GraphCall& c : g.calls) {
+    ir::Overrides knobs;
+    if (!opts.workload_knobs.empty()) {
+      auto tuned = opts.workload_knobs.find(workload_hash(ir::apply_overrides(c.op, {})));
+      if (tuned != opts.workload_knobs.end()) knobs = tuned->second;
+    }
     CompileRequest r{
-        .func = c.op, .overrides = {}, .options = opts, .output = CompileOutput::Loops};
+        .func = c.op, .overrides = knobs, .options = opts, .output = CompileOutput::Loops};
     auto [it, added] = by_key.emplace(cache_key(r), kernels.size());
     kernel_of.push_back(it->second);
     if (!added) continue;

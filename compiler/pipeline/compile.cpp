@@ -204,6 +204,8 @@ std::string cache_key(const CompileRequest& request) {
   return key_of(request, configured(request));
 }
 
+std::string workload_hash(const ir::Func& f) { return sha256_hex(ir::to_string(f)); }
+
 CompileResult compile(const CompileRequest& request) {
   const CompileOptions& o = request.options;
   CompileResult out;

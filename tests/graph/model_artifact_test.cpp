@@ -14,6 +14,7 @@
 #include <string>
 
 #include "kiln/buffers.h"
+#include "kiln/compile.h"
 #include "kiln/digest.h"
 #include "kiln/frontend.h"
 #include "kiln/graph.h"
@@ -215,6 +216,64 @@ TEST(ModelArtifact, FusedGraphRunsToo) {
   write_npy(inputs.at("unused"), dir.file("unused.npy"));
   expect_outputs_match(dir, run_model_command(dir, KILN_RUN_MODEL),
                        interp::run_reference(g, inputs));
+}
+
+// A tuned model: an operator's knobs given by its workload (as a model's tuning records give
+// them) are the ones its kernel is compiled with, the outputs unchanged; a workload the graph
+// does not run changes nothing; a value the knob does not take is refused, naming it.
+TEST(ModelArtifact, AnOperatorsKnobsComeFromItsWorkload) {
+  constexpr const char* kTiled = R"(
+func tiled {
+  param N;
+  input x : f32[N];
+  output y : f32[N];
+  compute c(i) in 0 <= i < N: y[i] = x[i] * 2.0 + 1.0;
+  schedule {
+    knob T = 4 in [4, 16, 64];
+    c.split(i, T, io, ii);
+  }
+}
+graph net {
+  input x : f32[1000];
+  y = tiled(x, N = 1000);
+  output y;
+}
+)";
+  ir::Graph g = frontend::parse_module(kTiled, "tiled.kiln").graphs.at(0);
+  CompileOptions base;
+  graph::ModelArtifact plain = graph::compile_model(g, base);
+  std::string workload =
+      workload_hash(ir::apply_overrides(graph::optimize(g, base).calls.at(0).op, {}));
+
+  CompileOptions elsewhere = base;
+  elsewhere.workload_knobs["not-a-workload-of-this-graph"] = {{"T", 64}};
+  EXPECT_EQ(graph::compile_model(g, elsewhere).code, plain.code);
+
+  CompileOptions tuned = base;
+  tuned.workload_knobs[workload] = {{"T", 64}};
+  graph::ModelArtifact a = graph::compile_model(g, tuned);
+  EXPECT_NE(a.code, plain.code);
+  Scratch dir;
+  write_bytes(dir.file("net.so"), a.code);
+  write_bytes(dir.file("net.weights"), a.weights);
+  Tensors inputs = interp::random_graph_inputs(g, 5);
+  write_npy(inputs.at("x"), dir.file("x.npy"));
+  std::filesystem::create_directories(dir.file("out"));
+  Ran r = run(run_model_command(dir, KILN_RUN_MODEL) + " --input x=" + quoted(dir.file("x.npy")) +
+              " --save " + quoted(dir.file("out")));
+  ASSERT_EQ(r.status, 0) << r.output;
+  Tensors got{{"y", read_npy(dir.file("out/y.npy"))}};
+  interp::Mismatch mm = interp::compare_buffers({"y"}, interp::run_reference(g, inputs), got);
+  EXPECT_TRUE(mm.ok) << mm.describe();
+
+  CompileOptions bad = base;
+  bad.workload_knobs[workload] = {{"T", 5}};
+  try {
+    graph::compile_model(g, bad);
+    FAIL() << "T = 5 was taken";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("T"), std::string::npos) << e.what();
+  }
 }
 
 // Why the aarch64 run cannot happen here, or "".

@@ -4,9 +4,12 @@ records and the best one, the export, a cancelled job resumed, and refusals
 as KilnError with kilnd's message."""
 
 import json
+import os
+import subprocess
 import time
 
 import grpc
+import numpy as np
 import pytest
 
 import kiln
@@ -153,6 +156,30 @@ def test_a_model_is_tuned_as_one_job_over_its_tasks(client, tmp_path):
     # The model's job is listed under the model's name; its tasks' jobs under theirs.
     assert any(j.id == end.job and j.name == "small.onnx" for j in client.jobs())
 
+    # The tuned model as one artifact, each operator at its task's best knobs (from Python by
+    # the tasks' workloads, from the CLI by --best), runs from C as PyTorch runs the model.
+    x = torch.randn(1, 3, 8, 8)
+    expected = m(x).detach().numpy()
+    np.save(tmp_path / "x.npy", x.numpy())
+    run_model = os.environ.get("RUN_MODEL_BINARY")
+    if not run_model:
+        pytest.fail("$RUN_MODEL_BINARY must name examples/c/run_model (ctest sets it)")
+    knobs = {t.workload: dict(t.best.config) for t in end.tasks if t.best.config}
+    assert knobs
+    tuned = client.compile_model(path, workload_knobs=knobs)
+    best = subprocess.run([os.environ["KILN_BINARY"], "compile", str(path), "--best", "--key",
+                           "local", "--server", client.address, "-o", str(tmp_path / "cli.so")],
+                          capture_output=True, text=True)
+    assert best.returncode == 0, best.stderr
+    assert f"{len(knobs)} of {len(knobs)} tunable tasks from their best records" in best.stdout
+    for so in (tuned.save(tmp_path / "py.so")[0], tmp_path / "cli.so"):
+        out = tmp_path / (so.stem + "_out")
+        out.mkdir()
+        subprocess.run([run_model, str(so), "--input", f"x={tmp_path / 'x.npy'}", "--save",
+                        str(out)], check=True, capture_output=True)
+        y = np.load(out / "y.npy")
+        assert np.max(np.abs(y - expected)) <= 1e-4 * max(1.0, np.max(np.abs(expected))), so
+
     # A model's job is cancelled by its number like any other.
     job = client.tune(client.model(path), "local", trials=400, batch=4, min_repeat_ms=2,
                       detach=True)
@@ -165,9 +192,18 @@ def test_a_model_is_tuned_as_one_job_over_its_tasks(client, tmp_path):
             break
         time.sleep(0.2)
     assert state == "cancelled"
-    # A model's job is not resumed as a whole (yet): said so, its tasks' records kept.
-    with pytest.raises(kiln.KilnError, match="not resumed as a whole"):
-        client.resume_tune(first.job).wait()
+    # ... and resumed by it: its tasks' jobs (named from its first message on) go on from their
+    # records to the trials asked for over all its runs, nothing measured twice.
+    assert first.tasks and all(t.job > 0 for t in first.tasks)
+    before = sum(len(client.records(job=t.job, limit=1000)) for t in first.tasks)
+    again = list(client.resume_tune(first.job, trials=48))[-1]
+    assert again.done and again.stopped == "trials" and again.job == first.job
+    assert [t.job for t in again.tasks] == [t.job for t in first.tasks]
+    assert sum(t.trials for t in again.tasks) == max(48, before + 1)
+    for t in again.tasks:
+        records = client.records(job=t.job, limit=100)
+        assert len(records) == t.trials
+        assert len({tuple(sorted(r.config.items())) for r in records}) == len(records)
 
     # Its search features are the knob ones; a bad budget is refused.
     with pytest.raises(kiln.KilnError, match="features"):

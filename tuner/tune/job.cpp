@@ -30,7 +30,7 @@ std::pair<ir::Overrides, ir::Overrides> knobs_and_params(const ir::Func& f,
 records::Workload workload_of_shaped(const ir::Func& shaped) {
   records::Workload w;
   w.definition = ir::to_string(shaped);
-  w.hash = sha256_hex(w.definition);
+  w.hash = workload_hash(shaped);
   w.name = shaped.name;
   return w;
 }

@@ -62,8 +62,11 @@ def _operator(op):
 
 
 def _options(target=None, cpu=None, features=None, opt_level=None, set=None, no_schedule=False,
-             required_passes=(), disabled_passes=()):
+             required_passes=(), disabled_passes=(), workload_knobs=None):
     o = service_pb2.CompileOptions(no_schedule=no_schedule)
+    for workload, knobs in (workload_knobs or {}).items():
+        for name, value in knobs.items():
+            o.workload_knobs[workload].values[name] = int(value)
     if target or cpu or features:
         o.target.CopyFrom(service_pb2.Target(triple=target or "", cpu=cpu or "",
                                              features=features or ""))

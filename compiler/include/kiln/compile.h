@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,11 @@ struct CompileOptions {
   // Bounds on the work (docs/limits.md); not in the key: a limit decides
   // whether a compilation finishes, never what it gives.
   Limits limits{};
+  // A graph (graph::compile_model): the knobs' values of its operators by their workload
+  // (workload_hash below), as a model's tuning records give them; an operator not named keeps
+  // its knobs' defaults. Each operator's values are its compile's overrides, so they are in
+  // its kernel's key.
+  std::map<std::string, ir::Overrides> workload_knobs{};
 };
 
 struct CompileRequest {
@@ -112,6 +118,10 @@ CompileResult emit(CompileRequest request, EmitStage stage, bool optimizing);
 // output and compiler_version(). Equal requests have equal keys; a change to
 // any of these changes it. Throws CompileError as the overrides do.
 std::string cache_key(const CompileRequest& request);
+
+// The hash a tuning record's workload is named by (the tuner's workload_of): SHA-256 (hex) of
+// the func's canonical text, its params' values as they are, its knobs at their defaults.
+std::string workload_hash(const ir::Func& f);
 
 // The context compile() runs the loop passes under (and a graph its graph passes).
 passes::PassContext pass_context(const CompileOptions& options);
