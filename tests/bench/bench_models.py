@@ -19,6 +19,14 @@ per case:
 ratio is PyTorch's time over kiln's (above 1: kiln is faster); kiln_gflops counts the
 work of every call kiln makes (its algorithms' flops); peak_gflops is this host's FMA
 peak at the case's threads (bench_host). Progress goes to stderr.
+
+--tune DURATION first tunes each model on a kilnd of the run's own with its local agent
+(`kiln tune MODEL --key local --budget DURATION`: one job over the model's tasks, 2
+threads), then times its tuned artifact (`kiln compile MODEL --best --key local`) beside
+the default one and PyTorch, in the same alternating blocks; the line then has kiln_ms
+(tuned), default_ms, ratio (PyTorch over tuned), default_ratio, and the job's trials,
+tuning_s, candidates_per_s, predicted_ms (the job's sum of calls x best) and tasks (each
+task's calls, trials, best ms and share of the host's FMA peak).
 """
 
 import argparse
@@ -60,6 +68,56 @@ def kiln_artifact(kiln, model, work):
     out, _ = run_measured([kiln, "tasks", model, "--json"])
     flops = sum(t["calls"] * t["flops"] for t in map(json.loads, out.strip().splitlines()))
     return so, flops
+
+
+class Kilnd:
+    """A kilnd of the run's own with its local agent, its records in work/kilnd."""
+
+    def __init__(self, build, work):
+        data = os.path.join(work, "kilnd")
+        os.makedirs(data, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [str(build / "server" / "kilnd"), "--listen", "127.0.0.1:0", "--local-agent",
+             "--data-dir", data, "--log-level", "warn"], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("kilnd: listening on "):
+            raise SystemExit(f"bench_models: kilnd did not start: {line!r}")
+        self.address = line.split()[-1]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=120)
+
+
+def tune_model(kiln, kilnd, model, budget, work):
+    """The model tuned under `budget` on kilnd's local agent, then its tuned artifact:
+    (MODEL.tuned.so, the job's last progress message, its wall time in s)."""
+    env = dict(os.environ, KILN_SERVER=kilnd.address)
+    start = time.monotonic()
+    r = subprocess.run([kiln, "tune", model, "--key", "local", "--budget", budget, "--json"],
+                       env=env, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    if r.returncode != 0:
+        raise SystemExit(f"bench_models: kiln tune {model} failed:\n{r.stderr}")
+    end = json.loads(r.stdout.strip().splitlines()[-1])
+    so = os.path.join(work, pathlib.Path(model).stem + ".tuned.so")
+    run_measured([kiln, "compile", model, "--best", "--key", "local", "-o", so], env)
+    return so, end, wall
+
+
+def task_lines(end, peak_gflops):
+    """Each task of a model's job: its calls, trials, best ms and share of the FMA peak."""
+    out = []
+    for t in end.get("tasks", []):
+        best = t.get("best", {})
+        ms = best.get("retimed_ms", best.get("median_ms"))
+        line = {"name": t["name"], "calls": t.get("calls", 1), "trials": t.get("trials", 0)}
+        if ms:
+            line["best_ms"] = round(ms, 5)
+        if best.get("gflops"):
+            line["peak_share"] = round(best["gflops"] / peak_gflops, 3)
+        out.append(line)
+    return out
 
 
 def kiln_block(run_model, so, x, threads, out_dir, runs=20):
@@ -127,6 +185,8 @@ def main():
     p.add_argument("--quick", action="store_true", help="ResNet-18 on 1 thread only")
     p.add_argument("--models", nargs="*", default=MODELS)
     p.add_argument("--threads", nargs="*", type=int, default=[1, 2])
+    p.add_argument("--tune", metavar="DURATION",
+                   help="tune each model first for this long (90s, 20m), then time it tuned")
     p.add_argument("--torch-worker", nargs=3, help=argparse.SUPPRESS)
     p.add_argument("--export-worker", nargs=3, help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -147,49 +207,80 @@ def main():
         hosts[h["threads"]] = h
     work = tempfile.mkdtemp(prefix="kiln-bench-models-")
     status = 0
-    for name in a.models:
-        onnx_path = os.path.join(work, name + ".onnx")
-        x_path = os.path.join(work, name + "_x.npy")
-        out, _ = run_measured([sys.executable, __file__, "--export-worker", name, onnx_path,
-                               x_path])
-        torch_version = json.loads(out.strip().splitlines()[-1])["torch"]
-        so, flops = kiln_artifact(kiln, onnx_path, work)
-        for threads in a.threads:
-            print(f"bench_models: {name}, {threads} thread(s)", file=sys.stderr, flush=True)
-            kiln_ms, torch_ms, kiln_rss, torch_rss = [], [], [], []
-            for _ in range(3):
-                ms, rss = kiln_block(run_model, so, x_path, threads, work)
-                kiln_ms.append(ms)
-                kiln_rss.append(rss)
-                ms, rss = torch_block(name, x_path, threads)
-                torch_ms.append(ms)
-                torch_rss.append(rss)
-            k, t = statistics.median(kiln_ms), statistics.median(torch_ms)
-            # kiln's answer against PyTorch's, as tests/models checks it.
-            import numpy as np
-            got, want = np.load(os.path.join(work, "y.npy")), np.load(x_path + ".want.npy")
-            err = float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
-            if got.shape != want.shape or not err <= 1e-4:
-                print(f"bench_models: {name}: kiln's output differs from PyTorch's "
-                      f"(max relative error {err:.3g})", file=sys.stderr)
-                status = 1
-            host = hosts[threads]
-            line = {"bench": f"model_{name}_t{threads}", "kiln_ms": round(k, 3),
-                    "baseline": f"pytorch {torch_version}", "baseline_ms": round(t, 3),
-                    "ratio": round(t / k, 3), "threads": threads,
-                    "max_rel_error": float(f"{err:.3g}"),
-                    "kiln_blocks_ms": [round(v, 3) for v in kiln_ms],
-                    "baseline_blocks_ms": [round(v, 3) for v in torch_ms],
-                    "kiln_peak_mib": round(max(kiln_rss), 1),
-                    "baseline_peak_mib": round(max(torch_rss), 1)}
-            if flops and flops > 0:
-                gflops = flops / (k * 1e-3) / 1e9
-                line["kiln_gflops"] = round(gflops, 2)
-                line["kiln_peak_share"] = round(gflops / host["peak_gflops"], 3)
-            for key in ("peak_gflops", "peak_probe", "cpu", "llvm_cpu", "isa"):
-                if key in host:
-                    line[key] = host[key]
-            print(json.dumps(line), flush=True)
+    kilnd = Kilnd(build, work) if a.tune else None
+    try:
+        for name in a.models:
+            status |= bench_model(a, name, kiln, run_model, kilnd, hosts, work)
+    finally:
+        if kilnd:
+            kilnd.stop()
+    return status
+
+
+def bench_model(a, name, kiln, run_model, kilnd, hosts, work):
+    """One model: exported, compiled (and tuned, with --tune), timed beside PyTorch on each
+    thread count; its JSON lines printed. 0, or 1 when kiln's answer differs."""
+    status = 0
+    onnx_path = os.path.join(work, name + ".onnx")
+    x_path = os.path.join(work, name + "_x.npy")
+    out, _ = run_measured([sys.executable, __file__, "--export-worker", name, onnx_path,
+                           x_path])
+    torch_version = json.loads(out.strip().splitlines()[-1])["torch"]
+    so, flops = kiln_artifact(kiln, onnx_path, work)
+    default_so, tuned = so, None
+    os.makedirs(os.path.join(work, "default"), exist_ok=True)
+    if kilnd:
+        print(f"bench_models: {name}: tuning for {a.tune}", file=sys.stderr, flush=True)
+        so, end, wall = tune_model(kiln, kilnd, onnx_path, a.tune, work)
+        tuned = {"trials": end.get("trials", 0), "tuning_s": round(wall, 1),
+                 "candidates_per_s": round(end.get("trials", 0) / wall, 2),
+                 "predicted_ms": round(end.get("predicted_ms", 0), 3),
+                 "stopped": end.get("stopped", "")}
+    for threads in a.threads:
+        print(f"bench_models: {name}, {threads} thread(s)", file=sys.stderr, flush=True)
+        kiln_ms, torch_ms, kiln_rss, torch_rss, default_ms = [], [], [], [], []
+        for _ in range(3):
+            ms, rss = kiln_block(run_model, so, x_path, threads, work)
+            kiln_ms.append(ms)
+            kiln_rss.append(rss)
+            if tuned:
+                default_ms.append(kiln_block(run_model, default_so, x_path, threads,
+                                             os.path.join(work, "default"))[0])
+            ms, rss = torch_block(name, x_path, threads)
+            torch_ms.append(ms)
+            torch_rss.append(rss)
+        k, t = statistics.median(kiln_ms), statistics.median(torch_ms)
+        # kiln's answer against PyTorch's, as tests/models checks it.
+        import numpy as np
+        got, want = np.load(os.path.join(work, "y.npy")), np.load(x_path + ".want.npy")
+        err = float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
+        if got.shape != want.shape or not err <= 1e-4:
+            print(f"bench_models: {name}: kiln's output differs from PyTorch's "
+                  f"(max relative error {err:.3g})", file=sys.stderr)
+            status = 1
+        host = hosts[threads]
+        line = {"bench": f"model_{name}_t{threads}", "kiln_ms": round(k, 3),
+                "baseline": f"pytorch {torch_version}", "baseline_ms": round(t, 3),
+                "ratio": round(t / k, 3), "threads": threads,
+                "max_rel_error": float(f"{err:.3g}"),
+                "kiln_blocks_ms": [round(v, 3) for v in kiln_ms],
+                "baseline_blocks_ms": [round(v, 3) for v in torch_ms],
+                "kiln_peak_mib": round(max(kiln_rss), 1),
+                "baseline_peak_mib": round(max(torch_rss), 1)}
+        if flops and flops > 0:
+            gflops = flops / (k * 1e-3) / 1e9
+            line["kiln_gflops"] = round(gflops, 2)
+            line["kiln_peak_share"] = round(gflops / host["peak_gflops"], 3)
+        if tuned:
+            d = statistics.median(default_ms)
+            line.update({"default_ms": round(d, 3), "default_ratio": round(t / d, 3),
+                         "default_blocks_ms": [round(v, 3) for v in default_ms]})
+            line.update(tuned)
+            line["tasks"] = task_lines(end, host["peak_gflops"])
+        for key in ("peak_gflops", "peak_probe", "cpu", "llvm_cpu", "isa"):
+            if key in host:
+                line[key] = host[key]
+        print(json.dumps(line), flush=True)
     return status
 
 

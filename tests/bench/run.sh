@@ -33,7 +33,8 @@ Progress goes to stderr.
                    Haswell, Zen 2 and Zen 3; a model standing in for a machine:
                    tests/bench/bench_mca.py),
                    models (ResNet-18, ResNet-50, MobileNetV2 and a Transformer encoder
-                   layer as ONNX through kiln against PyTorch on 1 and 2 threads:
+                   layer as ONNX through kiln against PyTorch on 1 and 2 threads; -- --tune
+                   20m: each tuned first on a local agent and timed tuned and default:
                    tests/bench/bench_models.py),
                    gpu (kiln's GPU examples vs cuBLAS and cuDNN on this machine's GPU; built
                    with the CUDA toolkit, and says "skipped" without a GPU: docs/gpu.md)
