@@ -155,6 +155,36 @@ TEST(JitRegisterTiles, ConvWithPaddedInputAndRepackedFilters) {
   kiln_runtime_set_threads(before);
 }
 
+// The operator library's conv2d with the threads sharing rows (YB = 1), blocks of rows that
+// OH does not divide (YB = 4 of 9), and filter blocks alone (YB past OH), on few and many
+// channels (C >= 128 fits YB past OH by default), stride 1 and 2, 1 and 2 threads.
+TEST(JitRegisterTiles, LibraryConvEveryWayTheThreadsShareIt) {
+  const std::string text = read_source("compiler/library/conv.kiln");
+  int before = kiln_runtime_threads();
+  struct Shape {
+    int64_t c, h, s, oh;
+    std::vector<int64_t> yb;  // 0: the fitted default
+  };
+  for (const Shape& sh : {Shape{5, 9, 1, 9, {1, 4, 112}}, Shape{130, 5, 2, 3, {0, 1}}}) {
+    for (int64_t yb : sh.yb) {
+      ir::Overrides set = {{"N", 1},  {"C", sh.c},   {"H", sh.h},  {"W", 7},  {"F", 32},
+                           {"KH", 3}, {"KW", 3},     {"SH", sh.s}, {"SW", 1}, {"PH", 1},
+                           {"PW", 1}, {"OH", sh.oh}, {"OW", 7}};
+      if (yb > 0) set["YB"] = yb;
+      ir::Func f = parse_one(text, set);
+      Bindings in = interp::random_bindings(f, interp::param_values(f), 7);
+      for (int threads : {1, 2}) {
+        kiln_runtime_set_threads(threads);
+        SCOPED_TRACE("C " + std::to_string(sh.c) + ", YB " + std::to_string(yb) + ", " +
+                     std::to_string(threads) + " threads");
+        interp::Mismatch mm = jit_differential(f, in, 3);
+        EXPECT_TRUE(mm.ok) << mm.describe();
+      }
+    }
+  }
+  kiln_runtime_set_threads(before);
+}
+
 // f compiled at -O3 against the reference on `in`, on 1 and then 2 threads.
 void on_one_and_two_threads(const ir::Func& f, const Bindings& in) {
   int before = kiln_runtime_threads();
