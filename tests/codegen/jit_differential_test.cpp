@@ -165,7 +165,7 @@ TEST(JitRegisterTiles, LibraryConvEveryWayTheThreadsShareIt) {
     int64_t c, h, s, oh;
     std::vector<int64_t> yb;  // 0: the fitted default
   };
-  for (const Shape& sh : {Shape{5, 9, 1, 9, {1, 4, 112}}, Shape{130, 5, 2, 3, {0, 1}}}) {
+  for (const Shape& sh : {Shape{5, 9, 1, 9, {1, 4, 256}}, Shape{130, 5, 2, 3, {0, 1}}}) {
     for (int64_t yb : sh.yb) {
       ir::Overrides set = {{"N", 1},  {"C", sh.c},   {"H", sh.h},  {"W", 7},  {"F", 32},
                            {"KH", 3}, {"KW", 3},     {"SH", sh.s}, {"SW", 1}, {"PH", 1},
