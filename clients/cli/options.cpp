@@ -27,7 +27,7 @@ struct OptionSpec {
 
 constexpr uint32_t bit(Command c) { return uint32_t{1} << static_cast<int>(c); }
 
-constexpr std::array<OptionSpec, 67> kOptions = {{
+constexpr std::array<OptionSpec, 68> kOptions = {{
     {"--func", "NAME",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
@@ -113,6 +113,7 @@ constexpr std::array<OptionSpec, 67> kOptions = {{
     {"--priority", "N", bit(Command::Measure) | bit(Command::Tune)},
     {"--min-repeat-ms", "MS", bit(Command::Measure) | bit(Command::Tune)},
     {"--min-total-ms", "MS", bit(Command::Measure) | bit(Command::Tune)},
+    {"--flush-cache", "", bit(Command::Measure) | bit(Command::Tune)},
     {"--time-limit-ms", "MS", bit(Command::Measure) | bit(Command::Tune)},
     {"--memory-limit-mb", "MB", bit(Command::Measure) | bit(Command::Tune)},
     {"--trials", "N", bit(Command::Tune)},
@@ -407,6 +408,8 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.priority = *p;
   } else if (name == "--min-repeat-ms") {
     o.min_repeat_ms = parse_count(c, name, value, 1);
+  } else if (name == "--flush-cache") {
+    o.flush_cache = true;
   } else if (name == "--min-total-ms") {
     o.min_total_ms = parse_count(c, name, value, 1);
   } else if (name == "--time-limit-ms") {
@@ -731,15 +734,17 @@ std::string synopsis(Command c) {
       return "usage: kiln measure FILE... --key KEY [--best] [--agent ID] [--check] [--repeat R] "
              "[--number N] [--threads N] [--gpu N] [--json]\n"
              "       [--func NAME] [--seed N] [--set NAME=INT]... [-O0..-O3] [--priority N]\n"
-             "       [--min-repeat-ms MS] [--min-total-ms MS] [--time-limit-ms MS] "
-             "[--memory-limit-mb MB] [--server HOST:PORT]";
+             "       [--min-repeat-ms MS] [--min-total-ms MS] [--flush-cache] [--time-limit-ms "
+             "MS]\n"
+             "       [--memory-limit-mb MB] [--server HOST:PORT]";
     case Command::Tune:
       return "usage: kiln tune FILE --key KEY [--trials N] [--budget DURATION] [--search "
              "xgb-rank|xgb-reg|random|grid]\n"
              "       [--features knob|iter] [--batch N] [--early-stop N] [--retime N]\n"
              "       [--remeasure N] [--stop-slower-than X] [--transfer] [--detach]\n"
              "       [--func NAME] [--set NAME=INT]... [--seed N] [--repeat R] [--number N]\n"
-             "       [--min-repeat-ms MS] [--min-total-ms MS] [--threads N] [--gpu N]\n"
+             "       [--min-repeat-ms MS] [--min-total-ms MS] [--flush-cache] [--threads N] [--gpu "
+             "N]\n"
              "       [--time-limit-ms MS] [--memory-limit-mb MB]\n"
              "       [--priority N] [--json] [--server HOST:PORT]\n"
              "       kiln tune --resume JOB [--trials N] [--detach] | --cancel JOB";
@@ -929,6 +934,9 @@ std::string help_text(Command c) {
              "  --min-total-ms MS\n"
              "                  more rounds than R while they last less than MS in all (at\n"
              "                  most 10 x R; default none)\n"
+             "  --flush-cache   flush the inputs and outputs from the caches before each run\n"
+             "                  (not timed): a kernel timed as it runs in a model, its weights\n"
+             "                  coming from memory\n"
              "  --threads N     threads of the agent's pool (default: its cores)\n"
              "  --gpu N         on the agent's GPU N instead (`kiln agents` lists them): CUDA\n"
              "                  for its compute capability, timed with CUDA events\n"
@@ -975,7 +983,8 @@ std::string help_text(Command c) {
              "  --resume JOB    go on with a job that did not finish (more with --trials)\n"
              "  --cancel JOB    stop a running job\n"
              "  --set NAME=INT  a param's value, or a knob held fixed (repeatable)\n"
-             "  --repeat R, --number N, --min-repeat-ms MS, --min-total-ms MS, --threads N,\n"
+             "  --repeat R, --number N, --min-repeat-ms MS, --min-total-ms MS, --flush-cache,\n"
+             "  --threads N,\n"
              "  --time-limit-ms MS, --memory-limit-mb MB, --priority N\n"
              "                  how each point is measured, as for `kiln measure` (default:\n"
              "                  rounds of at least 5 ms, at least 3 and more while they last\n"

@@ -87,6 +87,7 @@ struct Options {
   int priority = 0;                // --priority N
   int min_repeat_ms = 0;           // --min-repeat-ms MS (0: the agent's default)
   int min_total_ms = 0;            // --min-total-ms MS (0: none, or the tuner's default)
+  bool flush_cache = false;        // --flush-cache: each run's data from memory
   int time_limit_ms = 0;           // --time-limit-ms MS (0: kilnd's)
   int memory_limit_mb = 0;         // --memory-limit-mb MB (0: kilnd's)
 

@@ -529,6 +529,7 @@ Measurement Remote::measure_request(v1::MeasureRequest request) {
   // As `kiln run --bench`: rounds of about 50 ms unless told otherwise.
   s.set_min_repeat_ms(o.min_repeat_ms > 0 ? o.min_repeat_ms : o.number > 0 ? 0 : 50);
   s.set_min_total_ms(o.min_total_ms);
+  s.set_flush_cache(o.flush_cache);
   s.set_threads(o.threads.value_or(0));
   s.set_time_limit_ms(o.time_limit_ms);
   s.set_memory_limit_bytes(static_cast<uint64_t>(o.memory_limit_mb) << 20);
@@ -618,6 +619,7 @@ void Remote::tune_request(v1::TuneRequest request, const ProgressFn& each) {
   s.set_number(o.number);
   s.set_min_repeat_ms(o.min_repeat_ms);
   s.set_min_total_ms(o.min_total_ms);
+  s.set_flush_cache(o.flush_cache);
   s.set_threads(o.threads.value_or(0));
   s.set_time_limit_ms(o.time_limit_ms);
   s.set_memory_limit_bytes(static_cast<uint64_t>(o.memory_limit_mb) << 20);

@@ -164,8 +164,10 @@ class ProgressView {
       draw_bar(p);
     } else if (p.has_last() && p.task() >= 0 && p.task() < p.tasks_size()) {
       const v1::TaskProgress& t = p.tasks(p.task());
-      fmt::print("trial {}/{}: {}: {}: {}; its best {}{}\n", p.trials(), p.target(), t.name(),
-                 p.last().config_text().empty() ? "as it is" : p.last().config_text(),
+      fmt::print("trial {}: {}: {}: {}; its best {}{}\n",
+                 p.target() > 0 ? fmt::format("{}/{}", p.trials(), p.target())
+                                : std::to_string(p.trials()),
+                 t.name(), p.last().config_text().empty() ? "as it is" : p.last().config_text(),
                  timing(p.last()), t.has_best() ? timing(t.best()) : std::string("-"),
                  p.predicted_ms() > 0 ? fmt::format("; model {:.4g} ms", p.predicted_ms())
                                       : std::string());
@@ -185,10 +187,15 @@ class ProgressView {
     winsize ws{};
     int width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 100;
     constexpr int kBar = 24;
-    int filled = p.target() > 0 ? std::min(kBar, kBar * p.trials() / p.target()) : 0;
+    // Filled by the trials, or for a model's job with a time budget only, by the time.
+    double time = p.elapsed_s() + p.eta_s();
+    int filled = p.target() > 0 ? std::min(kBar, kBar * p.trials() / p.target())
+                 : time > 0     ? std::min(kBar, static_cast<int>(kBar * p.elapsed_s() / time))
+                                : 0;
     std::string line =
-        fmt::format("{:>4}/{} [{}{}] {}", p.trials(), p.target(), std::string(filled, '#'),
-                    std::string(kBar - filled, '.'),
+        fmt::format("{:>4}/{} [{}{}] {}", p.trials(),
+                    p.target() > 0 ? std::to_string(p.target()) : std::string("-"),
+                    std::string(filled, '#'), std::string(kBar - filled, '.'),
                     p.tasks_size() > 0
                         ? (p.predicted_ms() > 0 ? fmt::format("model {:.4g} ms", p.predicted_ms())
                                                 : std::string("model -"))
