@@ -134,7 +134,7 @@ def test_a_model_is_tuned_as_one_job_over_its_tasks(client, tmp_path):
     torch.onnx.export(m, torch.randn(1, 3, 8, 8), str(path), opset_version=13,
                       input_names=["x"], output_names=["y"])
     job = client.tune(client.model(path), "local", trials=20, batch=4, min_repeat_ms=2,
-                      retime=0)
+                      retime=0, flush_cache=True)
     messages = list(job)
     end = messages[-1]
     assert end.done and end.stopped == "trials" and end.trials == 20

@@ -497,9 +497,9 @@ class Client:
 
     def tune(self, op, key, *, trials=0, search="", features="", batch=0, early_stop=0,
              transfer=False, detach=False, seed=0, runtime_params=None, repeat=0, number=0,
-             min_repeat_ms=0, min_total_ms=0, threads=0, time_limit_ms=0, memory_limit_mb=0,
-             priority=0, gpu=None, retime=None, remeasure=None, stop_slower_than=None,
-             budget_s=0, **options):
+             min_repeat_ms=0, min_total_ms=0, flush_cache=False, threads=0, time_limit_ms=0,
+             memory_limit_mb=0, priority=0, gpu=None, retime=None, remeasure=None,
+             stop_slower_than=None, budget_s=0, **options):
         """Starts a tuning job of ``op``'s knobs on the agents of ``key``: a
         TuneJob, whose iteration is the job's progress. ``search`` is xgb-rank
         (default), xgb-reg, random or grid; ``options["set"]`` gives params
@@ -517,13 +517,14 @@ class Client:
         ``budget_s`` stops it after that many seconds; each progress message has
         ``tasks`` (each task's job, trials and best), ``task`` (the one the trial
         belongs to) and ``predicted_ms`` (the model's time from the tasks'
-        bests)."""
+        bests). ``flush_cache=True`` times each point with its data flushed
+        from the caches first, as a model runs its layers (docs/tuning.md)."""
         if options.get("target") or options.get("cpu"):
             raise ValueError("tune compiles for the agents' own target: leave out target and cpu")
         settings = agent_pb2.MeasureSettings(
             number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
-            min_total_ms=min_total_ms, threads=threads, time_limit_ms=time_limit_ms,
-            memory_limit_bytes=int(memory_limit_mb) << 20)
+            min_total_ms=min_total_ms, flush_cache=flush_cache, threads=threads,
+            time_limit_ms=time_limit_ms, memory_limit_bytes=int(memory_limit_mb) << 20)
         request = service_pb2.TuneRequest(
             op=_operator(op), options=_options(**options), key=key, trials=trials, batch=batch,
             early_stop=early_stop, search=search, features=features, seed=seed,
