@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -51,8 +52,7 @@ constexpr int kExportPage = 1'000;
 
 // An operator prepared for tuning: the task (kiln/job.h) of the request's
 // operator, the values it sets and the run-time params' values it gives.
-tuner::Task prepare(const v1::TuneRequest& request, const Limits& limits) {
-  ir::Func base = resolve(request.op(), limits);
+tuner::Task prepare(const v1::TuneRequest& request, const ir::Func& base, const Limits& limits) {
   try {
     return tuner::prepare_task(
         base, ir::Overrides(request.options().set().begin(), request.options().set().end()),
@@ -62,6 +62,9 @@ tuner::Task prepare(const v1::TuneRequest& request, const Limits& limits) {
   } catch (const tuner::TaskError& e) {
     refuse(Code::InvalidArgument, e.what());
   }
+}
+tuner::Task prepare(const v1::TuneRequest& request, const Limits& limits) {
+  return prepare(request, resolve(request.op(), limits), limits);
 }
 
 // The key a job's records are kept under: the agents' key, and "/gpuN" for a GPU.
@@ -245,6 +248,21 @@ struct Tuning::Impl {
   // Job `job` (0: the one new_job() starts in the store) running and live here, under `mu`: two
   // resumes of one job, or a resume and a cancel, cannot both act on it.
   std::shared_ptr<LiveJob> enlist(int64_t job, const std::function<int64_t()>& new_job);
+  // A live job's Runner: its measurements in flight are withdrawn from their agents when kilnd
+  // stops or the job is cancelled (its agents kill them): neither waits for a time limit.
+  std::unique_ptr<tuner::Runner> runner_of(const MeasureSpec& spec,
+                                           const std::shared_ptr<LiveJob>& job) {
+    return runner.runner(spec, [this, job] { return stopping.load() || job->cancel.load(); });
+  }
+  // A live job's hooks (tuner::TuneHooks or ScheduleHooks) but its progress: cancelled with
+  // it, stopping with kilnd.
+  template <typename Hooks>
+  Hooks stop_hooks(const std::shared_ptr<LiveJob>& job) {
+    Hooks h;
+    h.cancelled = [job] { return job->cancel.load(); };
+    h.stopping = [this] { return stopping.load(); };
+    return h;
+  }
   // Runs `work` for a live job on a thread of its own; when it throws, the job fails (or, when
   // kilnd is stopping, is left to be resumed); either way its stream ends.
   void launch(const std::shared_ptr<LiveJob>& job, const v1::Operator& op,
@@ -433,13 +451,16 @@ void post(LiveJob& job, v1::TuneProgress w) {
 
 std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t job_id,
                                              int32_t trials, const CallOptions& call) {
+  std::optional<ir::Func> base;  // a new job's func, parsed once
   if (job_id == 0) {
     Unit unit = resolve_unit(request.op(), limits, blobs);
     if (unit.graph) return start_model(std::move(request), *unit.graph, call);
+    base = std::move(unit.func);
   }
   request = normalized(std::move(request));
   if (trials > 0) request.set_trials(trials);
-  auto task = std::make_shared<const tuner::Task>(prepare(request, limits));
+  auto task = std::make_shared<const tuner::Task>(base ? prepare(request, *base, limits)
+                                                       : prepare(request, limits));
   MeasureSpec spec = measure_spec(request);
   // The key's target: what its agents compile for.
   const Target target =
@@ -478,14 +499,9 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
       to_wire(p, *task, records_key, request.search(), &w);
       post(*live_job, std::move(w));
     };
-    // The job's measurements in flight are withdrawn from their agents when kilnd stops or
-    // the job is cancelled (its agents kill them): neither waits for a time limit.
-    std::unique_ptr<tuner::Runner> job_runner = runner.runner(
-        spec, [this, live_job] { return stopping.load() || live_job->cancel.load(); });
-    tuner::TuneHooks hooks;
+    std::unique_ptr<tuner::Runner> job_runner = runner_of(spec, live_job);
+    auto hooks = stop_hooks<tuner::TuneHooks>(live_job);
     hooks.progress = progress;
-    hooks.cancelled = [&] { return live_job->cancel.load(); };
-    hooks.stopping = [this] { return stopping.load(); };
     {
       // The first message: the job's number, before anything is measured.
       tuner::TuneProgress first;
@@ -598,12 +614,9 @@ std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, cons
           to_wire(p, *tasks, live_job->id, model, records_key, request.search(), &w);
           post(*live_job, std::move(w));
         };
-        std::unique_ptr<tuner::Runner> job_runner = runner.runner(
-            spec, [this, live_job] { return stopping.load() || live_job->cancel.load(); });
-        tuner::ScheduleHooks hooks;
+        std::unique_ptr<tuner::Runner> job_runner = runner_of(spec, live_job);
+        auto hooks = stop_hooks<tuner::ScheduleHooks>(live_job);
         hooks.progress = progress;
-        hooks.cancelled = [&] { return live_job->cancel.load(); };
-        hooks.stopping = [this] { return stopping.load(); };
         {
           // The first message: the job's number and its tasks' jobs, before anything runs.
           tuner::ScheduleProgress first;

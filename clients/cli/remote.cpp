@@ -674,19 +674,27 @@ v1::BestConfigResponse Remote::best(const Prepared& p) {
       [&](auto* ctx, auto* out) { return impl_->stub->BestConfig(ctx, request, out); });
 }
 
-v1::BestConfigResponse Remote::best(const std::string& workload) {
+namespace {
+
+// BestConfig for a workload on o.key (`kiln records best --retime N` re-times first).
+v1::BestConfigRequest best_request(const Options& o, const std::string& workload) {
   v1::BestConfigRequest request;
   request.set_workload(workload);
-  request.set_key(impl_->o.key.value_or(""));
-  if (impl_->o.command == Command::Records) request.set_retime(impl_->o.retime.value_or(0));
+  request.set_key(o.key.value_or(""));
+  if (o.command == Command::Records) request.set_retime(o.retime.value_or(0));
+  return request;
+}
+
+}  // namespace
+
+v1::BestConfigResponse Remote::best(const std::string& workload) {
+  v1::BestConfigRequest request = best_request(impl_->o, workload);
   return impl_->call<v1::BestConfigResponse>(
       [&](auto* ctx, auto* out) { return impl_->stub->BestConfig(ctx, request, out); });
 }
 
 std::optional<v1::BestConfigResponse> Remote::best_if_any(const std::string& workload) {
-  v1::BestConfigRequest request;
-  request.set_workload(workload);
-  request.set_key(impl_->o.key.value_or(""));
+  v1::BestConfigRequest request = best_request(impl_->o, workload);
   grpc::ClientContext ctx;
   impl_->authorize(ctx);
   v1::BestConfigResponse out;

@@ -93,7 +93,7 @@ double effective_ms(const v1::TuningRecord& r) {
 
 std::string timing(const v1::TuningRecord& r) {
   if (!r.error().empty()) return r.error();
-  std::string out = fmt::format("{:.5g} ms", r.has_retimed_ms() ? r.retimed_ms() : r.median_ms());
+  std::string out = fmt::format("{:.5g} ms", effective_ms(r));
   if (r.has_retimed_ms()) out += fmt::format(" re-timed ({} rounds)", r.retime_round_ms_size());
   if (r.gflops() > 0) out += fmt::format(" ({:.1f} GFLOP/s)", r.gflops());
   return out;

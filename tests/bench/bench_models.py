@@ -42,6 +42,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "models"))
+from bench_tune import Kilnd  # noqa: E402  (a kilnd of the run's own with its local agent)
 
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "encoder"]
 
@@ -68,25 +69,6 @@ def kiln_artifact(kiln, model, work):
     out, _ = run_measured([kiln, "tasks", model, "--json"])
     flops = sum(t["calls"] * t["flops"] for t in map(json.loads, out.strip().splitlines()))
     return so, flops
-
-
-class Kilnd:
-    """A kilnd of the run's own with its local agent, its records in work/kilnd."""
-
-    def __init__(self, build, work):
-        data = os.path.join(work, "kilnd")
-        os.makedirs(data, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [str(build / "server" / "kilnd"), "--listen", "127.0.0.1:0", "--local-agent",
-             "--data-dir", data, "--log-level", "warn"], stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        if not line.startswith("kilnd: listening on "):
-            raise SystemExit(f"bench_models: kilnd did not start: {line!r}")
-        self.address = line.split()[-1]
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=120)
 
 
 def tune_model(kiln, kilnd, model, budget, work):
@@ -207,7 +189,10 @@ def main():
         hosts[h["threads"]] = h
     work = tempfile.mkdtemp(prefix="kiln-bench-models-")
     status = 0
-    kilnd = Kilnd(build, work) if a.tune else None
+    kilnd = None
+    if a.tune:
+        os.makedirs(os.path.join(work, "kilnd"), exist_ok=True)
+        kilnd = Kilnd(build, os.path.join(work, "kilnd"))
     try:
         for name in a.models:
             status |= bench_model(a, name, kiln, run_model, kilnd, hosts, work)
