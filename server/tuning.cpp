@@ -17,6 +17,8 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -147,6 +149,32 @@ std::string settings_json(v1::TuneRequest r) {
 constexpr std::string_view kModelDefinition = "# the tasks of ";
 bool is_model(const records::Workload& w) { return w.definition.starts_with(kModelDefinition); }
 
+// A model's job's tasks: from its workload's definition (a line a task: its workload, calls and
+// name) and its settings (each task's job).
+std::vector<v1::JobTask> tasks_of_model(const records::Job& job, const records::Workload& w) {
+  v1::TuneRequest r;
+  if (!google::protobuf::util::JsonStringToMessage(job.settings, &r).ok()) return {};
+  std::vector<v1::JobTask> out;
+  std::istringstream lines(w.definition);
+  std::string line;
+  std::getline(lines, line);  // the heading
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    v1::JobTask t;
+    std::string workload, name;
+    int32_t calls = 0;
+    if (!(fields >> workload >> calls)) continue;
+    std::getline(fields >> std::ws, name);
+    auto task_job = r.task_jobs().find(workload);
+    t.set_job(task_job == r.task_jobs().end() ? 0 : task_job->second);
+    t.set_workload(workload);
+    t.set_name(name);
+    t.set_calls(calls);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 // A model's job keeps its request whole but the source of a graph given as text: the model's
 // blob reference (its SHA-256, its file name and dims) says what it tuned.
 std::string model_settings_json(v1::TuneRequest r) {
@@ -223,10 +251,19 @@ struct Tuning::Impl {
 
   v1::TuningJob job_of(const records::Job& j) {
     std::optional<records::Workload> wl = store->workload(j.workload);
+    std::vector<v1::JobTask> tasks;
+    if (wl && is_model(*wl)) tasks = tasks_of_model(j, *wl);
     records::Query q;
+    int64_t records = 0;
+    for (const v1::JobTask& t : tasks) {
+      q.job = t.job();
+      if (t.job() != 0) records += store->count(q);
+    }
     q.job = j.id;
+    records += store->count(q);
     v1::TuningJob w;
-    to_wire(j, wl ? wl->name : "", find_live(j.id) != nullptr, store->count(q), &w);
+    to_wire(j, wl ? wl->name : "", find_live(j.id) != nullptr, records, &w);
+    for (v1::JobTask& t : tasks) *w.add_tasks() = std::move(t);
     return w;
   }
 
@@ -476,7 +513,11 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
     settings.features = tuner::iter_features_of(*task, settings.compile);
   }
   const std::string records_key = record_key(request);
-  if (request.transfer()) tuner::warm_start(*store, task->workload, records_key, settings);
+  if (request.transfer()) {
+    // A new job measures the best of the nearest shapes and its defaults first.
+    if (job_id == 0) tuner::first_start(*store, *task, records_key, settings.compile, settings);
+    tuner::warm_start(*store, task->workload, records_key, settings);
+  }
   store->put_target({records_key, target.triple, target.cpu, target.features});
   store->put_workload(task->workload);
 
@@ -536,10 +577,6 @@ std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, cons
     refuse(Code::InvalidArgument,
            "features: a model's tasks are searched with the knob features; iter is for one "
            "func's job");
-  if (request.transfer())
-    refuse(Code::InvalidArgument,
-           "transfer: a model's tasks keep their own records, which a later job of the same "
-           "model resumes from; transfer is for one func's job");
   MeasureSpec spec = measure_spec(request);
   const Target target =
       FleetRunner::target(runner.device(request.key(), call), request.key(), spec.gpu);

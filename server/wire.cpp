@@ -236,6 +236,11 @@ void to_wire(const tuner::TuneProgress& p, const tuner::Task& task, const std::s
   w->set_remeasured(p.remeasured);
   w->set_retimed(p.retimed);
   w->set_stopped_early(p.stopped_early);
+  if (p.done && p.first) {
+    to_wire(*p.first, w->mutable_first());
+    w->set_first_from(p.first_from);
+    w->set_first_shape(p.first_shape);
+  }
 }
 
 void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::ScheduledTask>& tasks,
@@ -260,6 +265,11 @@ void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::Schedule
     out->set_trials(t.trials);
     if (t.best) to_wire(*t.best, out->mutable_best());
     out->set_stopped(t.stopped);
+    if (p.done && t.first) {
+      to_wire(*t.first, out->mutable_first());
+      out->set_first_from(t.first_from);
+      out->set_first_shape(t.first_shape);
+    }
     space += tasks[i].task.space->size();
     for (const auto& [k, n] : t.errors) (*w->mutable_errors())[k] += n;
     for (const auto& [k, n] : t.rejected) (*w->mutable_rejected())[k] += n;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -221,21 +222,47 @@ int print_model_summary(const v1::TuneProgress& p) {
   double sum = 0;
   for (const v1::TaskProgress& t : p.tasks())
     if (t.has_best()) sum += t.calls() * effective_ms(t.best());
-  fmt::print("  {:>4}  {:>5}  {:>6}  {:>12}  {:>6}  {:>10}  {}\n", "TASK", "CALLS", "TRIALS",
-             "BEST MS", "SHARE", "GFLOP/S", "OPERATOR (JOB; BEST CONFIG)");
+  fmt::print("  {:>4}  {:>5}  {:>6}  {:>12}  {:>6}  {:>10}  {:>7}  {}\n", "TASK", "CALLS", "TRIALS",
+             "BEST MS", "SHARE", "GFLOP/S", "TRIAL 0", "OPERATOR (JOB; BEST CONFIG)");
+  // Trial 0's quality: the best's time over the first trial's, for the tasks whose first point
+  // came from another shape's records and for all.
+  double quality_all = 0, quality_transferred = 0;
+  int n_all = 0, n_transferred = 0;
   int index = 0;
   for (const v1::TaskProgress& t : p.tasks()) {
     double ms = t.has_best() ? effective_ms(t.best()) : 0;
+    std::string first = "-";
+    if (t.has_first() && ms > 0 && t.space_size() > 1) {
+      double q = t.first().error().empty() && t.first().median_ms() > 0
+                     ? std::min(1.0, ms / t.first().median_ms())
+                     : 0.0;
+      first = fmt::format("{:.0f}%", 100 * q);
+      quality_all += q;
+      ++n_all;
+      if (t.first_from() == "transfer") {
+        quality_transferred += q;
+        ++n_transferred;
+      }
+    }
     fmt::print(
-        "  {:>4}  {:>5}  {:>6}  {:>12}  {:>6}  {:>10}  {} (job {}; {})\n", index++, t.calls(),
-        t.trials(), ms > 0 ? fmt::format("{:.5g}", ms) : "-",
+        "  {:>4}  {:>5}  {:>6}  {:>12}  {:>6}  {:>10}  {:>7}  {} (job {}; {})\n", index++,
+        t.calls(), t.trials(), ms > 0 ? fmt::format("{:.5g}", ms) : "-",
         ms > 0 && sum > 0 ? fmt::format("{:.1f}%", 100 * t.calls() * ms / sum) : "-",
         t.has_best() && t.best().gflops() > 0 ? fmt::format("{:.1f}", t.best().gflops()) : "-",
-        t.name(), t.job(),
+        first, t.name(), t.job(),
         !t.has_best()                    ? "none ran"
         : t.best().config_text().empty() ? "no knobs"
                                          : t.best().config_text());
   }
+  if (n_all > 0)
+    fmt::print(
+        "  trial 0 (each task's first point, before it measured anything) ran at {:.0f}% of its "
+        "task's best on average{}\n",
+        100 * quality_all / n_all,
+        n_transferred > 0
+            ? fmt::format("; {:.0f}% over the {} that started from the records of related shapes",
+                          100 * quality_transferred / n_transferred, n_transferred)
+            : std::string());
   if (p.predicted_ms() > 0)
     fmt::print("  the model, predicted from the tasks' best records: {:.4g} ms a run\n",
                p.predicted_ms());
@@ -271,6 +298,18 @@ int print_summary(Remote& remote, const Options& o, const v1::TuneProgress& p,
                  r.gflops(), r.config_text());
   } else {
     fmt::print("  no configuration ran\n");
+  }
+  if (p.has_first() && !p.first_from().empty() && best.records_size() > 0) {
+    const v1::TuningRecord& first = p.first();
+    double best_ms = effective_ms(best.records(0));
+    fmt::print("  trial 0 ({}): {}\n",
+               p.first_from() == "transfer"
+                   ? "the best record of the nearest shape, " + p.first_shape()
+                   : p.first_from(),
+               first.error().empty() && first.median_ms() > 0
+                   ? fmt::format("{:.5g} ms, {:.0f}% of the best's speed", first.median_ms(),
+                                 100 * std::min(1.0, best_ms / first.median_ms()))
+                   : "failed: " + first.error());
   }
   if (p.stopped_early() > 0)
     fmt::print("  timed for one round, far slower than the best: {} point{}\n", p.stopped_early(),
@@ -491,24 +530,69 @@ int records_export(Remote& remote, const Options& o) {
 }
 
 // Draws the curves with matplotlib (python3-matplotlib), from a JSON file of
-// {"title", "ylabel", "jobs": [{"label", "y": [...]}]}.
+// {"panels": [{"title", "ylabel", "jobs": [{"label", "y": [...]}]}]}: a panel side by side
+// for each kind of curve (a null in y: no value yet).
 constexpr const char* kPlotScript = R"py(
 import json, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 data = json.load(open(sys.argv[1]))
-fig, ax = plt.subplots(figsize=(8, 5))
-for job in data["jobs"]:
-    ax.plot(range(1, len(job["y"]) + 1), job["y"], label=job["label"])
-ax.set_xlabel("trials")
-ax.set_ylabel(data["ylabel"])
-ax.set_title(data["title"])
-ax.grid(True, alpha=0.3)
-ax.legend(fontsize="small")
+panels = data["panels"]
+fig, axes = plt.subplots(1, len(panels), figsize=(8 * len(panels), 5), squeeze=False)
+for ax, panel in zip(axes[0], panels):
+    for job in panel["jobs"]:
+        y = [float("nan") if v is None else v for v in job["y"]]
+        ax.plot(range(1, len(y) + 1), y, label=job["label"])
+    ax.set_xlabel("trials")
+    ax.set_ylabel(panel["ylabel"])
+    ax.set_title(panel["title"])
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
 fig.tight_layout()
 fig.savefig(sys.argv[2], dpi=100)
 )py";
+
+// Every record of tuning job `job`, in the order they came.
+std::vector<v1::TuningRecord> job_records(Remote& remote, int64_t job) {
+  v1::QueryRecordsRequest q;
+  q.mutable_filter()->set_job(job);
+  q.set_limit(10'000);
+  std::vector<v1::TuningRecord> out;
+  for (;;) {
+    v1::QueryRecordsResponse page = remote.query(q);
+    for (const v1::TuningRecord& r : page.records()) out.push_back(r);
+    if (page.next_offset() == 0) break;
+    q.set_offset(page.next_offset());
+  }
+  return out;
+}
+
+// A model's job: the model's time predicted after each trial over all its tasks (in the order
+// the trials came), each task's calls times its best median so far, summed, as the job saw it
+// while it ran (before its finalists were re-timed); NaN until every task has one that ran.
+std::vector<double> model_curve(Remote& remote, const v1::TuningJob& j) {
+  struct Trial {
+    int64_t id;
+    size_t task;
+    double ms;
+  };
+  std::vector<Trial> trials;
+  for (size_t i = 0; i < static_cast<size_t>(j.tasks_size()); ++i)
+    for (const v1::TuningRecord& r : job_records(remote, j.tasks(static_cast<int>(i)).job()))
+      trials.push_back({r.id(), i, r.error().empty() ? r.median_ms() : 0.0});
+  std::sort(trials.begin(), trials.end(),
+            [](const Trial& a, const Trial& b) { return a.id < b.id; });
+  std::vector<double> best(static_cast<size_t>(j.tasks_size()), 0.0), y;
+  for (const Trial& t : trials) {
+    if (t.ms > 0 && (best[t.task] == 0 || t.ms < best[t.task])) best[t.task] = t.ms;
+    double total = 0;
+    for (size_t i = 0; i < best.size() && total >= 0; ++i)
+      total = best[i] > 0 ? total + j.tasks(static_cast<int>(i)).calls() * best[i] : -1;
+    y.push_back(total > 0 ? total : std::nan(""));
+  }
+  return y;
+}
 
 int records_plot(Remote& remote, const Options& o) {
   v1::ListJobsRequest lr;
@@ -525,45 +609,57 @@ int records_plot(Remote& remote, const Options& o) {
   if (jobs.empty()) throw Failure("kiln records plot: no tuning job matches");
   std::reverse(jobs.begin(), jobs.end());  // oldest first
 
-  // Best GFLOP/s so far after each trial (best speed, 1/ms, when the flops are unknown).
+  // A func's job: best GFLOP/s so far after each trial (best speed, 1/ms, when the flops are
+  // unknown). A model's: its predicted time.
   bool gflops = true;
-  std::vector<std::pair<std::string, std::vector<double>>> curves;
+  std::vector<std::pair<std::string, std::vector<double>>> curves, models;
   for (const v1::TuningJob& j : jobs) {
-    v1::QueryRecordsRequest q;
-    q.mutable_filter()->set_job(j.id());
-    q.set_limit(10'000);
-    std::vector<double> y;
-    double best = 0;
-    for (;;) {
-      v1::QueryRecordsResponse page = remote.query(q);
-      for (const v1::TuningRecord& r : page.records()) {
-        if (r.flops() <= 0) gflops = false;
-        double v = r.gflops() > 0 ? r.gflops() : r.median_ms() > 0 ? 1.0 / r.median_ms() : 0;
-        best = std::max(best, v);
-        y.push_back(best);
-      }
-      if (page.next_offset() == 0) break;
-      q.set_offset(page.next_offset());
-    }
     std::string search = "?";
     if (size_t at = j.settings_json().find("\"search\":\""); at != std::string::npos) {
       size_t from = at + 10, to = j.settings_json().find('"', from);
       search = j.settings_json().substr(from, to - from);
     }
-    curves.push_back({fmt::format("job {}: {} on {} ({})", j.id(), j.name(), j.key(), search), y});
+    std::string label = fmt::format("job {}: {} on {} ({})", j.id(), j.name(), j.key(), search);
+    if (j.tasks_size() > 0) {
+      models.push_back(
+          {fmt::format("{}, {} tasks", label, j.tasks_size()), model_curve(remote, j)});
+      continue;
+    }
+    std::vector<double> y;
+    double best = 0;
+    for (const v1::TuningRecord& r : job_records(remote, j.id())) {
+      if (r.flops() <= 0) gflops = false;
+      double v = r.gflops() > 0 ? r.gflops() : r.median_ms() > 0 ? 1.0 / r.median_ms() : 0;
+      best = std::max(best, v);
+      y.push_back(best);
+    }
+    curves.push_back({label, y});
   }
-  std::string json_jobs;
-  for (const auto& [label, y] : curves) {
-    std::vector<std::string> values;
-    for (double v : y) values.push_back(json_number(gflops ? v : v * 1000));
-    json_jobs += (json_jobs.empty() ? "" : ",") +
-                 JsonObject().str("label", label).raw("y", json_array(values)).done();
-  }
-  std::string data = JsonObject()
+  auto jobs_json = [](const std::vector<std::pair<std::string, std::vector<double>>>& of,
+                      double scale) {
+    std::string out;
+    for (const auto& [label, y] : of) {
+      std::vector<std::string> values;
+      for (double v : y) values.push_back(std::isnan(v) ? "null" : json_number(v * scale));
+      out += (out.empty() ? "" : ",") +
+             JsonObject().str("label", label).raw("y", json_array(values)).done();
+    }
+    return "[" + out + "]";
+  };
+  std::vector<std::string> panels;
+  if (!curves.empty())
+    panels.push_back(JsonObject()
                          .str("title", "best configuration so far")
                          .str("ylabel", gflops ? "GFLOP/s" : "calls per second")
-                         .raw("jobs", "[" + json_jobs + "]")
-                         .done();
+                         .raw("jobs", jobs_json(curves, gflops ? 1 : 1000))
+                         .done());
+  if (!models.empty())
+    panels.push_back(JsonObject()
+                         .str("title", "a model: its tasks' best records so far")
+                         .str("ylabel", "predicted ms a run (lower is better)")
+                         .raw("jobs", jobs_json(models, 1))
+                         .done());
+  std::string data = JsonObject().raw("panels", json_array(panels)).done();
   std::string dir = std::filesystem::temp_directory_path() / "kiln-plot-XXXXXX";
   if (!mkdtemp(dir.data())) throw Failure("kiln records plot: cannot make a temporary directory");
   std::string data_file = dir + "/curves.json", script = dir + "/plot.py";
@@ -582,8 +678,13 @@ int records_plot(Remote& remote, const Options& o) {
           "python3-matplotlib)");
     throw Failure(fmt::format("kiln records plot: python3 failed to draw {}: {}", *o.output, err));
   }
-  fmt::print("{}: {} job{}, best {} against trials\n", *o.output, curves.size(),
-             curves.size() == 1 ? "" : "s", gflops ? "GFLOP/s" : "speed");
+  size_t n = curves.size() + models.size();
+  fmt::print("{}: {} job{}, {}{}{} against trials\n", *o.output, n, n == 1 ? "" : "s",
+             curves.empty() ? ""
+             : gflops       ? "best GFLOP/s"
+                            : "best speed",
+             !curves.empty() && !models.empty() ? " and " : "",
+             models.empty() ? "" : "a model's predicted time");
   return 0;
 }
 

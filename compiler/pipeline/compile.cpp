@@ -206,6 +206,13 @@ std::string cache_key(const CompileRequest& request) {
 
 std::string workload_hash(const ir::Func& f) { return sha256_hex(ir::to_string(f)); }
 
+std::map<std::string, int64_t> default_knobs(const ir::Func& f, const CompileOptions& options) {
+  ir::Func resolved = configured(CompileRequest{.func = f, .options = options});
+  std::map<std::string, int64_t> values;
+  for (const ir::Knob& k : resolved.knobs) values[k.name] = k.value;
+  return values;
+}
+
 CompileResult compile(const CompileRequest& request) {
   const CompileOptions& o = request.options;
   CompileResult out;

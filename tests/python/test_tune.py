@@ -93,6 +93,20 @@ def test_a_cancelled_job_resumes_from_its_records(client):
     assert len({tuple(sorted(r.config.items())) for r in after}) == len(after)
 
 
+def test_a_transfer_job_measures_the_nearest_shapes_best_first(client):
+    known = tune(client, 6).wait()  # the GEMM at 96^3 (earlier tests may have tuned it too)
+    best = client.best(kiln.load(GEMM), "local", set=SIZES)
+    bigger = {"M": 128, "N": 96, "K": 96}
+    end = client.tune(kiln.load(GEMM), "local", trials=4, batch=4, min_repeat_ms=2, retime=0,
+                      set=bigger, transfer=True).wait()
+    assert end.done and end.first_from == "transfer"
+    assert "M=96" in end.first_shape and "N=96" in end.first_shape
+    assert end.first.config == best.config
+    assert any(r.config == best.config for r in client.records(job=end.job, limit=10))
+    # Without transfer the job says nothing of where its first point came from.
+    assert known.first_from == ""
+
+
 def test_refusals_are_kiln_errors_with_kilnds_message(client):
     with pytest.raises(kiln.KilnError) as e:
         tune(client, 4, search="annealing").wait()
@@ -153,8 +167,34 @@ def test_a_model_is_tuned_as_one_job_over_its_tasks(client, tmp_path):
         records = client.records(job=t.job, limit=50)
         assert len(records) == t.trials
         assert all(r.workload == t.workload for r in records)
-    # The model's job is listed under the model's name; its tasks' jobs under theirs.
-    assert any(j.id == end.job and j.name == "small.onnx" for j in client.jobs())
+    # The model's job is listed under the model's name, with its tasks and their records; its
+    # tasks' jobs under theirs.
+    listed = next(j for j in client.jobs() if j.id == end.job)
+    assert listed.name == "small.onnx" and listed.records == 20
+    assert [(t.job, t.workload, t.calls) for t in listed.tasks] == \
+        [(t.job, t.workload, t.calls) for t in end.tasks]
+    # Nothing was known of these shapes: each tunable task measured its defaults first.
+    tunable = [t for t in end.tasks if t.space_size > 1]
+    for t in tunable:
+        assert t.first_from == "defaults" and t.first_shape == ""
+        assert t.first.job == t.job
+        assert t.first.id in {r.id for r in client.records(job=t.job, limit=50)}
+    # Its tuning curve: the model's predicted time against its trials.
+    plot = subprocess.run([os.environ["KILN_BINARY"], "records", "plot", "--job", str(end.job),
+                           "--out", str(tmp_path / "curve.png"), "--server", client.address],
+                          capture_output=True, text=True)
+    assert plot.returncode == 0, plot.stderr
+    assert "1 job, a model's predicted time against trials" in plot.stdout
+    assert (tmp_path / "curve.png").stat().st_size > 0
+
+    # A second job of the same model starts each task from the best record the first found.
+    again = list(client.tune(client.model(path), "local", trials=2 * len(tunable) + 2, batch=2,
+                             min_repeat_ms=2, retime=0))[-1]
+    assert again.done
+    for before, t in zip(end.tasks, again.tasks):
+        if t.space_size > 1:
+            assert t.first_from == "transfer" and t.first_shape
+            assert t.first.config == before.best.config
 
     # The tuned model as one artifact, each operator at its task's best knobs (from Python by
     # the tasks' workloads, from the CLI by --best), runs from C as PyTorch runs the model.

@@ -123,5 +123,103 @@ TEST(TaskTest, WarmStartReadsTheSameOperatorAtOtherShapesRelativeToItsBest) {
   EXPECT_TRUE(elsewhere.warm_points.empty());
 }
 
+TEST(TaskTest, AWorkloadKnowsItsShapeByItsParamsValues) {
+  ir::Func f = testing::parse_one(kMatmul);
+  EXPECT_EQ(workload_of(f, {}).shape, "K=32,M=64,N=64");
+  EXPECT_EQ(workload_of(f, {{"M", 128}, {"TI", 8}}).shape,
+            "K=32,M=128,N=64");  // knobs are no shape
+}
+
+TEST(TaskTest, ShapesAreAsFarApartAsTheirParamsRatios) {
+  EXPECT_EQ(shape_distance("K=32,M=64", "K=32,M=64"), 0.0);
+  EXPECT_EQ(shape_distance("K=32,M=64", "K=64,M=16"), 1.0 + 2.0);
+  EXPECT_EQ(shape_distance("K=0,M=64", "K=1,M=64"), 1.0);  // a 0 or a flag differs by 1
+  EXPECT_FALSE(shape_distance("K=32,M=64", "K=32,N=64"));  // other params: no neighbour
+  EXPECT_FALSE(shape_distance("K=32", "K=32,M=64"));
+  EXPECT_FALSE(shape_distance("", "K=32"));  // a shape an older kiln did not keep
+  EXPECT_FALSE(shape_distance("K=x", "K=32"));
+}
+
+// A store holding the best record of `config` at `ms`, and a slower one, of matmul at `set`.
+void add_shape(records::RecordStore& store, const ir::Func& f, const ir::Overrides& set,
+               const Config& config, double ms, const std::string& key = "x86") {
+  records::Workload w = workload_of(f, set);
+  store.put_workload(w);
+  for (auto [c, t] : {std::pair{config, ms}, std::pair{Config{{"TI", 8}, {"TJ", 8}}, 9 * ms}}) {
+    records::Record r;
+    r.workload = w.hash;
+    r.key = key;
+    r.config = c;
+    r.median_ms = t;
+    r.round_ms = {t};
+    store.add_record(r);
+  }
+}
+
+TEST(TaskTest, ANewTaskStartsFromTheBestOfTheNearestShapesThenItsDefaults) {
+  auto store = records::open_sqlite_store(records::kInMemory);
+  ir::Func f = testing::parse_one(kMatmul);
+  add_shape(*store, f, {{"M", 4096}}, {{"TI", 32}, {"TJ", 8}}, 1.0);         // far: 6 octaves
+  add_shape(*store, f, {{"M", 128}}, {{"TI", 32}, {"TJ", 32}}, 1.0);         // nearest: 1
+  add_shape(*store, f, {{"N", 16}}, {{"TI", 8}, {"TJ", 32}}, 1.0);           // 2
+  add_shape(*store, f, {{"M", 128}}, {{"TI", 16}, {"TJ", 16}}, 1.0, "arm");  // another key
+  Task t = prepare_task(f, {}, {}, {});
+  TuneSettings s;
+  first_start(*store, t, "x86", CompileOptions{}, s, 2);
+  EXPECT_EQ(s.first_points, (std::vector<Config>{{{"TI", 32}, {"TJ", 32}},
+                                                 {{"TI", 8}, {"TJ", 32}},
+                                                 {{"TI", 16}, {"TJ", 16}}}));  // the defaults
+  EXPECT_EQ(s.first_from, "transfer");
+  EXPECT_EQ(s.first_shape, "K=32,M=128,N=64");
+
+  // The task's own shape, measured by another job, comes first.
+  add_shape(*store, f, {}, {{"TI", 8}, {"TJ", 16}}, 1.0);
+  first_start(*store, t, "x86", CompileOptions{}, s, 2);
+  EXPECT_EQ(s.first_points.front(), (Config{{"TI", 8}, {"TJ", 16}}));
+  EXPECT_EQ(s.first_shape, "K=32,M=64,N=64");
+
+  // With no records on the key: the defaults alone.
+  first_start(*store, t, "riscv", CompileOptions{}, s);
+  EXPECT_EQ(s.first_points, (std::vector<Config>{{{"TI", 16}, {"TJ", 16}}}));
+  EXPECT_EQ(s.first_from, "defaults");
+  EXPECT_EQ(s.first_shape, "");
+}
+
+TEST(TaskTest, AFirstPointOutsideTheSpaceOrBreakingItsConstraintsIsLeftOut) {
+  ir::Func f = testing::parse_one(R"(
+func scale {
+  param N = 64;
+  constraint T * U <= 32;
+  input  A : f32[N, N];
+  output B : f32[N, N];
+  compute B(i, j) in 0 <= i < N, 0 <= j < N: B[i, j] = 2.0 * A[i, j];
+  schedule {
+    knob T = 8 in [4, 8, 16];
+    knob U = 2 in [1, 2, 4];
+    B.tile(i, j, T, U, io, jo, ii, ji);
+  }
+}
+)");
+  auto store = records::open_sqlite_store(records::kInMemory);
+  auto add = [&](const ir::Overrides& set, const Config& config) {
+    records::Workload w = workload_of(f, set);
+    store->put_workload(w);
+    records::Record r;
+    r.workload = w.hash;
+    r.key = "x86";
+    r.config = config;
+    r.median_ms = r.round_ms.emplace_back(1.0);
+    store->add_record(r);
+  };
+  add({{"N", 128}}, {{"T", 32}, {"U", 1}});  // 32 is no value of T
+  add({{"N", 256}}, {{"T", 16}, {"U", 4}});  // breaks T * U <= 32
+  add({{"N", 512}}, {{"T", 4}, {"U", 4}});   // the one to take
+  Task t = prepare_task(f, {}, {}, {});
+  TuneSettings s;
+  first_start(*store, t, "x86", CompileOptions{}, s);
+  EXPECT_EQ(s.first_points, (std::vector<Config>{{{"T", 4}, {"U", 4}}, {{"T", 8}, {"U", 2}}}));
+  EXPECT_EQ(s.first_shape, "N=512");
+}
+
 }  // namespace
 }  // namespace kiln::tuner

@@ -472,6 +472,25 @@ PRAGMA user_version = 1;
   r.host_load = 0.0;
   EXPECT_TRUE(s->add_record(r).added);
   EXPECT_EQ(s->best("w1", "x86")->host_load, 0.0);
+  // A workload kept before shapes were has none, until it is put again with one.
+  EXPECT_EQ(s->workload("w1")->shape, "");
+  s->put_workload({"w1", "matmul", "func matmul { ... }", "K=32,M=64"});
+  EXPECT_EQ(s->workload("w1")->shape, "K=32,M=64");
+  s->put_workload({"w1", "matmul", "func matmul { ... }", "K=1,M=1"});  // kept as it was
+  EXPECT_EQ(s->workload("w1")->shape, "K=32,M=64");
+}
+
+TEST_F(RecordsTest, AnOperatorsWorkloadsAreFoundByItsName) {
+  auto s = open_sqlite_store(path_);
+  s->put_workload({"b", "conv2d", "func conv2d { ... 2 }", "C=64"});
+  s->put_workload({"a", "conv2d", "func conv2d { ... 1 }", "C=3"});
+  s->put_workload({"c", "matmul", "func matmul { ... }", "M=64"});
+  std::vector<Workload> got = s->workloads("conv2d");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].hash, "b");  // in the order they came
+  EXPECT_EQ(got[0].shape, "C=64");
+  EXPECT_EQ(got[1].hash, "a");
+  EXPECT_TRUE(s->workloads("pool").empty());
 }
 
 TEST(RecordValues, ConfigurationsHaveOneTextForm) {

@@ -71,6 +71,30 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EveryPointOnce,
                                                                  : std::string("model");
                          });
 
+TEST_P(EveryPointOnce, SuggestedPointsComeFirstOnceEachIfTheyKeepTheConstraints) {
+  Space space = small_space();
+  SearchOptions o;
+  o.strategy = GetParam();
+  Searcher s(space, o);
+  s.suggest({{{"A", 2}, {"B", 4}},            // first
+             {{"A", 1}, {"B", 1}},            // breaks the constraint: dropped
+             {{"A", 9}, {"B", 0}},            // not a value of A: dropped
+             {{"A", 0}},                      // no B: dropped
+             {{"A", 2}, {"B", 4}, {"Z", 1}},  // the first again (Z is no knob): once
+             {{"A", 3}, {"B", 3}}});          // second
+  std::vector<Config> batch = s.next_batch(1);
+  EXPECT_EQ(batch, (std::vector<Config>{{{"A", 2}, {"B", 4}}}));
+  batch = s.next_batch(3);
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(batch[0], (Config{{"A", 3}, {"B", 3}}));
+  for (const Config& c : batch) EXPECT_FALSE(space.broken_constraint(c));
+  EXPECT_NE(batch[1], (Config{{"A", 2}, {"B", 4}}));
+  EXPECT_NE(batch[2], (Config{{"A", 2}, {"B", 4}}));
+  // The suggestion that broke the constraint was counted as the search's own would be.
+  ASSERT_TRUE(s.rejected().count("(A + B) % 3 == 0"));
+  EXPECT_GE(s.rejected().at("(A + B) % 3 == 0"), 1);
+}
+
 TEST(GridSearch, WalksThePointsInOrder) {
   Space space({KnobDef::values_of("A", range(3)), KnobDef::values_of("B", range(2))});
   SearchOptions o;

@@ -207,6 +207,40 @@ TEST_F(TaskSchedulerTest, ASmallBudgetStillMeasuresEveryTask) {
   EXPECT_GT(p.predicted_ms, 0);
 }
 
+TEST_F(TaskSchedulerTest, ANewTaskStartsFromTheBestRecordOfTheNearestShape) {
+  // op0 at C=64 tuned first, as another model would; then op0 at C=128 (another shape of the
+  // same operator, the same best) and at C=64 again (the same workload, a new job).
+  ScheduledTask c64 = task(0, 64, 1, 1.0, 37);
+  c64.task.workload.shape = "C=64";
+  ScheduleSettings s = settings(48);
+  ScheduleProgress first = tune_tasks({c64}, builder_, runner_, *store_, "x86", s);
+  ASSERT_TRUE(first.tasks[0].best);
+  EXPECT_EQ(first.tasks[0].first_from, "");  // nothing known, and no func to take defaults of
+
+  ScheduledTask c128 = task(1, 64, 1, 1.0, 37);
+  c128.task.workload = {"wl-c128", "op0", "func op0 { ... 128 }", "C=128"};
+  ScheduledTask again = task(2, 64, 1, 1.0, 37);
+  again.task.workload = c64.task.workload;
+  ScheduleProgress p = tune_tasks({c128, again}, builder_, runner_, *store_, "x86", settings(16));
+  const std::string best = records::config_text(first.tasks[0].best->config);
+  for (int64_t t : {1, 2}) {
+    ASSERT_FALSE(runner_.seen[t].empty());
+    EXPECT_EQ(runner_.seen[t].front(), best) << "task " << t;
+    const TuneProgress& tp = p.tasks[static_cast<size_t>(t - 1)];
+    EXPECT_EQ(tp.first_from, "transfer");
+    EXPECT_EQ(tp.first_shape, "C=64");
+    ASSERT_TRUE(tp.first);
+    EXPECT_EQ(records::config_text(tp.first->config), best);
+  }
+
+  // Without transfer, a new task's first point is the search's own.
+  s.transfer = false;
+  ScheduledTask cold = task(3, 64, 1, 1.0, 37);
+  cold.task.workload = {"wl-c256", "op0", "func op0 { ... 256 }", "C=256"};
+  ScheduleProgress q = tune_tasks({cold}, builder_, runner_, *store_, "x86", s);
+  EXPECT_EQ(q.tasks[0].first_from, "");
+}
+
 TEST_F(TaskSchedulerTest, AStoppedRunResumesFromItsTasksJobsWithNothingLostOrRepeated) {
   std::vector<ScheduledTask> tasks = {task(0, 64, 4, 1.0, 20), task(1, 32, 1, 1.0, 5)};
   runner_.fail_after = 20;  // in op1's first batch... after op0's and part of op1's

@@ -76,6 +76,11 @@ ALTER TABLE records ADD COLUMN retimed_ms REAL;
     R"sql(
 ALTER TABLE records ADD COLUMN stopped_early INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 4: a workload's shape, its params' values, so that a task can start from the records of
+    // the nearest shapes. Workloads written before have none ('').
+    R"sql(
+ALTER TABLE workloads ADD COLUMN shape TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kSchema = static_cast<int>(std::size(kMigrations));
 
@@ -217,11 +222,14 @@ class SqliteStore : public RecordStore {
 
   void put_workload(const Workload& w) override {
     std::lock_guard<std::mutex> lock(mu_);
+    // A workload kept before shapes were (schema 3) gains its shape.
     Statement s(db_,
-                "INSERT INTO workloads(hash, name, definition, created_unix_ms) VALUES(?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING",
+                "INSERT INTO workloads(hash, name, definition, shape, created_unix_ms) "
+                "VALUES(?, ?, ?, ?, ?) "
+                "ON CONFLICT(hash) DO UPDATE SET shape = excluded.shape WHERE shape = ''",
                 path_);
-    s.bind(1, w.hash).bind(2, w.name).bind(3, w.definition).bind(4, now_unix_ms()).step();
+    s.bind(1, w.hash).bind(2, w.name).bind(3, w.definition).bind(4, w.shape);
+    s.bind(5, now_unix_ms()).step();
   }
   void put_target(const Target& t) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -241,10 +249,21 @@ class SqliteStore : public RecordStore {
   }
   std::optional<Workload> workload(const std::string& hash) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Statement s(db_, "SELECT hash, name, definition FROM workloads WHERE hash = ?", path_);
+    Statement s(db_, "SELECT hash, name, definition, shape FROM workloads WHERE hash = ?", path_);
     s.bind(1, hash);
     if (!s.step()) return std::nullopt;
-    return Workload{s.text(0), s.text(1), s.text(2)};
+    return Workload{s.text(0), s.text(1), s.text(2), s.text(3)};
+  }
+  std::vector<Workload> workloads(const std::string& name) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement s(db_,
+                "SELECT hash, name, definition, shape FROM workloads WHERE name = ? "
+                "ORDER BY created_unix_ms, rowid",
+                path_);
+    s.bind(1, name);
+    std::vector<Workload> out;
+    while (s.step()) out.push_back(Workload{s.text(0), s.text(1), s.text(2), s.text(3)});
+    return out;
   }
 
   int64_t start_job(const Job& j) override {

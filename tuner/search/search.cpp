@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <deque>
 #include <future>
 #include <limits>
 #include <map>
@@ -44,12 +45,14 @@ struct Searcher::Impl {
   std::unordered_map<uint64_t, std::vector<float>> feature_cache;  // by point index
   FeatureRows warm_rows;  // transfer: other shapes' points, and their relative costs
   std::vector<double> warm_cost;
+  std::deque<uint64_t> suggested;  // proposed first, in order
 
   // Trains on this search's measurements and the warm-start rows, those
   // scaled to this search's best; not before min_trained measurements are in
   // unless there are warm-start rows.
   void fit() {
     if (static_cast<int>(measured_cost.size()) < options.min_trained && warm_rows.empty()) return;
+    if (space.knobs().empty()) return;  // no features to learn from
     FeatureRows rows = measured_rows;
     std::vector<double> cost = measured_cost;
     double scale = best ? best->second : 1.0;
@@ -259,6 +262,13 @@ Searcher::~Searcher() = default;
 std::vector<Config> Searcher::next_batch(int n) {
   std::vector<Config> out;
   if (n <= 0) return out;
+  Impl& s = *impl_;
+  while (static_cast<int>(out.size()) < n && !s.suggested.empty()) {
+    s.take(s.suggested.front(), out);
+    s.suggested.pop_front();
+  }
+  if (static_cast<int>(out.size()) >= n) return out;
+  // Each strategy fills `out` up to n.
   switch (impl_->options.strategy) {
     case Strategy::Random:
       impl_->random_batch(n, out);
@@ -315,6 +325,16 @@ void Searcher::warm_start(const std::vector<Config>& points,
   // Not points of this space's cache: computed here, on every thread.
   for (std::vector<float>& row : s.rows_of(fitting)) s.warm_rows.push_back(std::move(row));
   if (s.options.strategy == Strategy::Model) s.fit();
+}
+
+void Searcher::suggest(const std::vector<Config>& points) {
+  for (const Config& c : points) {
+    try {
+      impl_->suggested.push_back(impl_->space.index_of(c));  // names it has no knob of ignored
+    } catch (const std::invalid_argument&) {
+      // not a point of this space: a knob without a value, or a value it does not offer
+    }
+  }
 }
 
 const std::map<std::string, int64_t>& Searcher::rejected() const { return impl_->rejected; }

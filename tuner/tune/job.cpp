@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "kiln/cost_model.h"
@@ -32,6 +33,10 @@ records::Workload workload_of_shaped(const ir::Func& shaped) {
   w.definition = ir::to_string(shaped);
   w.hash = workload_hash(shaped);
   w.name = shaped.name;
+  records::Config shape;
+  for (const ir::Param& p : shaped.params)
+    if (p.value) shape[p.name] = *p.value;
+  w.shape = records::config_text(shape);
   return w;
 }
 
@@ -114,6 +119,80 @@ void warm_start(records::RecordStore& store, const records::Workload& workload,
       settings.warm_points.push_back(r.config);
       settings.warm_cost.push_back(r.median_ms / best);
     }
+  }
+}
+
+std::optional<double> shape_distance(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return std::nullopt;
+  Config x, y;
+  try {
+    x = records::parse_config(a);
+    y = records::parse_config(b);
+  } catch (const records::RecordsError&) {
+    return std::nullopt;
+  }
+  if (x.size() != y.size()) return std::nullopt;
+  double d = 0;
+  for (auto i = x.begin(), j = y.begin(); i != x.end(); ++i, ++j) {
+    if (i->first != j->first) return std::nullopt;
+    // Sizes compare by ratio; a 0 or a negative value (a flag, an offset) counts as 1 when the
+    // two differ.
+    if (i->second == j->second) continue;
+    d += i->second > 0 && j->second > 0
+             ? std::abs(std::log2(static_cast<double>(i->second) / static_cast<double>(j->second)))
+             : 1.0;
+  }
+  return d;
+}
+
+void first_start(records::RecordStore& store, const Task& task, const std::string& key,
+                 const CompileOptions& options, TuneSettings& settings, int nearest) {
+  struct Neighbour {
+    double distance;
+    records::Record best;
+    std::string shape;
+  };
+  std::vector<Neighbour> near;
+  for (const records::Workload& w : store.workloads(task.workload.name)) {
+    std::optional<double> d = w.hash == task.workload.hash
+                                  ? std::optional<double>(0.0)
+                                  : shape_distance(task.workload.shape, w.shape);
+    if (!d) continue;
+    if (std::optional<records::Record> best = store.best(w.hash, key))
+      near.push_back({*d, std::move(*best), w.shape});
+  }
+  std::stable_sort(near.begin(), near.end(),
+                   [](const Neighbour& a, const Neighbour& b) { return a.distance < b.distance; });
+  if (near.size() > static_cast<size_t>(std::max(0, nearest))) near.resize(nearest);
+  // A point from a record or the defaults, kept when it is a point of this task's space that
+  // keeps its constraints and was not taken before.
+  settings.first_points.clear();
+  settings.first_from.clear();
+  settings.first_shape.clear();
+  std::set<uint64_t> taken;
+  auto take = [&](const std::map<std::string, int64_t>& values, const char* from,
+                  const std::string& shape) {
+    Config c;
+    for (const KnobDef& k : task.space->knobs())
+      for (const std::string& name : k.names)
+        if (auto it = values.find(name); it != values.end()) c[name] = it->second;
+    try {
+      if (!taken.insert(task.space->index_of(c)).second || task.space->broken_constraint(c)) return;
+    } catch (const std::invalid_argument&) {
+      return;  // a knob without a value, or a value this space does not offer
+    }
+    if (settings.first_points.empty()) {
+      settings.first_from = from;
+      settings.first_shape = shape;
+    }
+    settings.first_points.push_back(std::move(c));
+  };
+  for (const Neighbour& n : near) take(n.best.config, "transfer", n.shape);
+  if (!task.func) return;  // a task made by hand, with no func to take defaults from
+  try {
+    take(default_knobs(*task.func, options), "defaults", "");
+  } catch (const CompileError&) {
+    // defaults that break a knob constraint: the search finds the points
   }
 }
 

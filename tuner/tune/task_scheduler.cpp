@@ -67,11 +67,23 @@ ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& bu
     if (hooks.progress) hooks.progress(p);
   };
 
+  // Whether a task's job (0: a new one) has records already.
+  auto measured = [&](int64_t job) {
+    if (job == 0) return false;
+    records::Query q;
+    q.job = job;
+    return store.count(q) > 0;
+  };
   // Each task's job, its progress relayed as the model's.
   std::vector<std::unique_ptr<TuneJob>> jobs;
   for (size_t i = 0; i < tasks.size(); ++i) {
     TuneSettings s = settings.task;
     if (tasks[i].task.space->size() <= 1) s.retime_top = 0;  // nothing to compare it with
+    if (settings.transfer && tasks[i].task.space->size() > 1 && !measured(tasks[i].job)) {
+      // Zero-trial start: what the records know of this operator at related shapes.
+      first_start(store, tasks[i].task, key, s.compile, s);
+      warm_start(store, tasks[i].task.workload, key, s);
+    }
     TuneHooks h;
     h.stopping = hooks.stopping;
     h.cancelled = hooks.cancelled;

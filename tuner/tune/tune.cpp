@@ -367,6 +367,7 @@ struct TuneJob::State {
   Searcher search;
   TuneProgress p;
   int trials_before = 0;                   // measured by earlier runs of the job
+  std::optional<Config> first_point;       // the first point a new job proposed
   std::map<std::string, int64_t> illegal;  // points the Builder refused, by reason
   std::string over;                        // why step() has no more to do ("": it has)
 
@@ -394,6 +395,9 @@ struct TuneJob::State {
   }
   void note(const records::Record& r) {
     ++p.trials;
+    // Trial 0: the first point proposed (a batch's points may come back in another order);
+    // a resumed job's first record.
+    if (!p.first && (!first_point || r.config == *first_point)) p.first = r;
     if (!r.error.empty()) {
       ++p.errors[r.error];
     } else if (!p.best || records::ranks_before(r, *p.best)) {
@@ -414,6 +418,9 @@ TuneJob::TuneJob(const Task& task, Builder& builder, Runner& runner, records::Re
     : s_(std::make_unique<State>(task, builder, runner, store, key, settings, hooks)) {
   State& s = *s_;
   if (!settings.warm_points.empty()) s.search.warm_start(settings.warm_points, settings.warm_cost);
+  s.search.suggest(settings.first_points);
+  s.p.first_from = settings.first_from;
+  s.p.first_shape = settings.first_shape;
   s.p.target = settings.trials;
   const records::Workload& workload = task.workload;
   store.put_workload(workload);
@@ -440,6 +447,10 @@ TuneJob::TuneJob(const Task& task, Builder& builder, Runner& runner, records::Re
   }
   s.search.update(points, costs);
   s.trials_before = s.p.trials;
+  if (s.trials_before > 0) {  // its first trial was chosen back then
+    s.p.first_from.clear();
+    s.p.first_shape.clear();
+  }
 }
 
 TuneJob::~TuneJob() = default;
@@ -472,6 +483,7 @@ bool TuneJob::step(int n) {
     s.over = "space exhausted";
     return false;
   }
+  if (p.trials == 0 && !s.first_point) s.first_point = batch.front();
 
   std::mutex mu;  // the batch reports from several threads
   std::vector<Config> measured;

@@ -123,6 +123,11 @@ std::string cache_key(const CompileRequest& request);
 // the func's canonical text, its params' values as they are, its knobs at their defaults.
 std::string workload_hash(const ir::Func& f);
 
+// The knobs' values compile() gives `f` for `options`' target when no override sets them:
+// each knob's default, by target where it declares one (`for`, `fit`). What a tuner measures
+// first when nothing better is known. Throws CompileError as compile()'s overrides stage does.
+std::map<std::string, int64_t> default_knobs(const ir::Func& f, const CompileOptions& options);
+
 // The context compile() runs the loop passes under (and a graph its graph passes).
 passes::PassContext pass_context(const CompileOptions& options);
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -64,5 +65,18 @@ FeatureFn iter_features_of(const Task& task, const CompileOptions& options);
 // `key`, each relative to the best of its workload, as settings' warm start.
 void warm_start(records::RecordStore& store, const records::Workload& workload,
                 const std::string& key, TuneSettings& settings);
+
+// Zero-trial start: the points a new job of `task` measures first, into settings.first_points
+// (and first_from, first_shape). First the best record on `key` of each of the `nearest` shapes of
+// the same operator (by name) nearest the task's -- its own workload first, when another job
+// (another model's, a func's) measured it -- then the task's defaults as compile() gives them for
+// `options`' target. Shapes are compared by their params' values: the sum over the params of
+// |log2(a / b)|; a workload with other params, or with no shape known, is no neighbour.
+void first_start(records::RecordStore& store, const Task& task, const std::string& key,
+                 const CompileOptions& options, TuneSettings& settings, int nearest = 3);
+
+// How far apart two shapes are (first_start's measure), from their text (Workload::shape);
+// nullopt when they have different params or either is not known. Exposed for its test.
+std::optional<double> shape_distance(const std::string& a, const std::string& b);
 
 }  // namespace kiln::tuner

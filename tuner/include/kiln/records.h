@@ -20,6 +20,9 @@ struct Workload {
   std::string hash;        // SHA-256 (hex) of `definition`
   std::string name;        // the func's name
   std::string definition;  // the canonical text the hash is of
+  // Its params' values, as a Config's text ("C=64,H=56,..."): what makes one shape of an
+  // operator nearer another. "" when not known (a workload kept by an older kiln).
+  std::string shape{};
 };
 
 // A device class agents register under, and what kernels for it are compiled for.
@@ -111,10 +114,13 @@ class RecordStore {
  public:
   virtual ~RecordStore() = default;
 
-  // Idempotent: a workload or target already there is kept as it is.
+  // Idempotent: a workload or target already there is kept as it is (a workload without a
+  // shape gains w's).
   virtual void put_workload(const Workload& w) = 0;
   virtual void put_target(const Target& t) = 0;
   virtual std::optional<Workload> workload(const std::string& hash) = 0;
+  // The workloads of an operator (every shape of it), by its name, in the order they came.
+  virtual std::vector<Workload> workloads(const std::string& name) = 0;
   virtual std::vector<Target> targets() = 0;  // by key
 
   // A new job (its id), running; its workload must be there.

@@ -63,6 +63,11 @@ class Searcher {
   // are not measurements of this space and are still proposed. Points that
   // lack a knob of this space, or name a choice it does not have, are left out.
   void warm_start(const std::vector<Config>& points, const std::vector<double>& relative_cost);
+  // Points to propose before any other, in this order (a task's first: the best of related
+  // shapes, its defaults), whatever the strategy. Each is proposed once, when it gives every
+  // knob of this space one of its values (other names are ignored), is new, and keeps the
+  // constraints; the others are dropped.
+  void suggest(const std::vector<Config>& points);
 
   // Points rejected by a constraint, by the constraint's text.
   const std::map<std::string, int64_t>& rejected() const;

@@ -62,9 +62,15 @@ struct TuneSettings {
   // their cost relative to the best there (Searcher::warm_start).
   std::vector<Config> warm_points;
   std::vector<double> warm_cost;
+  // The points a new job measures first, in order (Searcher::suggest; first_start), and where
+  // the first of them came from: "defaults", or "transfer" (the best record of first_shape, a
+  // shape of the same operator; the job's own shape when another job measured it). The job's
+  // trial 0 is a guess from what is known, and its quality is reported.
+  std::vector<Config> first_points;
+  std::string first_from, first_shape;
   // How points are compiled: the target is what the Runner's devices run.
   CompileOptions compile;
-  std::string json() const;  // the settings above but the warm start, as JSON
+  std::string json() const;  // the settings above but the warm start and first points, as JSON
 };
 
 struct TuneProgress {
@@ -75,10 +81,14 @@ struct TuneProgress {
   std::map<std::string, int64_t> errors;    // failed trials by class
   std::map<std::string, int64_t> rejected;  // points refused before compiling, by constraint
   std::optional<records::Record> last;      // the trial just recorded (none at a batch's end)
-  double elapsed_s = 0, eta_s = 0;          // of this run of the job
-  int remeasured = 0;                       // points measured again because they were noisy
-  int stopped_early = 0;                    // points timed for one round (stop_slower_than)
-  int retimed = 0;                          // finalists re-timed at the end
+  // The job's first trial (trial 0, measured before the job knew anything of its own), and
+  // how it was chosen (TuneSettings::first_from and first_shape; "" when not told or resumed).
+  std::optional<records::Record> first;
+  std::string first_from, first_shape;
+  double elapsed_s = 0, eta_s = 0;  // of this run of the job
+  int remeasured = 0;               // points measured again because they were noisy
+  int stopped_early = 0;            // points timed for one round (stop_slower_than)
+  int retimed = 0;                  // finalists re-timed at the end
   bool done = false;
   std::string stopped;  // when done: "trials", "early stop", "space exhausted", "cancelled"
 };
