@@ -427,6 +427,26 @@ const Value& image(Builder& b, const NodeInfo& n) {
   return x;
 }
 
+// conv2d's filters [F, C, KH, KW] packed by 16 filters, [F / 16, C, KH, KW, 16] (the library's
+// conv2d reads them so): a constant packed here, once; other filters by a transpose_block call
+// ([F / 16, 16, C * KH * KW, 1] -> [F / 16, C * KH * KW, 16, 1]).
+std::string packed_filters(Builder& b, const NodeInfo& n, const Value& w) {
+  const int64_t F = w.shape[0], per_filter = element_count(w.shape) / F;
+  const Shape packed{F / 16, w.shape[1], w.shape[2], w.shape[3], 16};
+  if (w.constant) {
+    const Const& c = *w.constant;
+    Value p;
+    p.shape = packed;
+    p.constant = Const::make(c.dtype, packed, [&](int64_t k) {
+      int64_t fo = k / (per_filter * 16), j = k / 16 % per_filter, fi = k % 16;
+      return c.at((16 * fo + fi) * per_filter + j);
+    });
+    return b.tensor_of(p, n.node->input(1) + "_packed");
+  }
+  return b.call(n, "transpose_block", {{"A", F / 16}, {"B", 16}, {"C", per_filter}, {"D", 1}},
+                {b.tensor_of(w, n.node->input(1))}, {packed}, out_name(n) + "_w_packed")[0];
+}
+
 void import_conv(Builder& b, const NodeInfo& n) {
   const Value& x = image(b, n);
   const Value& w = required(b, n, 1);
@@ -486,8 +506,10 @@ void import_conv(Builder& b, const NodeInfo& n) {
     p["F"] = F;
   }
   Shape out{N, F, g.oh, g.ow};
+  std::string filters =
+      func == "conv2d" ? packed_filters(b, n, w) : b.tensor_of(w, n.node->input(1));
   std::string r = b.call(n, func, p,
-                         {b.tensor_of(x, "x"), b.tensor_of(w, n.node->input(1)),
+                         {b.tensor_of(x, "x"), filters,
                           b.tensor_of(bias, n.node->input_size() > 2 ? n.node->input(2) : "bias")},
                          {out}, out_name(n))[0];
   define_tensor(b, n, r, out);
@@ -676,15 +698,20 @@ bool fold_into_conv(Builder& b, const NodeInfo& n, const Value& x, const Const& 
            t->init.kind == ir::ConstInit::Kind::Data;
   };
   int64_t F = x.shape[1];
-  if (!data(w) || !data(bias) || w->shape.empty() || w->shape[0] != F ||
-      element_count(bias->shape) != F) {
+  // conv2d's filters are packed by 16 (packed_filters): [F / 16, C, KH, KW, 16].
+  const bool packed = conv.op.name == "conv2d";
+  if (!data(w) || !data(bias) || w->shape.empty() ||
+      (packed ? 16 * w->shape[0] : w->shape[0]) != F || element_count(bias->shape) != F) {
     return false;
   }
   int64_t per_filter = element_count(w->shape) / F;
+  auto filter_of = [&](int64_t k) {
+    return packed ? k / (per_filter * 16) * 16 + k % 16 : k / per_filter;
+  };
   Value folded_w;
   folded_w.shape = w->shape;
   folded_w.constant = Const::make(ir::DType::F32, w->shape, [&](int64_t k) {
-    return ir::const_element(*w, static_cast<size_t>(k)) * scale.at(k / per_filter);
+    return ir::const_element(*w, static_cast<size_t>(k)) * scale.at(filter_of(k));
   });
   Value folded_bias;
   folded_bias.shape = {F};

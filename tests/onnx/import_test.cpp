@@ -174,21 +174,26 @@ TEST(OnnxImport, AnyTransposeAndASliceOfSeveralAxesGiveONNXsValues) {
   }
 }
 
-// x [1, 3, 6, 6] -> Conv 3x3 pad 1 (4 filters, bias) -> BatchNormalization
-// -> y, and with `also_relu` the conv's output read by a Relu too (z).
-::onnx::ModelProto conv_batchnorm(bool also_relu, int64_t kernel = 3) {
+// x [1, 3, 6, 6] -> Conv 3x3 pad 1 (F filters, bias) -> BatchNormalization
+// -> y, and with `also_relu` the conv's output read by a Relu too (z). With
+// `weights_input` the filters are an input of the graph (w), not a constant.
+::onnx::ModelProto conv_batchnorm(bool also_relu, int64_t kernel = 3, int64_t F = 4,
+                                  bool weights_input = false) {
   ::onnx::ModelProto m;
   m.set_ir_version(7);
   m.add_opset_import()->set_version(13);
   ::onnx::GraphProto* g = m.mutable_graph();
   g->set_name("conv_bn");
   add_input(g, "x", {1, 3, 6, 6});
-  *g->add_initializer() = float_tensor("w", {4, 3, kernel, kernel}, -0.08f);
-  *g->add_initializer() = float_tensor("b", {4}, -0.05f);
-  *g->add_initializer() = float_tensor("gamma", {4}, 0.6f);
-  *g->add_initializer() = float_tensor("beta", {4}, -0.1f);
-  *g->add_initializer() = float_tensor("mean", {4}, 0.02f);
-  *g->add_initializer() = float_tensor("var", {4}, 0.7f);
+  if (weights_input)
+    add_input(g, "w", {F, 3, kernel, kernel});
+  else
+    *g->add_initializer() = float_tensor("w", {F, 3, kernel, kernel}, -0.08f);
+  *g->add_initializer() = float_tensor("b", {F}, -0.05f);
+  *g->add_initializer() = float_tensor("gamma", {F}, 0.6f);
+  *g->add_initializer() = float_tensor("beta", {F}, -0.1f);
+  *g->add_initializer() = float_tensor("mean", {F}, 0.02f);
+  *g->add_initializer() = float_tensor("var", {F}, 0.7f);
   int64_t pad = kernel / 2;
   set_ints(add_node(g, "Conv", {"x", "w", "b"}, {"c"}), "pads", {pad, pad, pad, pad});
   add_node(g, "BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"y"});
@@ -201,10 +206,10 @@ TEST(OnnxImport, AnyTransposeAndASliceOfSeveralAxesGiveONNXsValues) {
 }
 
 // y of conv_batchnorm, computed here in double from its definition.
-std::vector<double> conv_batchnorm_expected(const HostBuffer& x, int64_t kernel) {
+std::vector<double> conv_batchnorm_expected(const HostBuffer& x, int64_t kernel, int64_t F = 4) {
   auto init = [](int64_t k, float start) { return start + 0.01f * static_cast<float>(k % 17); };
-  std::vector<double> y(4 * 6 * 6);
-  for (int64_t f = 0; f < 4; ++f) {
+  std::vector<double> y(F * 6 * 6);
+  for (int64_t f = 0; f < F; ++f) {
     double scale = init(f, 0.6f) / std::sqrt(init(f, 0.7f) + 1e-5);
     for (int64_t i = 0; i < 6; ++i) {
       for (int64_t j = 0; j < 6; ++j) {
@@ -233,15 +238,21 @@ std::vector<double> conv_batchnorm_expected(const HostBuffer& x, int64_t kernel)
 TEST(OnnxImport, ABatchNormAfterAConvIsFoldedIntoItsWeights) {
   HostBuffer x(ir::DType::F32, {1, 3, 6, 6});
   for (int64_t k = 0; k < x.size(); ++k) x.set_f(k, std::sin(0.37 * static_cast<double>(k)));
-  // A 3x3 conv (conv2d_any: 4 filters) and a 1x1 one (conv2d_1x1, a matrix product).
-  for (auto [kernel, also_relu] : {std::pair<int64_t, bool>{3, false}, {3, true}, {1, false}}) {
-    SCOPED_TRACE(fmt::format("{}x{} conv, its output read {}", kernel, kernel,
+  // A 3x3 conv (conv2d_any: 4 filters; conv2d: 16, its filters packed by 16 at import) and a
+  // 1x1 one (conv2d_1x1, a matrix product).
+  struct Case {
+    int64_t kernel, F;
+    bool also_relu;
+  };
+  for (auto [kernel, F, also_relu] : {Case{3, 4, false}, Case{3, 4, true}, Case{1, 4, false},
+                                      Case{3, 16, false}, Case{3, 16, true}}) {
+    SCOPED_TRACE(fmt::format("{}x{} conv of {} filters, its output read {}", kernel, kernel, F,
                              also_relu ? "twice" : "by the batch norm"));
-    std::vector<double> expected = conv_batchnorm_expected(x, kernel);
-    ir::Module mod = import(conv_batchnorm(also_relu, kernel));
+    std::vector<double> expected = conv_batchnorm_expected(x, kernel, F);
+    ir::Module mod = import(conv_batchnorm(also_relu, kernel, F));
     const ir::Graph& g = mod.graphs[0];
     ASSERT_EQ(g.calls.size(), also_relu ? 3u : 1u);
-    EXPECT_EQ(g.calls[0].op.name, kernel == 1 ? "conv2d_1x1" : "conv2d_any");
+    EXPECT_EQ(g.calls[0].op.name, kernel == 1 ? "conv2d_1x1" : F == 16 ? "conv2d" : "conv2d_any");
     bool affine = std::any_of(g.calls.begin(), g.calls.end(),
                               [](const ir::GraphCall& c) { return c.op.name == "channel_affine"; });
     EXPECT_EQ(affine, also_relu);
@@ -261,6 +272,42 @@ TEST(OnnxImport, ABatchNormAfterAConvIsFoldedIntoItsWeights) {
       EXPECT_NEAR(y.get_f(k), expected[static_cast<size_t>(k)], 1e-5) << k;
     }
   }
+}
+
+// conv2d reads its filters packed by 16: filters that are an input of the graph, not a
+// constant the importer packs, are packed by a transpose_block call before it, and the
+// result is the same as with the same filters as a constant.
+TEST(OnnxImport, FiltersThatAreNoConstantArePackedByACallBeforeTheConv) {
+  HostBuffer x(ir::DType::F32, {1, 3, 6, 6});
+  for (int64_t k = 0; k < x.size(); ++k) x.set_f(k, std::cos(0.29 * static_cast<double>(k)));
+  HostBuffer w(ir::DType::F32, {32, 3, 3, 3});
+  for (int64_t k = 0; k < w.size(); ++k) w.set_f(k, -0.08 + 0.01 * static_cast<double>(k % 17));
+  ir::Module as_input = import(conv_batchnorm(true, 3, 32, true));
+  const ir::Graph& g = as_input.graphs[0];
+  ASSERT_GE(g.calls.size(), 2u);
+  EXPECT_EQ(g.calls[0].op.name, "transpose_block");
+  EXPECT_EQ(g.calls[1].op.name, "conv2d");
+  RunSpec spec;
+  spec.inputs["x"] = x;
+  spec.inputs["w"] = w;
+  spec.check = true;
+  GraphRunOutcome r = run_graph(g, spec);
+  ASSERT_TRUE(r.mismatch && r.mismatch->ok) << r.mismatch->problem;
+
+  ir::Module as_constant = import(conv_batchnorm(true, 3, 32));
+  RunSpec constant_spec;
+  constant_spec.inputs["x"] = x;
+  GraphRunOutcome c = run_graph(as_constant.graphs[0], constant_spec);
+  for (const std::string& out : {std::string("y"), std::string("z")}) {
+    const HostBuffer& got = r.tensors.at(out);
+    const HostBuffer& want = c.tensors.at(out);
+    ASSERT_EQ(got.size(), want.size()) << out;
+    for (int64_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got.get_f(k), want.get_f(k), 1e-5) << out;
+  }
+  std::vector<double> expected = conv_batchnorm_expected(x, 3, 32);
+  const HostBuffer& y = c.tensors.at("y");
+  for (int64_t k = 0; k < y.size(); ++k)
+    EXPECT_NEAR(y.get_f(k), expected[static_cast<size_t>(k)], 1e-5) << k;
 }
 
 TEST(OnnxImport, ATruncatedModelIsAnErrorAtEveryLength) {
