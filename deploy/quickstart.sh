@@ -6,7 +6,9 @@
 # database and one local agent) and do the same work through it, from the
 # command line and from Python; then kiln's main job: tune a GEMM and a ResNet
 # conv2d on the agent, put the best configurations beside OpenBLAS and oneDNN
-# measured in the same run, query the records and draw the tuning curves.
+# measured in the same run, query the records and draw the tuning curves; and
+# a whole model: ResNet-18 from ONNX, tuned under a short budget, its tuned
+# artifact run beside PyTorch, its tuning curve drawn.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -17,7 +19,8 @@ heading() {
 
 heading "Installing dependencies and building what the quickstart runs"
 # The programs, not the tests (./deploy/test.sh builds those).
-./deploy/build.sh kiln kilnd kiln-runner kiln-agent kiln_python bench_gemm bench_conv
+./deploy/build.sh kiln kilnd kiln-runner kiln-agent kiln_python bench_gemm bench_conv bench_host \
+  run_model
 kiln=build/clients/cli/kiln
 
 shopt -s nullglob
@@ -154,6 +157,39 @@ heading "A records query: the five fastest GEMM records (kiln records query)"
 
 heading "The tuning curves: best GFLOP/s against trials (kiln records plot)"
 "$kiln" records plot --out "$out_dir/tuning-curve.png" --server "$address"
+
+# A whole model: torchvision's ResNet-18 (random weights, nothing downloaded), exported to
+# ONNX; its tasks; one tuning job over them under a time budget (kiln tune MODEL --budget);
+# then its tuned artifact (kiln compile MODEL --best) and the default one timed beside
+# PyTorch in alternating blocks (tests/bench/bench_models.py), and the job's curve drawn.
+model_budget=${KILN_QUICKSTART_MODEL_BUDGET:-3m}
+model_dir=$out_dir/resnet18
+mkdir -p "$model_dir"
+heading "ResNet-18 from ONNX: its tasks (kiln tasks), tuned on the agent for $model_budget, beside PyTorch"
+/usr/bin/python3 tests/bench/bench_models.py --export-worker resnet18 "$model_dir/resnet18.onnx" \
+  "$model_dir/resnet18_x.npy" > /dev/null
+"$kiln" tasks "$model_dir/resnet18.onnx"
+echo "(2 threads; each line: kiln's time per inference tuned and by default, PyTorch's, the ratio)"
+/usr/bin/python3 tests/bench/bench_models.py --models resnet18 --threads 2 --tune "$model_budget" \
+  --kilnd "$address" --work "$model_dir" > "$model_dir/resnet18.json"
+model_job=$(/usr/bin/python3 -c 'import json, sys
+print(json.loads(open(sys.argv[1]).readline())["job"])' "$model_dir/resnet18.json")
+
+heading "ResNet-18's tuning: each task's trials, best and trial 0, and the model's curve"
+/usr/bin/python3 - "$model_dir/resnet18.json" << 'EOF_PY'
+import json, sys
+line = json.loads(open(sys.argv[1]).readline())
+print(f"job {line['job']}: {line['trials']} trials in {line['tuning_s']:.0f} s "
+      f"({line['candidates_per_s']} a second); predicted {line['predicted_ms']:.2f} ms a run")
+print(f"{'CALLS':>5}  {'TRIALS':>6}  {'BEST MS':>9}  {'PEAK':>5}  {'TRIAL 0':>7}  TASK")
+for t in line["tasks"]:
+    q = t.get("trial0_quality")
+    print(f"{t['calls']:>5}  {t['trials']:>6}  {t.get('best_ms', 0):>9.4f}  "
+          f"{100 * t.get('peak_share', 0):>4.0f}%  {'-' if q is None else f'{100 * q:.0f}%':>7}  "
+          f"{t['name']}")
+EOF_PY
+"$kiln" records plot --job "$model_job" --out "$out_dir/resnet18-tuning.png" --server "$address"
+echo "the tuned artifact: $model_dir/resnet18.tuned.so (run it: examples/c/run_model, docs/models.md)"
 
 echo
 echo "Next: '$kiln --help', docs/tuning.md, docs/cli.md, docs/language.md, docs/server.md and"

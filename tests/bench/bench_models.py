@@ -21,12 +21,19 @@ work of every call kiln makes (its algorithms' flops); peak_gflops is this host'
 peak at the case's threads (bench_host). Progress goes to stderr.
 
 --tune DURATION first tunes each model on a kilnd of the run's own with its local agent
-(`kiln tune MODEL --key local --budget DURATION`: one job over the model's tasks, 2
-threads), then times its tuned artifact (`kiln compile MODEL --best --key local`) beside
-the default one and PyTorch, in the same alternating blocks; the line then has kiln_ms
-(tuned), default_ms, ratio (PyTorch over tuned), default_ratio, and the job's trials,
-tuning_s, candidates_per_s, predicted_ms (the job's sum of calls x best) and tasks (each
-task's calls, trials, best ms and share of the host's FMA peak).
+(`kiln tune MODEL --key local --budget DURATION --flush-cache`: one job over the model's
+tasks, 2 threads, each task timed with its data out of the caches as in the model), then
+times its tuned artifact (`kiln compile MODEL --best --key local`) beside the default one
+and PyTorch, in the same alternating blocks; the line then has kiln_ms (tuned), default_ms,
+ratio (PyTorch over tuned), default_ratio, and the job's number (job), trials, tuning_s,
+candidates_per_s, predicted_ms (the job's sum of calls x best), trial0_quality (over the
+tasks with knobs, the mean of best ms / trial 0's ms: how good each task's first point
+was, before it measured anything) and trial0_quality_transferred (the same over the tasks
+whose first point came from the records of related shapes; null when none did), and tasks
+(each task's calls, trials, best ms, share of the host's FMA peak, and its trial 0: where
+it came from and its quality). With --kilnd ADDRESS the tuning is done by that kilnd (its
+agent key `local`) instead, and its records stay there. A line for a person goes to stderr
+after each JSON line.
 """
 
 import argparse
@@ -71,35 +78,65 @@ def kiln_artifact(kiln, model, work):
     return so, flops
 
 
-def tune_model(kiln, kilnd, model, budget, work):
-    """The model tuned under `budget` on kilnd's local agent, then its tuned artifact:
-    (MODEL.tuned.so, the job's last progress message, its wall time in s)."""
-    env = dict(os.environ, KILN_SERVER=kilnd.address)
+def tune_model(kiln, address, model, budget, work):
+    """The model tuned under `budget` on the local agent of the kilnd at `address`, then its
+    tuned artifact: (MODEL.tuned.so, the job's last progress message, its wall time in s).
+    Says how the job goes on stderr every 15 s."""
+    env = dict(os.environ, KILN_SERVER=address)
     start = time.monotonic()
-    r = subprocess.run([kiln, "tune", model, "--key", "local", "--budget", budget, "--json"],
-                       env=env, capture_output=True, text=True)
+    cmd = [kiln, "tune", model, "--key", "local", "--budget", budget, "--flush-cache", "--json"]
+    print(f"bench_models: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
+    with tempfile.TemporaryFile(mode="w+") as err:
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+        end, said = None, start
+        for line in p.stdout:
+            end = json.loads(line)
+            if time.monotonic() - said >= 15:
+                said = time.monotonic()
+                predicted = end.get("predicted_ms", 0)
+                print(f"bench_models: {pathlib.Path(model).stem}: {end.get('trials', 0)} trials, "
+                      f"predicted {f'{predicted:.3f} ms' if predicted else '-'}, "
+                      f"{end.get('eta_s', 0):.0f} s left", file=sys.stderr, flush=True)
+        p.wait()
+        err.seek(0)
+        if p.returncode != 0 or end is None:
+            raise SystemExit(f"bench_models: kiln tune {model} failed:\n{err.read()}")
     wall = time.monotonic() - start
-    if r.returncode != 0:
-        raise SystemExit(f"bench_models: kiln tune {model} failed:\n{r.stderr}")
-    end = json.loads(r.stdout.strip().splitlines()[-1])
     so = os.path.join(work, pathlib.Path(model).stem + ".tuned.so")
     run_measured([kiln, "compile", model, "--best", "--key", "local", "-o", so], env)
     return so, end, wall
 
 
 def task_lines(end, peak_gflops):
-    """Each task of a model's job: its calls, trials, best ms and share of the FMA peak."""
+    """Each task of a model's job: its calls, trials, best ms, share of the FMA peak, and its
+    trial 0 (where it came from, its ms and quality: best ms / trial 0's ms)."""
     out = []
     for t in end.get("tasks", []):
         best = t.get("best", {})
         ms = best.get("retimed_ms", best.get("median_ms"))
-        line = {"name": t["name"], "calls": t.get("calls", 1), "trials": t.get("trials", 0)}
+        line = {"name": t["name"], "calls": t.get("calls", 1), "trials": t.get("trials", 0),
+                "points": int(t.get("space_size", 1))}
         if ms:
             line["best_ms"] = round(ms, 5)
         if best.get("gflops"):
             line["peak_share"] = round(best["gflops"] / peak_gflops, 3)
+        first = t.get("first")
+        if first and line["points"] > 1 and ms:
+            first_ms = first.get("median_ms", 0) if not first.get("error") else 0
+            line["trial0_from"] = t.get("first_from", "")
+            if t.get("first_shape"):
+                line["trial0_shape"] = t["first_shape"]
+            line["trial0_ms"] = round(first_ms, 5)
+            line["trial0_quality"] = round(min(1.0, ms / first_ms), 3) if first_ms > 0 else 0.0
         out.append(line)
     return out
+
+
+def trial0_quality(tasks, transferred_only=False):
+    """The mean trial-0 quality over the tasks that report one (None when none does)."""
+    q = [t["trial0_quality"] for t in tasks if "trial0_quality" in t and
+         (not transferred_only or t.get("trial0_from") == "transfer")]
+    return round(statistics.mean(q), 3) if q else None
 
 
 def kiln_block(run_model, so, x, threads, out_dir, runs=20):
@@ -169,6 +206,12 @@ def main():
     p.add_argument("--threads", nargs="*", type=int, default=[1, 2])
     p.add_argument("--tune", metavar="DURATION",
                    help="tune each model first for this long (90s, 20m), then time it tuned")
+    p.add_argument("--kilnd", metavar="ADDRESS",
+                   help="with --tune: tune on this kilnd's local agent (default: one of the "
+                        "run's own)")
+    p.add_argument("--work", metavar="DIR",
+                   help="keep the exported models and artifacts here (default: a temporary "
+                        "directory)")
     p.add_argument("--torch-worker", nargs=3, help=argparse.SUPPRESS)
     p.add_argument("--export-worker", nargs=3, help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -187,22 +230,24 @@ def main():
                                text=True).stdout.splitlines():
         h = json.loads(line)
         hosts[h["threads"]] = h
-    work = tempfile.mkdtemp(prefix="kiln-bench-models-")
+    work = a.work or tempfile.mkdtemp(prefix="kiln-bench-models-")
+    os.makedirs(work, exist_ok=True)
     status = 0
-    kilnd = None
-    if a.tune:
+    kilnd, address = None, a.kilnd
+    if a.tune and not address:
         os.makedirs(os.path.join(work, "kilnd"), exist_ok=True)
         kilnd = Kilnd(build, os.path.join(work, "kilnd"))
+        address = kilnd.address
     try:
         for name in a.models:
-            status |= bench_model(a, name, kiln, run_model, kilnd, hosts, work)
+            status |= bench_model(a, name, kiln, run_model, address, hosts, work)
     finally:
         if kilnd:
             kilnd.stop()
     return status
 
 
-def bench_model(a, name, kiln, run_model, kilnd, hosts, work):
+def bench_model(a, name, kiln, run_model, address, hosts, work):
     """One model: exported, compiled (and tuned, with --tune), timed beside PyTorch on each
     thread count; its JSON lines printed. 0, or 1 when kiln's answer differs."""
     status = 0
@@ -214,10 +259,11 @@ def bench_model(a, name, kiln, run_model, kilnd, hosts, work):
     so, flops = kiln_artifact(kiln, onnx_path, work)
     default_so, tuned = so, None
     os.makedirs(os.path.join(work, "default"), exist_ok=True)
-    if kilnd:
+    if a.tune:
         print(f"bench_models: {name}: tuning for {a.tune}", file=sys.stderr, flush=True)
-        so, end, wall = tune_model(kiln, kilnd, onnx_path, a.tune, work)
-        tuned = {"trials": end.get("trials", 0), "tuning_s": round(wall, 1),
+        so, end, wall = tune_model(kiln, address, onnx_path, a.tune, work)
+        tuned = {"job": end.get("job", 0), "trials": end.get("trials", 0),
+                 "tuning_s": round(wall, 1),
                  "candidates_per_s": round(end.get("trials", 0) / wall, 2),
                  "predicted_ms": round(end.get("predicted_ms", 0), 3),
                  "stopped": end.get("stopped", "")}
@@ -262,10 +308,23 @@ def bench_model(a, name, kiln, run_model, kilnd, hosts, work):
                          "default_blocks_ms": [round(v, 3) for v in default_ms]})
             line.update(tuned)
             line["tasks"] = task_lines(end, host["peak_gflops"])
+            line["trial0_quality"] = trial0_quality(line["tasks"])
+            line["trial0_quality_transferred"] = trial0_quality(line["tasks"], True)
         for key in ("peak_gflops", "peak_probe", "cpu", "llvm_cpu", "isa"):
             if key in host:
                 line[key] = host[key]
         print(json.dumps(line), flush=True)
+        say = (f"bench_models: {name}, {threads} thread(s): kiln {k:.2f} ms"
+               + (f" tuned, {line['default_ms']:.2f} ms default" if tuned else "")
+               + f", PyTorch {t:.2f} ms: {t / k:.2f}x PyTorch")
+        if tuned:
+            q = line["trial0_quality"]
+            say += (f"; {tuned['trials']} trials in {tuned['tuning_s']:.0f} s "
+                    f"({tuned['candidates_per_s']} a second), predicted "
+                    f"{tuned['predicted_ms']:.2f} ms"
+                    + (f", trial 0 at {100 * q:.0f}% of each task's best on average"
+                       if q is not None else ""))
+        print(say, file=sys.stderr, flush=True)
     return status
 
 
