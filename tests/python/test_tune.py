@@ -141,9 +141,9 @@ def test_a_model_is_tuned_as_one_job_over_its_tasks(client, tmp_path):
     tasks' bests, and is cancelled by its number."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
-    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
-                            torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(),
-                            torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 4)).eval()
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Flatten(), torch.nn.Linear(16 * 8 * 8, 4)).eval()
     path = tmp_path / "small.onnx"
     torch.onnx.export(m, torch.randn(1, 3, 8, 8), str(path), opset_version=13,
                       input_names=["x"], output_names=["y"])
@@ -173,10 +173,15 @@ def test_a_model_is_tuned_as_one_job_over_its_tasks(client, tmp_path):
     assert listed.name == "small.onnx" and listed.records == 20
     assert [(t.job, t.workload, t.calls) for t in listed.tasks] == \
         [(t.job, t.workload, t.calls) for t in end.tasks]
-    # Nothing was known of these shapes: each tunable task measured its defaults first.
+    # Nothing was known of these shapes: the first conv and the dense layer measured their
+    # defaults first; the second conv (another shape of the same operator) started from the
+    # best of the first conv's first batch.
     tunable = [t for t in end.tasks if t.space_size > 1]
+    convs = [t for t in tunable if t.name.startswith("conv2d")]
+    assert len(convs) == 2
+    assert convs[0].first_from == "defaults" and convs[0].first_shape == ""
+    assert convs[1].first_from == "transfer" and "C=3" in convs[1].first_shape
     for t in tunable:
-        assert t.first_from == "defaults" and t.first_shape == ""
         assert t.first.job == t.job
         assert t.first.id in {r.id for r in client.records(job=t.job, limit=50)}
     # Its tuning curve: the model's predicted time against its trials.

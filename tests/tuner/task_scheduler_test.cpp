@@ -241,6 +241,24 @@ TEST_F(TaskSchedulerTest, ANewTaskStartsFromTheBestRecordOfTheNearestShape) {
   EXPECT_EQ(q.tasks[0].first_from, "");
 }
 
+TEST_F(TaskSchedulerTest, AModelsLaterTaskStartsFromWhatItsEarlierTasksMeasured) {
+  // Two shapes of one operator in one model: the second's first batch comes after the first's,
+  // and starts from its best.
+  ScheduledTask small = task(0, 64, 1, 1.0, 11);
+  small.task.workload = {"wl-small", "op", "func op { ... 8 }", "C=8"};
+  ScheduledTask large = task(1, 64, 1, 1.0, 11);
+  large.task.workload = {"wl-large", "op", "func op { ... 16 }", "C=16"};
+  ScheduleProgress p = tune_tasks({small, large}, builder_, runner_, *store_, "x86", settings(16));
+  ASSERT_EQ(runner_.seen[0].size(), 8u);
+  ASSERT_TRUE(store_->best("wl-small", "x86"));
+  const std::string best = records::config_text(store_->best("wl-small", "x86")->config);
+  ASSERT_FALSE(runner_.seen[1].empty());
+  EXPECT_EQ(runner_.seen[1].front(), best);
+  EXPECT_EQ(p.tasks[1].first_from, "transfer");
+  EXPECT_EQ(p.tasks[1].first_shape, "C=8");
+  EXPECT_EQ(p.tasks[0].first_from, "");  // nothing was known, and it has no func for defaults
+}
+
 TEST_F(TaskSchedulerTest, AStoppedRunResumesFromItsTasksJobsWithNothingLostOrRepeated) {
   std::vector<ScheduledTask> tasks = {task(0, 64, 4, 1.0, 20), task(1, 32, 1, 1.0, 5)};
   runner_.fail_after = 20;  // in op1's first batch... after op0's and part of op1's

@@ -67,23 +67,11 @@ ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& bu
     if (hooks.progress) hooks.progress(p);
   };
 
-  // Whether a task's job (0: a new one) has records already.
-  auto measured = [&](int64_t job) {
-    if (job == 0) return false;
-    records::Query q;
-    q.job = job;
-    return store.count(q) > 0;
-  };
   // Each task's job, its progress relayed as the model's.
   std::vector<std::unique_ptr<TuneJob>> jobs;
   for (size_t i = 0; i < tasks.size(); ++i) {
     TuneSettings s = settings.task;
     if (tasks[i].task.space->size() <= 1) s.retime_top = 0;  // nothing to compare it with
-    if (settings.transfer && tasks[i].task.space->size() > 1 && !measured(tasks[i].job)) {
-      // Zero-trial start: what the records know of this operator at related shapes.
-      first_start(store, tasks[i].task, key, s.compile, s);
-      warm_start(store, tasks[i].task.workload, key, s);
-    }
     TuneHooks h;
     h.stopping = hooks.stopping;
     h.cancelled = hooks.cancelled;
@@ -149,6 +137,15 @@ ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& bu
   for (size_t k = 0; k < first.size(); ++k) {
     if (cancelled()) return finish("cancelled");
     if (const char* why = out_of_budget()) return finish(why);
+    const Task& task = tasks[first[k]].task;
+    if (settings.transfer && task.space->size() > 1) {
+      // Zero-trial start: what the records know of this operator at related shapes now, the
+      // model's tasks measured before this one included.
+      TuneSettings transfer;
+      first_start(store, task, key, settings.task.compile, transfer);
+      warm_start(store, task.workload, key, transfer);
+      jobs[first[k]]->start_from(transfer);
+    }
     int n = settings.task.batch;
     if (settings.trials > 0)
       n = std::min(n,

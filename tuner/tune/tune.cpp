@@ -417,10 +417,7 @@ TuneJob::TuneJob(const Task& task, Builder& builder, Runner& runner, records::Re
                  const TuneHooks& hooks)
     : s_(std::make_unique<State>(task, builder, runner, store, key, settings, hooks)) {
   State& s = *s_;
-  if (!settings.warm_points.empty()) s.search.warm_start(settings.warm_points, settings.warm_cost);
-  s.search.suggest(settings.first_points);
-  s.p.first_from = settings.first_from;
-  s.p.first_shape = settings.first_shape;
+  start_from(settings);
   s.p.target = settings.trials;
   const records::Workload& workload = task.workload;
   store.put_workload(workload);
@@ -458,6 +455,16 @@ TuneJob::~TuneJob() = default;
 const TuneProgress& TuneJob::progress() const { return s_->p; }
 const std::string& TuneJob::over() const { return s_->over; }
 bool TuneJob::measured_before() const { return s_->trials_before > 0; }
+
+void TuneJob::start_from(const TuneSettings& transfer) {
+  State& s = *s_;
+  if (!transfer.warm_points.empty()) s.search.warm_start(transfer.warm_points, transfer.warm_cost);
+  s.search.suggest(transfer.first_points);
+  if (!transfer.first_from.empty()) {
+    s.p.first_from = transfer.first_from;
+    s.p.first_shape = transfer.first_shape;
+  }
+}
 
 bool TuneJob::step(int n) {
   State& s = *s_;

@@ -33,9 +33,10 @@ struct ScheduleSettings {
   int trials = 0;       // trials over all tasks in this run; 0: no limit but the time
   double budget_s = 0;  // wall-clock seconds: no batch starts after; 0: no limit but trials
   TuneSettings task;    // each task's job (its `trials`: the most one task may take)
-  // A task that has measured nothing starts from the records of its operator on the key
-  // (kiln/job.h): its first points are the best of the nearest shapes and its defaults
-  // (first_start), and its model learns the other shapes' records (warm_start).
+  // A task that has measured nothing starts from the records of its operator on the key as
+  // they are when its first batch comes (the model's tasks before it included; kiln/job.h):
+  // its first points are the best of the nearest shapes and its defaults (first_start), and
+  // its model learns the other shapes' records (warm_start).
   bool transfer = true;
   // The weight of a task's recent improvement (over its last `window` batches) against its
   // average improvement since its first trial, in the expected gain of its next trials.

@@ -146,6 +146,10 @@ class TuneJob {
   const TuneProgress& progress() const;
   // Whether the job was resumed with trials measured before.
   bool measured_before() const;
+  // Before its first step: `transfer`'s warm start and first points (and where they came
+  // from), as if the settings it was made with had held them: what the records say once
+  // other jobs have measured (a model's earlier tasks).
+  void start_from(const TuneSettings& transfer);
   // Ends the job: unless it is cancelled (or `cancelled`), its finalists are
   // re-timed (TuneSettings::retime_top); marked done or cancelled in the
   // store, the final progress reported and returned.
