@@ -30,7 +30,8 @@ candidates_per_s, predicted_ms (the job's sum of calls x best), trial0_quality (
 tasks with knobs, the mean of best ms / trial 0's ms: how good each task's first point
 was, before it measured anything) and trial0_quality_transferred (the same over the tasks
 whose first point came from the records of related shapes; null when none did), and tasks
-(each task's calls, trials, best ms, share of the host's FMA peak, and its trial 0: where
+(each task's calls, trials, best ms, share of the host's FMA peak on all its CPUs, on which
+the local agent measured it, and its trial 0: where
 it came from and its quality). With --kilnd ADDRESS the tuning is done by that kilnd (its
 agent key `local`) instead, and its records stay there. A line for a person goes to stderr
 after each JSON line.
@@ -52,6 +53,8 @@ sys.path.insert(0, str(ROOT / "tests" / "models"))
 from bench_tune import Kilnd  # noqa: E402  (a kilnd of the run's own with its local agent)
 
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "encoder"]
+# The threads kilnd's local agent measures with: every CPU this process may use.
+TUNE_THREADS = len(os.sched_getaffinity(0))
 
 
 def run_measured(cmd, env=None):
@@ -225,8 +228,10 @@ def main():
     kiln = str(build / "clients" / "cli" / "kiln")
     run_model = str(build / "examples" / "run_model")
     hosts = {}
+    # The tasks are tuned on kilnd's local agent on every CPU: their shares are of that peak.
+    probed = sorted(set(a.threads) | ({TUNE_THREADS} if a.tune else set()))
     for line in subprocess.run([str(build / "tests" / "bench" / "bench_host")] +
-                               [str(t) for t in a.threads], check=True, capture_output=True,
+                               [str(t) for t in probed], check=True, capture_output=True,
                                text=True).stdout.splitlines():
         h = json.loads(line)
         hosts[h["threads"]] = h
@@ -307,7 +312,7 @@ def bench_model(a, name, kiln, run_model, address, hosts, work):
             line.update({"default_ms": round(d, 3), "default_ratio": round(t / d, 3),
                          "default_blocks_ms": [round(v, 3) for v in default_ms]})
             line.update(tuned)
-            line["tasks"] = task_lines(end, host["peak_gflops"])
+            line["tasks"] = task_lines(end, hosts[TUNE_THREADS]["peak_gflops"])
             line["trial0_quality"] = trial0_quality(line["tasks"])
             line["trial0_quality_transferred"] = trial0_quality(line["tasks"], True)
         for key in ("peak_gflops", "peak_probe", "cpu", "llvm_cpu", "isa"):
