@@ -385,6 +385,10 @@ void knob(Writer& w, const v1::Knob& k) {
     Field d(w, "target_defaults");
     w.fail("only a number knob has defaults by target");
   }
+  if (k.has_fit() && (k.tags_size() > 0 || k.order_loops_size() > 0)) {
+    Field f(w, "fit");
+    w.fail("only a number knob has a default fitted to the target");
+  }
   if (k.order_loops_size() == 0) {
     Field n(w, "name");
     w.name(k.name(), "knob name");
@@ -490,6 +494,11 @@ void knob(Writer& w, const v1::Knob& k) {
     w.tok("=");
     Field v(w, "value");
     w.integer(k.target_defaults(i).value());
+  }
+  if (k.has_fit()) {
+    w.tok("fit");
+    Field f(w, "fit");
+    expr(w, k.fit());
   }
   w.tok(";");
 }

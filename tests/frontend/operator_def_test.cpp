@@ -244,6 +244,49 @@ TEST(OperatorDef, ANumberKnobGivesItsDefaultsByTarget) {
             "target");
 }
 
+TEST(OperatorDef, ANumberKnobGivesItsDefaultFittedToTheTarget) {
+  v1::OperatorDef d = def(kMatmulDef);
+  // knob TI = 16 in [8, 16, 32] fit TI * 4 <= l1d_bytes / 1024;
+  *d.mutable_knobs(0)->mutable_fit() = from_text<v1::Expr>(R"pb(
+    binary {
+      op: LE
+      lhs {
+        binary {
+          op: MUL
+          lhs { name: "TI" }
+          rhs { int_value: 4 }
+        }
+      }
+      rhs {
+        binary {
+          op: DIV
+          lhs { name: "l1d_bytes" }
+          rhs { int_value: 1024 }
+        }
+      }
+    })pb");
+  std::string text = frontend::operator_def_text(d);
+  EXPECT_NE(text.find("knob TI = 16 in[8, 16, 32] fit((TI * 4) <=(l1d_bytes / 1024));"),
+            std::string::npos)
+      << text;
+  ir::Func f = frontend::parse_operator_def(d);
+  ASSERT_TRUE(f.find_knob("TI")->fit);
+  // On a target of 48 KiB of L1D, 8 and 16 fit and 32 does not; 64 KiB and more: 32.
+  auto fitted = [&](int64_t l1d) {
+    ir::TargetFacts facts{[](const std::string&) { return false; }, {{"l1d_bytes", l1d}}};
+    return ir::apply_target_defaults(f, facts).find_knob("TI")->value;
+  };
+  EXPECT_EQ(fitted(48 * 1024), 8);
+  EXPECT_EQ(fitted(64 * 1024), 16);
+  EXPECT_EQ(fitted(128 * 1024), 32);
+  d.mutable_knobs(0)->add_tags("none");
+  d.mutable_knobs(0)->clear_candidates();
+  d.mutable_knobs(0)->set_value(0);
+  EXPECT_EQ(error_of(d),
+            "knobs[0].fit: validate error: only a number knob has a default fitted to the "
+            "target");
+}
+
 TEST(OperatorDef, AnOrderKnobGivesItsLoopsAndOrders) {
   v1::OperatorDef d = def(kMatmulDef);
   v1::Knob* k = d.add_knobs();

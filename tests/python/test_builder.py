@@ -51,3 +51,24 @@ def test_a_knob_default_by_target_is_the_languages(client):
     avx512 = client.emit(op, stage="loops", target="x86_64-linux-gnu", cpu="skylake-avx512")
     assert "ii < min(16," in avx2, avx2
     assert "ii < min(64," in avx512, avx512
+
+
+def test_a_knob_default_fitted_to_the_target_is_the_languages(client):
+    """``op.knob(..., fit=COND)`` is ``fit COND``: the largest candidate that meets it on the
+    target asked for is the default; a name that is no target size is refused here."""
+    from kiln import te
+    n = te.var("n")
+    x = te.placeholder((n,), "f32", name="x")
+    y = te.compute((n,), lambda i: x[i] * 3.0, name="y")
+    op = te.create_operator("scale", outputs=[y], constraints=[n > 0])
+    nr = op.knob("NR", 4, [4, 8, 16], fit=lambda k: k * 4 <= te.target_size("vector_bytes"))
+    op[y].split("i", nr, "io", "ii")
+    avx2 = client.emit(op, stage="loops", target="x86_64-linux-gnu", cpu="haswell")
+    avx512 = client.emit(op, stage="loops", target="x86_64-linux-gnu", cpu="skylake-avx512")
+    assert "ii < min(8," in avx2, avx2  # 32-byte vectors: 8 floats
+    assert "ii < min(16," in avx512, avx512  # 64-byte vectors: 16
+    fit = op.definition().knobs[0].fit  # NR * 4 <= vector_bytes, or as Python turns it round
+    assert fit.binary.op in (kiln.te.pb.LE, kiln.te.pb.GE)
+    assert {fit.binary.lhs.name, fit.binary.rhs.name} & {"vector_bytes"}
+    with pytest.raises(ValueError, match="no target size"):
+        te.target_size("l4_bytes")

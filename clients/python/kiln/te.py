@@ -149,14 +149,17 @@ class IterVar(Var):
 
 class Knob(Var):
     """A schedule constant the tuner chooses: ``knob TI = 32 in [8, 16, 32];``, with defaults
-    by target as ``by_target={"avx512f": 64}`` (``... for avx512f = 64``)."""
+    by target as ``by_target={"avx512f": 64}`` (``... for avx512f = 64``) and a default fitted
+    to the target as ``fit=(MR + NR) * KB * 4 <= te.target_size("l1d_bytes")`` (``... fit
+    CONDITION``)."""
 
-    __slots__ = ("value", "candidates", "by_target")
+    __slots__ = ("value", "candidates", "by_target", "fit")
 
-    def __init__(self, name, value, candidates, by_target=None):
+    def __init__(self, name, value, candidates, by_target=None, fit=None):
         super().__init__(name)
         self.value, self.candidates = int(value), [int(c) for c in candidates]
         self.by_target = {str(f): int(v) for f, v in (by_target or {}).items()}
+        self.fit = None if fit is None else _expr(fit)
 
 
 class _Reduce:
@@ -198,6 +201,18 @@ class Tensor:
 
     def __repr__(self):
         return f"Tensor({self.name!r})"
+
+
+TARGET_SIZES = ("l1d_bytes", "l2_bytes", "l3_bytes", "vector_bytes", "vector_registers")
+
+
+def target_size(name):
+    """A size of the target the kernel is compiled for, for a knob's ``fit``: ``l1d_bytes``,
+    ``l2_bytes``, ``l3_bytes`` (a core's caches), ``vector_bytes`` or ``vector_registers``
+    (docs/language.md)."""
+    if name not in TARGET_SIZES:
+        raise ValueError(f"{name!r} is no target size; expected one of {', '.join(TARGET_SIZES)}")
+    return Var(name)
 
 
 def var(name, value=None):
@@ -368,10 +383,15 @@ class Operator:
         """``op[C]``: the schedule of C's computation (or of buffer C)."""
         return _Stage(self, tensor.name if isinstance(tensor, Tensor) else str(tensor))
 
-    def knob(self, name, value, candidates, by_target=None):
+    def knob(self, name, value, candidates, by_target=None, fit=None):
         """A knob; ``by_target={"avx512f": 64}`` gives its default on targets with a CPU
-        feature (the last listed feature the target has wins)."""
-        k = Knob(name, value, candidates, by_target)
+        feature (the last listed feature the target has wins); ``fit=CONDITION`` makes the
+        largest candidate for which CONDITION holds on the target the default (it reads knobs,
+        params and ``target_size(...)``; applied after ``by_target``), or ``fit=lambda k:
+        CONDITION`` to read the knob itself."""
+        k = Knob(name, value, candidates, by_target, None)
+        if fit is not None:
+            k.fit = _expr(fit(k) if callable(fit) else fit)
         self.knobs.append(k)
         return k
 
@@ -402,9 +422,11 @@ class Operator:
             if t.computation is not None:
                 _add_computation(d, t.computation)
         for k in self.knobs:
-            d.knobs.add(name=k.name, value=k.value, candidates=k.candidates,
-                        target_defaults=[pb.TargetDefault(feature=f, value=v)
-                                         for f, v in k.by_target.items()])
+            knob = d.knobs.add(name=k.name, value=k.value, candidates=k.candidates,
+                               target_defaults=[pb.TargetDefault(feature=f, value=v)
+                                                for f, v in k.by_target.items()])
+            if k.fit is not None:
+                knob.fit.CopyFrom(k.fit.proto)
         d.schedule.extend(self.schedule)
         return d
 
