@@ -169,20 +169,18 @@ TEST(TaskTest, ANewTaskStartsFromTheBestOfTheNearestShapesThenItsDefaults) {
   EXPECT_EQ(s.first_points, (std::vector<Config>{{{"TI", 32}, {"TJ", 32}},
                                                  {{"TI", 8}, {"TJ", 32}},
                                                  {{"TI", 16}, {"TJ", 16}}}));  // the defaults
-  EXPECT_EQ(s.first_from, "transfer");
-  EXPECT_EQ(s.first_shape, "K=32,M=128,N=64");
+  EXPECT_EQ(s.first_shapes, (std::vector<std::string>{"K=32,M=128,N=64", "K=32,M=64,N=16", ""}));
 
   // The task's own shape, measured by another job, comes first.
   add_shape(*store, f, {}, {{"TI", 8}, {"TJ", 16}}, 1.0);
   first_start(*store, t, "x86", CompileOptions{}, s, 2);
   EXPECT_EQ(s.first_points.front(), (Config{{"TI", 8}, {"TJ", 16}}));
-  EXPECT_EQ(s.first_shape, "K=32,M=64,N=64");
+  EXPECT_EQ(s.first_shapes.front(), "K=32,M=64,N=64");
 
   // With no records on the key: the defaults alone.
   first_start(*store, t, "riscv", CompileOptions{}, s);
   EXPECT_EQ(s.first_points, (std::vector<Config>{{{"TI", 16}, {"TJ", 16}}}));
-  EXPECT_EQ(s.first_from, "defaults");
-  EXPECT_EQ(s.first_shape, "");
+  EXPECT_EQ(s.first_shapes, std::vector<std::string>{""});
 }
 
 TEST(TaskTest, AFirstPointOutsideTheSpaceOrBreakingItsConstraintsIsLeftOut) {
@@ -218,7 +216,7 @@ func scale {
   TuneSettings s;
   first_start(*store, t, "x86", CompileOptions{}, s);
   EXPECT_EQ(s.first_points, (std::vector<Config>{{{"T", 4}, {"U", 4}}, {{"T", 8}, {"U", 2}}}));
-  EXPECT_EQ(s.first_shape, "N=512");
+  EXPECT_EQ(s.first_shapes, (std::vector<std::string>{"N=512", ""}));
 }
 
 }  // namespace

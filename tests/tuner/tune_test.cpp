@@ -211,6 +211,56 @@ TEST_F(TuneTest, EveryTrialIsARecordAndTheBestIsOneQueryAway) {
   EXPECT_NE(store_->job(p.job)->settings.find(R"("search":"xgb-rank")"), std::string::npos);
 }
 
+// A new job's first points: the best records of related shapes and the defaults. Once the
+// warm start has trained the model, it orders them (the job's own shape, measured by another
+// job, stays first), and trial 0 says where the first came from.
+TEST_F(TuneTest, TheModelOrdersTheFirstPointsAndTrialZeroSaysWhereItCameFrom) {
+  Task task = task_of(gemm_like_space());
+  workload_.shape = "M=64";
+  task.workload.shape = "M=64";
+  auto first_of = [&](TuneSettings settings) {
+    settings.trials = 1;
+    settings.batch = 1;
+    settings.retime_top = 0;
+    SyntheticRunner m;
+    TuneProgress p = tune(task, builder_, m, *store_, "x86", settings);
+    EXPECT_EQ(m.seen.size(), 1u);
+    EXPECT_TRUE(p.first);
+    return std::make_tuple(m.seen.empty() ? Config{} : m.seen.front(), p.first_from, p.first_shape);
+  };
+  // Other shapes' records: X = 11 (the synthetic optimum) is fast everywhere, X = 2 slow.
+  TuneSettings settings;
+  for (int64_t y = 0; y < 16; ++y) {
+    for (int64_t x : {2, 11}) {
+      settings.warm_points.push_back({{"X", x}, {"Y", y}, {"Z", 2}});
+      settings.warm_cost.push_back(x == 11 ? 1.0 + 0.01 * y : 4.0 + 0.01 * y);
+    }
+  }
+  Config slow{{"X", 2}, {"Y", 4}, {"Z", 2}}, fast{{"X", 11}, {"Y", 4}, {"Z", 2}};
+  settings.first_points = {slow, fast};
+  settings.first_shapes = {"M=128", ""};  // the nearest shape's best, then the defaults
+  auto [point, from, shape] = first_of(settings);
+  EXPECT_EQ(point, fast);
+  EXPECT_EQ(from, "defaults");
+  EXPECT_EQ(shape, "");
+
+  // The job's own shape, measured by another job, is not reordered.
+  settings.first_shapes = {"M=64", ""};
+  std::tie(point, from, shape) = first_of(settings);
+  EXPECT_EQ(point, slow);
+  EXPECT_EQ(from, "transfer");
+  EXPECT_EQ(shape, "M=64");
+
+  // Without a warm start the model knows nothing: the points keep their order.
+  settings.warm_points.clear();
+  settings.warm_cost.clear();
+  settings.first_shapes = {"M=128", ""};
+  std::tie(point, from, shape) = first_of(settings);
+  EXPECT_EQ(point, slow);
+  EXPECT_EQ(from, "transfer");
+  EXPECT_EQ(shape, "M=128");
+}
+
 TEST_F(TuneTest, AnInterruptedJobResumesWithNoTrialLostOrRepeated) {
   Task task = task_of(gemm_like_space());
   TuneSettings settings;

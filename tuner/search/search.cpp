@@ -337,6 +337,11 @@ void Searcher::suggest(const std::vector<Config>& points) {
   }
 }
 
+std::optional<std::vector<double>> Searcher::score(const std::vector<Config>& points) {
+  if (!impl_->model.trained()) return std::nullopt;
+  return impl_->scores(points);
+}
+
 const std::map<std::string, int64_t>& Searcher::rejected() const { return impl_->rejected; }
 int64_t Searcher::proposed() const { return impl_->proposed; }
 bool Searcher::exhausted() const {

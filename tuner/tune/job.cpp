@@ -167,11 +167,9 @@ void first_start(records::RecordStore& store, const Task& task, const std::strin
   // A point from a record or the defaults, kept when it is a point of this task's space that
   // keeps its constraints and was not taken before.
   settings.first_points.clear();
-  settings.first_from.clear();
-  settings.first_shape.clear();
+  settings.first_shapes.clear();
   std::set<uint64_t> taken;
-  auto take = [&](const std::map<std::string, int64_t>& values, const char* from,
-                  const std::string& shape) {
+  auto take = [&](const std::map<std::string, int64_t>& values, const std::string& shape) {
     Config c;
     for (const KnobDef& k : task.space->knobs())
       for (const std::string& name : k.names)
@@ -181,16 +179,13 @@ void first_start(records::RecordStore& store, const Task& task, const std::strin
     } catch (const std::invalid_argument&) {
       return;  // a knob without a value, or a value this space does not offer
     }
-    if (settings.first_points.empty()) {
-      settings.first_from = from;
-      settings.first_shape = shape;
-    }
     settings.first_points.push_back(std::move(c));
+    settings.first_shapes.push_back(shape);
   };
-  for (const Neighbour& n : near) take(n.best.config, "transfer", n.shape);
+  for (const Neighbour& n : near) take(n.best.config, n.shape);
   if (!task.func) return;  // a task made by hand, with no func to take defaults from
   try {
-    take(default_knobs(*task.func, options), "defaults", "");
+    take(default_knobs(*task.func, options), "");
   } catch (const CompileError&) {
     // defaults that break a knob constraint: the search finds the points
   }

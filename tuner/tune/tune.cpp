@@ -459,11 +459,24 @@ bool TuneJob::measured_before() const { return s_->trials_before > 0; }
 void TuneJob::start_from(const TuneSettings& transfer) {
   State& s = *s_;
   if (!transfer.warm_points.empty()) s.search.warm_start(transfer.warm_points, transfer.warm_cost);
-  s.search.suggest(transfer.first_points);
-  if (!transfer.first_from.empty()) {
-    s.p.first_from = transfer.first_from;
-    s.p.first_shape = transfer.first_shape;
-  }
+  const std::vector<Config>& points = transfer.first_points;
+  if (points.empty()) return;
+  // The job's own shape, measured by another job, first; the others as the model (trained on
+  // the related shapes' records) ranks them, when it is trained.
+  std::vector<size_t> order(points.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto shape_of = [&](size_t i) {
+    return i < transfer.first_shapes.size() ? transfer.first_shapes[i] : std::string();
+  };
+  size_t keep = !shape_of(0).empty() && shape_of(0) == s.task.workload.shape ? 1 : 0;
+  if (std::optional<std::vector<double>> score = s.search.score(points))
+    std::stable_sort(order.begin() + keep, order.end(),
+                     [&](size_t a, size_t b) { return (*score)[a] > (*score)[b]; });
+  std::vector<Config> ordered;
+  for (size_t i : order) ordered.push_back(points[i]);
+  s.search.suggest(ordered);
+  s.p.first_shape = shape_of(order.front());
+  s.p.first_from = s.p.first_shape.empty() ? "defaults" : "transfer";
 }
 
 bool TuneJob::step(int n) {

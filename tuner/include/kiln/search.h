@@ -68,6 +68,8 @@ class Searcher {
   // knob of this space one of its values (other names are ignored), is new, and keeps the
   // constraints; the others are dropped.
   void suggest(const std::vector<Config>& points);
+  // The model's scores of `points` (higher: faster), or nullopt while it is not trained.
+  std::optional<std::vector<double>> score(const std::vector<Config>& points);
 
   // Points rejected by a constraint, by the constraint's text.
   const std::map<std::string, int64_t>& rejected() const;

@@ -62,12 +62,13 @@ struct TuneSettings {
   // their cost relative to the best there (Searcher::warm_start).
   std::vector<Config> warm_points;
   std::vector<double> warm_cost;
-  // The points a new job measures first, in order (Searcher::suggest; first_start), and where
-  // the first of them came from: "defaults", or "transfer" (the best record of first_shape, a
-  // shape of the same operator; the job's own shape when another job measured it). The job's
-  // trial 0 is a guess from what is known, and its quality is reported.
+  // The points a new job measures first (first_start) and where each came from: the best record
+  // of that shape of the same operator ("" in first_shapes: the defaults). The job's own shape,
+  // when another job measured it, comes first; the model, once the warm start has trained it,
+  // orders the others (TuneJob::start_from). The job's trial 0 is the first of them, a guess
+  // from what is known, and its quality is reported.
   std::vector<Config> first_points;
-  std::string first_from, first_shape;
+  std::vector<std::string> first_shapes;
   // How points are compiled: the target is what the Runner's devices run.
   CompileOptions compile;
   std::string json() const;  // the settings above but the warm start and first points, as JSON
@@ -82,7 +83,8 @@ struct TuneProgress {
   std::map<std::string, int64_t> rejected;  // points refused before compiling, by constraint
   std::optional<records::Record> last;      // the trial just recorded (none at a batch's end)
   // The job's first trial (trial 0, measured before the job knew anything of its own), and
-  // how it was chosen (TuneSettings::first_from and first_shape; "" when not told or resumed).
+  // where it came from: "defaults", or "transfer" (the best record of first_shape); "" when
+  // not told or the job was resumed.
   std::optional<records::Record> first;
   std::string first_from, first_shape;
   double elapsed_s = 0, eta_s = 0;  // of this run of the job
