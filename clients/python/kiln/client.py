@@ -515,9 +515,12 @@ class Client:
         A model (``client.model(path)``) or a graph is tuned as one job over its
         tasks: ``trials`` counts all their trials (default 32 a task) and
         ``budget_s`` stops it after that many seconds; each progress message has
-        ``tasks`` (each task's job, trials and best), ``task`` (the one the trial
-        belongs to) and ``predicted_ms`` (the model's time from the tasks'
-        bests). ``flush_cache=True`` times each point with its data flushed
+        ``tasks`` (each task's job, trials and best; in the last message also
+        its trial 0: ``first``, ``first_from``, ``first_shape``), ``task`` (the
+        one the trial belongs to) and ``predicted_ms`` (the model's time from the
+        tasks' bests). A task that has measured nothing starts from the records
+        of its operator at the nearest shapes on the key (``transfer`` is
+        always on for a model). ``flush_cache=True`` times each point with its data flushed
         from the caches first, as a model runs its layers (docs/tuning.md)."""
         if options.get("target") or options.get("cpu"):
             raise ValueError("tune compiles for the agents' own target: leave out target and cpu")
