@@ -234,7 +234,7 @@ void Fleet::Impl::serve(int fd, std::string peer) {
       break;
     }
   }
-  lost(*conn, stopping ? "kilnd is stopping" : why);
+  lost(*conn, stopping ? "was let go: kilnd is stopping" : why);
 }
 
 void Fleet::Impl::fail(const std::shared_ptr<Pending>& p, Code code, std::string message) {
@@ -289,8 +289,10 @@ void Fleet::Impl::lost(uint64_t conn, const std::string& why) {
     auto it = agents.find(conn);
     if (it == agents.end()) return;
     Agent& a = it->second;
-    spdlog::warn("agent {} ({}) left: it {}{}", a.view.id, a.view.address, why,
-                 a.running.empty() ? "" : "; its jobs go to another agent of its key");
+    // An agent let go as kilnd stops is no news.
+    spdlog::log(stopping ? spdlog::level::info : spdlog::level::warn, "agent {} ({}) left: it {}{}",
+                a.view.id, a.view.address, why,
+                a.running.empty() ? "" : "; its jobs go to another agent of its key");
     for (auto& [id, p] : a.running) {
       if (p->cancelled) {
         fail(p, Code::Cancelled, "job " + std::to_string(id) + " was cancelled");
