@@ -92,6 +92,12 @@ double effective_ms(const v1::TuningRecord& r) {
   return r.has_retimed_ms() ? r.retimed_ms() : r.median_ms();
 }
 
+// How good a job's trial 0 was: the best's time over trial 0's, at most 1; 0 when it failed.
+double trial0_quality(const v1::TuningRecord& first, double best_ms) {
+  return first.error().empty() && first.median_ms() > 0 ? std::min(1.0, best_ms / first.median_ms())
+                                                        : 0.0;
+}
+
 std::string timing(const v1::TuningRecord& r) {
   if (!r.error().empty()) return r.error();
   std::string out = fmt::format("{:.5g} ms", effective_ms(r));
@@ -233,9 +239,7 @@ int print_model_summary(const v1::TuneProgress& p) {
     double ms = t.has_best() ? effective_ms(t.best()) : 0;
     std::string first = "-";
     if (t.has_first() && ms > 0 && t.space_size() > 1) {
-      double q = t.first().error().empty() && t.first().median_ms() > 0
-                     ? std::min(1.0, ms / t.first().median_ms())
-                     : 0.0;
+      double q = trial0_quality(t.first(), ms);
       first = fmt::format("{:.0f}%", 100 * q);
       quality_all += q;
       ++n_all;
@@ -308,7 +312,7 @@ int print_summary(Remote& remote, const Options& o, const v1::TuneProgress& p,
                    : p.first_from(),
                first.error().empty() && first.median_ms() > 0
                    ? fmt::format("{:.5g} ms, {:.0f}% of the best's speed", first.median_ms(),
-                                 100 * std::min(1.0, best_ms / first.median_ms()))
+                                 100 * trial0_quality(first, best_ms))
                    : "failed: " + first.error());
   }
   if (p.stopped_early() > 0)

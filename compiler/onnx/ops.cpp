@@ -430,17 +430,18 @@ const Value& image(Builder& b, const NodeInfo& n) {
 // conv2d's filters [F, C, KH, KW] packed by 16 filters, [F / 16, C, KH, KW, 16] (the library's
 // conv2d reads them so): a constant packed here, once; other filters by a transpose_block call
 // ([F / 16, 16, C * KH * KW, 1] -> [F / 16, C * KH * KW, 16, 1]).
+Const general_transpose(const Const& c, const std::vector<int64_t>& perm);
+
 std::string packed_filters(Builder& b, const NodeInfo& n, const Value& w) {
   const int64_t F = w.shape[0], per_filter = element_count(w.shape) / F;
   const Shape packed{F / 16, w.shape[1], w.shape[2], w.shape[3], 16};
   if (w.constant) {
-    const Const& c = *w.constant;
+    Const blocks = *w.constant;  // the same bytes seen as [F / 16, 16, C * KH * KW]
+    blocks.shape = {F / 16, 16, per_filter};
     Value p;
     p.shape = packed;
-    p.constant = Const::make(c.dtype, packed, [&](int64_t k) {
-      int64_t fo = k / (per_filter * 16), j = k / 16 % per_filter, fi = k % 16;
-      return c.at((16 * fo + fi) * per_filter + j);
-    });
+    p.constant = general_transpose(blocks, {0, 2, 1});
+    p.constant->shape = packed;
     return b.tensor_of(p, n.node->input(1) + "_packed");
   }
   return b.call(n, "transpose_block", {{"A", F / 16}, {"B", 16}, {"C", per_filter}, {"D", 1}},

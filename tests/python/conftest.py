@@ -32,6 +32,20 @@ class Kilnd:
         return self.proc.wait(timeout=60)
 
 
+def small_model(tmp_path):
+    """Two convs of 16 filters (the library's conv2d, two shapes of it) and a dense layer on
+    8 x 8 images, exported to ONNX as tmp_path/small.onnx: (its path, the PyTorch module)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Flatten(), torch.nn.Linear(16 * 8 * 8, 4)).eval()
+    path = tmp_path / "small.onnx"
+    torch.onnx.export(m, torch.randn(1, 3, 8, 8), str(path), opset_version=13,
+                      input_names=["x"], output_names=["y"])
+    return path, m
+
+
 @pytest.fixture(scope="session")
 def kilnd():
     k = Kilnd()

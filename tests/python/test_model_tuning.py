@@ -12,21 +12,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import Kilnd
-
-
-def small_model(tmp_path):
-    """Two convs of 16 filters (the library's conv2d, two shapes of it) and a dense layer,
-    exported to ONNX; (its path, the PyTorch module)."""
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    m = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
-                            torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
-                            torch.nn.Flatten(), torch.nn.Linear(16 * 8 * 8, 4)).eval()
-    path = tmp_path / "small.onnx"
-    torch.onnx.export(m, torch.randn(1, 3, 8, 8), str(path), opset_version=13,
-                      input_names=["x"], output_names=["y"])
-    return path, m
+from conftest import Kilnd, small_model
 
 
 def records_of(db, jobs):

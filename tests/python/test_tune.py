@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import SOURCE_DIR, Kilnd
+from conftest import SOURCE_DIR, Kilnd, small_model
 
 GEMM = SOURCE_DIR / "tests" / "bench" / "kernels" / "gemm.kiln"
 SIZES = {"M": 96, "N": 96, "K": 96}
@@ -140,13 +140,7 @@ def test_a_model_is_tuned_as_one_job_over_its_tasks(client, tmp_path):
     each task's trials as records of the task's own job, predicts the model's time from the
     tasks' bests, and is cancelled by its number."""
     torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    m = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
-                            torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
-                            torch.nn.Flatten(), torch.nn.Linear(16 * 8 * 8, 4)).eval()
-    path = tmp_path / "small.onnx"
-    torch.onnx.export(m, torch.randn(1, 3, 8, 8), str(path), opset_version=13,
-                      input_names=["x"], output_names=["y"])
+    path, m = small_model(tmp_path)
     job = client.tune(client.model(path), "local", trials=20, batch=4, min_repeat_ms=2,
                       retime=0, flush_cache=True)
     messages = list(job)
