@@ -10,7 +10,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libxgboost-dev xgboost
   libprotobuf-c-dev protobuf-c-compiler
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
-  libsqlite3-dev libssl-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
+  libsqlite3-dev postgresql-15 libpq-dev libssl-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   clang-19 libfuzzer-19-dev libclang-rt-19-dev
   libonnx-dev libonnx-testdata python3-onnx python3-torch python3-torchvision
 )

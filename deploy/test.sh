@@ -41,6 +41,9 @@ if [ "$failed" -gt 0 ]; then
   exit 1
 fi
 
+# The records tests run against a throwaway PostgreSQL too (install-deps.sh installs it): here
+# its absence is a failure, not a skip.
+export KILN_REQUIRE_POSTGRES=1
 step "unit and end-to-end tests (ctest)" ctest --test-dir build --output-on-failure -j2
 
 # The frontend and the whole compiler under AddressSanitizer and UBSan, briefly: a

@@ -1,6 +1,6 @@
 // kilnd: the compile service (docs/server.md).
 //
-//   kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] [--queue-depth N]
+//   kilnd [--listen HOST:PORT] [--data-dir DIR] [--db URL] [--workers N] [--queue-depth N]
 //         [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N]
 //         [--runner PATH] [--max-source-bytes N] [--max-computations N]
 //         [--max-domain-dims N] [--max-expression-nodes N]
@@ -58,6 +58,7 @@ namespace {
 struct Flags {
   std::string listen = "127.0.0.1:50051";
   std::string data_dir;
+  std::string db;  // the records database: a postgresql:// URL, or a SQLite file
   int workers = 0;
   int queue_depth = kiln::server::ServiceOptions{}.queue_depth;
   size_t cache_bytes = kiln::server::ServiceOptions{}.cache_bytes;
@@ -93,7 +94,7 @@ std::string setting_origin;
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(
       stderr,
-      "kilnd: %s%s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--workers N] "
+      "kilnd: %s%s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--db URL] [--workers N] "
       "[--queue-depth N] [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N] "
       "[--runner PATH] [--max-source-bytes N] [--max-computations N] [--max-domain-dims N] "
       "[--max-expression-nodes N] [--max-isl-operations N] [--max-stage-ms N] [--max-fold-bytes N] "
@@ -176,6 +177,9 @@ Flags parse_flags(int argc, char** argv) {
       f.listen = value();
     } else if (a == "--data-dir") {
       f.data_dir = value();
+    } else if (a == "--db") {
+      f.db = value();
+      if (f.db.empty()) usage("--db: name the records database (postgresql://... or a file)");
     } else if (a == "--workers" || a == "--queue-depth") {
       std::string v = value();
       char* end = nullptr;
@@ -393,7 +397,9 @@ int main(int argc, char** argv) {
   // Tuning jobs build through the service's compile cache and measure on its agents.
   std::unique_ptr<kiln::server::Tuning> tuning;
   try {
-    std::string records = flags.data_dir.empty()
+    // --db names it; else DIR/records.db of --data-dir; else one in memory.
+    std::string records = !flags.db.empty() ? flags.db
+                          : flags.data_dir.empty()
                               ? kiln::records::kInMemory
                               : (std::filesystem::path(flags.data_dir) / "records.db").string();
     tuning = std::make_unique<kiln::server::Tuning>(core.artifacts(), core.fleet_runner(),
@@ -443,8 +449,9 @@ int main(int argc, char** argv) {
     std::string agent_host = flags.agent_listen.substr(0, flags.agent_listen.rfind(':'));
     std::printf("kilnd: agents on %s:%d\n", agent_host.c_str(), fleet->port());
   }
-  if (flags.data_dir.empty())
+  if (flags.data_dir.empty() && flags.db.empty())
     spdlog::warn("no --data-dir: the tuning records are kept in memory and lost when kilnd stops");
+  if (!flags.db.empty()) spdlog::info("records database {}", kiln::records::redacted(flags.db));
   spdlog::info("serving on {}:{} ({}{}); runner {}", host, port,
                flags.tls_cert.empty() ? "plaintext" : "TLS",
                access.token.empty() ? "" : ", token required",

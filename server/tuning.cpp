@@ -52,6 +52,18 @@ constexpr int kMaxBatch = 256;
 constexpr int kMaxPage = 10'000;
 constexpr int kExportPage = 1'000;
 
+// What a call's exception says as a status: the records database out of reach is UNAVAILABLE
+// (the same call may succeed once it is back); the rest as request.h's status_of says.
+Status status_here(const std::exception_ptr& e, const v1::Operator& op) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const records::RecordsUnavailable& u) {
+    return {Code::Unavailable, u.what()};
+  } catch (...) {
+    return status_of(std::current_exception(), op);
+  }
+}
+
 // An operator prepared for tuning: the task (kiln/job.h) of the request's
 // operator, the values it sets and the run-time params' values it gives.
 tuner::Task prepare(const v1::TuneRequest& request, const ir::Func& base, const Limits& limits) {
@@ -241,7 +253,7 @@ struct Tuning::Impl {
         blobs(bs),
         limits(std::move(l)),
         path(records_path),
-        store(records::open_sqlite_store(records_path)) {}
+        store(records::open_store(records_path)) {}
 
   std::shared_ptr<LiveJob> find_live(int64_t id) {
     std::lock_guard<std::mutex> lock(mu);
@@ -426,14 +438,21 @@ void Tuning::Impl::launch(const std::shared_ptr<LiveJob>& live_job, const v1::Op
                           std::function<void()> work) {
   auto body = [this, live_job, op, work = std::move(work)] {
     Status status;
+    bool unreachable = false;  // the records database: the job cannot even be marked failed
     try {
       work();
     } catch (const tuner::Interrupted& e) {
       status = status_of(e.failure());
+    } catch (const records::RecordsUnavailable& e) {
+      unreachable = true;
+      status = {Code::Unavailable,
+                fmt::format("tuning job {} stopped: {}; its records are kept: resume it with "
+                            "ResumeTune (kiln tune --resume {}) once the database is back",
+                            live_job->id, e.what(), live_job->id)};
     } catch (...) {
-      status = status_of(std::current_exception(), op);
+      status = status_here(std::current_exception(), op);
     }
-    if (!status.ok()) {
+    if (!status.ok() && !unreachable) {
       if (stopping) {
         status = {Code::Unavailable,
                   fmt::format("kilnd stopped; tuning job {} keeps its records: resume it with "
@@ -447,8 +466,8 @@ void Tuning::Impl::launch(const std::shared_ptr<LiveJob>& live_job, const v1::Op
         }
         status.message = fmt::format("tuning job {} failed: {}", live_job->id, status.message);
       }
-      spdlog::warn("{}", status.message);
     }
+    if (!status.ok()) spdlog::warn("{}", status.message);
     {
       std::lock_guard<std::mutex> lock(mu);  // no longer live once anyone sees it ended
       if (auto it = live.find(live_job->id); it != live.end() && it->second == live_job)
@@ -721,7 +740,7 @@ Status Tuning::tune(const v1::TuneRequest& request, const ProgressSink& sink,
     std::shared_ptr<LiveJob> job = impl_->start(request, 0, 0, call);
     return impl_->follow(job, 0, !request.detach(), sink, call);
   } catch (...) {
-    return status_of(std::current_exception(), request.op());
+    return status_here(std::current_exception(), request.op());
   }
 }
 
@@ -764,7 +783,7 @@ Status Tuning::resume(const v1::ResumeTuneRequest& request, const ProgressSink& 
     std::shared_ptr<LiveJob> live = impl_->start(r, job->id, trials, call);
     return impl_->follow(live, 0, !request.detach(), sink, call);
   } catch (...) {
-    return status_of(std::current_exception(), v1::Operator{});
+    return status_here(std::current_exception(), v1::Operator{});
   }
 }
 
@@ -791,7 +810,7 @@ Status Tuning::cancel(const v1::CancelTuneRequest& request, v1::CancelTuneRespon
     *response->mutable_job() = impl_->job_of(*impl_->store->job(request.job()));
     return {};
   } catch (...) {
-    return status_of(std::current_exception(), v1::Operator{});
+    return status_here(std::current_exception(), v1::Operator{});
   }
 }
 
@@ -806,7 +825,7 @@ Status Tuning::list_jobs(const v1::ListJobsRequest& request, v1::ListJobsRespons
     }
     return {};
   } catch (...) {
-    return status_of(std::current_exception(), v1::Operator{});
+    return status_here(std::current_exception(), v1::Operator{});
   }
 }
 
@@ -827,7 +846,7 @@ Status Tuning::query(const v1::QueryRecordsRequest& request, v1::QueryRecordsRes
     response->set_next_offset(end < total ? end : 0);
     return {};
   } catch (...) {
-    return status_of(std::current_exception(), v1::Operator{});
+    return status_here(std::current_exception(), v1::Operator{});
   }
 }
 
@@ -905,7 +924,7 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
     }
     return {};
   } catch (...) {
-    return status_of(std::current_exception(), request.op());
+    return status_here(std::current_exception(), request.op());
   }
 }
 
@@ -924,7 +943,7 @@ Status Tuning::export_records(const v1::ExportRecordsRequest& request,
       q.after += static_cast<int64_t>(page.size());
     }
   } catch (...) {
-    return status_of(std::current_exception(), v1::Operator{});
+    return status_here(std::current_exception(), v1::Operator{});
   }
 }
 

@@ -39,8 +39,8 @@ class BlobStore;
 
 class Tuning {
  public:
-  // The records database in the file `records_path` (records::kInMemory: one
-  // in memory); points built by `builder` and measured through `runner`, a
+  // The records database `records_path` names (records::open_store: a postgresql:// URL, a
+  // SQLite file, or records::kInMemory: one in memory); points built by `builder` and measured through `runner`, a
   // model's file read from `blobs` (none: models are refused), all outliving
   // this. Throws records::RecordsError when the database cannot be
   // used.

@@ -1,9 +1,11 @@
-// The tuning-record database (kiln/records.h) on SQLite: records come back as
-// they went in, a job measures a configuration once, queries filter, sort and
-// page, a committed record survives the writer being killed, two jobs (threads,
-// connections, processes) write at once without losing one, and a file that is
-// not a healthy kiln records database is refused with a clear error and left
-// byte for byte as it was.
+// The tuning-record database (kiln/records.h) on both of its stores, SQLite and PostgreSQL (a
+// throwaway server of the test's own): records come back as they went in, a job measures a
+// configuration once, queries filter, sort and page, a committed record survives the writer
+// being killed, two jobs (threads, connections, processes) write at once without losing one.
+// SQLite's own: a file that is not a healthy kiln records database is refused with a clear error
+// and left byte for byte as it was. PostgreSQL's own: a database kiln did not make or a newer
+// kiln made is refused, a call waits through the server restarting and loses nothing, and a
+// server that stays away makes a call unavailable, its URL's password never shown.
 #include "kiln/records.h"
 
 #include <gtest/gtest.h>
@@ -12,28 +14,53 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
+
+#include "postgres_server.h"
 
 namespace kiln::records {
 namespace {
 
-class RecordsTest : public ::testing::Test {
+using kiln::testing::PostgresServer;
+
+// The test's PostgreSQL server, started by the first test that wants one in this process.
+PostgresServer& postgres() {
+  static std::unique_ptr<PostgresServer> server = std::make_unique<PostgresServer>();
+  return *server;
+}
+// A new database's name, once in the process.
+std::string new_database() {
+  static int databases = 0;
+  return "records_" + std::to_string(++databases);
+}
+
+class RecordsFixture : public ::testing::Test {
  protected:
+  // The store's location for this test: a SQLite file, or a PostgreSQL database of its own.
+  virtual std::string location() { return path_; }
+
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "kiln_records_" + std::to_string(getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "/";
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');  // a parameterized test's "NAME/PARAM"
+    dir_ = ::testing::TempDir() + "kiln_records_" + std::to_string(getpid()) + "_" + name + "/";
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     path_ = dir_ + "records.db";
+    where_ = location();
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  std::unique_ptr<RecordStore> open() { return open_store(where_); }
+
   // A store with a workload "w1" on target "x86", and a running job.
   std::unique_ptr<RecordStore> store_with_job(int64_t* job) {
-    auto s = open_sqlite_store(path_);
+    auto s = open();
     s->put_workload({"w1", "matmul", "func matmul { ... }"});
     s->put_target({"x86", "x86_64-linux-gnu", "znver4", "+avx2"});
     *job = s->start_job({0, "w1", "x86", R"({"search":"random","trials":64})"});
@@ -60,20 +87,59 @@ class RecordsTest : public ::testing::Test {
     s << in.rdbuf();
     return s.str();
   }
-  // The error opening `path` gives (empty when it opens).
+  // The error opening the store gives (empty when it opens).
   std::string open_error() {
     try {
-      open_sqlite_store(path_);
+      open();
     } catch (const RecordsError& e) {
       return e.what();
     }
     return "";
   }
 
-  std::string dir_, path_;
+  std::string dir_, path_, where_;
 };
 
-TEST_F(RecordsTest, ARecordComesBackAsItWentIn) {
+// The tests every store passes: the parameter names the store.
+class RecordsTest : public RecordsFixture, public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::string location() override {
+    if (GetParam() == "sqlite") return path_;
+    return postgres().create(new_database());
+  }
+  void SetUp() override {
+    if (GetParam() == "postgresql" && !PostgresServer::available()) {
+      if (PostgresServer::required()) FAIL() << PostgresServer::missing();
+      GTEST_SKIP() << PostgresServer::missing();
+    }
+    RecordsFixture::SetUp();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Stores, RecordsTest, ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& info) { return info.param; });
+
+// SQLite's own: the file.
+class SqliteRecordsTest : public RecordsFixture {};
+
+// PostgreSQL's own: the server.
+class PostgresRecordsTest : public RecordsFixture {
+ protected:
+  std::string location() override {
+    db_ = new_database();
+    return postgres().create(db_);
+  }
+  void SetUp() override {
+    if (!PostgresServer::available()) {
+      if (PostgresServer::required()) FAIL() << PostgresServer::missing();
+      GTEST_SKIP() << PostgresServer::missing();
+    }
+    RecordsFixture::SetUp();
+  }
+  std::string db_;  // the test's database
+};
+
+TEST_P(RecordsTest, ARecordComesBackAsItWentIn) {
   int64_t job = 0;
   auto s = store_with_job(&job);
   Record r = record(job, {{"NR", 16}, {"MB", 64}}, 0.75);
@@ -116,7 +182,7 @@ TEST_F(RecordsTest, ARecordComesBackAsItWentIn) {
   EXPECT_THROW(s->finish_job(job + 100, JobState::Done), RecordsError);
 }
 
-TEST_F(RecordsTest, AJobMeasuresAConfigurationOnce) {
+TEST_P(RecordsTest, AJobMeasuresAConfigurationOnce) {
   int64_t job = 0;
   auto s = store_with_job(&job);
   RecordStore::Added first = s->add_record(record(job, {{"MB", 64}}, 1.0));
@@ -134,7 +200,7 @@ TEST_F(RecordsTest, AJobMeasuresAConfigurationOnce) {
   EXPECT_EQ(s->count({}), 4);
 }
 
-TEST_F(RecordsTest, QueriesFilterSortAndPage) {
+TEST_P(RecordsTest, QueriesFilterSortAndPage) {
   int64_t job = 0;
   auto s = store_with_job(&job);
   s->put_target({"arm", "aarch64-linux-gnu", "generic", ""});
@@ -184,7 +250,7 @@ TEST_F(RecordsTest, QueriesFilterSortAndPage) {
   EXPECT_EQ(s->count(of_job), 30);
 }
 
-TEST_F(RecordsTest, ACommittedRecordSurvivesTheWriterBeingKilled) {
+TEST_P(RecordsTest, ACommittedRecordSurvivesTheWriterBeingKilled) {
   int64_t job = 0;
   store_with_job(&job).reset();
   int acked[2];
@@ -192,7 +258,7 @@ TEST_F(RecordsTest, ACommittedRecordSurvivesTheWriterBeingKilled) {
   pid_t writer = fork();
   if (writer == 0) {
     close(acked[0]);
-    auto s = open_sqlite_store(path_);
+    auto s = open();
     for (int k = 0;; ++k) {
       s->add_record(record(job, {{"K", k}}, 1.0 + k));
       if (write(acked[1], &k, sizeof k) != sizeof k) _exit(1);  // committed: say so
@@ -205,7 +271,7 @@ TEST_F(RecordsTest, ACommittedRecordSurvivesTheWriterBeingKilled) {
   while (read(acked[0], &k, sizeof k) == sizeof k) last = k;
   close(acked[0]);
   waitpid(writer, nullptr, 0);
-  auto s = open_sqlite_store(path_);
+  auto s = open();
   Query q;
   q.limit = -1;
   std::vector<Record> got = s->query(q);
@@ -213,15 +279,15 @@ TEST_F(RecordsTest, ACommittedRecordSurvivesTheWriterBeingKilled) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].config.at("K"), static_cast<int64_t>(i));
 }
 
-TEST_F(RecordsTest, TwoJobsWriteAtOnceAndNoRecordIsLost) {
+TEST_P(RecordsTest, TwoJobsWriteAtOnceAndNoRecordIsLost) {
   int64_t job_a = 0;
   store_with_job(&job_a).reset();
-  int64_t job_b = open_sqlite_store(path_)->start_job({0, "w1", "x86", "{}"});
+  int64_t job_b = open()->start_job({0, "w1", "x86", "{}"});
   constexpr int kEach = 150;
   // Threads on one store, threads on two stores (connections), and processes.
   {
-    auto shared = open_sqlite_store(path_);
-    auto other = open_sqlite_store(path_);
+    auto shared = open();
+    auto other = open();
     auto write = [&](RecordStore* s, int64_t job, int from) {
       for (int k = from; k < from + kEach; ++k) s->add_record(record(job, {{"K", k}}, 1.0));
     };
@@ -233,7 +299,7 @@ TEST_F(RecordsTest, TwoJobsWriteAtOnceAndNoRecordIsLost) {
   for (int c = 0; c < 2; ++c) {
     children[c] = fork();
     if (children[c] == 0) {
-      auto s = open_sqlite_store(path_);
+      auto s = open();
       for (int k = 0; k < kEach; ++k)
         s->add_record(record(c ? job_b : job_a, {{"K", 5000 + k}}, 1.0));
       _exit(0);
@@ -244,7 +310,7 @@ TEST_F(RecordsTest, TwoJobsWriteAtOnceAndNoRecordIsLost) {
     waitpid(c, &status, 0);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   }
-  auto s = open_sqlite_store(path_);
+  auto s = open();
   Query a, b;
   a.job = job_a;
   b.job = job_b;
@@ -252,13 +318,13 @@ TEST_F(RecordsTest, TwoJobsWriteAtOnceAndNoRecordIsLost) {
   EXPECT_EQ(s->count(b), 3 * kEach);
 }
 
-TEST_F(RecordsTest, ProcessesCreatingTheFileAtOnceGetOneSchema) {
+TEST_P(RecordsTest, ProcessesOpeningANewStoreAtOnceGetOneSchema) {
   pid_t children[4];
   for (int c = 0; c < 4; ++c) {
     children[c] = fork();
     if (children[c] == 0) {
       try {
-        auto s = open_sqlite_store(path_);
+        auto s = open();
         s->put_workload({"w1", "matmul", "..."});
         s->add_record(record(0, {{"C", c}}, 1.0));
       } catch (const std::exception& e) {
@@ -273,10 +339,10 @@ TEST_F(RecordsTest, ProcessesCreatingTheFileAtOnceGetOneSchema) {
     waitpid(c, &status, 0);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   }
-  EXPECT_EQ(open_sqlite_store(path_)->count({}), 4);
+  EXPECT_EQ(open()->count({}), 4);
 }
 
-TEST_F(RecordsTest, AFileThatIsNotADatabaseIsRefusedAndLeftAsItWas) {
+TEST_F(SqliteRecordsTest, AFileThatIsNotADatabaseIsRefusedAndLeftAsItWas) {
   std::ofstream(path_) << "these are my notes, not a database\n";
   std::string before = bytes_of(path_);
   std::string e = open_error();
@@ -288,7 +354,7 @@ TEST_F(RecordsTest, AFileThatIsNotADatabaseIsRefusedAndLeftAsItWas) {
 // A records file truncated to nothing is not taken for a new, empty database (the user lost
 // their records and is told so), and is left as it was; one that another process is creating
 // (empty for a moment) is waited for.
-TEST_F(RecordsTest, AnEmptyFileIsRefusedAndLeftAsItWas) {
+TEST_F(SqliteRecordsTest, AnEmptyFileIsRefusedAndLeftAsItWas) {
   {
     int64_t job = 0;
     auto s = store_with_job(&job);
@@ -316,7 +382,7 @@ TEST_F(RecordsTest, AnEmptyFileIsRefusedAndLeftAsItWas) {
   creator.join();
 }
 
-TEST_F(RecordsTest, ATruncatedOrDamagedDatabaseIsRefusedAndLeftAsItWas) {
+TEST_F(SqliteRecordsTest, ATruncatedOrDamagedDatabaseIsRefusedAndLeftAsItWas) {
   int64_t job = 0;
   {
     auto s = store_with_job(&job);
@@ -339,7 +405,7 @@ TEST_F(RecordsTest, ATruncatedOrDamagedDatabaseIsRefusedAndLeftAsItWas) {
   EXPECT_EQ(bytes_of(path_), scribbled);
 }
 
-TEST_F(RecordsTest, ADatabaseFromANewerKilnOrAnotherProgramIsRefused) {
+TEST_F(SqliteRecordsTest, ADatabaseFromANewerKilnOrAnotherProgramIsRefused) {
   open_sqlite_store(path_).reset();
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
@@ -362,7 +428,7 @@ TEST_F(RecordsTest, ADatabaseFromANewerKilnOrAnotherProgramIsRefused) {
   EXPECT_EQ(bytes_of(path_), before);
 }
 
-TEST_F(RecordsTest, ANewFileGetsTheSchemaInWriteAheadLoggingMode) {
+TEST_F(SqliteRecordsTest, ANewFileGetsTheSchemaInWriteAheadLoggingMode) {
   open_sqlite_store(path_).reset();
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
@@ -380,7 +446,7 @@ TEST_F(RecordsTest, ANewFileGetsTheSchemaInWriteAheadLoggingMode) {
   open_sqlite_store(path_).reset();
 }
 
-TEST_F(RecordsTest, NoiseAndRetimingAreKeptAndTheFastestIsByRetimedMedian) {
+TEST_P(RecordsTest, NoiseAndRetimingAreKeptAndTheFastestIsByRetimedMedian) {
   int64_t job = 0;
   auto s = store_with_job(&job);
   Record lucky = record(job, {{"MB", 16}}, 1.0);
@@ -425,7 +491,7 @@ TEST_F(RecordsTest, NoiseAndRetimingAreKeptAndTheFastestIsByRetimedMedian) {
 
 // A database kiln wrote before the noise columns (schema version 1): it opens, is brought up
 // to date, and its records read as they were, with nothing known of their noise.
-TEST_F(RecordsTest, RecordsWrittenBeforeSchemaTwoStillRead) {
+TEST_F(SqliteRecordsTest, RecordsWrittenBeforeSchemaTwoStillRead) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
   const char* v1 = R"sql(
@@ -480,8 +546,8 @@ PRAGMA user_version = 1;
   EXPECT_EQ(s->workload("w1")->shape, "K=32,M=64");
 }
 
-TEST_F(RecordsTest, AnOperatorsWorkloadsAreFoundByItsName) {
-  auto s = open_sqlite_store(path_);
+TEST_P(RecordsTest, AnOperatorsWorkloadsAreFoundByItsName) {
+  auto s = open();
   s->put_workload({"b", "conv2d", "func conv2d { ... 2 }", "C=64"});
   s->put_workload({"a", "conv2d", "func conv2d { ... 1 }", "C=3"});
   s->put_workload({"c", "matmul", "func matmul { ... }", "M=64"});
@@ -491,6 +557,121 @@ TEST_F(RecordsTest, AnOperatorsWorkloadsAreFoundByItsName) {
   EXPECT_EQ(got[0].shape, "C=64");
   EXPECT_EQ(got[1].hash, "a");
   EXPECT_TRUE(s->workloads("pool").empty());
+}
+
+TEST_F(PostgresRecordsTest, TheSchemaIsSQLitesVersionInOneRowAndOpeningAgainChangesNothing) {
+  open().reset();
+  EXPECT_EQ(schema_version(), sqlite_schema_version());
+  EXPECT_EQ(postgres().sql(db_, "SELECT version FROM kiln_schema"),
+            std::to_string(schema_version()));
+  EXPECT_EQ(postgres().sql(db_, "SELECT count(*) FROM kiln_schema"), "1");
+  int64_t job = 0;
+  store_with_job(&job)->add_record(record(job, {{"MB", 64}}, 1.0));
+  auto s = open();
+  EXPECT_EQ(s->count({}), 1);
+  EXPECT_EQ(postgres().sql(db_, "SELECT count(*) FROM kiln_schema"), "1");
+}
+
+TEST_F(PostgresRecordsTest, ADatabaseFromANewerKilnOrWithTablesOfAnotherProgramIsRefused) {
+  open().reset();
+  postgres().sql(db_, "UPDATE kiln_schema SET version = 99");
+  std::string e = open_error();
+  EXPECT_NE(e.find("schema version 99 is from a newer kiln (this one knows up to " +
+                   std::to_string(schema_version()) + ")"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(postgres().sql(db_, "SELECT version FROM kiln_schema"), "99");  // left as it was
+
+  where_ = postgres().create("photos_" + db_);
+  postgres().sql("photos_" + db_, "CREATE TABLE photos(id INTEGER)");
+  e = open_error();
+  EXPECT_NE(e.find("a database with tables kiln did not make"), std::string::npos) << e;
+  EXPECT_EQ(
+      postgres().sql("photos_" + db_, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"),
+      "1");
+}
+
+TEST_F(PostgresRecordsTest, AServerThatCannotBeReachedIsAClearErrorThatNeverShowsThePassword) {
+  std::string url = "postgresql://kiln:hunter2@/records?host=" + dir_ + "nowhere&port=5432";
+  try {
+    open_store(url);
+    FAIL() << "opened " << url;
+  } catch (const RecordsError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("records database postgresql://kiln@" + dir_ +
+                     "nowhere:5432/records: "
+                     "cannot connect"),
+              std::string::npos)
+        << m;
+    EXPECT_EQ(m.find("hunter2"), std::string::npos) << m;
+  }
+  EXPECT_TRUE(is_postgres_url("postgres://h/db"));
+  EXPECT_FALSE(is_postgres_url("/var/lib/kiln/records.db"));
+  EXPECT_EQ(redacted("/var/lib/kiln/records.db"), "/var/lib/kiln/records.db");
+  EXPECT_EQ(redacted("postgresql://kiln:hunter2@db.example:6543/records"),
+            "postgresql://kiln@db.example:6543/records");
+  EXPECT_THROW(open_store("postgresql://kiln@db.example:notaport/records"), RecordsError);
+}
+
+// The server restarts (as a crash, then cleanly) while a job writes: every call waits for it,
+// connects again and goes on; every record acknowledged is there, once.
+TEST_F(PostgresRecordsTest, CallsWaitThroughTheServerRestartingAndLoseNothing) {
+  int64_t job = 0;
+  auto s = store_with_job(&job);
+  std::atomic<int> written{0};
+  std::atomic<bool> stop{false};
+  std::string failure;
+  std::thread writer([&] {
+    try {
+      for (int k = 0; !stop; ++k) {
+        if (!s->add_record(record(job, {{"K", k}}, 1.0 + k)).added) failure = "added twice";
+        written = k + 1;
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  for (const char* mode : {"immediate", "fast"}) {
+    int before = written;
+    while (written < before + 20 && failure.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    postgres().stop(mode);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // calls wait meanwhile
+    postgres().start();
+  }
+  int before = written;
+  while (written < before + 20 && failure.empty())
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  stop = true;
+  writer.join();
+  EXPECT_EQ(failure, "");
+  Query q;
+  q.job = job;
+  q.limit = -1;
+  std::vector<Record> got = s->query(q);
+  ASSERT_EQ(static_cast<int>(got.size()), written.load());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].config.at("K"), static_cast<int64_t>(i));
+}
+
+// A server that stays away longer than the store waits: the call is unavailable, saying what,
+// and the next call once the server is back succeeds.
+TEST_F(PostgresRecordsTest, AServerThatStaysAwayMakesACallUnavailableUntilItIsBack) {
+  PostgresOptions o;
+  o.wait_for_server = std::chrono::milliseconds(600);
+  auto s = open_postgres_store(where_, o);
+  s->put_workload({"w1", "matmul", "func matmul { ... }"});
+  postgres().stop();
+  auto started = std::chrono::steady_clock::now();
+  try {
+    s->count({});
+    FAIL() << "counted with the server stopped";
+  } catch (const RecordsUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("records database " + redacted(where_)), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  postgres().start();
+  EXPECT_EQ(s->workload("w1")->name, "matmul");
 }
 
 TEST(RecordValues, ConfigurationsHaveOneTextForm) {

@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <mutex>
 #include <thread>
+#include <variant>
 
 #include "kiln/records.h"
+#include "store_sql.h"
 
 namespace kiln::records {
 namespace {
@@ -83,6 +85,7 @@ ALTER TABLE workloads ADD COLUMN shape TEXT NOT NULL DEFAULT '';
 )sql",
 };
 constexpr int kSchema = static_cast<int>(std::size(kMigrations));
+static_assert(kSchema == sql::kSchemaVersion, "the two stores write one schema version");
 
 // A failure because another connection held a lock SQLite would not wait for.
 class Busy : public RecordsError {
@@ -97,11 +100,7 @@ class Busy : public RecordsError {
   throw RecordsError(message);
 }
 
-int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using sql::now_unix_ms;
 
 // A prepared statement, finalized at the end of its scope.
 class Statement {
@@ -171,18 +170,6 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
   const std::string& path_;
 };
-
-JobState parse_state(const std::string& s) {
-  if (s == "done") return JobState::Done;
-  if (s == "cancelled") return JobState::Cancelled;
-  if (s == "failed") return JobState::Failed;
-  return JobState::Running;
-}
-
-const char* const kRecordColumns =
-    "id, job, workload, key, config, round_ms, median_ms, error, message, compile_ms, flops, "
-    "compiler_version, agent, unix_ms, host_load, cpu_pressure, attempts, noisy, retime_round_ms, "
-    "retimed_ms, stopped_early";
 
 std::optional<double> optional_real(const Statement& s, int col) {
   if (s.is_null(col)) return std::nullopt;
@@ -350,20 +337,9 @@ class SqliteStore : public RecordStore {
   std::vector<Record> query(const Query& q) override {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<Record> out;
-    std::string sql = std::string("SELECT ") + kRecordColumns + " FROM records" + where(q);
-    switch (q.order) {
-      case Query::Order::Arrival:
-        sql += " ORDER BY id";
-        break;
-      case Query::Order::Fastest:
-        sql += " ORDER BY error != '', retimed_ms IS NULL, coalesce(retimed_ms, median_ms), id";
-        break;
-      case Query::Order::Median:
-        sql += " ORDER BY error != '', median_ms, id";
-        break;
-    }
-    sql += " LIMIT ? OFFSET ?";
-    Statement s(db_, sql, path_);
+    std::string text = std::string("SELECT ") + sql::kRecordColumns + " FROM records" + where(q) +
+                       sql::order_by(q) + " LIMIT ? OFFSET ?";
+    Statement s(db_, text, path_);
     int next = bind_where(s, q);
     s.bind(next, q.limit < 0 ? int64_t{-1} : q.limit).bind(next + 1, q.after);
     while (s.step()) out.push_back(read_record(s));
@@ -377,23 +353,17 @@ class SqliteStore : public RecordStore {
     return s.integer(0);
   }
   std::optional<Record> best(const std::string& workload, const std::string& key) override {
-    Query q;
-    q.workload = workload;
-    q.key = key;
-    q.error = "";
-    q.order = Query::Order::Fastest;
-    q.limit = 1;
-    std::vector<Record> r = query(q);
+    std::vector<Record> r = query(sql::best_of(workload, key));
     if (r.empty()) return std::nullopt;
     return r.front();
   }
 
  private:
-  static constexpr const char* kJobSelect =
-      "SELECT id, workload, key, settings, state, started_unix_ms, finished_unix_ms FROM jobs";
+  static inline const std::string kJobSelect =
+      std::string("SELECT ") + sql::kJobColumns + " FROM jobs";
   static Job read_job(const Statement& s) {
-    return Job{s.integer(0),           s.text(1),    s.text(2),   s.text(3),
-               parse_state(s.text(4)), s.integer(5), s.integer(6)};
+    return Job{s.integer(0), s.text(1),   s.text(2), s.text(3), sql::parse_state(s.text(4)),
+               s.integer(5), s.integer(6)};
   }
   static void bind_optional(Statement& s, int i, const std::optional<double>& v) {
     if (v) {
@@ -403,28 +373,13 @@ class SqliteStore : public RecordStore {
     }
   }
   static std::string where(const Query& q) {
-    std::vector<std::string> terms;
-    if (q.workload) terms.push_back("workload = ?");
-    if (q.name) terms.push_back("workload IN (SELECT hash FROM workloads WHERE name = ?)");
-    if (q.key) terms.push_back("key = ?");
-    if (q.job) terms.push_back("job = ?");
-    if (q.since_unix_ms) terms.push_back("unix_ms >= ?");
-    if (q.until_unix_ms) terms.push_back("unix_ms < ?");
-    if (q.error) terms.push_back("error = ?");
-    std::string out;
-    for (const std::string& t : terms) out += (out.empty() ? " WHERE " : " AND ") + t;
-    return out;
+    return sql::where(q, [](int) { return std::string("?"); });
   }
   // Binds where()'s values; the next parameter's number.
   static int bind_where(Statement& s, const Query& q) {
     int i = 1;
-    if (q.workload) s.bind(i++, *q.workload);
-    if (q.name) s.bind(i++, *q.name);
-    if (q.key) s.bind(i++, *q.key);
-    if (q.job) s.bind(i++, *q.job);
-    if (q.since_unix_ms) s.bind(i++, *q.since_unix_ms);
-    if (q.until_unix_ms) s.bind(i++, *q.until_unix_ms);
-    if (q.error) s.bind(i++, *q.error);
+    for (const auto& v : sql::where_values(q))
+      std::visit([&](const auto& x) { s.bind(i++, x); }, v);
     return i;
   }
 

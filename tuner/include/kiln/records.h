@@ -1,10 +1,12 @@
 // The tuning-record database (DESIGN.md section 7): every measurement the
 // tuner makes -- good, failed or timed out -- is a record, committed the
 // moment it arrives, so a crash loses at most what is in flight. RecordStore
-// is the interface; SQLite is the embedded default (open_sqlite_store), and a
-// shared PostgreSQL store is to implement the same interface.
+// is the interface; SQLite is the embedded default (open_sqlite_store), and
+// PostgreSQL the store several kilnd replicas share (open_postgres_store); open_store
+// chooses by the name it is given.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -110,6 +112,13 @@ class RecordsError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The database cannot be reached now (a PostgreSQL server restarting or gone): nothing was
+// written by the call, and the same call may succeed later.
+class RecordsUnavailable : public RecordsError {
+ public:
+  using RecordsError::RecordsError;
+};
+
 class RecordStore {
  public:
   virtual ~RecordStore() = default;
@@ -154,8 +163,33 @@ class RecordStore {
 // from a newer kiln; such a file is left exactly as it was.
 std::unique_ptr<RecordStore> open_sqlite_store(const std::string& path);
 inline constexpr const char* kInMemory = ":memory:";
-// The schema version this kiln writes.
+// The schema version this kiln writes (schema_version()).
 int sqlite_schema_version();
+
+// How a PostgreSQL store uses its server.
+struct PostgresOptions {
+  int connections = 4;  // at most this many open at once, each used by one call at a time
+  // A call that finds its connection lost (the server restarting, a network cut) connects again
+  // and is tried again, waiting longer each time (50 ms doubling to 2 s), for this long in all;
+  // then it throws RecordsUnavailable.
+  std::chrono::milliseconds wait_for_server{60'000};
+};
+
+// The PostgreSQL store at `url` (postgresql://USER@HOST:PORT/DB, or libpq's "KEY=VALUE ..."
+// form), its schema (the same tables, columns and versions as the SQLite store's, in
+// PostgreSQL's types) created or brought up to date when opened, by one opener at a time.
+// Throws RecordsError, naming the database (never its password), when the server cannot be
+// reached, the database is not a kiln records database, or comes from a newer kiln.
+std::unique_ptr<RecordStore> open_postgres_store(const std::string& url,
+                                                 const PostgresOptions& options = {});
+// Whether `where` names a PostgreSQL database: postgresql:// or postgres://.
+bool is_postgres_url(const std::string& where);
+// The store `where` names: a PostgreSQL database by its URL, else a SQLite file.
+std::unique_ptr<RecordStore> open_store(const std::string& where);
+// `where` as it may be shown: a URL without its password.
+std::string redacted(const std::string& where);
+// The schema version this kiln writes (the same in both stores).
+int schema_version();
 
 // One record as a JSON line (docs/records.md), without the newline.
 std::string record_json(const Record& r);
