@@ -1,30 +1,26 @@
 // The PostgreSQL record store (kiln/records.h): the store several kilnd replicas share. The
-// same tables, columns and schema versions as the SQLite store, in PostgreSQL's types; a pool
-// of connections, each used by one call at a time; every statement committed when it returns
-// (synchronous_commit as the server has it, on by default). A call whose connection is lost
-// (the server restarting) connects again and is tried again, waiting longer each time, until
-// PostgresOptions::wait_for_server has passed: then it throws RecordsUnavailable.
+// same tables, columns and schema versions as the SQLite store, in PostgreSQL's types, over a
+// pool of connections (kiln/pg.h: a call waits through the server restarting); every
+// statement committed when it returns (synchronous_commit as the server has it, on by default).
 #include <fmt/format.h>
 #include <libpq-fe.h>
 
-#include <algorithm>
-#include <charconv>
-#include <condition_variable>
-#include <cstdlib>
 #include <map>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "kiln/pg.h"
 #include "kiln/records.h"
 #include "store_sql.h"
 
 namespace kiln::records {
 namespace {
+
+using pg::Connection;
+using pg::Params;
+using pg::Result;
 
 // Schema versions, each the statements that lead from the one before: the SQLite store's, in
 // PostgreSQL's types (BIGINT for INTEGER, DOUBLE PRECISION for REAL, BOOLEAN for a flag, an
@@ -103,89 +99,6 @@ static_assert(static_cast<int>(std::size(kMigrations)) == sql::kSchemaVersion,
 // Taken while the schema is read and brought up to date: one opener at a time.
 constexpr int64_t kSchemaLock = 0x6b696c6e7265;  // "kilnre"
 
-// The connection was lost (or the server is shutting down or starting): the call may be tried
-// again on a new one.
-class Lost : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Whether a statement's SQLSTATE says the server went away, rather than that it refused it.
-bool connection_lost(const char* state) {
-  if (state == nullptr) return true;  // no answer at all
-  std::string s = state;
-  return s.starts_with("08") || s == "57P01" || s == "57P02" || s == "57P03";
-}
-
-// A statement's values, as text (none: NULL).
-class Params {
- public:
-  Params& text(std::string v) {
-    values_.emplace_back(std::move(v));
-    return *this;
-  }
-  Params& integer(int64_t v) { return text(std::to_string(v)); }
-  Params& real(double v) { return text(fmt::format("{}", v)); }
-  Params& real(const std::optional<double>& v) { return v ? real(*v) : null(); }
-  Params& flag(bool v) { return text(v ? "true" : "false"); }
-  Params& reals(const std::vector<double>& v) {
-    return text(fmt::format("{{{}}}", fmt::join(v, ",")));
-  }
-  Params& null() {
-    values_.emplace_back(std::nullopt);
-    return *this;
-  }
-  int size() const { return static_cast<int>(values_.size()); }
-  std::vector<const char*> pointers() const {
-    std::vector<const char*> out;
-    for (const auto& v : values_) out.push_back(v ? v->c_str() : nullptr);
-    return out;
-  }
-
- private:
-  std::vector<std::optional<std::string>> values_;
-};
-
-// A statement's rows, cleared at the end of its scope; values read from their text form.
-class Result {
- public:
-  explicit Result(PGresult* r) : r_(r) {}
-  ~Result() { PQclear(r_); }
-  Result(Result&& o) noexcept : r_(std::exchange(o.r_, nullptr)) {}
-  Result(const Result&) = delete;
-  Result& operator=(const Result&) = delete;
-
-  int rows() const { return PQntuples(r_); }
-  int64_t changed() const { return std::atoll(PQcmdTuples(r_)); }
-  bool is_null(int row, int col) const { return PQgetisnull(r_, row, col) != 0; }
-  std::string text(int row, int col) const {
-    return std::string(PQgetvalue(r_, row, col), static_cast<size_t>(PQgetlength(r_, row, col)));
-  }
-  int64_t integer(int row, int col) const { return std::atoll(PQgetvalue(r_, row, col)); }
-  double real(int row, int col) const { return std::strtod(PQgetvalue(r_, row, col), nullptr); }
-  std::optional<double> optional_real(int row, int col) const {
-    if (is_null(row, col)) return std::nullopt;
-    return real(row, col);
-  }
-  bool flag(int row, int col) const { return PQgetvalue(r_, row, col)[0] == 't'; }
-  // An array of DOUBLE PRECISION ("{1.5,2.25}"); empty when NULL.
-  std::vector<double> reals(int row, int col) const {
-    std::vector<double> out;
-    if (is_null(row, col)) return out;
-    std::string t = text(row, col);
-    size_t at = 1;  // past '{'
-    while (at < t.size() && t[at] != '}') {
-      size_t end = t.find_first_of(",}", at);
-      out.push_back(std::strtod(t.substr(at, end - at).c_str(), nullptr));
-      at = end + (t[end] == ',' ? 1 : 0);
-    }
-    return out;
-  }
-
- private:
-  PGresult* r_;
-};
-
 Workload read_workload(const Result& r, int row) {
   return Workload{r.text(row, 0), r.text(row, 1), r.text(row, 2), r.text(row, 3)};
 }
@@ -226,82 +139,19 @@ Record read_record(const Result& s, int row) {
   return r;
 }
 
-// One connection to the server, used by one call at a time.
-class Connection {
- public:
-  Connection(PGconn* c, const std::string& name) : c_(c), name_(name) {}
-  // Runs a statement: its rows, or RecordsError (the server refused it) or Lost.
-  Result exec(const std::string& sql, const Params& p = {}) {
-    std::vector<const char*> values = p.pointers();
-    return check(
-        PQexecParams(c_, sql.c_str(), p.size(), nullptr, values.data(), nullptr, nullptr, 0));
-  }
-  // Runs statements with no values (a migration): RecordsError or Lost when one fails.
-  void run(const std::string& sql, const std::string& what) {
-    try {
-      check(PQexec(c_, sql.c_str()));
-    } catch (const Lost&) {
-      throw;
-    } catch (const RecordsError& e) {
-      throw RecordsError(fmt::format("{} ({})", e.what(), what));
-    }
-  }
-
- private:
-  // The rows of `raw`, which it takes; the error it holds, thrown.
-  Result check(PGresult* raw) {
-    Result owned(raw);
-    ExecStatusType status = raw ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
-    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return owned;
-    const char* state = raw ? PQresultErrorField(raw, PG_DIAG_SQLSTATE) : nullptr;
-    std::string message = raw ? PQresultErrorMessage(raw) : PQerrorMessage(c_);
-    while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
-      message.pop_back();
-    if (PQstatus(c_) == CONNECTION_BAD || connection_lost(state))
-      throw Lost(fmt::format("records database {}: the connection was lost: {}", name_, message));
-    throw RecordsError(fmt::format("records database {}: {}", name_, message));
-  }
-
-  PGconn* c_;
-  const std::string& name_;
-};
-
 class PostgresStore : public RecordStore {
  public:
-  PostgresStore(std::string url, PostgresOptions options)
-      : url_(std::move(url)), name_(redacted(url_)), options_(options) {
-    options_.connections = std::max(1, options_.connections);
-  }
-  ~PostgresStore() override {
-    for (PGconn* c : idle_) PQfinish(c);
-  }
+  PostgresStore(std::string url, const PostgresOptions& options)
+      : pool_(std::move(url), pg::PoolOptions{options.connections, options.wait_for_server}) {}
 
   // Connects once and brings the schema up to date, one opener at a time; RecordsError when
   // the server cannot be reached or the database is not one kiln can use.
   void set_up() {
-    PGconn* c = connect();
-    if (PQstatus(c) != CONNECTION_OK) {
-      std::string why = PQerrorMessage(c);
-      PQfinish(c);
-      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-      throw RecordsError(fmt::format("records database {}: cannot connect: {}", name_, why));
-    }
-    Connection db(c, name_);
-    try {
-      migrate(db);
-    } catch (const Lost& e) {
-      PQfinish(c);
-      throw RecordsError(e.what());
-    } catch (...) {
-      PQfinish(c);
-      throw;
-    }
-    idle_.push_back(c);
-    open_ = 1;
+    pool_.connect_now([&](Connection& db) { migrate(db); });
   }
 
   void put_workload(const Workload& w) override {
-    call([&](Connection& db) {
+    pool_.call([&](Connection& db) {
       db.exec(
           "INSERT INTO workloads(hash, name, definition, shape, created_unix_ms) "
           "VALUES($1, $2, $3, $4, $5) "
@@ -315,7 +165,7 @@ class PostgresStore : public RecordStore {
     });
   }
   void put_target(const Target& t) override {
-    call([&](Connection& db) {
+    pool_.call([&](Connection& db) {
       db.exec(
           "INSERT INTO targets(key, triple, cpu, features, first_seen_unix_ms) "
           "VALUES($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
@@ -328,7 +178,7 @@ class PostgresStore : public RecordStore {
     });
   }
   std::vector<Target> targets() override {
-    return call([&](Connection& db) {
+    return pool_.call([&](Connection& db) {
       Result r = db.exec("SELECT key, triple, cpu, features FROM targets ORDER BY key");
       std::vector<Target> out;
       for (int i = 0; i < r.rows(); ++i)
@@ -337,7 +187,7 @@ class PostgresStore : public RecordStore {
     });
   }
   std::optional<Workload> workload(const std::string& hash) override {
-    return call([&](Connection& db) -> std::optional<Workload> {
+    return pool_.call([&](Connection& db) -> std::optional<Workload> {
       Result r = db.exec("SELECT hash, name, definition, shape FROM workloads WHERE hash = $1",
                          Params().text(hash));
       if (r.rows() == 0) return std::nullopt;
@@ -345,7 +195,7 @@ class PostgresStore : public RecordStore {
     });
   }
   std::vector<Workload> workloads(const std::string& name) override {
-    return call([&](Connection& db) {
+    return pool_.call([&](Connection& db) {
       Result r = db.exec(
           "SELECT hash, name, definition, shape FROM workloads WHERE name = $1 "
           "ORDER BY created_unix_ms, seq",
@@ -357,7 +207,7 @@ class PostgresStore : public RecordStore {
   }
 
   int64_t start_job(const Job& j) override {
-    return call([&](Connection& db) {
+    return pool_.call([&](Connection& db) {
       Result r = db.exec(
           "INSERT INTO jobs(workload, key, settings, state, started_unix_ms) "
           "VALUES($1, $2, $3, 'running', $4) RETURNING id",
@@ -370,7 +220,7 @@ class PostgresStore : public RecordStore {
     });
   }
   void finish_job(int64_t id, JobState state) override {
-    call([&](Connection& db) {
+    pool_.call([&](Connection& db) {
       Result r = db.exec("UPDATE jobs SET state = $1, finished_unix_ms = $2 WHERE id = $3",
                          Params()
                              .text(job_state_name(state))
@@ -381,7 +231,7 @@ class PostgresStore : public RecordStore {
     });
   }
   std::optional<Job> job(int64_t id) override {
-    return call([&](Connection& db) -> std::optional<Job> {
+    return pool_.call([&](Connection& db) -> std::optional<Job> {
       Result r = db.exec(fmt::format("SELECT {} FROM jobs WHERE id = $1", sql::kJobColumns),
                          Params().integer(id));
       if (r.rows() == 0) return std::nullopt;
@@ -389,7 +239,7 @@ class PostgresStore : public RecordStore {
     });
   }
   std::vector<Job> jobs(const std::string& workload) override {
-    return call([&](Connection& db) {
+    return pool_.call([&](Connection& db) {
       Params p;
       if (!workload.empty()) p.text(workload);
       Result r = db.exec(fmt::format("SELECT {} FROM jobs{} ORDER BY id DESC", sql::kJobColumns,
@@ -405,7 +255,7 @@ class PostgresStore : public RecordStore {
     const std::string config = config_text(r.config);
     const int64_t unix_ms = r.unix_ms ? r.unix_ms : sql::now_unix_ms();
     int tries = 0;
-    return call([&](Connection& db) -> Added {
+    return pool_.call([&](Connection& db) -> Added {
       ++tries;
       Params p;
       if (r.job != 0) {
@@ -439,7 +289,7 @@ class PostgresStore : public RecordStore {
   }
 
   void set_retime(int64_t id, const std::vector<double>& round_ms, double median_ms) override {
-    call([&](Connection& db) {
+    pool_.call([&](Connection& db) {
       Result r = db.exec("UPDATE records SET retime_round_ms = $1, retimed_ms = $2 WHERE id = $3",
                          Params().reals(round_ms).real(median_ms).integer(id));
       if (r.changed() == 0)
@@ -448,7 +298,7 @@ class PostgresStore : public RecordStore {
   }
 
   std::vector<Record> query(const Query& q) override {
-    return call([&](Connection& db) {
+    return pool_.call([&](Connection& db) {
       Params p = where_params(q);
       int n = p.size();
       if (q.limit < 0) {
@@ -467,7 +317,7 @@ class PostgresStore : public RecordStore {
     });
   }
   int64_t count(const Query& q) override {
-    return call([&](Connection& db) {
+    return pool_.call([&](Connection& db) {
       return db.exec("SELECT count(*) FROM records" + sql::where(q, placeholder), where_params(q))
           .integer(0, 0);
     });
@@ -490,17 +340,6 @@ class PostgresStore : public RecordStore {
       }
     }
     return p;
-  }
-
-  PGconn* connect() const {
-    // kiln's defaults first: the URL's own settings, expanded from dbname, win over them.
-    const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
-    const char* values[] = {"10", "kiln", url_.c_str(), nullptr};
-    PGconn* c = PQconnectdbParams(keys, values, 1);
-    if (c && PQstatus(c) == CONNECTION_OK)
-      PQsetNoticeProcessor(
-          c, [](void*, const char*) {}, nullptr);
-    return c;
   }
 
   // Brings the schema up to date in one transaction, holding the schema lock: another
@@ -532,7 +371,7 @@ class PostgresStore : public RecordStore {
         db.exec("UPDATE kiln_schema SET version = $1", Params().integer(version + 1));
       }
       db.run("COMMIT", "migrate");
-    } catch (const Lost&) {
+    } catch (const pg::Lost&) {
       throw;
     } catch (...) {
       try {
@@ -543,83 +382,8 @@ class PostgresStore : public RecordStore {
     }
   }
 
-  // Runs `f` on a connection of the pool, connecting again and trying again while the
-  // connection is lost, until options_.wait_for_server has passed.
-  template <typename F>
-  auto call(F f) -> decltype(f(std::declval<Connection&>())) {
-    auto give_up = std::chrono::steady_clock::now() + options_.wait_for_server;
-    auto delay = std::chrono::milliseconds(50);
-    for (;;) {
-      PGconn* c = acquire();
-      std::string why;
-      if (c == nullptr) {
-        c = connect();
-        if (PQstatus(c) != CONNECTION_OK) {
-          why = PQerrorMessage(c);
-          while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-          why = fmt::format("records database {}: cannot connect: {}", name_, why);
-          drop(c);
-          c = nullptr;
-        }
-      }
-      if (c != nullptr) {
-        try {
-          Connection db(c, name_);
-          if constexpr (std::is_void_v<decltype(f(db))>) {
-            f(db);
-            release(c);
-            return;
-          } else {
-            auto out = f(db);
-            release(c);
-            return out;
-          }
-        } catch (const Lost& e) {
-          why = e.what();
-          drop(c);
-        } catch (...) {
-          release(c);
-          throw;
-        }
-      }
-      if (std::chrono::steady_clock::now() + delay > give_up)
-        throw RecordsUnavailable(
-            fmt::format("{} (tried for {} s)", why, options_.wait_for_server.count() / 1000.0));
-      std::this_thread::sleep_for(delay);
-      delay = std::min(delay * 2, std::chrono::milliseconds(2000));
-    }
-  }
-
-  // An idle connection, or nullptr when the caller is to open one (counted as open).
-  PGconn* acquire() {
-    std::unique_lock<std::mutex> lock(mu_);
-    free_.wait(lock, [&] { return !idle_.empty() || open_ < options_.connections; });
-    if (!idle_.empty()) {
-      PGconn* c = idle_.back();
-      idle_.pop_back();
-      return c;
-    }
-    ++open_;
-    return nullptr;
-  }
-  void release(PGconn* c) {
-    std::lock_guard<std::mutex> lock(mu_);
-    idle_.push_back(c);
-    free_.notify_one();
-  }
-  void drop(PGconn* c) {
-    PQfinish(c);
-    std::lock_guard<std::mutex> lock(mu_);
-    --open_;
-    free_.notify_one();
-  }
-
-  std::string url_, name_;
-  PostgresOptions options_;
-  std::mutex mu_;
-  std::condition_variable free_;
-  std::vector<PGconn*> idle_;
-  int open_ = 0;
+  pg::Pool pool_;
+  const std::string& name_ = pool_.name();
 };
 
 }  // namespace
@@ -646,16 +410,6 @@ std::string redacted(const std::string& where) {
 
 std::unique_ptr<RecordStore> open_postgres_store(const std::string& url,
                                                  const PostgresOptions& options) {
-  char* error = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(url.c_str(), &error);
-  if (parsed == nullptr) {
-    std::string why = error ? error : "cannot read it";
-    PQfreemem(error);
-    while (!why.empty() && why.back() == '\n') why.pop_back();
-    throw RecordsError(
-        fmt::format("records database {}: not a PostgreSQL URL: {}", redacted(url), why));
-  }
-  PQconninfoFree(parsed);
   auto store = std::make_unique<PostgresStore>(url, options);
   store->set_up();
   return store;
