@@ -48,14 +48,35 @@ void BlobStore::remove_unfinished() {
   }
 }
 
-bool BlobStore::has(const std::string& sha256) const {
+bool BlobStore::here(const std::string& sha256) const {
   std::error_code ec;
   return is_sha256(sha256) && fs::is_regular_file(fs::path(dir_) / sha256, ec);
 }
 
+bool BlobStore::has(const std::string& sha256) const {
+  if (here(sha256)) return true;
+  try {
+    return fetch(sha256);
+  } catch (const std::exception&) {  // not fetched: as if no replica had it
+    return false;
+  }
+}
+
+bool BlobStore::fetch(const std::string& sha256) const {
+  if (share_ == nullptr || !is_sha256(sha256)) return false;
+  std::optional<uint64_t> size = share_->size(sha256);
+  if (!size) return false;
+  // Written as an upload is: checked against its SHA-256, visible only once whole.
+  Upload u(const_cast<BlobStore&>(*this), sha256, *size);
+  u.publish_ = false;
+  share_->fetch(sha256, [&](std::string_view piece) { u.write(piece); });
+  u.finish();
+  return true;
+}
+
 uint64_t BlobStore::size(const std::string& sha256) const {
   std::error_code ec;
-  if (!has(sha256)) return 0;
+  if (!here(sha256)) return 0;
   uintmax_t n = fs::file_size(fs::path(dir_) / sha256, ec);
   return ec ? 0 : n;
 }
@@ -73,7 +94,7 @@ std::string BlobStore::path(const std::string& sha256, std::string_view what) co
 
 std::string BlobStore::put(std::string_view bytes) {
   std::string sha = sha256_hex(bytes);
-  if (has(sha)) return sha;
+  if (here(sha)) return sha;
   Upload u = begin(sha, bytes.size());
   u.write(bytes);
   u.finish();
@@ -94,7 +115,7 @@ BlobStore::Upload BlobStore::begin(const std::string& sha256, uint64_t size) {
 
 BlobStore::Upload::Upload(BlobStore& store, std::string sha256, uint64_t size)
     : store_(&store), sha256_(std::move(sha256)), size_(size), hash_(new Sha256()) {
-  if (store.has(sha256_)) return;  // read and dropped
+  if (store.here(sha256_)) return;  // read and dropped
   temp_ = (fs::path(store.dir_) / ".upload-XXXXXX").string();
   fd_ = mkstemp(temp_.data());
   if (fd_ < 0) {
@@ -108,6 +129,7 @@ BlobStore::Upload::Upload(BlobStore& store, std::string sha256, uint64_t size)
 
 BlobStore::Upload::Upload(Upload&& o) noexcept
     : store_(o.store_),
+      publish_(o.publish_),
       sha256_(std::move(o.sha256_)),
       temp_(std::move(o.temp_)),
       size_(o.size_),
@@ -157,11 +179,22 @@ void BlobStore::Upload::finish() {
   }
   fd_ = -1;
   std::error_code ec;
-  fs::rename(temp_, fs::path(store_->dir_) / sha256_, ec);
+  fs::path kept = fs::path(store_->dir_) / sha256_;
+  fs::rename(temp_, kept, ec);
   if (ec)
     refuse(Code::Internal,
            fmt::format("cannot keep blob {} in {}: {}", sha256_, store_->dir_, ec.message()));
   temp_.clear();
+  if (publish_ && store_->share_) {
+    try {
+      store_->share_->publish(sha256_, kept.string(), size_);
+    } catch (const std::exception& e) {
+      refuse(Code::Unavailable,
+             fmt::format("blob {} is kept by this kilnd but not shared with the other replicas "
+                         "(upload it again): {}",
+                         sha256_, e.what()));
+    }
+  }
 }
 
 }  // namespace kiln::server

@@ -1,14 +1,31 @@
 // Content-addressed blobs in kilnd's data directory (DIR/blobs/SHA256): a model's file as a
 // client uploads it, a compiled model's weights as kilnd makes them. A blob is written once,
 // checked against its SHA-256 as it arrives, and never uploaded twice: a client asks which
-// blobs kilnd has (StatBlobs) before it sends any.
+// blobs kilnd has (StatBlobs) before it sends any. Among kilnd replicas (replica.h) a blob
+// kept by one is published to the others (BlobShare), and one missing here is fetched from
+// there when it is asked for.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace kiln::server {
+
+// Where blobs are shared with other kilnd replicas.
+class BlobShare {
+ public:
+  virtual ~BlobShare() = default;
+  // Publishes the blob in `file` (its SHA-256 checked already); one published before is left.
+  virtual void publish(const std::string& sha256, const std::string& file, uint64_t size) = 0;
+  // The size of a blob another replica published; none when no replica did.
+  virtual std::optional<uint64_t> size(const std::string& sha256) = 0;
+  // The published blob's bytes, a piece at a time, in order.
+  virtual void fetch(const std::string& sha256,
+                     const std::function<void(std::string_view)>& piece) = 0;
+};
 
 class BlobStore {
  public:
@@ -20,8 +37,11 @@ class BlobStore {
   // (kilnd at start), never for one that only reads it (kiln-runner).
   void remove_unfinished();
   uint64_t max_bytes() const { return max_bytes_; }
+  // Shares the blobs with other replicas through `share` (outliving this), from now on.
+  void share(BlobShare* share) { share_ = share; }
 
-  // Whether the blob is here, and its size (0 when it is not).
+  // Whether the blob is here (fetched from another replica when it published it), and its size
+  // (0 when it is not).
   bool has(const std::string& sha256) const;
   uint64_t size(const std::string& sha256) const;
   // The blob's file. Refusal (request.h) NOT_FOUND when it is not here, INVALID_ARGUMENT when
@@ -46,6 +66,7 @@ class BlobStore {
     friend class BlobStore;
     Upload(BlobStore& store, std::string sha256, uint64_t size);
     BlobStore* store_;
+    bool publish_ = true;  // false: fetched from where it was published
     std::string sha256_, temp_;
     uint64_t size_ = 0, received_ = 0;
     int fd_ = -1;
@@ -54,8 +75,14 @@ class BlobStore {
   Upload begin(const std::string& sha256, uint64_t size);
 
  private:
+  // Whether the blob is on this machine's disk.
+  bool here(const std::string& sha256) const;
+  // Fetches a blob another replica published; false when none did.
+  bool fetch(const std::string& sha256) const;
+
   std::string dir_;
   uint64_t max_bytes_;
+  BlobShare* share_ = nullptr;
 };
 
 // Whether s is a SHA-256 as kiln writes one: 64 lowercase hex digits.

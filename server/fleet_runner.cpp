@@ -207,22 +207,7 @@ class JobRunner final : public tuner::Runner {
     } catch (...) {
       return failure_of(status_of(std::current_exception(), v1::Operator{}));
     }
-    const v1::MeasureResult& result = response.result();
-    if (result.error() == v1::MeasureResult::CANCELLED)  // kilnd stopping withdrew it
-      return tuner::Failure{tuner::Failure::Kind::Stopped, std::nullopt, result.message()};
-    tuner::Measurement m;
-    m.round_ms.assign(result.round_ms().begin(), result.round_ms().end());
-    m.median_ms = response.median_ms();
-    m.min_ms = response.min_ms();
-    m.error = run_error_of(result.error());
-    if (m.error) m.message = result.message();
-    m.device = response.agent_id();
-    m.stopped_early = result.stopped_early();
-    if (result.has_host() && result.host().other_cpus() >= 0)
-      m.host_load = result.host().other_cpus();
-    if (result.has_host() && result.host().cpu_pressure() >= 0)
-      m.cpu_pressure = result.host().cpu_pressure();
-    return m;
+    return measurement_of(response);
   }
 
  private:
@@ -236,6 +221,25 @@ class JobRunner final : public tuner::Runner {
 };
 
 }  // namespace
+
+tuner::Outcome<tuner::Measurement> measurement_of(const v1::MeasureResponse& response) {
+  const v1::MeasureResult& result = response.result();
+  if (result.error() == v1::MeasureResult::CANCELLED)  // kilnd stopping withdrew it
+    return tuner::Failure{tuner::Failure::Kind::Stopped, std::nullopt, result.message()};
+  tuner::Measurement m;
+  m.round_ms.assign(result.round_ms().begin(), result.round_ms().end());
+  m.median_ms = response.median_ms();
+  m.min_ms = response.min_ms();
+  m.error = run_error_of(result.error());
+  if (m.error) m.message = result.message();
+  m.device = response.agent_id();
+  m.stopped_early = result.stopped_early();
+  if (result.has_host() && result.host().other_cpus() >= 0)
+    m.host_load = result.host().other_cpus();
+  if (result.has_host() && result.host().cpu_pressure() >= 0)
+    m.cpu_pressure = result.host().cpu_pressure();
+  return m;
+}
 
 FleetRunner::FleetRunner(int64_t timeout_ms, uint64_t memory_bytes)
     : timeout_ms_(timeout_ms), memory_bytes_(memory_bytes) {}

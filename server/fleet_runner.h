@@ -54,6 +54,10 @@ MeasureSpec measure_spec(const Request& r) {
   return m;
 }
 
+// What a tuning job learns from a measurement an agent answered: its rounds and statistics, or
+// how the kernel failed there; a measurement withdrawn as kilnd stopped is the Failure Stopped.
+tuner::Outcome<tuner::Measurement> measurement_of(const v1::MeasureResponse& response);
+
 class FleetRunner {
  public:
   // A job's time and memory limits when its settings give none.

@@ -1,6 +1,7 @@
 // kilnd: the compile service (docs/server.md).
 //
-//   kilnd [--listen HOST:PORT] [--data-dir DIR] [--db URL] [--workers N] [--queue-depth N]
+//   kilnd [--listen HOST:PORT] [--data-dir DIR] [--db URL [--replica NAME] [--lease-ms N]]
+//         [--workers N] [--queue-depth N]
 //         [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N]
 //         [--runner PATH] [--max-source-bytes N] [--max-computations N]
 //         [--max-domain-dims N] [--max-expression-nodes N]
@@ -50,6 +51,7 @@
 #include "kiln/limits.h"
 #include "kiln/records.h"
 #include "local_agent.h"
+#include "replica.h"
 #include "service.h"
 #include "tuning.h"
 
@@ -58,7 +60,9 @@ namespace {
 struct Flags {
   std::string listen = "127.0.0.1:50051";
   std::string data_dir;
-  std::string db;  // the records database: a postgresql:// URL, or a SQLite file
+  std::string db;       // the records database: a postgresql:// URL, or a SQLite file
+  std::string replica;  // with a postgresql:// --db: this replica's name
+  int64_t lease_ms = kiln::server::ReplicaOptions{}.lease.count();
   int workers = 0;
   int queue_depth = kiln::server::ServiceOptions{}.queue_depth;
   size_t cache_bytes = kiln::server::ServiceOptions{}.cache_bytes;
@@ -94,7 +98,8 @@ std::string setting_origin;
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(
       stderr,
-      "kilnd: %s%s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--db URL] [--workers N] "
+      "kilnd: %s%s\nusage: kilnd [--listen HOST:PORT] [--data-dir DIR] "
+      "[--db URL [--replica NAME] [--lease-ms N]] [--workers N] "
       "[--queue-depth N] [--cache-bytes N] [--run-timeout-ms N] [--run-memory-mb N] "
       "[--runner PATH] [--max-source-bytes N] [--max-computations N] [--max-domain-dims N] "
       "[--max-expression-nodes N] [--max-isl-operations N] [--max-stage-ms N] [--max-fold-bytes N] "
@@ -180,6 +185,11 @@ Flags parse_flags(int argc, char** argv) {
     } else if (a == "--db") {
       f.db = value();
       if (f.db.empty()) usage("--db: name the records database (postgresql://... or a file)");
+    } else if (a == "--replica") {
+      f.replica = value();
+      if (f.replica.empty()) usage("--replica: name this replica");
+    } else if (a == "--lease-ms") {
+      f.lease_ms = count_flag(a, value(), 200, 3'600'000);
     } else if (a == "--workers" || a == "--queue-depth") {
       std::string v = value();
       char* end = nullptr;
@@ -394,6 +404,26 @@ int main(int argc, char** argv) {
     service->set_fleet(fleet.get());
   }
   kiln::server::Service& core = *service;
+  // With a PostgreSQL database, kilnd is one replica of several: its jobs measure through the
+  // shared queue, on the agents of every replica (docs/scale-out.md).
+  std::unique_ptr<kiln::server::Replica> replica;
+  if (!flags.replica.empty() && !kiln::records::is_postgres_url(flags.db))
+    usage("--replica: only with --db postgresql://... (replicas share a PostgreSQL database)");
+  if (kiln::records::is_postgres_url(flags.db)) {
+    kiln::server::ReplicaOptions ro;
+    ro.url = flags.db;
+    ro.name = flags.replica;
+    ro.lease = std::chrono::milliseconds(flags.lease_ms);
+    ro.wait_for_agent = std::chrono::milliseconds(flags.agent_wait_ms);
+    ro.limits = options.limits;
+    try {
+      replica = std::make_unique<kiln::server::Replica>(ro, core.fleet_runner(), fleet.get());
+      service->share_blobs(&replica->blobs());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kilnd: %s\n", e.what());
+      return 1;
+    }
+  }
   // Tuning jobs build through the service's compile cache and measure on its agents.
   std::unique_ptr<kiln::server::Tuning> tuning;
   try {
@@ -402,8 +432,9 @@ int main(int argc, char** argv) {
                           : flags.data_dir.empty()
                               ? kiln::records::kInMemory
                               : (std::filesystem::path(flags.data_dir) / "records.db").string();
-    tuning = std::make_unique<kiln::server::Tuning>(core.artifacts(), core.fleet_runner(),
-                                                    &core.blobs(), records, options.limits);
+    tuning =
+        std::make_unique<kiln::server::Tuning>(core.artifacts(), core.fleet_runner(), &core.blobs(),
+                                               records, options.limits, replica.get());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kilnd: %s\n", e.what());
     return 1;
@@ -452,6 +483,13 @@ int main(int argc, char** argv) {
   if (flags.data_dir.empty() && flags.db.empty())
     spdlog::warn("no --data-dir: the tuning records are kept in memory and lost when kilnd stops");
   if (!flags.db.empty()) spdlog::info("records database {}", kiln::records::redacted(flags.db));
+  if (replica) {
+    kiln::server::Tuning* jobs = tuning.get();
+    replica->start(
+        fmt::format("{}:{}", host, port), [jobs](int64_t job) { jobs->adopt(job); },
+        [jobs](int64_t job) { jobs->cancel_here(job); });
+    spdlog::info("replica {}: jobs measured by the agents of every replica", replica->name());
+  }
   spdlog::info("serving on {}:{} ({}{}); runner {}", host, port,
                flags.tls_cert.empty() ? "plaintext" : "TLS",
                access.token.empty() ? "" : ", token required",
@@ -470,7 +508,10 @@ int main(int argc, char** argv) {
   });
   server->Wait();
   stopper.join();
+  if (replica) replica->stop();  // its jobs, stopped above, left for another replica at once
   tuning.reset();
+  service->share_blobs(nullptr);
+  replica.reset();
   local_agent.reset();
   if (fleet) fleet->stop();
   kiln::server::CacheStats s = core.cache_stats();

@@ -107,6 +107,7 @@ const Limits& Service::limits() const { return impl_->options.limits; }
 Artifacts& Service::artifacts() { return impl_->artifacts; }
 FleetRunner& Service::fleet_runner() { return impl_->runner; }
 const BlobStore& Service::blobs() const { return impl_->blobs; }
+void Service::share_blobs(BlobShare* share) { impl_->blobs.share(share); }
 
 void Service::quiet_measurements(const std::string& key) {
   impl_->runner.set_quiet(key, [this](const CallOptions& call) -> std::shared_ptr<void> {

@@ -47,6 +47,7 @@ struct Graph;
 namespace kiln::server {
 
 class BlobStore;
+class BlobShare;
 
 // The most bytes one piece of a blob holds, uploaded or sent back.
 inline constexpr size_t kMaxBlobPiece = size_t{1} << 20;
@@ -126,6 +127,8 @@ class Service {
   Artifacts& artifacts();
   FleetRunner& fleet_runner();
   const BlobStore& blobs() const;
+  // Shares its blobs with other kilnd replicas through `share` (replica.h), outliving this.
+  void share_blobs(BlobShare* share);
   // The measurements on `key` run on this machine (--local-agent): no request compiles while
   // one runs (Admission::Quiet).
   void quiet_measurements(const std::string& key);

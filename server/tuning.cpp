@@ -31,6 +31,7 @@
 #include "kiln/tune.h"
 #include "kiln/v1/service.pb.h"
 #include "outcome.h"
+#include "replica.h"
 #include "request.h"
 #include "wire.h"
 
@@ -237,6 +238,7 @@ struct Tuning::Impl {
   tuner::Builder& builder;
   FleetRunner& runner;
   const BlobStore* blobs;
+  Replica* replica;  // none: kilnd alone
   Limits limits;
   std::string path;
   std::unique_ptr<records::RecordStore> store;
@@ -247,10 +249,11 @@ struct Tuning::Impl {
   std::atomic<bool> stopping{false};
 
   Impl(tuner::Builder& b, FleetRunner& r, const BlobStore* bs, const std::string& records_path,
-       Limits l)
+       Limits l, Replica* rep)
       : builder(b),
         runner(r),
         blobs(bs),
+        replica(rep),
         limits(std::move(l)),
         path(records_path),
         store(records::open_store(records_path)) {}
@@ -274,7 +277,7 @@ struct Tuning::Impl {
     q.job = j.id;
     records += store->count(q);
     v1::TuningJob w;
-    to_wire(j, wl ? wl->name : "", find_live(j.id) != nullptr, records, &w);
+    to_wire(j, wl ? wl->name : "", find_live(j.id) != nullptr || runs_elsewhere(j.id), records, &w);
     for (v1::JobTask& t : tasks) *w.add_tasks() = std::move(t);
     return w;
   }
@@ -301,8 +304,25 @@ struct Tuning::Impl {
   // stops or the job is cancelled (its agents kill them): neither waits for a time limit.
   std::unique_ptr<tuner::Runner> runner_of(const MeasureSpec& spec,
                                            const std::shared_ptr<LiveJob>& job) {
-    return runner.runner(spec, [this, job] { return stopping.load() || job->cancel.load(); });
+    auto stopped = [this, job] { return stopping.load() || job->cancel.load(); };
+    if (replica) return replica->runner(spec, job->id, stopped);
+    return runner.runner(spec, stopped);
   }
+  // The device of an agent of `key`: this kilnd's, or with a replica, any replica's.
+  v1::Device device(const std::string& key, const CallOptions& call) {
+    return replica ? replica->device(key, call) : runner.device(key, call);
+  }
+  // With a replica: whether job `id` runs at another replica now (its driver's lease live).
+  bool runs_elsewhere(int64_t id) {
+    if (!replica) return false;
+    std::optional<JobLease> l = replica->queue().job(id);
+    return l && l->live && !l->ended && l->owner != replica->name();
+  }
+  // Appends a progress message to a live job's stream (and, with a replica, to the shared one
+  // clients of other replicas follow).
+  void post(LiveJob& job, v1::TuneProgress w);
+  // With a replica: follows job `id` run by another replica, from its shared stream.
+  Status follow_elsewhere(int64_t id, const ProgressSink& sink, const CallOptions& call);
   // A live job's hooks (tuner::TuneHooks or ScheduleHooks) but its progress: cancelled with
   // it, stopping with kilnd.
   template <typename Hooks>
@@ -342,12 +362,13 @@ void Tuning::Impl::retime(const std::string& workload, const std::string& key, i
   auto task = std::make_shared<const tuner::Task>(prepare(r, limits));
   MeasureSpec spec = measure_spec(r);
   CompileOptions options = compile_options(r.options(), limits);
-  options.target = FleetRunner::target(runner.device(r.key(), call), r.key(), spec.gpu);
+  options.target = FleetRunner::target(device(r.key(), call), r.key(), spec.gpu);
   auto stopped = [this, call] {
     return stopping.load() || (call.cancelled && call.cancelled()) ||
            (call.deadline && std::chrono::steady_clock::now() >= *call.deadline);
   };
-  std::unique_ptr<tuner::Runner> agents = runner.runner(spec, stopped);
+  std::unique_ptr<tuner::Runner> agents =
+      replica ? replica->runner(spec, 0, stopped) : runner.runner(spec, stopped);
   records::Query q;
   q.workload = workload;
   q.key = key;
@@ -425,7 +446,14 @@ std::shared_ptr<LiveJob> Tuning::Impl::enlist(int64_t job_id,
            fmt::format("tuning job {} is running already; follow it with ResumeTune", job_id));
   if (job_id == 0) {
     job_id = new_job();
+    if (replica) replica->queue().claim_job(job_id);
   } else {
+    if (replica && !replica->queue().claim_job(job_id)) {
+      std::optional<JobLease> l = replica->queue().job(job_id);
+      refuse(Code::FailedPrecondition,
+             fmt::format("tuning job {} is running at replica {}; follow it with ResumeTune",
+                         job_id, l ? l->owner : "?"));
+    }
     store->finish_job(job_id, records::JobState::Running);
   }
   live_job->id = job_id;
@@ -468,6 +496,19 @@ void Tuning::Impl::launch(const std::shared_ptr<LiveJob>& live_job, const v1::Op
       }
     }
     if (!status.ok()) spdlog::warn("{}", status.message);
+    if (replica) {
+      // Ended here: its lease ends with it. Stopped before its end (kilnd stopping, the database
+      // away): left for another replica, or this one later, to adopt.
+      try {
+        if (status.ok() || (!stopping && !unreachable)) {
+          replica->queue().end_job(live_job->id, status);
+        } else {
+          replica->queue().release_job(live_job->id);
+        }
+      } catch (const std::exception& e) {
+        spdlog::warn("tuning job {}: its lease: {}", live_job->id, e.what());
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(mu);  // no longer live once anyone sees it ended
       if (auto it = live.find(live_job->id); it != live.end() && it->second == live_job)
@@ -494,16 +535,18 @@ void Tuning::Impl::launch(const std::shared_ptr<LiveJob>& live_job, const v1::Op
   }
 }
 
-namespace {
-
-// Appends a progress message to a live job's stream.
-void post(LiveJob& job, v1::TuneProgress w) {
+void Tuning::Impl::post(LiveJob& job, v1::TuneProgress w) {
+  if (replica) {
+    try {
+      replica->queue().post(job.id, w);
+    } catch (const std::exception& e) {  // the job goes on; clients here still follow it
+      spdlog::warn("tuning job {}: its progress was not shared: {}", job.id, e.what());
+    }
+  }
   std::lock_guard<std::mutex> lock(job.mu);
   job.messages.push_back(std::move(w));
   job.changed.notify_all();
 }
-
-}  // namespace
 
 std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t job_id,
                                              int32_t trials, const CallOptions& call) {
@@ -519,8 +562,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
                                                        : prepare(request, limits));
   MeasureSpec spec = measure_spec(request);
   // The key's target: what its agents compile for.
-  const Target target =
-      FleetRunner::target(runner.device(request.key(), call), request.key(), spec.gpu);
+  const Target target = FleetRunner::target(device(request.key(), call), request.key(), spec.gpu);
 
   tuner::TuneSettings settings = settings_of(request, target);
   if (request.features() == "iter") {
@@ -557,7 +599,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
     auto progress = [&](const tuner::TuneProgress& p) {
       v1::TuneProgress w;
       to_wire(p, *task, records_key, request.search(), &w);
-      post(*live_job, std::move(w));
+      this->post(*live_job, std::move(w));
     };
     std::unique_ptr<tuner::Runner> job_runner = runner_of(spec, live_job);
     auto hooks = stop_hooks<tuner::TuneHooks>(live_job);
@@ -597,8 +639,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, cons
            "features: a model's tasks are searched with the knob features; iter is for one "
            "func's job");
   MeasureSpec spec = measure_spec(request);
-  const Target target =
-      FleetRunner::target(runner.device(request.key(), call), request.key(), spec.gpu);
+  const Target target = FleetRunner::target(device(request.key(), call), request.key(), spec.gpu);
   const std::string records_key = record_key(request);
 
   tuner::ScheduleSettings settings;
@@ -668,7 +709,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, cons
         auto progress = [&](const tuner::ScheduleProgress& p) {
           v1::TuneProgress w;
           to_wire(p, *tasks, live_job->id, model, records_key, request.search(), &w);
-          post(*live_job, std::move(w));
+          this->post(*live_job, std::move(w));
         };
         std::unique_ptr<tuner::Runner> job_runner = runner_of(spec, live_job);
         auto hooks = stop_hooks<tuner::ScheduleHooks>(live_job);
@@ -723,8 +764,9 @@ Status Tuning::Impl::follow(const std::shared_ptr<LiveJob>& job, size_t next, bo
 }
 
 Tuning::Tuning(tuner::Builder& builder, FleetRunner& runner, const BlobStore* blobs,
-               const std::string& records_path, Limits limits)
-    : impl_(std::make_unique<Impl>(builder, runner, blobs, records_path, std::move(limits))) {}
+               const std::string& records_path, Limits limits, Replica* replica)
+    : impl_(std::make_unique<Impl>(builder, runner, blobs, records_path, std::move(limits),
+                                   replica)) {}
 
 Tuning::~Tuning() { stop(); }
 
@@ -760,6 +802,14 @@ Status Tuning::resume(const v1::ResumeTuneRequest& request, const ProgressSink& 
       }
       return impl_->follow(live, from, false, sink, call);
     }
+    if (impl_->runs_elsewhere(request.job())) {
+      if (request.trials() != 0)
+        refuse(Code::FailedPrecondition,
+               fmt::format("tuning job {} is running at another replica: its trials can change "
+                           "once it has stopped (resume without trials to follow it)",
+                           request.job()));
+      return impl_->follow_elsewhere(request.job(), sink, call);
+    }
     std::optional<records::Job> job = impl_->store->job(request.job());
     if (!job) refuse(Code::NotFound, fmt::format("no tuning job {}", request.job()));
     std::optional<records::Workload> w = impl_->store->workload(job->workload);
@@ -780,7 +830,14 @@ Status Tuning::resume(const v1::ResumeTuneRequest& request, const ProgressSink& 
              fmt::format("tuning job {} is done ({} records); ask for more trials than that to "
                          "go on",
                          job->id, measured));
-    std::shared_ptr<LiveJob> live = impl_->start(r, job->id, trials, call);
+    std::shared_ptr<LiveJob> live;
+    try {
+      live = impl_->start(r, job->id, trials, call);
+    } catch (const Refusal&) {
+      // Adopted here meanwhile (its replica died): followed as a job running here is.
+      live = impl_->find_live(job->id);
+      if (!live || request.trials() != 0) throw;
+    }
     return impl_->follow(live, 0, !request.detach(), sink, call);
   } catch (...) {
     return status_here(std::current_exception(), v1::Operator{});
@@ -801,8 +858,24 @@ Status Tuning::cancel(const v1::CancelTuneRequest& request, v1::CancelTuneRespon
                fmt::format("tuning job {} is stopping: it ends once its measurements in flight "
                            "are withdrawn (ListJobs shows when)",
                            request.job()));
+    } else if (impl_->runs_elsewhere(job->id)) {
+      // Its driver is another replica: asked there, through the database, and waited for.
+      impl_->replica->queue().request_cancel(job->id);
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+      for (;;) {
+        std::optional<JobLease> l = impl_->replica->queue().job(job->id);
+        if (!l || l->ended) break;
+        if (std::chrono::steady_clock::now() >= give_up)
+          refuse(Code::DeadlineExceeded,
+                 fmt::format("tuning job {} is stopping at replica {}: it ends once its "
+                             "measurements in flight are withdrawn (ListJobs shows when)",
+                             job->id, l->owner));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
     } else if (job->state == records::JobState::Running) {
-      impl_->store->finish_job(job->id, records::JobState::Cancelled);  // interrupted before
+      impl_->store->finish_job(job->id, records::JobState::Cancelled);   // interrupted before
+      if (impl_->replica && impl_->replica->queue().claim_job(job->id))  // no replica adopts it
+        impl_->replica->queue().end_job(job->id, {Code::Cancelled, "cancelled"});
     } else {
       refuse(Code::FailedPrecondition, fmt::format("tuning job {} is {}, not running", job->id,
                                                    records::job_state_name(job->state)));
@@ -812,6 +885,77 @@ Status Tuning::cancel(const v1::CancelTuneRequest& request, v1::CancelTuneRespon
   } catch (...) {
     return status_here(std::current_exception(), v1::Operator{});
   }
+}
+
+Status Tuning::Impl::follow_elsewhere(int64_t id, const ProgressSink& sink,
+                                      const CallOptions& call) {
+  SharedQueue& queue = replica->queue();
+  // From the last message so far, as a live job here is followed.
+  int64_t seq = 0, last = 0;
+  std::vector<v1::TuneProgress> backlog;
+  for (;;) {
+    std::vector<v1::TuneProgress> page = queue.progress(id, seq, &last);
+    if (page.empty()) break;
+    backlog = std::move(page);
+    seq = last;
+  }
+  if (!backlog.empty() && !sink(backlog.back()))
+    return {Code::Cancelled, fmt::format("the client went away; tuning job {} goes on", id)};
+  for (;;) {
+    std::optional<JobLease> l = queue.job(id);
+    for (const v1::TuneProgress& m : queue.progress(id, seq, &last))
+      if (!sink(m))
+        return {Code::Cancelled, fmt::format("the client went away; tuning job {} goes on", id)};
+    seq = last;
+    if (!l || l->ended) {
+      for (const v1::TuneProgress& m : queue.progress(id, seq, &last))  // those before its end
+        if (!sink(m)) break;
+      return l ? l->status : Status{};
+    }
+    if (stopping)
+      return {Code::Unavailable,
+              fmt::format("kilnd is stopping; tuning job {} goes on at replica {}", id, l->owner)};
+    if (call.cancelled && call.cancelled())
+      return {Code::Cancelled, fmt::format("the client went away; tuning job {} goes on", id)};
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+void Tuning::adopt(int64_t id) {
+  Replica* replica = impl_->replica;
+  if (!replica) return;
+  std::optional<records::Job> job = impl_->store->job(id);
+  if (!job || job->state != records::JobState::Running) {
+    // The records say it is over (cancelled while orphaned, or never started): so is its lease.
+    if (replica->queue().claim_job(id))
+      replica->queue().end_job(id, {Code::Ok, job ? fmt::format("tuning job {} is {}", id,
+                                                                records::job_state_name(job->state))
+                                                  : fmt::format("no tuning job {}", id)});
+    return;
+  }
+  if (impl_->find_live(id)) return;             // a client here resumed it first
+  if (!replica->queue().claim_job(id)) return;  // another replica was first
+  try {
+    std::optional<records::Workload> w = impl_->store->workload(job->workload);
+    if (!w) refuse(Code::Internal, fmt::format("its workload {} is missing", job->workload));
+    spdlog::info("tuning job {}: adopted (its replica went away)", id);
+    if (is_model(*w)) {
+      impl_->resume_model(*job, *w, 0, CallOptions{});
+    } else {
+      impl_->start(request_of_job(*job, *w), id, 0, CallOptions{});
+    }
+  } catch (...) {
+    Status s = status_here(std::current_exception(), v1::Operator{});
+    try {
+      replica->queue().release_job(id);
+    } catch (const std::exception&) {  // its lease lapses on its own
+    }
+    throw std::runtime_error(s.message);
+  }
+}
+
+void Tuning::cancel_here(int64_t job) {
+  if (std::shared_ptr<LiveJob> live = impl_->find_live(job)) live->cancel = true;
 }
 
 Status Tuning::list_jobs(const v1::ListJobsRequest& request, v1::ListJobsResponse* response) {

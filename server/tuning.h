@@ -36,16 +36,20 @@ class ExportRecordsChunk;
 namespace kiln::server {
 
 class BlobStore;
+class Replica;
 
 class Tuning {
  public:
   // The records database `records_path` names (records::open_store: a postgresql:// URL, a
-  // SQLite file, or records::kInMemory: one in memory); points built by `builder` and measured through `runner`, a
-  // model's file read from `blobs` (none: models are refused), all outliving
+  // SQLite file, or records::kInMemory: one in memory); points built by `builder` and measured
+  // through `runner`, a model's file read from `blobs` (none: models are refused), all outliving
   // this. Throws records::RecordsError when the database cannot be
   // used.
+  // With a `replica` (kilnd one of several sharing PostgreSQL, replica.h), its jobs measure
+  // through the shared queue, their progress streams from any replica, a cancel works from any,
+  // and a job whose replica died is adopted here (adopt()).
   Tuning(tuner::Builder& builder, FleetRunner& runner, const BlobStore* blobs,
-         const std::string& records_path, Limits limits);
+         const std::string& records_path, Limits limits, Replica* replica = nullptr);
   ~Tuning();  // stop()
   Tuning(const Tuning&) = delete;
   Tuning& operator=(const Tuning&) = delete;
@@ -69,6 +73,13 @@ class Tuning {
   // kilnd is stopping: every job ends after the measurements in flight, left
   // running in the database, to be resumed; new jobs are refused.
   void stop();
+
+  // With a replica: goes on with job `job`, whose driver's lease expired (it died or stopped),
+  // unless another replica took it first; no client follows it here (any replica's ResumeTune
+  // does). Throws what starting it throws; the job is then left for another try.
+  void adopt(int64_t job);
+  // With a replica: job `job`, if it runs here, was asked to cancel at another replica.
+  void cancel_here(int64_t job);
 
  private:
   struct Impl;

@@ -19,6 +19,7 @@
 #include "artifact_cache.h"
 #include "device.h"
 #include "log.h"
+#include "measure.h"
 #include "session.h"
 #include "tls.h"
 
@@ -27,8 +28,10 @@ static const char* const kUsage =
     "                  [--tls] [--tls-ca FILE] [--tls-server-name NAME]\n"
     "                  [--cpu NAME] [--features LIST] [--cache-mb N] [--max-frame-mb N]\n"
     "                  [--gpu LIST] [--log-level debug|info|warning|error] [--once]\n"
-    "                  [--print-device]\n"
-    "  --gpu LIST      serve only these GPUs (driver numbers, 0,2); jobs name them 0, 1, ...\n";
+    "                  [--print-device] [--simulate-ms N]\n"
+    "  --gpu LIST      serve only these GPUs (driver numbers, 0,2); jobs name them 0, 1, ...\n"
+    "  --simulate-ms N run no kernel: answer every job with one round of N ms after N ms\n"
+    "                  (a stand-in device for benchmarking kilnd's control plane)\n";
 
 static void usage_error(const char* fmt, const char* what) {
   fprintf(stderr, "kiln-agent: ");
@@ -142,6 +145,8 @@ int main(int argc, char** argv) {
       snprintf(id, sizeof id, "%s", v);
     else if (!strcmp(a, "--slots"))
       cfg.slots = (int)count_arg(a, v, 1, 64);
+    else if (!strcmp(a, "--simulate-ms"))
+      measure_simulate_ms = (int)count_arg(a, v, 1, 600000);
     else if (!strcmp(a, "--tls-ca"))
       tls_ca = v, tls = 1;
     else if (!strcmp(a, "--tls-server-name"))

@@ -12,6 +12,11 @@
 /* Whether an artifact kind is GPU code ("cubin", "ptx"). */
 int is_gpu_kind(const char* kind);
 
+/* > 0: no kernel is run. Each job sleeps this many ms and answers one round of that time: the
+   agent stands in for a device when the control plane is what is measured (--simulate-ms,
+   tests/bench/run.sh scale). */
+extern int measure_simulate_ms;
+
 /* Runs `job` on the artifact `code` in this process and fills `r` (job_id, error and message,
    rounds, outputs). Everything it allocates lives until the process exits: it runs in a child
    that exits after sending `r`. */

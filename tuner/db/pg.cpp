@@ -127,6 +127,22 @@ void Connection::run(const std::string& sql, const std::string& what) {
   }
 }
 
+void Connection::transaction(const std::string& what, const std::function<void()>& body) {
+  run("BEGIN", what);
+  try {
+    body();
+  } catch (const Lost&) {
+    throw;  // the server ended the transaction with the connection
+  } catch (...) {
+    try {
+      run("ROLLBACK", what);
+    } catch (...) {  // the error that led here says more
+    }
+    throw;
+  }
+  run("COMMIT", what);
+}
+
 Result Connection::check(PGresult* raw) {
   Result owned(raw);
   ExecStatusType status = raw ? PQresultStatus(raw) : PGRES_FATAL_ERROR;

@@ -345,18 +345,17 @@ class PostgresStore : public RecordStore {
   // Brings the schema up to date in one transaction, holding the schema lock: another
   // opener waits, then finds it done.
   void migrate(Connection& db) {
-    db.run("BEGIN", "reading the schema");
-    try {
+    db.transaction("migrate", [&] {
       db.exec(fmt::format("SELECT pg_advisory_xact_lock({})", kSchemaLock));
       Result known = db.exec("SELECT to_regclass('kiln_schema') IS NOT NULL");
       int version = 0;
       if (known.flag(0, 0)) {
         version = static_cast<int>(db.exec("SELECT version FROM kiln_schema").integer(0, 0));
       } else if (db.exec("SELECT count(*) FROM pg_catalog.pg_tables "
-                         "WHERE schemaname = current_schema()")
+                         "WHERE schemaname = current_schema() AND tablename NOT LIKE 'kiln\\_%'")
                      .integer(0, 0) > 0) {
         throw RecordsError(fmt::format(
-            "records database {}: a database with tables kiln did not make (no kiln_schema "
+            "records database {}: a database with tables kiln did not make (and no kiln_schema "
             "table); kiln left it as it is: name an empty database, or another schema "
             "(options=-csearch_path=NAME in the URL)",
             name_));
@@ -370,16 +369,7 @@ class PostgresStore : public RecordStore {
         db.run(kMigrations[version], fmt::format("schema version {}", version + 1));
         db.exec("UPDATE kiln_schema SET version = $1", Params().integer(version + 1));
       }
-      db.run("COMMIT", "migrate");
-    } catch (const pg::Lost&) {
-      throw;
-    } catch (...) {
-      try {
-        db.run("ROLLBACK", "migrate");
-      } catch (...) {  // the error that led here says more
-      }
-      throw;
-    }
+    });
   }
 
   pg::Pool pool_;

@@ -83,6 +83,8 @@ class Connection {
   Result exec(const std::string& sql, const Params& p = {});
   // Runs statements with no values (a migration, BEGIN); `what` says what for, in an error.
   void run(const std::string& sql, const std::string& what);
+  // Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+  void transaction(const std::string& what, const std::function<void()>& body);
 
  private:
   Result check(pg_result* raw);
