@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 
 #include "kiln/digest.h"
@@ -87,7 +88,6 @@ class SharedRunner final : public tuner::Runner {
       r.set_agent(in.device);
       int64_t task = queue.enqueue(job_, r, sha);
 
-      auto delay = std::chrono::milliseconds(2);
       auto agentless_since = std::chrono::steady_clock::now();
       auto checked = agentless_since;
       for (;;) {
@@ -123,8 +123,7 @@ class SharedRunner final : public tuner::Runner {
                     : fmt::format("agent {} is connected to no replica", in.device)};
           }
         }
-        std::this_thread::sleep_for(delay);
-        delay = std::min(delay * 2, std::chrono::milliseconds(50));
+        replica_.await_end(task, std::chrono::milliseconds(250));
       }
     } catch (const records::RecordsUnavailable& e) {
       return tuner::Failure{tuner::Failure::Kind::Unavailable, std::nullopt, e.what()};
@@ -168,12 +167,14 @@ void Replica::start(std::string address, std::function<void(int64_t)> adopt,
   cancel_ = std::move(cancel);
   heartbeat_ = std::thread([this] { heartbeat_loop(); });
   worker_ = std::thread([this] { worker_loop(); });
+  ends_ = std::thread([this] { ends_loop(); });
 }
 
 void Replica::stop() {
   if (stopping_.exchange(true)) return;
   if (worker_.joinable()) worker_.join();
   if (heartbeat_.joinable()) heartbeat_.join();
+  if (ends_.joinable()) ends_.join();
   {
     std::unique_lock<std::mutex> lock(mu_);
     idle_.wait(lock, [&] { return running_ == 0; });
@@ -250,8 +251,35 @@ void Replica::heartbeat_loop() {
   while (adopting_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
+bool Replica::await_end(int64_t id, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(ends_mu_);
+  awaited_.emplace(id, false);
+  bool ended = ended_.wait_for(lock, timeout, [&] { return awaited_[id] || stopping_; });
+  awaited_.erase(id);
+  return ended;
+}
+
+void Replica::ends_loop() {
+  pg::Listener ends(queue_.url(), SharedQueue::kEnded);
+  while (!stopping_) {
+    std::vector<std::string> ids = ends.wait(std::chrono::milliseconds(200));
+    if (ids.empty()) continue;
+    std::lock_guard<std::mutex> lock(ends_mu_);
+    bool any = false;
+    for (const std::string& id : ids) {
+      auto it = awaited_.find(std::atoll(id.c_str()));
+      if (it != awaited_.end()) it->second = any = true;
+    }
+    if (any) ended_.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(ends_mu_);
+  ended_.notify_all();
+}
+
 void Replica::worker_loop() {
-  auto delay = std::chrono::milliseconds(2);
+  // Woken when a task is queued (NOTIFY) or a measurement here ends; else it looks every
+  // 100 ms (a notice may be missed, a lease lapse).
+  pg::Listener queued(queue_.url(), SharedQueue::kQueued);
   while (!stopping_) {
     std::map<std::string, int> free;
     std::set<std::string> agents;
@@ -280,9 +308,17 @@ void Replica::worker_loop() {
       }
       std::thread([this, t = std::move(t)]() mutable { measure(std::move(t)); }).detach();
     }
-    delay = tasks.empty() ? std::min(delay * 2, std::chrono::milliseconds(100))
-                          : std::chrono::milliseconds(2);
-    std::this_thread::sleep_for(delay);
+    if (!tasks.empty()) continue;  // more may wait
+    bool room = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      for (const auto& [key, n] : free) room = room || n > 0;
+      if (!room) {  // every slot busy: woken when one is free
+        freed_.wait_for(lock, std::chrono::milliseconds(100));
+        continue;
+      }
+    }
+    queued.wait(std::chrono::milliseconds(100));
   }
 }
 
@@ -344,6 +380,7 @@ void Replica::measure(SharedTask task) {
   lost_.erase(id);
   --running_;
   idle_.notify_all();
+  freed_.notify_all();
 }
 
 }  // namespace kiln::server

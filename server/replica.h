@@ -74,9 +74,14 @@ class Replica {
   std::unique_ptr<tuner::Runner> runner(MeasureSpec spec, int64_t job,
                                         std::function<bool()> stopping);
 
+  // A driver waits for the end of task `id` (one it queued): true once a replica said it ended
+  // (NOTIFY), false after `timeout` (then it looks for itself: a notice may be missed).
+  bool await_end(int64_t id, std::chrono::milliseconds timeout);
+
  private:
   void heartbeat_loop();
   void worker_loop();
+  void ends_loop();
   void measure(SharedTask task);
   std::shared_ptr<const codegen::Artifact> artifact(const std::string& sha256);
 
@@ -106,7 +111,7 @@ class Replica {
   std::string address_;
   std::function<void(int64_t)> adopt_, cancel_;
   std::atomic<bool> stopping_{false}, adopting_{false};
-  std::thread heartbeat_, worker_;
+  std::thread heartbeat_, worker_, ends_;
 
   std::mutex mu_;  // what follows
   std::condition_variable idle_;
@@ -114,6 +119,11 @@ class Replica {
   std::set<int64_t> held_, lost_;         // tasks leased here; of them, those it lost
   int running_ = 0;                       // measurement threads
   std::map<std::string, std::shared_ptr<const codegen::Artifact>> artifacts_;  // by SHA-256
+  std::condition_variable freed_;  // a measurement here ended: a slot is free
+
+  std::mutex ends_mu_;  // what follows
+  std::condition_variable ended_;
+  std::map<int64_t, bool> awaited_;  // tasks drivers here wait for: whether they ended
 };
 
 }  // namespace kiln::server

@@ -108,7 +108,7 @@ std::string ids_text(const std::set<int64_t>& ids) {
 
 SharedQueue::SharedQueue(const std::string& url, std::string replica,
                          std::chrono::milliseconds lease)
-    : pool_(url, pg::PoolOptions{}), replica_(std::move(replica)), lease_(lease) {
+    : url_(url), pool_(url, pg::PoolOptions{}), replica_(std::move(replica)), lease_(lease) {
   pool_.connect_now([](Connection& db) {
     db.transaction("making the replicas' tables", [&] {
       db.exec(fmt::format("SELECT pg_advisory_xact_lock({})", kTablesLock));
@@ -373,8 +373,9 @@ int64_t SharedQueue::enqueue(int64_t job, const v1::MeasureRequest& request,
   return pool_.call([&](Connection& db) {
     return db
         .exec(
-            "INSERT INTO kiln_tasks(job, key, agent, priority, request, artifact) "
-            "VALUES($1, $2, $3, $4, $5, $6) RETURNING id",
+            "WITH t AS (INSERT INTO kiln_tasks(job, key, agent, priority, request, artifact) "
+            "VALUES($1, $2, $3, $4, $5, $6) RETURNING id) "
+            "SELECT id, pg_notify('kiln_tasks', $2) FROM t",
             Params()
                 .integer(job)
                 .text(request.key())
@@ -389,7 +390,8 @@ int64_t SharedQueue::enqueue(int64_t job, const v1::MeasureRequest& request,
 std::optional<TaskEnd> SharedQueue::take_end(int64_t task) {
   return pool_.call([&](Connection& db) -> std::optional<TaskEnd> {
     Result r = db.exec(
-        "DELETE FROM kiln_tasks WHERE id = $1 AND state = 'done' RETURNING code, message, response",
+        "DELETE FROM kiln_tasks WHERE id = $1 AND state = 'done' "
+        "RETURNING code, message, response, extract(epoch FROM leased - created) * 1000",
         Params().integer(task));
     if (r.rows() == 0) {
       // Gone without an end: withdrawn (its job cancelled, or adopted by another driver).
@@ -400,6 +402,7 @@ std::optional<TaskEnd> SharedQueue::take_end(int64_t task) {
     TaskEnd end;
     end.status = {static_cast<Code>(r.integer(0, 0)), r.text(0, 1)};
     end.response.ParseFromString(r.bytes(0, 2));
+    end.queued_ms = r.is_null(0, 3) ? 0 : r.real(0, 3);
     return end;
   });
 }
@@ -470,15 +473,17 @@ bool SharedQueue::finish_task(int64_t task, const Status& status,
                               const v1::MeasureResponse& response) {
   return pool_.call([&](Connection& db) {
     return db.exec(
-                 "UPDATE kiln_tasks SET state = 'done', code = $3, message = $4, response = $5, "
-                 "done = now() WHERE id = $1 AND owner = $2 AND state = 'leased'",
+                 "WITH t AS (UPDATE kiln_tasks SET state = 'done', code = $3, message = $4, "
+                 "response = $5, "
+                 "done = now() WHERE id = $1 AND owner = $2 AND state = 'leased' RETURNING id) "
+                 "SELECT pg_notify('kiln_task_done', id::text) FROM t",
                  Params()
                      .integer(task)
                      .text(replica_)
                      .integer(static_cast<int>(status.code))
                      .text(status.message)
                      .bytes(bytes_of(response)))
-               .changed() == 1;
+               .rows() == 1;
   });
 }
 

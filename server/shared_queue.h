@@ -44,6 +44,7 @@ struct TaskEnd {
   bool cancelled = false;
   Status status;
   v1::MeasureResponse response;
+  double queued_ms = 0;  // from queued until a replica leased it, by the database's clock
 };
 
 // A job's lease: which replica drives it, until when, and how it ended.
@@ -62,6 +63,10 @@ class SharedQueue {
   SharedQueue(const std::string& url, std::string replica, std::chrono::milliseconds lease);
 
   const std::string& replica() const { return replica_; }
+  const std::string& url() const { return url_; }
+  // NOTIFY's channels: a task queued (its key the payload), a task ended (its id).
+  static constexpr const char* kQueued = "kiln_tasks";
+  static constexpr const char* kEnded = "kiln_task_done";
   std::chrono::milliseconds lease() const { return lease_; }
 
   // The replica is up, serving at `address`, with these agents (its earlier list replaced).
@@ -124,6 +129,7 @@ class SharedQueue {
   std::set<int64_t> renew(const std::set<int64_t>& held);
 
  private:
+  std::string url_;
   pg::Pool pool_;
   std::string replica_;
   std::chrono::milliseconds lease_;

@@ -4,7 +4,7 @@ set -euo pipefail
 
 # The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
 # built as the CMake target bench_G.
-GROUPS_ALL=(gemm conv compile licm server agent tune contention mca models gpu)
+GROUPS_ALL=(gemm conv compile licm server agent tune contention mca models scale gpu)
 
 usage() {
   cat <<EOF
@@ -36,6 +36,9 @@ Progress goes to stderr.
                    layer as ONNX through kiln against PyTorch on 1 and 2 threads; -- --tune
                    20m: each tuned first on a local agent and timed tuned and default:
                    tests/bench/bench_models.py),
+                   scale (kilnd replicas sharing a throwaway PostgreSQL: 1, 2 and 4 of them
+                   with 32 simulated agents each; measurements a second and their dispatch
+                   latency: docs/scale-out.md),
                    gpu (kiln's GPU examples vs cuBLAS and cuDNN on this machine's GPU; built
                    with the CUDA toolkit, and says "skipped" without a GPU: docs/gpu.md)
   --quick          the smallest cases only, for a smoke run

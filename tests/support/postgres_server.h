@@ -8,7 +8,6 @@
 #pragma once
 
 #include <fmt/format.h>
-#include <gtest/gtest.h>
 #include <libpq-fe.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -49,7 +48,7 @@ class PostgresServer {
   // Makes the cluster and starts it; throws std::runtime_error, with its log, when it cannot.
   PostgresServer() : bin_(bin_dir()) {
     if (bin_.empty()) throw std::runtime_error(missing());
-    std::string templ = ::testing::TempDir() + "kiln_pg_XXXXXX";
+    std::string templ = (std::filesystem::temp_directory_path() / "kiln_pg_XXXXXX").string();
     if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("cannot make " + templ);
     dir_ = templ;
     if (geteuid() == 0) {

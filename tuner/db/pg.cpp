@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -22,6 +23,17 @@ bool connection_lost(const char* state) {
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
+}
+
+// A new connection to `url`, with kiln's defaults (a URL's own settings win over them).
+PGconn* connect_to(const std::string& url) {
+  const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
+  const char* values[] = {"10", "kiln", url.c_str(), nullptr};
+  PGconn* c = PQconnectdbParams(keys, values, 1);
+  if (c && PQstatus(c) == CONNECTION_OK)
+    PQsetNoticeProcessor(
+        c, [](void*, const char*) {}, nullptr);
+  return c;
 }
 
 }  // namespace
@@ -172,16 +184,7 @@ Pool::~Pool() {
   for (PGconn* c : idle_) PQfinish(c);
 }
 
-PGconn* Pool::connect() const {
-  // kiln's defaults first: the URL's own settings, expanded from dbname, win over them.
-  const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
-  const char* values[] = {"10", "kiln", url_.c_str(), nullptr};
-  PGconn* c = PQconnectdbParams(keys, values, 1);
-  if (c && PQstatus(c) == CONNECTION_OK)
-    PQsetNoticeProcessor(
-        c, [](void*, const char*) {}, nullptr);
-  return c;
-}
+PGconn* Pool::connect() const { return connect_to(url_); }
 
 void Pool::connect_now(const std::function<void(Connection&)>& first) {
   PGconn* c = connect();
@@ -267,6 +270,48 @@ void Pool::drop(PGconn* c) {
   std::lock_guard<std::mutex> lock(mu_);
   --open_;
   free_.notify_one();
+}
+
+Listener::Listener(std::string url, std::string channel)
+    : url_(std::move(url)), channel_(std::move(channel)) {}
+
+Listener::~Listener() { PQfinish(c_); }
+
+bool Listener::listen() {
+  PQfinish(c_);
+  c_ = connect_to(url_);
+  if (PQstatus(c_) != CONNECTION_OK) return false;
+  char* quoted = PQescapeIdentifier(c_, channel_.c_str(), channel_.size());
+  if (quoted == nullptr) return false;
+  PGresult* r = PQexec(c_, (std::string("LISTEN ") + quoted).c_str());
+  PQfreemem(quoted);
+  bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  return ok;
+}
+
+std::vector<std::string> Listener::wait(std::chrono::milliseconds timeout) {
+  std::vector<std::string> out;
+  if ((c_ == nullptr || PQstatus(c_) != CONNECTION_OK) && !listen()) {
+    std::this_thread::sleep_for(timeout);
+    return out;
+  }
+  auto drain = [&] {
+    PQconsumeInput(c_);
+    while (PGnotify* n = PQnotifies(c_)) {
+      out.emplace_back(n->extra);
+      PQfreemem(n);
+    }
+  };
+  drain();
+  if (!out.empty()) return out;
+  pollfd p{PQsocket(c_), POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) > 0) drain();
+  if (PQstatus(c_) != CONNECTION_OK) {  // lost: listen again next time
+    PQfinish(c_);
+    c_ = nullptr;
+  }
+  return out;
 }
 
 }  // namespace kiln::pg

@@ -141,4 +141,25 @@ class Pool {
   int open_ = 0;
 };
 
+// A connection of its own that LISTENs on a channel: NOTIFY's payloads as they come. Connects
+// again, and listens again, when the connection is lost (what was notified meanwhile is
+// missed: a listener's user also looks for itself now and then).
+class Listener {
+ public:
+  // Connects nothing yet: the first wait() does.
+  Listener(std::string url, std::string channel);
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  // The payloads notified since the last call, waiting up to `timeout` for the first; empty
+  // when none came (or the server is away: then after the timeout).
+  std::vector<std::string> wait(std::chrono::milliseconds timeout);
+
+ private:
+  bool listen();
+  std::string url_, channel_;
+  pg_conn* c_ = nullptr;
+};
+
 }  // namespace kiln::pg
