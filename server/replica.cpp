@@ -156,7 +156,9 @@ Replica::Replica(ReplicaOptions options, FleetRunner& runner, Fleet* fleet)
       runner_(runner),
       fleet_(fleet),
       queue_(options_.url, options_.name.empty() ? (options_.name = default_name()) : options_.name,
-             options_.lease) {}
+             options_.lease) {
+  queue_.join("(starting)");
+}
 
 Replica::~Replica() { stop(); }
 

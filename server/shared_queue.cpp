@@ -117,6 +117,27 @@ SharedQueue::SharedQueue(const std::string& url, std::string replica,
   });
 }
 
+void SharedQueue::join(const std::string& address) {
+  pool_.call([&](Connection& db) {
+    Result r =
+        db.exec(fmt::format("INSERT INTO kiln_replicas(name, address) VALUES($1, $2) "
+                            "ON CONFLICT(name) DO UPDATE SET address = excluded.address, "
+                            "started = now(), seen = now() "
+                            "WHERE kiln_replicas.seen < now() - $3 * interval '1 millisecond' "
+                            "RETURNING name"),
+                Params().text(replica_).text(address).integer(lease_.count()));
+    if (r.rows() == 1) return;
+    Result up = db.exec(
+        "SELECT address, extract(epoch FROM now() - seen) FROM kiln_replicas WHERE name = $1",
+        Params().text(replica_));
+    throw records::RecordsError(fmt::format(
+        "replica {} is up already at {} (seen {:.1f} s ago): give this kilnd another --replica "
+        "name, or, if that one died, start this one again in {:.0f} s, when its lease has lapsed",
+        replica_, up.rows() ? up.text(0, 0) : "?", up.rows() ? up.real(0, 1) : 0.0,
+        lease_.count() / 1000.0));
+  });
+}
+
 void SharedQueue::heartbeat(const std::string& address, const std::vector<SharedAgent>& agents) {
   pool_.call([&](Connection& db) {
     db.transaction("heartbeat", [&] {

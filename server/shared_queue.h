@@ -69,6 +69,9 @@ class SharedQueue {
   static constexpr const char* kEnded = "kiln_task_done";
   std::chrono::milliseconds lease() const { return lease_; }
 
+  // The replica joins, at `address`: refused (records::RecordsError) while another replica of
+  // its name is up (seen within a lease).
+  void join(const std::string& address);
   // The replica is up, serving at `address`, with these agents (its earlier list replaced).
   void heartbeat(const std::string& address, const std::vector<SharedAgent>& agents);
   // The agents of live replicas (seen within a lease) of `key`, or of every key ("").

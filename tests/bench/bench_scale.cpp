@@ -141,8 +141,8 @@ Round run(PostgresServer& pg, int replicas, int agents_each, double seconds,
         if (failed++ == 0) {
           std::lock_guard<std::mutex> lock(mu);
           if (out.first_failure.empty())
-            out.first_failure = end->status.ok() ? end->response.result().message()
-                                                 : end->status.message;
+            out.first_failure =
+                end->status.ok() ? end->response.result().message() : end->status.message;
         }
       }
     }

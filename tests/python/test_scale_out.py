@@ -5,7 +5,8 @@ postgres user when the test runs as root) and two replicas with two agents each:
 - a tune submitted to one replica is measured by the agents of both, every trial recorded
   once; its progress streams from the other replica too, and it is cancelled from either;
 - kill -9 of the replica that drives a job: the other adopts it and finishes it, no record
-  lost or written twice;
+  lost or written twice; kill -9 of the one measuring some of its points: their leases lapse
+  and the other measures them;
 - PostgreSQL restarted in the middle of a job: the replicas reconnect and the job finishes;
 - a model uploaded to one replica: its job goes on at the other after kill -9, the model's
   file fetched from the database, where the other finds it without an upload.
@@ -259,3 +260,18 @@ def test_a_models_job_goes_on_at_the_other_replica_with_its_file_from_the_databa
     stat = b.client._call(b.client._stub.StatBlobs, kiln.client.service_pb2.StatBlobsRequest(
         sha256=[hashlib.sha256(path.read_bytes()).hexdigest()]))
     assert stat.blobs[0].present and stat.blobs[0].size == path.stat().st_size
+
+
+def test_kill_9_of_a_replica_measuring_a_jobs_points_loses_none_of_them(replicas):
+    a, b = replicas
+    job = tune(a.client, 48, detach=True)
+    first = next(iter(job))
+    deadline = time.time() + 120
+    while not any(r.agent.startswith("b/") for r in job_records(a.client, first.job)):
+        assert time.time() < deadline, "b measured none of the job's points"
+        time.sleep(0.05)
+    b.kill()  # with measurements of the job leased: they lapse, and a measures them
+    end = a.client.resume_tune(first.job, detach=True).wait()
+    assert end.done and end.trials == 48
+    records = job_records(a.client, first.job)
+    assert len(records) == 48 and measured_once(records)
