@@ -194,7 +194,7 @@ v1::Device Replica::device(const std::string& key, const CallOptions& call) {
   for (;;) {
     std::vector<SharedAgent> agents = queue_.agents(key);
     if (!agents.empty()) return agents.front().device;
-    bool stopped = (call.cancelled && call.cancelled()) ||
+    bool stopped = stopping_ || (call.cancelled && call.cancelled()) ||
                    (call.deadline && std::chrono::steady_clock::now() >= *call.deadline);
     if (stopped || std::chrono::steady_clock::now() >= give_up)
       refuse(Code::Unavailable,

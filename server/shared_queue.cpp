@@ -237,6 +237,14 @@ void SharedQueue::post(int64_t job, const v1::TuneProgress& message) {
   });
 }
 
+int64_t SharedQueue::last_progress(int64_t job) {
+  return pool_.call([&](Connection& db) {
+    Result r = db.exec("SELECT coalesce(max(seq), 0) FROM kiln_job_progress WHERE job = $1",
+                       Params().integer(job));
+    return r.integer(0, 0);
+  });
+}
+
 std::vector<v1::TuneProgress> SharedQueue::progress(int64_t job, int64_t after, int64_t* last) {
   return pool_.call([&](Connection& db) {
     Result r = db.exec(

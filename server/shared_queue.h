@@ -86,6 +86,8 @@ class SharedQueue {
   std::optional<JobLease> job(int64_t job);
   // Appends a progress message to a job's stream.
   void post(int64_t job, const v1::TuneProgress& message);
+  // The sequence number of the job's last message so far (0: none).
+  int64_t last_progress(int64_t job);
   // The job's messages after `after` (a sequence number; 0: from the first), and the last one's.
   std::vector<v1::TuneProgress> progress(int64_t job, int64_t after, int64_t* last);
   // The job ended as `status` says: its lease and its tasks go.

@@ -891,16 +891,8 @@ Status Tuning::Impl::follow_elsewhere(int64_t id, const ProgressSink& sink,
                                       const CallOptions& call) {
   SharedQueue& queue = replica->queue();
   // From the last message so far, as a live job here is followed.
-  int64_t seq = 0, last = 0;
-  std::vector<v1::TuneProgress> backlog;
-  for (;;) {
-    std::vector<v1::TuneProgress> page = queue.progress(id, seq, &last);
-    if (page.empty()) break;
-    backlog = std::move(page);
-    seq = last;
-  }
-  if (!backlog.empty() && !sink(backlog.back()))
-    return {Code::Cancelled, fmt::format("the client went away; tuning job {} goes on", id)};
+  int64_t last = queue.last_progress(id);
+  int64_t seq = last > 0 ? last - 1 : 0;
   for (;;) {
     std::optional<JobLease> l = queue.job(id);
     for (const v1::TuneProgress& m : queue.progress(id, seq, &last))

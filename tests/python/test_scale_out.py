@@ -275,3 +275,26 @@ def test_kill_9_of_a_replica_measuring_a_jobs_points_loses_none_of_them(replicas
     assert end.done and end.trials == 48
     records = job_records(a.client, first.job)
     assert len(records) == 48 and measured_once(records)
+
+
+def test_kilnd_refuses_a_database_it_cannot_use_and_a_replica_name_in_use(tmp_path, postgres):
+    kilnd = _binary("KILND_BINARY")
+
+    def start(*args):
+        return subprocess.run([kilnd, "--listen", "127.0.0.1:0", *args], capture_output=True,
+                              text=True, timeout=120)
+
+    nowhere = start("--db", f"postgresql://kiln:hunter2@/kiln?host={tmp_path}/nowhere")
+    assert nowhere.returncode == 1
+    assert "cannot connect" in nowhere.stderr and "hunter2" not in nowhere.stderr, nowhere.stderr
+    alone = start("--replica", "a")
+    assert alone.returncode == 2
+    assert "--replica: only with --db postgresql://" in alone.stderr, alone.stderr
+
+    first = Kilnd("--db", postgres.url(), "--replica", "a")
+    try:
+        second = start("--db", postgres.url(), "--replica", "a")
+        assert second.returncode == 1
+        assert "replica a is up already" in second.stderr, second.stderr
+    finally:
+        assert first.stop() == 0
