@@ -1,0 +1,165 @@
+// Sketches from the algorithm (kiln/autosched.h).
+#include "kiln/autosched.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <set>
+#include <stdexcept>
+
+#include "kiln/error.h"
+#include "kiln/frontend.h"
+#include "kiln/poly.h"
+
+namespace kiln::autosched {
+namespace {
+
+// The sizes a tile or split knob may take, and its default for the loop it cuts: the
+// innermost (vectorized) one a vector of f32 on AVX-512, the others a few rows of it.
+constexpr const char* kSizes = "[4, 8, 16, 32, 64]";
+constexpr int kInnerSize = 16;
+constexpr int kOuterSize = 8;
+
+enum class Shape { Tiled, Split };
+
+// A sketch's lines, or one computation's part of them: knob lines, then commands, the order
+// a schedule block is read in.
+struct Part {
+  std::vector<std::string> knobs, commands;
+  Part& operator+=(const Part& o) {
+    knobs.insert(knobs.end(), o.knobs.begin(), o.knobs.end());
+    commands.insert(commands.end(), o.commands.begin(), o.commands.end());
+    return *this;
+  }
+  std::string text() const {
+    std::string out;
+    for (const std::string& k : knobs) out += "    " + k + "\n";
+    for (const std::string& c : commands) out += "    " + c + "\n";
+    return out;
+  }
+};
+
+// A loop name made from `base` that none of `taken` has (and then taken).
+std::string fresh(const std::string& base, std::set<std::string>& taken) {
+  std::string name = base;
+  while (!taken.insert(name).second) name += "_";
+  return name;
+}
+
+// Whether `body` as f's schedule passes the legality check and lowers at the knobs' defaults.
+bool legal(const ir::Func& f, const std::string& body, const Limits& limits) {
+  try {
+    poly::lower(poly::schedule(apply(f, Sketch{"", body}, limits), true, limits));
+    return true;
+  } catch (const CompileError&) {
+    return false;
+  }
+}
+
+// What one computation `c` (with its initialization `init`, for a reduction) is given in a
+// sketch of `shape`: the whole of it, then less and less (no vectorization, no parallel
+// loop, neither), the first variant that is legal beside what `before` holds.
+Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape shape,
+             const Part& before, const Limits& limits) {
+  // The data-parallel loops: the initialization's (a reduction's result); the reduction's own
+  // loops come after them in c.
+  std::vector<std::string> par = init ? init->iters : c.iters;
+  std::vector<std::string> red(c.iters.begin() + static_cast<long>(par.size()), c.iters.end());
+  if (par.empty()) return {};
+  std::set<std::string> taken(c.iters.begin(), c.iters.end());
+  auto both = [&](const std::string& command) {  // c's command, and init's the same
+    std::vector<std::string> out = {c.name + "." + command};
+    if (init) out.push_back(init->name + "." + command);
+    return out;
+  };
+  Part cut;  // the loops cut (and the reduction's moved), always in
+  std::string outer, inner;
+  std::string par_knob = "par_" + c.name;
+  if (shape == Shape::Tiled && par.size() >= 2) {
+    const std::string& a = par[par.size() - 2];
+    const std::string& b = par.back();
+    std::string ta = "tile_" + c.name + "_" + a, tb = "tile_" + c.name + "_" + b;
+    std::string ao = fresh(a + "_o", taken), bo = fresh(b + "_o", taken);
+    std::string ai = fresh(a + "_i", taken), bi = fresh(b + "_i", taken);
+    cut.knobs = {fmt::format("knob {} = {} in {};", ta, kOuterSize, kSizes),
+                 fmt::format("knob {} = {} in {};", tb, kInnerSize, kSizes)};
+    for (const std::string& cmd :
+         both(fmt::format("tile({}, {}, {}, {}, {}, {}, {}, {});", a, b, ta, tb, ao, bo, ai, bi)))
+      cut.commands.push_back(cmd);
+    if (!red.empty())
+      cut.commands.push_back(fmt::format("{}.reorder({}, {}, {}, {}, {});", c.name, ao, bo,
+                                         fmt::join(red, ", "), ai, bi));
+    if (init) cut.commands.push_back(fmt::format("{}.after({}, {});", c.name, init->name, bo));
+    outer = par.size() > 2 ? par.front() : ao;
+    inner = bi;
+  } else {
+    const std::string& b = par.back();
+    std::string tb = "split_" + c.name + "_" + b;
+    std::string bo = fresh(b + "_o", taken), bi = fresh(b + "_i", taken);
+    cut.knobs = {fmt::format("knob {} = {} in {};", tb, kInnerSize, kSizes)};
+    for (const std::string& cmd : both(fmt::format("split({}, {}, {}, {});", b, tb, bo, bi)))
+      cut.commands.push_back(cmd);
+    if (!red.empty())
+      cut.commands.push_back(
+          fmt::format("{}.reorder({}, {}, {});", c.name, bo, fmt::join(red, ", "), bi));
+    if (init) cut.commands.push_back(fmt::format("{}.after({}, {});", c.name, init->name, bo));
+    outer = par.size() > 1 ? par.front() : bo;
+    inner = bi;
+  }
+  Part parallel{{fmt::format("knob {} = parallel in [none, parallel];", par_knob)},
+                both(fmt::format("tag({}, {});", outer, par_knob))};
+  Part vector{{}, both(fmt::format("tag({}, vectorize);", inner))};
+  for (auto [p, v] : {std::pair{true, true}, {true, false}, {false, true}, {false, false}}) {
+    Part candidate = cut;
+    if (p) candidate += parallel;
+    if (v) candidate += vector;
+    Part whole = before;
+    whole += candidate;
+    if (legal(f, whole.text(), limits)) return candidate;
+  }
+  return {};
+}
+
+std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
+  Part sketch;
+  for (const ir::Comp& c : f.comps) {
+    if (!c.loops.empty()) continue;  // inside an algorithm loop: as the algorithm orders it
+    if (c.name.ends_with("_init") && f.find_comp(c.name.substr(0, c.name.size() - 5))) continue;
+    const ir::Comp* init = f.find_comp(c.name + "_init");
+    if (init && (init->iters.size() > c.iters.size() ||
+                 !std::equal(init->iters.begin(), init->iters.end(), c.iters.begin())))
+      init = nullptr;
+    sketch += part_of(f, c, init, shape, sketch, limits);
+  }
+  return sketch.text();
+}
+
+}  // namespace
+
+std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits) {
+  if (!f.schedule.empty() || !f.knobs.empty())
+    throw std::invalid_argument(
+        fmt::format("{} has a schedule of its own: sketches are for a func without one", f.name));
+  std::vector<Sketch> out;
+  for (auto [shape, name] : {std::pair{Shape::Tiled, "tiled"}, {Shape::Split, "split"}}) {
+    std::string body = sketch_of(f, shape, limits);
+    if (body.empty()) continue;
+    bool seen = false;
+    for (const Sketch& s : out) seen = seen || s.schedule == body;
+    if (!seen) out.push_back(Sketch{name, body});
+  }
+  return out;
+}
+
+ir::Func apply(const ir::Func& f, const Sketch& s, const Limits& limits) {
+  std::string text = ir::to_string(f);
+  if (text.find("schedule {") != std::string::npos)
+    throw std::invalid_argument(f.name + " has a schedule of its own");
+  size_t end = text.rfind('}');
+  if (end == std::string::npos) throw std::invalid_argument("not a func: " + text);
+  text = text.substr(0, end) + "  schedule {\n" + s.schedule + "  }\n}\n";
+  return frontend::parse_module(text, fmt::format("<{} sketch of {}>", s.name, f.name), limits)
+      .funcs.at(0);
+}
+
+}  // namespace kiln::autosched

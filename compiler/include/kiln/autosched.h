@@ -1,0 +1,35 @@
+// Schedules from the algorithm alone (DESIGN.md section 7, issue: a func with no schedule is
+// tuned too): for a func without a schedule, kiln derives sketches -- schedule templates whose
+// sizes and choices are knobs -- from its computations' domains, their reductions and the
+// exact dependences, the way Ansor derives its CPU sketches: the innermost two data-parallel
+// loops of each computation tiled, its reduction loops between the tiles and the points, a
+// reduction's initialization computed in the same tile, the outermost tile loop run in
+// parallel and the innermost point loop vectorized; or, where tiling does not apply, the
+// innermost data-parallel loop split in the same way. A sketch is schedule text (.kiln knob
+// lines and commands): what a user reads and can paste is what runs. Every sketch offered has
+// passed the legality check (poly::schedule) at its knobs' defaults; a command the
+// dependences forbid is left out of it, computation by computation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kiln/ir.h"
+#include "kiln/limits.h"
+
+namespace kiln::autosched {
+
+struct Sketch {
+  std::string name;      // "tiled", "split"
+  std::string schedule;  // the body of a `schedule { ... }` block: knob lines, then commands
+};
+
+// The sketches of `f`, which has no schedule or knobs of its own (std::invalid_argument when
+// it has), each legal at its knobs' defaults; distinct; possibly none (a computation inside an
+// algorithm loop, or one with nothing to tile, is left as the algorithm orders it).
+std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits = {});
+
+// `f` with `s` as its schedule, parsed back from text (CompileError when it does not parse).
+ir::Func apply(const ir::Func& f, const Sketch& s, const Limits& limits = {});
+
+}  // namespace kiln::autosched

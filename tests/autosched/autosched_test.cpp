@@ -1,0 +1,134 @@
+// Sketches from the algorithm (kiln/autosched.h): every example and bench kernel with its
+// schedule taken away gets sketches that are legal, whose loop nests compute what the
+// reference interpreter computes at their defaults and at other points of their knobs, and
+// whose text parses back to the same loop nest; a func with a schedule of its own is refused.
+#include "kiln/autosched.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "example_cases.h"
+#include "programs.h"
+
+namespace kiln::testing {
+namespace {
+
+// f as the algorithm alone: no schedule, no knobs.
+ir::Func stripped(ir::Func f) {
+  f.schedule.clear();
+  f.knobs.clear();
+  f.knob_splits.clear();
+  f.knob_constraints.clear();
+  return f;
+}
+
+std::string loops_of(const ir::Func& f) { return ir::to_string(poly::lower(poly::schedule(f))); }
+
+// Up to `n` points of f's knobs other than their defaults, drawn with a fixed seed.
+std::vector<ir::Overrides> other_points(const ir::Func& f, int n) {
+  std::mt19937 rng(7);
+  std::vector<ir::Overrides> out;
+  for (int k = 0; k < n; ++k) {
+    ir::Overrides o;
+    for (const ir::Knob& knob : f.knobs)
+      o[knob.name] = knob.candidates.at(rng() % knob.candidates.size());
+    out.push_back(o);
+  }
+  return out;
+}
+
+TEST(Autosched, EveryKernelWithoutItsScheduleGetsLegalSketchesThatParseBack) {
+  std::vector<std::string> files = kiln_files("examples");
+  for (const std::string& k : kiln_files("tests/bench/kernels")) files.push_back(k);
+  int sketched = 0;
+  for (const std::string& file : files) {
+    for (const ir::Func& scheduled : frontend::parse_module(read_source(file), file).funcs) {
+      SCOPED_TRACE(file + ": " + scheduled.name);
+      ir::Func f = stripped(scheduled);
+      std::vector<autosched::Sketch> sketches = autosched::sketches(f);
+      sketched += !sketches.empty();
+      for (const autosched::Sketch& s : sketches) {
+        SCOPED_TRACE(s.name + " sketch:\n" + s.schedule);
+        ir::Func g = autosched::apply(f, s);
+        EXPECT_FALSE(g.knobs.empty());
+        std::string loops;
+        ASSERT_NO_THROW(loops = loops_of(g));
+        // What a user reads is what runs: the whole func printed and parsed again.
+        ir::Func again = frontend::parse_module(ir::to_string(g), "again.kiln").funcs.at(0);
+        EXPECT_EQ(loops_of(again), loops);
+      }
+    }
+  }
+  EXPECT_GE(sketched, 8);  // most of them have something to tile
+}
+
+TEST(Autosched, SketchedLoopNestsComputeWhatTheReferenceDoes) {
+  for (const ExampleCase& c : example_cases()) {
+    ir::Func base = stripped(parse_one(read_example(c.example)));
+    for (const autosched::Sketch& s : autosched::sketches(base)) {
+      ir::Func g = autosched::apply(base, s);
+      std::vector<ir::Overrides> points = other_points(g, 3);
+      points.insert(points.begin(), ir::Overrides{});
+      for (const ir::Overrides& sizes : c.params) {
+        for (const ir::Overrides& point : points) {
+          ir::Overrides set = sizes;
+          set.insert(point.begin(), point.end());
+          SCOPED_TRACE(c.example + ", " + s.name + " sketch:\n" + s.schedule);
+          ir::Func f = ir::apply_overrides(g, set);
+          interp::Mismatch mm = differential(f, c.runtime);
+          EXPECT_TRUE(mm.ok) << mm.describe();
+        }
+      }
+    }
+  }
+}
+
+TEST(Autosched, AMatmulIsTiledWithItsReductionBetweenTilesAndPointsAndItsInitInTheTile) {
+  ir::Func f = stripped(parse_one(read_example("matmul")));
+  std::vector<autosched::Sketch> s = autosched::sketches(f);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].name, "tiled");
+  EXPECT_EQ(s[0].schedule,
+            "    knob tile_C_i = 8 in [4, 8, 16, 32, 64];\n"
+            "    knob tile_C_j = 16 in [4, 8, 16, 32, 64];\n"
+            "    knob par_C = parallel in [none, parallel];\n"
+            "    C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);\n"
+            "    C_init.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);\n"
+            "    C.reorder(i_o, j_o, k, i_i, j_i);\n"
+            "    C.after(C_init, j_o);\n"
+            "    C.tag(i_o, par_C);\n"
+            "    C_init.tag(i_o, par_C);\n"
+            "    C.tag(j_i, vectorize);\n"
+            "    C_init.tag(j_i, vectorize);\n");
+  EXPECT_EQ(s[1].name, "split");
+  EXPECT_NE(s[1].schedule.find("C.split(j, split_C_j, j_o, j_i);"), std::string::npos);
+  EXPECT_NE(s[1].schedule.find("C.tag(i, par_C);"), std::string::npos);
+}
+
+TEST(Autosched, ALoopThatCarriesADependenceIsNotRunInParallel) {
+  // A prefix sum: i carries a dependence, so no sketch may run it in parallel.
+  ir::Func f = parse_one(R"(func prefix {
+  param N = 64;
+  input A : f32[N];
+  output S : f32[N];
+  compute first(i) in 0 <= i < 1: S[i] = A[i];
+  compute rest(i) in 1 <= i < N: S[i] = S[i - 1] + A[i];
+})");
+  std::vector<autosched::Sketch> sketches = autosched::sketches(f);
+  ASSERT_FALSE(sketches.empty());
+  for (const autosched::Sketch& s : sketches) {
+    SCOPED_TRACE(s.schedule);
+    EXPECT_NE(s.schedule.find("rest.split(i, split_rest_i, i_o, i_i);"), std::string::npos);
+    EXPECT_EQ(s.schedule.find("rest.tag(i_o, par_rest)"), std::string::npos);
+    EXPECT_EQ(s.schedule.find("rest.tag(i_i, vectorize)"), std::string::npos);
+    EXPECT_TRUE(differential(autosched::apply(f, s)).ok);
+  }
+}
+
+TEST(Autosched, AFuncWithAScheduleOfItsOwnIsRefused) {
+  EXPECT_THROW(autosched::sketches(parse_one(read_example("matmul"))), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kiln::testing
