@@ -588,9 +588,9 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
     return store->start_job(
         {0, task->workload.hash, records_key, settings_json(request), {}, 0, 0});
   });
-  spdlog::info("tuning job {}: {} on {}, {} trials, {} search, space of {} points{}", live_job->id,
-               task->workload.name, records_key, settings.trials, request.search(),
-               task->space->size(),
+  spdlog::info("tuning job {}: {} on {}, {} trials, {} search, space of {} points{}{}",
+               live_job->id, task->workload.name, records_key, settings.trials, request.search(),
+               task->space->size(), task->sketch.empty() ? "" : " of the schedule kiln sketched",
                settings.warm_points.empty()
                    ? ""
                    : fmt::format(", warm-started from {} records", settings.warm_points.size()));
@@ -993,10 +993,13 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
     if (workload.empty()) {
       if (request.op().definition_case() == v1::Operator::DEFINITION_NOT_SET)
         refuse(Code::InvalidArgument, "name the operator (op) or its workload hash (workload)");
-      ir::Func base = resolve(request.op(), impl_->limits);
+      // A func without a schedule was tuned as the sketch kiln derives for it.
+      std::string sketch;
+      ir::Func base = tuner::tunable(resolve(request.op(), impl_->limits), impl_->limits, &sketch);
       workload = tuner::workload_of(base, ir::Overrides(request.options().set().begin(),
                                                         request.options().set().end()))
                      .hash;
+      response->set_sketch(sketch);
     }
     std::vector<records::Target> targets = impl_->store->targets();
     std::vector<std::string> keys;

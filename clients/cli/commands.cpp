@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/autosched.h"
 #include "kiln/codegen.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
@@ -497,7 +498,18 @@ int run_compile(const Options& o) {
           fmt::print("best {} on {}: {}: {:.4f} ms, record {} of job {}\n", f.name,
                      best.record().key(), best.record().config_text(), best.record().median_ms(),
                      best.record().id(), best.record().job());
-          a = remote->compile(p, knobs);
+          if (best.sketch().empty()) {
+            a = remote->compile(p, knobs);
+          } else {
+            // Tuned as the schedule kiln sketched for it: compiled as that, which is shown.
+            fmt::print("{} has no schedule; kiln sketched this one and tuned its knobs:\n{}",
+                       f.name, best.sketch());
+            std::string text =
+                ir::to_string(autosched::apply(f, autosched::Sketch{"sketch", best.sketch()}));
+            Prepared sketched = p;
+            sketched.source = &text;
+            a = remote->compile(sketched, knobs);
+          }
         } else if (remote) {
           a = remote->compile(p);
         } else {

@@ -633,7 +633,7 @@ TEST_F(TuneTest, EveryTuningMethodRefusesWhatItCannotDoSayingWhy) {
   r = gemm(8);
   r.mutable_op()->mutable_source()->set_text(
       "func scale { param n = 8; input x : f32[n]; output y : f32[n];\n"
-      "  compute c(i) in 0 <= i < n: y[i] = x[i] * 3.0; }");
+      "  compute c(i) in 0 <= i < n: y[i] = x[i] * 3.0; schedule { c.tag(i, vectorize); } }");
   expect(follow(r).status, grpc::StatusCode::INVALID_ARGUMENT, "scale has no knobs to tune");
   r = gemm(8);
   (*r.mutable_options()->mutable_set())["MR"] = 5;

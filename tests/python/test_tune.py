@@ -257,3 +257,39 @@ def test_a_model_is_tuned_as_one_job_over_its_tasks(client, tmp_path):
         list(client.tune(client.model(path), "local", trials=4, features="iter"))
     with pytest.raises(kiln.KilnError, match="budget_s"):
         list(client.tune(client.model(path), "local", trials=4, budget_s=-1))
+
+
+def test_a_func_without_a_schedule_is_tuned_over_the_sketch_kiln_derives(client, kiln_binary,
+                                                                          tmp_path):
+    # The algorithm alone: kiln sketches a schedule (tiles, the reduction between tiles and
+    # points, parallel and vector loops) whose sizes are the knobs the job searches.
+    algorithm = """func mm {
+  param M = 48, N = 48, K = 48;
+  input A : f32[M, K];
+  input B : f32[K, N];
+  output C : f32[M, N];
+  compute C(i, j) in 0 <= i < M, 0 <= j < N:
+    C[i, j] = sum(k in 0 <= k < K) A[i, k] * B[k, j];
+}
+"""
+    end = client.tune(kiln.source(algorithm), "local", trials=8, batch=4, min_repeat_ms=1,
+                      retime=0).wait()
+    assert end.done and end.trials == 8
+    records = client.records(job=end.job, limit=50)
+    assert len(records) == 8 and all(r.ok for r in records)
+    assert all(set(r.config) == {"tile_C_i", "tile_C_j", "par_C"} for r in records)
+    # The best is a point of that sketch, and runs checked against the reference.
+    best = client.best(kiln.source(algorithm), "local")
+    assert set(best.config) == {"tile_C_i", "tile_C_j", "par_C"}
+
+    # The CLI compiles the best as the sketch it was tuned as, and shows that schedule.
+    path = tmp_path / "mm.kiln"
+    path.write_text(algorithm)
+    so = tmp_path / "mm.so"
+    out = subprocess.run([kiln_binary, "compile", str(path), "--best", "--key", "local",
+                          "--server", client.address, "-o", str(so)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "mm has no schedule; kiln sketched this one and tuned its knobs:" in out.stdout
+    assert "C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);" in out.stdout
+    assert so.stat().st_size > 0

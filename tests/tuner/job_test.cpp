@@ -61,13 +61,14 @@ TEST(TaskTest, KnobsSetByHandLeaveTheSpaceAndEnterTheFunc) {
   EXPECT_EQ(t.params.at("K"), 32);
 }
 
-TEST(TaskTest, AFuncWithoutKnobsIsRefusedSayingHowToDeclareThem) {
+TEST(TaskTest, AFuncWithAScheduleButNoKnobsIsRefusedSayingHowToDeclareThem) {
   ir::Func f = testing::parse_one(R"(
 func copy {
   param N = 8;
   input  A : f32[N];
   output B : f32[N];
   compute B(i) in 0 <= i < N: B[i] = A[i];
+  schedule { B.tag(i, vectorize); }
 }
 )");
   try {
@@ -76,7 +77,30 @@ func copy {
   } catch (const TaskError& e) {
     EXPECT_NE(std::string(e.what()).find("copy has no knobs to tune"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("docs/language.md"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("leave the schedule out"), std::string::npos);
   }
+}
+
+TEST(TaskTest, AFuncWithoutAScheduleIsTunedOverTheSketchKilnDerivesForIt) {
+  ir::Func f = testing::parse_one(R"(
+func copy {
+  param N = 64;
+  input  A : f32[N];
+  output B : f32[N];
+  compute B(i) in 0 <= i < N: B[i] = A[i];
+}
+)");
+  Task t = prepare_task(f, {{"N", 100}}, {}, {});
+  EXPECT_NE(t.sketch.find("knob split_B_i = 16 in [4, 8, 16, 32, 64];"), std::string::npos);
+  EXPECT_NE(t.func->find_knob("split_B_i"), nullptr);
+  EXPECT_NE(t.func->find_knob("par_B"), nullptr);
+  EXPECT_EQ(t.space->size(), 5u * 2u);  // split sizes, parallel or not
+  EXPECT_NE(t.workload.definition.find("B.split(i, split_B_i, i_o, i_i);"), std::string::npos);
+  EXPECT_EQ(t.params.at("N"), 100);
+  // A sketch's knob is set like a declared one.
+  Task fixed = prepare_task(f, {{"split_B_i", 32}}, {}, {});
+  EXPECT_EQ(fixed.fixed.at("split_B_i"), 32);
+  EXPECT_EQ(fixed.space->size(), 2u);
 }
 
 TEST(TaskTest, IterFeaturesComeFromThePreparedFuncAtEachPoint) {

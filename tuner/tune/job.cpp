@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 
+#include "kiln/autosched.h"
 #include "kiln/cost_model.h"
 #include "kiln/digest.h"
 #include "kiln/error.h"
@@ -46,13 +47,35 @@ records::Workload workload_of(const ir::Func& base, const ir::Overrides& set) {
   return workload_of_shaped(ir::apply_overrides(base, knobs_and_params(base, set).second));
 }
 
+ir::Func tunable(const ir::Func& base, const Limits& limits, std::string* schedule) {
+  if (!base.knobs.empty() || !base.schedule.empty()) return base;
+  std::vector<autosched::Sketch> sketches = autosched::sketches(base, limits);
+  if (sketches.empty()) return base;
+  if (schedule) *schedule = sketches.front().schedule;
+  return autosched::apply(base, sketches.front(), limits);
+}
+
 Task prepare_task(const ir::Func& base, const ir::Overrides& set,
                   const std::map<std::string, int64_t>& runtime, const Limits& limits) {
-  if (base.knobs.empty())
-    throw TaskError(
-        fmt::format("{} has no knobs to tune: declare some in its schedule (knob NAME "
-                    "in [V, ...] = DEFAULT; docs/language.md)",
-                    base.name));
+  if (base.knobs.empty()) {
+    if (!base.schedule.empty())
+      throw TaskError(
+          fmt::format("{} has no knobs to tune: declare some in its schedule (knob NAME "
+                      "in [V, ...] = DEFAULT; docs/language.md), or leave the schedule out for "
+                      "kiln to sketch one (docs/tuning.md)",
+                      base.name));
+    // The algorithm alone: tuned over the sketch kiln derives from it.
+    std::string schedule;
+    ir::Func sketched = tunable(base, limits, &schedule);
+    if (schedule.empty())
+      throw TaskError(fmt::format(
+          "{} has no schedule and kiln found no loop in it to sketch one from: declare knobs "
+          "in a schedule (knob NAME in [V, ...] = DEFAULT; docs/language.md)",
+          base.name));
+    Task t = prepare_task(sketched, set, runtime, limits);
+    t.sketch = schedule;
+    return t;
+  }
   auto [knobs, params] = knobs_and_params(base, set);
   ir::Func shaped = ir::apply_overrides(base, params);
   Task t;

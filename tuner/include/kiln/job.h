@@ -38,6 +38,9 @@ struct Task {
   Config fixed;                           // the knobs the request set
   std::map<std::string, int64_t> params;  // every param's value when a point is measured
   int64_t flops = 0;                      // a call's floating-point operations; 0: unknown
+  // For a func without a schedule: the schedule kiln sketched for it (kiln/autosched.h, the
+  // body of a schedule block), now its own; "" for a func that came with one.
+  std::string sketch{};
 };
 
 // The workload of `base` with `set` applied: its params' values (compile-time
@@ -45,10 +48,17 @@ struct Task {
 // are knobs are left out of it. Throws what ir::apply_overrides throws.
 records::Workload workload_of(const ir::Func& base, const ir::Overrides& set);
 
+// What a func is tuned as: `base` itself when it has a schedule or knobs; else `base` with the
+// first sketch kiln derives from its algorithm as its schedule (kiln/autosched.h), whose body
+// `schedule` receives; `base` itself when there is nothing to sketch.
+ir::Func tunable(const ir::Func& base, const Limits& limits, std::string* schedule = nullptr);
+
 // Prepares `base` (as the frontend made it) for tuning with `set` (params'
 // and knobs' values) and the run-time params' values `runtime` (those not
-// given take their defaults). Throws TaskError for a func with no knobs to
-// tune or an empty space, CompileError for bad values.
+// given take their defaults). A func without a schedule (or knobs) is given
+// the first sketch kiln derives from its algorithm (kiln/autosched.h). Throws
+// TaskError for a func with a schedule but no knobs, one with nothing to
+// sketch, or an empty space; CompileError for bad values.
 Task prepare_task(const ir::Func& base, const ir::Overrides& set,
                   const std::map<std::string, int64_t>& runtime, const Limits& limits);
 
