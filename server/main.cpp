@@ -485,9 +485,12 @@ int main(int argc, char** argv) {
   if (!flags.db.empty()) spdlog::info("records database {}", kiln::records::redacted(flags.db));
   if (replica) {
     kiln::server::Tuning* jobs = tuning.get();
-    replica->start(
-        fmt::format("{}:{}", host, port), [jobs](int64_t job) { jobs->adopt(job); },
-        [jobs](int64_t job) { jobs->cancel_here(job); });
+    kiln::server::Replica::Hooks hooks;
+    hooks.adopt = [jobs](int64_t job) { jobs->adopt(job); };
+    hooks.cancel = [jobs](int64_t job) { jobs->cancel_here(job); };
+    hooks.driving = [jobs] { return jobs->running_here(); };
+    hooks.lost = [jobs](int64_t job) { jobs->lost_here(job); };
+    replica->start(fmt::format("{}:{}", host, port), std::move(hooks));
     spdlog::info("replica {}: jobs measured by the agents of every replica", replica->name());
   }
   spdlog::info("serving on {}:{} ({}{}); runner {}", host, port,

@@ -162,11 +162,9 @@ Replica::Replica(ReplicaOptions options, FleetRunner& runner, Fleet* fleet)
 
 Replica::~Replica() { stop(); }
 
-void Replica::start(std::string address, std::function<void(int64_t)> adopt,
-                    std::function<void(int64_t)> cancel) {
+void Replica::start(std::string address, Hooks hooks) {
   address_ = std::move(address);
-  adopt_ = std::move(adopt);
-  cancel_ = std::move(cancel);
+  hooks_ = std::move(hooks);
   heartbeat_ = std::thread([this] { heartbeat_loop(); });
   worker_ = std::thread([this] { worker_loop(); });
   ends_ = std::thread([this] { ends_loop(); });
@@ -229,13 +227,20 @@ void Replica::heartbeat_loop() {
         std::lock_guard<std::mutex> lock(mu_);
         lost_.insert(lost.begin(), lost.end());
       }
-      for (int64_t job : queue_.cancel_requests()) cancel_(job);
+      for (int64_t job : queue_.cancel_requests()) hooks_.cancel(job);
+      for (int64_t job : queue_.lost_jobs(hooks_.driving())) {
+        spdlog::warn(
+            "replica {}: tuning job {} goes on at another replica: this one's lease "
+            "lapsed",
+            options_.name, job);
+        hooks_.lost(job);
+      }
       if (!adopting_)
         if (std::optional<int64_t> orphan = queue_.orphan_job()) {
           adopting_ = true;
           std::thread([this, job = *orphan] {
             try {
-              adopt_(job);
+              hooks_.adopt(job);
             } catch (const std::exception& e) {
               spdlog::warn("replica {}: adopting tuning job {}: {}", options_.name, job, e.what());
             }

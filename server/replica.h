@@ -55,12 +55,21 @@ class Replica {
   // The blobs of every replica, through the database.
   BlobShare& blobs() { return blobs_; }
 
-  // Starts the heartbeat and the worker, the replica listed as serving at `address`. `adopt`
-  // is given a job whose driver's lease expired
-  // (on a thread of its own, one at a time); `cancel` a job this replica drives that was asked
-  // to cancel at another.
-  void start(std::string address, std::function<void(int64_t)> adopt,
-             std::function<void(int64_t)> cancel);
+  // What the replica tells the tuning jobs (tuning.h) and asks of them.
+  struct Hooks {
+    // A job whose driver's lease expired: go on with it here (on a thread of its own, one at a
+    // time).
+    std::function<void(int64_t)> adopt;
+    // A job driven here was asked to cancel at another replica.
+    std::function<void(int64_t)> cancel;
+    // The jobs driven here now.
+    std::function<std::set<int64_t>()> driving;
+    // A job driven here that another replica adopted (this one's lease lapsed, the database
+    // away): stop driving it, leaving it to that one.
+    std::function<void(int64_t)> lost;
+  };
+  // Starts the heartbeat and the worker, the replica listed as serving at `address`.
+  void start(std::string address, Hooks hooks);
   // Stops taking work: the jobs it drives are left for another replica to adopt at once, its
   // measurements in flight are withdrawn (another replica measures them once their leases
   // lapse), and it leaves the directory. Idempotent.
@@ -109,7 +118,7 @@ class Replica {
   SharedQueue queue_;
   Blobs blobs_{queue_};
   std::string address_;
-  std::function<void(int64_t)> adopt_, cancel_;
+  Hooks hooks_;
   std::atomic<bool> stopping_{false}, adopting_{false};
   std::thread heartbeat_, worker_, ends_;
 

@@ -283,18 +283,18 @@ void SharedQueue::end_job(int64_t job, const Status& status) {
 void SharedQueue::release_jobs() {
   pool_.call([&](Connection& db) {
     db.exec(
-        "UPDATE kiln_job_leases SET lease_until = now() - interval '1 millisecond' "
+        "UPDATE kiln_job_leases SET lease_until = now() - 2 * $2 * interval '1 millisecond' "
         "WHERE owner = $1 AND NOT ended",
-        Params().text(replica_));
+        Params().text(replica_).integer(lease_.count()));
   });
 }
 
 void SharedQueue::release_job(int64_t job) {
   pool_.call([&](Connection& db) {
     db.exec(
-        "UPDATE kiln_job_leases SET lease_until = now() - interval '1 millisecond' "
+        "UPDATE kiln_job_leases SET lease_until = now() - 2 * $3 * interval '1 millisecond' "
         "WHERE job = $1 AND owner = $2 AND NOT ended",
-        Params().integer(job).text(replica_));
+        Params().integer(job).text(replica_).integer(lease_.count()));
   });
 }
 
@@ -302,6 +302,19 @@ void SharedQueue::request_cancel(int64_t job) {
   pool_.call([&](Connection& db) {
     db.exec("UPDATE kiln_job_leases SET cancel = true WHERE job = $1 AND NOT ended",
             Params().integer(job));
+  });
+}
+
+std::vector<int64_t> SharedQueue::lost_jobs(const std::set<int64_t>& driving) {
+  if (driving.empty()) return {};
+  return pool_.call([&](Connection& db) {
+    Result r = db.exec(
+        "SELECT job FROM kiln_job_leases WHERE job = ANY($1::bigint[]) "
+        "AND (owner <> $2 OR ended) ORDER BY job",
+        Params().text(ids_text(driving)).text(replica_));
+    std::vector<int64_t> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(r.integer(i, 0));
+    return out;
   });
 }
 
@@ -319,8 +332,9 @@ std::vector<int64_t> SharedQueue::cancel_requests() {
 std::optional<int64_t> SharedQueue::orphan_job() {
   return pool_.call([&](Connection& db) -> std::optional<int64_t> {
     Result r = db.exec(
-        "SELECT job FROM kiln_job_leases WHERE NOT ended AND lease_until < now() "
-        "ORDER BY job LIMIT 1");
+        "SELECT job FROM kiln_job_leases WHERE NOT ended "
+        "AND lease_until < now() - $1 * interval '1 millisecond' ORDER BY job LIMIT 1",
+        Params().integer(lease_.count()));
     if (r.rows() == 0) return std::nullopt;
     return r.integer(0, 0);
   });

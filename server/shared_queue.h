@@ -92,15 +92,21 @@ class SharedQueue {
   std::vector<v1::TuneProgress> progress(int64_t job, int64_t after, int64_t* last);
   // The job ended as `status` says: its lease and its tasks go.
   void end_job(int64_t job, const Status& status);
-  // Every job this replica drives is left for another to adopt at once (this one stopping).
+  // Every job this replica drives is left for another to adopt at once (this one stopping):
+  // its lease made older than the grace.
   void release_jobs();
   // Job `job`, driven here, is left for another (or this one, later) to adopt.
   void release_job(int64_t job);
   // Asks the job's driver, wherever it is, to cancel it.
   void request_cancel(int64_t job);
+  // Of the jobs this replica runs (`driving`), those whose lease another replica holds now, or
+  // that ended (its lease lapsed, in a database outage say, and another adopted it): this
+  // replica is to stop driving them.
+  std::vector<int64_t> lost_jobs(const std::set<int64_t>& driving);
   // Jobs this replica drives that were asked to cancel.
   std::vector<int64_t> cancel_requests();
-  // A job not ended whose lease has expired (its driver died or stopped), if any.
+  // A job not ended whose lease expired more than a lease ago (its driver died, or stopped and
+  // let it go; the grace lets a driver cut off by a database outage renew it first), if any.
   std::optional<int64_t> orphan_job();
 
   // Keeps an artifact (its wire form) by its SHA-256; one already kept is left.

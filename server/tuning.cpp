@@ -232,6 +232,7 @@ struct LiveJob {
   bool ended = false;
   Status status;  // when ended: not ok when the job did not finish
   std::atomic<bool> cancel{false};
+  std::atomic<bool> lost{false};  // another replica drives it now
 };
 
 struct Tuning::Impl {
@@ -304,7 +305,9 @@ struct Tuning::Impl {
   // stops or the job is cancelled (its agents kill them): neither waits for a time limit.
   std::unique_ptr<tuner::Runner> runner_of(const MeasureSpec& spec,
                                            const std::shared_ptr<LiveJob>& job) {
-    auto stopped = [this, job] { return stopping.load() || job->cancel.load(); };
+    auto stopped = [this, job] {
+      return stopping.load() || job->cancel.load() || job->lost.load();
+    };
     if (replica) return replica->runner(spec, job->id, stopped);
     return runner.runner(spec, stopped);
   }
@@ -329,7 +332,7 @@ struct Tuning::Impl {
   Hooks stop_hooks(const std::shared_ptr<LiveJob>& job) {
     Hooks h;
     h.cancelled = [job] { return job->cancel.load(); };
-    h.stopping = [this] { return stopping.load(); };
+    h.stopping = [this, job] { return stopping.load() || job->lost.load(); };
     return h;
   }
   // Runs `work` for a live job on a thread of its own; when it throws, the job fails (or, when
@@ -480,6 +483,14 @@ void Tuning::Impl::launch(const std::shared_ptr<LiveJob>& live_job, const v1::Op
     } catch (...) {
       status = status_here(std::current_exception(), op);
     }
+    if (live_job->lost) {
+      // Another replica drives it now: nothing here is its to mark.
+      unreachable = true;
+      status = {Code::Unavailable,
+                fmt::format("tuning job {} went on at another replica: this one's lease lapsed "
+                            "(follow it with ResumeTune at any replica)",
+                            live_job->id)};
+    }
     if (!status.ok() && !unreachable) {
       if (stopping) {
         status = {Code::Unavailable,
@@ -496,7 +507,7 @@ void Tuning::Impl::launch(const std::shared_ptr<LiveJob>& live_job, const v1::Op
       }
     }
     if (!status.ok()) spdlog::warn("{}", status.message);
-    if (replica) {
+    if (replica && !live_job->lost) {
       // Ended here: its lease ends with it. Stopped before its end (kilnd stopping, the database
       // away): left for another replica, or this one later, to adopt.
       try {
@@ -948,6 +959,17 @@ void Tuning::adopt(int64_t id) {
 
 void Tuning::cancel_here(int64_t job) {
   if (std::shared_ptr<LiveJob> live = impl_->find_live(job)) live->cancel = true;
+}
+
+std::set<int64_t> Tuning::running_here() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::set<int64_t> out;
+  for (const auto& [id, job] : impl_->live) out.insert(id);
+  return out;
+}
+
+void Tuning::lost_here(int64_t job) {
+  if (std::shared_ptr<LiveJob> live = impl_->find_live(job)) live->lost = true;
 }
 
 Status Tuning::list_jobs(const v1::ListJobsRequest& request, v1::ListJobsResponse* response) {

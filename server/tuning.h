@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "fleet_runner.h"
@@ -80,6 +81,11 @@ class Tuning {
   void adopt(int64_t job);
   // With a replica: job `job`, if it runs here, was asked to cancel at another replica.
   void cancel_here(int64_t job);
+  // The jobs running here.
+  std::set<int64_t> running_here();
+  // With a replica: job `job`, if it runs here, was adopted by another (this one's lease
+  // lapsed): it stops here, leaving its records and its lease alone.
+  void lost_here(int64_t job);
 
  private:
   struct Impl;

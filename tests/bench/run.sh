@@ -4,7 +4,7 @@ set -euo pipefail
 
 # The groups, in the order they run. Group G is the program tests/bench/bench_G.cpp,
 # built as the CMake target bench_G.
-GROUPS_ALL=(gemm conv compile licm server agent tune contention mca models scale gpu)
+GROUPS_ALL=(gemm conv compile licm server agent tune contention mca models scale auto gpu)
 
 usage() {
   cat <<EOF
@@ -39,6 +39,9 @@ Progress goes to stderr.
                    scale (kilnd replicas sharing a throwaway PostgreSQL: 1, 2 and 4 of them
                    with 32 simulated agents each; measurements a second and their dispatch
                    latency: docs/scale-out.md),
+                   auto (every example and bench kernel with knobs, its schedule taken out
+                   and sketched by kiln, tuned beside its hand schedule for as many trials,
+                   both bests timed in turn: tests/bench/bench_auto.py; --quick: 16 trials),
                    gpu (kiln's GPU examples vs cuBLAS and cuDNN on this machine's GPU; built
                    with the CUDA toolkit, and says "skipped" without a GPU: docs/gpu.md)
   --quick          the smallest cases only, for a smoke run
@@ -92,6 +95,7 @@ tune=0
 contention=0
 mca=0
 models=0
+auto=0
 available=$(cmake --build "$build_dir" --target help 2>/dev/null || true)
 # Whether this build has a bench program (the target bench_NAME).
 has_target() { grep -Eq "(^|[^[:alnum:]_])$1([^[:alnum:]_]|$)" <<< "$available"; }
@@ -104,6 +108,10 @@ for g in "${groups[@]}"; do
   fi
   if [[ $g == models ]]; then
     models=1  # a script over the CLI, bench_host and PyTorch
+    continue
+  fi
+  if [[ $g == auto ]]; then
+    auto=1  # a script over kilnd, its local agent and the Python client
     continue
   fi
   if [[ $g == tune || $g == contention ]]; then
@@ -120,13 +128,17 @@ for g in "${groups[@]}"; do
     echo "run.sh: skipping $g: no target bench_$g in $build_dir (its baseline library is missing)" >&2
   fi
 done
-[[ ${#targets[@]} -gt 0 || $tune -eq 1 || $contention -eq 1 || $mca -eq 1 || $models -eq 1 ]] ||
+[[ ${#targets[@]} -gt 0 || $tune -eq 1 || $contention -eq 1 || $mca -eq 1 || $models -eq 1 ||
+  $auto -eq 1 ]] ||
   exit 1
 if [[ $models -eq 1 ]]; then
   cmake --build "$build_dir" --target kiln bench_host >&2
 fi
 if [[ $mca -eq 1 ]]; then
   cmake --build "$build_dir" --target kiln >&2
+fi
+if [[ $auto -eq 1 ]]; then
+  cmake --build "$build_dir" --target kilnd kiln-agent kiln_python >&2
 fi
 if [[ $tune -eq 1 ]]; then
   cmake --build "$build_dir" --target kilnd kiln kiln-agent bench_gemm bench_conv >&2
@@ -156,6 +168,11 @@ fi
 if [[ $mca -eq 1 ]]; then
   echo "run.sh: mca ${bench_args[*]}" >&2
   /usr/bin/python3 "$root/tests/bench/bench_mca.py" --build-dir "$build_dir" "${bench_args[@]}" ||
+    status=1
+fi
+if [[ $auto -eq 1 ]]; then
+  echo "run.sh: auto ${bench_args[*]}" >&2
+  /usr/bin/python3 "$root/tests/bench/bench_auto.py" --build-dir "$build_dir" "${bench_args[@]}" ||
     status=1
 fi
 if [[ $tune -eq 1 ]]; then

@@ -176,12 +176,17 @@ TEST_F(SharedQueueTest, AJobsLeaseIsOneReplicasUntilItLapsesAndACancelReachesIts
   EXPECT_EQ(got[2].trials(), 3);
   EXPECT_TRUE(r2->progress(7, last, &last).empty());
 
-  // r1 dies: the job is an orphan, r2 adopts it, the cancel asked still asked.
-  std::this_thread::sleep_for(milliseconds(500));
+  // r1 dies: past its lease and a lease's grace the job is an orphan, r2 adopts it, the cancel
+  // asked still asked.
+  std::this_thread::sleep_for(milliseconds(400));
+  EXPECT_FALSE(r2->orphan_job());  // lapsed, but within the grace its driver has to renew it
+  std::this_thread::sleep_for(milliseconds(400));
   EXPECT_EQ(r2->orphan_job(), 7);
   ASSERT_TRUE(r2->claim_job(7));
   EXPECT_EQ(r2->cancel_requests(), std::vector<int64_t>{7});
   EXPECT_TRUE(r2->renew({}).empty());
+  EXPECT_EQ(r1->lost_jobs({7, 8}), std::vector<int64_t>{7});  // r1, back, stops driving it
+  EXPECT_TRUE(r2->lost_jobs({7}).empty());
   r2->end_job(7, {Code::Cancelled, "cancelled at r1's request"});
   l = r1->job(7);
   ASSERT_TRUE(l);

@@ -25,8 +25,10 @@ std::vector<ModelTask> model_tasks(const ir::Graph& g, const CompileOptions& opt
     t.op = c.op;
     t.calls = 1;
     t.first_result = c.results.empty() ? std::string() : c.results.front();
-    // A tunable operator's flops and space as a tuning job prepares them; the others' flops.
+    // A tunable operator's flops and space as a tuning job prepares them (prepare_model_task:
+    // an operator without knobs is one point, not sketched); the others' flops.
     try {
+      if (c.op.knobs.empty()) throw TaskError("no knobs");
       Task prepared = prepare_task(c.op, {}, {}, Limits{});
       t.points = prepared.space->size();
       t.flops = prepared.flops;

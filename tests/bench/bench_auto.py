@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""The auto-scheduling benchmark (tests/bench/run.sh auto): every example and bench kernel
+with knobs, its schedule taken out and sketched by kiln (docs/tuning.md, "A func without a
+schedule"), tuned for --trials trials on kilnd's local agent, beside the same kernel with its
+hand-written schedule tuned for as many; then both bests timed in turn, interleaved, on the
+same agent (the smaller of 3 medians each). One JSON line per kernel:
+
+  {"bench":"auto_matmul","trials":64,"hand_ms":...,"auto_ms":...,"ratio":...,
+   "hand_best":"TI=...","auto_best":"par_C=...,tile_C_i=...","cpu":"...","features":"..."}
+
+ratio is hand_ms / auto_ms: 1 when the sketch is as fast as the hand schedule, above 1 when
+faster. A last line gives the geometric mean and the smallest ratio. Progress goes to stderr.
+"""
+
+import argparse
+import json
+import math
+import pathlib
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+
+from bench_tune import Kilnd, log  # noqa: E402
+
+# file, func, params (small enough to tune in seconds a trial), part of --quick
+CASES = [
+    ("examples/matmul.kiln", "matmul", {"M": 256, "N": 256, "K": 256}, True),
+    ("examples/batch_matmul.kiln", "batch_matmul", {}, True),
+    ("examples/conv2d.kiln", "conv2d", {}, False),
+    ("tests/bench/kernels/gemm.kiln", "gemm", {"M": 512, "N": 512, "K": 512}, True),
+    ("tests/bench/kernels/conv2d.kiln", "conv2d",
+     dict(N=1, C=64, H=56, W=56, F=64, KH=3, KW=3, S=1, P=1, OH=56, OW=56), False),
+]
+
+
+def without_schedule(text):
+    """The source with every `schedule { ... }` block taken out (braces in quotes kept)."""
+    out, at = [], 0
+    while True:
+        start = text.find("schedule {", at)
+        if start < 0:
+            out.append(text[at:])
+            return "".join(out)
+        out.append(text[at:start])
+        depth, quoted, i = 0, False, text.index("{", start)
+        while i < len(text):
+            c = text[i]
+            if c == '"':
+                quoted = not quoted
+            elif not quoted and c == "{":
+                depth += 1
+            elif not quoted and c == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        at = i + 1
+
+
+def with_sketch(text, sketch):
+    """A single func's source without a schedule, given `sketch` as its schedule."""
+    end = text.rindex("}")
+    return text[:end] + "  schedule {\n" + sketch + "  }\n" + text[end:]
+
+
+def config_text(config):
+    return ",".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build-dir", default=str(ROOT / "build"))
+    ap.add_argument("--quick", action="store_true", help="16 trials, the GEMMs only")
+    ap.add_argument("--trials", type=int, default=0, help="trials a job (default 64)")
+    ap.add_argument("--case", default="", help="only cases whose file contains TEXT")
+    args = ap.parse_args()
+    trials = args.trials or (16 if args.quick else 64)
+    build = pathlib.Path(args.build_dir)
+    sys.path.insert(0, str(build / "python"))
+    import kiln  # noqa: E402  (the package the build makes)
+
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo")
+                  if line.startswith("flags")), [])
+    features = ",".join(f for f in ("avx2", "fma", "avx512f", "avx512vl", "asimd", "sve")
+                        if f in flags)
+    ratios, ok = [], True
+    with tempfile.TemporaryDirectory() as data:
+        kilnd = Kilnd(build, data)
+        try:
+            with kiln.Client(kilnd.address, timeout=3600) as client:
+                for file, func, params, in_quick in CASES:
+                    if (args.quick and not in_quick) or args.case not in file:
+                        continue
+                    name = f"auto_{pathlib.Path(file).stem}_{func}"
+                    hand_text = (ROOT / file).read_text()
+                    auto_text = without_schedule(hand_text)
+                    hand_op = kiln.source(hand_text, name=func, filename=file)
+                    auto_op = kiln.source(auto_text, name=func, filename=file)
+                    try:
+                        best = {}
+                        for side, op in (("hand", hand_op), ("auto", auto_op)):
+                            log(f"{name}: {side} schedule, {trials} trials")
+                            end = client.tune(op, "local", trials=trials, batch=8,
+                                              set=params).wait()
+                            best[side] = client.best(op, "local", set=params)
+                        # Both bests in turn, on the same agent, three times each.
+                        sketch = client._call(client._stub.BestConfig,
+                                              kiln.client.service_pb2.BestConfigRequest(
+                                                  op=auto_op, key="local",
+                                                  options=kiln.client._options(set=params))
+                                              ).sketch
+                        timed_auto = kiln.source(with_sketch(auto_text, sketch), name=func,
+                                                 filename=file)
+                        ms = {"hand": [], "auto": []}
+                        for _ in range(3):
+                            for side, op in (("hand", hand_op), ("auto", timed_auto)):
+                                r = client.measure(op, "local",
+                                                   set={**params, **best[side].config})
+                                ms[side].append(r.median_ms)
+                        hand_ms, auto_ms = min(ms["hand"]), min(ms["auto"])
+                        ratio = hand_ms / auto_ms
+                        ratios.append(ratio)
+                        print(json.dumps({
+                            "bench": name, "trials": trials, "hand_ms": round(hand_ms, 5),
+                            "auto_ms": round(auto_ms, 5), "ratio": round(ratio, 3),
+                            "hand_best": config_text(best["hand"].config),
+                            "auto_best": config_text(best["auto"].config), "cpu": cpu,
+                            "features": features}), flush=True)
+                    except kiln.KilnError as e:
+                        ok = False
+                        print(json.dumps({"bench": name, "error": str(e)}), flush=True)
+        finally:
+            kilnd.stop()
+    if ratios:
+        print(json.dumps({"bench": "auto_summary", "cases": len(ratios),
+                          "geomean_ratio": round(math.exp(sum(map(math.log, ratios))
+                                                          / len(ratios)), 3),
+                          "min_ratio": round(min(ratios), 3), "cpu": cpu,
+                          "features": features}), flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
