@@ -15,6 +15,7 @@ faster. A last line gives the geometric mean and the smallest ratio. Progress go
 import argparse
 import json
 import math
+import re
 import pathlib
 import sys
 import tempfile
@@ -36,13 +37,14 @@ CASES = [
 
 
 def without_schedule(text):
-    """The source with every `schedule { ... }` block taken out (braces in quotes kept)."""
-    out, at = [], 0
+    """The source with every `schedule { ... }` block taken out (braces in quotes kept), and
+    the conditions of `constraint` statements that name its knobs."""
+    out, at, knobs = [], 0, set()
     while True:
         start = text.find("schedule {", at)
         if start < 0:
             out.append(text[at:])
-            return "".join(out)
+            return without_knob_constraints("".join(out), knobs)
         out.append(text[at:start])
         depth, quoted, i = 0, False, text.index("{", start)
         while i < len(text):
@@ -56,7 +58,18 @@ def without_schedule(text):
                 if depth == 0:
                     break
             i += 1
+        knobs |= set(re.findall(r"\bknob\s+(?:order\s+)?(\w+)", text[start:i]))
         at = i + 1
+
+
+def without_knob_constraints(text, knobs):
+    """`text` without the conditions of its constraint statements that name one of `knobs` (a
+    statement left with none goes whole)."""
+    def keep(match):
+        conditions = [c for c in match.group(1).split(",")
+                      if not knobs & set(re.findall(r"\w+", c))]
+        return f"constraint {','.join(conditions).strip()};" if conditions else ""
+    return re.sub(r"constraint\s+([^;]*);", keep, text)
 
 
 def with_sketch(text, sketch):
