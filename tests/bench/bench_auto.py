@@ -5,7 +5,7 @@ schedule"), tuned for --trials trials on kilnd's local agent, beside the same ke
 hand-written schedule tuned for as many; then both bests timed in turn, interleaved, on the
 same agent (the smaller of 3 medians each). One JSON line per kernel:
 
-  {"bench":"auto_matmul","trials":64,"hand_ms":...,"auto_ms":...,"ratio":...,
+  {"bench":"auto_examples_matmul","trials":64,"hand_ms":...,"auto_ms":...,"ratio":...,
    "hand_best":"TI=...","auto_best":"par_C=...,tile_C_i=...","cpu":"...","features":"..."}
 
 ratio is hand_ms / auto_ms: 1 when the sketch is as fast as the hand schedule, above 1 when
@@ -108,7 +108,8 @@ def main():
                 for file, func, params, in_quick in CASES:
                     if (args.quick and not in_quick) or args.case not in file:
                         continue
-                    name = f"auto_{pathlib.Path(file).stem}_{func}"
+                    path = pathlib.Path(file)
+                    name = f"auto_{path.parent.name}_{path.stem}"
                     hand_text = (ROOT / file).read_text()
                     auto_text = without_schedule(hand_text)
                     hand_op = kiln.source(hand_text, name=func, filename=file)
