@@ -244,8 +244,28 @@ int run_check(const Options& o) {
 
 namespace {
 
+// The sketches kiln derives from f's algorithm (its own schedule left out), each a schedule
+// block to paste into the func, the first the one `kiln tune` searches.
+std::string sketch_text(ir::Func f) {
+  f.schedule.clear();
+  f.knobs.clear();
+  f.knob_splits.clear();
+  f.knob_constraints.clear();
+  std::vector<autosched::Sketch> sketches = autosched::sketches(f);
+  if (sketches.empty())
+    return fmt::format("# {}: nothing to sketch (no loop outside an algorithm loop to tile)\n",
+                       f.name);
+  std::string out;
+  for (size_t i = 0; i < sketches.size(); ++i)
+    out += fmt::format("{}# {}: the {} sketch{}\n  schedule {{\n{}  }}\n", i ? "\n" : "", f.name,
+                       sketches[i].name, i == 0 ? " (the one kiln tune searches)" : "",
+                       sketches[i].schedule);
+  return out;
+}
+
 // One stage of f's compilation, as `kiln emit --stage` prints it.
 std::string stage_text(const ir::Func& f, const Options& o) {
+  if (*o.stage == Stage::Sketch) return sketch_text(f);
   EmitStage stage = EmitStage::Asm;
   switch (*o.stage) {
     case Stage::Ast:
@@ -267,6 +287,7 @@ std::string stage_text(const ir::Func& f, const Options& o) {
       stage = EmitStage::Cuda;
       break;
     case Stage::Asm:
+    case Stage::Sketch:
     case Stage::Graph:
       break;
   }
@@ -302,11 +323,16 @@ int run_emit(const Options& o) {
                      "--stage cuda is printed by this kiln only: kilnd's Emit has no CUDA "
                      "stage; leave out --server (and unset KILN_SERVER), or ask kilnd for "
                      "--stage asm (PTX)");
+  if (remote && *o.stage == Stage::Sketch)
+    throw UsageError(o.command,
+                     "--stage sketch is printed by this kiln only: kilnd's Emit has no sketch "
+                     "stage; leave out --server (and unset KILN_SERVER)");
   spdlog::debug("emit: stage {}{}", stage_name(*o.stage), o.no_schedule ? ", no schedule" : "");
   bool first = true;
   // A comment line in .kiln, the C-like loop syntax, LLVM IR, or the assembly.
   std::string_view comment = "//";
   if (*o.stage == Stage::Llvm) comment = ";";
+  if (*o.stage == Stage::Sketch) comment = "#";
   if (*o.stage == Stage::Asm && compile_options(o).target.triple.starts_with("x86")) comment = "#";
   auto print = [&](bool many, const std::string& header, const std::string& text) {
     if (many) fmt::print("{}{} {}\n", first ? "" : "\n", comment, header);

@@ -213,13 +213,14 @@ Stage parse_stage(Command c, std::string_view text) {
   if (text == "ast") return Stage::Ast;
   if (text == "ir") return Stage::Ir;
   if (text == "schedule") return Stage::Schedule;
+  if (text == "sketch") return Stage::Sketch;
   if (text == "loops") return Stage::Loops;
   if (text == "llvm") return Stage::Llvm;
   if (text == "asm") return Stage::Asm;
   if (text == "cuda") return Stage::Cuda;
   if (text == "graph") return Stage::Graph;
   throw UsageError(c, fmt::format("--stage '{}': unknown stage (expected one of: ast, ir, "
-                                  "schedule, loops, llvm, asm, cuda, graph)",
+                                  "schedule, sketch, loops, llvm, asm, cuda, graph)",
                                   text));
 }
 
@@ -514,6 +515,8 @@ const char* stage_name(Stage s) {
       return "ir";
     case Stage::Schedule:
       return "schedule";
+    case Stage::Sketch:
+      return "sketch";
     case Stage::Loops:
       return "loops";
     case Stage::Llvm:
@@ -668,7 +671,8 @@ Options parse_command_line(int argc, const char* const* argv) {
   if (o.command == Command::Emit && !o.stage) {
     throw UsageError(
         o.command,
-        "missing --stage (expected one of: ast, ir, schedule, loops, llvm, asm, cuda, graph)");
+        "missing --stage (expected one of: ast, ir, schedule, sketch, loops, llvm, asm, cuda, "
+        "graph)");
   }
   // The opt level and the passes matter once there are loops. (The target
   // matters at every stage: knobs may have defaults by target.)
@@ -702,7 +706,8 @@ std::string synopsis(Command c) {
     case Command::Check:
       return "usage: kiln check FILE... [--func NAME | --graph NAME] [--set NAME=INT]...";
     case Command::Emit:
-      return "usage: kiln emit FILE... --stage {ast,ir,schedule,loops,llvm,asm,cuda,graph} [--func "
+      return "usage: kiln emit FILE... --stage {ast,ir,schedule,sketch,loops,llvm,asm,cuda,graph} "
+             "[--func "
              "NAME "
              "| "
              "--graph NAME] "
@@ -822,6 +827,9 @@ std::string help_text(Command c) {
              "  ast       the parsed program in .kiln syntax (after --set)\n"
              "  ir        each computation's iteration domain and accesses (isl notation)\n"
              "  schedule  each computation's schedule, loop names, tags and dependences\n"
+             "  sketch    the schedules kiln sketches from the algorithm alone (its own\n"
+             "            schedule left out), each a schedule block to paste: what\n"
+             "            `kiln tune` searches for a func given without one\n"
              "  loops     the lowered loop nest; with -O or a pass option, after kiln's\n"
              "            passes at that level\n"
              "  llvm      the LLVM IR, after LLVM's optimization pipeline\n"

@@ -678,6 +678,35 @@ TEST(CliEmit, AstShowsSetValues) {
   EXPECT_FALSE(Matches(r.out, R"(\bM\s*=\s*16\b)"));
 }
 
+TEST(CliEmit, SketchesArePastableSchedulesThatRunAsTheAlgorithmDoes) {
+  Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "sketch"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "# matmul: the tiled sketch (the one kiln tune searches)"));
+  EXPECT_TRUE(Contains(r.out, "C.reorder(i_o, j_o, k, i_i, j_i);"));
+  EXPECT_TRUE(Contains(r.out, "# matmul: the split sketch"));
+
+  // The first, pasted into the algorithm in place of its own schedule, runs as the reference.
+  std::string ast =
+      kiln({"emit", data("matmul_small.kiln"), "--stage", "ast", "--no-schedule"}).out;
+  size_t open = r.out.find("  schedule {"), close = r.out.find("  }\n", open);
+  ASSERT_NE(close, std::string::npos) << r.out;
+  std::string sketch = r.out.substr(open, close + 4 - open);
+  size_t schedule = ast.find("schedule {");
+  std::string program =
+      (schedule == std::string::npos ? ast.substr(0, ast.rfind('}')) : ast.substr(0, schedule)) +
+      sketch + "}\n";
+  TempFile pasted;
+  std::ofstream(pasted.path) << program;
+  Result run = kiln({"run", pasted.path, "--check"});
+  EXPECT_EQ(run.status, 0) << run.err << "\nfrom:\n" << program;
+  EXPECT_TRUE(Contains(run.out, "ok  matmul")) << run.out;
+
+  Result remote =
+      kiln({"emit", data("matmul_small.kiln"), "--stage", "sketch", "--server", "127.0.0.1:1"});
+  EXPECT_EQ(remote.status, 2);
+  EXPECT_TRUE(Contains(remote.err, "--stage sketch is printed by this kiln only")) << remote.err;
+}
+
 TEST(CliEmit, IrDescribesEachComputationsDomain) {
   Result r = kiln({"emit", data("matmul_small.kiln"), "--stage", "ir"});
   EXPECT_EQ(r.status, 0) << r.err;
