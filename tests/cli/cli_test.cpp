@@ -387,7 +387,7 @@ TEST(CliUsage, EmitNeedsAKnownStage) {
   r = kiln({"emit", data("matmul_small.kiln"), "--stage", "bytecode"});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(Contains(r.err, "unknown stage"));
-  EXPECT_TRUE(Contains(r.err, "ast, ir, schedule, loops, llvm, asm"));
+  EXPECT_TRUE(Contains(r.err, "ast, ir, schedule, sketch, loops, llvm, asm"));
 }
 
 TEST(CliUsage, TargetOptionsForEmitAndCompileOnly) {
