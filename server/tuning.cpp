@@ -1017,10 +1017,15 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
         refuse(Code::InvalidArgument, "name the operator (op) or its workload hash (workload)");
       // A func without a schedule was tuned as the sketch kiln derives for it.
       std::string sketch;
-      ir::Func base = tuner::tunable(resolve(request.op(), impl_->limits), impl_->limits, &sketch);
-      workload = tuner::workload_of(base, ir::Overrides(request.options().set().begin(),
-                                                        request.options().set().end()))
-                     .hash;
+      ir::Overrides set(request.options().set().begin(), request.options().set().end());
+      ir::Func base = resolve(request.op(), impl_->limits);
+      if (base.knobs.empty() && base.schedule.empty()) {  // sketched at its shape, as tuned
+        ir::Overrides params;
+        for (const auto& [name, value] : set)
+          if (base.find_param(name)) params[name] = value;
+        base = tuner::tunable(ir::apply_overrides(base, params), impl_->limits, &sketch);
+      }
+      workload = tuner::workload_of(base, set).hash;
       response->set_sketch(sketch);
     }
     std::vector<records::Target> targets = impl_->store->targets();

@@ -74,6 +74,7 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
   };
   Part cut;  // the loops cut (and the reduction's moved), always in
   std::string outer, inner;
+  std::vector<std::string> untouched;  // the data-parallel loops outside the cut ones
   std::string par_knob = "par_" + c.name;
   if (shape == Shape::Tiled && par.size() >= 2) {
     const std::string& a = par[par.size() - 2];
@@ -91,6 +92,7 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
                                          fmt::join(red, ", "), ai, bi));
     if (init) cut.commands.push_back(fmt::format("{}.after({}, {});", c.name, init->name, bo));
     outer = par.size() > 2 ? par.front() : ao;
+    untouched.assign(par.begin(), par.end() - 2);
     inner = bi;
   } else {
     const std::string& b = par.back();
@@ -104,18 +106,41 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
           fmt::format("{}.reorder({}, {}, {});", c.name, bo, fmt::join(red, ", "), bi));
     if (init) cut.commands.push_back(fmt::format("{}.after({}, {});", c.name, init->name, bo));
     outer = par.size() > 1 ? par.front() : bo;
+    untouched.assign(par.begin(), par.end() - 1);
     inner = bi;
   }
-  Part parallel{{fmt::format("knob {} = parallel in [none, parallel];", par_knob)},
-                both(fmt::format("tag({}, {});", outer, par_knob))};
+  // The parallel loop: the data-parallel loops outside the cut ones fused into one (a batch
+  // of 1 outermost leaves no parallelism of its own), else the outermost loop, else none.
+  std::vector<Part> parallels;
+  Part knob{{fmt::format("knob {} = parallel in [none, parallel];", par_knob)}, {}};
+  if (untouched.size() >= 2) {
+    Part fused = knob;
+    std::string so_far = untouched[0];
+    for (size_t i = 1; i < untouched.size(); ++i) {
+      std::string name = fresh(so_far + "_" + untouched[i], taken);
+      for (const std::string& cmd :
+           both(fmt::format("fuse({}, {}, {});", so_far, untouched[i], name)))
+        fused.commands.push_back(cmd);
+      so_far = name;
+    }
+    for (const std::string& cmd : both(fmt::format("tag({}, {});", so_far, par_knob)))
+      fused.commands.push_back(cmd);
+    parallels.push_back(fused);
+  }
+  Part outermost = knob;
+  outermost.commands = both(fmt::format("tag({}, {});", outer, par_knob));
+  parallels.push_back(outermost);
+  parallels.push_back(Part{});
   Part vector{{}, both(fmt::format("tag({}, vectorize);", inner))};
-  for (auto [p, v] : {std::pair{true, true}, {true, false}, {false, true}, {false, false}}) {
-    Part candidate = cut;
-    if (p) candidate += parallel;
-    if (v) candidate += vector;
-    Part whole = before;
-    whole += candidate;
-    if (legal(f, whole.text(), limits)) return candidate;
+  for (const Part& parallel : parallels) {
+    for (bool v : {true, false}) {
+      Part candidate = cut;
+      candidate += parallel;
+      if (v) candidate += vector;
+      Part whole = before;
+      whole += candidate;
+      if (legal(f, whole.text(), limits)) return candidate;
+    }
   }
   return {};
 }

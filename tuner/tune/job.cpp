@@ -64,9 +64,14 @@ Task prepare_task(const ir::Func& base, const ir::Overrides& set,
                       "in [V, ...] = DEFAULT; docs/language.md), or leave the schedule out for "
                       "kiln to sketch one (docs/tuning.md)",
                       base.name));
-    // The algorithm alone: tuned over the sketch kiln derives from it.
+    // The algorithm alone: tuned over the sketch kiln derives from it at the job's shape (a
+    // command legal at one shape may not be at another: a fuse of loops whose bounds become
+    // run-time values).
+    ir::Overrides params;
+    for (const auto& [name, value] : set)
+      if (base.find_param(name)) params[name] = value;
     std::string schedule;
-    ir::Func sketched = tunable(base, limits, &schedule);
+    ir::Func sketched = tunable(ir::apply_overrides(base, params), limits, &schedule);
     if (schedule.empty())
       throw TaskError(fmt::format(
           "{} has no schedule and kiln found no loop in it to sketch one from: declare knobs "
