@@ -75,6 +75,7 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
   Part cut;  // the loops cut (and the reduction's moved), always in
   std::string outer, inner;
   std::vector<std::string> untouched;  // the data-parallel loops outside the cut ones
+  std::string rows;  // tiled: the point loop outside the vector one, a register tile's rows
   std::string par_knob = "par_" + c.name;
   if (shape == Shape::Tiled && par.size() >= 2) {
     const std::string& a = par[par.size() - 2];
@@ -94,6 +95,7 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
     outer = par.size() > 2 ? par.front() : ao;
     untouched.assign(par.begin(), par.end() - 2);
     inner = bi;
+    rows = ai;
   } else {
     const std::string& b = par.back();
     std::string tb = "split_" + c.name + "_" + b;
@@ -132,11 +134,17 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
   parallels.push_back(outermost);
   parallels.push_back(Part{});
   Part vector{{}, both(fmt::format("tag({}, vectorize);", inner))};
+  // A register tile: the rows around the vector loop copied out (the tuner chooses).
+  std::string unroll_knob = "unroll_" + c.name;
+  Part unroll{{fmt::format("knob {} = unroll_explicit in [none, unroll_explicit];", unroll_knob)},
+              both(fmt::format("tag({}, {});", rows, unroll_knob))};
   for (const Part& parallel : parallels) {
-    for (bool v : {true, false}) {
+    for (int v : {2, 1, 0}) {  // vectorized with its rows unrolled, vectorized, neither
+      if (v == 2 && rows.empty()) continue;
       Part candidate = cut;
       candidate += parallel;
-      if (v) candidate += vector;
+      if (v >= 1) candidate += vector;
+      if (v == 2) candidate += unroll;
       Part whole = before;
       whole += candidate;
       if (legal(f, whole.text(), limits)) return candidate;

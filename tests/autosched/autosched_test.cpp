@@ -83,7 +83,7 @@ TEST(Autosched, SketchedLoopNestsComputeWhatTheReferenceDoes) {
   }
 }
 
-TEST(Autosched, AMatmulIsTiledWithItsReductionBetweenTilesAndPointsAndItsInitInTheTile) {
+TEST(Autosched, AMatmulIsTiledWithItsReductionBetweenTilesAndPointsAndItsRowsARegisterTile) {
   ir::Func f = stripped(parse_one(read_example("matmul")));
   std::vector<autosched::Sketch> s = autosched::sketches(f);
   ASSERT_EQ(s.size(), 2u);
@@ -92,6 +92,7 @@ TEST(Autosched, AMatmulIsTiledWithItsReductionBetweenTilesAndPointsAndItsInitInT
             "    knob tile_C_i = 8 in [4, 8, 16, 32, 64];\n"
             "    knob tile_C_j = 16 in [4, 8, 16, 32, 64];\n"
             "    knob par_C = parallel in [none, parallel];\n"
+            "    knob unroll_C = unroll_explicit in [none, unroll_explicit];\n"
             "    C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);\n"
             "    C_init.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);\n"
             "    C.reorder(i_o, j_o, k, i_i, j_i);\n"
@@ -99,7 +100,9 @@ TEST(Autosched, AMatmulIsTiledWithItsReductionBetweenTilesAndPointsAndItsInitInT
             "    C.tag(i_o, par_C);\n"
             "    C_init.tag(i_o, par_C);\n"
             "    C.tag(j_i, vectorize);\n"
-            "    C_init.tag(j_i, vectorize);\n");
+            "    C_init.tag(j_i, vectorize);\n"
+            "    C.tag(i_i, unroll_C);\n"
+            "    C_init.tag(i_i, unroll_C);\n");
   EXPECT_EQ(s[1].name, "split");
   EXPECT_NE(s[1].schedule.find("C.split(j, split_C_j, j_o, j_i);"), std::string::npos);
   EXPECT_NE(s[1].schedule.find("C.tag(i, par_C);"), std::string::npos);
