@@ -277,10 +277,10 @@ def test_a_func_without_a_schedule_is_tuned_over_the_sketch_kiln_derives(client,
     assert end.done and end.trials == 8
     records = client.records(job=end.job, limit=50)
     assert len(records) == 8 and all(r.ok for r in records)
-    assert all(set(r.config) == {"tile_C_i", "tile_C_j", "par_C"} for r in records)
+    assert all(set(r.config) == {"tile_C_i", "tile_C_j", "par_C", "unroll_C"} for r in records)
     # The best is a point of that sketch, and runs checked against the reference.
     best = client.best(kiln.source(algorithm), "local")
-    assert set(best.config) == {"tile_C_i", "tile_C_j", "par_C"}
+    assert set(best.config) == {"tile_C_i", "tile_C_j", "par_C", "unroll_C"}
 
     # The CLI compiles the best as the sketch it was tuned as, and shows that schedule.
     path = tmp_path / "mm.kiln"
