@@ -910,11 +910,8 @@ Status Tuning::Impl::follow_elsewhere(int64_t id, const ProgressSink& sink,
       if (!sink(m))
         return {Code::Cancelled, fmt::format("the client went away; tuning job {} goes on", id)};
     seq = last;
-    if (!l || l->ended) {
-      for (const v1::TuneProgress& m : queue.progress(id, seq, &last))  // those before its end
-        if (!sink(m)) break;
-      return l ? l->status : Status{};
-    }
+    // Read after the lease: every message posted before the end was among those just sent.
+    if (!l || l->ended) return l ? l->status : Status{};
     if (stopping)
       return {Code::Unavailable,
               fmt::format("kilnd is stopping; tuning job {} goes on at replica {}", id, l->owner)};
@@ -1018,13 +1015,8 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
       // A func without a schedule was tuned as the sketch kiln derives for it.
       std::string sketch;
       ir::Overrides set(request.options().set().begin(), request.options().set().end());
-      ir::Func base = resolve(request.op(), impl_->limits);
-      if (base.knobs.empty() && base.schedule.empty()) {  // sketched at its shape, as tuned
-        ir::Overrides params;
-        for (const auto& [name, value] : set)
-          if (base.find_param(name)) params[name] = value;
-        base = tuner::tunable(ir::apply_overrides(base, params), impl_->limits, &sketch);
-      }
+      ir::Func base =
+          tuner::tunable(resolve(request.op(), impl_->limits), set, impl_->limits, &sketch);
       workload = tuner::workload_of(base, set).hash;
       response->set_sketch(sketch);
     }

@@ -246,11 +246,8 @@ namespace {
 
 // The sketches kiln derives from f's algorithm (its own schedule left out), each a schedule
 // block to paste into the func, the first the one `kiln tune` searches.
-std::string sketch_text(ir::Func f) {
-  f.schedule.clear();
-  f.knobs.clear();
-  f.knob_splits.clear();
-  f.knob_constraints.clear();
+std::string sketch_text(const ir::Func& scheduled) {
+  ir::Func f = autosched::algorithm_of(scheduled);
   std::vector<autosched::Sketch> sketches = autosched::sketches(f);
   if (sketches.empty())
     return fmt::format("# {}: nothing to sketch (no loop outside an algorithm loop to tile)\n",

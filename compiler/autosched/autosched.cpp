@@ -169,12 +169,23 @@ std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
 
 }  // namespace
 
-std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits) {
+namespace {
+
+void refuse_scheduled(const ir::Func& f) {
   if (!f.schedule.empty() || !f.knobs.empty())
     throw std::invalid_argument(
         fmt::format("{} has a schedule of its own: sketches are for a func without one", f.name));
+}
+
+constexpr std::pair<Shape, const char*> kShapes[] = {{Shape::Tiled, "tiled"},
+                                                     {Shape::Split, "split"}};
+
+}  // namespace
+
+std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits) {
+  refuse_scheduled(f);
   std::vector<Sketch> out;
-  for (auto [shape, name] : {std::pair{Shape::Tiled, "tiled"}, {Shape::Split, "split"}}) {
+  for (auto [shape, name] : kShapes) {
     std::string body = sketch_of(f, shape, limits);
     if (body.empty()) continue;
     bool seen = false;
@@ -182,6 +193,23 @@ std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits) {
     if (!seen) out.push_back(Sketch{name, body});
   }
   return out;
+}
+
+std::optional<Sketch> first_sketch(const ir::Func& f, const Limits& limits) {
+  refuse_scheduled(f);
+  for (auto [shape, name] : kShapes) {
+    std::string body = sketch_of(f, shape, limits);
+    if (!body.empty()) return Sketch{name, body};
+  }
+  return std::nullopt;
+}
+
+ir::Func algorithm_of(ir::Func f) {
+  f.schedule.clear();
+  f.knobs.clear();
+  f.knob_splits.clear();
+  f.knob_constraints.clear();
+  return f;
 }
 
 ir::Func apply(const ir::Func& f, const Sketch& s, const Limits& limits) {

@@ -14,15 +14,6 @@
 namespace kiln::testing {
 namespace {
 
-// f as the algorithm alone: no schedule, no knobs.
-ir::Func stripped(ir::Func f) {
-  f.schedule.clear();
-  f.knobs.clear();
-  f.knob_splits.clear();
-  f.knob_constraints.clear();
-  return f;
-}
-
 std::string loops_of(const ir::Func& f) { return ir::to_string(poly::lower(poly::schedule(f))); }
 
 // Up to `n` points of f's knobs other than their defaults, drawn with a fixed seed.
@@ -45,7 +36,7 @@ TEST(Autosched, EveryKernelWithoutItsScheduleGetsLegalSketchesThatParseBack) {
   for (const std::string& file : files) {
     for (const ir::Func& scheduled : frontend::parse_module(read_source(file), file).funcs) {
       SCOPED_TRACE(file + ": " + scheduled.name);
-      ir::Func f = stripped(scheduled);
+      ir::Func f = autosched::algorithm_of(scheduled);
       std::vector<autosched::Sketch> sketches = autosched::sketches(f);
       sketched += !sketches.empty();
       for (const autosched::Sketch& s : sketches) {
@@ -67,7 +58,8 @@ TEST(Autosched, SketchedLoopNestsComputeWhatTheReferenceDoes) {
   for (const ExampleCase& c : example_cases()) {
     for (const ir::Overrides& sizes : c.params) {
       // Sketched at the shape it runs at, as a tuning job sketches it.
-      ir::Func base = ir::apply_overrides(stripped(parse_one(read_example(c.example))), sizes);
+      ir::Func base =
+          ir::apply_overrides(autosched::algorithm_of(parse_one(read_example(c.example))), sizes);
       for (const autosched::Sketch& s : autosched::sketches(base)) {
         ir::Func g = autosched::apply(base, s);
         std::vector<ir::Overrides> points = other_points(g, 3);
@@ -84,7 +76,7 @@ TEST(Autosched, SketchedLoopNestsComputeWhatTheReferenceDoes) {
 }
 
 TEST(Autosched, AMatmulIsTiledWithItsReductionBetweenTilesAndPointsAndItsRowsARegisterTile) {
-  ir::Func f = stripped(parse_one(read_example("matmul")));
+  ir::Func f = autosched::algorithm_of(parse_one(read_example("matmul")));
   std::vector<autosched::Sketch> s = autosched::sketches(f);
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].name, "tiled");

@@ -122,13 +122,8 @@ def main():
                                               set=params).wait()
                             best[side] = client.best(op, "local", set=params)
                         # Both bests in turn, on the same agent, three times each.
-                        sketch = client._call(client._stub.BestConfig,
-                                              kiln.client.service_pb2.BestConfigRequest(
-                                                  op=auto_op, key="local",
-                                                  options=kiln.client._options(set=params))
-                                              ).sketch
-                        timed_auto = kiln.source(with_sketch(auto_text, sketch), name=func,
-                                                 filename=file)
+                        timed_auto = kiln.source(with_sketch(auto_text, best["auto"].sketch),
+                                                 name=func, filename=file)
                         ms = {"hand": [], "auto": []}
                         for _ in range(3):
                             for side, op in (("hand", hand_op), ("auto", timed_auto)):

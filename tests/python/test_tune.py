@@ -281,6 +281,7 @@ def test_a_func_without_a_schedule_is_tuned_over_the_sketch_kiln_derives(client,
     # The best is a point of that sketch, and runs checked against the reference.
     best = client.best(kiln.source(algorithm), "local")
     assert set(best.config) == {"tile_C_i", "tile_C_j", "par_C", "unroll_C"}
+    assert "C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);" in best.sketch
 
     # The CLI compiles the best as the sketch it was tuned as, and shows that schedule.
     path = tmp_path / "mm.kiln"

@@ -141,8 +141,7 @@ Record read_record(const Result& s, int row) {
 
 class PostgresStore : public RecordStore {
  public:
-  PostgresStore(std::string url, const PostgresOptions& options)
-      : pool_(std::move(url), pg::PoolOptions{options.connections, options.wait_for_server}) {}
+  PostgresStore(std::string url, const PostgresOptions& options) : pool_(std::move(url), options) {}
 
   // Connects once and brings the schema up to date, one opener at a time; RecordsError when
   // the server cannot be reached or the database is not one kiln can use.

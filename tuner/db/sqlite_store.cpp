@@ -443,8 +443,6 @@ void check_existing(sqlite3* db, const std::string& path) {
 
 }  // namespace
 
-int sqlite_schema_version() { return kSchema; }
-
 std::unique_ptr<RecordStore> open_sqlite_store(const std::string& path) {
   if (path.empty())
     throw RecordsError("records database: no file named (\":memory:\" for one in memory)");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "kiln/autosched.h"
@@ -47,12 +48,19 @@ records::Workload workload_of(const ir::Func& base, const ir::Overrides& set) {
   return workload_of_shaped(ir::apply_overrides(base, knobs_and_params(base, set).second));
 }
 
-ir::Func tunable(const ir::Func& base, const Limits& limits, std::string* schedule) {
+ir::Func tunable(const ir::Func& base, const ir::Overrides& set, const Limits& limits,
+                 std::string* schedule) {
   if (!base.knobs.empty() || !base.schedule.empty()) return base;
-  std::vector<autosched::Sketch> sketches = autosched::sketches(base, limits);
-  if (sketches.empty()) return base;
-  if (schedule) *schedule = sketches.front().schedule;
-  return autosched::apply(base, sketches.front(), limits);
+  // Sketched at the shape it is tuned at: a command legal at one shape may not be at another
+  // (a fuse of loops whose bounds become run-time values).
+  ir::Overrides params;
+  for (const auto& [name, value] : set)
+    if (base.find_param(name)) params[name] = value;
+  ir::Func shaped = ir::apply_overrides(base, params);
+  std::optional<autosched::Sketch> sketch = autosched::first_sketch(shaped, limits);
+  if (!sketch) return base;
+  if (schedule) *schedule = sketch->schedule;
+  return autosched::apply(shaped, *sketch, limits);
 }
 
 Task prepare_task(const ir::Func& base, const ir::Overrides& set,
@@ -64,14 +72,9 @@ Task prepare_task(const ir::Func& base, const ir::Overrides& set,
                       "in [V, ...] = DEFAULT; docs/language.md), or leave the schedule out for "
                       "kiln to sketch one (docs/tuning.md)",
                       base.name));
-    // The algorithm alone: tuned over the sketch kiln derives from it at the job's shape (a
-    // command legal at one shape may not be at another: a fuse of loops whose bounds become
-    // run-time values).
-    ir::Overrides params;
-    for (const auto& [name, value] : set)
-      if (base.find_param(name)) params[name] = value;
+    // The algorithm alone: tuned over the sketch kiln derives from it.
     std::string schedule;
-    ir::Func sketched = tunable(ir::apply_overrides(base, params), limits, &schedule);
+    ir::Func sketched = tunable(base, set, limits, &schedule);
     if (schedule.empty())
       throw TaskError(fmt::format(
           "{} has no schedule and kiln found no loop in it to sketch one from: declare knobs "

@@ -586,12 +586,17 @@ class Client:
         workload hash on ``key`` (default: the device class of ``target`` and
         ``cpu``, or of kilnd's own machine): a Record. KilnError NOT_FOUND when
         it was never tuned there. ``retime=N`` first re-times its N fastest on
-        one agent of ``key``, their rounds interleaved (kept in the records)."""
+        one agent of ``key``, their rounds interleaved (kept in the records). For a func
+        given without a schedule, the Record's ``sketch`` is the schedule kiln sketched for it
+        and tuned (a schedule block's body, whose knobs its ``config`` sets); else ""."""
         request = service_pb2.BestConfigRequest(key=key, workload=workload, retime=retime,
                                                 options=_options(**options))
         if op is not None:
             request.op.CopyFrom(_operator(op))
-        return Record(self._call(self._stub.BestConfig, request).record)
+        response = self._call(self._stub.BestConfig, request)
+        best = Record(response.record)
+        best.sketch = response.sketch
+        return best
 
     def export_records(self, **filters):
         """The records matching the filters as JSON lines (docs/records.md): a

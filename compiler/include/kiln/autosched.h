@@ -11,6 +11,7 @@
 // dependences forbid is left out of it, computation by computation.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct Sketch {
 // it has), each legal at its knobs' defaults; distinct; possibly none (a computation inside an
 // algorithm loop, or one with nothing to tile, is left as the algorithm orders it).
 std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits = {});
+
+// The sketch a tuning job searches: the first of sketches(f), computed alone; none when
+// there is none.
+std::optional<Sketch> first_sketch(const ir::Func& f, const Limits& limits = {});
+
+// `f` as its algorithm alone: its schedule, knobs, knob splits and knob constraints taken away.
+ir::Func algorithm_of(ir::Func f);
 
 // `f` with `s` as its schedule, parsed back from text (CompileError when it does not parse).
 ir::Func apply(const ir::Func& f, const Sketch& s, const Limits& limits = {});

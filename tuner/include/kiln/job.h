@@ -48,10 +48,12 @@ struct Task {
 // are knobs are left out of it. Throws what ir::apply_overrides throws.
 records::Workload workload_of(const ir::Func& base, const ir::Overrides& set);
 
-// What a func is tuned as: `base` itself when it has a schedule or knobs; else `base` with the
-// first sketch kiln derives from its algorithm as its schedule (kiln/autosched.h), whose body
-// `schedule` receives; `base` itself when there is nothing to sketch.
-ir::Func tunable(const ir::Func& base, const Limits& limits, std::string* schedule = nullptr);
+// What a func is tuned as with `set`: `base` itself when it has a schedule or knobs; else
+// `base` at the shape `set` gives its params with the first sketch kiln derives from its
+// algorithm there as its schedule (kiln/autosched.h), whose body `schedule` receives; `base`
+// itself when there is nothing to sketch.
+ir::Func tunable(const ir::Func& base, const ir::Overrides& set, const Limits& limits,
+                 std::string* schedule = nullptr);
 
 // Prepares `base` (as the frontend made it) for tuning with `set` (params'
 // and knobs' values) and the run-time params' values `runtime` (those not

@@ -92,12 +92,8 @@ class Connection {
   const std::string& name_;
 };
 
-struct PoolOptions {
-  int connections = 4;  // at most this many open at once
-  // A call whose connection is lost connects again and is tried again, waiting 50 ms, then
-  // twice as long each time up to 2 s, for this long in all; then RecordsUnavailable.
-  std::chrono::milliseconds wait_for_server{60'000};
-};
+// How many connections, and how long a call waits through a lost one (kiln/records.h).
+using PoolOptions = records::PostgresOptions;
 
 class Pool {
  public:

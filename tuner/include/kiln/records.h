@@ -163,8 +163,6 @@ class RecordStore {
 // from a newer kiln; such a file is left exactly as it was.
 std::unique_ptr<RecordStore> open_sqlite_store(const std::string& path);
 inline constexpr const char* kInMemory = ":memory:";
-// The schema version this kiln writes (schema_version()).
-int sqlite_schema_version();
 
 // How a PostgreSQL store uses its server.
 struct PostgresOptions {
