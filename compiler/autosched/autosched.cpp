@@ -7,6 +7,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "kiln/analysis.h"
 #include "kiln/error.h"
 #include "kiln/frontend.h"
 #include "kiln/poly.h"
@@ -56,6 +57,22 @@ bool legal(const ir::Func& f, const std::string& body, const Limits& limits) {
   }
 }
 
+// A computation's data-parallel loops and the loops it reduces over: for an update of what
+// it stores (`x[i] += A[i, j] * y[j]`), the leading iterators its store index names and the
+// rest, when the index names none of the rest; else all its iterators and none.
+std::pair<std::vector<std::string>, std::vector<std::string>> reduced_over(const ir::Comp& c) {
+  if (!c.store) return {c.iters, {}};
+  std::set<std::string> stored;
+  for (const ir::Expr& e : c.store->indices) stored.merge(ir::free_vars(e));
+  size_t k = 0;
+  while (k < c.iters.size() && stored.count(c.iters[k])) ++k;
+  for (size_t m = k; m < c.iters.size(); ++m)
+    if (stored.count(c.iters[m])) return {c.iters, {}};
+  if (k == 0) return {c.iters, {}};
+  return {std::vector<std::string>(c.iters.begin(), c.iters.begin() + static_cast<long>(k)),
+          std::vector<std::string>(c.iters.begin() + static_cast<long>(k), c.iters.end())};
+}
+
 // What one computation `c` (with its initialization `init`, for a reduction) is given in a
 // sketch of `shape`: the whole of it, then less and less (no vectorization, no parallel
 // loop, neither), the first variant that is legal beside what `before` holds.
@@ -63,7 +80,7 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
              const Part& before, const Limits& limits) {
   // The data-parallel loops: the initialization's (a reduction's result); the reduction's own
   // loops come after them in c.
-  std::vector<std::string> par = init ? init->iters : c.iters;
+  std::vector<std::string> par = init ? init->iters : reduced_over(c).first;
   std::vector<std::string> red(c.iters.begin() + static_cast<long>(par.size()), c.iters.end());
   if (par.empty()) return {};
   std::set<std::string> taken(c.iters.begin(), c.iters.end());
@@ -153,10 +170,100 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
   return {};
 }
 
+// What the computations `group` inside one algorithm loop (a time loop of a stencil, each
+// computation with two or more loops of its own) are given in a sketch of `shape`. Tiled: time
+// tiling -- each computation's first loop skewed by the time loop (by s, the k-th computation
+// shifted k * d further, since it reads what those before it wrote around it in the same
+// step), then the time loop and that loop tiled, the computations after one another in each
+// tile, their innermost loop vectorized: the first (s, d) the dependences allow, from the
+// smallest. Split, or when no skew is legal: within a time step, each computation's first loop
+// in parallel and its innermost vectorized.
+Part part_of_loop(const ir::Func& f, const std::vector<const ir::Comp*>& group, Shape shape,
+                  const Part& before, const Limits& limits) {
+  const std::string& t = group.front()->iters.front();
+  std::set<std::string> taken;
+  for (const ir::Comp* c : group) taken.insert(c->iters.begin(), c->iters.end());
+  auto legal_beside = [&](const Part& candidate) {
+    Part whole = before;
+    whole += candidate;
+    return legal(f, whole.text(), limits);
+  };
+  const std::string& first = group.front()->name;
+  if (shape == Shape::Tiled) {
+    const std::string& space = group.front()->iters.at(1);  // the loop tiled with time
+    std::string tt = "tile_" + first + "_" + t, ti = "tile_" + first + "_" + space;
+    std::string to = fresh(t + "_o", taken), io = fresh(space + "_o", taken);
+    std::string tp = fresh(t + "_i", taken), ip = fresh(space + "_i", taken);
+    Part knobs{{fmt::format("knob {} = 8 in [2, 4, 8, 16, 32];", tt),
+                fmt::format("knob {} = 32 in [8, 16, 32, 64, 128];", ti)},
+               {}};
+    for (int skew = 1; skew <= 2 * static_cast<int>(group.size()); ++skew) {
+      for (int step = 0; step <= skew; ++step) {
+        for (bool vectorized : {true, false}) {
+          Part candidate = knobs;
+          for (size_t k = 0; k < group.size(); ++k) {
+            const ir::Comp& c = *group[k];
+            const std::string& i = c.iters.at(1);
+            candidate.commands.push_back(fmt::format("{}.skew({}, {}, {});", c.name, t, i, skew));
+            if (k > 0 && step > 0)
+              candidate.commands.push_back(
+                  fmt::format("{}.shift({}, {});", c.name, i, static_cast<int>(k) * step));
+            candidate.commands.push_back(fmt::format("{}.tile({}, {}, {}, {}, {}, {}, {}, {});",
+                                                     c.name, t, i, tt, ti, to, io, tp, ip));
+            if (k > 0)
+              candidate.commands.push_back(
+                  fmt::format("{}.after({}, {});", c.name, group[k - 1]->name, ip));
+            if (vectorized)
+              candidate.commands.push_back(
+                  fmt::format("{}.tag({}, vectorize);", c.name, c.iters.back()));
+          }
+          if (legal_beside(candidate)) return candidate;
+        }
+      }
+    }
+  }
+  // Within each time step: the first loop in parallel, the innermost vectorized.
+  std::string par_knob = "par_" + first;
+  for (int v : {3, 2, 1, 0}) {  // both, vectorized only, parallel only, neither
+    Part candidate;
+    if (v & 1)
+      candidate.knobs.push_back(fmt::format("knob {} = parallel in [none, parallel];", par_knob));
+    for (const ir::Comp* c : group) {
+      if (v & 1)
+        candidate.commands.push_back(
+            fmt::format("{}.tag({}, {});", c->name, c->iters.at(1), par_knob));
+      if (v & 2)
+        candidate.commands.push_back(
+            fmt::format("{}.tag({}, vectorize);", c->name, c->iters.back()));
+    }
+    if (v == 0) return {};
+    if (legal_beside(candidate)) return candidate;
+  }
+  return {};
+}
+
 std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
   Part sketch;
-  for (const ir::Comp& c : f.comps) {
-    if (!c.loops.empty()) continue;  // inside an algorithm loop: as the algorithm orders it
+  for (size_t n = 0; n < f.comps.size(); ++n) {
+    const ir::Comp& c = f.comps[n];
+    if (!c.loops.empty()) {
+      // The computations inside one outermost algorithm loop, sketched together when each is
+      // directly inside it with two loops of its own or more (a stencil's time loop); left as
+      // the algorithm orders them otherwise.
+      std::vector<const ir::Comp*> group;
+      bool stencil = true;
+      size_t m = n;
+      for (; m < f.comps.size() && !f.comps[m].loops.empty() &&
+             f.comps[m].loops.front() == c.loops.front();
+           ++m) {
+        const ir::Comp& g = f.comps[m];
+        stencil = stencil && g.loops.size() == 1 && g.iters.size() >= 3;
+        group.push_back(&g);
+      }
+      if (stencil) sketch += part_of_loop(f, group, shape, sketch, limits);
+      n = m - 1;
+      continue;
+    }
     if (c.name.ends_with("_init") && f.find_comp(c.name.substr(0, c.name.size() - 5))) continue;
     const ir::Comp* init = f.find_comp(c.name + "_init");
     if (init && (init->iters.size() > c.iters.size() ||

@@ -5,7 +5,12 @@
 // loops of each computation tiled, its reduction loops between the tiles and the points, a
 // reduction's initialization computed in the same tile, the outermost tile loop run in
 // parallel and the innermost point loop vectorized; or, where tiling does not apply, the
-// innermost data-parallel loop split in the same way. A sketch is schedule text (.kiln knob
+// innermost data-parallel loop split in the same way. A reduction is a computation with an
+// initialization `NAME_init` over the leading loops, or an update of what it stores whose
+// trailing loops its store index does not name. The computations inside an algorithm loop
+// (a stencil's time loop) are tiled in time: skewed, the time loop and their first loop
+// tiled, the smallest skew the dependences allow; else each time step's first loop runs in
+// parallel. A sketch is schedule text (.kiln knob
 // lines and commands): what a user reads and can paste is what runs. Every sketch offered has
 // passed the legality check (poly::schedule) at its knobs' defaults; a command the
 // dependences forbid is left out of it, computation by computation.
@@ -26,8 +31,9 @@ struct Sketch {
 };
 
 // The sketches of `f`, which has no schedule or knobs of its own (std::invalid_argument when
-// it has), each legal at its knobs' defaults; distinct; possibly none (a computation inside an
-// algorithm loop, or one with nothing to tile, is left as the algorithm orders it).
+// it has), each legal at its knobs' defaults; distinct; possibly none (a computation nested
+// deeper than one algorithm loop, or one with nothing to tile, is left as the algorithm orders
+// it).
 std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits = {});
 
 // The sketch a tuning job searches: the first of sketches(f), computed alone; none when
