@@ -260,6 +260,35 @@ std::string sketch_text(const ir::Func& scheduled) {
   return out;
 }
 
+// The func a best record was measured as: f with its knobs at the record's values, and
+// for a func without a schedule, the schedule kiln sketched for it (the record's).
+ir::Func as_recorded(const ir::Func& f, const v1::BestConfigResponse& best) {
+  ir::Overrides knobs(best.record().config().begin(), best.record().config().end());
+  ir::Func scheduled =
+      best.sketch().empty() ? f : autosched::apply(f, autosched::Sketch{"sketch", best.sketch()});
+  return ir::apply_overrides(scheduled, knobs);
+}
+
+// The schedule of f's best record as lines to paste into the func: its knob lines, each at
+// the value found, and its schedule block (`kiln emit --stage schedule --best`).
+std::string found_schedule(const ir::Func& f, const v1::BestConfigResponse& best) {
+  ir::Func shown = as_recorded(f, best);
+  shown.params.clear();
+  shown.constraints.clear();
+  shown.bufs.clear();
+  shown.comps.clear();
+  shown.loops.clear();
+  shown.fast_math = false;
+  std::string text = ir::to_string(shown);  // `func NAME {`, the knobs and schedule, `}`
+  text = text.substr(text.find('\n') + 1);
+  text = text.substr(0, text.rfind('}'));
+  while (text.starts_with("\n")) text.erase(0, 1);
+  return fmt::format("# best {} on {}: {}: {:.4f} ms, record {} of job {}{}\n{}", f.name,
+                     best.record().key(), best.record().config_text(), best.record().median_ms(),
+                     best.record().id(), best.record().job(),
+                     best.sketch().empty() ? "" : " (a schedule kiln sketched)", text);
+}
+
 // One stage of f's compilation, as `kiln emit --stage` prints it.
 std::string stage_text(const ir::Func& f, const Options& o) {
   if (*o.stage == Stage::Sketch) return sketch_text(f);
@@ -324,6 +353,16 @@ int run_emit(const Options& o) {
     throw UsageError(o.command,
                      "--stage sketch is printed by this kiln only: kilnd's Emit has no sketch "
                      "stage; leave out --server (and unset KILN_SERVER)");
+  if (o.best && !remote)
+    throw UsageError(o.command,
+                     "--best reads kilnd's tuning records: give --server HOST:PORT (or set "
+                     "KILN_SERVER)");
+  if (o.best && *o.stage != Stage::Schedule)
+    throw UsageError(o.command,
+                     fmt::format("--best goes with --stage schedule (the schedule found, as .kiln "
+                                 "lines), not --stage {}; `kiln compile FILE --best` builds it",
+                                 stage_name(*o.stage)));
+  if (o.key && !o.best) throw UsageError(o.command, "--key goes with --best");
   spdlog::debug("emit: stage {}{}", stage_name(*o.stage), o.no_schedule ? ", no schedule" : "");
   bool first = true;
   // A comment line in .kiln, the C-like loop syntax, LLVM IR, or the assembly.
@@ -343,13 +382,23 @@ int run_emit(const Options& o) {
           throw CompileError(ErrorStage::Validate, SourceLoc{p.file, 0, 0},
                              fmt::format("--stage graph: {} is a func, not a graph", p.func.name));
         }
-        print(many, fmt::format("{}: func {}", p.file, p.func.name),
-              remote ? remote->emit(p, *o.stage) : stage_text(p.func, o));
+        std::string text;
+        if (o.best)
+          text = found_schedule(p.func, remote->best(p));
+        else
+          text = remote ? remote->emit(p, *o.stage) : stage_text(p.func, o);
+        print(many, fmt::format("{}: func {}", p.file, p.func.name), text);
         return true;
       },
       print_error,
       [&](const GraphJob& j, bool many) {
         const ir::Graph& g = *j.graph;
+        if (o.best)
+          throw CompileError(ErrorStage::Validate, SourceLoc{j.file, 0, 0},
+                             fmt::format("--best --stage schedule prints a func's schedule; {} is "
+                                         "a graph: `kiln tasks FILE --key KEY` lists its "
+                                         "operators' best records",
+                                         g.name));
         GraphTexts texts = remote ? remote->emit_graph(j, *o.stage) : graph_texts(j, o);
         if (*o.stage == Stage::Graph) {
           print(many, fmt::format("{}: graph {}", j.file, g.name), texts.graph);

@@ -109,7 +109,8 @@ constexpr std::array<OptionSpec, 68> kOptions = {{
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Run) | bit(Command::Compile) |
          bit(Command::Agents) | bit(Command::Measure) | bit(Command::Tune) | bit(Command::Records)},
     {"--key", "KEY",
-     bit(Command::Measure) | bit(Command::Tune) | bit(Command::Records) | bit(Command::Compile)},
+     bit(Command::Measure) | bit(Command::Tune) | bit(Command::Records) | bit(Command::Compile) |
+         bit(Command::Emit)},
     {"--priority", "N", bit(Command::Measure) | bit(Command::Tune)},
     {"--min-repeat-ms", "MS", bit(Command::Measure) | bit(Command::Tune)},
     {"--min-total-ms", "MS", bit(Command::Measure) | bit(Command::Tune)},
@@ -129,7 +130,7 @@ constexpr std::array<OptionSpec, 68> kOptions = {{
     {"--resume", "JOB", bit(Command::Tune)},
     {"--cancel", "JOB", bit(Command::Tune)},
     {"--transfer", "", bit(Command::Tune)},
-    {"--best", "", bit(Command::Compile) | bit(Command::Measure)},
+    {"--best", "", bit(Command::Compile) | bit(Command::Measure) | bit(Command::Emit)},
     {"--job", "JOB", bit(Command::Records)},
     {"--name", "NAME", bit(Command::Records)},
     {"--workload", "HASH", bit(Command::Records)},
@@ -714,7 +715,9 @@ std::string synopsis(Command c) {
              "[--no-schedule] [--set NAME=INT]...\n"
              "       [--target TRIPLE] [--cpu NAME] [--features F] [-O0..-O3]\n"
              "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
-             "[--require-pass NAME]...";
+             "[--require-pass NAME]...\n"
+             "       kiln emit FILE... --stage schedule --best [--key KEY] [--func NAME] "
+             "[--set NAME=INT]...";
     case Command::Interp:
       return "usage: kiln interp FILE... [--check] [--json] [--func NAME | --graph NAME] [--seed "
              "N] "
@@ -841,7 +844,12 @@ std::string help_text(Command c) {
              "For a graph, the other stages print each call's operator, after the graph\n"
              "passes when -O or a pass option is given.\n\nOptions:\n"
              "  --stage STAGE   which stage to print (required)\n"
-             "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" +
+             "  --no-schedule   ignore the schedule: the algorithm's own loop order\n"
+             "  --best          with --stage schedule: the schedule of the best record kilnd\n"
+             "                  holds for the target (--key KEY: for that device class), as\n"
+             "                  .kiln knob lines and commands to paste, each knob at the\n"
+             "                  value found (the sketch kiln tuned, for a func without a\n"
+             "                  schedule); needs kilnd\n" +
              std::string(target) + pass_options + common + server + exits;
     case Command::Interp:
       return synopsis(c) +

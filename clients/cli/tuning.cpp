@@ -324,8 +324,10 @@ int print_summary(Remote& remote, const Options& o, const v1::TuneProgress& p,
   if (total(p.errors()) > 0) fmt::print("  failed: {}\n", counts(p.errors()));
   if (total(p.rejected()) > 0)
     fmt::print("  rejected before measuring: {}\n", counts(p.rejected()));
-  if (best.records_size() > 0 && !file.empty())
+  if (best.records_size() > 0 && !file.empty()) {
     fmt::print("compile the best: kiln compile {} --best --key {}\n", file, p.key());
+    fmt::print("its schedule:     kiln emit {} --stage schedule --best --key {}\n", file, p.key());
+  }
   return p.stopped() == "cancelled" ? 1 : 0;
 }
 

@@ -294,3 +294,30 @@ def test_a_func_without_a_schedule_is_tuned_over_the_sketch_kiln_derives(client,
     assert "mm has no schedule; kiln sketched this one and tuned its knobs:" in out.stdout
     assert "C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);" in out.stdout
     assert so.stat().st_size > 0
+
+    # `kiln emit --stage schedule --best` prints that schedule with each knob at the value
+    # found, lines a user pastes into the func: pasted, it checks and runs as the reference.
+    out = subprocess.run([kiln_binary, "emit", str(path), "--stage", "schedule", "--best",
+                          "--key", "local", "--server", client.address],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("# best mm on local: ") and "a schedule kiln sketched" in lines[0]
+    assert f"  knob tile_C_i = {best.config['tile_C_i']} in [4, 8, 16, 32, 64];" in lines
+    assert f"  knob tile_C_j = {best.config['tile_C_j']} in [4, 8, 16, 32, 64];" in lines
+    assert "    C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);" in lines
+    pasted = tmp_path / "mm_pasted.kiln"
+    pasted.write_text(algorithm[:algorithm.rindex("}")] + out.stdout + "}\n")
+    run = subprocess.run([kiln_binary, "run", str(pasted), "--check"], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "ok  mm: 1 output matches" in run.stdout
+
+    # --best prints the schedule stage only, and reads kilnd's records.
+    out = subprocess.run([kiln_binary, "emit", str(path), "--stage", "loops", "--best",
+                          "--server", client.address], capture_output=True, text=True)
+    assert out.returncode == 2 and "--best goes with --stage schedule" in out.stderr
+    env = {k: v for k, v in os.environ.items() if k != "KILN_SERVER"}
+    out = subprocess.run([kiln_binary, "emit", str(path), "--stage", "schedule", "--best"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and "--best reads kilnd's tuning records" in out.stderr
