@@ -1,5 +1,6 @@
-// The graph passes: constant folding, operator CSE, dead-operator removal and
-// elementwise epilogue fusion (graph_passes.h says what each does).
+// The graph passes: constant folding, operator CSE, dead-operator removal, elementwise
+// epilogue fusion and sketches for operators without a schedule (graph_passes.h says what
+// each does).
 #include "kiln/passes/graph_passes.h"
 
 #include <fmt/format.h>
@@ -8,9 +9,11 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <ranges>
 #include <set>
 #include <sstream>
 
+#include "kiln/autosched.h"
 #include "kiln/digest.h"
 #include "kiln/error.h"
 #include "kiln/interp.h"
@@ -735,6 +738,30 @@ ir::Graph fuse_elementwise(const ir::Graph& g, const PassContext& ctx) {
         changed = true;
       }
     }
+  }
+  return out;
+}
+
+ir::Graph sketch_operators(const ir::Graph& g, const PassContext& ctx) {
+  if (ctx.target.is_gpu()) return g;  // the sketches are CPU ones
+  ir::Graph out = g;
+  std::map<std::string, ir::Func> sketched;  // an operator's text -> it sketched (or as it was)
+  for (ir::GraphCall& c : out.calls) {
+    if (!c.op.schedule.empty() || !c.op.knobs.empty()) continue;
+    std::string text = ir::to_string(c.op);
+    auto it = sketched.find(text);
+    if (it == sketched.end()) {
+      ir::Func op = c.op;
+      std::optional<autosched::Sketch> s = autosched::first_sketch(c.op, ctx.limits);
+      if (s) {
+        op = autosched::apply(c.op, *s, ctx.limits);
+        log_line(ctx, "sketch_operators",
+                 fmt::format("{}: sketched, knobs {}", c.op.name,
+                             fmt::join(op.knobs | std::views::transform(&ir::Knob::name), ", ")));
+      }
+      it = sketched.emplace(text, std::move(op)).first;
+    }
+    c.op = it->second;
   }
   return out;
 }

@@ -61,6 +61,13 @@ const std::vector<GraphPassInfo>& graph_registry() {
        "fuse elementwise consumers into their producers as epilogues, inside the producer's "
        "loops where the dependences allow",
        [](const ir::Graph& g, const PassContext& ctx) { return fuse_elementwise(g, ctx); }},
+      {"sketch_operators",
+       2,
+       {},
+       "give each operator without a schedule the first sketch kiln derives from its "
+       "algorithm (a CPU target's tiles, parallel loop and vectors; knobs a model's tuning "
+       "searches)",
+       [](const ir::Graph& g, const PassContext& ctx) { return sketch_operators(g, ctx); }},
   };
   return all;
 }

@@ -13,6 +13,7 @@
 #include "kiln/interp.h"
 #include "kiln/ir.h"
 #include "kiln/passes.h"
+#include "kiln/poly.h"
 
 namespace kiln::passes {
 namespace {
@@ -379,6 +380,56 @@ graph g {
   EXPECT_EQ(fuse_elementwise(g, {}).calls.size(), 2u);
 }
 
+TEST(SketchOperators, AnOperatorWithoutAScheduleGetsItsFirstSketchTheOthersStay) {
+  ir::Graph g = graph(R"(
+graph g {
+  input x : f32[37];
+  input y : f32[37];
+  s = add(x, y);
+  t = scale(s);
+  u = relu(t);
+  v = relu(x);
+  w = add(u, v);
+  output w;
+}
+)");
+  std::ostringstream log;
+  PassContext ctx;
+  ctx.instrument = print_and_time({"sketch_operators"}, false, log);
+  ir::Graph sketched = sketch_operators(g, ctx);
+  ASSERT_EQ(sketched.calls.size(), 5u);
+  const ir::Func& add = sketched.calls[0].op;
+  EXPECT_EQ(schedule_of(add),
+            "schedule {\n"
+            "    s.split(i, split_s_i, i_o, i_i);\n"
+            "    s.tag(i_o, par_s);\n"
+            "    s.tag(i_i, vectorize);\n"
+            "  }\n"
+            "}\n");
+  ASSERT_EQ(add.knobs.size(), 2u);
+  EXPECT_EQ(add.knobs[0].name, "split_s_i");
+  // scale has a schedule of its own; equal operators (the two relus, the two adds) get the
+  // same sketch.
+  EXPECT_EQ(ir::to_string(sketched.calls[1].op), ir::to_string(g.calls[1].op));
+  EXPECT_EQ(ir::to_string(sketched.calls[2].op), ir::to_string(sketched.calls[3].op));
+  EXPECT_EQ(ir::to_string(sketched.calls[4].op), ir::to_string(add));
+  EXPECT_EQ(log.str(),
+            "// sketch_operators: add: sketched, knobs split_s_i, par_s\n"
+            "// sketch_operators: relu: sketched, knobs split_r_i, par_r\n");
+  // Each sketched operator computes what its algorithm does, at its knobs' defaults.
+  for (const ir::GraphCall& c : sketched.calls) {
+    SCOPED_TRACE(ir::to_string(c.op));
+    Bindings expected = interp::random_bindings(c.op, interp::param_values(c.op), 3);
+    Bindings actual = expected;
+    interp::run_reference(c.op, expected);
+    interp::run_loops(poly::lower(poly::schedule(c.op)), actual);
+    EXPECT_TRUE(interp::compare_outputs(c.op, expected, actual).ok);
+  }
+  // The sketches are CPU ones: a GPU target's graph stays as it is.
+  ctx.target.triple = "nvptx64-nvidia-cuda";
+  EXPECT_EQ(ir::to_string(sketch_operators(g, ctx).calls[0].op), ir::to_string(g.calls[0].op));
+}
+
 TEST(GraphPipeline, LevelsAndPrerequisites) {
   PassContext ctx;
   ctx.opt_level = 0;
@@ -388,7 +439,8 @@ TEST(GraphPipeline, LevelsAndPrerequisites) {
   ctx.opt_level = 2;
   EXPECT_EQ(graph_pipeline(ctx),
             (std::vector<std::string>{"fold_constants", "eliminate_common_operators",
-                                      "remove_unused_operators", "fuse_elementwise"}));
+                                      "remove_unused_operators", "fuse_elementwise",
+                                      "sketch_operators"}));
   ctx.opt_level = 0;
   ctx.options.required = {"fuse_elementwise"};
   EXPECT_EQ(graph_pipeline(ctx),
