@@ -9,7 +9,19 @@ same agent (the smaller of 3 medians each). One JSON line per kernel:
    "hand_best":"TI=...","auto_best":"par_C=...,tile_C_i=...","cpu":"...","features":"..."}
 
 ratio is hand_ms / auto_ms: 1 when the sketch is as fast as the hand schedule, above 1 when
-faster. A last line gives the geometric mean and the smallest ratio. Progress goes to stderr.
+faster. A line then gives the geometric mean and the smallest ratio.
+
+Then the PolyBench kernels of tests/bench/polybench (LARGE, f64, written without a
+schedule), each tuned the same way at one thread and its best timed beside the same kernel in
+C (tests/bench/polybench/polybench.c, PolyBench's loop order) compiled with
+`gcc -O3 -march=native` and with `clang -O3 -march=native -mllvm -polly`, also at one thread:
+
+  {"bench":"polybench_gemm","trials":64,"kiln_ms":...,"gcc_ms":...,"polly_ms":...,
+   "ratio":...,"auto_best":"...","threads":1,"cpu":"...","features":"..."}
+
+ratio is the faster C build's time over kiln's; a last line gives their geometric mean. The
+C side is the fastest of 3 runs, kiln's the smaller of 3 medians on the agent. Progress goes
+to stderr.
 """
 
 import argparse
@@ -17,6 +29,8 @@ import json
 import math
 import re
 import pathlib
+import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -34,6 +48,12 @@ CASES = [
     ("tests/bench/kernels/conv2d.kiln", "conv2d",
      dict(N=1, C=64, H=56, W=56, F=64, KH=3, KW=3, S=1, P=1, OH=56, OW=56), False),
 ]
+
+
+# The PolyBench kernels, in the order they run; part of --quick.
+POLYBENCH = [("gemm", True), ("2mm", False), ("syrk", False), ("trmm", False),
+             ("covariance", False), ("atax", True), ("mvt", True), ("jacobi-2d", False),
+             ("heat-3d", False)]
 
 
 def without_schedule(text):
@@ -82,12 +102,76 @@ def config_text(config):
     return ",".join(f"{k}={v}" for k, v in sorted(config.items()))
 
 
+def c_baselines(work):
+    """The PolyBench C file built with gcc and with clang and Polly: {name: binary}."""
+    source = ROOT / "tests" / "bench" / "polybench" / "polybench.c"
+    builds = {"gcc": ["gcc", "-O3", "-march=native"],
+              "polly": ["clang", "-O3", "-march=native", "-mllvm", "-polly"]}
+    out = {}
+    for name, command in builds.items():
+        if not shutil.which(command[0]):
+            raise SystemExit(f"bench_auto: {command[0]} is needed for the PolyBench baselines")
+        binary = pathlib.Path(work) / f"polybench_{name}"
+        subprocess.run([*command, "-o", str(binary), str(source)], check=True)
+        out[name] = binary
+    return out
+
+
+def c_time(binary, kernel):
+    r = subprocess.run([str(binary), kernel, "3"], capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)["ms"]
+
+
+def polybench(args, client, kiln, trials, cpu, features):
+    """The PolyBench part: one line a kernel, then the summary. Whether every kernel ran."""
+    ok, ratios = True, []
+    with tempfile.TemporaryDirectory() as work:
+        baselines = c_baselines(work)
+        for kernel, in_quick in POLYBENCH:
+            if (args.quick and not in_quick) or args.case not in kernel:
+                continue
+            file = ROOT / "tests" / "bench" / "polybench" / f"{kernel}.kiln"
+            text = file.read_text()
+            op = kiln.source(text, filename=str(file))
+            name = f"polybench_{kernel}"
+            settings = dict(threads=1, time_limit_ms=120000)
+            try:
+                log(f"{name}: gcc -O3 and clang -O3 with Polly")
+                c_ms = {side: c_time(binary, kernel) for side, binary in baselines.items()}
+                log(f"{name}: kiln, sketched, {trials} trials at one thread")
+                client.tune(op, "local", trials=trials, batch=8, **settings).wait()
+                best = client.best(op, "local")
+                timed = kiln.source(with_sketch(text, best.sketch), filename=str(file))
+                kiln_ms = min(client.measure(timed, "local", set=best.config,
+                                             **settings).median_ms for _ in range(3))
+                ratio = min(c_ms.values()) / kiln_ms
+                ratios.append(ratio)
+                print(json.dumps({
+                    "bench": name, "trials": trials, "kiln_ms": round(kiln_ms, 4),
+                    "gcc_ms": round(c_ms["gcc"], 4), "polly_ms": round(c_ms["polly"], 4),
+                    "ratio": round(ratio, 3), "auto_best": config_text(best.config),
+                    "threads": 1, "cpu": cpu, "features": features}), flush=True)
+            except (kiln.KilnError, subprocess.CalledProcessError) as e:
+                ok = False
+                print(json.dumps({"bench": name, "error": str(e)}), flush=True)
+    if ratios:
+        print(json.dumps({"bench": "polybench_summary", "cases": len(ratios),
+                          "geomean_ratio": round(math.exp(sum(map(math.log, ratios))
+                                                          / len(ratios)), 3),
+                          "min_ratio": round(min(ratios), 3), "threads": 1, "cpu": cpu,
+                          "features": features}), flush=True)
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build-dir", default=str(ROOT / "build"))
-    ap.add_argument("--quick", action="store_true", help="16 trials, the GEMMs only")
+    ap.add_argument("--quick", action="store_true",
+                    help="16 trials, the GEMMs and three PolyBench kernels only")
     ap.add_argument("--trials", type=int, default=0, help="trials a job (default 64)")
-    ap.add_argument("--case", default="", help="only cases whose file contains TEXT")
+    ap.add_argument("--case", default="", help="only cases whose file or kernel contains TEXT")
+    ap.add_argument("--part", choices=("all", "hand", "polybench"), default="all",
+                    help="the hand-schedule comparison, the PolyBench one, or both (default)")
     args = ap.parse_args()
     trials = args.trials or (16 if args.quick else 64)
     build = pathlib.Path(args.build_dir)
@@ -106,7 +190,8 @@ def main():
         try:
             with kiln.Client(kilnd.address, timeout=3600) as client:
                 for file, func, params, in_quick in CASES:
-                    if (args.quick and not in_quick) or args.case not in file:
+                    if (args.quick and not in_quick) or args.case not in file or \
+                            args.part == "polybench":
                         continue
                     path = pathlib.Path(file)
                     name = f"auto_{path.parent.name}_{path.stem}"
@@ -142,14 +227,16 @@ def main():
                     except kiln.KilnError as e:
                         ok = False
                         print(json.dumps({"bench": name, "error": str(e)}), flush=True)
+                if ratios:
+                    print(json.dumps({"bench": "auto_summary", "cases": len(ratios),
+                                      "geomean_ratio": round(math.exp(sum(map(math.log, ratios))
+                                                                      / len(ratios)), 3),
+                                      "min_ratio": round(min(ratios), 3), "cpu": cpu,
+                                      "features": features}), flush=True)
+                if args.part != "hand":
+                    ok = polybench(args, client, kiln, trials, cpu, features) and ok
         finally:
             kilnd.stop()
-    if ratios:
-        print(json.dumps({"bench": "auto_summary", "cases": len(ratios),
-                          "geomean_ratio": round(math.exp(sum(map(math.log, ratios))
-                                                          / len(ratios)), 3),
-                          "min_ratio": round(min(ratios), 3), "cpu": cpu,
-                          "features": features}), flush=True)
     return 0 if ok else 1
 
 
