@@ -20,6 +20,10 @@ namespace {
 constexpr const char* kSizes = "[4, 8, 16, 32, 64]";
 constexpr int kInnerSize = 16;
 constexpr int kOuterSize = 8;
+// The sizes of a reduction's block (its outermost loop split, the outer part outside the
+// tiles), and the default: 64 rows of a GEMM's B panel, 4 KiB of each of A's rows in f64.
+constexpr const char* kReductionSizes = "[16, 32, 64, 128, 256, 512]";
+constexpr int kReductionSize = 64;
 
 enum class Shape { Tiled, Split };
 
@@ -90,6 +94,11 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
     return out;
   };
   Part cut;  // the loops cut (and the reduction's moved), always in
+  // Tiled, a reduction: first its outermost loop split and the outer part moved outside the
+  // tiles, the initialization a loop nest of its own before (each block of the reduction
+  // sweeps every tile while the operands' blocks are in cache, the order of each element's
+  // sum kept), else `cut` alone.
+  std::optional<Part> blocked;
   std::string outer, inner;
   std::vector<std::string> untouched;  // the data-parallel loops outside the cut ones
   std::string rows;  // tiled: the point loop outside the vector one, a register tile's rows
@@ -105,12 +114,26 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
     for (const std::string& cmd :
          both(fmt::format("tile({}, {}, {}, {}, {}, {}, {}, {});", a, b, ta, tb, ao, bo, ai, bi)))
       cut.commands.push_back(cmd);
-    if (!red.empty())
+    untouched.assign(par.begin(), par.end() - 2);
+    if (!red.empty()) {
+      const std::string& r = red.front();
+      std::string tr = "split_" + c.name + "_" + r;
+      std::string ro = fresh(r + "_o", taken), ri = fresh(r + "_i", taken);
+      std::vector<std::string> order = {ro};
+      order.insert(order.end(), untouched.begin(), untouched.end());
+      order.insert(order.end(), {ao, bo, ri});
+      order.insert(order.end(), red.begin() + 1, red.end());
+      order.insert(order.end(), {ai, bi});
+      blocked = cut;
+      blocked->knobs.push_back(
+          fmt::format("knob {} = {} in {};", tr, kReductionSize, kReductionSizes));
+      blocked->commands.push_back(fmt::format("{}.split({}, {}, {}, {});", c.name, r, tr, ro, ri));
+      blocked->commands.push_back(fmt::format("{}.reorder({});", c.name, fmt::join(order, ", ")));
       cut.commands.push_back(fmt::format("{}.reorder({}, {}, {}, {}, {});", c.name, ao, bo,
                                          fmt::join(red, ", "), ai, bi));
+    }
     if (init) cut.commands.push_back(fmt::format("{}.after({}, {});", c.name, init->name, bo));
     outer = par.size() > 2 ? par.front() : ao;
-    untouched.assign(par.begin(), par.end() - 2);
     inner = bi;
     rows = ai;
   } else {
@@ -155,16 +178,21 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
   std::string unroll_knob = "unroll_" + c.name;
   Part unroll{{fmt::format("knob {} = unroll_explicit in [none, unroll_explicit];", unroll_knob)},
               both(fmt::format("tag({}, {});", rows, unroll_knob))};
-  for (const Part& parallel : parallels) {
-    for (int v : {2, 1, 0}) {  // vectorized with its rows unrolled, vectorized, neither
-      if (v == 2 && rows.empty()) continue;
-      Part candidate = cut;
-      candidate += parallel;
-      if (v >= 1) candidate += vector;
-      if (v == 2) candidate += unroll;
-      Part whole = before;
-      whole += candidate;
-      if (legal(f, whole.text(), limits)) return candidate;
+  std::vector<Part> cuts;
+  if (blocked) cuts.push_back(*blocked);
+  cuts.push_back(cut);
+  for (const Part& cut_as : cuts) {
+    for (const Part& parallel : parallels) {
+      for (int v : {2, 1, 0}) {  // vectorized with its rows unrolled, vectorized, neither
+        if (v == 2 && rows.empty()) continue;
+        Part candidate = cut_as;
+        candidate += parallel;
+        if (v >= 1) candidate += vector;
+        if (v == 2) candidate += unroll;
+        Part whole = before;
+        whole += candidate;
+        if (legal(f, whole.text(), limits)) return candidate;
+      }
     }
   }
   return {};

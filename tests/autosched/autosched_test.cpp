@@ -77,20 +77,22 @@ TEST(Autosched, SketchedLoopNestsComputeWhatTheReferenceDoes) {
   }
 }
 
-TEST(Autosched, AMatmulIsTiledWithItsReductionBetweenTilesAndPointsAndItsRowsARegisterTile) {
+TEST(Autosched, AMatmulIsTiledItsReductionBlockedOutsideTheTilesAndItsRowsARegisterTile) {
   ir::Func f = autosched::algorithm_of(parse_one(read_example("matmul")));
   std::vector<autosched::Sketch> s = autosched::sketches(f);
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].name, "tiled");
+  // k blocked, each block sweeping every tile; the initialization a nest of its own before.
   EXPECT_EQ(s[0].schedule,
             "    knob tile_C_i = 8 in [4, 8, 16, 32, 64];\n"
             "    knob tile_C_j = 16 in [4, 8, 16, 32, 64];\n"
+            "    knob split_C_k = 64 in [16, 32, 64, 128, 256, 512];\n"
             "    knob par_C = parallel in [none, parallel];\n"
             "    knob unroll_C = unroll_explicit in [none, unroll_explicit];\n"
             "    C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);\n"
             "    C_init.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);\n"
-            "    C.reorder(i_o, j_o, k, i_i, j_i);\n"
-            "    C.after(C_init, j_o);\n"
+            "    C.split(k, split_C_k, k_o, k_i);\n"
+            "    C.reorder(k_o, i_o, j_o, k_i, i_i, j_i);\n"
             "    C.tag(i_o, par_C);\n"
             "    C_init.tag(i_o, par_C);\n"
             "    C.tag(j_i, vectorize);\n"

@@ -277,10 +277,11 @@ def test_a_func_without_a_schedule_is_tuned_over_the_sketch_kiln_derives(client,
     assert end.done and end.trials == 8
     records = client.records(job=end.job, limit=50)
     assert len(records) == 8 and all(r.ok for r in records)
-    assert all(set(r.config) == {"tile_C_i", "tile_C_j", "par_C", "unroll_C"} for r in records)
+    sketch_knobs = {"tile_C_i", "tile_C_j", "split_C_k", "par_C", "unroll_C"}
+    assert all(set(r.config) == sketch_knobs for r in records)
     # The best is a point of that sketch, and runs checked against the reference.
     best = client.best(kiln.source(algorithm), "local")
-    assert set(best.config) == {"tile_C_i", "tile_C_j", "par_C", "unroll_C"}
+    assert set(best.config) == sketch_knobs
     assert "C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);" in best.sketch
 
     # The CLI compiles the best as the sketch it was tuned as, and shows that schedule.
