@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -24,6 +25,10 @@ constexpr int kOuterSize = 8;
 // tiles), and the default: 64 rows of a GEMM's B panel, 4 KiB of each of A's rows in f64.
 constexpr const char* kReductionSizes = "[16, 32, 64, 128, 256, 512]";
 constexpr int kReductionSize = 64;
+// The sizes of a scatter's chunks (each updating a copy of the target of its own), and the
+// default.
+constexpr const char* kChunkSizes = "[256, 1024, 4096, 16384, 65536]";
+constexpr int kChunkSize = 4096;
 
 enum class Shape { Tiled, Split };
 
@@ -77,6 +82,115 @@ std::pair<std::vector<std::string>, std::vector<std::string>> reduced_over(const
           std::vector<std::string>(c.iters.begin() + static_cast<long>(k), c.iters.end())};
 }
 
+// Whether c stores where the data say (`hist[bin[k]] += w[k]`): an index reads a buffer.
+bool scatters(const ir::Comp& c) {
+  if (!c.store) return false;
+  for (const ir::Expr& e : c.store->indices)
+    if (ir::reads_memory(e)) return true;
+  return false;
+}
+
+// Packed copies for c, whose vector loop runs along its iterator `b`: each input c reads
+// across b with a stride (an index other than the last names b) and reuses across a loop of
+// `par` (that read names it not) is copied once per call (root), shared out among the
+// threads, with the dimension b moves along last, so that the vector loop reads it in runs:
+// syrk's A[j, k] as [k][j], a convolution's filters Wt[16 * fo + fi, c, ky, kx] as
+// [c][ky][kx][f]. None where a buffer is read across b along two dimensions.
+std::vector<std::string> packed_copies(const ir::Func& f, const ir::Comp& c, const std::string& b,
+                                       const std::vector<std::string>& par) {
+  struct Reads : ir::IRVisitor {
+    std::vector<const ir::Load*> loads;
+    void visit_load(const ir::Load& n) override {
+      loads.push_back(&n);
+      ir::IRVisitor::visit_load(n);
+    }
+  } reads;
+  if (c.value) reads.visit(c.value);
+  std::map<std::string, std::optional<size_t>> across;  // buffer -> the dimension b moves
+  std::set<std::string> refused, reused;
+  for (const ir::Load* load : reads.loads) {
+    const ir::Buf* buf = f.find_buf(load->buf);
+    if (!buf || buf->kind != ir::BufKind::Input || buf->shape.size() < 2 ||
+        load->indices.size() != buf->shape.size()) {
+      refused.insert(load->buf);
+      continue;
+    }
+    std::set<std::string> named;
+    std::optional<size_t> along;
+    for (size_t d = 0; d < load->indices.size(); ++d) {
+      std::set<std::string> vars = ir::free_vars(load->indices[d]);
+      if (ir::reads_memory(load->indices[d])) refused.insert(load->buf);  // a gather
+      named.insert(vars.begin(), vars.end());
+      if (!vars.count(b)) continue;
+      if (along && *along != d) refused.insert(load->buf);
+      along = d;
+    }
+    if (!along) continue;
+    if (*along + 1 == load->indices.size()) refused.insert(load->buf);  // read in runs already
+    std::optional<size_t>& seen = across[load->buf];
+    if (seen && *seen != *along) refused.insert(load->buf);
+    seen = along;
+    for (const std::string& p : par)
+      if (!named.count(p)) reused.insert(load->buf);
+  }
+  std::vector<std::string> out;
+  for (const auto& [name, along] : across) {
+    if (refused.count(name) || !reused.count(name) || !along) continue;
+    const ir::Buf& buf = *f.find_buf(name);
+    std::vector<std::string> from, to, sizes;
+    for (size_t d = 0; d < buf.shape.size(); ++d) from.push_back(fmt::format("e{}", d));
+    for (size_t d = 0; d < buf.shape.size(); ++d) {
+      if (d == *along) continue;
+      to.push_back(from[d]);
+      sizes.push_back(fmt::format("\"{}\"", ir::to_string(buf.shape[d])));
+    }
+    to.push_back(from[*along]);
+    sizes.push_back(fmt::format("\"{}\"", ir::to_string(buf.shape[*along])));
+    out.push_back(fmt::format("{}.cache({}, root, heap, [{}], \"{{ [{}] -> [{}] }}\", parallel);",
+                              c.name, name, fmt::join(sizes, ", "), fmt::join(from, ", "),
+                              fmt::join(to, ", ")));
+  }
+  return out;
+}
+
+// Zero-padded copies for c: each input a value computation c reads selects from, with 0 where
+// the window leaves the input (a convolution's `select(0 <= y + ky - P and ..., I[...], 0.0)`),
+// copied with its zero border at each iteration of loop `at` (cache_identity), so that the
+// select leaves the inner loop.
+std::vector<std::string> padded_copies(const ir::Func& f, const ir::Comp& c,
+                                       const std::string& at) {
+  struct Reads : ir::IRVisitor {
+    std::set<std::string> comps, bufs;
+    void visit_access(const ir::Access& n) override {
+      comps.insert(n.comp);
+      ir::IRVisitor::visit_access(n);
+    }
+    void visit_load(const ir::Load& n) override {
+      bufs.insert(n.buf);
+      ir::IRVisitor::visit_load(n);
+    }
+  } reads;
+  if (c.value) reads.visit(c.value);
+  std::set<std::string> padded;
+  for (const std::string& name : reads.comps) {
+    const ir::Comp* v = f.find_comp(name);
+    if (!v || v->store || !v->value || !ir::any_subexpr(v->value, [](const ir::Expr& e) {
+          return e->kind == ir::ExprKind::Select;
+        }))
+      continue;
+    Reads inner;
+    inner.visit(v->value);
+    for (const std::string& b : inner.bufs) {
+      const ir::Buf* buf = f.find_buf(b);
+      if (buf && buf->kind == ir::BufKind::Input && !reads.bufs.count(b)) padded.insert(b);
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::string& b : padded)
+    out.push_back(fmt::format("{}.cache_identity({}, {}, heap, parallel);", c.name, b, at));
+  return out;
+}
+
 // What one computation `c` (with its initialization `init`, for a reduction) is given in a
 // sketch of `shape`: the whole of it, then less and less (no vectorization, no parallel
 // loop, neither), the first variant that is legal beside what `before` holds.
@@ -99,10 +213,12 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
   // sweeps every tile while the operands' blocks are in cache, the order of each element's
   // sum kept), else `cut` alone.
   std::optional<Part> blocked;
+  std::string block_loop;  // the blocked reduction's outer loop, outermost
   std::string outer, inner;
   std::vector<std::string> untouched;  // the data-parallel loops outside the cut ones
   std::string rows;  // tiled: the point loop outside the vector one, a register tile's rows
   std::string par_knob = "par_" + c.name;
+  bool scatter = scatters(c);
   if (shape == Shape::Tiled && par.size() >= 2) {
     const std::string& a = par[par.size() - 2];
     const std::string& b = par.back();
@@ -125,6 +241,7 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
       order.insert(order.end(), red.begin() + 1, red.end());
       order.insert(order.end(), {ai, bi});
       blocked = cut;
+      block_loop = ro;
       blocked->knobs.push_back(
           fmt::format("knob {} = {} in {};", tr, kReductionSize, kReductionSizes));
       blocked->commands.push_back(fmt::format("{}.split({}, {}, {}, {});", c.name, r, tr, ro, ri));
@@ -140,7 +257,10 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
     const std::string& b = par.back();
     std::string tb = "split_" + c.name + "_" + b;
     std::string bo = fresh(b + "_o", taken), bi = fresh(b + "_i", taken);
-    cut.knobs = {fmt::format("knob {} = {} in {};", tb, kInnerSize, kSizes)};
+    // A scatter's loop is cut into chunks that update copies of their own (privatize), so
+    // chunks of thousands; other loops into vectors.
+    cut.knobs = {scatter ? fmt::format("knob {} = {} in {};", tb, kChunkSize, kChunkSizes)
+                         : fmt::format("knob {} = {} in {};", tb, kInnerSize, kSizes)};
     for (const std::string& cmd : both(fmt::format("split({}, {}, {}, {});", b, tb, bo, bi)))
       cut.commands.push_back(cmd);
     if (!red.empty())
@@ -171,6 +291,16 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
   }
   Part outermost = knob;
   outermost.commands = both(fmt::format("tag({}, {});", outer, par_knob));
+  if (scatter) {
+    // Updates where the data say, from parallel iterations: each chunk on copies of its own
+    // (the same result on any number of threads), else each update atomic.
+    Part privatized = outermost;
+    privatized.commands.push_back(fmt::format("{}.privatize({});", c.name, outer));
+    parallels.push_back(privatized);
+    Part atomic = outermost;
+    atomic.commands.insert(atomic.commands.begin(), c.name + ".atomic();");
+    parallels.push_back(atomic);
+  }
   parallels.push_back(outermost);
   parallels.push_back(Part{});
   Part vector{{}, both(fmt::format("tag({}, vectorize);", inner))};
@@ -178,10 +308,22 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
   std::string unroll_knob = "unroll_" + c.name;
   Part unroll{{fmt::format("knob {} = unroll_explicit in [none, unroll_explicit];", unroll_knob)},
               both(fmt::format("tag({}, {});", rows, unroll_knob))};
-  std::vector<Part> cuts;
-  if (blocked) cuts.push_back(*blocked);
-  cuts.push_back(cut);
-  for (const Part& cut_as : cuts) {
+  // Each cut with the packed copies first (memory schedules, after the loop ones), then
+  // without.
+  // A blocked reduction's cut tries the zero-padded copies at its block loop with them.
+  Part packs{{}, packed_copies(f, c, par.back(), par)};
+  Part padded = packs;
+  if (blocked)
+    for (const std::string& p : padded_copies(f, c, block_loop)) padded.commands.push_back(p);
+  std::vector<std::pair<Part, Part>> cuts;  // a cut and the memory schedules after it
+  if (blocked) {
+    if (padded.commands.size() > packs.commands.size()) cuts.emplace_back(*blocked, padded);
+    if (!packs.commands.empty()) cuts.emplace_back(*blocked, packs);
+    cuts.emplace_back(*blocked, Part{});
+  }
+  if (!packs.commands.empty()) cuts.emplace_back(cut, packs);
+  cuts.emplace_back(cut, Part{});
+  for (const auto& [cut_as, memory] : cuts) {
     for (const Part& parallel : parallels) {
       for (int v : {2, 1, 0}) {  // vectorized with its rows unrolled, vectorized, neither
         if (v == 2 && rows.empty()) continue;
@@ -189,12 +331,20 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
         candidate += parallel;
         if (v >= 1) candidate += vector;
         if (v == 2) candidate += unroll;
+        candidate += memory;
         Part whole = before;
         whole += candidate;
         if (legal(f, whole.text(), limits)) return candidate;
       }
     }
   }
+  // Nothing cut is legal (the loop inside has bounds read at run time, in the loop outside):
+  // the outermost loop in parallel alone, as the algorithm orders the rest.
+  Part whole_loops = knob;
+  whole_loops.commands = both(fmt::format("tag({}, {});", par.front(), par_knob));
+  Part whole = before;
+  whole += whole_loops;
+  if (legal(f, whole.text(), limits)) return whole_loops;
   return {};
 }
 

@@ -193,6 +193,62 @@ TEST(Autosched, AnUpdateWhoseStoreDoesNotNameItsLastLoopIsAReduction) {
   EXPECT_TRUE(differential(autosched::apply(f, *s)).ok);
 }
 
+TEST(Autosched, AnInputReadAcrossTheVectorLoopAndReusedIsPackedSoTheVectorReadsItInRuns) {
+  // syrk: C[i, j] += A[i, k] * A[j, k] vectorized along j reads A[j, k] a row apart, and
+  // reads it again for every i: A is copied once as [k][j]. A[i, k] names no j: a broadcast.
+  ir::Func f = frontend::parse_module(read_source("tests/bench/polybench/syrk.kiln"), "syrk.kiln")
+                   .funcs.at(0);
+  std::optional<autosched::Sketch> s = autosched::first_sketch(f);
+  ASSERT_TRUE(s);
+  EXPECT_NE(s->schedule.find(
+                R"(C.cache(A, root, heap, ["M", "N"], "{ [e0, e1] -> [e1, e0] }", parallel);)"),
+            std::string::npos)
+      << s->schedule;
+  ir::Func g = ir::apply_overrides(autosched::apply(f, *s), {{"N", 21}, {"M", 19}});
+  for (const ir::Overrides& point : other_points(g, 3)) {
+    interp::Mismatch mm = differential(ir::apply_overrides(g, point));
+    EXPECT_TRUE(mm.ok) << mm.describe();
+  }
+  // A matmul's B[k, j] is read in runs along j already, and A[i, k] names no j: no copy.
+  std::optional<autosched::Sketch> mm =
+      autosched::first_sketch(autosched::algorithm_of(parse_one(read_example("matmul"))));
+  ASSERT_TRUE(mm);
+  EXPECT_EQ(mm->schedule.find(".cache("), std::string::npos) << mm->schedule;
+}
+
+TEST(Autosched, AScatterIsChunkedAndItsChunksUpdateCopiesOfTheirOwnInParallel) {
+  // hist[bin[k]] += w[k]: iterations of k may update one bin together, so k runs in parallel
+  // only with an update rule: each chunk privatized (examples/histogram.kiln's hand schedule).
+  ir::Func f = autosched::algorithm_of(parse_one(read_example("histogram")));
+  std::optional<autosched::Sketch> s = autosched::first_sketch(f);
+  ASSERT_TRUE(s);
+  EXPECT_NE(s->schedule.find("knob split_h_k = 4096 in [256, 1024, 4096, 16384, 65536];"),
+            std::string::npos)
+      << s->schedule;
+  EXPECT_NE(s->schedule.find("h.split(k, split_h_k, k_o, k_i);\n"
+                             "    h.tag(k_o, par_h);\n"
+                             "    h.privatize(k_o);"),
+            std::string::npos)
+      << s->schedule;
+  EXPECT_EQ(s->schedule.find("h.tag(k_i, vectorize)"), std::string::npos);
+  ir::Func g = autosched::apply(f, *s);
+  for (const ir::Overrides& point : other_points(g, 3)) {
+    interp::Mismatch mm = differential(ir::apply_overrides(g, point));
+    EXPECT_TRUE(mm.ok) << mm.describe();
+  }
+}
+
+TEST(Autosched, ALoopWhoseInnerBoundsAreReadAtRunTimeRunsInParallelWhole) {
+  // acc's j runs from offsets[i] to offsets[i + 1]: i cannot be cut around j, so it runs in
+  // parallel as it is, j inside it.
+  ir::Func f = autosched::algorithm_of(parse_one(read_example("segment_sum")));
+  std::optional<autosched::Sketch> s = autosched::first_sketch(f);
+  ASSERT_TRUE(s);
+  EXPECT_NE(s->schedule.find("    acc.tag(i, par_acc);\n"), std::string::npos) << s->schedule;
+  interp::Mismatch mm = differential(autosched::apply(f, *s), {{"m", 23}});
+  EXPECT_TRUE(mm.ok) << mm.describe();
+}
+
 TEST(Autosched, AFuncWithAScheduleOfItsOwnIsRefused) {
   EXPECT_THROW(autosched::sketches(parse_one(read_example("matmul"))), std::invalid_argument);
 }

@@ -2,12 +2,20 @@
 // tuned too): for a func without a schedule, kiln derives sketches -- schedule templates whose
 // sizes and choices are knobs -- from its computations' domains, their reductions and the
 // exact dependences, the way Ansor derives its CPU sketches: the innermost two data-parallel
-// loops of each computation tiled, its reduction loops between the tiles and the points, a
-// reduction's initialization computed in the same tile, the outermost tile loop run in
-// parallel and the innermost point loop vectorized; or, where tiling does not apply, the
-// innermost data-parallel loop split in the same way. A reduction is a computation with an
-// initialization `NAME_init` over the leading loops, or an update of what it stores whose
-// trailing loops its store index does not name. The computations inside an algorithm loop
+// loops of each computation tiled, its reduction loops between the tiles and the points (the
+// outermost one blocked, its outer part outside the tiles and the initialization a loop nest
+// of its own before, where the dependences allow; else whole, the initialization in the same
+// tile), the outer loops run in parallel and the innermost point loop vectorized; or, where
+// tiling does not apply, the innermost data-parallel loop split in the same way. A reduction
+// is a computation with an initialization `NAME_init` over the leading loops, or an update of
+// what it stores whose trailing loops its store index does not name. An input read across the
+// vector loop a
+// stride apart and reused across another loop is packed (copied once, that dimension last);
+// with a blocked reduction, an input a value computation selects from with zeros outside is
+// copied with its zero border at each block. A scatter (a store index that reads a
+// buffer) is split into chunks run in parallel under an update rule (privatize, else atomic);
+// a computation none of whose cuts is legal (an inner loop whose bounds are read at run time)
+// gets its outermost loop in parallel alone. The computations inside an algorithm loop
 // (a stencil's time loop) are tiled in time: skewed, the time loop and their first loop
 // tiled, the smallest skew the dependences allow; else each time step's first loop runs in
 // parallel. A sketch is schedule text (.kiln knob
