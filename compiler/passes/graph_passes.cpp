@@ -752,12 +752,17 @@ ir::Graph sketch_operators(const ir::Graph& g, const PassContext& ctx) {
     auto it = sketched.find(text);
     if (it == sketched.end()) {
       ir::Func op = c.op;
-      std::optional<autosched::Sketch> s = autosched::first_sketch(c.op, ctx.limits);
-      if (s) {
-        op = autosched::apply(c.op, *s, ctx.limits);
-        log_line(ctx, "sketch_operators",
-                 fmt::format("{}: sketched, knobs {}", c.op.name,
-                             fmt::join(op.knobs | std::views::transform(&ir::Knob::name), ", ")));
+      try {
+        std::optional<autosched::Sketch> s = autosched::first_sketch(c.op, ctx.limits);
+        if (s) {
+          op = autosched::apply(c.op, *s, ctx.limits);
+          log_line(ctx, "sketch_operators",
+                   fmt::format("{}: sketched, knobs {}", c.op.name,
+                               fmt::join(op.knobs | std::views::transform(&ir::Knob::name), ", ")));
+        }
+      } catch (const CompileError& e) {
+        // An operator kiln cannot sketch runs as its algorithm orders it, as before the pass.
+        log_line(ctx, "sketch_operators", fmt::format("{}: not sketched: {}", c.op.name, e.what()));
       }
       it = sketched.emplace(text, std::move(op)).first;
     }
