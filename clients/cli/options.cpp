@@ -27,7 +27,7 @@ struct OptionSpec {
 
 constexpr uint32_t bit(Command c) { return uint32_t{1} << static_cast<int>(c); }
 
-constexpr std::array<OptionSpec, 68> kOptions = {{
+constexpr std::array<OptionSpec, 69> kOptions = {{
     {"--func", "NAME",
      bit(Command::Check) | bit(Command::Emit) | bit(Command::Interp) | bit(Command::Run) |
          bit(Command::Compile) | bit(Command::Measure) | bit(Command::Tune) |
@@ -131,6 +131,7 @@ constexpr std::array<OptionSpec, 68> kOptions = {{
     {"--cancel", "JOB", bit(Command::Tune)},
     {"--transfer", "", bit(Command::Tune)},
     {"--best", "", bit(Command::Compile) | bit(Command::Measure) | bit(Command::Emit)},
+    {"--auto", "", bit(Command::Tune) | bit(Command::Compile) | bit(Command::Emit)},
     {"--job", "JOB", bit(Command::Records)},
     {"--name", "NAME", bit(Command::Records)},
     {"--workload", "HASH", bit(Command::Records)},
@@ -454,6 +455,8 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
     o.transfer = true;
   } else if (name == "--best") {
     o.best = true;
+  } else if (name == "--auto") {
+    o.auto_schedule = true;
   } else if (name == "--job") {
     o.job = parse_count(c, name, value, 1);
   } else if (name == "--name") {
@@ -665,6 +668,11 @@ Options parse_command_line(int argc, const char* const* argv) {
   if (o.best && !o.server) {
     // --server may also come from $KILN_SERVER: checked by the command.
   }
+  if (o.auto_schedule && o.command != Command::Tune && !o.best) {
+    throw UsageError(o.command,
+                     "--auto goes with --best here (the best of `kiln tune FILE --auto`): the "
+                     "schedule kiln sketched and tuned, the func's own left out");
+  }
   if (o.command == Command::Measure && !o.key) {
     throw UsageError(o.command,
                      "missing --key (the device class to measure on; `kiln agents` lists them)");
@@ -716,7 +724,7 @@ std::string synopsis(Command c) {
              "       [--target TRIPLE] [--cpu NAME] [--features F] [-O0..-O3]\n"
              "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
              "[--require-pass NAME]...\n"
-             "       kiln emit FILE... --stage schedule --best [--key KEY] [--func NAME] "
+             "       kiln emit FILE... --stage schedule --best [--auto] [--key KEY] [--func NAME] "
              "[--set NAME=INT]...";
     case Command::Interp:
       return "usage: kiln interp FILE... [--check] [--json] [--func NAME | --graph NAME] [--seed "
@@ -735,7 +743,8 @@ std::string synopsis(Command c) {
              "       [--func NAME | --graph NAME] [--no-schedule] [--set NAME=INT]... "
              "[--dim NAME=N]...\n"
              "       [--print-after PASS]... [--time-passes] [--disable-pass NAME]... "
-             "[--require-pass NAME]...";
+             "[--require-pass NAME]...\n"
+             "       kiln compile FILE... --best [--auto] [--key KEY] [-o FILE] [--func NAME]";
     case Command::Agents:
       return "usage: kiln agents [--json] [--server HOST:PORT]";
     case Command::Measure:
@@ -749,7 +758,7 @@ std::string synopsis(Command c) {
       return "usage: kiln tune FILE --key KEY [--trials N] [--budget DURATION] [--search "
              "xgb-rank|xgb-reg|random|grid]\n"
              "       [--features knob|iter] [--batch N] [--early-stop N] [--retime N]\n"
-             "       [--remeasure N] [--stop-slower-than X] [--transfer] [--detach]\n"
+             "       [--remeasure N] [--stop-slower-than X] [--transfer] [--detach] [--auto]\n"
              "       [--func NAME] [--set NAME=INT]... [--seed N] [--repeat R] [--number N]\n"
              "       [--min-repeat-ms MS] [--min-total-ms MS] [--flush-cache] [--threads N] [--gpu "
              "N]\n"
@@ -849,7 +858,9 @@ std::string help_text(Command c) {
              "                  holds for the target (--key KEY: for that device class), as\n"
              "                  .kiln knob lines and commands to paste, each knob at the\n"
              "                  value found (the sketch kiln tuned, for a func without a\n"
-             "                  schedule); needs kilnd\n" +
+             "                  schedule); needs kilnd\n"
+             "  --auto          with --best: the best of `kiln tune FILE --auto` (the func's\n"
+             "                  own schedule left out, the sketch kiln tuned)\n" +
              std::string(target) + pass_options + common + server + exits;
     case Command::Interp:
       return synopsis(c) +
@@ -914,7 +925,9 @@ std::string help_text(Command c) {
              "  --best          the best configuration kilnd recorded for the target (its\n"
              "                  knob values; --key KEY: of that device class); needs kilnd.\n"
              "                  A model or graph (with --key): each task's best record, the\n"
-             "                  tasks with none at their defaults\n" +
+             "                  tasks with none at their defaults\n"
+             "  --auto          with --best: the best of `kiln tune FILE --auto` (the func's\n"
+             "                  own schedule left out, compiled as the sketch kiln tuned)\n" +
              std::string(target) + pass_options +
              "  --no-schedule   ignore the schedule: the algorithm's own loop order\n" + common +
              server + exits;
@@ -995,6 +1008,9 @@ std::string help_text(Command c) {
              "                  far for that round only (default 4; 0: never)\n"
              "  --transfer      start the model from records of the same operator at other\n"
              "                  shapes on KEY\n"
+             "  --auto          leave each func's own schedule (and knobs) out: tune the sketch\n"
+             "                  kiln derives from its algorithm, to compare with the hand\n"
+             "                  schedule (`kiln emit FILE --stage sketch` prints it)\n"
              "  --detach        start the job, print its number and return\n"
              "  --resume JOB    go on with a job that did not finish (more with --trials)\n"
              "  --cancel JOB    stop a running job\n"

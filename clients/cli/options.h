@@ -106,6 +106,9 @@ struct Options {
 
   // compile --best [--key KEY]: the best recorded configuration (needs kilnd).
   bool best = false;
+  // --auto: each func's own schedule left out, so that kiln sketches one (tune; and with
+  // --best, compile, emit --stage schedule and measure read that tuning's records).
+  bool auto_schedule = false;
 
   // records jobs|query|best|export|plot, with filters.
   std::string subcommand;

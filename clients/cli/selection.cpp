@@ -9,6 +9,7 @@
 #include <exception>
 #include <vector>
 
+#include "kiln/autosched.h"
 #include "kiln/error.h"
 #include "kiln/frontend.h"
 #include "kiln/interp.h"
@@ -193,7 +194,11 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
     bool many = o.files.size() > 1 || funcs.size() + graphs.size() > 1;
     for (const ir::Func* f : funcs) {
       try {
-        Prepared p = prepare(file, source, *f, o);
+        // --auto: the func's algorithm alone, as its own source, which kiln sketches.
+        ir::Func algorithm = o.auto_schedule ? autosched::algorithm_of(*f) : ir::Func{};
+        std::string algorithm_source = o.auto_schedule ? ir::to_string(algorithm) : "";
+        Prepared p = o.auto_schedule ? prepare(file, algorithm_source, algorithm, o)
+                                     : prepare(file, source, *f, o);
         if (!each(p, many)) all_ok = false;
       } catch (const Failure& e) {
         fail(file, f->name, e.what());
@@ -208,6 +213,12 @@ int for_each_func(const Options& o, const std::function<bool(const Prepared&, bo
     }
     for (const ir::Graph* g : graphs) {
       try {
+        if (o.auto_schedule)
+          throw CompileError(ErrorStage::Validate, SourceLoc{file, 0, 0},
+                             fmt::format("--auto leaves a func's schedule out; {} is a graph, "
+                                         "whose operators without a schedule of their own are "
+                                         "sketched already (graph pass sketch_operators)",
+                                         g->name));
         if (!each_graph(GraphJob{file, &source, g, &module, onnx::is_model_path(file), dims}, many))
           all_ok = false;
       } catch (const Failure& e) {

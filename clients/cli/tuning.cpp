@@ -325,8 +325,10 @@ int print_summary(Remote& remote, const Options& o, const v1::TuneProgress& p,
   if (total(p.rejected()) > 0)
     fmt::print("  rejected before measuring: {}\n", counts(p.rejected()));
   if (best.records_size() > 0 && !file.empty()) {
-    fmt::print("compile the best: kiln compile {} --best --key {}\n", file, p.key());
-    fmt::print("its schedule:     kiln emit {} --stage schedule --best --key {}\n", file, p.key());
+    const char* as = o.auto_schedule ? " --auto" : "";
+    fmt::print("compile the best: kiln compile {} --best{} --key {}\n", file, as, p.key());
+    fmt::print("its schedule:     kiln emit {} --stage schedule --best{} --key {}\n", file, as,
+               p.key());
   }
   return p.stopped() == "cancelled" ? 1 : 0;
 }

@@ -322,3 +322,49 @@ def test_a_func_without_a_schedule_is_tuned_over_the_sketch_kiln_derives(client,
     out = subprocess.run([kiln_binary, "emit", str(path), "--stage", "schedule", "--best"],
                          capture_output=True, text=True, env=env)
     assert out.returncode == 2 and "--best reads kilnd's tuning records" in out.stderr
+
+
+def test_auto_tunes_the_sketch_of_a_func_with_a_schedule_of_its_own(client, kiln_binary,
+                                                                    tmp_path):
+    # `kiln tune --auto`: examples/matmul.kiln's own schedule (knobs TI, TJ) left out and the
+    # sketch tuned instead, to compare; --best --auto reads that job's records.
+    matmul = str(SOURCE_DIR / "examples" / "matmul.kiln")
+    server = ["--server", client.address]
+    sizes = ["--set", "M=40", "--set", "N=40", "--set", "K=40"]
+    out = subprocess.run([kiln_binary, "tune", matmul, "--key", "local", "--auto", "--trials",
+                          "6", "--batch", "3", "--min-repeat-ms", "1", "--retime", "0",
+                          "--json", *sizes, *server],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    last = json.loads(out.stdout.splitlines()[-1])
+    assert last["done"] and last["trials"] == 6
+    records = client.records(job=int(last["job"]), limit=50)
+    assert len(records) == 6 and all(r.ok for r in records)
+    assert all("tile_C_i" in r.config and "TI" not in r.config for r in records)
+
+    out = subprocess.run([kiln_binary, "emit", matmul, "--stage", "schedule", "--best", "--auto",
+                          "--key", "local", *sizes, *server],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "(a schedule kiln sketched)" in out.stdout.splitlines()[0]
+    assert "    C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);" in out.stdout
+    so = tmp_path / "matmul_auto.so"
+    out = subprocess.run([kiln_binary, "compile", matmul, "--best", "--auto", "--key", "local",
+                          "-o", str(so), *sizes, *server],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "kiln sketched this one and tuned its knobs" in out.stdout
+    assert so.stat().st_size > 0
+
+    # Without --auto the hand schedule's records are asked for: none on this shape.
+    out = subprocess.run([kiln_binary, "emit", matmul, "--stage", "schedule", "--best", "--key",
+                          "local", *sizes, *server], capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "NOT_FOUND" in out.stderr
+    # --auto outside tune needs --best; a graph is refused.
+    out = subprocess.run([kiln_binary, "compile", matmul, "--auto"], capture_output=True,
+                         text=True)
+    assert out.returncode == 2 and "--auto goes with --best" in out.stderr
+    graph = str(SOURCE_DIR / "examples" / "conv_bn_relu.kiln")
+    out = subprocess.run([kiln_binary, "compile", graph, "--graph", "block", "--best", "--auto",
+                          "--key", "local", *server], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and "--auto leaves a func's schedule out" in out.stderr
