@@ -6,20 +6,26 @@ hand-written schedule tuned for as many; then both bests timed in turn, interlea
 same agent (the smaller of 3 medians each). One JSON line per kernel:
 
   {"bench":"auto_examples_matmul","trials":64,"hand_ms":...,"auto_ms":...,"ratio":...,
-   "hand_best":"TI=...","auto_best":"par_C=...,tile_C_i=...","cpu":"...","features":"..."}
+   "hand_gflops":...,"auto_gflops":...,"peak_gflops":...,"hand_peak_share":...,
+   "auto_peak_share":...,"threads":2,"hand_best":"TI=...","auto_best":"par_C=...,...",
+   "cpu":"...","llvm_cpu":"...","isa":"..."}
 
 ratio is hand_ms / auto_ms: 1 when the sketch is as fast as the hand schedule, above 1 when
-faster. A line then gives the geometric mean and the smallest ratio.
+faster; each side's GFLOP/s is also given as a share of this host's f32 FMA peak on all its
+cores (tests/bench/bench_host's probe), and the host as bench_host names it. A line then gives the geometric mean and the smallest ratio.
 
 Then the PolyBench kernels of tests/bench/polybench (LARGE, f64, written without a
 schedule), each tuned the same way at one thread and its best timed beside the same kernel in
 C (tests/bench/polybench/polybench.c, PolyBench's loop order) compiled with
-`gcc -O3 -march=native` and with `clang -O3 -march=native -mllvm -polly`, also at one thread:
+`gcc -O3 -march=native` and with `clang -O3 -march=native -mllvm -polly` (clang-19 where it is
+installed), also at one thread:
 
   {"bench":"polybench_gemm","trials":64,"kiln_ms":...,"gcc_ms":...,"polly_ms":...,
-   "ratio":...,"auto_best":"...","threads":1,"cpu":"...","features":"..."}
+   "ratio":...,"kiln_gflops":...,"peak_f64_gflops":...,"kiln_peak_share":...,
+   "auto_best":"...","threads":1,"cpu":"...","llvm_cpu":"...","isa":"..."}
 
-ratio is the faster C build's time over kiln's; a last line gives their geometric mean. The
+ratio is the faster C build's time over kiln's, and kiln's GFLOP/s a share of the f64 FMA peak of
+one core (half the f32 probe's); a last line gives their geometric mean. The
 C side is the fastest of 3 runs, kiln's the smaller of 3 medians on the agent. Progress goes
 to stderr.
 """
@@ -27,6 +33,7 @@ to stderr.
 import argparse
 import json
 import math
+import os
 import re
 import pathlib
 import shutil
@@ -105,12 +112,17 @@ def config_text(config):
 def c_baselines(work):
     """The PolyBench C file built with gcc and with clang and Polly: {name: binary}."""
     source = ROOT / "tests" / "bench" / "polybench" / "polybench.c"
+    # deploy/install-deps.sh installs clang-19, whose Polly is built in; else Debian's clang.
+    clang = next((c for c in ("clang-19", "clang") if shutil.which(c)), "clang")
     builds = {"gcc": ["gcc", "-O3", "-march=native"],
-              "polly": ["clang", "-O3", "-march=native", "-mllvm", "-polly"]}
+              "polly": [clang, "-O3", "-march=native", "-mllvm", "-polly"]}
     out = {}
     for name, command in builds.items():
         if not shutil.which(command[0]):
             raise SystemExit(f"bench_auto: {command[0]} is needed for the PolyBench baselines")
+        version = subprocess.run([command[0], "--version"], capture_output=True,
+                                 text=True).stdout.splitlines()[0]
+        log(f"polybench baseline {name}: {' '.join(command)} ({version})")
         binary = pathlib.Path(work) / f"polybench_{name}"
         subprocess.run([*command, "-o", str(binary), str(source)], check=True)
         out[name] = binary
@@ -122,8 +134,10 @@ def c_time(binary, kernel):
     return json.loads(r.stdout)["ms"]
 
 
-def polybench(args, client, kiln, trials, cpu, features):
-    """The PolyBench part: one line a kernel, then the summary. Whether every kernel ran."""
+def polybench(args, client, kiln, trials, host, one_thread):
+    """The PolyBench part: one line a kernel, then the summary. Whether every kernel ran.
+    `one_thread` is bench_host's line for one thread: its f32 FMA peak, half of it in f64."""
+    peak = one_thread["peak_gflops"] / 2
     ok, ratios = True, []
     with tempfile.TemporaryDirectory() as work:
         baselines = c_baselines(work)
@@ -134,7 +148,7 @@ def polybench(args, client, kiln, trials, cpu, features):
             text = file.read_text()
             op = kiln.source(text, filename=str(file))
             name = f"polybench_{kernel}"
-            settings = dict(threads=1, time_limit_ms=120000)
+            settings = dict(threads=1, time_limit_ms=60000)
             try:
                 log(f"{name}: gcc -O3 and clang -O3 with Polly")
                 c_ms = {side: c_time(binary, kernel) for side, binary in baselines.items()}
@@ -146,11 +160,13 @@ def polybench(args, client, kiln, trials, cpu, features):
                                              **settings).median_ms for _ in range(3))
                 ratio = min(c_ms.values()) / kiln_ms
                 ratios.append(ratio)
+                gflops = best.flops / (kiln_ms * 1e6)
                 print(json.dumps({
                     "bench": name, "trials": trials, "kiln_ms": round(kiln_ms, 4),
                     "gcc_ms": round(c_ms["gcc"], 4), "polly_ms": round(c_ms["polly"], 4),
-                    "ratio": round(ratio, 3), "auto_best": config_text(best.config),
-                    "threads": 1, "cpu": cpu, "features": features}), flush=True)
+                    "ratio": round(ratio, 3), "kiln_gflops": round(gflops, 2),
+                    "peak_f64_gflops": peak, "kiln_peak_share": round(gflops / peak, 3),
+                    "auto_best": config_text(best.config), "threads": 1, **host}), flush=True)
             except (kiln.KilnError, subprocess.CalledProcessError) as e:
                 ok = False
                 print(json.dumps({"bench": name, "error": str(e)}), flush=True)
@@ -158,8 +174,8 @@ def polybench(args, client, kiln, trials, cpu, features):
         print(json.dumps({"bench": "polybench_summary", "cases": len(ratios),
                           "geomean_ratio": round(math.exp(sum(map(math.log, ratios))
                                                           / len(ratios)), 3),
-                          "min_ratio": round(min(ratios), 3), "threads": 1, "cpu": cpu,
-                          "features": features}), flush=True)
+                          "min_ratio": round(min(ratios), 3), "threads": 1, **host}),
+              flush=True)
     return ok
 
 
@@ -178,12 +194,15 @@ def main():
     sys.path.insert(0, str(build / "python"))
     import kiln  # noqa: E402  (the package the build makes)
 
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), "unknown")
-    flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo")
-                  if line.startswith("flags")), [])
-    features = ",".join(f for f in ("avx2", "fma", "avx512f", "avx512vl", "asimd", "sve")
-                        if f in flags)
+    # This host: its CPU, what LLVM calls it, its features and its FMA peak (f32) on one thread
+    # and on all of them (bench_host's probe), as every line says.
+    cores = os.cpu_count() or 1
+    hosts = {}
+    for line in subprocess.run([str(build / "tests" / "bench" / "bench_host"), "1", str(cores)],
+                               check=True, capture_output=True, text=True).stdout.splitlines():
+        h = json.loads(line)
+        hosts[h["threads"]] = h
+    host = {"cpu": hosts[1]["cpu"], "llvm_cpu": hosts[1]["llvm_cpu"], "isa": hosts[1]["isa"]}
     ratios, ok = [], True
     with tempfile.TemporaryDirectory() as data:
         kilnd = Kilnd(build, data)
@@ -218,12 +237,20 @@ def main():
                         hand_ms, auto_ms = min(ms["hand"]), min(ms["auto"])
                         ratio = hand_ms / auto_ms
                         ratios.append(ratio)
+                        # f32 kernels on every core: the share of that FMA peak.
+                        peak = hosts[cores]["peak_gflops"]
+                        gflops = {side: best[side].flops / (t * 1e6) for side, t in
+                                  (("hand", hand_ms), ("auto", auto_ms))}
                         print(json.dumps({
                             "bench": name, "trials": trials, "hand_ms": round(hand_ms, 5),
                             "auto_ms": round(auto_ms, 5), "ratio": round(ratio, 3),
-                            "hand_best": config_text(best["hand"].config),
-                            "auto_best": config_text(best["auto"].config), "cpu": cpu,
-                            "features": features}), flush=True)
+                            "hand_gflops": round(gflops["hand"], 1),
+                            "auto_gflops": round(gflops["auto"], 1), "peak_gflops": peak,
+                            "hand_peak_share": round(gflops["hand"] / peak, 3),
+                            "auto_peak_share": round(gflops["auto"] / peak, 3),
+                            "threads": cores, "hand_best": config_text(best["hand"].config),
+                            "auto_best": config_text(best["auto"].config), **host}),
+                            flush=True)
                     except kiln.KilnError as e:
                         ok = False
                         print(json.dumps({"bench": name, "error": str(e)}), flush=True)
@@ -231,10 +258,10 @@ def main():
                     print(json.dumps({"bench": "auto_summary", "cases": len(ratios),
                                       "geomean_ratio": round(math.exp(sum(map(math.log, ratios))
                                                                       / len(ratios)), 3),
-                                      "min_ratio": round(min(ratios), 3), "cpu": cpu,
-                                      "features": features}), flush=True)
+                                      "min_ratio": round(min(ratios), 3), **host}),
+                          flush=True)
                 if args.part != "hand":
-                    ok = polybench(args, client, kiln, trials, cpu, features) and ok
+                    ok = polybench(args, client, kiln, trials, host, hosts[1]) and ok
         finally:
             kilnd.stop()
     return 0 if ok else 1

@@ -41,7 +41,10 @@ Progress goes to stderr.
                    latency: docs/scale-out.md),
                    auto (every example and bench kernel with knobs, its schedule taken out
                    and sketched by kiln, tuned beside its hand schedule for as many trials,
-                   both bests timed in turn: tests/bench/bench_auto.py; --quick: 16 trials),
+                   both bests timed in turn; then the PolyBench kernels of
+                   tests/bench/polybench, LARGE, f64, written without a schedule, tuned at
+                   one thread beside gcc -O3 and clang -O3 with Polly:
+                   tests/bench/bench_auto.py, -- --part hand|polybench; --quick: 16 trials),
                    gpu (kiln's GPU examples vs cuBLAS and cuDNN on this machine's GPU; built
                    with the CUDA toolkit, and says "skipped" without a GPU: docs/gpu.md)
   --quick          the smallest cases only, for a smoke run
@@ -138,7 +141,7 @@ if [[ $mca -eq 1 ]]; then
   cmake --build "$build_dir" --target kiln >&2
 fi
 if [[ $auto -eq 1 ]]; then
-  cmake --build "$build_dir" --target kilnd kiln-agent kiln_python >&2
+  cmake --build "$build_dir" --target kilnd kiln-agent kiln_python bench_host >&2
 fi
 if [[ $tune -eq 1 ]]; then
   cmake --build "$build_dir" --target kilnd kiln kiln-agent bench_gemm bench_conv >&2
