@@ -100,8 +100,7 @@ static void covariance(double data[COV_N][COV_M], double cov[COV_M][COV_M], doub
 
 #define ATAX_M 1900
 #define ATAX_N 2100
-static void atax(double A[ATAX_M][ATAX_N], double x[ATAX_N], double y[ATAX_N],
-                 double tmp[ATAX_M]) {
+static void atax(double A[ATAX_M][ATAX_N], double x[ATAX_N], double y[ATAX_N], double tmp[ATAX_M]) {
   for (int i = 0; i < ATAX_N; i++) y[i] = 0;
   for (int i = 0; i < ATAX_M; i++) {
     tmp[i] = 0.0;
@@ -214,8 +213,10 @@ int main(int argc, char** argv) {
   int reps = argc > 2 ? atoi(argv[2]) : 3;
   struct arrays m;
   if (!sizes(name, &m)) {
-    fprintf(stderr, "polybench: no kernel '%s' (gemm, 2mm, syrk, trmm, covariance, atax, mvt, "
-                    "jacobi-2d, heat-3d)\n", name);
+    fprintf(stderr,
+            "polybench: no kernel '%s' (gemm, 2mm, syrk, trmm, covariance, atax, mvt, "
+            "jacobi-2d, heat-3d)\n",
+            name);
     return 2;
   }
   double best = 1e300, checksum = 0;
