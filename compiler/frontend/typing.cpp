@@ -61,7 +61,8 @@ bool fits(ir::DType t, int64_t v) {
 }
 
 bool fits(ir::DType t, double v) {
-  if (t == ir::DType::F32) return std::fabs(v) <= FLT_MAX;
+  // inf and nan (literals past a double's range are refused when they are read) are f32's too.
+  if (t == ir::DType::F32) return !std::isfinite(v) || std::fabs(v) <= FLT_MAX;
   if (t == ir::DType::I32) return v > -2147483649.0 && v < 2147483648.0;
   if (t == ir::DType::I64) return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
   return true;
@@ -191,6 +192,10 @@ Value Typer::name(const Ast& e) {
     fail(e.pos, q(e.name) + " is a built-in function; call it as " + q(e.name + "(...)"));
   }
   if (ctx_.target && ir::is_target_size(e.name)) return typed(ir::var(e.name, ir::kIndexType));
+  // The float values without a decimal form, as ir::to_string prints them (a max reduction's
+  // identity is -inf), so that a printed func parses again; a declared name shadows them.
+  if (e.name == "inf") return float_const(std::numeric_limits<double>::infinity());
+  if (e.name == "nan") return float_const(std::numeric_limits<double>::quiet_NaN());
   fail(e.pos,
        "unknown name " + q(e.name) + " in " + ctx_.what + scope_.unknown_hint(e.name, e.pos));
 }

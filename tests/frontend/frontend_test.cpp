@@ -768,6 +768,31 @@ TEST(Frontend, TheSmallestIntegerPrintsAsTextThatParsesBack) {
   EXPECT_EQ(ir::to_string(parse_func(printed)), printed);
 }
 
+// A max reduction's identity is -inf, which to_string prints as such: it must parse back
+// (kiln tune --auto sends a func's algorithm as printed), as must nan; a declared name
+// called inf is that name.
+TEST(Frontend, InfinityAndNanPrintAsTextThatParsesBack) {
+  ir::Func f = parse_func(R"(func f {
+  param N = 4, K = 3;
+  input x : f32[N, K];
+  output y : f32[N];
+  output z : f32[N];
+  compute y(i) in 0 <= i < N: y[i] = max(k in 0 <= k < K) x[i, k];
+  compute z(i) in 0 <= i < N: z[i] = select(x[i, 0] > 0.5, inf, nan);
+})");
+  std::string printed = ir::to_string(f);
+  EXPECT_NE(printed.find("= -inf;"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("select(x[i, 0] > 0.5, inf, nan)"), std::string::npos) << printed;
+  EXPECT_EQ(ir::to_string(parse_func(printed)), printed);
+  ir::Func shadowed = parse_func(R"(func g {
+  param inf = 2;
+  input x : f32[inf];
+  output y : f32[inf];
+  compute c(i) in 0 <= i < inf: y[i] = x[i];
+})");
+  EXPECT_EQ(shadowed.params.at(0).name, "inf");
+}
+
 // CR LF and a lone CR end lines as LF does: a CR-only file was one line, so
 // its first comment hid everything after it.
 TEST(Frontend, EveryLineEndingEndsALine) {
