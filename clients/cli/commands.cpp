@@ -260,29 +260,18 @@ std::string sketch_text(const ir::Func& scheduled) {
   return out;
 }
 
-// The func a best record was measured as: f with its knobs at the record's values, and
-// for a func without a schedule, the schedule kiln sketched for it (the record's).
-ir::Func as_recorded(const ir::Func& f, const v1::BestConfigResponse& best) {
-  ir::Overrides knobs(best.record().config().begin(), best.record().config().end());
-  ir::Func scheduled =
-      best.sketch().empty() ? f : autosched::apply(f, autosched::Sketch{"sketch", best.sketch()});
-  return ir::apply_overrides(scheduled, knobs);
+// f as its best record was tuned: with the schedule kiln sketched for it when it had none.
+ir::Func as_tuned(const ir::Func& f, const v1::BestConfigResponse& best) {
+  if (best.sketch().empty()) return f;
+  return autosched::apply(f, autosched::Sketch{"sketch", best.sketch()});
 }
 
 // The schedule of f's best record as lines to paste into the func: its knob lines, each at
 // the value found, and its schedule block (`kiln emit --stage schedule --best`).
 std::string found_schedule(const ir::Func& f, const v1::BestConfigResponse& best) {
-  ir::Func shown = as_recorded(f, best);
-  shown.params.clear();
-  shown.constraints.clear();
-  shown.bufs.clear();
-  shown.comps.clear();
-  shown.loops.clear();
-  shown.fast_math = false;
-  std::string text = ir::to_string(shown);  // `func NAME {`, the knobs and schedule, `}`
-  text = text.substr(text.find('\n') + 1);
-  text = text.substr(0, text.rfind('}'));
-  while (text.starts_with("\n")) text.erase(0, 1);
+  ir::Overrides knobs(best.record().config().begin(), best.record().config().end());
+  std::string text = ir::schedule_to_string(ir::apply_overrides(as_tuned(f, best), knobs));
+  while (text.starts_with("\n")) text.erase(0, 1);  // no knobs: the schedule's blank line
   return fmt::format("# best {} on {}: {}: {:.4f} ms, record {} of job {}{}\n{}", f.name,
                      best.record().key(), best.record().config_text(), best.record().median_ms(),
                      best.record().id(), best.record().job(),
@@ -576,8 +565,7 @@ int run_compile(const Options& o) {
             // Tuned as the schedule kiln sketched for it: compiled as that, which is shown.
             fmt::print("{} has no schedule; kiln sketched this one and tuned its knobs:\n{}",
                        f.name, best.sketch());
-            std::string text =
-                ir::to_string(autosched::apply(f, autosched::Sketch{"sketch", best.sketch()}));
+            std::string text = ir::to_string(as_tuned(f, best));
             Prepared sketched = p;
             sketched.source = &text;
             a = remote->compile(sketched, knobs);

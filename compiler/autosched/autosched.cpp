@@ -66,20 +66,19 @@ bool legal(const ir::Func& f, const std::string& body, const Limits& limits) {
   }
 }
 
-// A computation's data-parallel loops and the loops it reduces over: for an update of what
-// it stores (`x[i] += A[i, j] * y[j]`), the leading iterators its store index names and the
-// rest, when the index names none of the rest; else all its iterators and none.
-std::pair<std::vector<std::string>, std::vector<std::string>> reduced_over(const ir::Comp& c) {
-  if (!c.store) return {c.iters, {}};
+// A computation's data-parallel loops, the leading ones (those after them it reduces over):
+// for an update of what it stores (`x[i] += A[i, j] * y[j]`), the leading iterators its store
+// index names, when the index names none of the rest; else all its iterators.
+std::vector<std::string> data_parallel(const ir::Comp& c) {
+  if (!c.store) return c.iters;
   std::set<std::string> stored;
   for (const ir::Expr& e : c.store->indices) stored.merge(ir::free_vars(e));
   size_t k = 0;
   while (k < c.iters.size() && stored.count(c.iters[k])) ++k;
   for (size_t m = k; m < c.iters.size(); ++m)
-    if (stored.count(c.iters[m])) return {c.iters, {}};
-  if (k == 0) return {c.iters, {}};
-  return {std::vector<std::string>(c.iters.begin(), c.iters.begin() + static_cast<long>(k)),
-          std::vector<std::string>(c.iters.begin() + static_cast<long>(k), c.iters.end())};
+    if (stored.count(c.iters[m])) return c.iters;
+  if (k == 0) return c.iters;
+  return std::vector<std::string>(c.iters.begin(), c.iters.begin() + static_cast<long>(k));
 }
 
 // Whether c stores where the data say (`hist[bin[k]] += w[k]`): an index reads a buffer.
@@ -90,6 +89,24 @@ bool scatters(const ir::Comp& c) {
   return false;
 }
 
+// What an expression reads: its buffer loads and the value computations it accesses.
+struct Reads : ir::IRVisitor {
+  std::vector<const ir::Load*> loads;
+  std::set<std::string> bufs, comps;
+  explicit Reads(const ir::Expr& e) {
+    if (e) visit(e);
+  }
+  void visit_load(const ir::Load& n) override {
+    loads.push_back(&n);
+    bufs.insert(n.buf);
+    ir::IRVisitor::visit_load(n);
+  }
+  void visit_access(const ir::Access& n) override {
+    comps.insert(n.comp);
+    ir::IRVisitor::visit_access(n);
+  }
+};
+
 // Packed copies for c, whose vector loop runs along its iterator `b`: each input c reads
 // across b with a stride (an index other than the last names b) and reuses across a loop of
 // `par` (that read names it not) is copied once per call (root), shared out among the
@@ -98,15 +115,8 @@ bool scatters(const ir::Comp& c) {
 // [c][ky][kx][f]. None where a buffer is read across b along two dimensions.
 std::vector<std::string> packed_copies(const ir::Func& f, const ir::Comp& c, const std::string& b,
                                        const std::vector<std::string>& par) {
-  struct Reads : ir::IRVisitor {
-    std::vector<const ir::Load*> loads;
-    void visit_load(const ir::Load& n) override {
-      loads.push_back(&n);
-      ir::IRVisitor::visit_load(n);
-    }
-  } reads;
-  if (c.value) reads.visit(c.value);
-  std::map<std::string, std::optional<size_t>> across;  // buffer -> the dimension b moves
+  Reads reads(c.value);
+  std::map<std::string, size_t> across;  // buffer -> the dimension b moves along
   std::set<std::string> refused, reused;
   for (const ir::Load* load : reads.loads) {
     const ir::Buf* buf = f.find_buf(load->buf);
@@ -127,25 +137,24 @@ std::vector<std::string> packed_copies(const ir::Func& f, const ir::Comp& c, con
     }
     if (!along) continue;
     if (*along + 1 == load->indices.size()) refused.insert(load->buf);  // read in runs already
-    std::optional<size_t>& seen = across[load->buf];
-    if (seen && *seen != *along) refused.insert(load->buf);
-    seen = along;
+    auto [seen, first] = across.emplace(load->buf, *along);
+    if (!first && seen->second != *along) refused.insert(load->buf);
     for (const std::string& p : par)
       if (!named.count(p)) reused.insert(load->buf);
   }
   std::vector<std::string> out;
   for (const auto& [name, along] : across) {
-    if (refused.count(name) || !reused.count(name) || !along) continue;
+    if (refused.count(name) || !reused.count(name)) continue;
     const ir::Buf& buf = *f.find_buf(name);
     std::vector<std::string> from, to, sizes;
     for (size_t d = 0; d < buf.shape.size(); ++d) from.push_back(fmt::format("e{}", d));
     for (size_t d = 0; d < buf.shape.size(); ++d) {
-      if (d == *along) continue;
+      if (d == along) continue;
       to.push_back(from[d]);
       sizes.push_back(fmt::format("\"{}\"", ir::to_string(buf.shape[d])));
     }
-    to.push_back(from[*along]);
-    sizes.push_back(fmt::format("\"{}\"", ir::to_string(buf.shape[*along])));
+    to.push_back(from[along]);
+    sizes.push_back(fmt::format("\"{}\"", ir::to_string(buf.shape[along])));
     out.push_back(fmt::format("{}.cache({}, root, heap, [{}], \"{{ [{}] -> [{}] }}\", parallel);",
                               c.name, name, fmt::join(sizes, ", "), fmt::join(from, ", "),
                               fmt::join(to, ", ")));
@@ -159,18 +168,7 @@ std::vector<std::string> packed_copies(const ir::Func& f, const ir::Comp& c, con
 // select leaves the inner loop.
 std::vector<std::string> padded_copies(const ir::Func& f, const ir::Comp& c,
                                        const std::string& at) {
-  struct Reads : ir::IRVisitor {
-    std::set<std::string> comps, bufs;
-    void visit_access(const ir::Access& n) override {
-      comps.insert(n.comp);
-      ir::IRVisitor::visit_access(n);
-    }
-    void visit_load(const ir::Load& n) override {
-      bufs.insert(n.buf);
-      ir::IRVisitor::visit_load(n);
-    }
-  } reads;
-  if (c.value) reads.visit(c.value);
+  Reads reads(c.value);
   std::set<std::string> padded;
   for (const std::string& name : reads.comps) {
     const ir::Comp* v = f.find_comp(name);
@@ -178,9 +176,7 @@ std::vector<std::string> padded_copies(const ir::Func& f, const ir::Comp& c,
           return e->kind == ir::ExprKind::Select;
         }))
       continue;
-    Reads inner;
-    inner.visit(v->value);
-    for (const std::string& b : inner.bufs) {
+    for (const std::string& b : Reads(v->value).bufs) {
       const ir::Buf* buf = f.find_buf(b);
       if (buf && buf->kind == ir::BufKind::Input && !reads.bufs.count(b)) padded.insert(b);
     }
@@ -198,7 +194,7 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
              const Part& before, const Limits& limits) {
   // The data-parallel loops: the initialization's (a reduction's result); the reduction's own
   // loops come after them in c.
-  std::vector<std::string> par = init ? init->iters : reduced_over(c).first;
+  std::vector<std::string> par = init ? init->iters : data_parallel(c);
   std::vector<std::string> red(c.iters.begin() + static_cast<long>(par.size()), c.iters.end());
   if (par.empty()) return {};
   std::set<std::string> taken(c.iters.begin(), c.iters.end());
@@ -402,7 +398,7 @@ Part part_of_loop(const ir::Func& f, const std::vector<const ir::Comp*>& group, 
   }
   // Within each time step: the first loop in parallel, the innermost vectorized.
   std::string par_knob = "par_" + first;
-  for (int v : {3, 2, 1, 0}) {  // both, vectorized only, parallel only, neither
+  for (int v : {3, 2, 1}) {  // both, vectorized only, parallel only
     Part candidate;
     if (v & 1)
       candidate.knobs.push_back(fmt::format("knob {} = parallel in [none, parallel];", par_knob));
@@ -414,7 +410,6 @@ Part part_of_loop(const ir::Func& f, const std::vector<const ir::Comp*>& group, 
         candidate.commands.push_back(
             fmt::format("{}.tag({}, vectorize);", c->name, c->iters.back()));
     }
-    if (v == 0) return {};
     if (legal_beside(candidate)) return candidate;
   }
   return {};

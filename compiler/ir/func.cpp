@@ -604,6 +604,12 @@ std::string to_string(const Func& f) {
   }
   close_to(0);
   if (!f.knobs.empty()) os << "\n";
+  os << schedule_to_string(f) << "}\n";
+  return os.str();
+}
+
+std::string schedule_to_string(const Func& f) {
+  std::ostringstream os;
   for (const KnobSplit& s : f.knob_splits) {
     os << "  knob split (";
     for (size_t i = 0; i < s.parts.size(); ++i) {
@@ -660,7 +666,6 @@ std::string to_string(const Func& f) {
     }
     os << "  }\n";
   }
-  os << "}\n";
   return os.str();
 }
 

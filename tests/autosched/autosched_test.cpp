@@ -4,6 +4,8 @@
 // whose text parses back to the same loop nest; a func with a schedule of its own is refused.
 #include "kiln/autosched.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -17,17 +19,20 @@ namespace {
 
 std::string loops_of(const ir::Func& f) { return ir::to_string(poly::lower(poly::schedule(f))); }
 
-// Up to `n` points of f's knobs other than their defaults, drawn with a fixed seed.
-std::vector<ir::Overrides> other_points(const ir::Func& f, int n) {
+// g (a func with a sketch) computes what the reference interpreter does at its knobs' defaults
+// and at `n` other points of them, drawn with a fixed seed.
+void expect_reference_at(const ir::Func& g, int n,
+                         const std::map<std::string, int64_t>& runtime = {}) {
   std::mt19937 rng(7);
-  std::vector<ir::Overrides> out;
-  for (int k = 0; k < n; ++k) {
-    ir::Overrides o;
-    for (const ir::Knob& knob : f.knobs)
-      o[knob.name] = knob.candidates.at(rng() % knob.candidates.size());
-    out.push_back(o);
+  for (int k = 0; k <= n; ++k) {
+    ir::Overrides point;
+    if (k > 0)
+      for (const ir::Knob& knob : g.knobs)
+        point[knob.name] = knob.candidates.at(rng() % knob.candidates.size());
+    SCOPED_TRACE(fmt::format("knobs {}", fmt::join(point, ", ")));
+    interp::Mismatch mm = differential(ir::apply_overrides(g, point), runtime);
+    EXPECT_TRUE(mm.ok) << mm.describe();
   }
-  return out;
 }
 
 TEST(Autosched, EveryKernelWithoutItsScheduleGetsLegalSketchesThatParseBack) {
@@ -63,15 +68,8 @@ TEST(Autosched, SketchedLoopNestsComputeWhatTheReferenceDoes) {
       ir::Func base =
           ir::apply_overrides(autosched::algorithm_of(parse_one(read_example(c.example))), sizes);
       for (const autosched::Sketch& s : autosched::sketches(base)) {
-        ir::Func g = autosched::apply(base, s);
-        std::vector<ir::Overrides> points = other_points(g, 3);
-        points.insert(points.begin(), ir::Overrides{});
-        for (const ir::Overrides& point : points) {
-          SCOPED_TRACE(c.example + ", " + s.name + " sketch:\n" + s.schedule);
-          ir::Func f = ir::apply_overrides(g, point);
-          interp::Mismatch mm = differential(f, c.runtime);
-          EXPECT_TRUE(mm.ok) << mm.describe();
-        }
+        SCOPED_TRACE(c.example + ", " + s.name + " sketch:\n" + s.schedule);
+        expect_reference_at(autosched::apply(base, s), 3, c.runtime);
       }
     }
   }
@@ -137,14 +135,8 @@ TEST(Autosched, PolyBenchKernelsSketchedComputeWhatTheReferenceDoes) {
     std::vector<autosched::Sketch> sketches = autosched::sketches(base);
     EXPECT_FALSE(sketches.empty()) << file;
     for (const autosched::Sketch& s : sketches) {
-      ir::Func g = autosched::apply(base, s);
-      std::vector<ir::Overrides> points = other_points(g, 2);
-      points.insert(points.begin(), ir::Overrides{});
-      for (const ir::Overrides& point : points) {
-        SCOPED_TRACE(file + ", " + s.name + " sketch:\n" + s.schedule);
-        interp::Mismatch mm = differential(ir::apply_overrides(g, point));
-        EXPECT_TRUE(mm.ok) << mm.describe();
-      }
+      SCOPED_TRACE(file + ", " + s.name + " sketch:\n" + s.schedule);
+      expect_reference_at(autosched::apply(base, s), 2);
     }
   }
 }
@@ -204,11 +196,7 @@ TEST(Autosched, AnInputReadAcrossTheVectorLoopAndReusedIsPackedSoTheVectorReadsI
                 R"(C.cache(A, root, heap, ["M", "N"], "{ [e0, e1] -> [e1, e0] }", parallel);)"),
             std::string::npos)
       << s->schedule;
-  ir::Func g = ir::apply_overrides(autosched::apply(f, *s), {{"N", 21}, {"M", 19}});
-  for (const ir::Overrides& point : other_points(g, 3)) {
-    interp::Mismatch mm = differential(ir::apply_overrides(g, point));
-    EXPECT_TRUE(mm.ok) << mm.describe();
-  }
+  expect_reference_at(ir::apply_overrides(autosched::apply(f, *s), {{"N", 21}, {"M", 19}}), 3);
   // A matmul's B[k, j] is read in runs along j already, and A[i, k] names no j: no copy.
   std::optional<autosched::Sketch> mm =
       autosched::first_sketch(autosched::algorithm_of(parse_one(read_example("matmul"))));
@@ -231,11 +219,7 @@ TEST(Autosched, AScatterIsChunkedAndItsChunksUpdateCopiesOfTheirOwnInParallel) {
             std::string::npos)
       << s->schedule;
   EXPECT_EQ(s->schedule.find("h.tag(k_i, vectorize)"), std::string::npos);
-  ir::Func g = autosched::apply(f, *s);
-  for (const ir::Overrides& point : other_points(g, 3)) {
-    interp::Mismatch mm = differential(ir::apply_overrides(g, point));
-    EXPECT_TRUE(mm.ok) << mm.describe();
-  }
+  expect_reference_at(autosched::apply(f, *s), 3);
 }
 
 TEST(Autosched, ALoopWhoseInnerBoundsAreReadAtRunTimeRunsInParallelWhole) {

@@ -45,7 +45,7 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
-from bench_tune import Kilnd, log  # noqa: E402
+from bench_tune import Kilnd, host_probes, log  # noqa: E402
 
 # file, func, params (small enough to tune in seconds a trial), part of --quick
 CASES = [
@@ -114,6 +114,15 @@ def with_sketch(text, sketch):
     return text[:end] + "  schedule {\n" + sketch + "  }\n" + text[end:]
 
 
+def summary(bench, ratios, **fields):
+    """The last line of a part: its cases' geometric mean ratio and the smallest one."""
+    if ratios:
+        print(json.dumps({"bench": bench, "cases": len(ratios),
+                          "geomean_ratio": round(math.exp(sum(map(math.log, ratios))
+                                                          / len(ratios)), 3),
+                          "min_ratio": round(min(ratios), 3), **fields}), flush=True)
+
+
 def config_text(config):
     return ",".join(f"{k}={v}" for k, v in sorted(config.items()))
 
@@ -179,12 +188,7 @@ def polybench(args, client, kiln, trials, host, one_thread):
             except (kiln.KilnError, subprocess.CalledProcessError) as e:
                 ok = False
                 print(json.dumps({"bench": name, "error": str(e)}), flush=True)
-    if ratios:
-        print(json.dumps({"bench": "polybench_summary", "cases": len(ratios),
-                          "geomean_ratio": round(math.exp(sum(map(math.log, ratios))
-                                                          / len(ratios)), 3),
-                          "min_ratio": round(min(ratios), 3), "threads": 1, **host}),
-              flush=True)
+    summary("polybench_summary", ratios, threads=1, **host)
     return ok
 
 
@@ -206,11 +210,7 @@ def main():
     # This host: its CPU, what LLVM calls it, its features and its FMA peak (f32) on one thread
     # and on all of them (bench_host's probe), as every line says.
     cores = os.cpu_count() or 1
-    hosts = {}
-    for line in subprocess.run([str(build / "tests" / "bench" / "bench_host"), "1", str(cores)],
-                               check=True, capture_output=True, text=True).stdout.splitlines():
-        h = json.loads(line)
-        hosts[h["threads"]] = h
+    hosts = host_probes(build, sorted({1, cores}))
     host = {"cpu": hosts[1]["cpu"], "llvm_cpu": hosts[1]["llvm_cpu"], "isa": hosts[1]["isa"]}
     ratios, ok = [], True
     with tempfile.TemporaryDirectory() as data:
@@ -263,12 +263,7 @@ def main():
                     except kiln.KilnError as e:
                         ok = False
                         print(json.dumps({"bench": name, "error": str(e)}), flush=True)
-                if ratios:
-                    print(json.dumps({"bench": "auto_summary", "cases": len(ratios),
-                                      "geomean_ratio": round(math.exp(sum(map(math.log, ratios))
-                                                                      / len(ratios)), 3),
-                                      "min_ratio": round(min(ratios), 3), **host}),
-                          flush=True)
+                summary("auto_summary", ratios, **host)
                 if args.part != "hand":
                     ok = polybench(args, client, kiln, trials, host, hosts[1]) and ok
         finally:

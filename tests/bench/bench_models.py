@@ -50,7 +50,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "models"))
-from bench_tune import Kilnd  # noqa: E402  (a kilnd of the run's own with its local agent)
+from bench_tune import Kilnd, host_probes  # noqa: E402  (a kilnd of the run's own, the host)
 
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "encoder"]
 # The threads kilnd's local agent measures with: every CPU this process may use.
@@ -227,14 +227,8 @@ def main():
     build = pathlib.Path(a.build_dir)
     kiln = str(build / "clients" / "cli" / "kiln")
     run_model = str(build / "examples" / "run_model")
-    hosts = {}
     # The tasks are tuned on kilnd's local agent on every CPU: their shares are of that peak.
-    probed = sorted(set(a.threads) | ({TUNE_THREADS} if a.tune else set()))
-    for line in subprocess.run([str(build / "tests" / "bench" / "bench_host")] +
-                               [str(t) for t in probed], check=True, capture_output=True,
-                               text=True).stdout.splitlines():
-        h = json.loads(line)
-        hosts[h["threads"]] = h
+    hosts = host_probes(build, sorted(set(a.threads) | ({TUNE_THREADS} if a.tune else set())))
     work = a.work or tempfile.mkdtemp(prefix="kiln-bench-models-")
     os.makedirs(work, exist_ok=True)
     status = 0

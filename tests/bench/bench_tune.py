@@ -62,6 +62,18 @@ def log(*args):
     print("bench_tune:", *args, file=sys.stderr, flush=True)
 
 
+def host_probes(build, threads):
+    """This host as tests/bench/bench_host describes it at each of `threads`: {threads: its
+    line} (cpu, llvm_cpu, isa, and the f32 FMA peak_gflops its probe reached)."""
+    out = {}
+    for line in subprocess.run([str(pathlib.Path(build) / "tests" / "bench" / "bench_host")] +
+                               [str(t) for t in threads], check=True, capture_output=True,
+                               text=True).stdout.splitlines():
+        h = json.loads(line)
+        out[h["threads"]] = h
+    return out
+
+
 class Kilnd:
     def __init__(self, build, data):
         self.proc = subprocess.Popen(

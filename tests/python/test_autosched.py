@@ -85,8 +85,6 @@ def test_a_short_search_of_the_sketch_computes_what_the_reference_does(
     tune = subprocess.run([kiln_binary, "tune", path, "--auto", "--key", "local", "--trials",
                            "16", "--batch", "8", "--min-repeat-ms", "1", "--retime", "0",
                            *common], capture_output=True, text=True, timeout=900)
-    if "found no loop in it to sketch" in tune.stderr:
-        pytest.skip(f"{func}: kiln sketches nothing for it ({tune.stderr.strip()})")
     assert tune.returncode == 0, tune.stderr
     emit = subprocess.run([kiln_binary, "emit", path, "--stage", "schedule", "--best", "--auto",
                            "--key", "local", *common], capture_output=True, text=True,

@@ -2,6 +2,7 @@
 #include "kiln/tasks.h"
 
 #include <map>
+#include <optional>
 
 #include "kiln/graph.h"
 #include "kiln/job.h"
@@ -25,14 +26,19 @@ std::vector<ModelTask> model_tasks(const ir::Graph& g, const CompileOptions& opt
     t.op = c.op;
     t.calls = 1;
     t.first_result = c.results.empty() ? std::string() : c.results.front();
-    // A tunable operator's flops and space as a tuning job prepares them (prepare_model_task:
-    // an operator without knobs is one point, not sketched); the others' flops.
-    try {
-      if (c.op.knobs.empty()) throw TaskError("no knobs");
-      Task prepared = prepare_task(c.op, {}, {}, Limits{});
-      t.points = prepared.space->size();
-      t.flops = prepared.flops;
-    } catch (const TaskError&) {
+    // A tunable operator's flops and space as its task in a tuning job has them; an operator
+    // without knobs (one point, not sketched) or with an empty space, its flops alone.
+    std::optional<Task> prepared;
+    if (!c.op.knobs.empty()) {
+      try {
+        prepared = prepare_model_task(c.op, Limits{});
+      } catch (const TaskError&) {  // its knobs' space is empty: nothing to tune
+      }
+    }
+    if (prepared) {
+      t.points = prepared->space->size();
+      t.flops = prepared->flops;
+    } else {
       t.flops = std::max<int64_t>(0, algorithm_flops(c.op, {}));  // nothing to tune
     }
     tasks.push_back(std::move(t));

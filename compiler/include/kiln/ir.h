@@ -650,5 +650,9 @@ void check_buffer_sizes(const Func& f);
 // Prints the algorithm part of a Func (params, buffers, computations) in
 // .kiln syntax; `kiln emit --stage ir`.
 std::string to_string(const Func& f);
+// The part of to_string(f) after the algorithm: its knob lines (knob splits, knobs at their
+// values, knob constraints), then its `schedule { ... }` block after a blank line, each line
+// indented as inside the func: what a user pastes into a func.
+std::string schedule_to_string(const Func& f);
 
 }  // namespace kiln::ir
