@@ -88,24 +88,13 @@ std::string record_key(const v1::TuneRequest& r) {
 }
 
 tuner::SearchOptions search_options(const v1::TuneRequest& r) {
-  tuner::SearchOptions o;
-  const std::string& s = r.search();
-  if (s.empty() || s == "xgb-rank") {
-    o.strategy = tuner::Strategy::Model;
-    o.loss = tuner::Loss::Rank;
-  } else if (s == "xgb-reg") {
-    o.strategy = tuner::Strategy::Model;
-    o.loss = tuner::Loss::Reg;
-  } else if (s == "random") {
-    o.strategy = tuner::Strategy::Random;
-  } else if (s == "grid") {
-    o.strategy = tuner::Strategy::Grid;
-  } else {
+  const std::string& s = r.search().empty() ? "xgb-rank" : r.search();
+  std::optional<tuner::SearchOptions> o = tuner::strategy_named(s);
+  if (!o)
     refuse(Code::InvalidArgument,
-           fmt::format("search: '{}' is not a strategy (xgb-rank, xgb-reg, random, grid)", s));
-  }
-  o.seed = r.seed() != 0 ? r.seed() : 1;
-  return o;
+           fmt::format("search: '{}' is not a strategy ({})", s, tuner::kStrategyNames));
+  o->seed = r.seed() != 0 ? r.seed() : 1;
+  return *o;
 }
 
 // Checks what the boundary (validate.h) and Prepare do not, and fills the defaults in.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/passes.h"
+#include "kiln/search.h"
 #include "kiln/target.h"
 
 namespace kiln::cli {
@@ -441,9 +442,9 @@ void apply_option(Options& o, const OptionSpec& spec, std::string_view value) {
                                       value));
     o.stop_slower_than = x;
   } else if (name == "--search") {
-    if (value != "xgb-rank" && value != "xgb-reg" && value != "random" && value != "grid")
+    if (!tuner::strategy_named(std::string(value)))
       throw UsageError(
-          c, fmt::format("--search '{}': expected xgb-rank, xgb-reg, random or grid", value));
+          c, fmt::format("--search '{}': expected one of {}", value, tuner::kStrategyNames));
     o.search = std::string(value);
   } else if (name == "--detach") {
     o.detach = true;
@@ -756,7 +757,7 @@ std::string synopsis(Command c) {
              "       [--memory-limit-mb MB] [--server HOST:PORT]";
     case Command::Tune:
       return "usage: kiln tune FILE --key KEY [--trials N] [--budget DURATION] [--search "
-             "xgb-rank|xgb-reg|random|grid]\n"
+             "xgb-rank|xgb-reg|evo-rank|evo-reg|random|grid]\n"
              "       [--features knob|iter] [--batch N] [--early-stop N] [--retime N]\n"
              "       [--remeasure N] [--stop-slower-than X] [--transfer] [--detach] [--auto]\n"
              "       [--func NAME] [--set NAME=INT]... [--seed N] [--repeat R] [--number N]\n"
@@ -995,7 +996,7 @@ std::string help_text(Command c) {
              "                  default 32 a task)\n"
              "  --budget DURATION\n"
              "                  a model: no batch starts after this long (90s, 20m, 1h)\n"
-             "  --search S      xgb-rank (default), xgb-reg, random or grid\n"
+             "  --search S      xgb-rank (default), xgb-reg, evo-rank, evo-reg, random or grid\n"
              "  --features F    the cost model's features: knob (default) or iter\n"
              "  --batch N       points measured at once (default 16)\n"
              "  --early-stop N  stop after N trials without a better one\n"

@@ -98,7 +98,7 @@ struct Options {
   int early_stop = 0;                         // --early-stop N
   std::optional<int> retime, remeasure;       // --retime N, --remeasure N
   std::optional<double> stop_slower_than;     // --stop-slower-than X
-  std::optional<std::string> search;          // --search xgb-rank|xgb-reg|random|grid
+  std::optional<std::string> search;          // --search xgb-rank|xgb-reg|evo-rank|evo-reg|...
   std::optional<std::string> model_features;  // --features knob|iter
   bool detach = false;                        // --detach: start the job and return
   bool transfer = false;                      // --transfer: warm-start from other shapes

@@ -7,7 +7,8 @@ same agent (the smaller of 3 medians each). One JSON line per kernel:
 
   {"bench":"auto_examples_matmul","trials":64,"hand_ms":...,"auto_ms":...,"ratio":...,
    "hand_gflops":...,"auto_gflops":...,"peak_gflops":...,"hand_peak_share":...,
-   "auto_peak_share":...,"threads":2,"hand_best":"TI=...","auto_best":"par_C=...,...",
+   "auto_peak_share":...,"threads":2,"search":"xgb-rank","hand_best":"TI=...",
+   "auto_best":"par_C=...,...",
    "cpu":"...","llvm_cpu":"...","isa":"..."}
 
 ratio is hand_ms / auto_ms: 1 when the sketch is as fast as the hand schedule, above 1 when
@@ -22,7 +23,8 @@ installed), also at one thread:
 
   {"bench":"polybench_gemm","trials":64,"kiln_ms":...,"gcc_ms":...,"polly_ms":...,
    "ratio":...,"kiln_gflops":...,"peak_f64_gflops":...,"kiln_peak_share":...,
-   "auto_best":"...","threads":1,"cpu":"...","llvm_cpu":"...","isa":"..."}
+   "auto_best":"...","search":"xgb-rank","threads":1,"cpu":"...","llvm_cpu":"...",
+   "isa":"..."}
 
 ratio is the faster C build's time over kiln's, and kiln's GFLOP/s (PolyBench's usual count, a
 multiply-add 2) a share of the f64 FMA peak of one core (half the f32 probe's); a last line
@@ -171,7 +173,8 @@ def polybench(args, client, kiln, trials, host, one_thread):
                 log(f"{name}: gcc -O3 and clang -O3 with Polly")
                 c_ms = {side: c_time(binary, kernel) for side, binary in baselines.items()}
                 log(f"{name}: kiln, sketched, {trials} trials at one thread")
-                client.tune(op, "local", trials=trials, batch=8, **settings).wait()
+                client.tune(op, "local", trials=trials, batch=8, search=args.search,
+                            **settings).wait()
                 best = client.best(op, "local")
                 timed = kiln.source(with_sketch(text, best.sketch), filename=str(file))
                 kiln_ms = min(client.measure(timed, "local", set=best.config,
@@ -184,7 +187,8 @@ def polybench(args, client, kiln, trials, host, one_thread):
                     "gcc_ms": round(c_ms["gcc"], 4), "polly_ms": round(c_ms["polly"], 4),
                     "ratio": round(ratio, 3), "kiln_gflops": round(gflops, 2),
                     "peak_f64_gflops": peak, "kiln_peak_share": round(gflops / peak, 3),
-                    "auto_best": config_text(best.config), "threads": 1, **host}), flush=True)
+                    "auto_best": config_text(best.config), "search": args.search, "threads": 1,
+                    **host}), flush=True)
             except (kiln.KilnError, subprocess.CalledProcessError) as e:
                 ok = False
                 print(json.dumps({"bench": name, "error": str(e)}), flush=True)
@@ -199,6 +203,8 @@ def main():
                     help="16 trials, the GEMMs and three PolyBench kernels only")
     ap.add_argument("--trials", type=int, default=0, help="trials a job (default 64)")
     ap.add_argument("--case", default="", help="only cases whose file or kernel contains TEXT")
+    ap.add_argument("--search", default="xgb-rank",
+                    help="the tuning jobs' strategy (kiln tune --search; default xgb-rank)")
     ap.add_argument("--part", choices=("all", "hand", "polybench"), default="all",
                     help="the hand-schedule comparison, the PolyBench one, or both (default)")
     args = ap.parse_args()
@@ -231,8 +237,8 @@ def main():
                         best = {}
                         for side, op in (("hand", hand_op), ("auto", auto_op)):
                             log(f"{name}: {side} schedule, {trials} trials")
-                            end = client.tune(op, "local", trials=trials, batch=8,
-                                              set=params).wait()
+                            client.tune(op, "local", trials=trials, batch=8,
+                                        search=args.search, set=params).wait()
                             best[side] = client.best(op, "local", set=params)
                         # Both bests in turn, on the same agent, three times each.
                         timed_auto = kiln.source(with_sketch(auto_text, best["auto"].sketch),
@@ -257,7 +263,8 @@ def main():
                             "auto_gflops": round(gflops["auto"], 1), "peak_gflops": peak,
                             "hand_peak_share": round(gflops["hand"] / peak, 3),
                             "auto_peak_share": round(gflops["auto"] / peak, 3),
-                            "threads": cores, "hand_best": config_text(best["hand"].config),
+                            "threads": cores, "search": args.search,
+                            "hand_best": config_text(best["hand"].config),
                             "auto_best": config_text(best["auto"].config), **host}),
                             flush=True)
                     except kiln.KilnError as e:

@@ -1,14 +1,17 @@
 // Search (kiln/search.h): random and grid search propose every point once and
 // reject constraint-breaking ones without proposing them; model-based search
 // reaches the optimum of a synthetic cost in far fewer trials than random
-// search, with fixed seeds, under either loss.
+// search, with fixed seeds, under either loss and either walk (annealing,
+// evolution).
 #include "kiln/search.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <set>
 
 namespace kiln::tuner {
@@ -117,12 +120,13 @@ double synthetic_cost(const Config& c) {
 // `pool` > 0: the model scores a pool of candidates instead of annealing,
 // with features that count how often they were asked for.
 int trials_to_optimum(Strategy strategy, Loss loss, uint64_t seed, int budget, int pool = 0,
-                      std::atomic<int>* feature_calls = nullptr) {
+                      std::atomic<int>* feature_calls = nullptr, Walk walk = Walk::Anneal) {
   Space space({KnobDef::values_of("X", range(32)), KnobDef::values_of("Y", range(32)),
                KnobDef::values_of("Z", range(8))});
   SearchOptions o;
   o.strategy = strategy;
   o.loss = loss;
+  o.walk = walk;
   o.seed = seed;
   o.pool = pool;
   o.threads = 2;
@@ -160,6 +164,60 @@ TEST(ModelSearch, FindsTheOptimumInFarFewerTrialsThanRandom) {
   }
 }
 
+TEST(ModelSearch, EvolutionFindsTheOptimumInFarFewerTrialsThanRandom) {
+  for (uint64_t seed : {1, 2, 3}) {
+    int random = trials_to_optimum(Strategy::Random, Loss::Rank, seed, 8192);
+    int rank = trials_to_optimum(Strategy::Model, Loss::Rank, seed, 8192, 0, nullptr, Walk::Evolve);
+    int reg = trials_to_optimum(Strategy::Model, Loss::Reg, seed, 8192, 0, nullptr, Walk::Evolve);
+    SCOPED_TRACE(::testing::Message() << "seed " << seed << ": random " << random << ", evo-rank "
+                                      << rank << ", evo-reg " << reg);
+    RecordProperty("evo_trials_seed_" + std::to_string(seed),
+                   std::to_string(random) + " " + std::to_string(rank) + " " + std::to_string(reg));
+    EXPECT_LT(rank, random);
+    EXPECT_LT(reg, random);
+    EXPECT_LE(rank, 200);
+    EXPECT_LE(reg, 200);
+  }
+}
+
+TEST(Space, NudgeMovesOneKnobToTheChoiceNextToItsOwn) {
+  Space space({KnobDef::values_of("A", {4, 8, 16, 32}), KnobDef::values_of("B", {1, 2, 3})});
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 200; ++i) {
+    Config c = space.random_point(rng);
+    Config n = space.nudge(c, rng);
+    int moved = 0;
+    for (const char* k : {"A", "B"}) {
+      const std::vector<int64_t> values = std::string(k) == "A" ? std::vector<int64_t>{4, 8, 16, 32}
+                                                                : std::vector<int64_t>{1, 2, 3};
+      auto at = [&](int64_t v) {
+        return std::find(values.begin(), values.end(), v) - values.begin();
+      };
+      if (n.at(k) == c.at(k)) continue;
+      ++moved;
+      EXPECT_EQ(std::abs(at(n.at(k)) - at(c.at(k))), 1)
+          << records::config_text(c) << " -> " << records::config_text(n);
+    }
+    EXPECT_EQ(moved, 1);
+  }
+}
+
+TEST(Space, CrossoverTakesEachKnobFromOneParentWithASplitsPartsTogether) {
+  Space space({KnobDef::values_of("A", range(8)), KnobDef::split({"P", "Q"}, 64)});
+  Config a{{"A", 1}, {"P", 64}, {"Q", 1}}, b{{"A", 6}, {"P", 4}, {"Q", 16}};
+  std::mt19937_64 rng(3);
+  std::set<std::string> kinds;
+  for (int i = 0; i < 64; ++i) {
+    Config c = space.crossover(a, b, rng);
+    EXPECT_TRUE(c.at("A") == 1 || c.at("A") == 6);
+    EXPECT_TRUE((c.at("P") == 64 && c.at("Q") == 1) || (c.at("P") == 4 && c.at("Q") == 16))
+        << records::config_text(c);
+    EXPECT_NO_THROW(space.index_of(c));
+    kinds.insert(records::config_text(c));
+  }
+  EXPECT_EQ(kinds.size(), 4u);  // every mix of the two knobs
+}
+
 // For features that cost a compile a point: a pool of 64 candidates a round
 // instead of thousands walked, each point's features computed once.
 TEST(ModelSearch, APoolOfCandidatesFindsTheOptimumSoonerThanRandomWithFewFeatureCalls) {
@@ -188,11 +246,17 @@ TEST(ModelSearch, CountsMeasurementsSinceTheLastImprovement) {
   EXPECT_EQ(s.best()->first.at("A"), 1);
 }
 
-TEST(Strategies, HaveTheirCommandLineNames) {
-  EXPECT_EQ(strategy_name(Strategy::Model, Loss::Rank), "xgb-rank");
-  EXPECT_EQ(strategy_name(Strategy::Model, Loss::Reg), "xgb-reg");
-  EXPECT_EQ(strategy_name(Strategy::Random, Loss::Rank), "random");
-  EXPECT_EQ(strategy_name(Strategy::Grid, Loss::Reg), "grid");
+TEST(Strategies, HaveTheirCommandLineNamesBothWays) {
+  for (const char* name : {"xgb-rank", "xgb-reg", "evo-rank", "evo-reg", "random", "grid"}) {
+    std::optional<SearchOptions> o = strategy_named(name);
+    ASSERT_TRUE(o) << name;
+    EXPECT_EQ(strategy_name(*o), name);
+  }
+  EXPECT_EQ(strategy_named("evo-reg")->walk, Walk::Evolve);
+  EXPECT_EQ(strategy_named("evo-reg")->loss, Loss::Reg);
+  EXPECT_EQ(strategy_named("xgb-rank")->walk, Walk::Anneal);
+  EXPECT_FALSE(strategy_named("xgb"));
+  EXPECT_FALSE(strategy_named(""));
 }
 
 }  // namespace

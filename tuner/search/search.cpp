@@ -13,16 +13,32 @@
 
 namespace kiln::tuner {
 
-std::string strategy_name(Strategy s, Loss loss) {
-  switch (s) {
+std::string strategy_name(const SearchOptions& o) {
+  switch (o.strategy) {
     case Strategy::Random:
       return "random";
     case Strategy::Grid:
       return "grid";
     case Strategy::Model:
-      return std::string("xgb-") + loss_name(loss);
+      return std::string(o.walk == Walk::Evolve ? "evo-" : "xgb-") + loss_name(o.loss);
   }
   return "random";
+}
+
+std::optional<SearchOptions> strategy_named(const std::string& name) {
+  SearchOptions o;
+  if (name == "random") {
+    o.strategy = Strategy::Random;
+  } else if (name == "grid") {
+    o.strategy = Strategy::Grid;
+  } else if (name == "xgb-rank" || name == "xgb-reg" || name == "evo-rank" || name == "evo-reg") {
+    o.strategy = Strategy::Model;
+    o.walk = name.starts_with("evo-") ? Walk::Evolve : Walk::Anneal;
+    o.loss = name.ends_with("-reg") ? Loss::Reg : Loss::Rank;
+  } else {
+    return std::nullopt;
+  }
+  return o;
 }
 
 struct Searcher::Impl {
@@ -150,19 +166,36 @@ struct Searcher::Impl {
     return model.predict(rows);
   }
 
-  // Simulated annealing on the model's predictions: the best unseen points it
-  // walked through, best first.
-  std::vector<uint64_t> anneal(size_t want) {
-    // Start from the best measured points, and random ones.
+  // n points to start a walk from: the best measured (up to half of them), then random ones.
+  std::vector<Config> starting_points(size_t n) {
     std::vector<size_t> order(measured_cost.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(),
               [&](size_t a, size_t b) { return measured_cost[a] < measured_cost[b]; });
-    std::vector<Config> walkers;
-    size_t population = static_cast<size_t>(std::max(1, options.population));
-    for (size_t i = 0; i < order.size() && walkers.size() < population / 2; ++i)
-      walkers.push_back(space.point(measured_index[order[i]]));
-    while (walkers.size() < population) walkers.push_back(space.random_point(rng));
+    std::vector<Config> out;
+    for (size_t i = 0; i < order.size() && out.size() < n / 2; ++i)
+      out.push_back(space.point(measured_index[order[i]]));
+    while (out.size() < n) out.push_back(space.random_point(rng));
+    return out;
+  }
+
+  // The `want` best of the unseen points a walk found, by index with their scores; best first.
+  static std::vector<uint64_t> best_found(const std::map<uint64_t, double>& found, size_t want) {
+    std::vector<std::pair<double, uint64_t>> ranked;
+    for (const auto& [index, s] : found) ranked.push_back({s, index});
+    std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    std::vector<uint64_t> out;
+    for (size_t i = 0; i < ranked.size() && out.size() < want; ++i) out.push_back(ranked[i].second);
+    return out;
+  }
+
+  // Simulated annealing on the model's predictions: the best unseen points it
+  // walked through, best first.
+  std::vector<uint64_t> anneal(size_t want) {
+    std::vector<Config> walkers =
+        starting_points(static_cast<size_t>(std::max(1, options.population)));
     std::vector<double> score = scores(walkers);
 
     std::map<uint64_t, double> found;  // unseen points walked through, by index
@@ -188,14 +221,58 @@ struct Searcher::Impl {
         }
       }
     }
-    std::vector<std::pair<double, uint64_t>> ranked;
-    for (const auto& [index, s] : found) ranked.push_back({s, index});
-    std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
-    std::vector<uint64_t> out;
-    for (size_t i = 0; i < ranked.size() && out.size() < want; ++i) out.push_back(ranked[i].second);
-    return out;
+    return best_found(found, want);
+  }
+
+  // Evolution on the model's predictions (Walk::Evolve): the best unseen points bred, best
+  // first.
+  std::vector<uint64_t> evolve(size_t want) {
+    const size_t population = static_cast<size_t>(std::max(4, 2 * options.population));
+    std::vector<Config> pop = starting_points(population);
+    std::vector<double> score = scores(pop);
+    std::map<uint64_t, double> found;  // unseen points bred, by index
+    auto consider = [&](const Config& c, double s) {
+      uint64_t index = space.index_of(c);
+      if (!seen.count(index)) found[index] = s;
+    };
+    for (size_t i = 0; i < pop.size(); ++i) consider(pop[i], score[i]);
+    std::uniform_int_distribution<size_t> any(0, population - 1);
+    std::uniform_real_distribution<double> unit(0, 1);
+    auto tournament = [&] {  // the best of three drawn
+      size_t best = any(rng);
+      for (int k = 0; k < 2; ++k) {
+        size_t other = any(rng);
+        if (score[other] > score[best]) best = other;
+      }
+      return best;
+    };
+    for (int g = 0; g < std::max(1, options.generations); ++g) {
+      std::vector<size_t> rank(pop.size());
+      for (size_t i = 0; i < rank.size(); ++i) rank[i] = i;
+      std::sort(rank.begin(), rank.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
+      std::vector<Config> next;
+      std::vector<double> next_score;
+      for (size_t i = 0; i < std::max<size_t>(1, population / 8); ++i) {
+        next.push_back(pop[rank[i]]);
+        next_score.push_back(score[rank[i]]);
+      }
+      std::vector<Config> children;
+      while (next.size() + children.size() < population) {
+        Config child = pop[tournament()];
+        if (unit(rng) < 0.3) child = space.crossover(child, pop[tournament()], rng);
+        child = unit(rng) < 0.7 ? space.nudge(child, rng) : space.neighbour(child, rng);
+        children.push_back(std::move(child));
+      }
+      std::vector<double> child_score = scores(children);
+      for (size_t i = 0; i < children.size(); ++i) {
+        consider(children[i], child_score[i]);
+        next.push_back(std::move(children[i]));
+        next_score.push_back(child_score[i]);
+      }
+      pop = std::move(next);
+      score = std::move(next_score);
+    }
+    return best_found(found, want);
   }
 
   // A pool of unseen points that keep the constraints -- half neighbours of
@@ -245,8 +322,10 @@ struct Searcher::Impl {
     }
     int from_model = n - static_cast<int>(std::lround(options.epsilon * n));
     // More candidates than needed: some break a constraint.
-    std::vector<uint64_t> ranked = options.pool > 0 ? pool_ranked(static_cast<size_t>(2 * n))
-                                                    : anneal(static_cast<size_t>(2 * n));
+    const size_t want = static_cast<size_t>(2 * n);
+    std::vector<uint64_t> ranked = options.pool > 0               ? pool_ranked(want)
+                                   : options.walk == Walk::Evolve ? evolve(want)
+                                                                  : anneal(want);
     for (uint64_t index : ranked) {
       if (static_cast<int>(out.size()) >= from_model) break;
       take(index, out);

@@ -205,13 +205,19 @@ Config Space::random_point(std::mt19937_64& rng) const {
   return point(std::uniform_int_distribution<uint64_t>(0, size_ - 1)(rng));
 }
 
-Config Space::neighbour(const Config& c, std::mt19937_64& rng) const {
-  // A knob with another choice to make, then another of its choices.
+std::optional<size_t> Space::movable_knob(std::mt19937_64& rng) const {
   std::vector<size_t> movable;
   for (size_t k = 0; k < knobs_.size(); ++k)
     if (choices_[k].size() > 1) movable.push_back(k);
-  if (movable.empty()) return c;
-  size_t k = movable[std::uniform_int_distribution<size_t>(0, movable.size() - 1)(rng)];
+  if (movable.empty()) return std::nullopt;
+  return movable[std::uniform_int_distribution<size_t>(0, movable.size() - 1)(rng)];
+}
+
+Config Space::neighbour(const Config& c, std::mt19937_64& rng) const {
+  // A knob with another choice to make, then another of its choices.
+  std::optional<size_t> movable = movable_knob(rng);
+  if (!movable) return c;
+  size_t k = *movable;
   std::vector<int64_t> now;
   for (const std::string& n : knobs_[k].names) now.push_back(c.at(n));
   size_t pick;
@@ -221,6 +227,39 @@ Config Space::neighbour(const Config& c, std::mt19937_64& rng) const {
   Config out = c;
   for (size_t p = 0; p < knobs_[k].names.size(); ++p)
     out[knobs_[k].names[p]] = choices_[k][pick][p];
+  return out;
+}
+
+Config Space::nudge(const Config& c, std::mt19937_64& rng) const {
+  std::optional<size_t> movable = movable_knob(rng);
+  if (!movable) return c;
+  size_t k = *movable;
+  std::vector<int64_t> now;
+  for (const std::string& n : knobs_[k].names) now.push_back(c.at(n));
+  const std::vector<std::vector<int64_t>>& all = choices_[k];
+  size_t at = static_cast<size_t>(std::find(all.begin(), all.end(), now) - all.begin());
+  size_t pick;
+  if (at == all.size()) {
+    pick = std::uniform_int_distribution<size_t>(0, all.size() - 1)(rng);  // not a choice of it
+  } else if (at == 0) {
+    pick = 1;
+  } else if (at + 1 == all.size()) {
+    pick = at - 1;
+  } else {
+    pick = std::bernoulli_distribution(0.5)(rng) ? at + 1 : at - 1;
+  }
+  Config out = c;
+  for (size_t p = 0; p < knobs_[k].names.size(); ++p) out[knobs_[k].names[p]] = all[pick][p];
+  return out;
+}
+
+Config Space::crossover(const Config& a, const Config& b, std::mt19937_64& rng) const {
+  Config out = a;
+  std::bernoulli_distribution from_b(0.5);
+  for (const KnobDef& k : knobs_) {
+    if (!from_b(rng)) continue;
+    for (const std::string& n : k.names) out[n] = b.at(n);  // a knob's parts go together
+  }
   return out;
 }
 

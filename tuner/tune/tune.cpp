@@ -156,7 +156,7 @@ std::string TuneSettings::json() const {
       .integer("trials", trials)
       .integer("batch", batch)
       .integer("early_stop", early_stop)
-      .str("search", strategy_name(search.strategy, search.loss))
+      .str("search", strategy_name(search))
       .num("epsilon", search.epsilon)
       .integer("annealing_steps", search.annealing_steps)
       .integer("population", search.population)

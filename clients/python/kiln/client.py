@@ -502,7 +502,7 @@ class Client:
              stop_slower_than=None, budget_s=0, **options):
         """Starts a tuning job of ``op``'s knobs on the agents of ``key``: a
         TuneJob, whose iteration is the job's progress. ``search`` is xgb-rank
-        (default), xgb-reg, random or grid; ``options["set"]`` gives params
+        (default), xgb-reg, evo-rank, evo-reg, random or grid; ``options["set"]`` gives params
         their values and holds knobs fixed. Measurement options as for measure()
         (default: rounds of at least 5 ms, at least 3 and more while they last
         less than 30 ms in all). ``gpu=N`` tunes on the agents'

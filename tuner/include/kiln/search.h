@@ -2,10 +2,11 @@
 // to measure next. Random and grid search, and model-based search as AutoTVM
 // and PLANT do it: a cost model retrained on every measurement so far, a
 // population of points walked by simulated annealing on the model's
-// predictions (at least 500 steps a round), the best unmeasured points of the
-// walk proposed as a batch, and a fraction epsilon of each batch drawn at
-// random. No point is proposed twice; a point that breaks a constraint is
-// rejected, and counted, before anything compiles it.
+// predictions (at least 500 steps a round) -- or bred by an evolutionary
+// search, as Ansor does (Zheng et al., OSDI 2020, section 5.2) -- the best
+// unmeasured points of the walk proposed as a batch, and a fraction epsilon of
+// each batch drawn at random. No point is proposed twice; a point that breaks
+// a constraint is rejected, and counted, before anything compiles it.
 #pragma once
 
 #include <cstdint>
@@ -22,15 +23,22 @@
 namespace kiln::tuner {
 
 enum class Strategy { Random, Grid, Model };
-// "random", "grid", "xgb-rank", "xgb-reg" (a Model strategy with its loss).
-std::string strategy_name(Strategy s, Loss loss);
+// How a Model strategy looks for the points its model scores best.
+//  - Anneal: simulated annealing, each walker moving to a point one knob away.
+//  - Evolve: a population bred for `generations` generations. Parents are picked by tournament
+//    on the model's score; a child is their crossover (each knob from either) or a copy of one,
+//    then mutated (most often a size moved one step, else any knob to any of its values). The
+//    best eighth of each generation is kept as it is.
+enum class Walk { Anneal, Evolve };
 
 struct SearchOptions {
   Strategy strategy = Strategy::Model;
   Loss loss = Loss::Rank;
+  Walk walk = Walk::Anneal;
   double epsilon = 0.05;      // the fraction of a model batch drawn at random
   int annealing_steps = 500;  // a round's simulated-annealing steps
-  int population = 128;       // points the annealing walks at once
+  int population = 128;       // points the annealing walks at once (evolution breeds twice that)
+  int generations = 16;       // a round's generations of evolution
   int min_trained = 16;       // measurements before the model is trusted (random until then)
   uint64_t seed = 1;
   // > 0: instead of annealing, each round the model scores a pool of this
@@ -40,6 +48,15 @@ struct SearchOptions {
   int pool = 0;
   int threads = 1;
 };
+
+// What a user calls the strategy: "random", "grid", "xgb-rank", "xgb-reg" (a Model strategy
+// with its loss, annealing), "evo-rank", "evo-reg" (the same model, evolution).
+std::string strategy_name(const SearchOptions& o);
+// The options a strategy's name gives (seed and sizes at their defaults); nullopt for a name
+// that is none.
+std::optional<SearchOptions> strategy_named(const std::string& name);
+// The names, for messages: "xgb-rank, xgb-reg, evo-rank, evo-reg, random, grid".
+inline constexpr const char* kStrategyNames = "xgb-rank, xgb-reg, evo-rank, evo-reg, random, grid";
 
 // A point's features for the model (knob_features by default). The searcher
 // asks once a point: it keeps them.

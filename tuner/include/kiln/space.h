@@ -79,6 +79,11 @@ class Space {
   // A point drawn uniformly; a point that differs from `c` in one knob.
   Config random_point(std::mt19937_64& rng) const;
   Config neighbour(const Config& c, std::mt19937_64& rng) const;
+  // Evolution's operators: a point that differs from `c` in one knob, moved to the choice next
+  // to its own (a size a step larger or smaller, the next tag); and a point that takes each
+  // knob's choice from `a` or from `b`, at random.
+  Config nudge(const Config& c, std::mt19937_64& rng) const;
+  Config crossover(const Config& a, const Config& b, std::mt19937_64& rng) const;
 
   // What a Tag or Reorder knob's number means in a point.
   const std::string& tag(const Config& c, const std::string& knob) const;
@@ -86,6 +91,7 @@ class Space {
 
  private:
   const KnobDef& knob_named(const std::string& name) const;
+  std::optional<size_t> movable_knob(std::mt19937_64& rng) const;  // one with a choice to make
 
   std::vector<KnobDef> knobs_;
   std::vector<SpaceConstraint> constraints_;
