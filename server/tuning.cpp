@@ -67,13 +67,15 @@ Status status_here(const std::exception_ptr& e, const v1::Operator& op) {
 
 // An operator prepared for tuning: the task (kiln/job.h) of the request's
 // operator, the values it sets and the run-time params' values it gives.
+ir::Overrides values_set(const v1::TuneRequest& r) {
+  return ir::Overrides(r.options().set().begin(), r.options().set().end());
+}
+std::map<std::string, int64_t> runtime_values(const v1::TuneRequest& r) {
+  return std::map<std::string, int64_t>(r.runtime_params().begin(), r.runtime_params().end());
+}
 tuner::Task prepare(const v1::TuneRequest& request, const ir::Func& base, const Limits& limits) {
   try {
-    return tuner::prepare_task(
-        base, ir::Overrides(request.options().set().begin(), request.options().set().end()),
-        std::map<std::string, int64_t>(request.runtime_params().begin(),
-                                       request.runtime_params().end()),
-        limits);
+    return tuner::prepare_task(base, values_set(request), runtime_values(request), limits);
   } catch (const tuner::TaskError& e) {
     refuse(Code::InvalidArgument, e.what());
   }
@@ -81,6 +83,16 @@ tuner::Task prepare(const v1::TuneRequest& request, const ir::Func& base, const 
 tuner::Task prepare(const v1::TuneRequest& request, const Limits& limits) {
   return prepare(request, resolve(request.op(), limits), limits);
 }
+// The tasks of a func with neither a schedule nor knobs: its sketches (kiln/job.h).
+std::vector<tuner::Task> prepare_sketches(const v1::TuneRequest& request, const ir::Func& base,
+                                          const Limits& limits) {
+  try {
+    return tuner::prepare_sketch_tasks(base, values_set(request), runtime_values(request), limits);
+  } catch (const tuner::TaskError& e) {
+    refuse(Code::InvalidArgument, e.what());
+  }
+}
+bool scheduled(const ir::Func& f) { return !f.schedule.empty() || !f.knobs.empty(); }
 
 // The key a job's records are kept under: the agents' key, and "/gpuN" for a GPU.
 std::string record_key(const v1::TuneRequest& r) {
@@ -147,9 +159,15 @@ std::string settings_json(v1::TuneRequest r) {
   return settings_json_of(r);
 }
 
-// Whether a workload is a model's: its definition lists its tasks.
+// Whether a workload is a model's: its definition lists its tasks. A func's job over its
+// sketches is kept the same way, its heading's columns ending "sketch".
 constexpr std::string_view kModelDefinition = "# the tasks of ";
+constexpr std::string_view kSketchColumns = ": workload, calls, sketch\n";
 bool is_model(const records::Workload& w) { return w.definition.starts_with(kModelDefinition); }
+bool is_sketches(const records::Workload& w) {
+  return is_model(w) &&
+         w.definition.find(kSketchColumns) == w.definition.find('\n') + 1 - kSketchColumns.size();
+}
 
 // A model's job's tasks: from its workload's definition (a line a task: its workload, calls and
 // name) and its settings (each task's job).
@@ -178,9 +196,10 @@ std::vector<v1::JobTask> tasks_of_model(const records::Job& job, const records::
 }
 
 // A model's job keeps its request whole but the source of a graph given as text: the model's
-// blob reference (its SHA-256, its file name and dims) says what it tuned.
-std::string model_settings_json(v1::TuneRequest r) {
-  if (!r.op().has_model()) r.clear_op();
+// blob reference (its SHA-256, its file name and dims) says what it tuned. A job over a func's
+// sketches keeps its source too: it is sketched again when the job is resumed.
+std::string model_settings_json(v1::TuneRequest r, bool keep_source) {
+  if (!r.op().has_model() && !keep_source) r.clear_op();
   return settings_json_of(r);
 }
 
@@ -269,6 +288,7 @@ struct Tuning::Impl {
     v1::TuningJob w;
     to_wire(j, wl ? wl->name : "", find_live(j.id) != nullptr || runs_elsewhere(j.id), records, &w);
     for (v1::JobTask& t : tasks) *w.add_tasks() = std::move(t);
+    w.set_alternatives(wl && is_sketches(*wl));
     return w;
   }
 
@@ -281,6 +301,22 @@ struct Tuning::Impl {
   std::shared_ptr<LiveJob> start_model(v1::TuneRequest request, const ir::Graph& g,
                                        const CallOptions& call, int64_t job = 0,
                                        int32_t trials = 0);
+  // A func without a schedule whose algorithm gives kiln several sketches (`sketches`, as
+  // prepare_sketches made them): a job whose tasks are the sketches, of which the fastest is
+  // kept (tuner::ScheduleSettings::alternatives); new or resumed as start_model's.
+  std::shared_ptr<LiveJob> start_sketches(v1::TuneRequest request, const ir::Func& base,
+                                          std::vector<tuner::Task> sketches,
+                                          const CallOptions& call, int64_t job = 0,
+                                          int32_t trials = 0);
+  // The tasks of a job with tasks, and the workload that lists them, for its settings and the
+  // key its records are kept under.
+  using TaskMaker = std::function<std::pair<std::vector<tuner::ScheduledTask>, records::Workload>(
+      const tuner::ScheduleSettings&, const std::string&)>;
+  // A job with tasks (start_model's, start_sketches'), `alternatives` when only the fastest
+  // task counts.
+  std::shared_ptr<LiveJob> start_tasks(v1::TuneRequest request, const TaskMaker& make,
+                                       bool alternatives, const CallOptions& call, int64_t job,
+                                       int32_t trials);
   // Goes on with a model's job (of workload `w`), its model read again from its blob, to
   // `trials` over all its runs (0: the job's own).
   std::shared_ptr<LiveJob> resume_model(const records::Job& job, const records::Workload& w,
@@ -386,7 +422,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::resume_model(const records::Job& job,
            fmt::format("tuning job {} was started by a kiln whose settings this one cannot read: "
                        "{}",
                        job.id, job.settings));
-  if (!r.op().has_model())
+  if (!r.has_op())
     refuse(Code::FailedPrecondition,
            fmt::format("tuning job {} tuned the graph {} sent as text, which kilnd does not keep: "
                        "tune it again; its tasks' jobs (`kiln records jobs`) keep every record "
@@ -405,6 +441,10 @@ std::shared_ptr<LiveJob> Tuning::Impl::resume_model(const records::Job& job,
                        "than that to go on",
                        job.id, measured));
   Unit unit = resolve_unit(r.op(), limits, blobs);
+  if (unit.func) {
+    std::vector<tuner::Task> sketches = prepare_sketches(r, *unit.func, limits);
+    return start_sketches(std::move(r), *unit.func, std::move(sketches), call, job.id, trials);
+  }
   if (!unit.graph)
     refuse(Code::Internal, fmt::format("tuning job {}: its model is no graph", job.id));
   return start_model(std::move(r), *unit.graph, call, job.id, trials);
@@ -551,15 +591,24 @@ void Tuning::Impl::post(LiveJob& job, v1::TuneProgress w) {
 std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t job_id,
                                              int32_t trials, const CallOptions& call) {
   std::optional<ir::Func> base;  // a new job's func, parsed once
+  std::optional<tuner::Task> sketched;
   if (job_id == 0) {
     Unit unit = resolve_unit(request.op(), limits, blobs);
     if (unit.graph) return start_model(std::move(request), *unit.graph, call);
     base = std::move(unit.func);
+    if (!scheduled(*base)) {
+      // Kiln's sketches of its algorithm: a choice among them, or the one there is.
+      std::vector<tuner::Task> sketches = prepare_sketches(request, *base, limits);
+      if (sketches.size() > 1)
+        return start_sketches(std::move(request), *base, std::move(sketches), call);
+      sketched = std::move(sketches.front());
+    }
   }
   request = normalized(std::move(request));
   if (trials > 0) request.set_trials(trials);
-  auto task = std::make_shared<const tuner::Task>(base ? prepare(request, *base, limits)
-                                                       : prepare(request, limits));
+  auto task = std::make_shared<const tuner::Task>(sketched ? std::move(*sketched)
+                                                  : base   ? prepare(request, *base, limits)
+                                                           : prepare(request, limits));
   MeasureSpec spec = measure_spec(request);
   // The key's target: what its agents compile for.
   const Target target = FleetRunner::target(device(request.key(), call), request.key(), spec.gpu);
@@ -628,6 +677,57 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
 std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, const ir::Graph& g,
                                                    const CallOptions& call, int64_t job_id,
                                                    int32_t trials) {
+  std::string name =
+      request.op().has_model()
+          ? std::filesystem::path(request.op().model().filename()).filename().string()
+          : g.name;
+  if (name.empty()) name = g.name;
+  auto make = [this, &g, name](const tuner::ScheduleSettings& settings,
+                               const std::string& records_key) {
+    std::vector<tuner::ScheduledTask> tasks;
+    records::Workload model;
+    model.name = name;
+    model.definition = fmt::format("{}{} on {}: workload, calls, operator\n", kModelDefinition,
+                                   model.name, records_key);
+    for (const tuner::ModelTask& t : tuner::model_tasks(g, settings.task.compile)) {
+      tuner::ScheduledTask s;
+      s.task = tuner::prepare_model_task(t.op, limits);
+      s.calls = t.calls;
+      s.name = t.first_result.empty() ? t.op.name : fmt::format("{} {}", t.op.name, t.first_result);
+      model.definition += fmt::format("{} {} {}\n", t.workload.hash, t.calls, s.name);
+      tasks.push_back(std::move(s));
+    }
+    if (tasks.empty()) refuse(Code::InvalidArgument, model.name + ": the model runs no operator");
+    return std::make_pair(std::move(tasks), std::move(model));
+  };
+  return start_tasks(std::move(request), make, false, call, job_id, trials);
+}
+
+std::shared_ptr<LiveJob> Tuning::Impl::start_sketches(v1::TuneRequest request, const ir::Func& base,
+                                                      std::vector<tuner::Task> sketches,
+                                                      const CallOptions& call, int64_t job_id,
+                                                      int32_t trials) {
+  auto make = [&base, &sketches](const tuner::ScheduleSettings&, const std::string& records_key) {
+    std::vector<tuner::ScheduledTask> tasks;
+    records::Workload func;
+    func.name = base.name;
+    func.definition =
+        fmt::format("{}{} on {}{}", kModelDefinition, base.name, records_key, kSketchColumns);
+    for (tuner::Task& t : sketches) {
+      tuner::ScheduledTask s;
+      s.name = fmt::format("{} ({} sketch)", base.name, t.sketch_name);
+      func.definition += fmt::format("{} 1 {}\n", t.workload.hash, s.name);
+      s.task = std::move(t);
+      tasks.push_back(std::move(s));
+    }
+    return std::make_pair(std::move(tasks), std::move(func));
+  };
+  return start_tasks(std::move(request), make, true, call, job_id, trials);
+}
+
+std::shared_ptr<LiveJob> Tuning::Impl::start_tasks(v1::TuneRequest request, const TaskMaker& make,
+                                                   bool alternatives, const CallOptions& call,
+                                                   int64_t job_id, int32_t trials) {
   if (job_id == 0) {
     trials = request.trials();
     request.clear_task_jobs();  // kilnd's own record of a job's tasks
@@ -636,41 +736,31 @@ std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, cons
   request.set_trials(trials);
   if (request.features() == "iter")
     refuse(Code::InvalidArgument,
-           "features: a model's tasks are searched with the knob features; iter is for one "
-           "func's job");
+           alternatives
+               ? "features: a job over kiln's sketches of a func searches each with the knob "
+                 "features; iter is for a func with a schedule of its own"
+               : "features: a model's tasks are searched with the knob features; iter is for "
+                 "one func's job");
   MeasureSpec spec = measure_spec(request);
   const Target target = FleetRunner::target(device(request.key(), call), request.key(), spec.gpu);
   const std::string records_key = record_key(request);
 
   tuner::ScheduleSettings settings;
   settings.task = settings_of(request, target);
-  settings.task.trials = std::numeric_limits<int>::max() / 2;  // the model's budget decides
-  auto tasks = std::make_shared<std::vector<tuner::ScheduledTask>>();
-  records::Workload model;
-  model.name = request.op().has_model()
-                   ? std::filesystem::path(request.op().model().filename()).filename().string()
-                   : g.name;
-  if (model.name.empty()) model.name = g.name;
-  model.definition = fmt::format("{}{} on {}: workload, calls, operator\n", kModelDefinition,
-                                 model.name, records_key);
-  for (const tuner::ModelTask& t : tuner::model_tasks(g, settings.task.compile)) {
-    tuner::ScheduledTask s;
-    s.task = tuner::prepare_model_task(t.op, limits);
-    s.calls = t.calls;
-    s.name = t.first_result.empty() ? t.op.name : fmt::format("{} {}", t.op.name, t.first_result);
-    model.definition += fmt::format("{} {} {}\n", t.workload.hash, t.calls, s.name);
-    tasks->push_back(std::move(s));
-  }
-  if (tasks->empty()) refuse(Code::InvalidArgument, model.name + ": the model runs no operator");
+  settings.task.trials = std::numeric_limits<int>::max() / 2;  // the job's budget decides
+  settings.alternatives = alternatives;
+  auto [made, model] = make(settings, records_key);
+  auto tasks = std::make_shared<std::vector<tuner::ScheduledTask>>(std::move(made));
   model.hash = sha256_hex(model.definition);
   settings.budget_s = request.budget_s();
   if (request.trials() == 0 && settings.budget_s == 0)
-    request.set_trials(kDefaultModelTrialsPerTask * static_cast<int>(tasks->size()));
+    request.set_trials(alternatives ? kDefaultTrials
+                                    : kDefaultModelTrialsPerTask * static_cast<int>(tasks->size()));
   store->put_target({records_key, target.triple, target.cpu, target.features});
   store->put_workload(model);
 
-  // Each task's own job: made now, so that the model's job keeps their numbers and a resume
-  // goes on with them; a resumed job's tasks go on with theirs.
+  // Each task's own job: made now, so that the job keeps their numbers and a resume goes on
+  // with them; a resumed job's tasks go on with theirs.
   int64_t measured = 0;  // by earlier runs of the job
   {
     v1::TuneRequest of_task = request;
@@ -698,17 +788,20 @@ std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, cons
       request.trials() > 0 ? std::max<int>(1, request.trials() - static_cast<int>(measured)) : 0;
 
   std::shared_ptr<LiveJob> live_job = enlist(job_id, [&] {
-    return store->start_job({0, model.hash, records_key, model_settings_json(request), {}, 0, 0});
+    return store->start_job(
+        {0, model.hash, records_key, model_settings_json(request, alternatives), {}, 0, 0});
   });
-  spdlog::info("tuning job {}: model {} on {}, {} tasks, {} trials{}", live_job->id, model.name,
-               records_key, tasks->size(), settings.trials,
+  spdlog::info("tuning job {}: {} {} on {}, {} {}, {} trials{}", live_job->id,
+               alternatives ? "func" : "model", model.name, records_key, tasks->size(),
+               alternatives ? "sketches" : "tasks", settings.trials,
                settings.budget_s > 0 ? fmt::format(", {} s", settings.budget_s) : "");
 
   launch(
-      live_job, request.op(), [this, live_job, tasks, model, request, settings, spec, records_key] {
+      live_job, request.op(),
+      [this, live_job, tasks, model, request, settings, spec, records_key, alternatives] {
         auto progress = [&](const tuner::ScheduleProgress& p) {
           v1::TuneProgress w;
-          to_wire(p, *tasks, live_job->id, model, records_key, request.search(), &w);
+          to_wire(p, *tasks, live_job->id, model, records_key, request.search(), alternatives, &w);
           this->post(*live_job, std::move(w));
         };
         std::unique_ptr<tuner::Runner> job_runner = runner_of(spec, live_job);
@@ -726,8 +819,9 @@ std::shared_ptr<LiveJob> Tuning::Impl::start_model(v1::TuneRequest request, cons
             tuner::tune_tasks(*tasks, builder, *job_runner, *store, records_key, settings, hooks);
         store->finish_job(live_job->id, end.stopped == "cancelled" ? records::JobState::Cancelled
                                                                    : records::JobState::Done);
-        spdlog::info("tuning job {}: model {}: {} after {} trials, predicted {:.4f} ms",
-                     live_job->id, model.name, end.stopped, end.trials, end.predicted_ms);
+        spdlog::info("tuning job {}: {}: {} after {} trials, {} {:.4f} ms", live_job->id,
+                     model.name, end.stopped, end.trials, alternatives ? "fastest" : "predicted",
+                     end.predicted_ms);
       });
   return live_job;
 }
@@ -998,17 +1092,31 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
                     const CallOptions& call) {
   try {
     std::string workload = request.workload();
+    std::vector<tuner::TunedWorkload> candidates;  // the workloads its records may be under
     if (workload.empty()) {
       if (request.op().definition_case() == v1::Operator::DEFINITION_NOT_SET)
         refuse(Code::InvalidArgument, "name the operator (op) or its workload hash (workload)");
-      // A func without a schedule was tuned as the sketch kiln derives for it.
-      std::string sketch;
-      ir::Overrides set(request.options().set().begin(), request.options().set().end());
-      ir::Func base =
-          tuner::tunable(resolve(request.op(), impl_->limits), set, impl_->limits, &sketch);
-      workload = tuner::workload_of(base, set).hash;
-      response->set_sketch(sketch);
+      // A func without a schedule was tuned as the sketches kiln derives for it: the fastest
+      // of their records is its best.
+      for (tuner::TunedWorkload& w : tuner::tuned_workloads(
+               resolve(request.op(), impl_->limits),
+               ir::Overrides(request.options().set().begin(), request.options().set().end()),
+               impl_->limits))
+        candidates.push_back(std::move(w));
+      if (candidates.empty())
+        refuse(Code::NotFound,
+               "the func has no schedule and kiln finds no sketch of it: nothing was tuned");
+      workload = candidates.front().workload.hash;
+    } else {
+      candidates.emplace_back();
+      candidates.back().workload.hash = workload;
     }
+    // Whether a workload of the candidates has a record on `key`.
+    auto recorded_on = [&](const std::string& key) {
+      for (const tuner::TunedWorkload& c : candidates)
+        if (impl_->store->best(c.workload.hash, key)) return true;
+      return false;
+    };
     std::vector<records::Target> targets = impl_->store->targets();
     std::vector<std::string> keys;
     if (!request.key().empty()) {
@@ -1024,10 +1132,10 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
       for (const records::Target& k : targets) {
         if (arch(k.triple) != arch(want.triple)) continue;
         if (k.cpu == want.cpu) keys.push_back(k.key);
-        if (impl_->store->best(workload, k.key)) same_arch.push_back(k.key);
+        if (recorded_on(k.key)) same_arch.push_back(k.key);
       }
       bool recorded = false;
-      for (const std::string& k : keys) recorded = recorded || impl_->store->best(workload, k);
+      for (const std::string& k : keys) recorded = recorded || recorded_on(k);
       if (!recorded && same_arch.size() == 1) keys = same_arch;
       if (keys.empty()) {
         std::vector<std::string> all;
@@ -1050,19 +1158,30 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
                fmt::format("retime: name the device class to re-time on with key (these have "
                            "records: {})",
                            fmt::join(keys, ", ")));
-      impl_->retime(workload, keys.front(), request.retime(), call);
+      for (const tuner::TunedWorkload& c : candidates)
+        if (candidates.size() == 1 || impl_->store->best(c.workload.hash, keys.front()))
+          impl_->retime(c.workload.hash, keys.front(), request.retime(), call);
     }
     std::optional<records::Record> best;
-    for (const std::string& key : keys) {
-      std::optional<records::Record> r = impl_->store->best(workload, key);
-      if (r && (!best || records::ranks_before(*r, *best))) best = r;
-    }
+    const tuner::TunedWorkload* best_of = nullptr;
+    for (const tuner::TunedWorkload& c : candidates)
+      for (const std::string& key : keys) {
+        std::optional<records::Record> r = impl_->store->best(c.workload.hash, key);
+        if (r && (!best || records::ranks_before(*r, *best))) {
+          best = r;
+          best_of = &c;
+        }
+      }
     if (!best)
       refuse(Code::NotFound,
-             fmt::format("no record of workload {} ran on {}: tune it first (kiln tune)",
-                         workload.substr(0, 12), fmt::join(keys, ", ")));
+             fmt::format("no record of {} ran on {}: tune it first (kiln tune)",
+                         candidates.size() > 1
+                             ? fmt::format("its {} sketches' workloads", candidates.size())
+                             : "workload " + workload.substr(0, 12),
+                         fmt::join(keys, ", ")));
     to_wire(*best, response->mutable_record());
-    response->set_workload(workload);
+    response->set_workload(best_of->workload.hash);
+    response->set_sketch(best_of->sketch);
     for (const records::Target& k : targets) {
       if (k.key != best->key) continue;
       response->mutable_target()->set_triple(k.triple);

@@ -245,7 +245,7 @@ void to_wire(const tuner::TuneProgress& p, const tuner::Task& task, const std::s
 
 void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::ScheduledTask>& tasks,
              int64_t job, const records::Workload& model, const std::string& key,
-             const std::string& search, v1::TuneProgress* w) {
+             const std::string& search, bool alternatives, v1::TuneProgress* w) {
   w->set_job(job);
   w->set_workload(model.hash);
   w->set_name(model.name);
@@ -253,7 +253,9 @@ void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::Schedule
   w->set_search(search);
   w->set_trials(p.trials);
   w->set_target(p.target);
+  w->set_alternatives(alternatives);
   uint64_t space = 0;
+  const records::Record* fastest = nullptr;  // of alternatives
   for (size_t i = 0; i < tasks.size() && i < p.tasks.size(); ++i) {
     const tuner::TuneProgress& t = p.tasks[i];
     v1::TaskProgress* out = w->add_tasks();
@@ -263,7 +265,11 @@ void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::Schedule
     out->set_calls(tasks[i].calls);
     out->set_space_size(tasks[i].task.space->size());
     out->set_trials(t.trials);
-    if (t.best) to_wire(*t.best, out->mutable_best());
+    if (t.best) {
+      to_wire(*t.best, out->mutable_best());
+      if (alternatives && (!fastest || records::ranks_before(*t.best, *fastest)))
+        fastest = &*t.best;
+    }
     out->set_stopped(t.stopped);
     if (p.done && t.first) {
       to_wire(*t.first, out->mutable_first());
@@ -278,6 +284,7 @@ void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::Schedule
     w->set_stopped_early(w->stopped_early() + t.stopped_early);
   }
   w->set_space_size(space);
+  if (fastest) to_wire(*fastest, w->mutable_best());
   w->set_elapsed_s(p.elapsed_s);
   w->set_eta_s(p.eta_s);
   if (p.last) to_wire(*p.last, w->mutable_last());

@@ -53,8 +53,9 @@ void to_wire(const records::Job& j, const std::string& name, bool live, int64_t 
 void to_wire(const tuner::TuneProgress& p, const tuner::Task& task, const std::string& key,
              const std::string& search, v1::TuneProgress* out);
 // A model's job (`job`, of the model's workload `model`): the tasks' progress and the model's.
+// With `alternatives` (a func's sketches), the job's best is the fastest task's.
 void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::ScheduledTask>& tasks,
              int64_t job, const records::Workload& model, const std::string& key,
-             const std::string& search, v1::TuneProgress* out);
+             const std::string& search, bool alternatives, v1::TuneProgress* out);
 
 }  // namespace kiln::server

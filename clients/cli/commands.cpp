@@ -245,7 +245,7 @@ int run_check(const Options& o) {
 namespace {
 
 // The sketches kiln derives from f's algorithm (its own schedule left out), each a schedule
-// block to paste into the func, the first the one `kiln tune` searches.
+// block to paste into the func; `kiln tune` searches them all and keeps the fastest.
 std::string sketch_text(const ir::Func& scheduled) {
   ir::Func f = autosched::algorithm_of(scheduled);
   std::vector<autosched::Sketch> sketches = autosched::sketches(f);
@@ -254,9 +254,11 @@ std::string sketch_text(const ir::Func& scheduled) {
                        f.name);
   std::string out;
   for (size_t i = 0; i < sketches.size(); ++i)
-    out += fmt::format("{}# {}: the {} sketch{}\n  schedule {{\n{}  }}\n", i ? "\n" : "", f.name,
-                       sketches[i].name, i == 0 ? " (the one kiln tune searches)" : "",
-                       sketches[i].schedule);
+    out += fmt::format(
+        "{}# {}: the {} sketch ({} of {}{})\n  schedule {{\n{}  }}\n", i ? "\n" : "", f.name,
+        sketches[i].name, i + 1, sketches.size(),
+        i == 0 && sketches.size() > 1 ? ": kiln tune searches each and keeps the fastest" : "",
+        sketches[i].schedule);
   return out;
 }
 

@@ -144,7 +144,12 @@ class ProgressView {
     }
     if (!started_) {
       started_ = true;
-      if (p.tasks_size() > 0) {
+      if (p.alternatives()) {
+        fmt::print(
+            "tuning job {}: {} on {} (kiln's {} sketches of its algorithm, {} search, {} "
+            "trials)\n",
+            p.job(), p.name(), p.key(), p.tasks_size(), p.search(), p.target());
+      } else if (p.tasks_size() > 0) {
         fmt::print("tuning job {}: model {} on {} ({} tasks, {} search, {}{})\n", p.job(), p.name(),
                    p.key(), p.tasks_size(), p.search(),
                    p.target() > 0 ? fmt::format("{} trials", p.target()) : "no trial limit",
@@ -176,8 +181,9 @@ class ProgressView {
                                 : std::to_string(p.trials()),
                  t.name(), p.last().config_text().empty() ? "as it is" : p.last().config_text(),
                  timing(p.last()), t.has_best() ? timing(t.best()) : std::string("-"),
-                 p.predicted_ms() > 0 ? fmt::format("; model {:.4g} ms", p.predicted_ms())
-                                      : std::string());
+                 p.predicted_ms() <= 0 ? std::string()
+                 : p.alternatives()    ? fmt::format("; fastest {:.4g} ms", p.predicted_ms())
+                                       : fmt::format("; model {:.4g} ms", p.predicted_ms()));
     } else if (p.has_last()) {
       fmt::print("trial {}/{}: {}: {}{}\n", p.trials(), p.target(), p.last().config_text(),
                  timing(p.last()),
@@ -203,7 +209,7 @@ class ProgressView {
         fmt::format("{:>4}/{} [{}{}] {}", p.trials(),
                     p.target() > 0 ? std::to_string(p.target()) : std::string("-"),
                     std::string(filled, '#'), std::string(kBar - filled, '.'),
-                    p.tasks_size() > 0
+                    p.tasks_size() > 0 && !p.alternatives()
                         ? (p.predicted_ms() > 0 ? fmt::format("model {:.4g} ms", p.predicted_ms())
                                                 : std::string("model -"))
                         : "best " + (p.has_best() ? timing(p.best()) : std::string("-")));
@@ -276,10 +282,50 @@ int print_model_summary(const v1::TuneProgress& p) {
   return p.stopped() == "cancelled" ? 1 : 0;
 }
 
+// How to compile the best of a func's job and read its schedule.
+void print_next_steps(const Options& o, const v1::TuneProgress& p, const std::string& file) {
+  if (file.empty()) return;
+  const char* as = o.auto_schedule ? " --auto" : "";
+  fmt::print("compile the best: kiln compile {} --best{} --key {}\n", file, as, p.key());
+  fmt::print("its schedule:     kiln emit {} --stage schedule --best{} --key {}\n", file, as,
+             p.key());
+}
+
+// The end of a job over a func's sketches: each sketch's trials and best, and the fastest.
+int print_sketches_summary(const Options& o, const v1::TuneProgress& p, const std::string& file) {
+  fmt::print("tuning job {} {}: {} trials over {} sketches in {}\n", p.job(),
+             p.stopped() == "trials" ? "done" : "stopped (" + p.stopped() + ")", p.trials(),
+             p.tasks_size(), duration(p.elapsed_s()));
+  fmt::print("  {:>6}  {:>6}  {:>12}  {:>10}  {}\n", "SKETCH", "TRIALS", "BEST MS", "GFLOP/S",
+             "SKETCH (JOB; BEST CONFIG)");
+  int index = 0;
+  for (const v1::TaskProgress& t : p.tasks()) {
+    double ms = t.has_best() ? effective_ms(t.best()) : 0;
+    fmt::print(
+        "  {:>6}  {:>6}  {:>12}  {:>10}  {} (job {}; {})\n", index++, t.trials(),
+        ms > 0 ? fmt::format("{:.5g}", ms) : "-",
+        t.has_best() && t.best().gflops() > 0 ? fmt::format("{:.1f}", t.best().gflops()) : "-",
+        t.name(), t.job(), t.has_best() ? t.best().config_text() : "none ran");
+  }
+  if (p.has_best()) {
+    for (const v1::TaskProgress& t : p.tasks())
+      if (t.has_best() && t.best().id() == p.best().id())
+        fmt::print("  the fastest: {}, {}\n", t.name(), timing(p.best()));
+  } else {
+    fmt::print("  no configuration of any sketch ran\n");
+  }
+  if (total(p.errors()) > 0) fmt::print("  failed: {}\n", counts(p.errors()));
+  if (total(p.rejected()) > 0)
+    fmt::print("  rejected before measuring: {}\n", counts(p.rejected()));
+  if (p.has_best()) print_next_steps(o, p, file);
+  return p.stopped() == "cancelled" ? 1 : 0;
+}
+
 // The end of a job: why it stopped, its best configurations, what failed.
 int print_summary(Remote& remote, const Options& o, const v1::TuneProgress& p,
                   const std::string& file) {
   if (o.json) return p.done() && p.stopped() != "cancelled" ? 0 : 1;
+  if (p.alternatives()) return print_sketches_summary(o, p, file);
   if (p.tasks_size() > 0) return print_model_summary(p);
   fmt::print("tuning job {} {}: {} trials in {}\n", p.job(),
              p.stopped() == "trials" ? "done" : "stopped (" + p.stopped() + ")", p.trials(),
@@ -324,12 +370,7 @@ int print_summary(Remote& remote, const Options& o, const v1::TuneProgress& p,
   if (total(p.errors()) > 0) fmt::print("  failed: {}\n", counts(p.errors()));
   if (total(p.rejected()) > 0)
     fmt::print("  rejected before measuring: {}\n", counts(p.rejected()));
-  if (best.records_size() > 0 && !file.empty()) {
-    const char* as = o.auto_schedule ? " --auto" : "";
-    fmt::print("compile the best: kiln compile {} --best{} --key {}\n", file, as, p.key());
-    fmt::print("its schedule:     kiln emit {} --stage schedule --best{} --key {}\n", file, as,
-               p.key());
-  }
+  if (best.records_size() > 0) print_next_steps(o, p, file);
   return p.stopped() == "cancelled" ? 1 : 0;
 }
 
@@ -628,14 +669,26 @@ int records_plot(Remote& remote, const Options& o) {
       search = j.settings_json().substr(from, to - from);
     }
     std::string label = fmt::format("job {}: {} on {} ({})", j.id(), j.name(), j.key(), search);
-    if (j.tasks_size() > 0) {
+    if (j.tasks_size() > 0 && !j.alternatives()) {
       models.push_back(
           {fmt::format("{}, {} tasks", label, j.tasks_size()), model_curve(remote, j)});
       continue;
     }
+    // A func's records; over its sketches, theirs in the order they came.
+    std::vector<v1::TuningRecord> records;
+    if (j.alternatives()) {
+      for (const v1::JobTask& t : j.tasks())
+        for (v1::TuningRecord& r : job_records(remote, t.job())) records.push_back(std::move(r));
+      std::sort(
+          records.begin(), records.end(),
+          [](const v1::TuningRecord& a, const v1::TuningRecord& b) { return a.id() < b.id(); });
+      label += fmt::format(", {} sketches", j.tasks_size());
+    } else {
+      records = job_records(remote, j.id());
+    }
     std::vector<double> y;
     double best = 0;
-    for (const v1::TuningRecord& r : job_records(remote, j.id())) {
+    for (const v1::TuningRecord& r : records) {
       if (r.flops() <= 0) gflops = false;
       double v = r.gflops() > 0 ? r.gflops() : r.median_ms() > 0 ? 1.0 / r.median_ms() : 0;
       best = std::max(best, v);

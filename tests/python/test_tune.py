@@ -259,10 +259,11 @@ def test_a_model_is_tuned_as_one_job_over_its_tasks(client, tmp_path):
         list(client.tune(client.model(path), "local", trials=4, budget_s=-1))
 
 
-def test_a_func_without_a_schedule_is_tuned_over_the_sketch_kiln_derives(client, kiln_binary,
-                                                                          tmp_path):
-    # The algorithm alone: kiln sketches a schedule (tiles, the reduction between tiles and
-    # points, parallel and vector loops) whose sizes are the knobs the job searches.
+def test_a_func_without_a_schedule_is_tuned_over_the_sketches_kiln_derives(client, kiln_binary,
+                                                                            tmp_path):
+    # The algorithm alone: kiln sketches schedules (tiles, the reduction between tiles and
+    # points, parallel and vector loops; or the inner loop split) whose sizes are the knobs,
+    # and one job chooses among them: each sketch a task with a job of its own.
     algorithm = """func mm {
   param M = 48, N = 48, K = 48;
   input A : f32[M, K];
@@ -274,26 +275,65 @@ def test_a_func_without_a_schedule_is_tuned_over_the_sketch_kiln_derives(client,
 """
     end = client.tune(kiln.source(algorithm), "local", trials=8, batch=4, min_repeat_ms=1,
                       retime=0).wait()
-    assert end.done and end.trials == 8
-    records = client.records(job=end.job, limit=50)
-    assert len(records) == 8 and all(r.ok for r in records)
-    sketch_knobs = {"tile_C_i", "tile_C_j", "split_C_k", "par_C", "unroll_C"}
-    assert all(set(r.config) == sketch_knobs for r in records)
-    # The best is a point of that sketch, and runs checked against the reference.
+    assert end.done and end.trials == 8 and end.alternatives
+    assert [t.name for t in end.tasks] == ["mm (tiled sketch)", "mm (split sketch)"]
+    assert [t.trials for t in end.tasks] == [4, 4]  # a batch each first
+    knobs = {"mm (tiled sketch)": {"tile_C_i", "tile_C_j", "split_C_k", "par_C", "unroll_C"},
+             "mm (split sketch)": {"split_C_j", "par_C"}}
+    for t in end.tasks:
+        records = client.records(job=t.job, limit=50)
+        assert len(records) == 4 and all(r.ok for r in records)
+        assert all(set(r.config) == knobs[t.name] for r in records), t.name
+        assert all(r.workload == t.workload for r in records)
+    # The job's best is the fastest sketch's; BestConfig finds it, with its sketch.
+    fastest = min(end.tasks, key=lambda t: t.best.median_ms)
+    assert end.best.id == fastest.best.id
     best = client.best(kiln.source(algorithm), "local")
-    assert set(best.config) == sketch_knobs
-    assert "C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);" in best.sketch
+    assert best.id == fastest.best.id and best.workload == fastest.workload
+    assert set(best.config) == knobs[fastest.name]
+    sketch_of = {"mm (tiled sketch)": "C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);",
+                 "mm (split sketch)": "C.split(j, split_C_j, j_o, j_i);"}
+    assert sketch_of[fastest.name] in best.sketch
 
-    # The CLI compiles the best as the sketch it was tuned as, and shows that schedule.
+    # The job goes on where it stopped: the trials beyond, to the sketches, nothing measured
+    # twice.
+    more = client.resume_tune(end.job, trials=12).wait()
+    assert more.done and more.stopped == "trials" and more.alternatives
+    assert [t.job for t in more.tasks] == [t.job for t in end.tasks]
+    assert sum(t.trials for t in more.tasks) == 12
+    for t in more.tasks:
+        records = client.records(job=t.job, limit=50)
+        assert len(records) == t.trials
+        assert len({tuple(sorted(r.config.items())) for r in records}) == len(records)
+    job = client.jobs(workload=end.workload)[0]
+    assert job.id == end.job and [t.name for t in job.tasks] == [t.name for t in end.tasks]
+    assert job.alternatives
+    best = client.best(kiln.source(algorithm), "local")  # over all 12
+    fastest = next(t for t in more.tasks if t.workload == best.workload)
+    assert sketch_of[fastest.name] in best.sketch
+
+    # The CLI names the sketches, their bests and the fastest.
     path = tmp_path / "mm.kiln"
     path.write_text(algorithm)
+    out = subprocess.run([kiln_binary, "tune", str(path), "--key", "local", "--trials", "4",
+                          "--batch", "2", "--min-repeat-ms", "1", "--retime", "0",
+                          "--set", "M=40", "--server", client.address],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "(kiln's 2 sketches of its algorithm, xgb-rank search, 4 trials)" in out.stdout
+    assert "trials over 2 sketches" in out.stdout
+    assert "mm (tiled sketch) (job " in out.stdout and "mm (split sketch) (job " in out.stdout
+    assert "  the fastest: mm (" in out.stdout
+    assert f"kiln emit {path} --stage schedule --best --key local" in out.stdout
+
+    # The CLI compiles the best as the sketch it was tuned as, and shows that schedule.
     so = tmp_path / "mm.so"
     out = subprocess.run([kiln_binary, "compile", str(path), "--best", "--key", "local",
                           "--server", client.address, "-o", str(so)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "mm has no schedule; kiln sketched this one and tuned its knobs:" in out.stdout
-    assert "C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);" in out.stdout
+    assert sketch_of[fastest.name] in out.stdout
     assert so.stat().st_size > 0
 
     # `kiln emit --stage schedule --best` prints that schedule with each knob at the value
@@ -304,9 +344,10 @@ def test_a_func_without_a_schedule_is_tuned_over_the_sketch_kiln_derives(client,
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("# best mm on local: ") and "a schedule kiln sketched" in lines[0]
-    assert f"  knob tile_C_i = {best.config['tile_C_i']} in [4, 8, 16, 32, 64];" in lines
-    assert f"  knob tile_C_j = {best.config['tile_C_j']} in [4, 8, 16, 32, 64];" in lines
-    assert "    C.tile(i, j, tile_C_i, tile_C_j, i_o, j_o, i_i, j_i);" in lines
+    for knob in ("tile_C_i", "tile_C_j", "split_C_j"):
+        if knob in best.config:
+            assert f"  knob {knob} = {best.config[knob]} in [4, 8, 16, 32, 64];" in lines
+    assert "    " + sketch_of[fastest.name] in lines
     pasted = tmp_path / "mm_pasted.kiln"
     pasted.write_text(algorithm[:algorithm.rindex("}")] + out.stdout + "}\n")
     run = subprocess.run([kiln_binary, "run", str(pasted), "--check"], capture_output=True,
@@ -337,10 +378,10 @@ def test_auto_tunes_the_sketch_of_a_func_with_a_schedule_of_its_own(client, kiln
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     last = json.loads(out.stdout.splitlines()[-1])
-    assert last["done"] and last["trials"] == 6
-    records = client.records(job=int(last["job"]), limit=50)
+    assert last["done"] and last["trials"] == 6 and last["alternatives"]
+    records = [r for t in last["tasks"] for r in client.records(job=int(t["job"]), limit=50)]
     assert len(records) == 6 and all(r.ok for r in records)
-    assert all("tile_C_i" in r.config and "TI" not in r.config for r in records)
+    assert all("par_C" in r.config and "TI" not in r.config for r in records)
 
     out = subprocess.run([kiln_binary, "emit", matmul, "--stage", "schedule", "--best", "--auto",
                           "--key", "local", *sizes, *server],

@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "kiln/autosched.h"
 #include "kiln/cost_model.h"
 #include "kiln/records.h"
 #include "kiln/tune.h"
@@ -101,6 +104,51 @@ func copy {
   Task fixed = prepare_task(f, {{"split_B_i", 32}}, {}, {});
   EXPECT_EQ(fixed.fixed.at("split_B_i"), 32);
   EXPECT_EQ(fixed.space->size(), 2u);
+}
+
+// A job over kiln's sketches: a task a sketch, in the order autosched gives them, each its own
+// workload; BestConfig finds their records under the same workloads, with the same sketches.
+TEST(TaskTest, AFuncWithoutAScheduleGivesATaskAndAWorkloadASketchInOneOrder) {
+  ir::Func f = testing::parse_one(R"(
+func mm {
+  param M = 32, N = 32, K = 32;
+  input  A : f32[M, K];
+  input  B : f32[K, N];
+  output C : f32[M, N];
+  compute C(i, j) in 0 <= i < M, 0 <= j < N:
+    C[i, j] = sum(k in 0 <= k < K) A[i, k] * B[k, j];
+}
+)");
+  std::vector<Task> tasks = prepare_sketch_tasks(f, {{"M", 64}}, {}, {});
+  std::vector<autosched::Sketch> sketches =
+      autosched::sketches(ir::apply_overrides(f, {{"M", 64}}));
+  ASSERT_GE(tasks.size(), 2u);
+  ASSERT_EQ(tasks.size(), sketches.size());
+  std::vector<TunedWorkload> workloads = tuned_workloads(f, {{"M", 64}}, {});
+  ASSERT_EQ(workloads.size(), tasks.size());
+  std::set<std::string> hashes;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    SCOPED_TRACE(sketches[i].name);
+    EXPECT_EQ(tasks[i].sketch, sketches[i].schedule);
+    EXPECT_EQ(tasks[i].sketch_name, sketches[i].name);
+    EXPECT_EQ(tasks[i].params.at("M"), 64);
+    EXPECT_GT(tasks[i].space->size(), 1u);
+    EXPECT_EQ(workloads[i].workload.hash, tasks[i].workload.hash);
+    EXPECT_EQ(workloads[i].sketch, tasks[i].sketch);
+    EXPECT_EQ(workloads[i].sketch_name, tasks[i].sketch_name);
+    hashes.insert(tasks[i].workload.hash);
+  }
+  EXPECT_EQ(hashes.size(), tasks.size());
+  // prepare_task takes the first.
+  EXPECT_EQ(prepare_task(f, {{"M", 64}}, {}, {}).workload.hash, tasks.front().workload.hash);
+
+  // A func with a schedule of its own: its own workload, and no sketches.
+  ir::Func own = testing::parse_one(kMatmul);
+  std::vector<TunedWorkload> one = tuned_workloads(own, {{"TI", 32}}, {});
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].workload.hash, workload_of(own, {}).hash);
+  EXPECT_TRUE(one[0].sketch.empty());
+  EXPECT_THROW(prepare_sketch_tasks(own, {}, {}, {}), TaskError);
 }
 
 TEST(TaskTest, IterFeaturesComeFromThePreparedFuncAtEachPoint) {

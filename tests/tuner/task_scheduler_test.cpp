@@ -196,6 +196,55 @@ TEST_F(TaskSchedulerTest, TheBudgetGoesWhereTheModelsTimeFallsMost) {
   EXPECT_TRUE(seen.back().done);
 }
 
+TEST(AlternativeGainTest, IsHowFarTheProjectedBestFallsBelowTheFastest) {
+  const double inf = std::numeric_limits<double>::infinity();
+  // Before its first batch: first; after a first batch that all failed: last.
+  EXPECT_EQ(alternative_gain({inf}, {0}, 1.0, 8, 0.2, 3), inf);
+  EXPECT_EQ(alternative_gain({inf, inf}, {0, 8}, 1.0, 8, 0.2, 3), -inf);
+  // The fastest task: its rate (task_gain with one call) times the batch.
+  std::vector<double> best = {20, 12, 10, 9};
+  std::vector<int> trials = {8, 16, 24, 32};
+  EXPECT_DOUBLE_EQ(alternative_gain(best, trials, 9, 8, 0.2, 2),
+                   8 * task_gain(1, best, trials, 0.2, 2));
+  // A slower one: below zero until its projection passes the fastest.
+  double rate = task_gain(1, best, trials, 0.2, 2);
+  EXPECT_DOUBLE_EQ(alternative_gain(best, trials, 5, 8, 0.2, 2), 5 - (9 - 8 * rate));
+  EXPECT_LT(alternative_gain(best, trials, 5, 8, 0.2, 2), 0);
+  EXPECT_GT(alternative_gain(best, trials, 8, 8, 0.2, 2), 0);  // 9 - 8 x 0.2625 is below 8
+}
+
+// Alternatives (a func's sketches): a batch each, then the next goes to the fastest (with as
+// many trials as the others, a slower one's projection never passes it; the model's sum would
+// have picked the slowest); the result is the fastest's best.
+TEST_F(TaskSchedulerTest, AlternativesGiveTheNextBatchToTheFastestAndKeepItsBest) {
+  std::vector<ScheduledTask> tasks = {task(0, 16, 1, 10.0, 8), task(1, 16, 1, 1.0, 8),
+                                      task(2, 16, 1, 100.0, 8)};
+  ScheduleSettings s = settings(32);
+  s.alternatives = true;
+  std::vector<ScheduleProgress> seen;
+  ScheduleHooks hooks;
+  hooks.progress = [&](const ScheduleProgress& p) { seen.push_back(p); };
+  ScheduleProgress p = tune_tasks(tasks, builder_, runner_, *store_, "x86", s, hooks);
+  EXPECT_EQ(p.trials, 32);
+  EXPECT_EQ(runner_.seen[0].size(), 8u);
+  EXPECT_EQ(runner_.seen[1].size(), 16u);
+  EXPECT_EQ(runner_.seen[2].size(), 8u);
+  double fastest = std::numeric_limits<double>::infinity();
+  for (const TuneProgress& t : p.tasks) {
+    ASSERT_TRUE(t.best);
+    fastest = std::min(fastest, t.best->median_ms);
+  }
+  EXPECT_DOUBLE_EQ(p.predicted_ms, fastest);
+  EXPECT_DOUBLE_EQ(p.predicted_ms, p.tasks[1].best->median_ms);
+  // From the first trial that ran on, the prediction is the fastest so far: it never rises.
+  double last = std::numeric_limits<double>::infinity();
+  for (const ScheduleProgress& m : seen) {
+    if (m.predicted_ms <= 0) continue;
+    EXPECT_LE(m.predicted_ms, last);
+    last = m.predicted_ms;
+  }
+}
+
 // A budget smaller than a batch a task: the task of one point is measured first, and the
 // others share what is left, so that every task has a time and the model a prediction.
 TEST_F(TaskSchedulerTest, ASmallBudgetStillMeasuresEveryTask) {

@@ -42,25 +42,56 @@ records::Workload workload_of_shaped(const ir::Func& shaped) {
   return w;
 }
 
+// `base` at the shape `set` gives its params: sketched there, since a command legal at one
+// shape may not be at another (a fuse of loops whose bounds become run-time values).
+ir::Func shaped_algorithm(const ir::Func& base, const ir::Overrides& set) {
+  ir::Overrides params;
+  for (const auto& [name, value] : set)
+    if (base.find_param(name)) params[name] = value;
+  return ir::apply_overrides(base, params);
+}
+
+TaskError no_sketch(const ir::Func& base) {
+  return TaskError(fmt::format(
+      "{} has no schedule and kiln found no loop in it to sketch one from: declare knobs "
+      "in a schedule (knob NAME in [V, ...] = DEFAULT; docs/language.md)",
+      base.name));
+}
+
+bool scheduled(const ir::Func& f) { return !f.knobs.empty() || !f.schedule.empty(); }
+
 }  // namespace
 
 records::Workload workload_of(const ir::Func& base, const ir::Overrides& set) {
   return workload_of_shaped(ir::apply_overrides(base, knobs_and_params(base, set).second));
 }
 
-ir::Func tunable(const ir::Func& base, const ir::Overrides& set, const Limits& limits,
-                 std::string* schedule) {
-  if (!base.knobs.empty() || !base.schedule.empty()) return base;
-  // Sketched at the shape it is tuned at: a command legal at one shape may not be at another
-  // (a fuse of loops whose bounds become run-time values).
-  ir::Overrides params;
-  for (const auto& [name, value] : set)
-    if (base.find_param(name)) params[name] = value;
-  ir::Func shaped = ir::apply_overrides(base, params);
-  std::optional<autosched::Sketch> sketch = autosched::first_sketch(shaped, limits);
-  if (!sketch) return base;
-  if (schedule) *schedule = sketch->schedule;
-  return autosched::apply(shaped, *sketch, limits);
+std::vector<Task> prepare_sketch_tasks(const ir::Func& base, const ir::Overrides& set,
+                                       const std::map<std::string, int64_t>& runtime,
+                                       const Limits& limits) {
+  if (scheduled(base))
+    throw TaskError(
+        fmt::format("{} has a schedule of its own: kiln sketches a func without one", base.name));
+  ir::Func shaped = shaped_algorithm(base, set);
+  std::vector<Task> out;
+  for (const autosched::Sketch& s : autosched::sketches(shaped, limits)) {
+    Task t = prepare_task(autosched::apply(shaped, s, limits), set, runtime, limits);
+    t.sketch = s.schedule;
+    t.sketch_name = s.name;
+    out.push_back(std::move(t));
+  }
+  if (out.empty()) throw no_sketch(base);
+  return out;
+}
+
+std::vector<TunedWorkload> tuned_workloads(const ir::Func& base, const ir::Overrides& set,
+                                           const Limits& limits) {
+  if (scheduled(base)) return {{workload_of(base, set)}};
+  ir::Func shaped = shaped_algorithm(base, set);
+  std::vector<TunedWorkload> out;
+  for (const autosched::Sketch& s : autosched::sketches(shaped, limits))
+    out.push_back({workload_of(autosched::apply(shaped, s, limits), set), s.schedule, s.name});
+  return out;
 }
 
 Task prepare_task(const ir::Func& base, const ir::Overrides& set,
@@ -72,16 +103,13 @@ Task prepare_task(const ir::Func& base, const ir::Overrides& set,
                       "in [V, ...] = DEFAULT; docs/language.md), or leave the schedule out for "
                       "kiln to sketch one (docs/tuning.md)",
                       base.name));
-    // The algorithm alone: tuned over the sketch kiln derives from it.
-    std::string schedule;
-    ir::Func sketched = tunable(base, set, limits, &schedule);
-    if (schedule.empty())
-      throw TaskError(fmt::format(
-          "{} has no schedule and kiln found no loop in it to sketch one from: declare knobs "
-          "in a schedule (knob NAME in [V, ...] = DEFAULT; docs/language.md)",
-          base.name));
-    Task t = prepare_task(sketched, set, runtime, limits);
-    t.sketch = schedule;
+    // The algorithm alone: tuned over the first sketch kiln derives from it.
+    ir::Func shaped = shaped_algorithm(base, set);
+    std::optional<autosched::Sketch> sketch = autosched::first_sketch(shaped, limits);
+    if (!sketch) throw no_sketch(base);
+    Task t = prepare_task(autosched::apply(shaped, *sketch, limits), set, runtime, limits);
+    t.sketch = sketch->schedule;
+    t.sketch_name = sketch->name;
     return t;
   }
   auto [knobs, params] = knobs_and_params(base, set);

@@ -31,6 +31,14 @@ double task_gain(int calls, const std::vector<double>& history, const std::vecto
   return calls * (backward_weight * backward + (1 - backward_weight) * forward);
 }
 
+double alternative_gain(const std::vector<double>& history, const std::vector<int>& trials,
+                        double fastest, int batch, double backward_weight, int window) {
+  if (history.empty() || !std::isfinite(history.back()))
+    return trials.empty() || trials.back() == 0 ? kNone : -kNone;
+  const double rate = task_gain(1, history, trials, backward_weight, window);
+  return fastest - (history.back() - rate * batch);
+}
+
 ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& builder,
                             Runner& runner, records::RecordStore& store, const std::string& key,
                             const ScheduleSettings& settings, const ScheduleHooks& hooks) {
@@ -53,6 +61,11 @@ ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& bu
     p.eta_s = eta;
   };
   auto predict = [&] {
+    if (settings.alternatives) {
+      double fastest = kNone;
+      for (const TuneProgress& t : p.tasks) fastest = std::min(fastest, best_ms(t));
+      return std::isfinite(fastest) ? fastest : 0.0;
+    }
     double total = 0;
     for (size_t i = 0; i < tasks.size(); ++i) {
       double b = best_ms(p.tasks[i]);
@@ -156,13 +169,18 @@ ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& bu
   for (;;) {
     if (cancelled()) return finish("cancelled");
     if (const char* why = out_of_budget()) return finish(why);
+    double fastest = kNone;
+    for (const TuneProgress& t : p.tasks) fastest = std::min(fastest, best_ms(t));
     std::optional<size_t> pick;
-    double most = -1;
+    double most = 0;
     for (size_t i = 0; i < tasks.size(); ++i) {
       if (!jobs[i]->over().empty()) continue;
-      double g = task_gain(tasks[i].calls, history[i], trials_at[i], settings.backward_weight,
-                           settings.window);
-      if (g > most) {
+      double g = settings.alternatives
+                     ? alternative_gain(history[i], trials_at[i], fastest, settings.task.batch,
+                                        settings.backward_weight, settings.window)
+                     : task_gain(tasks[i].calls, history[i], trials_at[i], settings.backward_weight,
+                                 settings.window);
+      if (!pick || g > most) {
         most = g;
         pick = i;
       }

@@ -521,7 +521,12 @@ class Client:
         tasks' bests). A task that has measured nothing starts from the records
         of its operator at the nearest shapes on the key (``transfer`` is
         always on for a model). ``flush_cache=True`` times each point with its data flushed
-        from the caches first, as a model runs its layers (docs/tuning.md)."""
+        from the caches first, as a model runs its layers (docs/tuning.md).
+
+        A func without a schedule is tuned over the sketches kiln derives from its
+        algorithm: with several, one job over them, each a task (``alternatives`` is
+        set; ``trials`` counts all their trials, default 64); its ``best`` is the
+        fastest sketch's best, and ``best()`` gives it with its sketch."""
         if options.get("target") or options.get("cpu"):
             raise ValueError("tune compiles for the agents' own target: leave out target and cpu")
         settings = agent_pb2.MeasureSettings(

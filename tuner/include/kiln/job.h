@@ -39,8 +39,10 @@ struct Task {
   std::map<std::string, int64_t> params;  // every param's value when a point is measured
   int64_t flops = 0;                      // a call's floating-point operations; 0: unknown
   // For a func without a schedule: the schedule kiln sketched for it (kiln/autosched.h, the
-  // body of a schedule block), now its own; "" for a func that came with one.
+  // body of a schedule block), now its own, and the sketch's name ("tiled"); "" for a func
+  // that came with one.
   std::string sketch{};
+  std::string sketch_name{};
 };
 
 // The workload of `base` with `set` applied: its params' values (compile-time
@@ -48,19 +50,32 @@ struct Task {
 // are knobs are left out of it. Throws what ir::apply_overrides throws.
 records::Workload workload_of(const ir::Func& base, const ir::Overrides& set);
 
-// What a func is tuned as with `set`: `base` itself when it has a schedule or knobs; else
-// `base` at the shape `set` gives its params with the first sketch kiln derives from its
-// algorithm there as its schedule (kiln/autosched.h), whose body `schedule` receives; `base`
-// itself when there is nothing to sketch.
-ir::Func tunable(const ir::Func& base, const ir::Overrides& set, const Limits& limits,
-                 std::string* schedule = nullptr);
+// The tasks of a func with neither a schedule nor knobs: one per sketch kiln derives from its
+// algorithm at the shape `set` gives (kiln/autosched.h), in their order, each prepared as
+// prepare_task prepares the func with that sketch as its schedule; a job chooses among them
+// (kiln/task_scheduler.h, alternatives). Throws TaskError when kiln finds no sketch (or for
+// `base` with a schedule), and what prepare_task throws.
+std::vector<Task> prepare_sketch_tasks(const ir::Func& base, const ir::Overrides& set,
+                                       const std::map<std::string, int64_t>& runtime,
+                                       const Limits& limits);
+
+// What the records of a func are kept under: with a schedule or knobs, its workload with `set`
+// applied; without, each sketch's (the sketch's schedule and name beside it), in the order of
+// prepare_sketch_tasks; none when kiln finds no sketch. Throws what ir::apply_overrides throws.
+struct TunedWorkload {
+  records::Workload workload;
+  std::string sketch{}, sketch_name{};
+};
+std::vector<TunedWorkload> tuned_workloads(const ir::Func& base, const ir::Overrides& set,
+                                           const Limits& limits);
 
 // Prepares `base` (as the frontend made it) for tuning with `set` (params'
 // and knobs' values) and the run-time params' values `runtime` (those not
 // given take their defaults). A func without a schedule (or knobs) is given
-// the first sketch kiln derives from its algorithm (kiln/autosched.h). Throws
-// TaskError for a func with a schedule but no knobs, one with nothing to
-// sketch, or an empty space; CompileError for bad values.
+// the first sketch kiln derives from its algorithm (kiln/autosched.h; a job
+// that chooses among them takes prepare_sketch_tasks). Throws TaskError for a
+// func with a schedule but no knobs, one with nothing to sketch, or an empty
+// space; CompileError for bad values.
 Task prepare_task(const ir::Func& base, const ir::Overrides& set,
                   const std::map<std::string, int64_t>& runtime, const Limits& limits);
 

@@ -7,6 +7,13 @@
 // (Zheng et al., OSDI 2020, section 6), the task's weight (its calls in the
 // model) times a mix of how fast its best fell over its last batches and how
 // fast it fell on average since its first.
+//
+// The same scheduler chooses among alternatives: the sketches kiln derives for
+// a func without a schedule (kiln/autosched.h), each a task, of which only the
+// fastest counts. There the next batch goes to the task whose best, as that
+// mix projects it over the batch, would lie furthest below the fastest best so
+// far: the fastest task itself as long as it falls, another while its early
+// fall promises to overtake it.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +49,9 @@ struct ScheduleSettings {
   // average improvement since its first trial, in the expected gain of its next trials.
   double backward_weight = 0.2;
   int window = 3;
+  // The tasks are alternatives (a func's sketches): the result is the fastest task's best, not
+  // the calls-weighted sum, and batches go by alternative_gain instead of task_gain.
+  bool alternatives = false;
 };
 
 struct ScheduleProgress {
@@ -51,7 +61,8 @@ struct ScheduleProgress {
   int task = -1;                        // the task of `last`
   std::optional<records::Record> last;  // the trial just recorded (none between batches)
   // The model's time from the tasks' best records: calls times the best's time, summed; 0
-  // until every task has one that ran.
+  // until every task has one that ran. For alternatives: the fastest task's best; 0 until one
+  // ran.
   double predicted_ms = 0;
   double elapsed_s = 0, eta_s = 0;
   bool done = false;
@@ -76,11 +87,20 @@ struct ScheduleHooks {
 double task_gain(int calls, const std::vector<double>& history, const std::vector<int>& trials,
                  double backward_weight, int window);
 
+// For alternatives: how far below `fastest` (the fastest best of all the tasks) task i's best
+// would lie after `batch` more trials, projected at task_gain's rate (with one call). The
+// fastest task's is its rate times the batch; another's is negative until its projection
+// passes the fastest. A task with no time yet: +infinity before its first batch, -infinity
+// after it (every point it measured failed: the others go first). Exposed for its test.
+double alternative_gain(const std::vector<double>& history, const std::vector<int>& trials,
+                        double fastest, int batch, double backward_weight, int window);
+
 // Tunes `tasks` on `key` under `settings`' budget: one batch each first (tasks of one point
 // first, then the others in their order, each a batch or its share of the trials left; a
 // resumed task that measured before skips it), then batch by batch to the task of the largest
 // task_gain, until the trials or the time are spent, every task's job has no more to do, or
-// the run is cancelled; then each job is finished (its finalists re-timed). Each trial is
+// the run is cancelled (for alternatives: by alternative_gain); then each job is finished (its
+// finalists re-timed). Each trial is
 // added to `store` as it arrives. Throws Interrupted as tune() does (every job left running,
 // to be resumed), and what the store throws.
 ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& builder,
