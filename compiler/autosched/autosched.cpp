@@ -4,9 +4,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "kiln/analysis.h"
 #include "kiln/error.h"
@@ -30,7 +33,7 @@ constexpr int kReductionSize = 64;
 constexpr const char* kChunkSizes = "[256, 1024, 4096, 16384, 65536]";
 constexpr int kChunkSize = 4096;
 
-enum class Shape { Tiled, Split };
+enum class Shape { Tiled, Split, Fused };
 
 // A sketch's lines, or one computation's part of them: knob lines, then commands, the order
 // a schedule block is read in.
@@ -415,8 +418,130 @@ Part part_of_loop(const ir::Func& f, const std::vector<const ir::Comp*>& group, 
   return {};
 }
 
+// How a computation of two loops reads a matrix: the iterator that indexes its rows and the one
+// that indexes its columns, for each two-dimensional buffer it loads with its two iterators as
+// the indices.
+std::map<std::string, std::pair<std::string, std::string>> matrix_reads(const ir::Comp& c) {
+  std::map<std::string, std::pair<std::string, std::string>> out;
+  if (c.iters.size() != 2) return out;
+  for (const ir::Load* l : Reads(c.value).loads) {
+    if (l->indices.size() != 2) continue;
+    const ir::Var* row = ir::as<ir::Var>(l->indices[0]);
+    const ir::Var* col = ir::as<ir::Var>(l->indices[1]);
+    if (!row || !col || row->name == col->name) continue;
+    auto is_iter = [&](const std::string& v) {
+      return std::find(c.iters.begin(), c.iters.end(), v) != c.iters.end();
+    };
+    if (is_iter(row->name) && is_iter(col->name)) out[l->buf] = {row->name, col->name};
+  }
+  return out;
+}
+
+// Whether c's store index names its iterator `it` and nothing else of its own.
+bool stores_along(const ir::Comp& c, const std::string& it) {
+  if (!c.store) return false;
+  std::set<std::string> named;
+  for (const ir::Expr& e : c.store->indices) named.merge(ir::free_vars(e));
+  for (const std::string& i : c.iters)
+    if (named.count(i) != (i == it ? 1u : 0u)) return false;
+  return true;
+}
+
+// Two computations of two loops each that read one matrix (atax's tmp and y, mvt's x1 and x2),
+// with their initializations, fused over the matrix's rows (the fused sketch), so that each
+// block of rows is read once for both: each computation's row loop split by one knob
+// (`fuse_P`), the second computation after the first in each block. In a computation that sums
+// into one element per row, the row loop goes inside the column loop: a register tile of
+// independent sums (`unroll_X`); in one that updates a vector along the columns, the column loop
+// goes innermost, vectorized. An initialization along the rows is computed in the block; one
+// along the columns before the whole nest. None when they share no matrix or no variant is
+// legal beside what `before` holds.
+std::optional<Part> part_of_pair(const ir::Func& f, const ir::Comp& p, const ir::Comp* p_init,
+                                 const ir::Comp& c, const ir::Comp* c_init, const Part& before,
+                                 const Limits& limits) {
+  if (scatters(p) || scatters(c)) return std::nullopt;
+  auto p_reads = matrix_reads(p), c_reads = matrix_reads(c);
+  std::optional<std::pair<std::string, std::string>> rows;  // p's row iterator, c's
+  for (const auto& [buf, p_at] : p_reads)
+    if (auto it = c_reads.find(buf); it != c_reads.end()) {
+      rows = {p_at.first, it->second.first};
+      break;
+    }
+  if (!rows) return std::nullopt;
+  const std::string knob = "fuse_" + p.name;
+  Part pair{{fmt::format("knob {} = 4 in [2, 4, 8, 16, 32];", knob)}, {}};
+  // An initialization along the columns runs before the nest: the first computation's group
+  // moved after it.
+  auto along_rows = [](const ir::Comp* init, const std::string& row) {
+    return init && std::find(init->iters.begin(), init->iters.end(), row) != init->iters.end();
+  };
+  if (c_init && !along_rows(c_init, rows->second)) {
+    if (p_init) {
+      pair.commands.push_back(fmt::format("{}.after({}, root);", p_init->name, c_init->name));
+      pair.commands.push_back(fmt::format("{}.after({}, root);", p.name, p_init->name));
+    } else {
+      pair.commands.push_back(fmt::format("{}.after({}, root);", p.name, c_init->name));
+    }
+  }
+  if (p_init && !along_rows(p_init, rows->first) && c_init && along_rows(c_init, rows->second))
+    return std::nullopt;  // not a pattern this sketch knows
+  Part vectors, unrolls;
+  std::string p_block, c_block;  // the block loops, p's and c's
+  for (const auto& [x, init, row] :
+       {std::tuple{&p, p_init, rows->first}, std::tuple{&c, c_init, rows->second}}) {
+    std::set<std::string> taken(x->iters.begin(), x->iters.end());
+    const std::string& col = x->iters[0] == row ? x->iters[1] : x->iters[0];
+    std::string ro = fresh(row + "_o", taken), ri = fresh(row + "_i", taken);
+    (x == &p ? p_block : c_block) = ro;
+    std::string split = fmt::format("split({}, {}, {}, {});", row, knob, ro, ri);
+    pair.commands.push_back(x->name + "." + split);
+    bool init_in_block = along_rows(init, row);
+    if (init_in_block) pair.commands.push_back(init->name + "." + split);
+    if (stores_along(*x, row)) {
+      std::string unroll = "unroll_" + x->name;
+      pair.commands.push_back(fmt::format("{}.reorder({}, {}, {});", x->name, ro, col, ri));
+      unrolls.knobs.push_back(
+          fmt::format("knob {} = unroll_explicit in [none, unroll_explicit];", unroll));
+      unrolls.commands.push_back(fmt::format("{}.tag({}, {});", x->name, ri, unroll));
+    } else if (stores_along(*x, col)) {
+      pair.commands.push_back(fmt::format("{}.reorder({}, {}, {});", x->name, ro, ri, col));
+      vectors.commands.push_back(fmt::format("{}.tag({}, vectorize);", x->name, col));
+    } else {
+      return std::nullopt;
+    }
+    if (init_in_block)
+      pair.commands.push_back(fmt::format("{}.after({}, {});", x->name, init->name, ro));
+  }
+  // The second computation (its initialization first, when that is in the block) after the
+  // first in each block.
+  if (along_rows(c_init, rows->second)) {
+    pair.commands.push_back(fmt::format("{}.after({}, {});", c_init->name, p.name, c_block));
+    pair.commands.push_back(fmt::format("{}.after({}, {});", c.name, c_init->name, c_block));
+  } else {
+    pair.commands.push_back(fmt::format("{}.after({}, {});", c.name, p.name, c_block));
+  }
+  for (int v : {3, 1, 2, 0}) {  // vectorized and unrolled, vectorized, unrolled, neither
+    Part candidate = pair;
+    if (v & 1) candidate += vectors;
+    if (v & 2) candidate += unrolls;
+    Part whole = before;
+    whole += candidate;
+    if (legal(f, whole.text(), limits)) return candidate;
+  }
+  return std::nullopt;
+}
+
 std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
   Part sketch;
+  std::set<std::string> fused;  // computations sketched with the one before them
+  // A reduction's initialization, NAME_init over its leading loops; null when there is none.
+  auto init_of = [&](const ir::Comp& c) -> const ir::Comp* {
+    const ir::Comp* init = f.find_comp(c.name + "_init");
+    if (init && (init->iters.size() > c.iters.size() ||
+                 !std::equal(init->iters.begin(), init->iters.end(), c.iters.begin())))
+      return nullptr;
+    return init;
+  };
   for (size_t n = 0; n < f.comps.size(); ++n) {
     const ir::Comp& c = f.comps[n];
     if (!c.loops.empty()) {
@@ -433,16 +558,35 @@ std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
         stencil = stencil && g.loops.size() == 1 && g.iters.size() >= 3;
         group.push_back(&g);
       }
-      if (stencil) sketch += part_of_loop(f, group, shape, sketch, limits);
+      if (stencil)
+        sketch += part_of_loop(f, group, shape == Shape::Split ? Shape::Split : Shape::Tiled,
+                               sketch, limits);
       n = m - 1;
       continue;
     }
     if (c.name.ends_with("_init") && f.find_comp(c.name.substr(0, c.name.size() - 5))) continue;
-    const ir::Comp* init = f.find_comp(c.name + "_init");
-    if (init && (init->iters.size() > c.iters.size() ||
-                 !std::equal(init->iters.begin(), init->iters.end(), c.iters.begin())))
-      init = nullptr;
-    sketch += part_of(f, c, init, shape, sketch, limits);
+    if (fused.count(c.name)) continue;
+    const ir::Comp* init = init_of(c);
+    if (shape == Shape::Fused) {
+      // The next computation outside every algorithm loop (its initialization skipped).
+      const ir::Comp* next = nullptr;
+      for (size_t m = n + 1; m < f.comps.size() && !next; ++m) {
+        const ir::Comp& d = f.comps[m];
+        if (!d.loops.empty()) break;
+        if (!(d.name.ends_with("_init") && f.find_comp(d.name.substr(0, d.name.size() - 5))))
+          next = &d;
+      }
+      if (next) {
+        if (std::optional<Part> pair =
+                part_of_pair(f, c, init, *next, init_of(*next), sketch, limits)) {
+          sketch += *pair;
+          fused.insert(next->name);
+          continue;
+        }
+      }
+    }
+    sketch +=
+        part_of(f, c, init, shape == Shape::Split ? Shape::Split : Shape::Tiled, sketch, limits);
   }
   return sketch.text();
 }
@@ -457,8 +601,8 @@ void refuse_scheduled(const ir::Func& f) {
         fmt::format("{} has a schedule of its own: sketches are for a func without one", f.name));
 }
 
-constexpr std::pair<Shape, const char*> kShapes[] = {{Shape::Tiled, "tiled"},
-                                                     {Shape::Split, "split"}};
+constexpr std::pair<Shape, const char*> kShapes[] = {
+    {Shape::Tiled, "tiled"}, {Shape::Split, "split"}, {Shape::Fused, "fused"}};
 
 }  // namespace
 

@@ -167,6 +167,54 @@ TEST(Autosched, AStencilIsTiledInTimeByTheSmallestSkewItsDependencesAllow) {
   EXPECT_NE(all[1].schedule.find("s1.tag(i, par_s1);"), std::string::npos);
 }
 
+// atax: tmp[i] sums A's row i, y[j] += A[i, j] * tmp[i] reads the same row: the fused sketch
+// reads each block of rows once for both, tmp's rows a register tile of sums inside its column
+// loop, y's columns vectorized inside its rows, y's initialization before the whole nest.
+TEST(Autosched, TwoComputationsReadingOneMatrixAreFusedOverItsRows) {
+  ir::Func f =
+      frontend::parse_module(read_source("tests/bench/polybench/atax.kiln"), "atax").funcs.at(0);
+  f = ir::apply_overrides(f, {{"M", 19}, {"N", 23}});
+  // Its computations have one data-parallel loop each: the tiled sketch is the split one.
+  std::vector<autosched::Sketch> all = autosched::sketches(f);
+  ASSERT_EQ(all.size(), 2u);
+  const autosched::Sketch& fused = all[1];
+  EXPECT_EQ(fused.name, "fused");
+  EXPECT_EQ(fused.schedule,
+            "    knob fuse_tmp = 4 in [2, 4, 8, 16, 32];\n"
+            "    knob unroll_tmp = unroll_explicit in [none, unroll_explicit];\n"
+            "    tmp_init.after(y_init, root);\n"
+            "    tmp.after(tmp_init, root);\n"
+            "    tmp.split(i, fuse_tmp, i_o, i_i);\n"
+            "    tmp_init.split(i, fuse_tmp, i_o, i_i);\n"
+            "    tmp.reorder(i_o, j, i_i);\n"
+            "    tmp.after(tmp_init, i_o);\n"
+            "    y.split(i, fuse_tmp, i_o, i_i);\n"
+            "    y.reorder(i_o, i_i, j);\n"
+            "    y.after(tmp, i_o);\n"
+            "    y.tag(j, vectorize);\n"
+            "    tmp.tag(i_i, unroll_tmp);\n");
+  // One nest over A's rows after y's initialization: A's row block read by both.
+  std::string loops = loops_of(autosched::apply(f, fused));
+  EXPECT_LT(loops.find("y[j] = 0"), loops.find("tmp[")) << loops;
+  expect_reference_at(autosched::apply(f, fused), 3);
+
+  // mvt: x1[i] += A[i, j] * y1[j] along A's rows, x2[i] += A[j, i] * y2[j] along its columns;
+  // fused over the rows, x2's loops swapped so that its vector loop runs along a row.
+  ir::Func mvt =
+      frontend::parse_module(read_source("tests/bench/polybench/mvt.kiln"), "mvt").funcs.at(0);
+  mvt = ir::apply_overrides(mvt, {{"N", 21}});
+  all = autosched::sketches(mvt);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[1].name, "fused");
+  EXPECT_NE(all[1].schedule.find("x2.reorder(j_o, j_i, i);"), std::string::npos) << all[1].schedule;
+  EXPECT_NE(all[1].schedule.find("x2.after(x1, j_o);"), std::string::npos) << all[1].schedule;
+  expect_reference_at(autosched::apply(mvt, all[1]), 3);
+
+  // A matmul reads no matrix with another computation: no fused sketch.
+  EXPECT_EQ(autosched::sketches(autosched::algorithm_of(parse_one(read_example("matmul")))).size(),
+            2u);
+}
+
 TEST(Autosched, AnUpdateWhoseStoreDoesNotNameItsLastLoopIsAReduction) {
   // y[i] += A[j, i] * x[j]: j is reduced over, so it goes between i's split parts, and the
   // points, a row of y, are vectorized.

@@ -18,7 +18,9 @@
 // gets its outermost loop in parallel alone. The computations inside an algorithm loop
 // (a stencil's time loop) are tiled in time: skewed, the time loop and their first loop
 // tiled, the smallest skew the dependences allow; else each time step's first loop runs in
-// parallel. A sketch is schedule text (.kiln knob
+// parallel. Two computations of two loops that read one matrix by their iterators, one after
+// the other (atax, mvt), are also sketched fused over its rows: one nest whose blocks of rows
+// both compute in, so that the matrix is read once. A sketch is schedule text (.kiln knob
 // lines and commands): what a user reads and can paste is what runs. Every sketch offered has
 // passed the legality check (poly::schedule) at its knobs' defaults; a command the
 // dependences forbid is left out of it, computation by computation.
@@ -34,7 +36,7 @@
 namespace kiln::autosched {
 
 struct Sketch {
-  std::string name;      // "tiled", "split"
+  std::string name;      // "tiled", "split", "fused"
   std::string schedule;  // the body of a `schedule { ... }` block: knob lines, then commands
 };
 
