@@ -21,17 +21,74 @@ namespace {
 
 // The sizes a tile or split knob may take, and its default for the loop it cuts: the
 // innermost (vectorized) one a vector of f32 on AVX-512, the others a few rows of it.
-constexpr const char* kSizes = "[4, 8, 16, 32, 64]";
+const std::vector<int64_t> kSizes = {4, 8, 16, 32, 64};
 constexpr int kInnerSize = 16;
 constexpr int kOuterSize = 8;
 // The sizes of a reduction's block (its outermost loop split, the outer part outside the
 // tiles), and the default: 64 rows of a GEMM's B panel, 4 KiB of each of A's rows in f64.
-constexpr const char* kReductionSizes = "[16, 32, 64, 128, 256, 512]";
+const std::vector<int64_t> kReductionSizes = {16, 32, 64, 128, 256, 512};
 constexpr int kReductionSize = 64;
 // The sizes of a scatter's chunks (each updating a copy of the target of its own), and the
 // default.
-constexpr const char* kChunkSizes = "[256, 1024, 4096, 16384, 65536]";
+const std::vector<int64_t> kChunkSizes = {256, 1024, 4096, 16384, 65536};
 constexpr int kChunkSize = 4096;
+// A stencil's time tile and space tile, and a fused pair's block of rows.
+const std::vector<int64_t> kTimeSizes = {2, 4, 8, 16, 32};
+const std::vector<int64_t> kSpaceSizes = {8, 16, 32, 64, 128};
+const std::vector<int64_t> kBlockSizes = {2, 4, 8, 16, 32};
+
+// How many iterations each computation's loops make in the algorithm's own order, where both
+// bounds are constants (at the shape the func is sketched at): computation -> iterator ->
+// count. Loops with bounds in run-time params, or in outer loops, are not in it.
+using Extents = std::map<std::string, std::map<std::string, int64_t>>;
+
+Extents loop_extents(const ir::Func& f, const Limits& limits) {
+  struct Walk : ir::StmtVisitor {
+    Extents out;
+    std::vector<const ir::For*> loops;
+    void visit_for(const ir::For& n) override {
+      loops.push_back(&n);
+      ir::StmtVisitor::visit_for(n);
+      loops.pop_back();
+    }
+    void visit_store(const ir::Store& n) override {
+      for (const ir::For* l : loops) {
+        std::optional<int64_t> lo = ir::eval_int(l->min, {}), hi = ir::eval_int(l->end, {});
+        if (lo && hi && l->step == 1) {
+          int64_t& e = out[n.comp][l->var];
+          e = std::max(e, *hi - *lo);
+        }
+      }
+    }
+  } walk;
+  try {
+    walk.visit(poly::lower(poly::schedule(f, true, limits)).body);
+  } catch (const CompileError&) {
+    return {};
+  }
+  return std::move(walk.out);
+}
+
+// A knob line for a size that cuts a loop of `extent` iterations (0: not known): `sizes` up to
+// the first that holds the whole loop (a larger one cuts it no differently), the default
+// `fallback` or, when that is cut off, the largest left.
+std::string size_knob(const std::string& name, int64_t fallback, std::vector<int64_t> sizes,
+                      int64_t extent) {
+  if (extent > 0) {
+    auto whole = std::find_if(sizes.begin(), sizes.end(), [&](int64_t v) { return v >= extent; });
+    if (whole != sizes.end()) sizes.erase(whole + 1, sizes.end());
+  }
+  return fmt::format("knob {} = {} in [{}];", name, std::min(fallback, sizes.back()),
+                     fmt::join(sizes, ", "));
+}
+
+// The extent of computation c's loop `iter`, 0 when not known.
+int64_t extent_of(const Extents& extents, const std::string& c, const std::string& iter) {
+  auto comp = extents.find(c);
+  if (comp == extents.end()) return 0;
+  auto it = comp->second.find(iter);
+  return it == comp->second.end() ? 0 : it->second;
+}
 
 enum class Shape { Tiled, Split, Fused };
 
@@ -194,7 +251,7 @@ std::vector<std::string> padded_copies(const ir::Func& f, const ir::Comp& c,
 // sketch of `shape`: the whole of it, then less and less (no vectorization, no parallel
 // loop, neither), the first variant that is legal beside what `before` holds.
 Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape shape,
-             const Part& before, const Limits& limits) {
+             const Part& before, const Extents& extents, const Limits& limits) {
   // The data-parallel loops: the initialization's (a reduction's result); the reduction's own
   // loops come after them in c.
   std::vector<std::string> par = init ? init->iters : data_parallel(c);
@@ -224,8 +281,8 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
     std::string ta = "tile_" + c.name + "_" + a, tb = "tile_" + c.name + "_" + b;
     std::string ao = fresh(a + "_o", taken), bo = fresh(b + "_o", taken);
     std::string ai = fresh(a + "_i", taken), bi = fresh(b + "_i", taken);
-    cut.knobs = {fmt::format("knob {} = {} in {};", ta, kOuterSize, kSizes),
-                 fmt::format("knob {} = {} in {};", tb, kInnerSize, kSizes)};
+    cut.knobs = {size_knob(ta, kOuterSize, kSizes, extent_of(extents, c.name, a)),
+                 size_knob(tb, kInnerSize, kSizes, extent_of(extents, c.name, b))};
     for (const std::string& cmd :
          both(fmt::format("tile({}, {}, {}, {}, {}, {}, {}, {});", a, b, ta, tb, ao, bo, ai, bi)))
       cut.commands.push_back(cmd);
@@ -242,7 +299,7 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
       blocked = cut;
       block_loop = ro;
       blocked->knobs.push_back(
-          fmt::format("knob {} = {} in {};", tr, kReductionSize, kReductionSizes));
+          size_knob(tr, kReductionSize, kReductionSizes, extent_of(extents, c.name, r)));
       blocked->commands.push_back(fmt::format("{}.split({}, {}, {}, {});", c.name, r, tr, ro, ri));
       blocked->commands.push_back(fmt::format("{}.reorder({});", c.name, fmt::join(order, ", ")));
       cut.commands.push_back(fmt::format("{}.reorder({}, {}, {}, {}, {});", c.name, ao, bo,
@@ -258,8 +315,8 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
     std::string bo = fresh(b + "_o", taken), bi = fresh(b + "_i", taken);
     // A scatter's loop is cut into chunks that update copies of their own (privatize), so
     // chunks of thousands; other loops into vectors.
-    cut.knobs = {scatter ? fmt::format("knob {} = {} in {};", tb, kChunkSize, kChunkSizes)
-                         : fmt::format("knob {} = {} in {};", tb, kInnerSize, kSizes)};
+    cut.knobs = {scatter ? size_knob(tb, kChunkSize, kChunkSizes, extent_of(extents, c.name, b))
+                         : size_knob(tb, kInnerSize, kSizes, extent_of(extents, c.name, b))};
     for (const std::string& cmd : both(fmt::format("split({}, {}, {}, {});", b, tb, bo, bi)))
       cut.commands.push_back(cmd);
     if (!red.empty())
@@ -356,7 +413,7 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
 // smallest. Split, or when no skew is legal: within a time step, each computation's first loop
 // in parallel and its innermost vectorized.
 Part part_of_loop(const ir::Func& f, const std::vector<const ir::Comp*>& group, Shape shape,
-                  const Part& before, const Limits& limits) {
+                  const Part& before, const Extents& extents, const Limits& limits) {
   const std::string& t = group.front()->iters.front();
   std::set<std::string> taken;
   for (const ir::Comp* c : group) taken.insert(c->iters.begin(), c->iters.end());
@@ -371,9 +428,15 @@ Part part_of_loop(const ir::Func& f, const std::vector<const ir::Comp*>& group, 
     std::string tt = "tile_" + first + "_" + t, ti = "tile_" + first + "_" + space;
     std::string to = fresh(t + "_o", taken), io = fresh(space + "_o", taken);
     std::string tp = fresh(t + "_i", taken), ip = fresh(space + "_i", taken);
-    Part knobs{{fmt::format("knob {} = 8 in [2, 4, 8, 16, 32];", tt),
-                fmt::format("knob {} = 32 in [8, 16, 32, 64, 128];", ti)},
+    const int64_t t_extent = extent_of(extents, first, t);
+    const int64_t i_extent = extent_of(extents, first, space);
+    Part knobs{{size_knob(tt, 8, kTimeSizes, t_extent), size_knob(ti, 32, kSpaceSizes, i_extent)},
                {}};
+    // The same at the smallest tiles: at a small shape the default time tile may hold every
+    // step, and a skew too small for real tiles would pass there.
+    Part smallest{{size_knob(tt, kTimeSizes.front(), kTimeSizes, t_extent),
+                   size_knob(ti, kSpaceSizes.front(), kSpaceSizes, i_extent)},
+                  {}};
     for (int skew = 1; skew <= 2 * static_cast<int>(group.size()); ++skew) {
       for (int step = 0; step <= skew; ++step) {
         for (bool vectorized : {true, false}) {
@@ -394,7 +457,9 @@ Part part_of_loop(const ir::Func& f, const std::vector<const ir::Comp*>& group, 
               candidate.commands.push_back(
                   fmt::format("{}.tag({}, vectorize);", c.name, c.iters.back()));
           }
-          if (legal_beside(candidate)) return candidate;
+          Part at_smallest = smallest;
+          at_smallest.commands = candidate.commands;
+          if (legal_beside(candidate) && legal_beside(at_smallest)) return candidate;
         }
       }
     }
@@ -458,7 +523,7 @@ bool stores_along(const ir::Comp& c, const std::string& it) {
 // legal beside what `before` holds.
 std::optional<Part> part_of_pair(const ir::Func& f, const ir::Comp& p, const ir::Comp* p_init,
                                  const ir::Comp& c, const ir::Comp* c_init, const Part& before,
-                                 const Limits& limits) {
+                                 const Extents& extents, const Limits& limits) {
   if (scatters(p) || scatters(c)) return std::nullopt;
   auto p_reads = matrix_reads(p), c_reads = matrix_reads(c);
   std::optional<std::pair<std::string, std::string>> rows;  // p's row iterator, c's
@@ -469,7 +534,7 @@ std::optional<Part> part_of_pair(const ir::Func& f, const ir::Comp& p, const ir:
     }
   if (!rows) return std::nullopt;
   const std::string knob = "fuse_" + p.name;
-  Part pair{{fmt::format("knob {} = 4 in [2, 4, 8, 16, 32];", knob)}, {}};
+  Part pair{{size_knob(knob, 4, kBlockSizes, extent_of(extents, p.name, rows->first))}, {}};
   // An initialization along the columns runs before the nest: the first computation's group
   // moved after it.
   auto along_rows = [](const ir::Comp* init, const std::string& row) {
@@ -533,6 +598,7 @@ std::optional<Part> part_of_pair(const ir::Func& f, const ir::Comp& p, const ir:
 
 std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
   Part sketch;
+  const Extents extents = loop_extents(f, limits);
   std::set<std::string> fused;  // computations sketched with the one before them
   // A reduction's initialization, NAME_init over its leading loops; null when there is none.
   auto init_of = [&](const ir::Comp& c) -> const ir::Comp* {
@@ -560,7 +626,7 @@ std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
       }
       if (stencil)
         sketch += part_of_loop(f, group, shape == Shape::Split ? Shape::Split : Shape::Tiled,
-                               sketch, limits);
+                               sketch, extents, limits);
       n = m - 1;
       continue;
     }
@@ -578,15 +644,15 @@ std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
       }
       if (next) {
         if (std::optional<Part> pair =
-                part_of_pair(f, c, init, *next, init_of(*next), sketch, limits)) {
+                part_of_pair(f, c, init, *next, init_of(*next), sketch, extents, limits)) {
           sketch += *pair;
           fused.insert(next->name);
           continue;
         }
       }
     }
-    sketch +=
-        part_of(f, c, init, shape == Shape::Split ? Shape::Split : Shape::Tiled, sketch, limits);
+    sketch += part_of(f, c, init, shape == Shape::Split ? Shape::Split : Shape::Tiled, sketch,
+                      extents, limits);
   }
   return sketch.text();
 }
