@@ -443,6 +443,18 @@ std::shared_ptr<LiveJob> Tuning::Impl::resume_model(const records::Job& job,
   Unit unit = resolve_unit(r.op(), limits, blobs);
   if (unit.func) {
     std::vector<tuner::Task> sketches = prepare_sketches(r, *unit.func, limits);
+    // Today's sketches must be the job's: a kiln that sketches otherwise would start task jobs
+    // the job does not list.
+    std::set<std::string> now, then;
+    for (const tuner::Task& t : sketches) now.insert(t.workload.hash);
+    for (const auto& [hash, task_job] : r.task_jobs()) then.insert(hash);
+    if (now != then)
+      refuse(Code::FailedPrecondition,
+             fmt::format("tuning job {}: this kiln sketches {} otherwise than the kiln that "
+                         "started the job did; its sketches' jobs (`kiln records jobs`) keep "
+                         "every record and each can be resumed on its own, or tune {} again for "
+                         "a job over today's sketches",
+                         job.id, w.name, w.name));
     return start_sketches(std::move(r), *unit.func, std::move(sketches), call, job.id, trials);
   }
   if (!unit.graph)

@@ -145,10 +145,9 @@ class ProgressView {
     if (!started_) {
       started_ = true;
       if (p.alternatives()) {
-        fmt::print(
-            "tuning job {}: {} on {} (kiln's {} sketches of its algorithm, {} search, {} "
-            "trials)\n",
-            p.job(), p.name(), p.key(), p.tasks_size(), p.search(), p.target());
+        fmt::print("tuning job {}: {} on {} (kiln's {} sketches of its algorithm, {} search, {})\n",
+                   p.job(), p.name(), p.key(), p.tasks_size(), p.search(),
+                   p.target() > 0 ? fmt::format("{} trials", p.target()) : "no trial limit");
       } else if (p.tasks_size() > 0) {
         fmt::print("tuning job {}: model {} on {} ({} tasks, {} search, {}{})\n", p.job(), p.name(),
                    p.key(), p.tasks_size(), p.search(),

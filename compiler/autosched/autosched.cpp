@@ -534,7 +534,11 @@ std::optional<Part> part_of_pair(const ir::Func& f, const ir::Comp& p, const ir:
     }
   if (!rows) return std::nullopt;
   const std::string knob = "fuse_" + p.name;
-  Part pair{{size_knob(knob, 4, kBlockSizes, extent_of(extents, p.name, rows->first))}, {}};
+  const int64_t row_extent = extent_of(extents, p.name, rows->first);
+  Part pair{{size_knob(knob, 4, kBlockSizes, row_extent)}, {}};
+  // Checked at the smallest block too: at a small shape the default block may hold every row,
+  // where a dependence between rows would pass.
+  const std::string smallest = size_knob(knob, kBlockSizes.front(), kBlockSizes, row_extent);
   // An initialization along the columns runs before the nest: the first computation's group
   // moved after it.
   auto along_rows = [](const ir::Comp* init, const std::string& row) {
@@ -591,7 +595,9 @@ std::optional<Part> part_of_pair(const ir::Func& f, const ir::Comp& p, const ir:
     if (v & 2) candidate += unrolls;
     Part whole = before;
     whole += candidate;
-    if (legal(f, whole.text(), limits)) return candidate;
+    Part at_smallest = whole;
+    at_smallest.knobs[before.knobs.size()] = smallest;
+    if (legal(f, whole.text(), limits) && legal(f, at_smallest.text(), limits)) return candidate;
   }
   return std::nullopt;
 }

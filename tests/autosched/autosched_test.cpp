@@ -281,6 +281,28 @@ TEST(Autosched, ALoopWhoseInnerBoundsAreReadAtRunTimeRunsInParallelWhole) {
   EXPECT_TRUE(mm.ok) << mm.describe();
 }
 
+// A fusion legal only while one block holds every row (y reads tmp along its columns, so it
+// needs every row of tmp first) is not offered: at 4 rows the default block holds them all, and
+// the sketch is checked at the smallest block too.
+TEST(Autosched, AFusionLegalOnlyInOneBlockIsNotOffered) {
+  ir::Func f = parse_one(R"(func both {
+  param M = 4, N = 4;
+  input A : f64[M, N];
+  input x : f64[N];
+  output y : f64[N];
+  temp tmp : f64[M];
+  compute tmp_init(i) in 0 <= i < M: tmp[i] = 0.0;
+  compute tmp(i, j) in 0 <= i < M, 0 <= j < N: tmp[i] += A[i, j] * x[j];
+  compute y_init(j) in 0 <= j < N: y[j] = 0.0;
+  compute y(j, i) in 0 <= j < N, 0 <= i < M: y[j] += A[i, j] * tmp[j];
+})");
+  for (const autosched::Sketch& s : autosched::sketches(f)) {
+    SCOPED_TRACE(s.name + " sketch:\n" + s.schedule);
+    EXPECT_NE(s.name, "fused");
+    expect_reference_at(autosched::apply(f, s), 4);
+  }
+}
+
 // A size knob offers the sizes up to the first that holds its whole loop: a larger one cuts the
 // loop no differently, so the tuner would measure the same program twice. A loop whose bounds
 // are known only at run time keeps them all.
