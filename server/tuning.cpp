@@ -92,7 +92,6 @@ std::vector<tuner::Task> prepare_sketches(const v1::TuneRequest& request, const 
     refuse(Code::InvalidArgument, e.what());
   }
 }
-bool scheduled(const ir::Func& f) { return !f.schedule.empty() || !f.knobs.empty(); }
 
 // The key a job's records are kept under: the agents' key, and "/gpuN" for a GPU.
 std::string record_key(const v1::TuneRequest& r) {
@@ -608,7 +607,7 @@ std::shared_ptr<LiveJob> Tuning::Impl::start(v1::TuneRequest request, int64_t jo
     Unit unit = resolve_unit(request.op(), limits, blobs);
     if (unit.graph) return start_model(std::move(request), *unit.graph, call);
     base = std::move(unit.func);
-    if (!scheduled(*base)) {
+    if (!base->has_schedule()) {
       // Kiln's sketches of its algorithm: a choice among them, or the one there is.
       std::vector<tuner::Task> sketches = prepare_sketches(request, *base, limits);
       if (sketches.size() > 1)

@@ -255,7 +255,6 @@ void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::Schedule
   w->set_target(p.target);
   w->set_alternatives(alternatives);
   uint64_t space = 0;
-  const records::Record* fastest = nullptr;  // of alternatives
   for (size_t i = 0; i < tasks.size() && i < p.tasks.size(); ++i) {
     const tuner::TuneProgress& t = p.tasks[i];
     v1::TaskProgress* out = w->add_tasks();
@@ -265,11 +264,7 @@ void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::Schedule
     out->set_calls(tasks[i].calls);
     out->set_space_size(tasks[i].task.space->size());
     out->set_trials(t.trials);
-    if (t.best) {
-      to_wire(*t.best, out->mutable_best());
-      if (alternatives && (!fastest || records::ranks_before(*t.best, *fastest)))
-        fastest = &*t.best;
-    }
+    if (t.best) to_wire(*t.best, out->mutable_best());
     out->set_stopped(t.stopped);
     if (p.done && t.first) {
       to_wire(*t.first, out->mutable_first());
@@ -284,7 +279,8 @@ void to_wire(const tuner::ScheduleProgress& p, const std::vector<tuner::Schedule
     w->set_stopped_early(w->stopped_early() + t.stopped_early);
   }
   w->set_space_size(space);
-  if (fastest) to_wire(*fastest, w->mutable_best());
+  if (alternatives && p.fastest >= 0)
+    *w->mutable_best() = w->tasks(p.fastest).best();  // the job keeps the fastest task's
   w->set_elapsed_s(p.elapsed_s);
   w->set_eta_s(p.eta_s);
   if (p.last) to_wire(*p.last, w->mutable_last());

@@ -616,21 +616,29 @@ std::vector<v1::TuningRecord> job_records(Remote& remote, int64_t job) {
   return out;
 }
 
+// A job's tasks' records in the order they came, each with its task's number.
+std::vector<std::pair<size_t, v1::TuningRecord>> task_records(Remote& remote,
+                                                              const v1::TuningJob& j) {
+  std::vector<std::pair<size_t, v1::TuningRecord>> out;
+  for (size_t i = 0; i < static_cast<size_t>(j.tasks_size()); ++i)
+    for (v1::TuningRecord& r : job_records(remote, j.tasks(static_cast<int>(i)).job()))
+      out.emplace_back(i, std::move(r));
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.second.id() < b.second.id(); });
+  return out;
+}
+
 // A model's job: the model's time predicted after each trial over all its tasks (in the order
 // the trials came), each task's calls times its best median so far, summed, as the job saw it
 // while it ran (before its finalists were re-timed); NaN until every task has one that ran.
 std::vector<double> model_curve(Remote& remote, const v1::TuningJob& j) {
   struct Trial {
-    int64_t id;
     size_t task;
     double ms;
   };
   std::vector<Trial> trials;
-  for (size_t i = 0; i < static_cast<size_t>(j.tasks_size()); ++i)
-    for (const v1::TuningRecord& r : job_records(remote, j.tasks(static_cast<int>(i)).job()))
-      trials.push_back({r.id(), i, r.error().empty() ? r.median_ms() : 0.0});
-  std::sort(trials.begin(), trials.end(),
-            [](const Trial& a, const Trial& b) { return a.id < b.id; });
+  for (const auto& [task, r] : task_records(remote, j))
+    trials.push_back({task, r.error().empty() ? r.median_ms() : 0.0});
   std::vector<double> best(static_cast<size_t>(j.tasks_size()), 0.0), y;
   for (const Trial& t : trials) {
     if (t.ms > 0 && (best[t.task] == 0 || t.ms < best[t.task])) best[t.task] = t.ms;
@@ -676,11 +684,7 @@ int records_plot(Remote& remote, const Options& o) {
     // A func's records; over its sketches, theirs in the order they came.
     std::vector<v1::TuningRecord> records;
     if (j.alternatives()) {
-      for (const v1::JobTask& t : j.tasks())
-        for (v1::TuningRecord& r : job_records(remote, t.job())) records.push_back(std::move(r));
-      std::sort(
-          records.begin(), records.end(),
-          [](const v1::TuningRecord& a, const v1::TuningRecord& b) { return a.id() < b.id(); });
+      for (auto& [task, r] : task_records(remote, j)) records.push_back(std::move(r));
       label += fmt::format(", {} sketches", j.tasks_size());
     } else {
       records = job_records(remote, j.id());

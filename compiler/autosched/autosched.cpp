@@ -116,10 +116,18 @@ std::string fresh(const std::string& base, std::set<std::string>& taken) {
   return name;
 }
 
-// Whether `body` as f's schedule passes the legality check and lowers at the knobs' defaults.
+// Whether `body` as f's schedule passes the legality check and lowers at the knobs' defaults,
+// and at every knob's first candidate (its smallest size, no tag): at a small shape a default
+// size may hold its whole loop, where a dependence between the loop's pieces would pass.
 bool legal(const ir::Func& f, const std::string& body, const Limits& limits) {
   try {
-    poly::lower(poly::schedule(apply(f, Sketch{"", body}, limits), true, limits));
+    ir::Func g = apply(f, Sketch{"", body}, limits);
+    poly::lower(poly::schedule(g, true, limits));
+    ir::Overrides smallest;
+    for (const ir::Knob& k : g.knobs)
+      if (k.candidates.front() != k.value) smallest[k.name] = k.candidates.front();
+    if (!smallest.empty())
+      poly::lower(poly::schedule(ir::apply_overrides(g, smallest), true, limits));
     return true;
   } catch (const CompileError&) {
     return false;
@@ -428,15 +436,9 @@ Part part_of_loop(const ir::Func& f, const std::vector<const ir::Comp*>& group, 
     std::string tt = "tile_" + first + "_" + t, ti = "tile_" + first + "_" + space;
     std::string to = fresh(t + "_o", taken), io = fresh(space + "_o", taken);
     std::string tp = fresh(t + "_i", taken), ip = fresh(space + "_i", taken);
-    const int64_t t_extent = extent_of(extents, first, t);
-    const int64_t i_extent = extent_of(extents, first, space);
-    Part knobs{{size_knob(tt, 8, kTimeSizes, t_extent), size_knob(ti, 32, kSpaceSizes, i_extent)},
+    Part knobs{{size_knob(tt, 8, kTimeSizes, extent_of(extents, first, t)),
+                size_knob(ti, 32, kSpaceSizes, extent_of(extents, first, space))},
                {}};
-    // The same at the smallest tiles: at a small shape the default time tile may hold every
-    // step, and a skew too small for real tiles would pass there.
-    Part smallest{{size_knob(tt, kTimeSizes.front(), kTimeSizes, t_extent),
-                   size_knob(ti, kSpaceSizes.front(), kSpaceSizes, i_extent)},
-                  {}};
     for (int skew = 1; skew <= 2 * static_cast<int>(group.size()); ++skew) {
       for (int step = 0; step <= skew; ++step) {
         for (bool vectorized : {true, false}) {
@@ -457,9 +459,7 @@ Part part_of_loop(const ir::Func& f, const std::vector<const ir::Comp*>& group, 
               candidate.commands.push_back(
                   fmt::format("{}.tag({}, vectorize);", c.name, c.iters.back()));
           }
-          Part at_smallest = smallest;
-          at_smallest.commands = candidate.commands;
-          if (legal_beside(candidate) && legal_beside(at_smallest)) return candidate;
+          if (legal_beside(candidate)) return candidate;
         }
       }
     }
@@ -534,11 +534,7 @@ std::optional<Part> part_of_pair(const ir::Func& f, const ir::Comp& p, const ir:
     }
   if (!rows) return std::nullopt;
   const std::string knob = "fuse_" + p.name;
-  const int64_t row_extent = extent_of(extents, p.name, rows->first);
-  Part pair{{size_knob(knob, 4, kBlockSizes, row_extent)}, {}};
-  // Checked at the smallest block too: at a small shape the default block may hold every row,
-  // where a dependence between rows would pass.
-  const std::string smallest = size_knob(knob, kBlockSizes.front(), kBlockSizes, row_extent);
+  Part pair{{size_knob(knob, 4, kBlockSizes, extent_of(extents, p.name, rows->first))}, {}};
   // An initialization along the columns runs before the nest: the first computation's group
   // moved after it.
   auto along_rows = [](const ir::Comp* init, const std::string& row) {
@@ -555,13 +551,13 @@ std::optional<Part> part_of_pair(const ir::Func& f, const ir::Comp& p, const ir:
   if (p_init && !along_rows(p_init, rows->first) && c_init && along_rows(c_init, rows->second))
     return std::nullopt;  // not a pattern this sketch knows
   Part vectors, unrolls;
-  std::string p_block, c_block;  // the block loops, p's and c's
+  std::string c_block;  // the second computation's block loop
   for (const auto& [x, init, row] :
        {std::tuple{&p, p_init, rows->first}, std::tuple{&c, c_init, rows->second}}) {
     std::set<std::string> taken(x->iters.begin(), x->iters.end());
     const std::string& col = x->iters[0] == row ? x->iters[1] : x->iters[0];
     std::string ro = fresh(row + "_o", taken), ri = fresh(row + "_i", taken);
-    (x == &p ? p_block : c_block) = ro;
+    if (x == &c) c_block = ro;
     std::string split = fmt::format("split({}, {}, {}, {});", row, knob, ro, ri);
     pair.commands.push_back(x->name + "." + split);
     bool init_in_block = along_rows(init, row);
@@ -595,17 +591,19 @@ std::optional<Part> part_of_pair(const ir::Func& f, const ir::Comp& p, const ir:
     if (v & 2) candidate += unrolls;
     Part whole = before;
     whole += candidate;
-    Part at_smallest = whole;
-    at_smallest.knobs[before.knobs.size()] = smallest;
-    if (legal(f, whole.text(), limits) && legal(f, at_smallest.text(), limits)) return candidate;
+    if (legal(f, whole.text(), limits)) return candidate;
   }
   return std::nullopt;
 }
 
-std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
+std::string sketch_of(const ir::Func& f, Shape shape, const Extents& extents,
+                      const Limits& limits) {
   Part sketch;
-  const Extents extents = loop_extents(f, limits);
   std::set<std::string> fused;  // computations sketched with the one before them
+  // Whether c is a reduction's initialization (sketched with its reduction).
+  auto is_init = [&](const ir::Comp& c) {
+    return c.name.ends_with("_init") && f.find_comp(c.name.substr(0, c.name.size() - 5));
+  };
   // A reduction's initialization, NAME_init over its leading loops; null when there is none.
   auto init_of = [&](const ir::Comp& c) -> const ir::Comp* {
     const ir::Comp* init = f.find_comp(c.name + "_init");
@@ -636,8 +634,7 @@ std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
       n = m - 1;
       continue;
     }
-    if (c.name.ends_with("_init") && f.find_comp(c.name.substr(0, c.name.size() - 5))) continue;
-    if (fused.count(c.name)) continue;
+    if (is_init(c) || fused.count(c.name)) continue;
     const ir::Comp* init = init_of(c);
     if (shape == Shape::Fused) {
       // The next computation outside every algorithm loop (its initialization skipped).
@@ -645,8 +642,7 @@ std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
       for (size_t m = n + 1; m < f.comps.size() && !next; ++m) {
         const ir::Comp& d = f.comps[m];
         if (!d.loops.empty()) break;
-        if (!(d.name.ends_with("_init") && f.find_comp(d.name.substr(0, d.name.size() - 5))))
-          next = &d;
+        if (!is_init(d)) next = &d;
       }
       if (next) {
         if (std::optional<Part> pair =
@@ -668,7 +664,7 @@ std::string sketch_of(const ir::Func& f, Shape shape, const Limits& limits) {
 namespace {
 
 void refuse_scheduled(const ir::Func& f) {
-  if (!f.schedule.empty() || !f.knobs.empty())
+  if (f.has_schedule())
     throw std::invalid_argument(
         fmt::format("{} has a schedule of its own: sketches are for a func without one", f.name));
 }
@@ -680,9 +676,10 @@ constexpr std::pair<Shape, const char*> kShapes[] = {
 
 std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits) {
   refuse_scheduled(f);
+  const Extents extents = loop_extents(f, limits);
   std::vector<Sketch> out;
   for (auto [shape, name] : kShapes) {
-    std::string body = sketch_of(f, shape, limits);
+    std::string body = sketch_of(f, shape, extents, limits);
     if (body.empty()) continue;
     bool seen = false;
     for (const Sketch& s : out) seen = seen || s.schedule == body;
@@ -693,8 +690,9 @@ std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits) {
 
 std::optional<Sketch> first_sketch(const ir::Func& f, const Limits& limits) {
   refuse_scheduled(f);
+  const Extents extents = loop_extents(f, limits);
   for (auto [shape, name] : kShapes) {
-    std::string body = sketch_of(f, shape, limits);
+    std::string body = sketch_of(f, shape, extents, limits);
     if (!body.empty()) return Sketch{name, body};
   }
   return std::nullopt;

@@ -747,7 +747,7 @@ ir::Graph sketch_operators(const ir::Graph& g, const PassContext& ctx) {
   ir::Graph out = g;
   std::map<std::string, ir::Func> sketched;  // an operator's text -> it sketched (or as it was)
   for (ir::GraphCall& c : out.calls) {
-    if (!c.op.schedule.empty() || !c.op.knobs.empty()) continue;
+    if (c.op.has_schedule()) continue;
     std::string text = ir::to_string(c.op);
     auto it = sketched.find(text);
     if (it == sketched.end()) {

@@ -213,31 +213,36 @@ std::optional<size_t> Space::movable_knob(std::mt19937_64& rng) const {
   return movable[std::uniform_int_distribution<size_t>(0, movable.size() - 1)(rng)];
 }
 
+std::vector<int64_t> Space::choice_in(const Config& c, size_t k) const {
+  std::vector<int64_t> now;
+  for (const std::string& n : knobs_[k].names) now.push_back(c.at(n));
+  return now;
+}
+
+Config Space::with_choice(Config c, size_t k, size_t pick) const {
+  for (size_t p = 0; p < knobs_[k].names.size(); ++p) c[knobs_[k].names[p]] = choices_[k][pick][p];
+  return c;
+}
+
 Config Space::neighbour(const Config& c, std::mt19937_64& rng) const {
   // A knob with another choice to make, then another of its choices.
   std::optional<size_t> movable = movable_knob(rng);
   if (!movable) return c;
   size_t k = *movable;
-  std::vector<int64_t> now;
-  for (const std::string& n : knobs_[k].names) now.push_back(c.at(n));
+  std::vector<int64_t> now = choice_in(c, k);
   size_t pick;
   do {
     pick = std::uniform_int_distribution<size_t>(0, choices_[k].size() - 1)(rng);
   } while (choices_[k][pick] == now);
-  Config out = c;
-  for (size_t p = 0; p < knobs_[k].names.size(); ++p)
-    out[knobs_[k].names[p]] = choices_[k][pick][p];
-  return out;
+  return with_choice(c, k, pick);
 }
 
 Config Space::nudge(const Config& c, std::mt19937_64& rng) const {
   std::optional<size_t> movable = movable_knob(rng);
   if (!movable) return c;
   size_t k = *movable;
-  std::vector<int64_t> now;
-  for (const std::string& n : knobs_[k].names) now.push_back(c.at(n));
   const std::vector<std::vector<int64_t>>& all = choices_[k];
-  size_t at = static_cast<size_t>(std::find(all.begin(), all.end(), now) - all.begin());
+  size_t at = static_cast<size_t>(std::find(all.begin(), all.end(), choice_in(c, k)) - all.begin());
   size_t pick;
   if (at == all.size()) {
     pick = std::uniform_int_distribution<size_t>(0, all.size() - 1)(rng);  // not a choice of it
@@ -248,9 +253,7 @@ Config Space::nudge(const Config& c, std::mt19937_64& rng) const {
   } else {
     pick = std::bernoulli_distribution(0.5)(rng) ? at + 1 : at - 1;
   }
-  Config out = c;
-  for (size_t p = 0; p < knobs_[k].names.size(); ++p) out[knobs_[k].names[p]] = all[pick][p];
-  return out;
+  return with_choice(c, k, pick);
 }
 
 Config Space::crossover(const Config& a, const Config& b, std::mt19937_64& rng) const {

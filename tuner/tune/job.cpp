@@ -58,7 +58,14 @@ TaskError no_sketch(const ir::Func& base) {
       base.name));
 }
 
-bool scheduled(const ir::Func& f) { return !f.knobs.empty() || !f.schedule.empty(); }
+// The task of `shaped` (an algorithm at its shape) with sketch `s` as its schedule.
+Task sketch_task(const ir::Func& shaped, const autosched::Sketch& s, const ir::Overrides& set,
+                 const std::map<std::string, int64_t>& runtime, const Limits& limits) {
+  Task t = prepare_task(autosched::apply(shaped, s, limits), set, runtime, limits);
+  t.sketch = s.schedule;
+  t.sketch_name = s.name;
+  return t;
+}
 
 }  // namespace
 
@@ -69,24 +76,20 @@ records::Workload workload_of(const ir::Func& base, const ir::Overrides& set) {
 std::vector<Task> prepare_sketch_tasks(const ir::Func& base, const ir::Overrides& set,
                                        const std::map<std::string, int64_t>& runtime,
                                        const Limits& limits) {
-  if (scheduled(base))
+  if (base.has_schedule())
     throw TaskError(
         fmt::format("{} has a schedule of its own: kiln sketches a func without one", base.name));
   ir::Func shaped = shaped_algorithm(base, set);
   std::vector<Task> out;
-  for (const autosched::Sketch& s : autosched::sketches(shaped, limits)) {
-    Task t = prepare_task(autosched::apply(shaped, s, limits), set, runtime, limits);
-    t.sketch = s.schedule;
-    t.sketch_name = s.name;
-    out.push_back(std::move(t));
-  }
+  for (const autosched::Sketch& s : autosched::sketches(shaped, limits))
+    out.push_back(sketch_task(shaped, s, set, runtime, limits));
   if (out.empty()) throw no_sketch(base);
   return out;
 }
 
 std::vector<TunedWorkload> tuned_workloads(const ir::Func& base, const ir::Overrides& set,
                                            const Limits& limits) {
-  if (scheduled(base)) return {{workload_of(base, set)}};
+  if (base.has_schedule()) return {{workload_of(base, set)}};
   ir::Func shaped = shaped_algorithm(base, set);
   std::vector<TunedWorkload> out;
   for (const autosched::Sketch& s : autosched::sketches(shaped, limits))
@@ -107,10 +110,7 @@ Task prepare_task(const ir::Func& base, const ir::Overrides& set,
     ir::Func shaped = shaped_algorithm(base, set);
     std::optional<autosched::Sketch> sketch = autosched::first_sketch(shaped, limits);
     if (!sketch) throw no_sketch(base);
-    Task t = prepare_task(autosched::apply(shaped, *sketch, limits), set, runtime, limits);
-    t.sketch = sketch->schedule;
-    t.sketch_name = sketch->name;
-    return t;
+    return sketch_task(shaped, *sketch, set, runtime, limits);
   }
   auto [knobs, params] = knobs_and_params(base, set);
   ir::Func shaped = ir::apply_overrides(base, params);

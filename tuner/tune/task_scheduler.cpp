@@ -14,6 +14,15 @@ constexpr double kNone = std::numeric_limits<double>::infinity();
 
 double best_ms(const TuneProgress& p) { return p.best ? p.best->effective_ms() : kNone; }
 
+// The task whose best ranks first (records::ranks_before); -1 when none has one.
+int fastest_task(const std::vector<TuneProgress>& tasks) {
+  int out = -1;
+  for (size_t i = 0; i < tasks.size(); ++i)
+    if (tasks[i].best && (out < 0 || records::ranks_before(*tasks[i].best, *tasks[out].best)))
+      out = static_cast<int>(i);
+  return out;
+}
+
 }  // namespace
 
 double task_gain(int calls, const std::vector<double>& history, const std::vector<int>& trials,
@@ -62,9 +71,8 @@ ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& bu
   };
   auto predict = [&] {
     if (settings.alternatives) {
-      double fastest = kNone;
-      for (const TuneProgress& t : p.tasks) fastest = std::min(fastest, best_ms(t));
-      return std::isfinite(fastest) ? fastest : 0.0;
+      p.fastest = fastest_task(p.tasks);
+      return p.fastest < 0 ? 0.0 : best_ms(p.tasks[static_cast<size_t>(p.fastest)]);
     }
     double total = 0;
     for (size_t i = 0; i < tasks.size(); ++i) {
@@ -169,8 +177,8 @@ ScheduleProgress tune_tasks(const std::vector<ScheduledTask>& tasks, Builder& bu
   for (;;) {
     if (cancelled()) return finish("cancelled");
     if (const char* why = out_of_budget()) return finish(why);
-    double fastest = kNone;
-    for (const TuneProgress& t : p.tasks) fastest = std::min(fastest, best_ms(t));
+    const int first = fastest_task(p.tasks);
+    const double fastest = first < 0 ? kNone : best_ms(p.tasks[static_cast<size_t>(first)]);
     std::optional<size_t> pick;
     double most = 0;
     for (size_t i = 0; i < tasks.size(); ++i) {

@@ -22,8 +22,9 @@
 // the other (atax, mvt), are also sketched fused over its rows: one nest whose blocks of rows
 // both compute in, so that the matrix is read once. A sketch is schedule text (.kiln knob
 // lines and commands): what a user reads and can paste is what runs. Every sketch offered has
-// passed the legality check (poly::schedule) at its knobs' defaults; a command the
-// dependences forbid is left out of it, computation by computation.
+// passed the legality check (poly::schedule) at its knobs' defaults and at their first
+// candidates (the smallest sizes); a command the dependences forbid is left out of it,
+// computation by computation.
 #pragma once
 
 #include <optional>

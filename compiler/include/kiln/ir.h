@@ -507,6 +507,9 @@ struct Func {
   size_t outer_conditions(const Comp& c) const;
   const Param* find_param(const std::string& n) const;
   const Knob* find_knob(const std::string& n) const;
+  // Whether it comes with a schedule of its own (commands or knobs); without one, kiln
+  // sketches schedules from its algorithm (kiln/autosched.h).
+  bool has_schedule() const { return !schedule.empty() || !knobs.empty(); }
   // Its buffers of one kind, in declaration order (an operator's inputs or outputs).
   std::vector<const Buf*> bufs_of_kind(BufKind kind) const;
   // The inputs whose values it uses as data: read in a domain condition (a

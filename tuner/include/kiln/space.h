@@ -91,7 +91,9 @@ class Space {
 
  private:
   const KnobDef& knob_named(const std::string& name) const;
-  std::optional<size_t> movable_knob(std::mt19937_64& rng) const;  // one with a choice to make
+  std::optional<size_t> movable_knob(std::mt19937_64& rng) const;      // one with a choice to make
+  std::vector<int64_t> choice_in(const Config& c, size_t knob) const;  // its names' values in c
+  Config with_choice(Config c, size_t knob, size_t pick) const;        // c, knob at choice pick
 
   std::vector<KnobDef> knobs_;
   std::vector<SpaceConstraint> constraints_;

@@ -64,6 +64,9 @@ struct ScheduleProgress {
   // until every task has one that ran. For alternatives: the fastest task's best; 0 until one
   // ran.
   double predicted_ms = 0;
+  // For alternatives: the task whose best ranks first (records::ranks_before), what the job
+  // keeps; -1 until one ran.
+  int fastest = -1;
   double elapsed_s = 0, eta_s = 0;
   bool done = false;
   std::string stopped;  // when done: "trials", "budget", "tasks exhausted", "cancelled"
