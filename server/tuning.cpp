@@ -83,11 +83,14 @@ tuner::Task prepare(const v1::TuneRequest& request, const ir::Func& base, const 
 tuner::Task prepare(const v1::TuneRequest& request, const Limits& limits) {
   return prepare(request, resolve(request.op(), limits), limits);
 }
-// The tasks of a func with neither a schedule nor knobs: its sketches (kiln/job.h).
+// The tasks of a func with neither a schedule nor knobs: its sketches (kiln/job.h), a GPU's for
+// a job measured on a GPU.
 std::vector<tuner::Task> prepare_sketches(const v1::TuneRequest& request, const ir::Func& base,
                                           const Limits& limits) {
   try {
-    return tuner::prepare_sketch_tasks(base, values_set(request), runtime_values(request), limits);
+    return tuner::prepare_sketch_tasks(
+        base, values_set(request), runtime_values(request), limits,
+        request.has_gpu() ? autosched::Machine::Gpu : autosched::Machine::Cpu);
   } catch (const tuner::TaskError& e) {
     refuse(Code::InvalidArgument, e.what());
   }

@@ -244,11 +244,13 @@ int run_check(const Options& o) {
 
 namespace {
 
-// The sketches kiln derives from f's algorithm (its own schedule left out), each a schedule
-// block to paste into the func; `kiln tune` searches them all and keeps the fastest.
-std::string sketch_text(const ir::Func& scheduled) {
+// The sketches kiln derives from f's algorithm (its own schedule left out) for the target's
+// machine (a GPU's for --target nvptx64-nvidia-cuda), each a schedule block to paste into the
+// func; `kiln tune` searches them all and keeps the fastest.
+std::string sketch_text(const ir::Func& scheduled, const Target& target) {
   ir::Func f = autosched::algorithm_of(scheduled);
-  std::vector<autosched::Sketch> sketches = autosched::sketches(f);
+  std::vector<autosched::Sketch> sketches = autosched::sketches(
+      f, {}, target.is_gpu() ? autosched::Machine::Gpu : autosched::Machine::Cpu);
   if (sketches.empty())
     return fmt::format("# {}: nothing to sketch (no loop outside an algorithm loop to tile)\n",
                        f.name);
@@ -282,7 +284,7 @@ std::string found_schedule(const ir::Func& f, const v1::BestConfigResponse& best
 
 // One stage of f's compilation, as `kiln emit --stage` prints it.
 std::string stage_text(const ir::Func& f, const Options& o) {
-  if (*o.stage == Stage::Sketch) return sketch_text(f);
+  if (*o.stage == Stage::Sketch) return sketch_text(f, compile_options(o).target);
   EmitStage stage = EmitStage::Asm;
   switch (*o.stage) {
     case Stage::Ast:

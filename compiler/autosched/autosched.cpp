@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <tuple>
 
@@ -15,32 +16,10 @@
 #include "kiln/error.h"
 #include "kiln/frontend.h"
 #include "kiln/poly.h"
+#include "parts.h"
 
 namespace kiln::autosched {
-namespace {
-
-// The sizes a tile or split knob may take, and its default for the loop it cuts: the
-// innermost (vectorized) one a vector of f32 on AVX-512, the others a few rows of it.
-const std::vector<int64_t> kSizes = {4, 8, 16, 32, 64};
-constexpr int kInnerSize = 16;
-constexpr int kOuterSize = 8;
-// The sizes of a reduction's block (its outermost loop split, the outer part outside the
-// tiles), and the default: 64 rows of a GEMM's B panel, 4 KiB of each of A's rows in f64.
-const std::vector<int64_t> kReductionSizes = {16, 32, 64, 128, 256, 512};
-constexpr int kReductionSize = 64;
-// The sizes of a scatter's chunks (each updating a copy of the target of its own), and the
-// default.
-const std::vector<int64_t> kChunkSizes = {256, 1024, 4096, 16384, 65536};
-constexpr int kChunkSize = 4096;
-// A stencil's time tile and space tile, and a fused pair's block of rows.
-const std::vector<int64_t> kTimeSizes = {2, 4, 8, 16, 32};
-const std::vector<int64_t> kSpaceSizes = {8, 16, 32, 64, 128};
-const std::vector<int64_t> kBlockSizes = {2, 4, 8, 16, 32};
-
-// How many iterations each computation's loops make in the algorithm's own order, where both
-// bounds are constants (at the shape the func is sketched at): computation -> iterator ->
-// count. Loops with bounds in run-time params, or in outer loops, are not in it.
-using Extents = std::map<std::string, std::map<std::string, int64_t>>;
+namespace detail {
 
 Extents loop_extents(const ir::Func& f, const Limits& limits) {
   struct Walk : ir::StmtVisitor {
@@ -69,20 +48,21 @@ Extents loop_extents(const ir::Func& f, const Limits& limits) {
   return std::move(walk.out);
 }
 
-// A knob line for a size that cuts a loop of `extent` iterations (0: not known): `sizes` up to
-// the first that holds the whole loop (a larger one cuts it no differently), the default
-// `fallback` or, when that is cut off, the largest left.
-std::string size_knob(const std::string& name, int64_t fallback, std::vector<int64_t> sizes,
-                      int64_t extent) {
+std::vector<int64_t> sizes_for(std::vector<int64_t> sizes, int64_t extent) {
   if (extent > 0) {
     auto whole = std::find_if(sizes.begin(), sizes.end(), [&](int64_t v) { return v >= extent; });
     if (whole != sizes.end()) sizes.erase(whole + 1, sizes.end());
   }
+  return sizes;
+}
+
+std::string size_knob(const std::string& name, int64_t fallback, std::vector<int64_t> sizes,
+                      int64_t extent) {
+  sizes = sizes_for(std::move(sizes), extent);
   return fmt::format("knob {} = {} in [{}];", name, std::min(fallback, sizes.back()),
                      fmt::join(sizes, ", "));
 }
 
-// The extent of computation c's loop `iter`, 0 when not known.
 int64_t extent_of(const Extents& extents, const std::string& c, const std::string& iter) {
   auto comp = extents.find(c);
   if (comp == extents.end()) return 0;
@@ -90,38 +70,16 @@ int64_t extent_of(const Extents& extents, const std::string& c, const std::strin
   return it == comp->second.end() ? 0 : it->second;
 }
 
-enum class Shape { Tiled, Split, Fused };
-
-// A sketch's lines, or one computation's part of them: knob lines, then commands, the order
-// a schedule block is read in.
-struct Part {
-  std::vector<std::string> knobs, commands;
-  Part& operator+=(const Part& o) {
-    knobs.insert(knobs.end(), o.knobs.begin(), o.knobs.end());
-    commands.insert(commands.end(), o.commands.begin(), o.commands.end());
-    return *this;
-  }
-  std::string text() const {
-    std::string out;
-    for (const std::string& k : knobs) out += "    " + k + "\n";
-    for (const std::string& c : commands) out += "    " + c + "\n";
-    return out;
-  }
-};
-
-// A loop name made from `base` that none of `taken` has (and then taken).
 std::string fresh(const std::string& base, std::set<std::string>& taken) {
   std::string name = base;
   while (!taken.insert(name).second) name += "_";
   return name;
 }
 
-// Whether `body` as f's schedule passes the legality check and lowers at the knobs' defaults,
-// and at every knob's first candidate (its smallest size, no tag): at a small shape a default
-// size may hold its whole loop, where a dependence between the loop's pieces would pass.
 bool legal(const ir::Func& f, const std::string& body, const Limits& limits) {
   try {
     ir::Func g = apply(f, Sketch{"", body}, limits);
+    ir::check_knob_constraints(g);
     poly::lower(poly::schedule(g, true, limits));
     ir::Overrides smallest;
     for (const ir::Knob& k : g.knobs)
@@ -134,9 +92,6 @@ bool legal(const ir::Func& f, const std::string& body, const Limits& limits) {
   }
 }
 
-// A computation's data-parallel loops, the leading ones (those after them it reduces over):
-// for an update of what it stores (`x[i] += A[i, j] * y[j]`), the leading iterators its store
-// index names, when the index names none of the rest; else all its iterators.
 std::vector<std::string> data_parallel(const ir::Comp& c) {
   if (!c.store) return c.iters;
   std::set<std::string> stored;
@@ -149,7 +104,31 @@ std::vector<std::string> data_parallel(const ir::Comp& c) {
   return std::vector<std::string>(c.iters.begin(), c.iters.begin() + static_cast<long>(k));
 }
 
-// Whether c stores where the data say (`hist[bin[k]] += w[k]`): an index reads a buffer.
+CompLoops::CompLoops(const ir::Comp& comp, const ir::Comp* initialization)
+    : c(comp),
+      init(initialization),
+      par(init ? init->iters : data_parallel(c)),
+      red(c.iters.begin() + static_cast<long>(std::min(par.size(), c.iters.size())), c.iters.end()),
+      taken(c.iters.begin(), c.iters.end()) {}
+
+std::vector<std::string> CompLoops::both(const std::string& command) const {
+  std::vector<std::string> out = {c.name + "." + command};
+  if (init) out.push_back(init->name + "." + command);
+  return out;
+}
+
+const ir::Comp* init_of(const ir::Func& f, const ir::Comp& c) {
+  const ir::Comp* init = f.find_comp(c.name + "_init");
+  if (init && (init->iters.size() > c.iters.size() ||
+               !std::equal(init->iters.begin(), init->iters.end(), c.iters.begin())))
+    return nullptr;
+  return init;
+}
+
+bool is_init(const ir::Func& f, const ir::Comp& c) {
+  return c.name.ends_with("_init") && f.find_comp(c.name.substr(0, c.name.size() - 5));
+}
+
 bool scatters(const ir::Comp& c) {
   if (!c.store) return false;
   for (const ir::Expr& e : c.store->indices)
@@ -157,23 +136,33 @@ bool scatters(const ir::Comp& c) {
   return false;
 }
 
-// What an expression reads: its buffer loads and the value computations it accesses.
-struct Reads : ir::IRVisitor {
-  std::vector<const ir::Load*> loads;
-  std::set<std::string> bufs, comps;
-  explicit Reads(const ir::Expr& e) {
-    if (e) visit(e);
-  }
-  void visit_load(const ir::Load& n) override {
-    loads.push_back(&n);
-    bufs.insert(n.buf);
-    ir::IRVisitor::visit_load(n);
-  }
-  void visit_access(const ir::Access& n) override {
-    comps.insert(n.comp);
-    ir::IRVisitor::visit_access(n);
-  }
-};
+}  // namespace detail
+
+namespace {
+
+using namespace detail;
+
+// The sizes a tile or split knob may take, and its default for the loop it cuts: the
+// innermost (vectorized) one a vector of f32 on AVX-512, the others a few rows of it.
+const std::vector<int64_t> kSizes = {4, 8, 16, 32, 64};
+constexpr int kInnerSize = 16;
+constexpr int kOuterSize = 8;
+// The sizes of a reduction's block (its outermost loop split, the outer part outside the
+// tiles), and the default: 64 rows of a GEMM's B panel, 4 KiB of each of A's rows in f64.
+const std::vector<int64_t> kReductionSizes = {16, 32, 64, 128, 256, 512};
+constexpr int kReductionSize = 64;
+// The sizes of a scatter's chunks (each updating a copy of the target of its own), and the
+// default.
+const std::vector<int64_t> kChunkSizes = {256, 1024, 4096, 16384, 65536};
+constexpr int kChunkSize = 4096;
+// A stencil's time tile and space tile, and a fused pair's block of rows.
+const std::vector<int64_t> kTimeSizes = {2, 4, 8, 16, 32};
+const std::vector<int64_t> kSpaceSizes = {8, 16, 32, 64, 128};
+const std::vector<int64_t> kBlockSizes = {2, 4, 8, 16, 32};
+
+// A sketch's shape: for a CPU, tiled, split or fused (kiln/autosched.h); for a GPU, tiled or
+// split (gpu.cpp).
+enum class Shape { Tiled, Split, Fused, GpuTiled, GpuSplit };
 
 // Packed copies for c, whose vector loop runs along its iterator `b`: each input c reads
 // across b with a stride (an index other than the last names b) and reuses across a loop of
@@ -262,15 +251,11 @@ Part part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, Shape s
              const Part& before, const Extents& extents, const Limits& limits) {
   // The data-parallel loops: the initialization's (a reduction's result); the reduction's own
   // loops come after them in c.
-  std::vector<std::string> par = init ? init->iters : data_parallel(c);
-  std::vector<std::string> red(c.iters.begin() + static_cast<long>(par.size()), c.iters.end());
+  CompLoops loops(c, init);
+  const std::vector<std::string>&par = loops.par, &red = loops.red;
   if (par.empty()) return {};
-  std::set<std::string> taken(c.iters.begin(), c.iters.end());
-  auto both = [&](const std::string& command) {  // c's command, and init's the same
-    std::vector<std::string> out = {c.name + "." + command};
-    if (init) out.push_back(init->name + "." + command);
-    return out;
-  };
+  std::set<std::string>& taken = loops.taken;
+  auto both = [&](const std::string& command) { return loops.both(command); };
   Part cut;  // the loops cut (and the reduction's moved), always in
   // Tiled, a reduction: first its outermost loop split and the outer part moved outside the
   // tiles, the initialization a loop nest of its own before (each block of the reduction
@@ -600,18 +585,6 @@ std::string sketch_of(const ir::Func& f, Shape shape, const Extents& extents,
                       const Limits& limits) {
   Part sketch;
   std::set<std::string> fused;  // computations sketched with the one before them
-  // Whether c is a reduction's initialization (sketched with its reduction).
-  auto is_init = [&](const ir::Comp& c) {
-    return c.name.ends_with("_init") && f.find_comp(c.name.substr(0, c.name.size() - 5));
-  };
-  // A reduction's initialization, NAME_init over its leading loops; null when there is none.
-  auto init_of = [&](const ir::Comp& c) -> const ir::Comp* {
-    const ir::Comp* init = f.find_comp(c.name + "_init");
-    if (init && (init->iters.size() > c.iters.size() ||
-                 !std::equal(init->iters.begin(), init->iters.end(), c.iters.begin())))
-      return nullptr;
-    return init;
-  };
   for (size_t n = 0; n < f.comps.size(); ++n) {
     const ir::Comp& c = f.comps[n];
     if (!c.loops.empty()) {
@@ -634,19 +607,19 @@ std::string sketch_of(const ir::Func& f, Shape shape, const Extents& extents,
       n = m - 1;
       continue;
     }
-    if (is_init(c) || fused.count(c.name)) continue;
-    const ir::Comp* init = init_of(c);
+    if (is_init(f, c) || fused.count(c.name)) continue;
+    const ir::Comp* init = init_of(f, c);
     if (shape == Shape::Fused) {
       // The next computation outside every algorithm loop (its initialization skipped).
       const ir::Comp* next = nullptr;
       for (size_t m = n + 1; m < f.comps.size() && !next; ++m) {
         const ir::Comp& d = f.comps[m];
         if (!d.loops.empty()) break;
-        if (!is_init(d)) next = &d;
+        if (!is_init(f, d)) next = &d;
       }
       if (next) {
         if (std::optional<Part> pair =
-                part_of_pair(f, c, init, *next, init_of(*next), sketch, extents, limits)) {
+                part_of_pair(f, c, init, *next, init_of(f, *next), sketch, extents, limits)) {
           sketch += *pair;
           fused.insert(next->name);
           continue;
@@ -669,33 +642,46 @@ void refuse_scheduled(const ir::Func& f) {
         fmt::format("{} has a schedule of its own: sketches are for a func without one", f.name));
 }
 
-constexpr std::pair<Shape, const char*> kShapes[] = {
+constexpr std::pair<Shape, const char*> kCpuShapes[] = {
     {Shape::Tiled, "tiled"}, {Shape::Split, "split"}, {Shape::Fused, "fused"}};
+constexpr std::pair<Shape, const char*> kGpuShapes[] = {{Shape::GpuTiled, "tiled"},
+                                                        {Shape::GpuSplit, "split"}};
+
+// The sketches of f for machine m, in order, each a schedule body ("" when none applies).
+template <typename Each>
+void each_sketch(const ir::Func& f, Machine m, const Limits& limits, Each each) {
+  refuse_scheduled(f);
+  const Extents extents = loop_extents(f, limits);
+  using Shapes = std::span<const std::pair<Shape, const char*>>;
+  Shapes shapes = m == Machine::Gpu ? Shapes(kGpuShapes) : Shapes(kCpuShapes);
+  for (auto [shape, name] : shapes) {
+    std::string body = m == Machine::Gpu
+                           ? gpu_sketch_of(f, shape == Shape::GpuTiled, extents, limits)
+                           : sketch_of(f, shape, extents, limits);
+    if (!body.empty() && !each(Sketch{name, body})) return;
+  }
+}
 
 }  // namespace
 
-std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits) {
-  refuse_scheduled(f);
-  const Extents extents = loop_extents(f, limits);
+std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits, Machine m) {
   std::vector<Sketch> out;
-  for (auto [shape, name] : kShapes) {
-    std::string body = sketch_of(f, shape, extents, limits);
-    if (body.empty()) continue;
+  each_sketch(f, m, limits, [&](Sketch s) {
     bool seen = false;
-    for (const Sketch& s : out) seen = seen || s.schedule == body;
-    if (!seen) out.push_back(Sketch{name, body});
-  }
+    for (const Sketch& o : out) seen = seen || o.schedule == s.schedule;
+    if (!seen) out.push_back(std::move(s));
+    return true;
+  });
   return out;
 }
 
-std::optional<Sketch> first_sketch(const ir::Func& f, const Limits& limits) {
-  refuse_scheduled(f);
-  const Extents extents = loop_extents(f, limits);
-  for (auto [shape, name] : kShapes) {
-    std::string body = sketch_of(f, shape, extents, limits);
-    if (!body.empty()) return Sketch{name, body};
-  }
-  return std::nullopt;
+std::optional<Sketch> first_sketch(const ir::Func& f, const Limits& limits, Machine m) {
+  std::optional<Sketch> out;
+  each_sketch(f, m, limits, [&](Sketch s) {
+    out = std::move(s);
+    return false;
+  });
+  return out;
 }
 
 ir::Func algorithm_of(ir::Func f) {

@@ -161,6 +161,7 @@ struct ScheduleDecl {
   Pos pos;  // the `schedule` keyword
   std::vector<ir::ScheduleCommand> commands;
   std::vector<KnobDecl> knobs;
+  std::vector<ConstraintDecl> constraints;  // knob constraints written in the block
 };
 
 using Item = std::variant<ParamDecl, ConstraintDecl, BufferDecl, KnobDecl, ComputeDecl,

@@ -468,6 +468,7 @@ class FuncChecker {
     }
     schedule_ = d.pos;
     for (const KnobDecl& k : d.knobs) check(k);
+    for (const ConstraintDecl& c : d.constraints) check(c);
     func_.schedule = d.commands;
   }
 

@@ -694,8 +694,18 @@ class Parser {
         s.knobs.push_back(parse_knob());
         continue;
       }
+      if (at(Tok::KwConstraint)) {  // a knob constraint, beside the knobs it reads
+        advance();
+        for (;;) {
+          s.constraints.push_back(ConstraintDecl{parse_expr()});
+          if (accept(Tok::Comma)) continue;
+          if (accept(Tok::Semi)) break;
+          fail_expected("',' or ';' after a constraint");
+        }
+        continue;
+      }
       ir::ScheduleCommand cmd;
-      Ident target = expect_ident("a schedule command (TARGET.OP(...);) or a knob");
+      Ident target = expect_ident("a schedule command (TARGET.OP(...);), a knob or a constraint");
       cmd.target = target.name;
       cmd.where = src_.loc(target.pos);
       expect(Tok::Dot, "'.' after " + q(cmd.target) + " in a schedule command (TARGET.OP(...);)");

@@ -743,7 +743,8 @@ ir::Graph fuse_elementwise(const ir::Graph& g, const PassContext& ctx) {
 }
 
 ir::Graph sketch_operators(const ir::Graph& g, const PassContext& ctx) {
-  if (ctx.target.is_gpu()) return g;  // the sketches are CPU ones
+  const autosched::Machine machine =
+      ctx.target.is_gpu() ? autosched::Machine::Gpu : autosched::Machine::Cpu;
   ir::Graph out = g;
   std::map<std::string, ir::Func> sketched;  // an operator's text -> it sketched (or as it was)
   for (ir::GraphCall& c : out.calls) {
@@ -753,7 +754,7 @@ ir::Graph sketch_operators(const ir::Graph& g, const PassContext& ctx) {
     if (it == sketched.end()) {
       ir::Func op = c.op;
       try {
-        std::optional<autosched::Sketch> s = autosched::first_sketch(c.op, ctx.limits);
+        std::optional<autosched::Sketch> s = autosched::first_sketch(c.op, ctx.limits, machine);
         if (s) {
           op = autosched::apply(c.op, *s, ctx.limits);
           log_line(ctx, "sketch_operators",

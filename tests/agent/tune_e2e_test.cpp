@@ -104,6 +104,21 @@ class TuneTest : public ::testing::Test {
     return r;
   }
 
+  // A tune of `text` (a matmul, at 256) on the GPU of key x86's agents.
+  static v1::TuneRequest gpu_matmul(const std::string& text, int trials) {
+    v1::TuneRequest r;
+    r.mutable_op()->mutable_source()->set_text(text);
+    r.mutable_op()->mutable_source()->set_filename("matmul.kiln");
+    for (const char* p : {"M", "N", "K"}) (*r.mutable_options()->mutable_set())[p] = 256;
+    r.set_key("x86");
+    r.set_gpu(0);
+    r.set_trials(trials);
+    r.set_batch(4);
+    r.mutable_settings()->set_repeat(2);
+    r.mutable_settings()->set_min_repeat_ms(1);
+    return r;
+  }
+
   // Every progress message of a call, and how it ended. `stop_after`: drop
   // the call once a message reports that many trials.
   struct Stream {
@@ -131,6 +146,19 @@ class TuneTest : public ::testing::Test {
     }
     s.status = reader->Finish();
     return s;
+  }
+
+  // Follows GPU job `r` into `s`. Where this machine has no GPU, the job must be refused,
+  // naming what the agents have: returns why there is none (the test skips then), else "".
+  std::string follow_on_gpu(const v1::TuneRequest& r, Stream& s) {
+    std::string why;
+    bool gpu = cuda::nvrtc_available(&why) && cuda::gpu_available(&why);
+    s = follow(r);
+    if (gpu) return "";
+    EXPECT_EQ(s.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(s.status.error_message().find("the agents of key x86 have 0 GPUs"), std::string::npos)
+        << s.status.error_message();
+    return why.empty() ? "none found" : why;
   }
 
   v1::QueryRecordsResponse records(int64_t job) {
@@ -163,27 +191,12 @@ class TuneTest : public ::testing::Test {
 // have.
 TEST_F(TuneTest, AShortTuneOfTheGpuMatmulOnTheAgentsGpu) {
   start_agents(1);
-  v1::TuneRequest r;
-  r.mutable_op()->mutable_source()->set_text(
-      read_text(std::string(KILN_SOURCE_DIR) + "/examples/gpu/matmul.kiln"));
-  r.mutable_op()->mutable_source()->set_filename("matmul.kiln");
-  for (const char* p : {"M", "N", "K"}) (*r.mutable_options()->mutable_set())[p] = 256;
-  r.set_key("x86");
-  r.set_gpu(0);
-  r.set_trials(12);
-  r.set_batch(4);
+  v1::TuneRequest r =
+      gpu_matmul(read_text(std::string(KILN_SOURCE_DIR) + "/examples/gpu/matmul.kiln"), 12);
   r.set_search("random");
-  r.mutable_settings()->set_repeat(2);
-  r.mutable_settings()->set_min_repeat_ms(1);
-  std::string why;
-  if (!cuda::nvrtc_available(&why) || !cuda::gpu_available(&why)) {
-    Stream s = follow(r);
-    EXPECT_EQ(s.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-    EXPECT_NE(s.status.error_message().find("the agents of key x86 have 0 GPUs"), std::string::npos)
-        << s.status.error_message();
-    GTEST_SKIP() << "no GPU here (" << why << "): GPU tuning checked up to its refusal";
-  }
-  Stream s = follow(r);
+  Stream s;
+  if (std::string none = follow_on_gpu(r, s); !none.empty())
+    GTEST_SKIP() << "no GPU here (" << none << "): GPU tuning checked up to its refusal";
   ASSERT_TRUE(s.status.ok()) << s.status.error_message();
   ASSERT_FALSE(s.messages.empty());
   const v1::TuneProgress& last = s.messages.back();
@@ -200,6 +213,36 @@ TEST_F(TuneTest, AShortTuneOfTheGpuMatmulOnTheAgentsGpu) {
     if (rec.error().empty()) ++measured;
   }
   EXPECT_GT(measured, 0);
+}
+
+// The GPU matmul's algorithm alone (its schedule taken out), tuned on the agent's GPU: one job
+// over kiln's GPU sketches, the fastest kept, and BestConfig's sketch a GPU one. With no GPU:
+// the job is refused as a scheduled func's is.
+TEST_F(TuneTest, AFuncWithoutAScheduleIsTunedOverItsGpuSketchesOnTheAgentsGpu) {
+  start_agents(1);
+  std::string text = read_text(std::string(KILN_SOURCE_DIR) + "/examples/gpu/matmul.kiln");
+  text = text.substr(0, text.find("  schedule {")) + "}\n";
+  v1::TuneRequest r = gpu_matmul(text, 16);
+  Stream s;
+  if (std::string none = follow_on_gpu(r, s); !none.empty())
+    GTEST_SKIP() << "no GPU here (" << none << "): GPU sketches' tuning checked up to its refusal";
+  ASSERT_TRUE(s.status.ok()) << s.status.error_message();
+  ASSERT_FALSE(s.messages.empty());
+  const v1::TuneProgress& last = s.messages.back();
+  EXPECT_TRUE(last.done());
+  EXPECT_TRUE(last.alternatives());
+  EXPECT_EQ(last.key(), "x86/gpu0");
+  ASSERT_TRUE(last.has_best());
+  EXPECT_GT(last.best().median_ms(), 0);
+  v1::BestConfigRequest b;
+  *b.mutable_op() = r.op();
+  *b.mutable_options() = r.options();
+  b.set_key("x86/gpu0");
+  v1::BestConfigResponse best;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->BestConfig(&ctx, b, &best).ok());
+  EXPECT_NE(best.sketch().find("gpu_thread_x"), std::string::npos) << best.sketch();
+  EXPECT_EQ(best.record().config_text(), last.best().config_text());
 }
 
 TEST_F(TuneTest, SixtyFourTrialsOfTheGemmAreEachARecordAndTheBestReproduces) {

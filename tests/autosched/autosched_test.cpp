@@ -2,6 +2,7 @@
 // schedule taken away gets sketches that are legal, whose loop nests compute what the
 // reference interpreter computes at their defaults and at other points of their knobs, and
 // whose text parses back to the same loop nest; a func with a schedule of its own is refused.
+// Their GPU sketches compute the same and compile for a GPU (NVRTC, where the build has it).
 #include "kiln/autosched.h"
 
 #include <fmt/format.h>
@@ -12,6 +13,8 @@
 #include <random>
 
 #include "example_cases.h"
+#include "kiln/compile.h"
+#include "kiln/cuda.h"
 #include "programs.h"
 
 namespace kiln::testing {
@@ -323,6 +326,204 @@ TEST(Autosched, SizesBeyondTheirLoopAreNotOffered) {
   ASSERT_TRUE(runtime);
   EXPECT_NE(runtime->schedule.find("knob split_B_i = 16 in [4, 8, 16, 32, 64];"), std::string::npos)
       << runtime->schedule;
+}
+
+// A GPU sketch at one point: CUDA for sm_90 whose kernels fit a block (the CUDA writer refuses
+// more threads or shared memory than a block has), compiled by NVRTC where the build has it;
+// and its loops -- after kiln's passes, and after the GPU lowering passes -- computing what the
+// reference does (the loop interpreter runs GPU loops one iteration after another).
+void expect_gpu_point(const ir::Func& g, const std::map<std::string, int64_t>& runtime,
+                      bool run = true) {
+  CompileRequest r{.func = g};
+  r.options.target = Target{cuda::kTriple, "sm_90", ""};
+  r.output = CompileOutput::Cuda;
+  CompileResult out;
+  ASSERT_NO_THROW(out = compile(r));
+  ASSERT_TRUE(out.cuda);
+  std::string why;
+  if (cuda::nvrtc_available(&why)) {
+    cuda::Binary bin;
+    ASSERT_NO_THROW(bin = cuda::compile(*out.cuda, "sm_90")) << out.cuda->source;
+    EXPECT_EQ(bin.resources.size(), out.cuda->launches.size());
+  }
+  if (!run) return;
+  Bindings in = interp::random_bindings(g, interp::param_values(g, runtime), 5);
+  Bindings expected = in;
+  interp::run_reference(g, expected);
+  for (const ir::LoweredFunc* loops : {&out.optimized, &out.gpu_lowered}) {
+    Bindings actual = in;
+    interp::run_loops(*loops, actual);
+    interp::Mismatch mm = interp::compare_outputs(g, expected, actual);
+    EXPECT_TRUE(mm.ok) << (loops == &out.optimized ? "after kiln's passes: "
+                                                   : "after the GPU lowering passes: ")
+                       << mm.describe();
+  }
+}
+
+// A GPU sketch at its defaults, at its largest sizes (the most threads and registers; the
+// reduction's step the largest the knob constraint then allows), and at `n` other points of
+// its knobs the knob constraints allow (drawn with a fixed seed).
+void expect_gpu_sketch(const ir::Func& g, int n, const std::map<std::string, int64_t>& runtime,
+                       bool run = true) {
+  std::mt19937 rng(11);
+  int drawn = 0;
+  std::vector<ir::Overrides> largest;
+  for (size_t step = 0;; ++step) {
+    ir::Overrides point;
+    bool more = false;
+    for (const ir::Knob& knob : g.knobs) {
+      size_t at = knob.candidates.size() - 1;
+      if (knob.name.starts_with("step_")) {
+        more = more || step < at;
+        at -= std::min(step, at);
+      }
+      point[knob.name] = knob.candidates.at(at);
+    }
+    largest.push_back(point);
+    if (!more) break;
+  }
+  for (int k = -static_cast<int>(largest.size()); k <= n && drawn < 64 * (n + 1); ++drawn) {
+    ir::Overrides point;
+    if (k < 0) point = largest[static_cast<size_t>(k + static_cast<int>(largest.size()))];
+    if (k > 0)
+      for (const ir::Knob& knob : g.knobs)
+        point[knob.name] = knob.candidates.at(rng() % knob.candidates.size());
+    ir::Func at;
+    try {
+      at = ir::apply_overrides(g, point);
+    } catch (const CompileError&) {
+      if (k < 0) ++k;
+      continue;  // a point the knob constraints refuse: the tuner never measures it
+    }
+    SCOPED_TRACE(fmt::format("knobs {}", fmt::join(point, ", ")));
+    expect_gpu_point(at, runtime, run);
+    if (k < 0)
+      k = 0;  // the largest point that passes: the defaults next
+    else
+      ++k;
+  }
+}
+
+// Every example at the sizes the differential tests run it at, and the GPU examples, get GPU
+// sketches (but the stencils in a time loop and the algorithms with nothing to cut) that compute
+// what the reference does and compile for a GPU at their defaults and at 3 other points.
+TEST(Autosched, GpuSketchesComputeWhatTheReferenceDoesAndCompileForAGpu) {
+  struct Case {
+    std::string source;
+    ir::Overrides sizes;
+    std::map<std::string, int64_t> runtime = {};
+  };
+  std::vector<Case> cases;
+  for (const ExampleCase& c : example_cases())
+    for (const ir::Overrides& sizes : c.params)
+      cases.push_back({read_example(c.example), sizes, c.runtime});
+  cases.push_back({read_source("examples/gpu/matmul.kiln"), {{"M", 37}, {"N", 45}, {"K", 19}}});
+  cases.push_back({read_source("examples/gpu/conv2d.kiln"),
+                   {{"N", 1}, {"C", 5}, {"H", 9}, {"W", 11}, {"F", 3}}});
+  int sketched = 0;
+  for (const Case& c : cases) {
+    ir::Func base = ir::apply_overrides(autosched::algorithm_of(parse_one(c.source)), c.sizes);
+    std::vector<autosched::Sketch> sketches =
+        autosched::sketches(base, {}, autosched::Machine::Gpu);
+    sketched += !sketches.empty();
+    for (const autosched::Sketch& s : sketches) {
+      SCOPED_TRACE(fmt::format("{} at {}, GPU {} sketch:\n{}", base.name, fmt::join(c.sizes, ", "),
+                               s.name, s.schedule));
+      EXPECT_NE(s.schedule.find("gpu_thread_x"), std::string::npos);
+      expect_gpu_sketch(autosched::apply(base, s), 3, c.runtime);
+    }
+  }
+  EXPECT_GE(sketched, 12);
+}
+
+// At full sizes, where every size a knob offers cuts a loop, the largest points still fit a
+// block: the kernels are compiled, not run (the interpreter would take minutes).
+TEST(Autosched, GpuSketchesAtFullSizeFitABlockAtTheirLargestSizes) {
+  for (const char* file :
+       {"examples/gpu/matmul.kiln", "examples/gpu/conv2d.kiln", "examples/gpu/batch_matmul.kiln"}) {
+    ir::Func base = autosched::algorithm_of(parse_one(read_source(file)));
+    for (const autosched::Sketch& s : autosched::sketches(base, {}, autosched::Machine::Gpu)) {
+      SCOPED_TRACE(fmt::format("{}, GPU {} sketch:\n{}", file, s.name, s.schedule));
+      expect_gpu_sketch(autosched::apply(base, s), 1, {}, false);
+    }
+  }
+}
+
+// A matmul's GPU sketch: blocks of (threads x registers) rows and columns, its k loop stepped
+// through with both operands' slices in shared memory, a knob constraint keeping them within a
+// block's 48 KiB; the split sketch one row of blocks per i.
+TEST(Autosched, AMatmulOnAGpuIsTiledOverBlocksThreadsAndRegistersWithItsSlicesStaged) {
+  ir::Func f = autosched::algorithm_of(parse_one(read_source("examples/gpu/matmul.kiln")));
+  std::vector<autosched::Sketch> s = autosched::sketches(f, {}, autosched::Machine::Gpu);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].name, "tiled");
+  EXPECT_EQ(s[0].schedule,
+            "    knob thread_C_i = 8 in [2, 4, 8, 16, 32];\n"
+            "    knob thread_C_j = 16 in [8, 16, 32];\n"
+            "    knob reg_C_i = 4 in [1, 2, 4, 8];\n"
+            "    knob reg_C_j = 4 in [1, 2, 4, 8];\n"
+            "    knob step_C_k = 8 in [4, 8, 16, 32];\n"
+            "    constraint min(thread_C_i * reg_C_i, 1024) * min(step_C_k, 1024) * 4 + "
+            "min(step_C_k, 1024) * min(thread_C_j * reg_C_j, 1024) * 4 <= 49152;\n"
+            "    C.split(i, reg_C_i, i_1, i_r);\n"
+            "    C_init.split(i, reg_C_i, i_1, i_r);\n"
+            "    C.split(i_1, thread_C_i, i_o, i_t);\n"
+            "    C_init.split(i_1, thread_C_i, i_o, i_t);\n"
+            "    C.split(j, reg_C_j, j_1, j_r);\n"
+            "    C_init.split(j, reg_C_j, j_1, j_r);\n"
+            "    C.split(j_1, thread_C_j, j_o, j_t);\n"
+            "    C_init.split(j_1, thread_C_j, j_o, j_t);\n"
+            "    C.split(k, step_C_k, k_o, k_i);\n"
+            "    C.reorder(i_o, j_o, k_o, i_t, j_t, k_i, i_r, j_r);\n"
+            "    C_init.reorder(i_o, j_o, i_t, j_t, i_r, j_r);\n"
+            "    C.after(C_init, j_o);\n"
+            "    C.tag(i_o, gpu_block_y);\n"
+            "    C_init.tag(i_o, gpu_block_y);\n"
+            "    C.tag(j_o, gpu_block_x);\n"
+            "    C_init.tag(j_o, gpu_block_x);\n"
+            "    C.tag(i_t, gpu_thread_y);\n"
+            "    C_init.tag(i_t, gpu_thread_y);\n"
+            "    C.tag(j_t, gpu_thread_x);\n"
+            "    C_init.tag(j_t, gpu_thread_x);\n"
+            "    C.tag(i_r, unroll);\n"
+            "    C_init.tag(i_r, unroll);\n"
+            "    C.tag(j_r, unroll);\n"
+            "    C_init.tag(j_r, unroll);\n"
+            "    C.cache_identity(A, k_o, gpu_shared);\n"
+            "    C.cache_identity(B, k_o, gpu_shared);\n");
+  EXPECT_EQ(s[1].name, "split");
+  EXPECT_NE(s[1].schedule.find("C.tag(i, gpu_block_y);"), std::string::npos);
+  EXPECT_NE(s[1].schedule.find("C.after(C_init, j_t);"), std::string::npos);
+  // The constraint refuses a point whose slices need more than a block's shared memory.
+  ir::Func g = autosched::apply(f, s[0]);
+  EXPECT_NO_THROW(ir::apply_overrides(g, {{"thread_C_i", 32}, {"reg_C_i", 8}, {"step_C_k", 16}}));
+  EXPECT_THROW(ir::apply_overrides(g, {{"thread_C_i", 32},
+                                       {"reg_C_i", 8},
+                                       {"step_C_k", 32},
+                                       {"thread_C_j", 32},
+                                       {"reg_C_j", 8}}),
+               CompileError);
+}
+
+// The CPU sketch of a conv's window does not fit a GPU block's shared memory at the default
+// register tile: the GPU sketch halves it by default, keeping both inputs staged.
+TEST(Autosched, AGpuSketchShrinksItsDefaultTileWhereTheStagedInputsWouldNotFit) {
+  ir::Func f = autosched::algorithm_of(parse_one(read_source("examples/gpu/conv2d.kiln")));
+  std::optional<autosched::Sketch> s = autosched::first_sketch(f, {}, autosched::Machine::Gpu);
+  ASSERT_TRUE(s);
+  EXPECT_NE(s->schedule.find("knob reg_O_y = 2 in [1, 2, 4, 8];"), std::string::npos)
+      << s->schedule;
+  EXPECT_NE(s->schedule.find("O.cache_identity(I, c_o, gpu_shared);"), std::string::npos);
+  EXPECT_NE(s->schedule.find("O.cache_identity(Wt, c_o, gpu_shared);"), std::string::npos);
+  EXPECT_NO_THROW(ir::check_knob_constraints(autosched::apply(f, *s)));
+}
+
+// A stencil in a time loop would need kernels inside a loop, which GPU code does not have yet:
+// no GPU sketch.
+TEST(Autosched, AStencilInATimeLoopHasNoGpuSketch) {
+  ir::Func f = autosched::algorithm_of(parse_one(read_example("jacobi2d")));
+  EXPECT_TRUE(autosched::sketches(f, {}, autosched::Machine::Gpu).empty());
+  EXPECT_FALSE(autosched::sketches(f).empty());
 }
 
 TEST(Autosched, AFuncWithAScheduleOfItsOwnIsRefused) {

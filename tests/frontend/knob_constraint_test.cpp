@@ -74,6 +74,44 @@ TEST(KnobConstraints, MayReadParamsWithAValueOnly) {
             "compiling (T=8, n (a run-time param)): it may read only knobs and params with values");
 }
 
+// A knob constraint may stand in the schedule block beside the knobs it reads (as kiln's
+// sketches write it): the same constraint, at its place there, kept when the func is printed
+// and parsed again.
+TEST(KnobConstraints, MayStandInTheScheduleBlock) {
+  const char* text = R"(func f {
+  param N = 64;
+  input x : f32[N];
+  output y : f32[N];
+  compute c(i) in 0 <= i < N: y[i] = x[i];
+  schedule {
+    knob T = 8 in [4, 8, 16];
+    knob U = 2 in [1, 2, 4];
+    constraint T * U <= 32, T >= U;
+    c.split(i, T, io, ii);
+  }
+}
+)";
+  ir::Func f = frontend::parse_module(text, "f.kiln").funcs.at(0);
+  ASSERT_EQ(f.knob_constraints.size(), 2u);
+  EXPECT_TRUE(f.constraints.empty());
+  EXPECT_EQ(refusal(f, {{"T", 16}, {"U", 4}}),
+            "f.kiln:9:16: validate error: T=16, U=4 break the knob constraint T * U <= 32");
+  EXPECT_EQ(refusal(f, {{"T", 4}, {"U", 2}}), "");
+  ir::Func again = frontend::parse_module(ir::to_string(f), "again.kiln").funcs.at(0);
+  ASSERT_EQ(again.knob_constraints.size(), 2u);
+  EXPECT_EQ(ir::to_string(again.knob_constraints[1].cond), "T >= U");
+  try {
+    frontend::parse_module(
+        "func f { output y : f32[4]; compute c(i) in 0 <= i < 4: y[i] = 0.0;\n"
+        "  schedule { constraint 1 < 2 c.tag(i, parallel); } }\n",
+        "g.kiln");
+    ADD_FAILURE() << "parsed";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "g.kiln:2:31: parse error: expected ',' or ';' after a constraint, found 'c'");
+  }
+}
+
 TEST(KnobConstraints, NameOnlyWhatTheFuncHas) {
   try {
     frontend::parse_module(

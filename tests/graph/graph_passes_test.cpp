@@ -425,9 +425,18 @@ graph g {
     interp::run_loops(poly::lower(poly::schedule(c.op)), actual);
     EXPECT_TRUE(interp::compare_outputs(c.op, expected, actual).ok);
   }
-  // The sketches are CPU ones: a GPU target's graph stays as it is.
+  // On a GPU target, the GPU sketch: the elements over blocks and threads.
   ctx.target.triple = "nvptx64-nvidia-cuda";
-  EXPECT_EQ(ir::to_string(sketch_operators(g, ctx).calls[0].op), ir::to_string(g.calls[0].op));
+  const ir::Func gpu_add = sketch_operators(g, ctx).calls[0].op;
+  EXPECT_EQ(schedule_of(gpu_add),
+            "schedule {\n"
+            "    s.split(i, thread_s_i, i_o, i_t);\n"
+            "    s.tag(i_o, gpu_block_x);\n"
+            "    s.tag(i_t, gpu_thread_x);\n"
+            "  }\n"
+            "}\n");
+  ASSERT_EQ(gpu_add.knobs.size(), 1u);
+  EXPECT_EQ(gpu_add.knobs[0].candidates, (std::vector<int64_t>{32, 64}));
 }
 
 TEST(GraphPipeline, LevelsAndPrerequisites) {

@@ -107,7 +107,8 @@ func copy {
 }
 
 // A job over kiln's sketches: a task a sketch, in the order autosched gives them, each its own
-// workload; BestConfig finds their records under the same workloads, with the same sketches.
+// workload; BestConfig finds their records under the same workloads, with the same sketches
+// (a GPU job's sketches' too).
 TEST(TaskTest, AFuncWithoutAScheduleGivesATaskAndAWorkloadASketchInOneOrder) {
   ir::Func f = testing::parse_one(R"(
 func mm {
@@ -125,7 +126,31 @@ func mm {
   ASSERT_GE(tasks.size(), 2u);
   ASSERT_EQ(tasks.size(), sketches.size());
   std::vector<TunedWorkload> workloads = tuned_workloads(f, {{"M", 64}}, {});
-  ASSERT_EQ(workloads.size(), tasks.size());
+  // A job on a GPU: the GPU sketches, whose workloads follow the CPU ones in tuned_workloads.
+  std::vector<Task> gpu = prepare_sketch_tasks(f, {{"M", 64}}, {}, {}, autosched::Machine::Gpu);
+  ASSERT_EQ(gpu.size(), 2u);
+  ASSERT_EQ(workloads.size(), tasks.size() + gpu.size());
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    SCOPED_TRACE(gpu[i].sketch);
+    EXPECT_NE(gpu[i].sketch.find("gpu_thread_x"), std::string::npos);
+    EXPECT_EQ(workloads[tasks.size() + i].workload.hash, gpu[i].workload.hash);
+    EXPECT_EQ(workloads[tasks.size() + i].sketch, gpu[i].sketch);
+  }
+  EXPECT_GT(gpu[0].space->size(), 1u);
+  // The tiled sketch's knob constraint is the space's: at 1024, a point whose staged slices
+  // exceed a block's shared memory is none the tuner draws.
+  std::vector<Task> full = prepare_sketch_tasks(f, {{"M", 1024}, {"N", 1024}, {"K", 1024}}, {}, {},
+                                                autosched::Machine::Gpu);
+  Config big;
+  for (const ir::Knob& k : full[0].func->knobs) big[k.name] = k.value;
+  EXPECT_FALSE(full[0].space->broken_constraint(big));
+  big["thread_C_i"] = 32;
+  big["reg_C_i"] = 8;
+  big["thread_C_j"] = 32;
+  big["reg_C_j"] = 8;
+  big["step_C_k"] = 32;
+  EXPECT_TRUE(full[0].space->broken_constraint(big));
+  workloads.resize(tasks.size());
   std::set<std::string> hashes;
   for (size_t i = 0; i < tasks.size(); ++i) {
     SCOPED_TRACE(sketches[i].name);

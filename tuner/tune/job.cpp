@@ -75,13 +75,13 @@ records::Workload workload_of(const ir::Func& base, const ir::Overrides& set) {
 
 std::vector<Task> prepare_sketch_tasks(const ir::Func& base, const ir::Overrides& set,
                                        const std::map<std::string, int64_t>& runtime,
-                                       const Limits& limits) {
+                                       const Limits& limits, autosched::Machine machine) {
   if (base.has_schedule())
     throw TaskError(
         fmt::format("{} has a schedule of its own: kiln sketches a func without one", base.name));
   ir::Func shaped = shaped_algorithm(base, set);
   std::vector<Task> out;
-  for (const autosched::Sketch& s : autosched::sketches(shaped, limits))
+  for (const autosched::Sketch& s : autosched::sketches(shaped, limits, machine))
     out.push_back(sketch_task(shaped, s, set, runtime, limits));
   if (out.empty()) throw no_sketch(base);
   return out;
@@ -92,8 +92,9 @@ std::vector<TunedWorkload> tuned_workloads(const ir::Func& base, const ir::Overr
   if (base.has_schedule()) return {{workload_of(base, set)}};
   ir::Func shaped = shaped_algorithm(base, set);
   std::vector<TunedWorkload> out;
-  for (const autosched::Sketch& s : autosched::sketches(shaped, limits))
-    out.push_back({workload_of(autosched::apply(shaped, s, limits), set), s.schedule, s.name});
+  for (autosched::Machine m : {autosched::Machine::Cpu, autosched::Machine::Gpu})
+    for (const autosched::Sketch& s : autosched::sketches(shaped, limits, m))
+      out.push_back({workload_of(autosched::apply(shaped, s, limits), set), s.schedule, s.name});
   return out;
 }
 

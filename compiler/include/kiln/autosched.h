@@ -41,15 +41,28 @@ struct Sketch {
   std::string schedule;  // the body of a `schedule { ... }` block: knob lines, then commands
 };
 
-// The sketches of `f`, which has no schedule or knobs of its own (std::invalid_argument when
-// it has), each legal at its knobs' defaults; distinct; possibly none (a computation nested
-// deeper than one algorithm loop, or one with nothing to tile, is left as the algorithm orders
-// it).
-std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits = {});
+// The machine a sketch is for. A CPU's: the structure above. A GPU's (Ansor's GPU one): each
+// computation's two innermost data-parallel loops cut into blocks, the threads of a block and
+// each thread's register tile (unrolled), the loops outside them over blocks too, its reduction
+// stepped through with the step's inputs staged in the block's shared memory where they fit;
+// or split, its innermost data-parallel loop over blocks and threads, each thread reducing (a
+// scatter updating atomically). Every size list stays within what a block holds on every CUDA
+// GPU (1024 threads, 64 register sums a thread, 48 KiB of shared memory at the largest sizes).
+// A func with an algorithm loop (a stencil's time loop) has no GPU sketch: kernels inside a
+// loop are not supported on GPUs yet.
+enum class Machine { Cpu, Gpu };
 
-// The sketch a tuning job searches: the first of sketches(f), computed alone; none when
-// there is none.
-std::optional<Sketch> first_sketch(const ir::Func& f, const Limits& limits = {});
+// The sketches of `f` for machine `m`, which has no schedule or knobs of its own
+// (std::invalid_argument when it has), each legal at its knobs' defaults; distinct; possibly
+// none (a computation nested deeper than one algorithm loop, or one with nothing to tile, is
+// left as the algorithm orders it).
+std::vector<Sketch> sketches(const ir::Func& f, const Limits& limits = {},
+                             Machine m = Machine::Cpu);
+
+// The sketch a tuning job searches: the first of sketches(f, limits, m), computed alone; none
+// when there is none.
+std::optional<Sketch> first_sketch(const ir::Func& f, const Limits& limits = {},
+                                   Machine m = Machine::Cpu);
 
 // `f` as its algorithm alone: its schedule, knobs, knob splits and knob constraints taken away.
 ir::Func algorithm_of(ir::Func f);

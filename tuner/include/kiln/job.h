@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kiln/autosched.h"
 #include "kiln/compile.h"
 #include "kiln/ir.h"
 #include "kiln/limits.h"
@@ -51,17 +52,19 @@ struct Task {
 records::Workload workload_of(const ir::Func& base, const ir::Overrides& set);
 
 // The tasks of a func with neither a schedule nor knobs: one per sketch kiln derives from its
-// algorithm at the shape `set` gives (kiln/autosched.h), in their order, each prepared as
-// prepare_task prepares the func with that sketch as its schedule; a job chooses among them
-// (kiln/task_scheduler.h, alternatives). Throws TaskError when kiln finds no sketch (or for
-// `base` with a schedule), and what prepare_task throws.
+// algorithm at the shape `set` gives for `machine` (kiln/autosched.h: a GPU's for a job on a
+// GPU), in their order, each prepared as prepare_task prepares the func with that sketch as its
+// schedule; a job chooses among them (kiln/task_scheduler.h, alternatives). Throws TaskError
+// when kiln finds no sketch (or for `base` with a schedule), and what prepare_task throws.
 std::vector<Task> prepare_sketch_tasks(const ir::Func& base, const ir::Overrides& set,
                                        const std::map<std::string, int64_t>& runtime,
-                                       const Limits& limits);
+                                       const Limits& limits,
+                                       autosched::Machine machine = autosched::Machine::Cpu);
 
 // What the records of a func are kept under: with a schedule or knobs, its workload with `set`
-// applied; without, each sketch's (the sketch's schedule and name beside it), in the order of
-// prepare_sketch_tasks; none when kiln finds no sketch. Throws what ir::apply_overrides throws.
+// applied; without, each sketch's (the sketch's schedule and name beside it), a CPU's sketches
+// in the order of prepare_sketch_tasks, then a GPU's; none when kiln finds no sketch. Throws
+// what ir::apply_overrides throws.
 struct TunedWorkload {
   records::Workload workload;
   std::string sketch{}, sketch_name{};

@@ -45,9 +45,9 @@ ir::Graph fuse_elementwise(const ir::Graph& g, const PassContext& ctx);
 // Gives each operator that has neither a schedule nor knobs (a library operator without a
 // hand schedule: pooling, softmax, elementwise chains, reductions; or one fused from such)
 // the first sketch kiln derives from its algorithm (kiln/autosched.h), its knobs at their
-// defaults: its loops tiled, parallel and vectorized where the dependences allow, and its
-// knobs a model's tuning job searches as any operator's. Equal operators get the same sketch.
-// CPU targets only: on a GPU target the graph is left as it is.
+// defaults: its loops tiled, parallel and vectorized where the dependences allow (on a GPU
+// target, the GPU sketch: over blocks and threads), and its knobs a model's tuning job searches
+// as any operator's. Equal operators get the same sketch.
 ir::Graph sketch_operators(const ir::Graph& g, const PassContext& ctx);
 
 }  // namespace kiln::passes
