@@ -252,8 +252,11 @@ std::string sketch_text(const ir::Func& scheduled, const Target& target) {
   std::vector<autosched::Sketch> sketches = autosched::sketches(
       f, {}, target.is_gpu() ? autosched::Machine::Gpu : autosched::Machine::Cpu);
   if (sketches.empty())
-    return fmt::format("# {}: nothing to sketch (no loop outside an algorithm loop to tile)\n",
-                       f.name);
+    return fmt::format(
+        "# {}: nothing to sketch ({})\n", f.name,
+        target.is_gpu() ? "for a GPU: kernels inside an algorithm loop are not supported on GPUs "
+                          "yet, and nothing outside one has a loop to cut"
+                        : "no loop outside an algorithm loop to tile");
   std::string out;
   for (size_t i = 0; i < sketches.size(); ++i)
     out += fmt::format(

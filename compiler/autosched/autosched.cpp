@@ -126,7 +126,9 @@ const ir::Comp* init_of(const ir::Func& f, const ir::Comp& c) {
 }
 
 bool is_init(const ir::Func& f, const ir::Comp& c) {
-  return c.name.ends_with("_init") && f.find_comp(c.name.substr(0, c.name.size() - 5));
+  if (!c.name.ends_with("_init")) return false;
+  const ir::Comp* reduction = f.find_comp(c.name.substr(0, c.name.size() - 5));
+  return reduction && init_of(f, *reduction) == &c;
 }
 
 bool scatters(const ir::Comp& c) {

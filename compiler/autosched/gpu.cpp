@@ -153,6 +153,22 @@ std::map<std::string, std::string> footprints(const ir::Func& f, const ir::Comp&
 Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, bool tiled,
                  const Part& before, const Extents& extents, const Limits& limits) {
   CompLoops loops(c, init);
+  // An update whose store names some of its loops, but not only the leading ones (spmm's
+  // Y[i, j] += val[k] * B[idx[k], j] over (i, k, j)): those loops first, over blocks and
+  // threads, the others reduced inside them.
+  Part first;
+  if (!init && c.store && loops.red.empty() && !scatters(c)) {
+    std::set<std::string> named;
+    for (const ir::Expr& e : c.store->indices) named.merge(ir::free_vars(e));
+    std::vector<std::string> stored, rest;
+    for (const std::string& it : c.iters) (named.count(it) ? stored : rest).push_back(it);
+    if (!stored.empty() && !rest.empty()) {
+      first.commands.push_back(fmt::format("{}.reorder({}, {});", c.name, fmt::join(stored, ", "),
+                                           fmt::join(rest, ", ")));
+      loops.par = stored;
+      loops.red = rest;
+    }
+  }
   const std::vector<std::string>&par = loops.par, &red = loops.red;
   if (par.empty()) return {};
   std::set<std::string>& taken = loops.taken;
@@ -271,8 +287,11 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
         }
       }
     }
-  } else {
-    // One loop over blocks and threads: each thread computes its element whole.
+  }
+  // The split cut (the tiled sketch's last resort): one loop over blocks and threads, each
+  // thread computing its element whole.
+  {
+    taken = std::set<std::string>(c.iters.begin(), c.iters.end());  // a variant of its own
     const std::string& b = par.back();
     std::vector<std::string> outside(par.begin(), par.end() - 1);
     std::string tb = "thread_" + c.name + "_" + b;
@@ -288,7 +307,9 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
     add_both(cut, fmt::format("tag({}, gpu_thread_x);", bt));
     variants.push_back(cut);
   }
-  for (const Part& candidate : variants) {
+  for (const Part& variant : variants) {
+    Part candidate = first;
+    candidate += variant;
     Part whole = before;
     whole += candidate;
     if (legal(f, whole.text(), limits)) return candidate;

@@ -76,7 +76,8 @@ std::vector<std::string> data_parallel(const ir::Comp& c);
 
 // A reduction's initialization, NAME_init over its leading loops; null when there is none.
 const ir::Comp* init_of(const ir::Func& f, const ir::Comp& c);
-// Whether c is a reduction's initialization (sketched with its reduction).
+// Whether c is a reduction's initialization, init_of it (sketched with its reduction); one
+// over other loops (spmm's Y_init(i, j) of Y(i, k, j)) is sketched on its own.
 bool is_init(const ir::Func& f, const ir::Comp& c);
 
 // Whether c stores where the data say (`hist[bin[k]] += w[k]`): an index reads a buffer.

@@ -518,6 +518,28 @@ TEST(Autosched, AGpuSketchShrinksItsDefaultTileWhereTheStagedInputsWouldNotFit) 
   EXPECT_NO_THROW(ir::check_knob_constraints(autosched::apply(f, *s)));
 }
 
+// CSR rows (spmm, its nonzeros' loop between the output's two): on a GPU, the loops the store
+// names first -- rows over blocks, columns over threads -- and each thread reducing its row's
+// nonzeros; its initialization, over other loops than the product's, sketched on its own (on a
+// CPU too).
+TEST(Autosched, ACsrProductOnAGpuPutsTheLoopsItStoresOverBlocksAndThreads) {
+  ir::Func f = autosched::algorithm_of(parse_one(read_example("spmm")));
+  std::vector<autosched::Sketch> gpu = autosched::sketches(f, {}, autosched::Machine::Gpu);
+  ASSERT_FALSE(gpu.empty());
+  for (const autosched::Sketch& s : gpu) {
+    SCOPED_TRACE(s.schedule);
+    EXPECT_NE(s.schedule.find("Y.reorder(i, j, k);\n"
+                              "    Y.split(j, thread_Y_j, j_o, j_t);\n"
+                              "    Y.tag(i, gpu_block_y);\n"
+                              "    Y.tag(j_o, gpu_block_x);\n"
+                              "    Y.tag(j_t, gpu_thread_x);\n"),
+              std::string::npos);
+    EXPECT_NE(s.schedule.find("Y_init.tag(j_t, gpu_thread_x);"), std::string::npos);
+  }
+  for (const autosched::Sketch& s : autosched::sketches(f))
+    EXPECT_NE(s.schedule.find("Y_init.tag(j_i, vectorize);"), std::string::npos) << s.schedule;
+}
+
 // A stencil in a time loop would need kernels inside a loop, which GPU code does not have yet:
 // no GPU sketch.
 TEST(Autosched, AStencilInATimeLoopHasNoGpuSketch) {

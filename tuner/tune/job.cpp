@@ -51,11 +51,14 @@ ir::Func shaped_algorithm(const ir::Func& base, const ir::Overrides& set) {
   return ir::apply_overrides(base, params);
 }
 
-TaskError no_sketch(const ir::Func& base) {
+TaskError no_sketch(const ir::Func& base, autosched::Machine machine = autosched::Machine::Cpu) {
   return TaskError(fmt::format(
-      "{} has no schedule and kiln found no loop in it to sketch one from: declare knobs "
+      "{} has no schedule and kiln found no loop in it to sketch one from{}: declare knobs "
       "in a schedule (knob NAME in [V, ...] = DEFAULT; docs/language.md)",
-      base.name));
+      base.name,
+      machine == autosched::Machine::Gpu
+          ? " for a GPU (kernels inside an algorithm loop are not supported on GPUs yet)"
+          : ""));
 }
 
 // The task of `shaped` (an algorithm at its shape) with sketch `s` as its schedule.
@@ -83,7 +86,7 @@ std::vector<Task> prepare_sketch_tasks(const ir::Func& base, const ir::Overrides
   std::vector<Task> out;
   for (const autosched::Sketch& s : autosched::sketches(shaped, limits, machine))
     out.push_back(sketch_task(shaped, s, set, runtime, limits));
-  if (out.empty()) throw no_sketch(base);
+  if (out.empty()) throw no_sketch(base, machine);
   return out;
 }
 
