@@ -1110,12 +1110,23 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
     if (workload.empty()) {
       if (request.op().definition_case() == v1::Operator::DEFINITION_NOT_SET)
         refuse(Code::InvalidArgument, "name the operator (op) or its workload hash (workload)");
-      // A func without a schedule was tuned as the sketches kiln derives for it: the fastest
-      // of their records is its best.
+      // A func without a schedule was tuned as the sketches kiln derives for it (a GPU's for a
+      // GPU's key or target): the fastest of their records is its best.
+      auto gpu_triple = [](const std::string& triple) {
+        Target t;
+        t.triple = triple;
+        return t.is_gpu();
+      };
+      bool gpu = gpu_triple(request.options().target().triple());
+      if (!request.key().empty()) {
+        gpu = false;
+        for (const records::Target& k : impl_->store->targets())
+          gpu = gpu || (k.key == request.key() && gpu_triple(k.triple));
+      }
       for (tuner::TunedWorkload& w : tuner::tuned_workloads(
                resolve(request.op(), impl_->limits),
                ir::Overrides(request.options().set().begin(), request.options().set().end()),
-               impl_->limits))
+               impl_->limits, gpu ? autosched::Machine::Gpu : autosched::Machine::Cpu))
         candidates.push_back(std::move(w));
       if (candidates.empty())
         refuse(Code::NotFound,

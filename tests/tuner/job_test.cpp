@@ -126,15 +126,17 @@ func mm {
   ASSERT_GE(tasks.size(), 2u);
   ASSERT_EQ(tasks.size(), sketches.size());
   std::vector<TunedWorkload> workloads = tuned_workloads(f, {{"M", 64}}, {});
-  // A job on a GPU: the GPU sketches, whose workloads follow the CPU ones in tuned_workloads.
+  // A job on a GPU: the GPU sketches, and their workloads.
   std::vector<Task> gpu = prepare_sketch_tasks(f, {{"M", 64}}, {}, {}, autosched::Machine::Gpu);
+  std::vector<TunedWorkload> gpu_workloads =
+      tuned_workloads(f, {{"M", 64}}, {}, autosched::Machine::Gpu);
   ASSERT_EQ(gpu.size(), 2u);
-  ASSERT_EQ(workloads.size(), tasks.size() + gpu.size());
+  ASSERT_EQ(gpu_workloads.size(), gpu.size());
   for (size_t i = 0; i < gpu.size(); ++i) {
     SCOPED_TRACE(gpu[i].sketch);
     EXPECT_NE(gpu[i].sketch.find("gpu_thread_x"), std::string::npos);
-    EXPECT_EQ(workloads[tasks.size() + i].workload.hash, gpu[i].workload.hash);
-    EXPECT_EQ(workloads[tasks.size() + i].sketch, gpu[i].sketch);
+    EXPECT_EQ(gpu_workloads[i].workload.hash, gpu[i].workload.hash);
+    EXPECT_EQ(gpu_workloads[i].sketch, gpu[i].sketch);
   }
   EXPECT_GT(gpu[0].space->size(), 1u);
   // The tiled sketch's knob constraint is the space's: at 1024, a point whose staged slices
@@ -150,7 +152,7 @@ func mm {
   big["reg_C_j"] = 8;
   big["step_C_k"] = 32;
   EXPECT_TRUE(full[0].space->broken_constraint(big));
-  workloads.resize(tasks.size());
+  ASSERT_EQ(workloads.size(), tasks.size());
   std::set<std::string> hashes;
   for (size_t i = 0; i < tasks.size(); ++i) {
     SCOPED_TRACE(sketches[i].name);

@@ -91,13 +91,12 @@ std::vector<Task> prepare_sketch_tasks(const ir::Func& base, const ir::Overrides
 }
 
 std::vector<TunedWorkload> tuned_workloads(const ir::Func& base, const ir::Overrides& set,
-                                           const Limits& limits) {
+                                           const Limits& limits, autosched::Machine machine) {
   if (base.has_schedule()) return {{workload_of(base, set)}};
   ir::Func shaped = shaped_algorithm(base, set);
   std::vector<TunedWorkload> out;
-  for (autosched::Machine m : {autosched::Machine::Cpu, autosched::Machine::Gpu})
-    for (const autosched::Sketch& s : autosched::sketches(shaped, limits, m))
-      out.push_back({workload_of(autosched::apply(shaped, s, limits), set), s.schedule, s.name});
+  for (const autosched::Sketch& s : autosched::sketches(shaped, limits, machine))
+    out.push_back({workload_of(autosched::apply(shaped, s, limits), set), s.schedule, s.name});
   return out;
 }
 

@@ -62,15 +62,16 @@ std::vector<Task> prepare_sketch_tasks(const ir::Func& base, const ir::Overrides
                                        autosched::Machine machine = autosched::Machine::Cpu);
 
 // What the records of a func are kept under: with a schedule or knobs, its workload with `set`
-// applied; without, each sketch's (the sketch's schedule and name beside it), a CPU's sketches
-// in the order of prepare_sketch_tasks, then a GPU's; none when kiln finds no sketch. Throws
-// what ir::apply_overrides throws.
+// applied; without, each sketch's for `machine` (the sketch's schedule and name beside it), in
+// the order of prepare_sketch_tasks; none when kiln finds no sketch. Throws what
+// ir::apply_overrides throws.
 struct TunedWorkload {
   records::Workload workload;
   std::string sketch{}, sketch_name{};
 };
 std::vector<TunedWorkload> tuned_workloads(const ir::Func& base, const ir::Overrides& set,
-                                           const Limits& limits);
+                                           const Limits& limits,
+                                           autosched::Machine machine = autosched::Machine::Cpu);
 
 // Prepares `base` (as the frontend made it) for tuning with `set` (params'
 // and knobs' values) and the run-time params' values `runtime` (those not
