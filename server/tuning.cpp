@@ -1118,11 +1118,8 @@ Status Tuning::best(const v1::BestConfigRequest& request, v1::BestConfigResponse
         return t.is_gpu();
       };
       bool gpu = gpu_triple(request.options().target().triple());
-      if (!request.key().empty()) {
-        gpu = false;
-        for (const records::Target& k : impl_->store->targets())
-          gpu = gpu || (k.key == request.key() && gpu_triple(k.triple));
-      }
+      for (const records::Target& k : impl_->store->targets())
+        if (k.key == request.key()) gpu = gpu_triple(k.triple);  // the key's, when it is known
       for (tuner::TunedWorkload& w : tuner::tuned_workloads(
                resolve(request.op(), impl_->limits),
                ir::Overrides(request.options().set().begin(), request.options().set().end()),

@@ -255,7 +255,8 @@ std::string sketch_text(const ir::Func& scheduled, const Target& target) {
     return fmt::format(
         "# {}: nothing to sketch ({})\n", f.name,
         target.is_gpu() ? "for a GPU: kernels inside an algorithm loop are not supported on GPUs "
-                          "yet, and nothing outside one has a loop to cut"
+                          "yet, and nothing outside one has a data-parallel loop to spread over "
+                          "threads"
                         : "no loop outside an algorithm loop to tile");
   std::string out;
   for (size_t i = 0; i < sketches.size(); ++i)

@@ -84,8 +84,16 @@ bool legal(const ir::Func& f, const std::string& body, const Limits& limits) {
     ir::Overrides smallest;
     for (const ir::Knob& k : g.knobs)
       if (k.candidates.front() != k.value) smallest[k.name] = k.candidates.front();
-    if (!smallest.empty())
-      poly::lower(poly::schedule(ir::apply_overrides(g, smallest), true, limits));
+    if (!smallest.empty()) {
+      std::optional<ir::Func> at_smallest;
+      try {
+        at_smallest = ir::apply_overrides(g, smallest);
+      } catch (const CompileError&) {
+        // a point the knob constraints refuse (too many blocks along a GPU grid's y): the
+        // tuner never measures it
+      }
+      if (at_smallest) poly::lower(poly::schedule(*at_smallest, true, limits));
+    }
     return true;
   } catch (const CompileError&) {
     return false;

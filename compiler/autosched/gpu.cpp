@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -32,13 +33,54 @@ constexpr int64_t kThreadRowsDefault = 8, kThreadColumnsDefault = 16, kRegisterD
 // A block's threads along one loop (the split sketch).
 const std::vector<int64_t> kBlockThreads = {32, 64, 128, 256, 512, 1024};
 constexpr int64_t kBlockThreadsDefault = 256;
-// The static shared memory one block may declare on every CUDA GPU.
+// The static shared memory one block may declare on every CUDA GPU, and the alignment of each
+// staged input's array in it.
 constexpr int64_t kSharedBytes = 48 * 1024;
+constexpr int64_t kSharedAlign = 16;
+// The sums of a block's register tiles, at most: 64 a thread at 256 threads, 16 at 1024, so
+// that a block's sums and operands stay within its 65536 registers, spilling none.
+constexpr int64_t kBlockSums = 16384;
+// The most blocks along a grid's y and z (x holds 2^31 - 1).
+constexpr int64_t kGridYZ = 65535;
+
+// A loop over blocks: its name, the most blocks it may have (0: not known), and, when knobs
+// set how many it has, that count as an expression of them.
+struct BlockLoop {
+  std::string loop;
+  int64_t most = 0;
+  std::string count{};
+};
+
+// The grid axes of `loops`, given in the order x, y, z they take by default: where one but the
+// first may have more blocks than y and z hold, the one that may have the most takes x, the
+// others keep their order; a y or z loop whose knobs may give it too many gets a knob
+// constraint. False when a y or z loop has too many whatever the knobs (the cut does not fit).
+bool tag_blocks(std::vector<BlockLoop> loops, Part& p,
+                const std::function<void(Part&, const std::string&)>& add_both) {
+  bool over = false;
+  for (size_t k = 1; k < loops.size(); ++k) over = over || loops[k].most > kGridYZ;
+  if (over) {
+    auto most = std::max_element(loops.begin(), loops.end(),
+                                 [](const auto& a, const auto& b) { return a.most < b.most; });
+    std::rotate(loops.begin(), most, most + 1);
+  }
+  static const char* const kAxes[] = {"gpu_block_x", "gpu_block_y", "gpu_block_z"};
+  for (size_t k = 0; k < loops.size(); ++k) {
+    if (loops[k].loop.empty()) continue;
+    if (k > 0 && loops[k].most > kGridYZ) {
+      if (loops[k].count.empty()) return false;
+      p.knobs.push_back(fmt::format("constraint {} <= {};", loops[k].count, kGridYZ));
+    }
+    add_both(p, fmt::format("tag({}, {});", loops[k].loop, kAxes[k]));
+  }
+  return true;
+}
 
 // The input loads of c's value: its own, and those of the value computations it reads (with
-// their iterators replaced by the indices c reads them at).
-std::vector<std::pair<std::string, std::vector<ir::Expr>>> input_loads(const ir::Func& f,
-                                                                       const ir::Comp& c) {
+// their iterators replaced by the indices c reads them at); none when one of those reads
+// another value computation (its loads are not followed further).
+std::optional<std::vector<std::pair<std::string, std::vector<ir::Expr>>>> input_loads(
+    const ir::Func& f, const ir::Comp& c) {
   std::vector<std::pair<std::string, std::vector<ir::Expr>>> out;
   auto add = [&](const ir::Load& l, const std::map<std::string, ir::Expr>& bind) {
     const ir::Buf* buf = f.find_buf(l.buf);
@@ -60,9 +102,11 @@ std::vector<std::pair<std::string, std::vector<ir::Expr>>> input_loads(const ir:
   for (const ir::Access* a : accesses.all) {
     const ir::Comp* v = f.find_comp(a->comp);
     if (!v || v->store || !v->value || v->iters.size() != a->indices.size()) continue;
+    Reads reads_of_v(v->value);
+    if (!reads_of_v.comps.empty()) return std::nullopt;  // a value computation read in one
     std::map<std::string, ir::Expr> bind;
     for (size_t k = 0; k < v->iters.size(); ++k) bind[v->iters[k]] = a->indices[k];
-    for (const ir::Load* l : Reads(v->value).loads) add(*l, bind);
+    for (const ir::Load* l : reads_of_v.loads) add(*l, bind);
   }
   return out;
 }
@@ -83,7 +127,9 @@ std::map<std::string, std::string> footprints(const ir::Func& f, const ir::Comp&
   };
   std::map<std::string, std::vector<Dim>> dims;
   std::set<std::string> unknown;
-  for (const auto& [name, at] : input_loads(f, c)) {
+  auto loads = input_loads(f, c);
+  if (!loads) return {};
+  for (const auto& [name, at] : *loads) {
     std::vector<Dim> these;
     for (const ir::Expr& index : at) {
       ir::LinearForm l = ir::linearize(ir::substitute(index, values), true);
@@ -171,22 +217,34 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
   }
   const std::vector<std::string>&par = loops.par, &red = loops.red;
   if (par.empty()) return {};
+  auto extent = [&](const std::string& it) { return extent_of(extents, c.name, it); };
   std::set<std::string>& taken = loops.taken;
   auto add_both = [&](Part& p, const std::string& command) {
     for (const std::string& cmd : loops.both(command)) p.commands.push_back(cmd);
   };
-  auto extent = [&](const std::string& it) { return extent_of(extents, c.name, it); };
   bool scatter = scatters(c);
-  // The data-parallel loops outside the cut ones, fused into one loop over blocks.
-  auto outer_blocks = [&](Part& p, const std::vector<std::string>& outside, const char* tag) {
-    if (outside.empty()) return;
+  // The data-parallel loops outside the cut ones, fused into one loop over blocks: its name
+  // ("" for none) and the most blocks it has (0: not known).
+  auto outer_blocks = [&](Part& p, const std::vector<std::string>& outside) {
+    if (outside.empty()) return BlockLoop{};
     std::string so_far = outside[0];
+    int64_t blocks = extent(outside[0]);
     for (size_t i = 1; i < outside.size(); ++i) {
       std::string name = fresh(so_far + "_" + outside[i], taken);
       add_both(p, fmt::format("fuse({}, {}, {});", so_far, outside[i], name));
       so_far = name;
+      if (__builtin_mul_overflow(blocks, extent(outside[i]), &blocks)) blocks = INT64_MAX;
     }
-    add_both(p, fmt::format("tag({}, {});", so_far, tag));
+    return BlockLoop{so_far, blocks};
+  };
+  // How many blocks a loop of `it` cut by `per_block` (an expression of knobs, at least
+  // `least`) has: at most, and as an expression.
+  auto cut_blocks = [&](const std::string& loop, const std::string& it,
+                        const std::string& per_block, int64_t least) {
+    int64_t e = extent(it);
+    if (e <= 0) return BlockLoop{loop};
+    return BlockLoop{loop, (e + least - 1) / least,
+                     fmt::format("({} + {} - 1) / ({})", e, per_block, per_block)};
   };
   std::vector<Part> variants;  // the most first
   if (tiled && par.size() >= 2 && !scatter) {
@@ -242,10 +300,15 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
     if (init)
       cut.commands.push_back(
           fmt::format("{}.reorder({});", init->name, fmt::join(init_order, ", ")));
-    outer_blocks(cut, outside, "gpu_block_z");
+    BlockLoop z = outer_blocks(cut, outside);
     if (init) cut.commands.push_back(fmt::format("{}.after({}, {});", c.name, init->name, bo));
-    for (const auto& [loop, tag] : {std::pair{ao, "gpu_block_y"}, std::pair{bo, "gpu_block_x"},
-                                    std::pair{at, "gpu_thread_y"}, std::pair{bt, "gpu_thread_x"}})
+    // A block's sums within its registers.
+    cut.knobs.push_back(
+        fmt::format("constraint {} * {} * {} * {} <= {};", ta, tb, ra, rb, kBlockSums));
+    bool fits = tag_blocks({cut_blocks(bo, b, tb + " * " + rb, kThreadColumns[0]),
+                            cut_blocks(ao, a, ta + " * " + ra, kThreadRows[0]), z},
+                           cut, add_both);
+    for (const auto& [loop, tag] : {std::pair{at, "gpu_thread_y"}, std::pair{bt, "gpu_thread_x"}})
       add_both(cut, fmt::format("tag({}, {});", loop, tag));
     Part unrolled;
     for (const std::string& r : {ar, br}) add_both(unrolled, fmt::format("tag({}, unroll);", r));
@@ -262,6 +325,7 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
         for (const auto& one : all) stagings.push_back({one});
     }
     stagings.emplace_back();
+    if (!fits) stagings.clear();  // more blocks than the grid holds along y or z
     for (const std::map<std::string, std::string>& staging : stagings) {
       Part staged;
       std::vector<std::string> bytes;
@@ -270,9 +334,11 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
             fmt::format("{}.cache_identity({}, {}, gpu_shared);", c.name, buf, step_loop));
         bytes.push_back(footprint);
       }
+      // each array aligned: up to kSharedAlign - 1 bytes of padding before it
       if (!bytes.empty())
         staged.knobs.push_back(
-            fmt::format("constraint {} <= {};", fmt::join(bytes, " + "), kSharedBytes));
+            fmt::format("constraint {} <= {};", fmt::join(bytes, " + "),
+                        kSharedBytes - (kSharedAlign - 1) * static_cast<int64_t>(bytes.size())));
       // Smaller register tiles by default where the default tile's inputs do not fit.
       std::vector<int64_t> registers = {kRegisterDefault};
       if (!bytes.empty()) registers = {kRegisterDefault, kRegisterDefault / 2, 1};
@@ -301,11 +367,11 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
     // Updates where the data say, from every thread at once: each one atomic.
     if (scatter) cut.commands.push_back(c.name + ".atomic();");
     add_both(cut, fmt::format("split({}, {}, {}, {});", b, tb, bo, bt));
-    outer_blocks(cut, outside, "gpu_block_y");
+    BlockLoop y = outer_blocks(cut, outside);
     if (init) cut.commands.push_back(fmt::format("{}.after({}, {});", c.name, init->name, bt));
-    add_both(cut, fmt::format("tag({}, gpu_block_x);", bo));
+    bool fits = tag_blocks({cut_blocks(bo, b, tb, kBlockThreads[0]), y}, cut, add_both);
     add_both(cut, fmt::format("tag({}, gpu_thread_x);", bt));
-    variants.push_back(cut);
+    if (fits) variants.push_back(cut);
   }
   for (const Part& variant : variants) {
     Part candidate = first;

@@ -65,8 +65,10 @@ struct CompLoops {
 };
 
 // Whether `body` as f's schedule passes the legality check and lowers at the knobs' defaults,
-// and at every knob's first candidate (its smallest size, no tag): at a small shape a default
-// size may hold its whole loop, where a dependence between the loop's pieces would pass.
+// and at every knob's first candidate (its smallest size, no tag; unless the knob constraints
+// refuse that point): at a small shape a default size may hold its whole loop, where a
+// dependence between the loop's pieces would pass. The knob constraints must hold at the
+// defaults.
 bool legal(const ir::Func& f, const std::string& body, const Limits& limits);
 
 // A computation's data-parallel loops, the leading ones (those after them it reduces over):

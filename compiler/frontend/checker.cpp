@@ -207,7 +207,9 @@ class FuncChecker {
       if (k.name == d.name.name) k.fit = e;
   }
 
-  void check(const ConstraintDecl& d) {
+  // A constraint at the func's level, or in the schedule block (`in_schedule`), where only a
+  // knob constraint may stand: a fact about params there would change the algorithm.
+  void check(const ConstraintDecl& d, bool in_schedule = false) {
     scope_.clear_iters();
     ExprContext ctx{"a constraint", false, false, false, false};
     AffineContext actx{"a constraint", false};
@@ -219,6 +221,10 @@ class FuncChecker {
         knob_pieces_.push_back(p);  // checked once every knob is declared
         continue;
       }
+      if (in_schedule)
+        fail(p.start(),
+             "a constraint in the schedule block names no knob: a fact about params goes at the "
+             "func's level (constraint ...; beside the params), a knob constraint in the block");
       ir::Expr e =
           p.link >= 0 ? typer.comparison(*p.ast, p.link) : typer.as_bool(*p.ast, "a constraint");
       check_condition(src_, scope_, actx, *p.ast, p.link, nullptr);
@@ -468,7 +474,7 @@ class FuncChecker {
     }
     schedule_ = d.pos;
     for (const KnobDecl& k : d.knobs) check(k);
-    for (const ConstraintDecl& c : d.constraints) check(c);
+    for (const ConstraintDecl& c : d.constraints) check(c, true);
     func_.schedule = d.commands;
   }
 

@@ -360,47 +360,51 @@ void expect_gpu_point(const ir::Func& g, const std::map<std::string, int64_t>& r
   }
 }
 
-// A GPU sketch at its defaults, at its largest sizes (the most threads and registers; the
-// reduction's step the largest the knob constraint then allows), and at `n` other points of
-// its knobs the knob constraints allow (drawn with a fixed seed).
+// A GPU sketch at its largest sizes -- the most threads, with the largest register tiles and
+// reduction step the knob constraints then allow (lowered together a notch at a time) -- at its
+// defaults, and at `n` other points of its knobs the knob constraints allow (drawn with a fixed
+// seed).
 void expect_gpu_sketch(const ir::Func& g, int n, const std::map<std::string, int64_t>& runtime,
                        bool run = true) {
-  std::mt19937 rng(11);
-  int drawn = 0;
-  std::vector<ir::Overrides> largest;
-  for (size_t step = 0;; ++step) {
+  std::vector<ir::Overrides> points;
+  for (size_t notch = 0;; ++notch) {
     ir::Overrides point;
-    bool more = false;
+    bool lowest = true;
     for (const ir::Knob& knob : g.knobs) {
-      size_t at = knob.candidates.size() - 1;
-      if (knob.name.starts_with("step_")) {
-        more = more || step < at;
-        at -= std::min(step, at);
-      }
+      size_t last = knob.candidates.size() - 1;
+      bool threads = knob.name.starts_with("thread_");
+      size_t at = threads ? last : last - std::min(notch, last);
+      lowest = lowest && (threads || at == 0);
       point[knob.name] = knob.candidates.at(at);
     }
-    largest.push_back(point);
-    if (!more) break;
-  }
-  for (int k = -static_cast<int>(largest.size()); k <= n && drawn < 64 * (n + 1); ++drawn) {
-    ir::Overrides point;
-    if (k < 0) point = largest[static_cast<size_t>(k + static_cast<int>(largest.size()))];
-    if (k > 0)
-      for (const ir::Knob& knob : g.knobs)
-        point[knob.name] = knob.candidates.at(rng() % knob.candidates.size());
-    ir::Func at;
     try {
-      at = ir::apply_overrides(g, point);
+      ir::apply_overrides(g, point);
+      points.push_back(point);
+      break;
+    } catch (const CompileError& e) {
+      if (lowest) {
+        ADD_FAILURE() << "no point with the most threads keeps the knob constraints: " << e.what();
+        break;
+      }
+    }
+  }
+  points.push_back({});  // the defaults
+  std::mt19937 rng(11);
+  for (int drawn = 0, k = 0; k < n && drawn < 64 * n; ++drawn) {
+    ir::Overrides point;
+    for (const ir::Knob& knob : g.knobs)
+      point[knob.name] = knob.candidates.at(rng() % knob.candidates.size());
+    try {
+      ir::apply_overrides(g, point);
     } catch (const CompileError&) {
-      if (k < 0) ++k;
       continue;  // a point the knob constraints refuse: the tuner never measures it
     }
+    points.push_back(point);
+    ++k;
+  }
+  for (const ir::Overrides& point : points) {
     SCOPED_TRACE(fmt::format("knobs {}", fmt::join(point, ", ")));
-    expect_gpu_point(at, runtime, run);
-    if (k < 0)
-      k = 0;  // the largest point that passes: the defaults next
-    else
-      ++k;
+    expect_gpu_point(ir::apply_overrides(g, point), runtime, run);
   }
 }
 
@@ -437,7 +441,8 @@ TEST(Autosched, GpuSketchesComputeWhatTheReferenceDoesAndCompileForAGpu) {
 }
 
 // At full sizes, where every size a knob offers cuts a loop, the largest points still fit a
-// block: the kernels are compiled, not run (the interpreter would take minutes).
+// block (ptxas keeps its sums in registers: the register constraint): the kernels are compiled,
+// not run (the interpreter would take minutes).
 TEST(Autosched, GpuSketchesAtFullSizeFitABlockAtTheirLargestSizes) {
   for (const char* file :
        {"examples/gpu/matmul.kiln", "examples/gpu/conv2d.kiln", "examples/gpu/batch_matmul.kiln"}) {
@@ -463,8 +468,9 @@ TEST(Autosched, AMatmulOnAGpuIsTiledOverBlocksThreadsAndRegistersWithItsSlicesSt
             "    knob reg_C_i = 4 in [1, 2, 4, 8];\n"
             "    knob reg_C_j = 4 in [1, 2, 4, 8];\n"
             "    knob step_C_k = 8 in [4, 8, 16, 32];\n"
+            "    constraint thread_C_i * thread_C_j * reg_C_i * reg_C_j <= 16384;\n"
             "    constraint min(thread_C_i * reg_C_i, 1024) * min(step_C_k, 1024) * 4 + "
-            "min(step_C_k, 1024) * min(thread_C_j * reg_C_j, 1024) * 4 <= 49152;\n"
+            "min(step_C_k, 1024) * min(thread_C_j * reg_C_j, 1024) * 4 <= 49122;\n"
             "    C.split(i, reg_C_i, i_1, i_r);\n"
             "    C_init.split(i, reg_C_i, i_1, i_r);\n"
             "    C.split(i_1, thread_C_i, i_o, i_t);\n"
@@ -477,10 +483,10 @@ TEST(Autosched, AMatmulOnAGpuIsTiledOverBlocksThreadsAndRegistersWithItsSlicesSt
             "    C.reorder(i_o, j_o, k_o, i_t, j_t, k_i, i_r, j_r);\n"
             "    C_init.reorder(i_o, j_o, i_t, j_t, i_r, j_r);\n"
             "    C.after(C_init, j_o);\n"
-            "    C.tag(i_o, gpu_block_y);\n"
-            "    C_init.tag(i_o, gpu_block_y);\n"
             "    C.tag(j_o, gpu_block_x);\n"
             "    C_init.tag(j_o, gpu_block_x);\n"
+            "    C.tag(i_o, gpu_block_y);\n"
+            "    C_init.tag(i_o, gpu_block_y);\n"
             "    C.tag(i_t, gpu_thread_y);\n"
             "    C_init.tag(i_t, gpu_thread_y);\n"
             "    C.tag(j_t, gpu_thread_x);\n"
@@ -494,15 +500,41 @@ TEST(Autosched, AMatmulOnAGpuIsTiledOverBlocksThreadsAndRegistersWithItsSlicesSt
   EXPECT_EQ(s[1].name, "split");
   EXPECT_NE(s[1].schedule.find("C.tag(i, gpu_block_y);"), std::string::npos);
   EXPECT_NE(s[1].schedule.find("C.after(C_init, j_t);"), std::string::npos);
-  // The constraint refuses a point whose slices need more than a block's shared memory.
+  // The constraints refuse a point whose sums need more than a block's registers (with them,
+  // a matmul's slices always fit its shared memory: at most 32 x (256 + 64) floats).
   ir::Func g = autosched::apply(f, s[0]);
-  EXPECT_NO_THROW(ir::apply_overrides(g, {{"thread_C_i", 32}, {"reg_C_i", 8}, {"step_C_k", 16}}));
+  EXPECT_NO_THROW(ir::apply_overrides(
+      g,
+      {{"thread_C_i", 32}, {"reg_C_i", 8}, {"step_C_k", 32}, {"thread_C_j", 16}, {"reg_C_j", 4}}));
   EXPECT_THROW(ir::apply_overrides(g, {{"thread_C_i", 32},
-                                       {"reg_C_i", 8},
-                                       {"step_C_k", 32},
+                                       {"reg_C_i", 4},
+                                       {"step_C_k", 4},
                                        {"thread_C_j", 32},
                                        {"reg_C_j", 8}}),
                CompileError);
+}
+
+// More blocks along a loop than a grid's y or z holds (65535): that loop takes x, and a loop
+// left on y whose knobs could give it too many gets a knob constraint.
+TEST(Autosched, ALoopOfMoreBlocksThanYHoldsTakesTheGridsX) {
+  ir::Func spmm = ir::apply_overrides(autosched::algorithm_of(parse_one(read_example("spmm"))),
+                                      {{"m", 100000}});
+  for (const autosched::Sketch& s : autosched::sketches(spmm, {}, autosched::Machine::Gpu)) {
+    SCOPED_TRACE(s.schedule);
+    EXPECT_NE(s.schedule.find("Y.tag(i, gpu_block_x);"), std::string::npos);
+    EXPECT_NE(s.schedule.find("Y.tag(j_o, gpu_block_y);"), std::string::npos);
+  }
+  ir::Func mm = ir::apply_overrides(
+      autosched::algorithm_of(parse_one(read_source("examples/gpu/matmul.kiln"))),
+      {{"M", 300000}, {"N", 600000}, {"K", 16}});
+  std::optional<autosched::Sketch> tiled = autosched::first_sketch(mm, {}, autosched::Machine::Gpu);
+  ASSERT_TRUE(tiled);
+  EXPECT_NE(tiled->schedule.find("C.tag(i_o, gpu_block_x);"), std::string::npos) << tiled->schedule;
+  EXPECT_NE(tiled->schedule.find("C.tag(j_o, gpu_block_y);"), std::string::npos) << tiled->schedule;
+  EXPECT_NE(tiled->schedule.find("constraint (600000 + thread_C_j * reg_C_j - 1) / (thread_C_j * "
+                                 "reg_C_j) <= 65535;"),
+            std::string::npos)
+      << tiled->schedule;
 }
 
 // The CPU sketch of a conv's window does not fit a GPU block's shared memory at the default
@@ -513,6 +545,11 @@ TEST(Autosched, AGpuSketchShrinksItsDefaultTileWhereTheStagedInputsWouldNotFit) 
   ASSERT_TRUE(s);
   EXPECT_NE(s->schedule.find("knob reg_O_y = 2 in [1, 2, 4, 8];"), std::string::npos)
       << s->schedule;
+  EXPECT_NE(s->schedule.find("knob reg_O_x = 2 in [1, 2, 4, 8];"), std::string::npos)
+      << s->schedule;
+  // the 4 x 4 tile would not fit
+  EXPECT_THROW(ir::apply_overrides(autosched::apply(f, *s), {{"reg_O_y", 4}, {"reg_O_x", 4}}),
+               CompileError);
   EXPECT_NE(s->schedule.find("O.cache_identity(I, c_o, gpu_shared);"), std::string::npos);
   EXPECT_NE(s->schedule.find("O.cache_identity(Wt, c_o, gpu_shared);"), std::string::npos);
   EXPECT_NO_THROW(ir::check_knob_constraints(autosched::apply(f, *s)));
@@ -530,8 +567,8 @@ TEST(Autosched, ACsrProductOnAGpuPutsTheLoopsItStoresOverBlocksAndThreads) {
     SCOPED_TRACE(s.schedule);
     EXPECT_NE(s.schedule.find("Y.reorder(i, j, k);\n"
                               "    Y.split(j, thread_Y_j, j_o, j_t);\n"
-                              "    Y.tag(i, gpu_block_y);\n"
                               "    Y.tag(j_o, gpu_block_x);\n"
+                              "    Y.tag(i, gpu_block_y);\n"
                               "    Y.tag(j_t, gpu_thread_x);\n"),
               std::string::npos);
     EXPECT_NE(s.schedule.find("Y_init.tag(j_t, gpu_thread_x);"), std::string::npos);

@@ -110,6 +110,19 @@ TEST(KnobConstraints, MayStandInTheScheduleBlock) {
     EXPECT_EQ(std::string(e.what()),
               "g.kiln:2:31: parse error: expected ',' or ';' after a constraint, found 'c'");
   }
+  // A fact about params there would change the algorithm: refused.
+  try {
+    frontend::parse_module(
+        "func f { param N = 4; output y : f32[N]; compute c(i) in 0 <= i < N: y[i] = 0.0;\n"
+        "  schedule { knob T = 2 in [1, 2]; constraint T <= N, N > 2; } }\n",
+        "h.kiln");
+    ADD_FAILURE() << "parsed";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "h.kiln:2:55: validate error: a constraint in the schedule block names no knob: a "
+              "fact about params goes at the func's level (constraint ...; beside the params), a "
+              "knob constraint in the block");
+  }
 }
 
 TEST(KnobConstraints, NameOnlyWhatTheFuncHas) {

@@ -57,7 +57,8 @@ TaskError no_sketch(const ir::Func& base, autosched::Machine machine = autosched
       "in a schedule (knob NAME in [V, ...] = DEFAULT; docs/language.md)",
       base.name,
       machine == autosched::Machine::Gpu
-          ? " for a GPU (kernels inside an algorithm loop are not supported on GPUs yet)"
+          ? " for a GPU (a GPU sketch spreads a loop outside every algorithm loop over "
+            "threads: kernels inside an algorithm loop are not supported on GPUs yet)"
           : ""));
 }
 

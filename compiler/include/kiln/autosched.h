@@ -38,7 +38,7 @@ namespace kiln::autosched {
 
 struct Sketch {
   std::string name;      // "tiled", "split", "fused"
-  std::string schedule;  // the body of a `schedule { ... }` block: knob lines, then commands
+  std::string schedule;  // a `schedule { ... }` block's body: knobs and constraints, then commands
 };
 
 // The machine a sketch is for. A CPU's: the structure above. A GPU's (Ansor's GPU one): each
@@ -46,8 +46,10 @@ struct Sketch {
 // each thread's register tile (unrolled), the loops outside them over blocks too, its reduction
 // stepped through with the step's inputs staged in the block's shared memory where they fit;
 // or split, its innermost data-parallel loop over blocks and threads, each thread reducing (a
-// scatter updating atomically). Every size list stays within what a block holds on every CUDA
-// GPU (1024 threads, 64 register sums a thread, 48 KiB of shared memory at the largest sizes).
+// scatter updating atomically). Every size list stays within a block's 1024 threads and 64 sums
+// a thread on every CUDA GPU; knob constraints keep the staged inputs within 48 KiB of shared
+// memory, a block's sums within its registers, and the blocks along a grid's y and z within
+// 65535.
 // A func with an algorithm loop (a stencil's time loop) has no GPU sketch: kernels inside a
 // loop are not supported on GPUs yet.
 enum class Machine { Cpu, Gpu };
