@@ -289,6 +289,8 @@ std::string found_schedule(const ir::Func& f, const v1::BestConfigResponse& best
 // One stage of f's compilation, as `kiln emit --stage` prints it.
 std::string stage_text(const ir::Func& f, const Options& o) {
   if (*o.stage == Stage::Sketch) return sketch_text(f, compile_options(o).target);
+  // The func as its algorithm alone, what `kiln tune --auto` sends and kiln sketches.
+  if (*o.stage == Stage::Algorithm) return ir::to_string(autosched::algorithm_of(f));
   EmitStage stage = EmitStage::Asm;
   switch (*o.stage) {
     case Stage::Ast:
@@ -310,6 +312,7 @@ std::string stage_text(const ir::Func& f, const Options& o) {
       stage = EmitStage::Cuda;
       break;
     case Stage::Asm:
+    case Stage::Algorithm:
     case Stage::Sketch:
     case Stage::Graph:
       break;
@@ -346,10 +349,11 @@ int run_emit(const Options& o) {
                      "--stage cuda is printed by this kiln only: kilnd's Emit has no CUDA "
                      "stage; leave out --server (and unset KILN_SERVER), or ask kilnd for "
                      "--stage asm (PTX)");
-  if (remote && *o.stage == Stage::Sketch)
-    throw UsageError(o.command,
-                     "--stage sketch is printed by this kiln only: kilnd's Emit has no sketch "
-                     "stage; leave out --server (and unset KILN_SERVER)");
+  if (remote && (*o.stage == Stage::Sketch || *o.stage == Stage::Algorithm))
+    throw UsageError(o.command, fmt::format("--stage {0} is printed by this kiln only: kilnd's "
+                                            "Emit has no {0} stage; leave out --server (and "
+                                            "unset KILN_SERVER)",
+                                            stage_name(*o.stage)));
   if (o.best && !remote)
     throw UsageError(o.command,
                      "--best reads kilnd's tuning records: give --server HOST:PORT (or set "
@@ -365,7 +369,7 @@ int run_emit(const Options& o) {
   // A comment line in .kiln, the C-like loop syntax, LLVM IR, or the assembly.
   std::string_view comment = "//";
   if (*o.stage == Stage::Llvm) comment = ";";
-  if (*o.stage == Stage::Sketch) comment = "#";
+  if (*o.stage == Stage::Sketch || *o.stage == Stage::Algorithm) comment = "#";
   if (*o.stage == Stage::Asm && compile_options(o).target.triple.starts_with("x86")) comment = "#";
   auto print = [&](bool many, const std::string& header, const std::string& text) {
     if (many) fmt::print("{}{} {}\n", first ? "" : "\n", comment, header);

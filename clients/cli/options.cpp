@@ -216,6 +216,7 @@ Stage parse_stage(Command c, std::string_view text) {
   if (text == "ast") return Stage::Ast;
   if (text == "ir") return Stage::Ir;
   if (text == "schedule") return Stage::Schedule;
+  if (text == "algorithm") return Stage::Algorithm;
   if (text == "sketch") return Stage::Sketch;
   if (text == "loops") return Stage::Loops;
   if (text == "llvm") return Stage::Llvm;
@@ -223,7 +224,7 @@ Stage parse_stage(Command c, std::string_view text) {
   if (text == "cuda") return Stage::Cuda;
   if (text == "graph") return Stage::Graph;
   throw UsageError(c, fmt::format("--stage '{}': unknown stage (expected one of: ast, ir, "
-                                  "schedule, sketch, loops, llvm, asm, cuda, graph)",
+                                  "schedule, algorithm, sketch, loops, llvm, asm, cuda, graph)",
                                   text));
 }
 
@@ -520,6 +521,8 @@ const char* stage_name(Stage s) {
       return "ir";
     case Stage::Schedule:
       return "schedule";
+    case Stage::Algorithm:
+      return "algorithm";
     case Stage::Sketch:
       return "sketch";
     case Stage::Loops:
@@ -681,8 +684,8 @@ Options parse_command_line(int argc, const char* const* argv) {
   if (o.command == Command::Emit && !o.stage) {
     throw UsageError(
         o.command,
-        "missing --stage (expected one of: ast, ir, schedule, sketch, loops, llvm, asm, cuda, "
-        "graph)");
+        "missing --stage (expected one of: ast, ir, schedule, algorithm, sketch, loops, llvm, "
+        "asm, cuda, graph)");
   }
   // The opt level and the passes matter once there are loops. (The target
   // matters at every stage: knobs may have defaults by target.)
@@ -716,7 +719,8 @@ std::string synopsis(Command c) {
     case Command::Check:
       return "usage: kiln check FILE... [--func NAME | --graph NAME] [--set NAME=INT]...";
     case Command::Emit:
-      return "usage: kiln emit FILE... --stage {ast,ir,schedule,sketch,loops,llvm,asm,cuda,graph} "
+      return "usage: kiln emit FILE... --stage "
+             "{ast,ir,schedule,algorithm,sketch,loops,llvm,asm,cuda,graph} "
              "[--func "
              "NAME "
              "| "
@@ -840,9 +844,12 @@ std::string help_text(Command c) {
              "  ast       the parsed program in .kiln syntax (after --set)\n"
              "  ir        each computation's iteration domain and accesses (isl notation)\n"
              "  schedule  each computation's schedule, loop names, tags and dependences\n"
+             "  algorithm the func as its algorithm alone (schedule, knobs and knob\n"
+             "            constraints left out): what `kiln tune --auto` sketches\n"
              "  sketch    the schedules kiln sketches from the algorithm alone (its own\n"
              "            schedule left out), each a schedule block to paste: what\n"
-             "            `kiln tune` searches for a func given without one\n"
+             "            `kiln tune` searches for a func given without one (a GPU\n"
+             "            target's: over blocks and threads)\n"
              "  loops     the lowered loop nest; with -O or a pass option, after kiln's\n"
              "            passes at that level\n"
              "  llvm      the LLVM IR, after LLVM's optimization pipeline\n"

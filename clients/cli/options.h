@@ -29,7 +29,7 @@ enum class Command {
 };
 
 // What `emit --stage` prints.
-enum class Stage { Ast, Ir, Schedule, Sketch, Loops, Llvm, Asm, Cuda, Graph };
+enum class Stage { Ast, Ir, Schedule, Algorithm, Sketch, Loops, Llvm, Asm, Cuda, Graph };
 
 struct Options {
   Command command = Command::None;

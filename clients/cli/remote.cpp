@@ -53,6 +53,7 @@ v1::Stage wire_stage(Stage s) {
     case Stage::Asm:
       return v1::ASM;
     case Stage::Cuda:
+    case Stage::Algorithm:
     case Stage::Sketch:
       return v1::STAGE_UNSPECIFIED;  // offline only: refused before it gets here
     case Stage::Graph:

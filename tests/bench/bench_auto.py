@@ -37,7 +37,6 @@ import argparse
 import json
 import math
 import os
-import re
 import pathlib
 import shutil
 import subprocess
@@ -74,40 +73,13 @@ POLYBENCH = [("gemm", True, 2 * 1000 * 1100 * 1200),
              ("heat-3d", False, 500 * 2 * 118 ** 3 * 15)]  # 15 a point, none an FMA
 
 
-def without_schedule(text):
-    """The source with every `schedule { ... }` block taken out (braces in quotes kept), and
-    the conditions of `constraint` statements that name its knobs."""
-    out, at, knobs = [], 0, set()
-    while True:
-        start = text.find("schedule {", at)
-        if start < 0:
-            out.append(text[at:])
-            return without_knob_constraints("".join(out), knobs)
-        out.append(text[at:start])
-        depth, quoted, i = 0, False, text.index("{", start)
-        while i < len(text):
-            c = text[i]
-            if c == '"':
-                quoted = not quoted
-            elif not quoted and c == "{":
-                depth += 1
-            elif not quoted and c == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            i += 1
-        knobs |= set(re.findall(r"\bknob\s+(?:order\s+)?(\w+)", text[start:i]))
-        at = i + 1
-
-
-def without_knob_constraints(text, knobs):
-    """`text` without the conditions of its constraint statements that name one of `knobs` (a
-    statement left with none goes whole)."""
-    def keep(match):
-        conditions = [c for c in match.group(1).split(",")
-                      if not knobs & set(re.findall(r"\w+", c))]
-        return f"constraint {','.join(conditions).strip()};" if conditions else ""
-    return re.sub(r"constraint\s+([^;]*);", keep, text)
+def algorithm_of(build, path, func):
+    """func alone from the file at `path`, its schedule, knobs and knob constraints left out
+    (`kiln emit --stage algorithm`: what `kiln tune --auto` sends)."""
+    emit = subprocess.run([str(build / "clients" / "cli" / "kiln"), "emit", str(path), "--func",
+                           func, "--stage", "algorithm"], capture_output=True, text=True,
+                          check=True)
+    return emit.stdout
 
 
 def with_sketch(text, sketch):
@@ -230,7 +202,7 @@ def main():
                     path = pathlib.Path(file)
                     name = f"auto_{path.parent.name}_{path.stem}"
                     hand_text = (ROOT / file).read_text()
-                    auto_text = without_schedule(hand_text)
+                    auto_text = algorithm_of(build, ROOT / file, func)
                     hand_op = kiln.source(hand_text, name=func, filename=file)
                     auto_op = kiln.source(auto_text, name=func, filename=file)
                     try:

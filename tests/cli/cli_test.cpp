@@ -387,7 +387,7 @@ TEST(CliUsage, EmitNeedsAKnownStage) {
   r = kiln({"emit", data("matmul_small.kiln"), "--stage", "bytecode"});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(Contains(r.err, "unknown stage"));
-  EXPECT_TRUE(Contains(r.err, "ast, ir, schedule, sketch, loops, llvm, asm"));
+  EXPECT_TRUE(Contains(r.err, "ast, ir, schedule, algorithm, sketch, loops, llvm, asm"));
 }
 
 TEST(CliUsage, TargetOptionsForEmitAndCompileOnly) {
@@ -686,26 +686,37 @@ TEST(CliEmit, SketchesArePastableSchedulesThatRunAsTheAlgorithmDoes) {
   EXPECT_TRUE(Contains(r.out, "C.reorder(k_o, i_o, j_o, k_i, i_i, j_i);"));
   EXPECT_TRUE(Contains(r.out, "# matmul: the split sketch (2 of 2)"));
 
-  // The first, pasted into the algorithm in place of its own schedule, runs as the reference.
-  std::string ast =
-      kiln({"emit", data("matmul_small.kiln"), "--stage", "ast", "--no-schedule"}).out;
+  // The first, pasted into the algorithm alone (--stage algorithm), runs as the reference.
+  Result algorithm = kiln({"emit", data("matmul_small.kiln"), "--stage", "algorithm"});
+  ASSERT_EQ(algorithm.status, 0) << algorithm.err;
+  EXPECT_FALSE(Contains(algorithm.out, "schedule {")) << algorithm.out;
+  EXPECT_FALSE(Contains(algorithm.out, "knob")) << algorithm.out;
+  EXPECT_TRUE(Contains(algorithm.out, "constraint M > 0, N > 0, K > 0;")) << algorithm.out;
   size_t open = r.out.find("  schedule {"), close = r.out.find("  }\n", open);
   ASSERT_NE(close, std::string::npos) << r.out;
   std::string sketch = r.out.substr(open, close + 4 - open);
-  size_t schedule = ast.find("schedule {");
-  std::string program =
-      (schedule == std::string::npos ? ast.substr(0, ast.rfind('}')) : ast.substr(0, schedule)) +
-      sketch + "}\n";
+  std::string program = algorithm.out.substr(0, algorithm.out.rfind('}')) + sketch + "}\n";
   TempFile pasted;
   std::ofstream(pasted.path) << program;
   Result run = kiln({"run", pasted.path, "--check"});
   EXPECT_EQ(run.status, 0) << run.err << "\nfrom:\n" << program;
   EXPECT_TRUE(Contains(run.out, "ok  matmul")) << run.out;
 
-  Result remote =
-      kiln({"emit", data("matmul_small.kiln"), "--stage", "sketch", "--server", "127.0.0.1:1"});
-  EXPECT_EQ(remote.status, 2);
-  EXPECT_TRUE(Contains(remote.err, "--stage sketch is printed by this kiln only")) << remote.err;
+  for (const char* stage : {"sketch", "algorithm"}) {
+    Result remote =
+        kiln({"emit", data("matmul_small.kiln"), "--stage", stage, "--server", "127.0.0.1:1"});
+    EXPECT_EQ(remote.status, 2);
+    EXPECT_TRUE(
+        Contains(remote.err, std::string("--stage ") + stage + " is printed by this kiln only"))
+        << remote.err;
+  }
+
+  // For a GPU target, the GPU sketches: blocks and threads.
+  Result gpu = kiln({"emit", data("matmul_small.kiln"), "--stage", "sketch", "--target",
+                     "nvptx64-nvidia-cuda", "--cpu", "sm_90"});
+  EXPECT_EQ(gpu.status, 0) << gpu.err;
+  EXPECT_TRUE(Contains(gpu.out, "C.tag(j_t, gpu_thread_x);")) << gpu.out;
+  EXPECT_FALSE(Contains(gpu.out, "vectorize")) << gpu.out;
 }
 
 TEST(CliEmit, IrDescribesEachComputationsDomain) {

@@ -45,27 +45,14 @@ def cases():
     return out
 
 
-def without_schedule(text, func):
-    """func alone from `text`, its schedule block and the knob constraints taken out (the
-    algorithm kiln tune --auto sends)."""
-    start = text.index(f"func {func} ")
-    depth, i = 0, text.index("{", start)
-    while True:
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            break
-        i += 1
-    body = text[start:i + 1]
-    at = body.find("schedule {")
-    if at < 0:
-        return body + "\n"
-    knobs = set(re.findall(r"\bknob\s+(?:order\s+)?(\w+)", body[at:]))
-
-    def keep(match):  # a constraint's conditions that name no knob
-        conditions = [c for c in match.group(1).split(",")
-                      if not knobs & set(re.findall(r"\w+", c))]
-        return f"constraint {','.join(conditions).strip()};" if conditions else ""
-    return re.sub(r"constraint\s+([^;]*);", keep, body[:at]).rstrip() + "\n}\n"
+def algorithm_of(kiln_binary, path, func):
+    """func alone from the file at `path`, its schedule, knobs and knob constraints left out:
+    the algorithm `kiln tune --auto` sends (`kiln emit --stage algorithm`)."""
+    emit = subprocess.run([kiln_binary, "emit", path, "--func", func, "--stage", "algorithm"],
+                          capture_output=True, text=True, timeout=60)
+    assert emit.returncode == 0, emit.stderr
+    assert "schedule {" not in emit.stdout and "knob " not in emit.stdout
+    return emit.stdout
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +80,7 @@ def test_a_short_search_of_the_sketch_computes_what_the_reference_does(
     assert "(a schedule kiln sketched)" in emit.stdout.splitlines()[0]
 
     # The schedule found, pasted into the algorithm: what a user would do with it.
-    algorithm = without_schedule((SOURCE_DIR / rel).read_text(), func)
+    algorithm = algorithm_of(kiln_binary, path, func)
     pasted = tmp_path / f"{func}.kiln"
     pasted.write_text(algorithm[:algorithm.rindex("}")] + emit.stdout + "}\n")
     run = subprocess.run([kiln_binary, "run", str(pasted), "--check", *sets],
