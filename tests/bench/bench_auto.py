@@ -11,6 +11,10 @@ same agent (the smaller of 3 medians each). One JSON line per kernel:
    "auto_best":"par_C=...,...",
    "cpu":"...","llvm_cpu":"...","isa":"..."}
 
+With --gpu N, the GPU examples (examples/gpu) instead, tuned and timed on the agent's GPU N
+(records under local/gpuN), kiln's GPU sketches against their hand schedules; their lines
+name the GPU, not a peak share.
+
 ratio is hand_ms / auto_ms: 1 when the sketch is as fast as the hand schedule, above 1 when
 faster; each side's GFLOP/s is also given as a share of this host's f32 FMA peak on all its
 cores (tests/bench/bench_host's probe), and the host as bench_host names it. A line then gives the geometric mean and the smallest ratio.
@@ -56,6 +60,14 @@ CASES = [
     ("tests/bench/kernels/gemm.kiln", "gemm", {"M": 512, "N": 512, "K": 512}, True),
     ("tests/bench/kernels/conv2d.kiln", "conv2d",
      dict(N=1, C=64, H=56, W=56, F=64, KH=3, KW=3, S=1, P=1, OH=56, OW=56), False),
+]
+
+# With --gpu N: the GPU examples, their hand schedules against kiln's GPU sketches, on the
+# agent's GPU N.
+GPU_CASES = [
+    ("examples/gpu/matmul.kiln", "matmul_gpu", {"M": 2048, "N": 2048, "K": 2048}, True),
+    ("examples/gpu/batch_matmul.kiln", "batch_matmul_gpu", {}, True),
+    ("examples/gpu/conv2d.kiln", "conv2d_gpu", {}, False),
 ]
 
 
@@ -179,7 +191,12 @@ def main():
                     help="the tuning jobs' strategy (kiln tune --search; default xgb-rank)")
     ap.add_argument("--part", choices=("all", "hand", "polybench"), default="all",
                     help="the hand-schedule comparison, the PolyBench one, or both (default)")
+    ap.add_argument("--gpu", type=int, default=None, metavar="N",
+                    help="the GPU examples on the agent's GPU N instead (kiln's GPU sketches "
+                         "against their hand schedules; no PolyBench part)")
     args = ap.parse_args()
+    if args.gpu is not None:
+        args.part = "hand"
     trials = args.trials or (16 if args.quick else 64)
     build = pathlib.Path(args.build_dir)
     sys.path.insert(0, str(build / "python"))
@@ -195,7 +212,9 @@ def main():
         kilnd = Kilnd(build, data)
         try:
             with kiln.Client(kilnd.address, timeout=3600) as client:
-                for file, func, params, in_quick in CASES:
+                on_gpu = {} if args.gpu is None else {"gpu": args.gpu}
+                key = "local" if args.gpu is None else f"local/gpu{args.gpu}"
+                for file, func, params, in_quick in (CASES if args.gpu is None else GPU_CASES):
                     if (args.quick and not in_quick) or args.case not in file or \
                             args.part == "polybench":
                         continue
@@ -210,32 +229,37 @@ def main():
                         for side, op in (("hand", hand_op), ("auto", auto_op)):
                             log(f"{name}: {side} schedule, {trials} trials")
                             client.tune(op, "local", trials=trials, batch=8,
-                                        search=args.search, set=params).wait()
-                            best[side] = client.best(op, "local", set=params)
+                                        search=args.search, set=params, **on_gpu).wait()
+                            best[side] = client.best(op, key, set=params)
                         # Both bests in turn, on the same agent, three times each.
                         timed_auto = kiln.source(with_sketch(auto_text, best["auto"].sketch),
                                                  name=func, filename=file)
                         ms = {"hand": [], "auto": []}
                         for _ in range(3):
                             for side, op in (("hand", hand_op), ("auto", timed_auto)):
-                                r = client.measure(op, "local",
+                                r = client.measure(op, "local", **on_gpu,
                                                    set={**params, **best[side].config})
                                 ms[side].append(r.median_ms)
                         hand_ms, auto_ms = min(ms["hand"]), min(ms["auto"])
                         ratio = hand_ms / auto_ms
                         ratios.append(ratio)
-                        # f32 kernels on every core: the share of that FMA peak.
-                        peak = hosts[cores]["peak_gflops"]
                         gflops = {side: best[side].flops / (t * 1e6) for side, t in
                                   (("hand", hand_ms), ("auto", auto_ms))}
+                        # f32 kernels on every core: the share of that FMA peak (on a GPU,
+                        # whose peak this host's probe does not know, the GPU's number).
+                        where = {"gpu": args.gpu} if args.gpu is not None else {
+                            "peak_gflops": hosts[cores]["peak_gflops"],
+                            "hand_peak_share": round(
+                                gflops["hand"] / hosts[cores]["peak_gflops"], 3),
+                            "auto_peak_share": round(
+                                gflops["auto"] / hosts[cores]["peak_gflops"], 3),
+                            "threads": cores}
                         print(json.dumps({
                             "bench": name, "trials": trials, "hand_ms": round(hand_ms, 5),
                             "auto_ms": round(auto_ms, 5), "ratio": round(ratio, 3),
                             "hand_gflops": round(gflops["hand"], 1),
-                            "auto_gflops": round(gflops["auto"], 1), "peak_gflops": peak,
-                            "hand_peak_share": round(gflops["hand"] / peak, 3),
-                            "auto_peak_share": round(gflops["auto"] / peak, 3),
-                            "threads": cores, "search": args.search,
+                            "auto_gflops": round(gflops["auto"], 1), **where,
+                            "search": args.search,
                             "hand_best": config_text(best["hand"].config),
                             "auto_best": config_text(best["auto"].config), **host}),
                             flush=True)

@@ -44,7 +44,9 @@ Progress goes to stderr.
                    both bests timed in turn; then the PolyBench kernels of
                    tests/bench/polybench, LARGE, f64, written without a schedule, tuned at
                    one thread beside gcc -O3 and clang -O3 with Polly:
-                   tests/bench/bench_auto.py, -- --part hand|polybench; --quick: 16 trials),
+                   tests/bench/bench_auto.py, -- --part hand|polybench; --quick: 16 trials;
+                   -- --gpu N: the GPU examples' hand schedules against kiln's GPU sketches
+                   on the agent's GPU N),
                    gpu (kiln's GPU examples vs cuBLAS and cuDNN on this machine's GPU; built
                    with the CUDA toolkit, and says "skipped" without a GPU: docs/gpu.md)
   --quick          the smallest cases only, for a smoke run
