@@ -271,7 +271,7 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
     std::vector<std::string> order = outside, init_order = outside;
     order.insert(order.end(), {ao, bo});
     init_order.insert(init_order.end(), {ao, bo, at, bt, ar, br});
-    std::string step_loop;  // the reduction's step loop, outside the threads
+    std::string step_loop, step;  // the reduction's step loop, outside the threads; its knob
     // How many values each iterator takes in one step of one block: the knobs' expressions.
     std::map<std::string, std::string> spans;
     auto bounded = [&](const std::string& product, const std::string& it) {
@@ -281,7 +281,7 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
     spans[b] = bounded(tb + " * " + rb, b);
     if (!red.empty()) {
       const std::string& r = red.front();
-      std::string step = "step_" + c.name + "_" + r;
+      step = "step_" + c.name + "_" + r;
       std::string ro = fresh(r + "_o", taken), ri = fresh(r + "_i", taken);
       cut.knobs.push_back(size_knob(step, kStepDefault, kStepSizes, extent(r)));
       cut.commands.push_back(fmt::format("{}.split({}, {}, {}, {});", c.name, r, step, ro, ri));
@@ -312,27 +312,63 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
       add_both(cut, fmt::format("tag({}, {});", loop, tag));
     Part unrolled;
     for (const std::string& r : {ar, br}) add_both(unrolled, fmt::format("tag({}, unroll);", r));
-    // A reduction's inputs staged in shared memory at each step (all of them, else each alone,
-    // else none), where one step's elements are known: a knob constraint keeps them within
-    // what a block may declare.
-    std::vector<std::map<std::string, std::string>> stagings;
+    // A reduction's inputs staged in shared memory at each step (all of them, transposed where
+    // that makes a thread's rows consecutive, then as they are; else each alone; else none),
+    // where one step's elements are known: a knob constraint keeps them within what a block
+    // may declare.
+    // An input staged: the command, and its bytes as an expression of the knobs.
+    struct Staged {
+      std::string command, bytes;
+    };
+    // An input read only as X[a, r] (a matmul's A[i, k]) staged transposed, [r][a], its rows
+    // padded by 4 elements: a thread's register rows are then consecutive (one vector read a
+    // step, as for B's columns), and the transposing stores of a warp fall in different banks.
+    auto transposed = [&](const std::string& buf) -> std::optional<Staged> {
+      std::optional<std::vector<std::pair<std::string, std::vector<ir::Expr>>>> loads =
+          input_loads(f, c);
+      if (!loads || red.empty()) return std::nullopt;
+      for (const auto& [name, at] : *loads) {
+        if (name != buf) continue;
+        const ir::Var* row = at.size() == 2 ? ir::as<ir::Var>(at[0]) : nullptr;
+        const ir::Var* col = at.size() == 2 ? ir::as<ir::Var>(at[1]) : nullptr;
+        if (!row || !col || row->name != a || col->name != red.front()) return std::nullopt;
+      }
+      std::string rows = fmt::format("{} * {} + 4", ta, ra);
+      return Staged{
+          fmt::format("{}.cache({}, {}, gpu_shared, [\"{}\", \"{}\"], \"{{ [e0, e1] -> [e1 - {} "
+                      "* {}, e0 - {} * {} * {}] }}\");",
+                      c.name, buf, step_loop, step, rows, step, step_loop, ta, ra, ao),
+          fmt::format("{} * ({}) * {}", step, rows, ir::dtype_bytes(f.find_buf(buf)->dtype))};
+    };
+    std::vector<std::vector<Staged>> stagings;
     bool known = !step_loop.empty();
     for (const auto& [it, span] : spans) known = known && !span.empty();
     if (known) {
-      std::map<std::string, std::string> all = footprints(f, c, spans);
-      if (!all.empty()) stagings.push_back(all);
-      if (all.size() > 1)
-        for (const auto& one : all) stagings.push_back({one});
+      std::vector<Staged> plain, turned;
+      for (const auto& [buf, footprint] : footprints(f, c, spans)) {
+        Staged identity{
+            fmt::format("{}.cache_identity({}, {}, gpu_shared);", c.name, buf, step_loop),
+            footprint};
+        plain.push_back(identity);
+        turned.push_back(transposed(buf).value_or(identity));
+      }
+      auto same = [](const std::vector<Staged>& x, const std::vector<Staged>& y) {
+        return std::equal(x.begin(), x.end(), y.begin(), y.end(),
+                          [](const Staged& p, const Staged& q) { return p.command == q.command; });
+      };
+      if (!same(turned, plain)) stagings.push_back(turned);
+      if (!plain.empty()) stagings.push_back(plain);
+      if (plain.size() > 1)
+        for (const Staged& one : plain) stagings.push_back({one});
     }
     stagings.emplace_back();
     if (!fits) stagings.clear();  // more blocks than the grid holds along y or z
-    for (const std::map<std::string, std::string>& staging : stagings) {
+    for (const std::vector<Staged>& staging : stagings) {
       Part staged;
       std::vector<std::string> bytes;
-      for (const auto& [buf, footprint] : staging) {
-        staged.commands.push_back(
-            fmt::format("{}.cache_identity({}, {}, gpu_shared);", c.name, buf, step_loop));
-        bytes.push_back(footprint);
+      for (const Staged& one : staging) {
+        staged.commands.push_back(one.command);
+        bytes.push_back(one.bytes);
       }
       // each array aligned: up to kSharedAlign - 1 bytes of padding before it
       if (!bytes.empty())
