@@ -591,6 +591,79 @@ std::optional<Part> part_of_pair(const ir::Func& f, const ir::Comp& p, const ir:
   return std::nullopt;
 }
 
+// An elementwise computation `c` that reads what `p` stores only in the rows it computes itself
+// (the buffer's first index is c's first loop, as it is p's: covariance's cov[i, j], read by
+// cov_scale(i, j)), fused with p over those rows: the row loop of both (and of their
+// initializations) split by one knob (`fuse_P`), p's rows then c's in each block, while they are in
+// cache. In each, a reduction's loops go outside the last data-parallel loop, which is vectorized;
+// the blocks run in parallel where the dependences allow. None when c reads p otherwise or no
+// variant is legal beside what `before` holds.
+std::optional<Part> part_of_chain(const ir::Func& f, const ir::Comp& p, const ir::Comp* p_init,
+                                  const ir::Comp& c, const ir::Comp* c_init, const Part& before,
+                                  const Extents& extents, const Limits& limits) {
+  if (scatters(p) || scatters(c) || !p.store || !c.store || p.store->indices.empty())
+    return std::nullopt;
+  CompLoops pl(p, p_init), cl(c, c_init);
+  // An elementwise consumer: one that reduces would stream its other operand once a block
+  // (2mm's D through C), which its own tiles do better.
+  if (pl.par.empty() || cl.par.empty() || !cl.red.empty() || c_init) return std::nullopt;
+  const ir::Var* stored_row = ir::as<ir::Var>(p.store->indices[0]);
+  if (!stored_row || stored_row->name != pl.par[0]) return std::nullopt;
+  bool reads = false;
+  for (const ir::Load* l : Reads(c.value).loads) {
+    if (l->buf != p.store->buf) continue;
+    const ir::Var* row = l->indices.empty() ? nullptr : ir::as<ir::Var>(l->indices[0]);
+    if (!row || row->name != cl.par[0]) return std::nullopt;
+    reads = true;
+  }
+  const int64_t rows = extent_of(extents, p.name, pl.par[0]);
+  if (!reads || rows <= 0 || rows != extent_of(extents, c.name, cl.par[0])) return std::nullopt;
+  const std::string knob = "fuse_" + p.name, par_knob = "par_fuse_" + p.name;
+  Part chain{{size_knob(knob, 8, kBlockSizes, rows)}, {}};
+  Part vectors, parallel{{fmt::format("knob {} = parallel in [none, parallel];", par_knob)}, {}};
+  std::string block;  // c's block loop
+  for (CompLoops* x : {&pl, &cl}) {
+    const std::string& row = x->par[0];
+    std::string ro = fresh(row + "_o", x->taken), ri = fresh(row + "_i", x->taken);
+    for (const std::string& cmd : x->both(fmt::format("split({}, {}, {}, {});", row, knob, ro, ri)))
+      chain.commands.push_back(cmd);
+    // the loops inside the block's rows: a reduction's, then the data-parallel ones (ri alone
+    // for one such loop), the last vectorized
+    std::vector<std::string> inner(x->par.begin() + 1, x->par.end());
+    if (inner.empty()) inner = {ri};
+    if (!x->red.empty()) {
+      std::vector<std::string> order = {ro};
+      if (inner.front() != ri) order.push_back(ri);
+      order.insert(order.end(), x->red.begin(), x->red.end());
+      order.insert(order.end(), inner.begin(), inner.end());
+      chain.commands.push_back(fmt::format("{}.reorder({});", x->c.name, fmt::join(order, ", ")));
+    }
+    if (x == &pl && x->init)
+      chain.commands.push_back(fmt::format("{}.after({}, {});", p.name, x->init->name, ro));
+    for (const std::string& cmd : x->both(fmt::format("tag({}, vectorize);", inner.back())))
+      vectors.commands.push_back(cmd);
+    for (const std::string& cmd : x->both(fmt::format("tag({}, {});", ro, par_knob)))
+      parallel.commands.push_back(cmd);
+    block = ro;
+  }
+  // c's rows (its initialization's first) after p's in each block.
+  if (c_init) {
+    chain.commands.push_back(fmt::format("{}.after({}, {});", c_init->name, p.name, block));
+    chain.commands.push_back(fmt::format("{}.after({}, {});", c.name, c_init->name, block));
+  } else {
+    chain.commands.push_back(fmt::format("{}.after({}, {});", c.name, p.name, block));
+  }
+  for (int v : {3, 1, 2, 0}) {  // vectorized and parallel, vectorized, parallel, neither
+    Part candidate = chain;
+    if (v & 2) candidate += parallel;
+    if (v & 1) candidate += vectors;
+    Part whole = before;
+    whole += candidate;
+    if (legal(f, whole.text(), limits)) return candidate;
+  }
+  return std::nullopt;
+}
+
 std::string sketch_of(const ir::Func& f, Shape shape, const Extents& extents,
                       const Limits& limits) {
   Part sketch;
@@ -628,8 +701,11 @@ std::string sketch_of(const ir::Func& f, Shape shape, const Extents& extents,
         if (!is_init(f, d)) next = &d;
       }
       if (next) {
-        if (std::optional<Part> pair =
-                part_of_pair(f, c, init, *next, init_of(f, *next), sketch, extents, limits)) {
+        std::optional<Part> pair =
+            part_of_pair(f, c, init, *next, init_of(f, *next), sketch, extents, limits);
+        if (!pair)
+          pair = part_of_chain(f, c, init, *next, init_of(f, *next), sketch, extents, limits);
+        if (pair) {
           sketch += *pair;
           fused.insert(next->name);
           continue;

@@ -20,7 +20,10 @@
 // tiled, the smallest skew the dependences allow; else each time step's first loop runs in
 // parallel. Two computations of two loops that read one matrix by their iterators, one after
 // the other (atax, mvt), are also sketched fused over its rows: one nest whose blocks of rows
-// both compute in, so that the matrix is read once. A sketch is schedule text (.kiln knob
+// both compute in, so that the matrix is read once; in the same sketch, an elementwise
+// computation that reads what the one before it stores only in the rows it computes itself
+// (covariance's cov_scale reading cov[i, j]) is computed at the producer's block of rows. A
+// sketch is schedule text (.kiln knob
 // lines and commands): what a user reads and can paste is what runs. Every sketch offered has
 // passed the legality check (poly::schedule) at its knobs' defaults and at their first
 // candidates (the smallest sizes); a command the dependences forbid is left out of it,
