@@ -507,6 +507,21 @@ bool stores_along(const ir::Comp& c, const std::string& it) {
   return true;
 }
 
+// `base` with the most of `a` and `b` legal beside what `before` holds: both, `a`, `b`, neither;
+// none when not even `base` is.
+std::optional<Part> first_legal(const ir::Func& f, const Part& before, const Part& base,
+                                const Part& a, const Part& b, const Limits& limits) {
+  for (int v : {3, 1, 2, 0}) {
+    Part candidate = base;
+    if (v & 1) candidate += a;
+    if (v & 2) candidate += b;
+    Part whole = before;
+    whole += candidate;
+    if (legal(f, whole.text(), limits)) return candidate;
+  }
+  return std::nullopt;
+}
+
 // Two computations of two loops each that read one matrix (atax's tmp and y, mvt's x1 and x2),
 // with their initializations, fused over the matrix's rows (the fused sketch), so that each
 // block of rows is read once for both: each computation's row loop split by one knob
@@ -580,15 +595,7 @@ std::optional<Part> part_of_pair(const ir::Func& f, const ir::Comp& p, const ir:
   } else {
     pair.commands.push_back(fmt::format("{}.after({}, {});", c.name, p.name, c_block));
   }
-  for (int v : {3, 1, 2, 0}) {  // vectorized and unrolled, vectorized, unrolled, neither
-    Part candidate = pair;
-    if (v & 1) candidate += vectors;
-    if (v & 2) candidate += unrolls;
-    Part whole = before;
-    whole += candidate;
-    if (legal(f, whole.text(), limits)) return candidate;
-  }
-  return std::nullopt;
+  return first_legal(f, before, pair, vectors, unrolls, limits);
 }
 
 // An elementwise computation `c` that reads what `p` stores only in the rows it computes itself
@@ -646,22 +653,9 @@ std::optional<Part> part_of_chain(const ir::Func& f, const ir::Comp& p, const ir
       parallel.commands.push_back(cmd);
     block = ro;
   }
-  // c's rows (its initialization's first) after p's in each block.
-  if (c_init) {
-    chain.commands.push_back(fmt::format("{}.after({}, {});", c_init->name, p.name, block));
-    chain.commands.push_back(fmt::format("{}.after({}, {});", c.name, c_init->name, block));
-  } else {
-    chain.commands.push_back(fmt::format("{}.after({}, {});", c.name, p.name, block));
-  }
-  for (int v : {3, 1, 2, 0}) {  // vectorized and parallel, vectorized, parallel, neither
-    Part candidate = chain;
-    if (v & 2) candidate += parallel;
-    if (v & 1) candidate += vectors;
-    Part whole = before;
-    whole += candidate;
-    if (legal(f, whole.text(), limits)) return candidate;
-  }
-  return std::nullopt;
+  // c's rows after p's in each block.
+  chain.commands.push_back(fmt::format("{}.after({}, {});", c.name, p.name, block));
+  return first_legal(f, before, chain, vectors, parallel, limits);
 }
 
 std::string sketch_of(const ir::Func& f, Shape shape, const Extents& extents,
