@@ -79,9 +79,11 @@ bool tag_blocks(std::vector<BlockLoop> loops, Part& p,
 // The input loads of c's value: its own, and those of the value computations it reads (with
 // their iterators replaced by the indices c reads them at); none when one of those reads
 // another value computation (its loads are not followed further).
-std::optional<std::vector<std::pair<std::string, std::vector<ir::Expr>>>> input_loads(
-    const ir::Func& f, const ir::Comp& c) {
-  std::vector<std::pair<std::string, std::vector<ir::Expr>>> out;
+// Each input load: the buffer, and the indices it is read at.
+using Loads = std::vector<std::pair<std::string, std::vector<ir::Expr>>>;
+
+std::optional<Loads> input_loads(const ir::Func& f, const ir::Comp& c) {
+  Loads out;
   auto add = [&](const ir::Load& l, const std::map<std::string, ir::Expr>& bind) {
     const ir::Buf* buf = f.find_buf(l.buf);
     if (!buf || buf->kind != ir::BufKind::Input) return;
@@ -91,15 +93,7 @@ std::optional<std::vector<std::pair<std::string, std::vector<ir::Expr>>>> input_
   };
   Reads reads(c.value);
   for (const ir::Load* l : reads.loads) add(*l, {});
-  struct Accesses : ir::IRVisitor {
-    std::vector<const ir::Access*> all;
-    void visit_access(const ir::Access& n) override {
-      all.push_back(&n);
-      ir::IRVisitor::visit_access(n);
-    }
-  } accesses;
-  accesses.visit(c.value);
-  for (const ir::Access* a : accesses.all) {
+  for (const ir::Access* a : reads.accesses) {
     const ir::Comp* v = f.find_comp(a->comp);
     if (!v || v->store || !v->value || v->iters.size() != a->indices.size()) continue;
     Reads reads_of_v(v->value);
@@ -111,12 +105,13 @@ std::optional<std::vector<std::pair<std::string, std::vector<ir::Expr>>>> input_
   return out;
 }
 
-// How many elements of each input of c one step of one block reads, as an expression in the
-// knobs: `spans` gives, for each iterator of c that varies within the step, the expression of
-// how many values it takes there (any other takes one). Each index must be a sum of c's
-// iterators times constants (params at their values), the same sum in every read of the input
-// but for a constant; an input read otherwise is left out.
+// How many elements of each input of c (its `loads`, input_loads's) one step of one block reads,
+// as an expression in the knobs: `spans` gives, for each iterator of c that varies within the step,
+// the expression of how many values it takes there (any other takes one). Each index must be a sum
+// of c's iterators times constants (params at their values), the same sum in every read of the
+// input but for a constant; an input read otherwise is left out.
 std::map<std::string, std::string> footprints(const ir::Func& f, const ir::Comp& c,
+                                              const std::optional<Loads>& loads,
                                               const std::map<std::string, std::string>& spans) {
   std::map<std::string, ir::Expr> values;
   for (const ir::Param& p : f.params)
@@ -127,7 +122,6 @@ std::map<std::string, std::string> footprints(const ir::Func& f, const ir::Comp&
   };
   std::map<std::string, std::vector<Dim>> dims;
   std::set<std::string> unknown;
-  auto loads = input_loads(f, c);
   if (!loads) return {};
   for (const auto& [name, at] : *loads) {
     std::vector<Dim> these;
@@ -323,9 +317,8 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
     // An input read only as X[a, r] (a matmul's A[i, k]) staged transposed, [r][a], its rows
     // padded by 4 elements: a thread's register rows are then consecutive (one vector read a
     // step, as for B's columns), and the transposing stores of a warp fall in different banks.
+    const auto loads = input_loads(f, c);
     auto transposed = [&](const std::string& buf) -> std::optional<Staged> {
-      std::optional<std::vector<std::pair<std::string, std::vector<ir::Expr>>>> loads =
-          input_loads(f, c);
       if (!loads || red.empty()) return std::nullopt;
       for (const auto& [name, at] : *loads) {
         if (name != buf) continue;
@@ -345,7 +338,7 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
     for (const auto& [it, span] : spans) known = known && !span.empty();
     if (known) {
       std::vector<Staged> plain, turned;
-      for (const auto& [buf, footprint] : footprints(f, c, spans)) {
+      for (const auto& [buf, footprint] : footprints(f, c, loads, spans)) {
         Staged identity{
             fmt::format("{}.cache_identity({}, {}, gpu_shared);", c.name, buf, step_loop),
             footprint};

@@ -88,6 +88,7 @@ bool scatters(const ir::Comp& c);
 // What an expression reads: its buffer loads and the value computations it accesses.
 struct Reads : ir::IRVisitor {
   std::vector<const ir::Load*> loads;
+  std::vector<const ir::Access*> accesses;
   std::set<std::string> bufs, comps;
   explicit Reads(const ir::Expr& e) {
     if (e) visit(e);
@@ -98,6 +99,7 @@ struct Reads : ir::IRVisitor {
     ir::IRVisitor::visit_load(n);
   }
   void visit_access(const ir::Access& n) override {
+    accesses.push_back(&n);
     comps.insert(n.comp);
     ir::IRVisitor::visit_access(n);
   }
