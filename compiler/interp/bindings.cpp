@@ -9,6 +9,7 @@
 
 #include "eval.h"
 #include "kiln/interp.h"
+#include "kiln/loop_ir.h"
 
 namespace kiln::interp {
 
@@ -168,6 +169,21 @@ Mismatch compare_outputs(const ir::Func& f, const Bindings& expected, const Bind
     if (b.kind == ir::BufKind::Output) names.push_back(b.name);
   }
   return compare_buffers(names, expected.buffers, actual.buffers, rtol, atol);
+}
+
+Tolerance tolerance_of(const ir::Func& f) {
+  for (const ir::ScheduleCommand& c : f.schedule) {
+    if (!c.is(ir::ScheduleOp::Tag) || c.args.size() < 2) continue;
+    std::string tag = c.args[1].text;
+    if (const ir::Knob* k = f.find_knob(tag); k && k->tag()) tag = *k->tag();
+    if (tag == ir::loop_tag_name(ir::LoopTag::Mma)) return {1e-2, 1e-5};
+  }
+  return {};
+}
+
+Mismatch compare_outputs(const ir::Func& f, const Bindings& expected, const Bindings& actual) {
+  Tolerance t = tolerance_of(f);
+  return compare_outputs(f, expected, actual, t.rtol, t.atol);
 }
 
 Mismatch compare_buffers(const std::vector<std::string>& names,

@@ -30,6 +30,8 @@ const char* loop_tag_name(LoopTag t) {
       return "gpu_thread_y";
     case LoopTag::GpuThreadZ:
       return "gpu_thread_z";
+    case LoopTag::Mma:
+      return "mma";
   }
   return "?";
 }
@@ -59,7 +61,7 @@ std::optional<LoopTag> loop_tag_from_name(const std::string& name) {
   for (LoopTag t :
        {LoopTag::None, LoopTag::Parallel, LoopTag::Vectorize, LoopTag::Unroll,
         LoopTag::UnrollExplicit, LoopTag::GpuBlockX, LoopTag::GpuBlockY, LoopTag::GpuBlockZ,
-        LoopTag::GpuThreadX, LoopTag::GpuThreadY, LoopTag::GpuThreadZ}) {
+        LoopTag::GpuThreadX, LoopTag::GpuThreadY, LoopTag::GpuThreadZ, LoopTag::Mma}) {
     if (name == loop_tag_name(t)) return t;
   }
   return std::nullopt;

@@ -353,7 +353,7 @@ void cmd_tag(Impl& m, CompModel& c, const ir::ScheduleCommand& cmd) {
     fail(cmd.args[1].where,
          "unknown tag '" + t +
              "'; tags are parallel, vectorize, unroll, unroll_explicit, gpu_block_x, gpu_block_y, "
-             "gpu_block_z, gpu_thread_x, gpu_thread_y, gpu_thread_z, none");
+             "gpu_block_z, gpu_thread_x, gpu_thread_y, gpu_thread_z, mma, none");
   c.tags[p] = *tag;
 }
 

@@ -1,7 +1,9 @@
 // GPU benchmark: kiln's GPU kernels (examples/gpu/*.kiln with their own schedules) against the
 // vendor libraries on the same device, in the same run: matmul and batch matmul against cuBLAS
-// (cublasSgemm, cublasSgemmStridedBatched, plain FP32: no TF32), conv2d against cuDNN's
-// convolution forward (the algorithm cuDNN's heuristics pick first). One JSON line per case.
+// (cublasSgemm, cublasSgemmStridedBatched, plain FP32: no TF32), the tensor-core matmul
+// (matmul_tf32.kiln) against cuBLAS's TF32 GEMM (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32),
+// conv2d against cuDNN's convolution forward (the algorithm cuDNN's heuristics pick first). One
+// JSON line per case.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "bench_support.h"
@@ -26,14 +29,16 @@ const char* kUsage =
     "usage: bench_gpu [--quick] [--sizes 1024,2048,4096] [--repeat R] [--set KNOB=INT]...\n"
     "                 [--case TEXT]\n"
     "\n"
-    "Times kiln's GPU kernels (examples/gpu/matmul.kiln, batch_matmul.kiln, conv2d.kiln, each\n"
+    "Times kiln's GPU kernels (examples/gpu/matmul.kiln, matmul_tf32.kiln, batch_matmul.kiln,\n"
+    "conv2d.kiln, each"
     "with its own schedule, compiled by NVRTC for this GPU) and cuBLAS / cuDNN on the same\n"
     "device and inputs, and prints one JSON line per case:\n"
     "  {\"bench\":\"gpu_matmul_2048\", \"gpu\":..., \"arch\":\"sm_90\", \"kiln_gflops\":...,\n"
     "   \"baseline\":\"cublas\", \"baseline_gflops\":..., \"ratio\":..., \"max_rel_error\":...}\n"
     "Each side runs once to warm up, then R times (CUDA events); the median counts. cuBLAS\n"
-    "runs in plain FP32 (no TF32 tensor cores), as kiln's kernels do. Without a GPU it says so\n"
-    "and exits 0. Exit status 1 when a case fails or differs by more than 1e-3.\n"
+    "runs in plain FP32 (no TF32 tensor cores), as kiln's kernels do, except for the gpu_tf32\n"
+    "cases, where both sides use TF32 tensor cores. Without a GPU it says so and exits 0. Exit\n"
+    "status 1 when a case fails or differs by more than 1e-3 (1e-2 for TF32).\n"
     "\n"
     "  --quick         the smallest size only\n"
     "  --sizes LIST    matmul sizes M = N = K (default 1024,2048,4096)\n"
@@ -190,42 +195,57 @@ int run(const Options& opts) {
   auto wanted = [&](const std::string& name) {
     return opts.filter.empty() || name.find(opts.filter) != std::string::npos;
   };
-  auto check = [&](const std::string& name, double err) {
-    if (err > 1e-3) {
+  auto check = [&](const std::string& name, double err, double within = 1e-3) {
+    if (err > within) {
       std::fprintf(stderr, "bench_gpu: %s: kiln's result differs from the baseline's (%g)\n",
                    name.c_str(), err);
       ok = false;
     }
   };
 
-  for (int64_t n : sizes) {
-    std::string name = "gpu_matmul_" + std::to_string(n);
-    if (!wanted(name)) continue;
+  // C = A B, n x n x n, by an example and by cuBLAS's `gemm` (row-major C = A B is column-major
+  // C^T = B^T A^T): the JSON line, or an error line.
+  using Gemm =
+      std::function<void(const DeviceArray& A, const DeviceArray& B, DeviceArray& C, int n)>;
+  auto square_matmul = [&](const std::string& name, const std::string& file, int64_t n,
+                           const std::string& baseline, double within, const Gemm& gemm) {
+    if (!wanted(name)) return;
     std::fprintf(stderr, "bench_gpu: %s (%d timed runs)\n", name.c_str(), repeat);
     try {
       GpuKernel k =
-          compile_gpu(example("matmul"), {{"M", n}, {"N", n}, {"K", n}}, opts.knobs, gpu.arch());
+          compile_gpu(example(file), {{"M", n}, {"N", n}, {"K", n}}, opts.knobs, gpu.arch());
       Bindings b = interp::random_bindings(k.func, interp::param_values(k.func), 1);
       cuda::Device::Timing t = gpu.run(k.program, k.binary, b, repeat);
       DeviceArray A(b.buffers.at("A")), B(b.buffers.at("B")), C(static_cast<size_t>(n * n));
-      const float one = 1, zero = 0;
-      int N = static_cast<int>(n);
-      // Row-major C = A B is column-major C^T = B^T A^T.
-      double base = time_ms(
-          [&] {
-            CUBLAS_OK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, B.d, N, A.d, N,
-                                  &zero, C.d, N));
-          },
-          repeat);
+      double base = time_ms([&] { gemm(A, B, C, static_cast<int>(n)); }, repeat);
       double err = max_rel(b.buffers.at("C"), C.host());
-      check(name, err);
-      print(name, gpu, "cublas", 2.0 * n * n * n * 1e-9, median(t.ms), base, err, k.compile_ms,
-            repeat, "examples/gpu/matmul.kiln");
+      check(name, err, within);
+      print(name, gpu, baseline, 2.0 * n * n * n * 1e-9, median(t.ms), base, err, k.compile_ms,
+            repeat, "examples/gpu/" + file + ".kiln");
     } catch (const std::exception& e) {
       error_line(name, e.what());
       ok = false;
     }
-  }
+  };
+  const float one = 1, zero = 0;
+  for (int64_t n : sizes)
+    square_matmul("gpu_matmul_" + std::to_string(n), "matmul", n, "cublas", 1e-3,
+                  [&](const DeviceArray& A, const DeviceArray& B, DeviceArray& C, int N) {
+                    CUBLAS_OK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, B.d, N,
+                                          A.d, N, &zero, C.d, N));
+                  });
+  // TF32 tensor cores on both sides: cuBLAS on a handle of its own, in its default math mode.
+  cublasHandle_t blas_tf32;
+  CUBLAS_OK(cublasCreate(&blas_tf32));
+  for (int64_t n : sizes)
+    square_matmul(
+        "gpu_tf32_matmul_" + std::to_string(n), "matmul_tf32", n, "cublas_tf32", 1e-2,
+        [&](const DeviceArray& A, const DeviceArray& B, DeviceArray& C, int N) {
+          CUBLAS_OK(cublasGemmEx(blas_tf32, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, B.d,
+                                 CUDA_R_32F, N, A.d, CUDA_R_32F, N, &zero, C.d, CUDA_R_32F, N,
+                                 CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+        });
+  cublasDestroy(blas_tf32);
 
   {
     int64_t batch = 32, n = opts.quick ? 256 : 512;
@@ -239,7 +259,6 @@ int run(const Options& opts) {
         cuda::Device::Timing t = gpu.run(k.program, k.binary, b, repeat);
         DeviceArray A(b.buffers.at("A")), B(b.buffers.at("B")),
             C(static_cast<size_t>(batch * n * n));
-        const float one = 1, zero = 0;
         int N = static_cast<int>(n);
         long long stride = n * n;
         double base = time_ms(
@@ -317,7 +336,6 @@ int run(const Options& opts) {
       size_t ws = 0;
       CUDNN_OK(cudnnGetConvolutionForwardWorkspaceSize(dnn, xd, wd, cd, yd, algo, &ws));
       DeviceArray work(ws / sizeof(float) + 1);
-      const float one = 1, zero = 0;
       double base = time_ms(
           [&] {
             CUDNN_OK(cudnnConvolutionForward(dnn, &one, xd, I.d, wd, W.d, cd, algo, work.d, ws,

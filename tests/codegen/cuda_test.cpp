@@ -86,6 +86,40 @@ const std::vector<GpuCase>& gpu_cases() {
         {{"N", 2}, {"C", 32}, {"H", 10}, {"W", 12}, {"F", 32}, {"CB", 16}},
         // two rows per thread, and a last tile of rows the tile does not fill
         {{"N", 1}, {"C", 3}, {"H", 13}, {"W", 10}, {"F", 4}, {"TY", 4}, {"PY", 2}}}},
+      {"matmul_tf32",
+       {"<file>",
+        // A's slice transposed ([k][i], a column-major tile for the tensor cores), B's as it
+        // is; blocks of 32 x 32, two warps side by side, each two tiles of 16 x 16 one above the
+        // other
+        "C_init.split(i, 16, i1, mi); C_init.split(i1, 2, io, fi); C_init.split(j, 16, j1, nj);"
+        "C_init.split(j1, 2, jo, wx); C_init.reorder(io, jo, wx, fi, mi, nj);"
+        "C.split(i, 16, i1, mi); C.split(i1, 2, io, fi); C.split(j, 16, j1, nj);"
+        "C.split(j1, 2, jo, wx); C.split(k, 16, ko, k1); C.split(k1, 8, ks, kk);"
+        "C.reorder(io, jo, ko, wx, ks, fi, mi, nj, kk); C.after(C_init, jo);"
+        "C.cache(A, ko, gpu_shared, [\"16\", \"36\"], \"{ [e0, e1] -> [e1 - 16 * ko, e0 - 32 * io] "
+        "}\");"
+        "C.cache_identity(B, ko, gpu_shared);"
+        "C_init.tag(io, gpu_block_y); C_init.tag(jo, gpu_block_x); C_init.tag(wx, gpu_thread_y);"
+        "C.tag(io, gpu_block_y); C.tag(jo, gpu_block_x); C.tag(wx, gpu_thread_y);"
+        "C.tag(mi, mma);",
+        // no shared memory: the fragments of A and B loaded from device memory; two warps one
+        // above the other, each a tile of 16 x 16; C's initialization by each warp's first lane
+        "C_init.split(i, 16, io, mi); C_init.split(j, 16, jo, nj);"
+        "C_init.reorder(io, jo, mi, nj); C.split(i, 16, io, mi); C.split(j, 16, jo, nj);"
+        "C.split(k, 8, ko, kk); C.split(io, 2, io1, w); C.reorder(io1, jo, w, ko, mi, nj, kk);"
+        "C_init.split(io, 2, io1, w); C_init.reorder(io1, jo, w, mi, nj); C.after(C_init, w);"
+        "C_init.tag(io1, gpu_block_y); C_init.tag(jo, gpu_block_x); C_init.tag(w, gpu_thread_y);"
+        "C.tag(io1, gpu_block_y); C.tag(jo, gpu_block_x); C.tag(w, gpu_thread_y);"
+        "C.tag(mi, mma);"},
+       {{{"M", 64}, {"N", 64}, {"K", 32}},
+        {{"M", 128},
+         {"N", 96},
+         {"K", 48},
+         {"WY", 1},
+         {"FI", 4},
+         {"WX", 2},
+         {"FJ", 1},
+         {"BK", 16}}}},
       {"conv2d_constant",
        {"<file>"},
        {{{"N", 1}, {"C", 3}, {"H", 12}, {"W", 10}, {"F", 4}},

@@ -12,9 +12,11 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "kiln/cuda.h"
+#include "mma.h"
 #include "nests.h"
 #include "registers.h"
 
@@ -99,12 +101,18 @@ class KeepInRegisters {
                                             unroll_constant_loops(n->body)));
   }
 
-  // The block loops and the lets between them, then what runs once per block.
+  // The block loops and the lets between them, then what runs once per block. The buffers its
+  // mma nests use stay in memory: the tensor cores load their tiles from there.
   Stmt kernel(const Stmt& s) {
+    mma_bufs_ = mma_buffers(s);
+    return kernel_loops(s);
+  }
+  Stmt kernel_loops(const Stmt& s) {
     if (const ir::LetStmt* l = ir::as<ir::LetStmt>(s))
-      return std::make_shared<ir::LetStmt>(l->var, l->value, kernel(l->body));
+      return std::make_shared<ir::LetStmt>(l->var, l->value, kernel_loops(l->body));
     if (const ir::For* n = ir::as<ir::For>(s); n && ir::is_gpu_block_tag(n->tag))
-      return std::make_shared<ir::For>(n->var, n->min, n->end, n->step, n->tag, kernel(n->body));
+      return std::make_shared<ir::For>(n->var, n->min, n->end, n->step, n->tag,
+                                       kernel_loops(n->body));
     return block(s);
   }
 
@@ -185,7 +193,8 @@ class KeepInRegisters {
         const auto& n = static_cast<const ir::For&>(*s);
         if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
         if (n.tag == ir::LoopTag::Parallel || ir::is_gpu_block_tag(n.tag))
-          return s;  // refused by the printer
+          return s;                   // refused by the printer
+        if (is_mma(n.tag)) return s;  // the tensor cores' (mma.h)
         // Elements the loop keeps updating stay in registers while it runs.
         if (Stmt kept = keep_accumulators_in_registers(s, eligible(), fresh()); kept != s)
           return thread(kept);
@@ -202,8 +211,9 @@ class KeepInRegisters {
   std::function<std::optional<ir::DType>(const std::string&)> eligible() const {
     return [this](const std::string& b) {
       auto it = bufs_.find(b);
-      return it == bufs_.end() || it->second.local ? std::nullopt
-                                                   : std::optional<ir::DType>(it->second.dtype);
+      return it == bufs_.end() || it->second.local || mma_bufs_.count(b)
+                 ? std::nullopt
+                 : std::optional<ir::DType>(it->second.dtype);
     };
   }
   std::function<std::string()> fresh() {
@@ -212,6 +222,7 @@ class KeepInRegisters {
 
   std::map<std::string, BufInfo> bufs_;  // those declared so far, as the printer meets them
   int accumulators_ = 0;
+  std::set<std::string> mma_bufs_;  // those the kernel's mma nests use
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 
 #include "kiln/cuda.h"
 #include "kiln/error.h"
@@ -171,6 +172,22 @@ Binary compile(const Program& p, const std::string& arch) {
   std::vector<const char*> options = {arch_flag.c_str(), "--std=c++17", "-default-device",
                                       "--diag-suppress=177", "--ptxas-options=-v"};
   if (p.fast_math) options.push_back("--use_fast_math");
+  // Tensor cores (mma nests): sm_80 or later for TF32, and the toolkit's mma.h.
+  std::string include_flag = std::string("--include-path=") + KILN_CUDA_INCLUDE_DIR;
+  if (p.tensor_cores) {
+    if (std::stoi(arch.substr(3)) < 80)
+      fail(
+          fmt::format("{} has loops tagged mma, which run on TF32 tensor cores: those need "
+                      "sm_80 or later (an A100, H100 or H200), not {}",
+                      p.name, arch));
+    std::string header = std::string(KILN_CUDA_INCLUDE_DIR) + "/mma.h";
+    if (!std::filesystem::exists(header))
+      fail(
+          fmt::format("{} has loops tagged mma, whose code includes CUDA's mma.h, but {} is "
+                      "missing: install the CUDA toolkit's headers where kiln was built with it",
+                      p.name, header));
+    options.push_back(include_flag.c_str());
+  }
   nvrtcResult r = nvrtcCompileProgram(h.p, static_cast<int>(options.size()), options.data());
   Binary out;
   out.arch = arch;

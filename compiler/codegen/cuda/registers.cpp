@@ -44,6 +44,7 @@ class Unroller : public ir::StmtMutator {
 
  protected:
   Stmt mutate_for(const Stmt& s, const ir::For& n) override {
+    if (n.tag == ir::LoopTag::Mma) return s;  // the tensor cores' nest, as it is
     bool unroll = n.tag == ir::LoopTag::Unroll || n.tag == ir::LoopTag::UnrollExplicit;
     std::optional<int64_t> lo = constant(n.min), hi = constant(n.end);
     if (!unroll || !lo || !hi || n.step <= 0) return ir::StmtMutator::mutate_for(s, n);

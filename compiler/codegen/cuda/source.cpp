@@ -12,6 +12,7 @@
 #include "kiln/error.h"
 #include "kiln/passes/simplify.h"
 #include "kiln/range.h"
+#include "mma.h"
 #include "nests.h"
 #include "registers.h"
 
@@ -25,6 +26,9 @@ using ir::LoopTag;
 using ir::Stmt;
 
 const char* axis_name(int a) { return a == 0 ? "x" : a == 1 ? "y" : "z"; }
+
+// The threads of a warp: the lanes that run an mma nest together.
+constexpr int64_t kWarp = 32;
 
 // What one block may declare as static shared memory on every CUDA GPU.
 constexpr int64_t kMaxStaticShared = 48 * 1024;
@@ -178,6 +182,14 @@ template <typename T> __device__ __forceinline__ void kiln_atomic_max(T* p, T v)
 }
 )";
 
+// For programs with mma nests: CUDA's warp matrix operations (the toolkit's mma.h, found on
+// NVRTC's include path), and the rounding of f32 fragments to TF32 that they take.
+constexpr const char* kMmaPrelude = R"(#include <mma.h>
+template <typename Fragment> __device__ __forceinline__ void kiln_round_tf32(Fragment& f) {
+  for (int t = 0; t < f.num_elements; ++t) f.x[t] = nvcuda::wmma::__float_to_tf32(f.x[t]);
+}
+)";
+
 class Writer {
  public:
   explicit Writer(const ir::LoweredFunc& f) : f_(f) {}
@@ -197,7 +209,8 @@ class Writer {
     for (const DeviceTemp& t : p_.temps) bufs_[t.name] = {t.dtype, t.shape, Space::Global, false};
     input_check_kernel();
     host(f_.body);
-    p_.source = std::string(kPrelude) + "\n" + constant_decls_ + kernels_;
+    p_.source = std::string(kPrelude) + (p_.tensor_cores ? kMmaPrelude : "") + "\n" +
+                constant_decls_ + kernels_;
     return std::move(p_);
   }
 
@@ -429,6 +442,10 @@ class Writer {
     shared_decls_.clear();
     shared_bytes_ = 0;
     block_dims_ = {1, 1, 1};
+    // A warp's 32 lanes run each mma nest together: they are the block's x axis.
+    mma_kernel_ = has_loop(root, is_mma);
+    mma_bufs_ = mma_buffers(root);
+    if (mma_kernel_) block_dims_[0] = kWarp;
     guards_.clear();
     known_.clear();
     indent_ = 1;
@@ -1267,6 +1284,11 @@ class Writer {
                       "by a constant and tag the inner one",
                       n.var, ir::to_string(extent)));
     int64_t width = std::max<int64_t>(*r.max, 1);
+    if (mma_kernel_ && a == 0 && width > kWarp)
+      fail(
+          fmt::format("gpu_thread_x loop '{}' runs up to {} times in a kernel with loops tagged "
+                      "mma, whose x axis is a warp's {} lanes: split it by {} or less",
+                      n.var, width, kWarp, kWarp));
     block_dims_[a] = std::max(block_dims_[a], width);
     std::string marker = fmt::format("@@GUARD{}@@", guard_count_++);
     Guard g{n.var, expr(n.end), a, std::nullopt};
@@ -1288,6 +1310,72 @@ class Writer {
     known_.erase(n.var);
     --indent_;
     line("}");
+    --indent_;
+    line("}");
+  }
+
+  // A nest tagged mma (mma.h): the warp loads its fragments of A and B (rounded to TF32) and of
+  // C, multiplies and accumulates on the tensor cores, and stores C's fragment back.
+  void mma_nest(const ir::For& n) {
+    if (thread_axes_.empty())
+      fail(
+          fmt::format("loop '{}' is tagged mma outside every gpu_thread loop: a warp runs an mma "
+                      "nest, so put it inside the loops over warps (tagged gpu_thread_y or "
+                      "gpu_thread_z)",
+                      n.var));
+    if (thread_axes_.count(0))
+      fail(
+          fmt::format("loop '{}' is tagged mma inside a gpu_thread_x loop: a warp's 32 lanes "
+                      "run an mma nest together, so the x axis is theirs; bind the loops over "
+                      "warps to gpu_thread_y and gpu_thread_z",
+                      n.var));
+    MmaNest m = match_mma(n, let_values_, [this](const std::string& b) -> const std::vector<Expr>& {
+      auto it = bufs_.find(b);
+      if (it == bufs_.end()) fail("access to unknown buffer " + b);
+      return it->second.shape;
+    });
+    for (const MmaOperand* o : {&m.a, &m.b, &m.c}) {
+      const BufInfo& info = bufs_.at(o->buf);
+      if (info.space == Space::Local || info.constant)
+        fail(
+            fmt::format("loop '{}' is tagged mma, but {} is in {}: warp matrix loads and stores "
+                        "take device or shared memory",
+                        n.var, o->buf, info.constant ? "constant memory" : "a thread's registers"));
+    }
+    p_.tensor_cores = true;
+    const int id = mma_count_++;
+    const std::string shape = fmt::format("{}, {}, {}", m.m, m.n, m.k);
+    auto layout = [](const MmaOperand& o) {
+      return o.row_major ? "nvcuda::wmma::row_major" : "nvcuda::wmma::col_major";
+    };
+    auto at = [&](const MmaOperand& o) { return "&" + element(o.buf, o.first); };
+    line(fmt::format("{{  // mma: {} += {} * {} on the tensor cores (TF32)", m.c.buf, m.a.buf,
+                     m.b.buf));
+    ++indent_;
+    // the lanes' earlier writes (C's initial values, the last nest's tile) before the loads
+    line("__syncwarp();");
+    line(
+        fmt::format("nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, {}, "
+                    "nvcuda::wmma::precision::tf32, {}> kiln_ma{};",
+                    shape, layout(m.a), id));
+    line(
+        fmt::format("nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, {}, "
+                    "nvcuda::wmma::precision::tf32, {}> kiln_mb{};",
+                    shape, layout(m.b), id));
+    line(fmt::format("nvcuda::wmma::fragment<nvcuda::wmma::accumulator, {}, float> kiln_mc{};",
+                     shape, id));
+    line(fmt::format("nvcuda::wmma::load_matrix_sync(kiln_ma{}, {}, {});", id, at(m.a), m.a.ld));
+    line(fmt::format("kiln_round_tf32(kiln_ma{});", id));
+    line(fmt::format("nvcuda::wmma::load_matrix_sync(kiln_mb{}, {}, {});", id, at(m.b), m.b.ld));
+    line(fmt::format("kiln_round_tf32(kiln_mb{});", id));
+    const char* c_layout =
+        m.c.row_major ? "nvcuda::wmma::mem_row_major" : "nvcuda::wmma::mem_col_major";
+    line(fmt::format("nvcuda::wmma::load_matrix_sync(kiln_mc{}, {}, {}, {});", id, at(m.c), m.c.ld,
+                     c_layout));
+    line(
+        fmt::format("nvcuda::wmma::mma_sync(kiln_mc{0}, kiln_ma{0}, kiln_mb{0}, kiln_mc{0});", id));
+    line(fmt::format("nvcuda::wmma::store_matrix_sync({}, kiln_mc{}, {}, {});", at(m.c), id, m.c.ld,
+                     c_layout));
     --indent_;
     line("}");
   }
@@ -1314,9 +1402,10 @@ class Writer {
     if (space == Space::Shared) {
       int64_t bytes = count * static_cast<int64_t>(ir::dtype_bytes(n.dtype));
       shared_bytes_ += bytes;
-      // aligned for float4 reads (thread_body)
-      shared_decls_ += fmt::format("  __shared__ __align__(16) {} b_{}[{}];\n", ctype(n.dtype),
-                                   n.buf, std::max<int64_t>(count, 1));
+      // aligned for float4 reads (thread_body), and for warp matrix loads where mma nests read
+      shared_decls_ +=
+          fmt::format("  __shared__ __align__({}) {} b_{}[{}];\n", mma_bufs_.count(n.buf) ? 32 : 16,
+                      ctype(n.dtype), n.buf, std::max<int64_t>(count, 1));
     } else {
       line(fmt::format("{} b_{}[{}];", ctype(n.dtype), n.buf, std::max<int64_t>(count, 1)));
     }
@@ -1398,8 +1487,9 @@ class Writer {
         parts.push_back(expr(st->value));
       }
       storing_ = saved;
-      line(fmt::format("*reinterpret_cast<float{0}*>(&{1}) = make_float{0}({2});", width,
-                       element(first->buf, first->indices), fmt::join(parts, ", ")));
+      line(fmt::format("{3}*reinterpret_cast<float{0}*>(&{1}) = make_float{0}({2});", width,
+                       element(first->buf, first->indices), fmt::join(parts, ", "),
+                       lane_guard(first->buf)));
       return width;
     }
     return 0;
@@ -1592,6 +1682,7 @@ class Writer {
         const auto& n = static_cast<const ir::For&>(*s);
         check_tag(n);
         if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
+        if (is_mma(n.tag)) return mma_nest(n);
         if (n.tag == LoopTag::Unroll || n.tag == LoopTag::UnrollExplicit) line("#pragma unroll");
         line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
                          expr(n.end), n.step, index_type(n.var, loop_range(n), n.step)));
@@ -1636,6 +1727,15 @@ class Writer {
     return fmt::format("{}[{}]", name, flat);
   }
 
+  // In a kernel with mma nests, code inside thread loops but outside every gpu_thread_x loop
+  // runs in each of a warp's lanes: its stores to memory the block shares are the first lane's.
+  std::string lane_guard(const std::string& buf) const {
+    bool shared = space_of(buf) != Space::Local;
+    return mma_kernel_ && shared && !thread_axes_.empty() && !thread_axes_.count(0)
+               ? "if (threadIdx.x == 0) "
+               : "";
+  }
+
   void store(const ir::Store& n) {
     std::string saved = storing_;
     storing_ = n.comp;
@@ -1643,7 +1743,7 @@ class Writer {
     std::string value = expr(n.value);
     storing_ = saved;
     if (!n.atomic) {
-      line(fmt::format("{} = {};", target, value));
+      line(fmt::format("{}{} = {};", lane_guard(n.buf), target, value));
       return;
     }
     DType t = bufs_.at(n.buf).dtype;
@@ -1669,7 +1769,8 @@ class Writer {
                          n.buf));
     }
     if (t == DType::Bool) fail("atomic update of bool buffer " + n.buf + " has no GPU form");
-    line(fmt::format("kiln_atomic_{}(&{}, ({})({}));", op, target, ctype(t), value));
+    line(fmt::format("{}kiln_atomic_{}(&{}, ({})({}));", lane_guard(n.buf), op, target, ctype(t),
+                     value));
   }
 
   // ---------------------------------------------------------------------------------------
@@ -1838,8 +1939,10 @@ class Writer {
   int vector_count_ = 0;
   Effects pending_;  // what the block's threads did since the last __syncthreads()
   std::string storing_;
-  int kernel_count_ = 0, guard_count_ = 0, copy_count_ = 0;
-  std::string constant_decls_;  // the __constant__ arrays, at the module's scope
+  int kernel_count_ = 0, guard_count_ = 0, copy_count_ = 0, mma_count_ = 0;
+  bool mma_kernel_ = false;         // the kernel has loops tagged mma
+  std::set<std::string> mma_bufs_;  // the buffers its mma nests read or update
+  std::string constant_decls_;      // the __constant__ arrays, at the module's scope
   int64_t constant_bytes_ = 0;
 };
 

@@ -76,6 +76,9 @@ struct Program {
   std::vector<ConstantBuffer> constants;
   std::vector<ir::RuntimeCheck> checks;
   bool fast_math = false;
+  // Loops tagged mma run on tensor cores: CUDA's warp matrix operations with TF32, which need
+  // sm_80 or later and the toolkit's mma.h on NVRTC's include path.
+  bool tensor_cores = false;
   std::vector<std::string> notes;  // what runs slower than the schedule may suggest
 };
 

@@ -61,7 +61,18 @@ struct Mismatch {
 // reassociation (fast_math) may change it by more than its own magnitude
 // allows.
 Mismatch compare_outputs(const ir::Func& f, const Bindings& expected, const Bindings& actual,
-                         double rtol = 1e-5, double atol = 1e-6);
+                         double rtol, double atol);
+
+// How closely a compiled kernel of f must match the reference, by the arithmetic its schedule
+// asks for: rtol 1e-5 and atol 1e-6 for f32 and f64 as they are; rtol 1e-2 and atol 1e-5 where
+// a loop is tagged mma (TF32 tensor cores: each factor rounded to 10 bits of mantissa, sums in
+// f32 in the hardware's order).
+struct Tolerance {
+  double rtol = 1e-5, atol = 1e-6;
+};
+Tolerance tolerance_of(const ir::Func& f);
+// compare_outputs at f's tolerance.
+Mismatch compare_outputs(const ir::Func& f, const Bindings& expected, const Bindings& actual);
 
 // The same comparison for the buffers named, as two runs of a graph give them.
 Mismatch compare_buffers(const std::vector<std::string>& names,
