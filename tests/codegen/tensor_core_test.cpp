@@ -5,6 +5,7 @@
 // cores cannot run, and the tolerance the checks hold TF32 results to. The loops themselves
 // against the reference, and the kernels on a GPU, are in cuda_test (examples/gpu/matmul_tf32
 // is one of its examples); where a GPU is here, a larger product is checked below too.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "kiln/compile.h"
@@ -15,11 +16,24 @@
 namespace kiln::testing {
 namespace {
 
-cuda::Program gpu_program(const ir::Func& f) {
+CompileResult gpu_compile(const ir::Func& f) {
   CompileRequest r{.func = f};
   r.options.target = Target{cuda::kTriple, "sm_90", ""};
   r.output = CompileOutput::Cuda;
-  return *compile(r).cuda;
+  return compile(r);
+}
+
+cuda::Program gpu_program(const ir::Func& f) { return *gpu_compile(f).cuda; }
+
+// The loops the GPU lowering passes leave, run by the loop interpreter, against the reference,
+// exactly (the rewrites keep f32 arithmetic as it is; only the tensor cores round to TF32).
+interp::Mismatch lowered_loops_against_reference(const ir::Func& f, const CompileResult& c,
+                                                 uint64_t seed) {
+  Bindings in = interp::random_bindings(f, interp::param_values(f), seed);
+  Bindings expected = in, actual = in;
+  interp::run_reference(f, expected);
+  interp::run_loops(c.gpu_lowered, actual);
+  return interp::compare_outputs(f, expected, actual, 1e-5, 1e-6);
 }
 
 std::string tf32_example() { return read_source("examples/gpu/matmul_tf32.kiln"); }
@@ -52,8 +66,10 @@ const ir::Overrides kNarrowWarps = {{"M", 128}, {"N", 96}, {"K", 48}, {"WY", 1},
                                     {"FI", 4},  {"WX", 2}, {"FJ", 1}, {"BK", 16}};
 
 // The example at its defaults: blocks of 2 x 2 warps (32 lanes along x), shared tiles aligned
-// to 32 bytes for the fragment loads, one mma nest in the code (fragments of A and B rounded to
-// TF32, C loaded, multiplied into, stored), A's padded rows 36 floats apart.
+// to 32 bytes for the fragment loads, A's padded rows 36 floats apart. Each warp's 2 x 2 tiles
+// of C stay in its registers across the K loop (keep_fragments): an array of 4 accumulator
+// fragments, loaded from C before the loop and stored after it, the tile loops unrolled; each k
+// step loads A's and B's fragments (rounded to TF32) and multiplies into one of them.
 TEST(TensorCores, TheTf32MatmulKernel) {
   cuda::Program p = gpu_program(parse_one(tf32_example()));
   EXPECT_TRUE(p.tensor_cores);
@@ -63,19 +79,65 @@ TEST(TensorCores, TheTf32MatmulKernel) {
   EXPECT_EQ(p.launches[0].shared_bytes, (64 * 36 + 32 * 64) * 4);
   EXPECT_EQ(count_of(p.source, "#include <mma.h>"), 1);
   EXPECT_EQ(count_of(p.source, "__shared__ __align__(32) float"), 2) << p.source;
-  EXPECT_EQ(count_of(p.source, "nvcuda::wmma::mma_sync("), 1) << p.source;
-  EXPECT_EQ(count_of(p.source, "nvcuda::wmma::load_matrix_sync("), 3) << p.source;
-  EXPECT_EQ(count_of(p.source, "nvcuda::wmma::store_matrix_sync("), 1) << p.source;
-  EXPECT_EQ(count_of(p.source, "kiln_round_tf32(kiln_m"), 2) << p.source;
-  EXPECT_EQ(count_of(p.source, "nvcuda::wmma::precision::tf32, nvcuda::wmma::row_major>"), 2);
   EXPECT_EQ(count_of(p.source,
-                     "b_A_C_cache[(((v_cse_var_5) + (v_cse_var_10))) * (36) + "
-                     "(v_cse_var_8)], 36);"),
+                     "nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, "
+                     "float> b_kiln_frag0[4];"),
             1)
       << p.source;
-  EXPECT_EQ(count_of(p.source, ", 1024, nvcuda::wmma::mem_row_major);"), 2) << p.source;
+  for (int f = 0; f < 4; ++f) {
+    std::string frag = "b_kiln_frag0[" + std::to_string(f) + "]";
+    EXPECT_EQ(count_of(p.source, "nvcuda::wmma::load_matrix_sync(" + frag + ", &b_C["), 1);
+    EXPECT_EQ(count_of(p.source, "nvcuda::wmma::mma_sync(" + frag + ", "), 1) << p.source;
+    EXPECT_EQ(count_of(p.source, ", " + frag + ", 1024, nvcuda::wmma::mem_row_major);"), 1);
+  }
+  EXPECT_EQ(count_of(p.source, "nvcuda::wmma::load_matrix_sync(kiln_ma"), 4) << p.source;
+  EXPECT_EQ(count_of(p.source, "nvcuda::wmma::load_matrix_sync(kiln_mb"), 4) << p.source;
+  EXPECT_EQ(count_of(p.source, "kiln_round_tf32(kiln_m"), 8) << p.source;
+  EXPECT_EQ(count_of(p.source, "kiln_mc"), 0) << p.source;  // no tile of C reloaded per k step
+  EXPECT_EQ(count_of(p.source, "nvcuda::wmma::precision::tf32, nvcuda::wmma::row_major>"), 8);
+  EXPECT_EQ(count_of(p.source,
+                     "&b_A_C_cache[(((v_cse_var_5) + (v_cse_var_10))) * (36) + "
+                     "(v_cse_var_8)], 36);"),
+            4)
+      << p.source;
   // C's initialization is spread over 16 of the 32 lanes (gpu_thread_x on its columns)
   EXPECT_EQ(count_of(p.source, "if (v_nj < 16) {"), 1) << p.source;
+}
+
+// The rewrite is one of the loop IR: a gpu_local array of fragments around the K loop, which the
+// loop interpreter runs (each thread its own copy) to what the reference computes.
+TEST(TensorCores, KeptFragmentsAreLoopsTheInterpreterChecks) {
+  ir::Func f = parse_one(tf32_example(), {{"M", 128}, {"N", 64}, {"K", 64}});
+  CompileResult c = gpu_compile(f);
+  std::string loops = ir::to_string(c.gpu_lowered.body);
+  EXPECT_EQ(count_of(loops, "alloc kiln_frag0: f32[4, 16, 16] @gpu_local"), 1) << loops;
+  // the 4 tiles (unrolled): copied in, updated (read and written), copied out
+  EXPECT_EQ(count_of(loops, "kiln_frag0["), 4 * 4) << loops;
+  interp::Mismatch mm = lowered_loops_against_reference(f, c, 5);
+  EXPECT_TRUE(mm.ok) << mm.describe();
+}
+
+// A K loop inside the warps' loops keeps C's tile in the warp's registers too, its copies inside
+// those loops. A nest no loop repeats (one k step) loads C's tile, multiplies into it and stores
+// it back.
+TEST(TensorCores, AKLoopInsideTheWarpsLoopsAndNoKLoop) {
+  std::string text = with_schedule(
+      tf32_example(),
+      "C_init.split(i, 16, io, mi); C_init.split(j, 16, jo, nj); C_init.reorder(io, jo, mi, nj);"
+      "C.split(i, 16, io, mi); C.split(j, 16, jo, nj); C.split(k, 8, ko, kk);"
+      "C.split(io, 2, io1, w); C.reorder(io1, jo, w, ko, mi, nj, kk); C_init.split(io, 2, io1, w);"
+      "C_init.reorder(io1, jo, w, mi, nj); C.after(C_init, w); C_init.tag(io1, gpu_block_y);"
+      "C_init.tag(jo, gpu_block_x); C_init.tag(w, gpu_thread_y); C.tag(io1, gpu_block_y);"
+      "C.tag(jo, gpu_block_x); C.tag(w, gpu_thread_y); C.tag(mi, mma);");
+  cuda::Program p = gpu_program(parse_one(text, kSmall));
+  EXPECT_EQ(count_of(p.source, "b_kiln_frag0[1];"), 1) << p.source;
+  EXPECT_EQ(count_of(p.source, "nvcuda::wmma::mma_sync(b_kiln_frag0[0], "), 1) << p.source;
+  EXPECT_EQ(count_of(p.source, "kiln_mc"), 0) << p.source;
+
+  p = gpu_program(parse_one(text, {{"M", 64}, {"N", 64}, {"K", 8}}));
+  EXPECT_EQ(count_of(p.source, "kiln_frag"), 0) << p.source;
+  EXPECT_EQ(count_of(p.source, "nvcuda::wmma::load_matrix_sync(kiln_mc0, &b_C["), 1) << p.source;
+  EXPECT_EQ(count_of(p.source, "nvcuda::wmma::store_matrix_sync(&b_C["), 1) << p.source;
 }
 
 // Programs without mma nests are as before: no mma.h, shared tiles aligned to 16 bytes.
@@ -102,11 +164,66 @@ TEST(TensorCores, LayoutsAndLeadingDimensionsComeFromTheAccesses) {
   EXPECT_EQ(count_of(p.source, "nvcuda::wmma::precision::tf32, nvcuda::wmma::row_major> kiln_mb"),
             1)
       << p.source;
-  EXPECT_EQ(count_of(p.source, "load_matrix_sync(kiln_ma0, &b_A_C_cache[(0) * (20) + (0)], 20);"),
-            1)
-      << p.source;
+  EXPECT_EQ(count_of(p.source, ", &b_A_C_cache[(0) * (20) + (0)], 20);"), 1) << p.source;
   EXPECT_EQ(count_of(p.source, ", 64);\n"), 1) << p.source;  // B's rows
   EXPECT_EQ(count_of(p.source, "if (threadIdx.x == 0) b_C["), 1) << p.source;
+}
+
+// Every point of the example's space that its knob constraints allow becomes one kernel of
+// 32 x WY x WX threads with FI x FJ fragments per warp; the constraints refuse the points whose
+// slices would not fit in shared memory, and a single warp. The loops at a few points compute what
+// the reference does, and NVRTC compiles the point with the most fragments per warp and the one
+// with the most warps.
+TEST(TensorCores, EveryPointOfTheExamplesSpace) {
+  const std::vector<int64_t> warps = {1, 2, 4}, tiles = {1, 2, 4}, steps = {8, 16, 32};
+  int accepted = 0, refused = 0;
+  for (int64_t wy : warps)
+    for (int64_t wx : warps)
+      for (int64_t fi : tiles)
+        for (int64_t fj : tiles)
+          for (int64_t bk : steps) {
+            ir::Overrides set = {{"M", 512}, {"N", 512}, {"K", 256}, {"WY", wy},
+                                 {"WX", wx}, {"FI", fi}, {"FJ", fj}, {"BK", bk}};
+            bool fits = (wy * fi * 16 * (bk + 4) + bk * wx * fj * 16) * 4 <= 49152 && wy * wx >= 2;
+            SCOPED_TRACE(::testing::Message() << "WY " << wy << " WX " << wx << " FI " << fi
+                                              << " FJ " << fj << " BK " << bk);
+            ir::Func f;
+            try {
+              f = parse_one(tf32_example(), set);
+            } catch (const CompileError& e) {
+              EXPECT_FALSE(fits) << e.what();
+              ++refused;
+              continue;
+            }
+            EXPECT_TRUE(fits);
+            ++accepted;
+            cuda::Program p = gpu_program(f);
+            ASSERT_EQ(p.launches.size(), 1u);
+            EXPECT_EQ(p.launches[0].block, (std::array<int64_t, 3>{32, wy, wx}));
+            EXPECT_EQ(count_of(p.source, fmt::format("b_kiln_frag0[{}];", fi * fj)), 1);
+          }
+  EXPECT_EQ(accepted + refused, 243);
+  EXPECT_GT(refused, 0);
+
+  for (const ir::Overrides& set :
+       {ir::Overrides{{"WY", 2}, {"WX", 1}, {"FI", 2}, {"FJ", 4}, {"BK", 8}},
+        ir::Overrides{{"WY", 1}, {"WX", 4}, {"FI", 4}, {"FJ", 1}, {"BK", 16}}}) {
+    ir::Overrides sized = set;
+    sized.insert({{"M", 128}, {"N", 128}, {"K", 48}});
+    ir::Func f = parse_one(tf32_example(), sized);
+    interp::Mismatch mm = lowered_loops_against_reference(f, gpu_compile(f), 9);
+    EXPECT_TRUE(mm.ok) << mm.describe();
+  }
+
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;
+  for (const ir::Overrides& set :
+       {ir::Overrides{{"WY", 2}, {"WX", 1}, {"FI", 4}, {"FJ", 4}, {"BK", 8}},
+        ir::Overrides{{"WY", 4}, {"WX", 4}, {"FI", 1}, {"FJ", 1}, {"BK", 32}}}) {
+    cuda::Program p = gpu_program(parse_one(tf32_example(), set));
+    cuda::Binary bin = cuda::compile(p, "sm_90");
+    EXPECT_EQ(bin.resources.size(), 1u);
+  }
 }
 
 // NVRTC compiles the example for sm_80 and sm_90: the PTX has the TF32 tensor-core operation.

@@ -38,6 +38,7 @@ Expr flat_offset(const std::vector<Expr>& indices, const std::vector<Expr>& shap
 // An access of the nest as base + cm * (m - m0) + cn * (n - n0) + ck * (k - k0).
 struct Affine {
   Expr base;
+  ir::LinearForm base_form;       // the same, as a sum
   std::array<int64_t, 3> coef{};  // m, n, k
   bool aligned = false;           // base is a multiple of 8 for every value of its variables
 };
@@ -45,14 +46,16 @@ struct Affine {
 class Matcher {
  public:
   Matcher(const ir::For& head, const std::map<std::string, Expr>& lets,
-          const std::function<const std::vector<Expr>&(const std::string&)>& shape_of)
-      : head_(head), lets_(lets), shape_of_(shape_of) {}
+          const std::function<const std::vector<Expr>&(const std::string&)>& shape_of,
+          const std::function<bool(const std::string&)>& is_fragment)
+      : head_(head), lets_(lets), shape_of_(shape_of), is_fragment_(is_fragment) {}
 
   MmaNest run() {
     const Stmt* at = &head_.body;
     loops_.push_back(&head_);
     skip_lets(at);
     while (loops_.size() < 3) {
+      if (loops_.size() == 2 && ir::as<ir::Store>(*at)) break;  // an accumulator's copy
       const ir::For* f = ir::as<ir::For>(*at);
       if (!f) fail(fmt::format("the nest it heads is not {}", kShape));
       if (f->tag != ir::LoopTag::None)
@@ -67,6 +70,7 @@ class Matcher {
     const ir::Store* st = ir::as<ir::Store>(*at);
     if (!st) fail(fmt::format("the nest it heads is not {}", kShape));
     MmaNest out;
+    if (loops_.size() == 2) return copy(*st, out);
     bounds(out);
     if (st->atomic)
       fail("its statement updates " + st->buf +
@@ -124,6 +128,14 @@ class Matcher {
                        ir::dtype_name(acc->type)));
 
     // C[m, n]: rows m, columns n; A[m, k]: rows m, columns k; B[k, n]: rows k, columns n.
+    if (is_fragment_(a->buf) || is_fragment_(b->buf))
+      fail("a factor of its product is an accumulator's fragments");
+    if (is_fragment_(st->buf)) {
+      out.c = fragment(st->buf, c);
+      out.a = operand(a->buf, a->indices, aa, 0, 2, "A");
+      out.b = operand(b->buf, b->indices, ab, 2, 1, "B");
+      return out;
+    }
     out.c = operand(st->buf, st->indices, c, 0, 1, "C");
     out.a = operand(a->buf, a->indices, aa, 0, 2, "A");
     out.b = operand(b->buf, b->indices, ab, 2, 1, "B");
@@ -148,9 +160,58 @@ class Matcher {
     }
   }
 
+  // A 16 x 16 copy of an accumulator tile between memory and a fragment array (the rewrite
+  // keep_fragments makes).
+  MmaNest copy(const ir::Store& st, MmaNest& out) {
+    bounds(out);
+    const ir::Load* from = ir::as<ir::Load>(st.value);
+    if (st.atomic || !from || is_fragment_(st.buf) == is_fragment_(from->buf))
+      fail(
+          fmt::format("its statement is not {}, nor a copy of a tile between memory and "
+                      "accumulator fragments",
+                      kShape));
+    if (from->type != ir::DType::F32)
+      fail(fmt::format("it copies {}, which is {}: tensor cores accumulate in f32", from->buf,
+                       ir::dtype_name(from->type)));
+    bool load = is_fragment_(st.buf);
+    const std::string& mem = load ? from->buf : st.buf;
+    const std::vector<Expr>& mem_at = load ? from->indices : st.indices;
+    const std::string& frag = load ? st.buf : from->buf;
+    const std::vector<Expr>& frag_at = load ? st.indices : from->indices;
+    out.kind = load ? MmaKind::LoadAccumulator : MmaKind::StoreAccumulator;
+    out.c = operand(mem, mem_at, affine(mem, mem_at), 0, 1, "C");
+    out.fragments = fragment(frag, affine(frag, frag_at));
+    int64_t minor = out.c.row_major ? out.n : out.m;
+    if (out.c.ld < minor)
+      fail(fmt::format("the rows of its tile of {} overlap ({} elements apart, {} long)", out.c.buf,
+                       out.c.ld, minor));
+    return out;
+  }
+
+  // An operand in an array of accumulator fragments, [fragment, 16, 16]: which fragment.
+  MmaOperand fragment(const std::string& buf, const Affine& a) const {
+    MmaOperand out;
+    out.buf = buf;
+    out.offset = a.base;
+    out.ld = 16;
+    int64_t tile = 16 * 16;
+    bool whole = a.coef[0] == 16 && a.coef[1] == 1 && a.base_form.constant % tile == 0;
+    ir::LinearForm index;
+    index.constant = a.base_form.constant / tile;
+    for (const ir::LinearTerm& t : a.base_form.terms) {
+      whole = whole && t.coeff % tile == 0;
+      index.add_term(t.atom, t.coeff / tile);
+    }
+    if (!whole)
+      fail(
+          fmt::format("its access to the accumulator fragments {} is not one whole fragment", buf));
+    out.fragment = passes::simplify(ir::linear_expr(index, ir::kIndexType));
+    return out;
+  }
+
   void bounds(const MmaNest& want) {
     std::array<int64_t, 3> extents{};
-    for (size_t d = 0; d < 3; ++d) {
+    for (size_t d = 0; d < loops_.size(); ++d) {
       const ir::For& f = *loops_[d];
       Expr lo = expand_lets(f.min, lets_), hi = expand_lets(f.end, lets_);
       for (size_t e = 0; e < d; ++e)
@@ -164,6 +225,12 @@ class Matcher {
         fail(fmt::format("loop '{}' does not run a constant number of times by steps of 1", f.var));
       extents[d] = *extent;
       mins_[d] = lo;
+    }
+    if (loops_.size() == 2) {
+      if (extents[0] != want.m || extents[1] != want.n)
+        fail(fmt::format("its loops run {} x {} times ({}, {}); an accumulator tile is {} x {}",
+                         extents[0], extents[1], loops_[0]->var, loops_[1]->var, want.m, want.n));
+      return;
     }
     if (extents != std::array<int64_t, 3>{want.m, want.n, want.k})
       fail(
@@ -182,11 +249,12 @@ class Matcher {
     Affine out;
     ir::LinearForm base;
     base.constant = l.constant;
+    const int loops = static_cast<int>(loops_.size());
     for (const ir::LinearTerm& t : l.terms) {
       const ir::Var* v = ir::as<ir::Var>(t.atom);
       int d = 0;
-      while (d < 3 && !(v && v->name == loops_[d]->var)) ++d;
-      if (d < 3) {
+      while (d < loops && !(v && v->name == loops_[d]->var)) ++d;
+      if (d < loops) {
         out.coef[d] += t.coeff;
         base.add_linear(ir::linearize(mins_[d], true), t.coeff);
         continue;
@@ -199,6 +267,7 @@ class Matcher {
     }
     if (!base.ok) fail(fmt::format("the offset of its access to {} overflows", buf));
     out.base = passes::simplify(ir::linear_expr(base, ir::kIndexType));
+    out.base_form = base;
     out.aligned = base.constant % 8 == 0;
     for (const ir::LinearTerm& t : base.terms) out.aligned = out.aligned && t.coeff % 8 == 0;
     return out;
@@ -211,7 +280,8 @@ class Matcher {
     out.buf = buf;
     out.offset = a.base;
     std::map<std::string, Expr> first;
-    for (int d = 0; d < 3; ++d) first[loops_[d]->var] = expand_lets(mins_[d], inner_);
+    for (size_t d = 0; d < loops_.size(); ++d)
+      first[loops_[d]->var] = expand_lets(mins_[d], inner_);
     for (const Expr& i : indices)
       out.first.push_back(passes::simplify(ir::substitute(expand_lets(i, inner_), first)));
     int64_t r = a.coef[rows], c = a.coef[cols];
@@ -245,6 +315,7 @@ class Matcher {
   std::map<std::string, Expr> lets_;   // every let in scope, expanded
   std::map<std::string, Expr> inner_;  // the lets inside the nest, expanded
   const std::function<const std::vector<Expr>&(const std::string&)>& shape_of_;
+  const std::function<bool(const std::string&)>& is_fragment_;
   std::vector<const ir::For*> loops_;
   std::array<Expr, 3> mins_;
 };
@@ -275,8 +346,29 @@ class MmaBuffers : public ir::StmtVisitor {
 }  // namespace
 
 MmaNest match_mma(const ir::For& head, const std::map<std::string, Expr>& lets,
-                  const std::function<const std::vector<Expr>&(const std::string&)>& shape_of) {
-  return Matcher(head, lets, shape_of).run();
+                  const std::function<const std::vector<Expr>&(const std::string&)>& shape_of,
+                  const std::function<bool(const std::string&)>& is_fragment) {
+  return Matcher(head, lets, shape_of, is_fragment).run();
+}
+
+std::optional<MmaLoops> mma_loops(const ir::For& head) {
+  MmaLoops out;
+  out.loops.push_back(&head);
+  const Stmt* at = &head.body;
+  for (;;) {
+    while (const ir::LetStmt* l = ir::as<ir::LetStmt>(*at)) {
+      out.lets.push_back(l);
+      at = &l->body;
+    }
+    if (const ir::Store* st = ir::as<ir::Store>(*at); st && out.loops.size() >= 2) {
+      out.store = st;
+      return out;
+    }
+    const ir::For* f = ir::as<ir::For>(*at);
+    if (!f || out.loops.size() == 3) return std::nullopt;
+    out.loops.push_back(f);
+    at = &f->body;
+  }
 }
 
 std::set<std::string> mma_buffers(const Stmt& s) {

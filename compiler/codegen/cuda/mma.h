@@ -7,10 +7,16 @@
 // rows or along columns (one of its loops moves it by one element, the other by its leading
 // dimension), and starts 32 bytes aligned. The 32 lanes of a warp run it together with CUDA's
 // warp matrix operations (mma.h: fragments loaded, mma_sync, the accumulator stored back).
+//
+// C may also be an array of accumulator fragments: a gpu_local temporary [count, 16, 16] that
+// keep_fragments (kiln/cuda.h) puts in place of C's tiles across a loop, each 16 x 16 tile one
+// fragment in the warp's registers. Its tiles are filled and written back by 16 x 16 copy nests
+// tagged mma, F[f, m, n] = C[...] and C[...] = F[f, m, n].
 #pragma once
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,12 +35,21 @@ struct MmaOperand {
   ir::Expr offset;              // that element's offset in the buffer, every let expanded
   int64_t ld = 0;               // elements from one row (row_major) or column to the next
   bool row_major = true;
+  ir::Expr fragment;  // in an array of fragments: which one (else null)
+};
+
+enum class MmaKind {
+  Multiply,          // C += A * B
+  LoadAccumulator,   // fragments <- C's tile
+  StoreAccumulator,  // C's tile <- fragments
 };
 
 struct MmaNest {
+  MmaKind kind = MmaKind::Multiply;
   int64_t m = 16, n = 16, k = 8;
   ir::DType input = ir::DType::F32;  // F32: products of TF32 roundings
-  MmaOperand a, b, c;
+  MmaOperand a, b, c;                // Multiply: c in memory or in fragments; copies: c in memory
+  MmaOperand fragments;              // copies: the fragment array's side
 };
 
 // The nest that `head` (tagged mma) heads, as a warp's tensor cores compute it. `lets` are the
@@ -42,8 +57,20 @@ struct MmaNest {
 // Throws CompileError (stage Codegen) naming the loop and what keeps the nest off the tensor
 // cores: its loops, extents or statement, an operand's type or layout, or an alignment the
 // simplifier cannot prove.
+// `is_fragment` says which buffers are arrays of accumulator fragments.
 MmaNest match_mma(const ir::For& head, const std::map<std::string, ir::Expr>& lets,
-                  const std::function<const std::vector<ir::Expr>&(const std::string&)>& shape_of);
+                  const std::function<const std::vector<ir::Expr>&(const std::string&)>& shape_of,
+                  const std::function<bool(const std::string&)>& is_fragment);
+
+// The loops, the lets between them and the statement of the nest an mma-tagged loop heads, when
+// it has a nest's shape (three loops, or two for a copy, around one store); nullopt if not. What
+// match_mma checks further is not looked at.
+struct MmaLoops {
+  std::vector<const ir::For*> loops;
+  std::vector<const ir::LetStmt*> lets;
+  const ir::Store* store = nullptr;
+};
+std::optional<MmaLoops> mma_loops(const ir::For& head);
 
 // The buffers the mma nests inside s read or update.
 std::set<std::string> mma_buffers(const ir::Stmt& s);

@@ -1329,13 +1329,19 @@ class Writer {
                       "run an mma nest together, so the x axis is theirs; bind the loops over "
                       "warps to gpu_thread_y and gpu_thread_z",
                       n.var));
-    MmaNest m = match_mma(n, let_values_, [this](const std::string& b) -> const std::vector<Expr>& {
-      auto it = bufs_.find(b);
-      if (it == bufs_.end()) fail("access to unknown buffer " + b);
-      return it->second.shape;
-    });
-    for (const MmaOperand* o : {&m.a, &m.b, &m.c}) {
+    MmaNest m = match_mma(
+        n, let_values_,
+        [this](const std::string& b) -> const std::vector<Expr>& {
+          auto it = bufs_.find(b);
+          if (it == bufs_.end()) fail("access to unknown buffer " + b);
+          return it->second.shape;
+        },
+        [this](const std::string& b) { return fragment_bufs_.count(b) > 0; });
+    std::vector<const MmaOperand*> memory = {&m.c};
+    if (m.kind == MmaKind::Multiply) memory = {&m.a, &m.b, &m.c};
+    for (const MmaOperand* o : memory) {
       const BufInfo& info = bufs_.at(o->buf);
+      if (o->fragment) continue;
       if (info.space == Space::Local || info.constant)
         fail(
             fmt::format("loop '{}' is tagged mma, but {} is in {}: warp matrix loads and stores "
@@ -1349,11 +1355,31 @@ class Writer {
       return o.row_major ? "nvcuda::wmma::row_major" : "nvcuda::wmma::col_major";
     };
     auto at = [&](const MmaOperand& o) { return "&" + element(o.buf, o.first); };
+    auto fragment = [&](const MmaOperand& o) {
+      return fmt::format("b_{}[{}]", o.buf, expr(o.fragment));
+    };
+    const char* c_layout =
+        m.c.row_major ? "nvcuda::wmma::mem_row_major" : "nvcuda::wmma::mem_col_major";
+    if (m.kind != MmaKind::Multiply) {
+      bool load = m.kind == MmaKind::LoadAccumulator;
+      line(fmt::format("{{  // mma: {} {} {}", m.fragments.buf, load ? "<-" : "->", m.c.buf));
+      ++indent_;
+      line("__syncwarp();");
+      if (load)
+        line(fmt::format("nvcuda::wmma::load_matrix_sync({}, {}, {}, {});", fragment(m.fragments),
+                         at(m.c), m.c.ld, c_layout));
+      else
+        line(fmt::format("nvcuda::wmma::store_matrix_sync({}, {}, {}, {});", at(m.c),
+                         fragment(m.fragments), m.c.ld, c_layout));
+      --indent_;
+      line("}");
+      return;
+    }
     line(fmt::format("{{  // mma: {} += {} * {} on the tensor cores (TF32)", m.c.buf, m.a.buf,
                      m.b.buf));
     ++indent_;
     // the lanes' earlier writes (C's initial values, the last nest's tile) before the loads
-    line("__syncwarp();");
+    if (!m.c.fragment) line("__syncwarp();");
     line(
         fmt::format("nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, {}, "
                     "nvcuda::wmma::precision::tf32, {}> kiln_ma{};",
@@ -1362,20 +1388,23 @@ class Writer {
         fmt::format("nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, {}, "
                     "nvcuda::wmma::precision::tf32, {}> kiln_mb{};",
                     shape, layout(m.b), id));
-    line(fmt::format("nvcuda::wmma::fragment<nvcuda::wmma::accumulator, {}, float> kiln_mc{};",
-                     shape, id));
     line(fmt::format("nvcuda::wmma::load_matrix_sync(kiln_ma{}, {}, {});", id, at(m.a), m.a.ld));
     line(fmt::format("kiln_round_tf32(kiln_ma{});", id));
     line(fmt::format("nvcuda::wmma::load_matrix_sync(kiln_mb{}, {}, {});", id, at(m.b), m.b.ld));
     line(fmt::format("kiln_round_tf32(kiln_mb{});", id));
-    const char* c_layout =
-        m.c.row_major ? "nvcuda::wmma::mem_row_major" : "nvcuda::wmma::mem_col_major";
-    line(fmt::format("nvcuda::wmma::load_matrix_sync(kiln_mc{}, {}, {}, {});", id, at(m.c), m.c.ld,
-                     c_layout));
-    line(
-        fmt::format("nvcuda::wmma::mma_sync(kiln_mc{0}, kiln_ma{0}, kiln_mb{0}, kiln_mc{0});", id));
-    line(fmt::format("nvcuda::wmma::store_matrix_sync({}, kiln_mc{}, {}, {});", at(m.c), id, m.c.ld,
-                     c_layout));
+    if (m.c.fragment) {  // kept in the warp's registers (keep_fragments)
+      line(fmt::format("nvcuda::wmma::mma_sync({0}, kiln_ma{1}, kiln_mb{1}, {0});", fragment(m.c),
+                       id));
+    } else {
+      line(fmt::format("nvcuda::wmma::fragment<nvcuda::wmma::accumulator, {}, float> kiln_mc{};",
+                       shape, id));
+      line(fmt::format("nvcuda::wmma::load_matrix_sync(kiln_mc{}, {}, {}, {});", id, at(m.c),
+                       m.c.ld, c_layout));
+      line(fmt::format("nvcuda::wmma::mma_sync(kiln_mc{0}, kiln_ma{0}, kiln_mb{0}, kiln_mc{0});",
+                       id));
+      line(fmt::format("nvcuda::wmma::store_matrix_sync({}, kiln_mc{}, {}, {});", at(m.c), id,
+                       m.c.ld, c_layout));
+    }
     --indent_;
     line("}");
   }
@@ -1390,6 +1419,25 @@ class Writer {
                       n.buf));
   }
 
+  // A gpu_local temporary the mma nests use as C: [count, 16, 16], an array of accumulator
+  // fragments in the warp's registers (keep_fragments).
+  void declare_fragments(const ir::Alloc& n, int64_t count) {
+    std::optional<int64_t> rows, cols;
+    if (n.shape.size() == 3) {
+      rows = ir::eval_int(n.shape[1], {});
+      cols = ir::eval_int(n.shape[2], {});
+    }
+    if (n.dtype != DType::F32 || rows != 16 || cols != 16)
+      fail(
+          fmt::format("temporary {} ({}) is in a thread's registers and used by mma nests: an "
+                      "array of accumulator fragments is f32[count, 16, 16]",
+                      n.buf, ir::mem_loc_name(n.loc)));
+    fragment_bufs_.insert(n.buf);
+    line(
+        fmt::format("nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> b_{}[{}];",
+                    n.buf, std::max<int64_t>(count / 256, 1)));
+  }
+
   void declare(const ir::Alloc& n, Space space) {
     refuse_constant_temp(n);
     int64_t count = compile_time_count(n.shape, [&](const Expr& e) {
@@ -1399,6 +1447,7 @@ class Writer {
           n.buf, ir::mem_loc_name(n.loc), ir::to_string(e));
     });
     bufs_[n.buf] = {n.dtype, n.shape, space, false};
+    if (space == Space::Local && mma_bufs_.count(n.buf)) return declare_fragments(n, count);
     if (space == Space::Shared) {
       int64_t bytes = count * static_cast<int64_t>(ir::dtype_bytes(n.dtype));
       shared_bytes_ += bytes;
@@ -1710,6 +1759,8 @@ class Writer {
     if (indices.size() != shape.size())
       fail(fmt::format("access to {} with {} indices; it has {} dimensions", buf, indices.size(),
                        shape.size()));
+    if (fragment_bufs_.count(buf))
+      fail(fmt::format("{} holds accumulator fragments, read and written only by mma nests", buf));
     std::string name = (it->second.constant ? "kiln_const_" : "b_") + buf;
     if (indices.empty()) return name + "[0]";
     // The offset of an element is below the buffer's size (accesses are in bounds): in int when
@@ -1940,9 +1991,10 @@ class Writer {
   Effects pending_;  // what the block's threads did since the last __syncthreads()
   std::string storing_;
   int kernel_count_ = 0, guard_count_ = 0, copy_count_ = 0, mma_count_ = 0;
-  bool mma_kernel_ = false;         // the kernel has loops tagged mma
-  std::set<std::string> mma_bufs_;  // the buffers its mma nests read or update
-  std::string constant_decls_;      // the __constant__ arrays, at the module's scope
+  bool mma_kernel_ = false;              // the kernel has loops tagged mma
+  std::set<std::string> mma_bufs_;       // the buffers its mma nests read or update
+  std::set<std::string> fragment_bufs_;  // gpu_local arrays of accumulator fragments
+  std::string constant_decls_;           // the __constant__ arrays, at the module's scope
   int64_t constant_bytes_ = 0;
 };
 

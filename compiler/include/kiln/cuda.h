@@ -92,6 +92,14 @@ struct Program {
 // loaded before the loop, stored back after it. A nest generate() refuses is left as it is.
 ir::LoweredFunc keep_in_registers(const ir::LoweredFunc& f);
 
+// keep_fragments, before keep_in_registers: where a serial loop (the K loop, at block level around
+// the warps' thread loops or inside them) holds one nest tagged mma whose tile of C changes with
+// none of the loop's loops but the thread loops and some serial loops with constant bounds (the
+// tiles of a warp), those tiles are kept in the warp's registers across the loop as accumulator
+// fragments: a gpu_local temporary kiln_fragN[count, 16, 16], filled from C before the loop and
+// written back after it by copy nests tagged mma, the tile loops tagged unroll.
+ir::LoweredFunc keep_fragments(const ir::LoweredFunc& f);
+
 // Generates the CUDA program of f, the loops the GPU lowering passes left. Throws CompileError
 // (stage Codegen) naming the loop or buffer when the schedule cannot run on a GPU: block loops not
 // outermost or not perfectly nested, a thread loop whose extent has no constant bound, a tag used
