@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "kiln/compile.h"
 #include "kiln/cuda.h"
 #include "kiln/interp.h"
@@ -65,6 +67,31 @@ const ir::Overrides kSmall = {{"M", 64}, {"N", 64}, {"K", 32}};
 const ir::Overrides kNarrowWarps = {{"M", 128}, {"N", 96}, {"K", 48}, {"WY", 1},
                                     {"FI", 4},  {"WX", 2}, {"FJ", 1}, {"BK", 16}};
 
+// The lanes of a warp see each other's writes in order: every warp matrix operation starts with
+// __syncwarp(), and every store_matrix_sync and every store one lane makes for its warp is
+// followed by one.
+void expect_warp_syncs(const std::string& source) {
+  std::istringstream in(source);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) {
+    size_t text = l.find_first_not_of(' ');
+    lines.push_back(text == std::string::npos ? "" : l.substr(text));
+  }
+  int ops = 0;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    if (l.starts_with("{  // mma: ")) {
+      ++ops;
+      EXPECT_EQ(lines[i + 1], "__syncwarp();") << l;
+    }
+    if (l.starts_with("nvcuda::wmma::store_matrix_sync(") ||
+        l.starts_with("if (threadIdx.x == 0)")) {
+      EXPECT_EQ(lines[i + 1], "__syncwarp();") << l;
+    }
+  }
+  EXPECT_GT(ops, 0);
+}
+
 // The example at its defaults: blocks of 2 x 2 warps (32 lanes along x), shared tiles aligned
 // to 32 bytes for the fragment loads, A's padded rows 36 floats apart. Each warp's 2 x 2 tiles
 // of C stay in its registers across the K loop (keep_fragments): an array of 4 accumulator
@@ -102,6 +129,7 @@ TEST(TensorCores, TheTf32MatmulKernel) {
       << p.source;
   // C's initialization is spread over 16 of the 32 lanes (gpu_thread_x on its columns)
   EXPECT_EQ(count_of(p.source, "if (v_nj < 16) {"), 1) << p.source;
+  expect_warp_syncs(p.source);
 }
 
 // The rewrite is one of the loop IR: a gpu_local array of fragments around the K loop, which the
@@ -134,10 +162,12 @@ TEST(TensorCores, AKLoopInsideTheWarpsLoopsAndNoKLoop) {
   EXPECT_EQ(count_of(p.source, "nvcuda::wmma::mma_sync(b_kiln_frag0[0], "), 1) << p.source;
   EXPECT_EQ(count_of(p.source, "kiln_mc"), 0) << p.source;
 
+  expect_warp_syncs(p.source);
   p = gpu_program(parse_one(text, {{"M", 64}, {"N", 64}, {"K", 8}}));
   EXPECT_EQ(count_of(p.source, "kiln_frag"), 0) << p.source;
   EXPECT_EQ(count_of(p.source, "nvcuda::wmma::load_matrix_sync(kiln_mc0, &b_C["), 1) << p.source;
   EXPECT_EQ(count_of(p.source, "nvcuda::wmma::store_matrix_sync(&b_C["), 1) << p.source;
+  expect_warp_syncs(p.source);
 }
 
 // Programs without mma nests are as before: no mma.h, shared tiles aligned to 16 bytes.
@@ -167,6 +197,7 @@ TEST(TensorCores, LayoutsAndLeadingDimensionsComeFromTheAccesses) {
   EXPECT_EQ(count_of(p.source, ", &b_A_C_cache[(0) * (20) + (0)], 20);"), 1) << p.source;
   EXPECT_EQ(count_of(p.source, ", 64);\n"), 1) << p.source;  // B's rows
   EXPECT_EQ(count_of(p.source, "if (threadIdx.x == 0) b_C["), 1) << p.source;
+  expect_warp_syncs(p.source);
 }
 
 // Every point of the example's space that its knob constraints allow becomes one kernel of
@@ -282,7 +313,8 @@ TEST(TensorCores, RefusesWhatTheTensorCoresCannotRun) {
                         "C_init.tag(jo, gpu_block_x); C.tag(io, gpu_block_y);"
                         "C.tag(jo, gpu_block_x);" +
                             warps + "C.tag(mi, mma);"),
-          "its loops run 8 x 16 x 8 times (mi, nj, kk); a TF32 tensor-core tile is 16 x 16 x 8");
+          "its loops run 8 x 16 x 8 times (mi, nj, kk); a TF32 tensor-core tile is 16 x 16 x 8 (m, "
+          "n, k): split and order the loops so that the nest is that tile");
   // the nest takes no tags inside
   refused(one_tile_per_warp(warps + "C.tag(mi, mma); C.tag(nj, unroll);"),
           "loop 'nj' inside it is tagged unroll");

@@ -14,6 +14,7 @@
 // thread's own), so the differential tests check the rewrite.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -33,8 +34,8 @@ namespace {
 using ir::Expr;
 using ir::Stmt;
 
-// Fragments per warp at most: 64 KiB of registers per warp at 8 floats a lane each.
-constexpr int64_t kMaxFragments = 64;
+// Fragments per warp at most: 8 floats a lane each, 128 of a thread's 255 registers.
+constexpr int64_t kMaxFragments = 16;
 
 std::optional<int64_t> constant(const Expr& e) {
   if (const ir::IntImm* i = ir::as<ir::IntImm>(passes::simplify(e))) return i->value;
@@ -200,7 +201,8 @@ class KeepFragments : public ir::StmtMutator {
     std::optional<MmaLoops> nest = mma_loops(*f.head);
     if (!nest || nest->loops.size() != 3) return nullptr;
     const ir::Store* st = nest->store;
-    if (st->atomic || accesses(loop.body, st->buf) != accesses(f.head->body, st->buf))
+    // C is read and written by the nest's statement alone (not also a factor of its product)
+    if (st->atomic || accesses(loop.body, st->buf) != 2 || accesses(f.head->body, st->buf) != 2)
       return nullptr;
     // thread loops, then serial ones
     size_t threads = 0;
@@ -265,7 +267,10 @@ class KeepFragments : public ir::StmtMutator {
       if (!available(e)) return nullptr;
 
     // F[fragment, m - m0, n - n0], the fragment numbered by the fragment loops, last fastest
-    std::string fragments = fmt::format("kiln_frag{}", count_++);
+    if (!private_tiles(c_at, m.var, n.var, m_lo, n_lo, f.path, threads, fragment_loops, lo, extent,
+                       expand))
+      return nullptr;
+    std::string fragments = fmt::format("{}{}", kFragmentArrayPrefix, count_++);
     Expr index = ir::int_imm(0);
     for (size_t d = 0; d < fragment_loops.size(); ++d)
       index =
@@ -296,6 +301,69 @@ class KeepFragments : public ir::StmtMutator {
         fragments, ir::DType::F32,
         std::vector<Expr>{ir::int_imm(count), ir::int_imm(16), ir::int_imm(16)},
         ir::MemLoc::GpuLocal, ir::block({copy(true), kept, copy(false)}));
+  }
+
+  // Whether every warp (every value of the thread loops) and every value of the fragment loops
+  // has a tile of C of its own: the 16 x 16 tiles at their values do not overlap.
+  template <typename Expand>
+  static bool private_tiles(const std::vector<Expr>& c_at, const std::string& m,
+                            const std::string& n, const Expr& m_lo, const Expr& n_lo,
+                            const std::vector<const ir::For*>& path, size_t threads,
+                            const std::vector<const ir::For*>& fragment_loops,
+                            const std::vector<int64_t>& lo, const std::vector<int64_t>& extent,
+                            const Expand& expand) {
+    std::vector<std::string> vars;
+    std::vector<int64_t> from, count;
+    for (size_t i = 0; i < threads; ++i) {
+      std::optional<int64_t> a = constant(expand(path[i]->min)), b = constant(expand(path[i]->end));
+      if (!a || !b || *b - *a > 1024 || path[i]->step != 1) return false;
+      vars.push_back(path[i]->var);
+      from.push_back(*a);
+      count.push_back(std::max<int64_t>(*b - *a, 0));
+    }
+    for (size_t d = 0; d < fragment_loops.size(); ++d) {
+      vars.push_back(fragment_loops[d]->var);
+      from.push_back(lo[d]);
+      count.push_back(extent[d]);
+    }
+    int64_t total = 1;
+    for (int64_t c : count) total *= c;
+    if (total > 4096) return false;
+    // the tile's first element at each point, less the first point's: constants
+    std::map<std::string, Expr> at = {{m, m_lo}, {n, n_lo}};
+    for (size_t v = 0; v < vars.size(); ++v) at[vars[v]] = ir::int_imm(from[v]);
+    std::vector<Expr> origin;
+    for (const Expr& e : c_at) origin.push_back(passes::simplify(ir::substitute(e, at)));
+    size_t row = c_at.size(), col = c_at.size();
+    for (size_t d = 0; d < c_at.size(); ++d) {
+      std::set<std::string> fv = ir::free_vars(c_at[d]);
+      if (fv.count(m)) row = row == c_at.size() ? d : c_at.size() + 1;
+      if (fv.count(n)) col = col == c_at.size() ? d : c_at.size() + 1;
+    }
+    if (row >= c_at.size() || col >= c_at.size() || row == col) return false;
+    std::vector<std::vector<int64_t>> points;
+    for (int64_t p = 0; p < total; ++p) {
+      int64_t rest = p;
+      for (size_t v = vars.size(); v-- > 0;) {
+        at[vars[v]] = ir::int_imm(from[v] + rest % count[v]);
+        rest /= count[v];
+      }
+      std::vector<int64_t> delta;
+      for (size_t d = 0; d < c_at.size(); ++d) {
+        std::optional<int64_t> x = constant(ir::substitute(c_at[d], at) - origin[d]);
+        if (!x) return false;
+        delta.push_back(*x);
+      }
+      for (const std::vector<int64_t>& q : points) {
+        bool overlap = true;
+        for (size_t d = 0; d < delta.size(); ++d)
+          overlap =
+              overlap && (d == row || d == col ? std::abs(delta[d] - q[d]) < 16 : delta[d] == q[d]);
+        if (overlap) return false;
+      }
+      points.push_back(std::move(delta));
+    }
+    return true;
   }
 
   int kernel_depth_ = 0;  // block loops around

@@ -233,11 +233,11 @@ class Matcher {
       return;
     }
     if (extents != std::array<int64_t, 3>{want.m, want.n, want.k})
-      fail(
-          fmt::format("its loops run {} x {} x {} times ({}, {}, {}); a TF32 tensor-core tile is "
-                      "{} x {} x {}: split them by those",
-                      extents[0], extents[1], extents[2], loops_[0]->var, loops_[1]->var,
-                      loops_[2]->var, want.m, want.n, want.k));
+      fail(fmt::format(
+          "its loops run {} x {} x {} times ({}, {}, {}); a TF32 tensor-core tile is "
+          "{} x {} x {} (m, n, k): split and order the loops so that the nest is that tile",
+          extents[0], extents[1], extents[2], loops_[0]->var, loops_[1]->var, loops_[2]->var,
+          want.m, want.n, want.k));
   }
 
   static bool equal(const Expr& x, const Expr& y) { return constant(x - y) == 0; }

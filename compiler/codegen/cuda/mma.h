@@ -27,6 +27,12 @@ namespace kiln::cuda {
 
 inline bool is_mma(ir::LoopTag t) { return t == ir::LoopTag::Mma; }
 
+// The names keep_fragments gives the arrays of accumulator fragments it makes: kiln_frag0, ...
+inline const char* kFragmentArrayPrefix = "kiln_frag";
+inline bool is_fragment_array(const std::string& buf) {
+  return buf.rfind(kFragmentArrayPrefix, 0) == 0;
+}
+
 // One operand: the tile of `buf` an mma nest reads (A, B) or updates (C).
 struct MmaOperand {
   std::string buf;

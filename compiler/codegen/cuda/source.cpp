@@ -1013,7 +1013,7 @@ class Writer {
     } unplan{bufs_, added};
     std::map<std::string, Expr> values = let_values_;
     std::set<std::string> body_lets;  // defined in the loop: not in scope before it
-    std::array<int64_t, 3> threads{1, 1, 1};
+    std::array<int64_t, 3> threads{mma_kernel_ ? kWarp : 1, 1, 1};
     bool computing = false, ok = true;
     // the widest thread loop on each axis of a nest: the block has at least its threads
     auto widths = [&](const Stmt& s) {
@@ -1312,6 +1312,8 @@ class Writer {
     line("}");
     --indent_;
     line("}");
+    // the lanes' writes before the warp (an mma nest) or one lane reads them
+    if (mma_kernel_ && a == 0 && !thread_axes_.empty()) line("__syncwarp();");
   }
 
   // A nest tagged mma (mma.h): the warp loads its fragments of A and B (rounded to TF32) and of
@@ -1356,6 +1358,12 @@ class Writer {
     };
     auto at = [&](const MmaOperand& o) { return "&" + element(o.buf, o.first); };
     auto fragment = [&](const MmaOperand& o) {
+      if (!ir::as<ir::IntImm>(o.fragment))
+        p_.notes.push_back(fmt::format(
+            "loop '{}': the accumulator fragment of {} it uses is chosen at run time ({}), "
+            "which keeps the fragments in local memory: tag the loops over a warp's tiles "
+            "unroll, or unroll fewer loops around them",
+            n.var, o.buf, ir::to_string(o.fragment)));
       return fmt::format("b_{}[{}]", o.buf, expr(o.fragment));
     };
     const char* c_layout =
@@ -1368,9 +1376,11 @@ class Writer {
       if (load)
         line(fmt::format("nvcuda::wmma::load_matrix_sync({}, {}, {}, {});", fragment(m.fragments),
                          at(m.c), m.c.ld, c_layout));
-      else
+      else {
         line(fmt::format("nvcuda::wmma::store_matrix_sync({}, {}, {}, {});", at(m.c),
                          fragment(m.fragments), m.c.ld, c_layout));
+        line("__syncwarp();");  // the tile before any lane reads it
+      }
       --indent_;
       line("}");
       return;
@@ -1378,8 +1388,8 @@ class Writer {
     line(fmt::format("{{  // mma: {} += {} * {} on the tensor cores (TF32)", m.c.buf, m.a.buf,
                      m.b.buf));
     ++indent_;
-    // the lanes' earlier writes (C's initial values, the last nest's tile) before the loads
-    if (!m.c.fragment) line("__syncwarp();");
+    // the lanes' earlier writes (C's initial values, a tile of A or B) before the loads
+    line("__syncwarp();");
     line(
         fmt::format("nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, {}, "
                     "nvcuda::wmma::precision::tf32, {}> kiln_ma{};",
@@ -1404,6 +1414,7 @@ class Writer {
                        id));
       line(fmt::format("nvcuda::wmma::store_matrix_sync({}, kiln_mc{}, {}, {});", at(m.c), id,
                        m.c.ld, c_layout));
+      line("__syncwarp();");  // the tile before any lane reads it
     }
     --indent_;
     line("}");
@@ -1419,8 +1430,8 @@ class Writer {
                       n.buf));
   }
 
-  // A gpu_local temporary the mma nests use as C: [count, 16, 16], an array of accumulator
-  // fragments in the warp's registers (keep_fragments).
+  // A gpu_local temporary keep_fragments made for the mma nests' C: [count, 16, 16], an array of
+  // accumulator fragments in the warp's registers.
   void declare_fragments(const ir::Alloc& n, int64_t count) {
     std::optional<int64_t> rows, cols;
     if (n.shape.size() == 3) {
@@ -1447,7 +1458,8 @@ class Writer {
           n.buf, ir::mem_loc_name(n.loc), ir::to_string(e));
     });
     bufs_[n.buf] = {n.dtype, n.shape, space, false};
-    if (space == Space::Local && mma_bufs_.count(n.buf)) return declare_fragments(n, count);
+    if (space == Space::Local && mma_bufs_.count(n.buf) && is_fragment_array(n.buf))
+      return declare_fragments(n, count);
     if (space == Space::Shared) {
       int64_t bytes = count * static_cast<int64_t>(ir::dtype_bytes(n.dtype));
       shared_bytes_ += bytes;
@@ -1539,6 +1551,7 @@ class Writer {
       line(fmt::format("{3}*reinterpret_cast<float{0}*>(&{1}) = make_float{0}({2});", width,
                        element(first->buf, first->indices), fmt::join(parts, ", "),
                        lane_guard(first->buf)));
+      warp_sync_after(first->buf);
       return width;
     }
     return 0;
@@ -1787,6 +1800,11 @@ class Writer {
                : "";
   }
 
+  // After a store the first lane made for its warp: the other lanes read it only after this.
+  void warp_sync_after(const std::string& buf) {
+    if (!lane_guard(buf).empty()) line("__syncwarp();");
+  }
+
   void store(const ir::Store& n) {
     std::string saved = storing_;
     storing_ = n.comp;
@@ -1795,6 +1813,7 @@ class Writer {
     storing_ = saved;
     if (!n.atomic) {
       line(fmt::format("{}{} = {};", lane_guard(n.buf), target, value));
+      warp_sync_after(n.buf);
       return;
     }
     DType t = bufs_.at(n.buf).dtype;
@@ -1822,6 +1841,7 @@ class Writer {
     if (t == DType::Bool) fail("atomic update of bool buffer " + n.buf + " has no GPU form");
     line(fmt::format("{}kiln_atomic_{}(&{}, ({})({}));", lane_guard(n.buf), op, target, ctype(t),
                      value));
+    warp_sync_after(n.buf);
   }
 
   // ---------------------------------------------------------------------------------------
