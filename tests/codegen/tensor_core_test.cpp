@@ -298,6 +298,12 @@ TEST(TensorCores, RefusesWhatTheTensorCoresCannotRun) {
                             "C.tag(mi, mma);"),
           "loop 'mi' is tagged mma inside a gpu_thread_x loop");
   refused(one_tile_per_warp("C.tag(mi, mma);"), "loop 'mi' is tagged mma outside every gpu_thread");
+  // one warp a block: its loop has one iteration, which lowering removes, and the staged slices'
+  // fills would otherwise be the first thing refused
+  std::string one_warp = tf32_example();
+  one_warp.replace(one_warp.find("    constraint WY * WX >= 2;\n"), 29, "");
+  refused(one_warp, "loop 'mi' is tagged mma outside every gpu_thread loop",
+          {{"M", 64}, {"N", 64}, {"K", 64}, {"WY", 1}, {"WX", 1}});
   refused(one_tile_per_warp(warps + "C.tag(mi, mma); C_init.tag(mi, gpu_thread_x);"),
           "(accepted)");  // 16 lanes of 32: fine
   refused(one_tile_per_warp(warps + "C.tag(mi, mma); C_init.fuse(mi, nj, f);"

@@ -371,6 +371,31 @@ std::optional<MmaLoops> mma_loops(const ir::For& head) {
   }
 }
 
+const ir::For* first_mma_loop(const Stmt& s) {
+  if (!s) return nullptr;
+  switch (s->kind) {
+    case ir::StmtKind::For: {
+      const auto& n = static_cast<const ir::For&>(*s);
+      return is_mma(n.tag) ? &n : first_mma_loop(n.body);
+    }
+    case ir::StmtKind::LetStmt:
+      return first_mma_loop(static_cast<const ir::LetStmt&>(*s).body);
+    case ir::StmtKind::Alloc:
+      return first_mma_loop(static_cast<const ir::Alloc&>(*s).body);
+    case ir::StmtKind::If: {
+      const auto& n = static_cast<const ir::IfThenElse&>(*s);
+      if (const ir::For* f = first_mma_loop(n.then_case)) return f;
+      return first_mma_loop(n.else_case);
+    }
+    case ir::StmtKind::Block:
+      for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts)
+        if (const ir::For* f = first_mma_loop(c)) return f;
+      return nullptr;
+    default:
+      return nullptr;
+  }
+}
+
 std::set<std::string> mma_buffers(const Stmt& s) {
   MmaBuffers v;
   if (s) v.visit(s);

@@ -78,6 +78,9 @@ struct MmaLoops {
 };
 std::optional<MmaLoops> mma_loops(const ir::For& head);
 
+// The first loop tagged mma in s (in the order the statements are written), or null.
+const ir::For* first_mma_loop(const ir::Stmt& s);
+
 // The buffers the mma nests inside s read or update.
 std::set<std::string> mma_buffers(const ir::Stmt& s);
 

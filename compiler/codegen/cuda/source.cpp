@@ -712,6 +712,8 @@ class Writer {
           return thread_loop(n);
         }
         if (has_loop(n.body, ir::is_gpu_thread_tag)) return structural_loop(n);
+        // a nest one thread runs: a warp's mma nest cannot be in it
+        if (const ir::For* m = first_mma_loop(s)) refuse_mma_outside_warps(*m);
         return block_level_nest(s);
       }
       case ir::StmtKind::Store: {
@@ -1316,15 +1318,19 @@ class Writer {
     if (mma_kernel_ && a == 0 && !thread_axes_.empty()) line("__syncwarp();");
   }
 
+  [[noreturn]] void refuse_mma_outside_warps(const ir::For& n) const {
+    fail(
+        fmt::format("loop '{}' is tagged mma outside every gpu_thread loop: a warp runs an mma "
+                    "nest, so put it inside the loops over warps (tagged gpu_thread_y or "
+                    "gpu_thread_z, each of two iterations or more: lowering removes a loop of "
+                    "one)",
+                    n.var));
+  }
+
   // A nest tagged mma (mma.h): the warp loads its fragments of A and B (rounded to TF32) and of
   // C, multiplies and accumulates on the tensor cores, and stores C's fragment back.
   void mma_nest(const ir::For& n) {
-    if (thread_axes_.empty())
-      fail(
-          fmt::format("loop '{}' is tagged mma outside every gpu_thread loop: a warp runs an mma "
-                      "nest, so put it inside the loops over warps (tagged gpu_thread_y or "
-                      "gpu_thread_z)",
-                      n.var));
+    if (thread_axes_.empty()) refuse_mma_outside_warps(n);
     if (thread_axes_.count(0))
       fail(
           fmt::format("loop '{}' is tagged mma inside a gpu_thread_x loop: a warp's 32 lanes "
