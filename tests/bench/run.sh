@@ -47,8 +47,9 @@ Progress goes to stderr.
                    tests/bench/bench_auto.py, -- --part hand|polybench; --quick: 16 trials;
                    -- --gpu N: the GPU examples' hand schedules against kiln's GPU sketches
                    on the agent's GPU N),
-                   gpu (kiln's GPU examples vs cuBLAS and cuDNN on this machine's GPU; built
-                   with the CUDA toolkit, and says "skipped" without a GPU: docs/gpu.md)
+                   gpu (kiln's GPU examples vs cuBLAS and cuDNN on this machine's GPU, the
+                   tensor-core matmul vs cuBLAS's TF32 GEMM; built with the CUDA toolkit, and
+                   says "skipped" without a GPU: docs/gpu.md)
   --quick          the smallest cases only, for a smoke run
   --build-dir DIR  the CMake build folder (default: \$KILN_BUILD_DIR or build)
   -- OPTIONS       passed to every benchmark program (see build/tests/bench/bench_gemm --help)
