@@ -37,11 +37,6 @@ using ir::Stmt;
 // Fragments per warp at most: 8 floats a lane each, 128 of a thread's 255 registers.
 constexpr int64_t kMaxFragments = 16;
 
-std::optional<int64_t> constant(const Expr& e) {
-  if (const ir::IntImm* i = ir::as<ir::IntImm>(passes::simplify(e))) return i->value;
-  return std::nullopt;
-}
-
 // An mma nest inside a candidate loop's body, and the way to it.
 struct Found {
   std::vector<const ir::For*> path;  // the loops from the body down to the nest

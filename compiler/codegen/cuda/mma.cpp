@@ -22,19 +22,6 @@ using ir::Stmt;
 constexpr const char* kShape =
     "three loops m, n, k around one statement C[m, n] = C[m, n] + A[m, k] * B[k, n]";
 
-std::optional<int64_t> constant(const Expr& e) {
-  if (const ir::IntImm* i = ir::as<ir::IntImm>(passes::simplify(e))) return i->value;
-  return std::nullopt;
-}
-
-Expr flat_offset(const std::vector<Expr>& indices, const std::vector<Expr>& shape) {
-  if (indices.empty()) return ir::int_imm(0);
-  Expr flat = indices[0];
-  for (size_t d = 1; d < indices.size() && d < shape.size(); ++d)
-    flat = flat * shape[d] + indices[d];
-  return flat;
-}
-
 // An access of the nest as base + cm * (m - m0) + cn * (n - n0) + ck * (k - k0).
 struct Affine {
   Expr base;
@@ -51,24 +38,20 @@ class Matcher {
       : head_(head), lets_(lets), shape_of_(shape_of), is_fragment_(is_fragment) {}
 
   MmaNest run() {
-    const Stmt* at = &head_.body;
-    loops_.push_back(&head_);
-    skip_lets(at);
-    while (loops_.size() < 3) {
-      if (loops_.size() == 2 && ir::as<ir::Store>(*at)) break;  // an accumulator's copy
-      const ir::For* f = ir::as<ir::For>(*at);
-      if (!f) fail(fmt::format("the nest it heads is not {}", kShape));
-      if (f->tag != ir::LoopTag::None)
+    std::optional<MmaLoops> nest = mma_loops(head_);
+    if (!nest) fail(fmt::format("the nest it heads is not {}", kShape));
+    loops_ = nest->loops;
+    for (size_t d = 1; d < loops_.size(); ++d)
+      if (loops_[d]->tag != ir::LoopTag::None)
         fail(
             fmt::format("loop '{}' inside it is tagged {}: the tensor cores run the nest's "
                         "three loops as one operation, so they take no tags",
-                        f->var, ir::loop_tag_name(f->tag)));
-      loops_.push_back(f);
-      at = &f->body;
-      skip_lets(at);
+                        loops_[d]->var, ir::loop_tag_name(loops_[d]->tag)));
+    for (const ir::LetStmt* l : nest->lets) {
+      inner_[l->var] = expand_lets(l->value, inner_);
+      lets_[l->var] = expand_lets(l->value, lets_);
     }
-    const ir::Store* st = ir::as<ir::Store>(*at);
-    if (!st) fail(fmt::format("the nest it heads is not {}", kShape));
+    const ir::Store* st = nest->store;
     MmaNest out;
     if (loops_.size() == 2) return copy(*st, out);
     bounds(out);
@@ -150,14 +133,6 @@ class Matcher {
   [[noreturn]] void fail(const std::string& why) const {
     throw CompileError(ErrorStage::Codegen, SourceLoc{},
                        fmt::format("loop '{}' is tagged mma, but {}", head_.var, why));
-  }
-
-  void skip_lets(const Stmt*& at) {
-    while (const ir::LetStmt* l = ir::as<ir::LetStmt>(*at)) {
-      inner_[l->var] = expand_lets(l->value, inner_);
-      lets_[l->var] = expand_lets(l->value, lets_);
-      at = &l->body;
-    }
   }
 
   // A 16 x 16 copy of an accumulator tile between memory and a fragment array (the rewrite
@@ -368,31 +343,6 @@ std::optional<MmaLoops> mma_loops(const ir::For& head) {
     if (!f || out.loops.size() == 3) return std::nullopt;
     out.loops.push_back(f);
     at = &f->body;
-  }
-}
-
-const ir::For* first_mma_loop(const Stmt& s) {
-  if (!s) return nullptr;
-  switch (s->kind) {
-    case ir::StmtKind::For: {
-      const auto& n = static_cast<const ir::For&>(*s);
-      return is_mma(n.tag) ? &n : first_mma_loop(n.body);
-    }
-    case ir::StmtKind::LetStmt:
-      return first_mma_loop(static_cast<const ir::LetStmt&>(*s).body);
-    case ir::StmtKind::Alloc:
-      return first_mma_loop(static_cast<const ir::Alloc&>(*s).body);
-    case ir::StmtKind::If: {
-      const auto& n = static_cast<const ir::IfThenElse&>(*s);
-      if (const ir::For* f = first_mma_loop(n.then_case)) return f;
-      return first_mma_loop(n.else_case);
-    }
-    case ir::StmtKind::Block:
-      for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts)
-        if (const ir::For* f = first_mma_loop(c)) return f;
-      return nullptr;
-    default:
-      return nullptr;
   }
 }
 

@@ -28,7 +28,7 @@ namespace kiln::cuda {
 inline bool is_mma(ir::LoopTag t) { return t == ir::LoopTag::Mma; }
 
 // The names keep_fragments gives the arrays of accumulator fragments it makes: kiln_frag0, ...
-inline const char* kFragmentArrayPrefix = "kiln_frag";
+inline constexpr const char* kFragmentArrayPrefix = "kiln_frag";
 inline bool is_fragment_array(const std::string& buf) {
   return buf.rfind(kFragmentArrayPrefix, 0) == 0;
 }
@@ -77,9 +77,6 @@ struct MmaLoops {
   const ir::Store* store = nullptr;
 };
 std::optional<MmaLoops> mma_loops(const ir::For& head);
-
-// The first loop tagged mma in s (in the order the statements are written), or null.
-const ir::For* first_mma_loop(const ir::Stmt& s);
 
 // The buffers the mma nests inside s read or update.
 std::set<std::string> mma_buffers(const ir::Stmt& s);

@@ -23,29 +23,32 @@ class StoreCollector : public ir::StmtVisitor {
 
 }  // namespace
 
-bool has_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag)) {
-  if (!s) return false;
+const ir::For* first_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag)) {
+  if (!s) return nullptr;
   switch (s->kind) {
     case ir::StmtKind::For: {
       const auto& n = static_cast<const ir::For&>(*s);
-      return pred(n.tag) || has_loop(n.body, pred);
+      return pred(n.tag) ? &n : first_loop(n.body, pred);
     }
     case ir::StmtKind::If: {
       const auto& n = static_cast<const ir::IfThenElse&>(*s);
-      return has_loop(n.then_case, pred) || has_loop(n.else_case, pred);
+      if (const ir::For* f = first_loop(n.then_case, pred)) return f;
+      return first_loop(n.else_case, pred);
     }
     case ir::StmtKind::LetStmt:
-      return has_loop(static_cast<const ir::LetStmt&>(*s).body, pred);
+      return first_loop(static_cast<const ir::LetStmt&>(*s).body, pred);
     case ir::StmtKind::Alloc:
-      return has_loop(static_cast<const ir::Alloc&>(*s).body, pred);
+      return first_loop(static_cast<const ir::Alloc&>(*s).body, pred);
     case ir::StmtKind::Block:
       for (const ir::Stmt& c : static_cast<const ir::Block&>(*s).stmts)
-        if (has_loop(c, pred)) return true;
-      return false;
+        if (const ir::For* f = first_loop(c, pred)) return f;
+      return nullptr;
     default:
-      return false;
+      return nullptr;
   }
 }
+
+bool has_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag)) { return first_loop(s, pred); }
 
 std::vector<const ir::Store*> stores_of(const ir::Stmt& s) {
   StoreCollector c;

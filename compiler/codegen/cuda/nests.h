@@ -9,7 +9,9 @@
 
 namespace kiln::cuda {
 
-// Whether s holds a loop with a tag that satisfies pred.
+// The first loop of s (in the order the statements are written) with a tag that satisfies pred,
+// or null; and whether there is one.
+const ir::For* first_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag));
 bool has_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag));
 
 // The stores of a statement, in the order they appear.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 
 #include "kiln/cuda.h"
@@ -175,7 +176,7 @@ Binary compile(const Program& p, const std::string& arch) {
   // Tensor cores (mma nests): sm_80 or later for TF32, and the toolkit's mma.h.
   std::string include_flag = std::string("--include-path=") + KILN_CUDA_INCLUDE_DIR;
   if (p.tensor_cores) {
-    if (std::stoi(arch.substr(3)) < 80)
+    if (std::strtol(arch.c_str() + 3, nullptr, 10) < 80)  // digits (is_arch); saturates
       fail(
           fmt::format("{} has loops tagged mma, which run on TF32 tensor cores: those need "
                       "sm_80 or later (an A100, H100 or H200), not {}",

@@ -17,11 +17,6 @@ namespace {
 using ir::Expr;
 using ir::Stmt;
 
-std::optional<int64_t> constant(const Expr& e) {
-  if (const ir::IntImm* i = ir::as<ir::IntImm>(passes::simplify(e))) return i->value;
-  return std::nullopt;
-}
-
 // Replaces one variable by a constant in every expression of a statement.
 class Substitute : public ir::StmtMutator {
  public:
@@ -330,6 +325,19 @@ Expr expand_lets(const Expr& e, const std::map<std::string, Expr>& lets) {
     r = ir::substitute(r, sub);
   }
   return passes::simplify(r);
+}
+
+std::optional<int64_t> constant(const Expr& e) {
+  if (const ir::IntImm* i = ir::as<ir::IntImm>(passes::simplify(e))) return i->value;
+  return std::nullopt;
+}
+
+Expr flat_offset(const std::vector<Expr>& indices, const std::vector<Expr>& shape) {
+  if (indices.empty()) return ir::int_imm(0);
+  Expr flat = indices[0];
+  for (size_t d = 1; d < indices.size() && d < shape.size(); ++d)
+    flat = flat * shape[d] + indices[d];
+  return flat;
 }
 
 std::pair<Expr, int64_t> split_constant(const Expr& e) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kiln/loop_ir.h"
 
@@ -16,6 +17,12 @@ namespace kiln::cuda {
 // e with the lets of `lets` substituted until none is left, simplified: index expressions
 // compared or bounded across the lets that CSE and LICM put between them.
 ir::Expr expand_lets(const ir::Expr& e, const std::map<std::string, ir::Expr>& lets);
+
+// e simplified, when that is an integer constant.
+std::optional<int64_t> constant(const ir::Expr& e);
+
+// The element offset of buf[indices] in a buffer of `shape` (row-major), unsimplified.
+ir::Expr flat_offset(const std::vector<ir::Expr>& indices, const std::vector<ir::Expr>& shape);
 
 // e as rest + c: the constant a simplified sum ends with (simplify gathers constants last), or
 // 0. Offsets that differ only in it are neighbours (a register tile, a float4 read).

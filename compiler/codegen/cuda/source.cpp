@@ -713,7 +713,7 @@ class Writer {
         }
         if (has_loop(n.body, ir::is_gpu_thread_tag)) return structural_loop(n);
         // a nest one thread runs: a warp's mma nest cannot be in it
-        if (const ir::For* m = first_mma_loop(s)) refuse_mma_outside_warps(*m);
+        if (const ir::For* m = first_loop(s, is_mma)) refuse_mma_outside_warps(*m);
         return block_level_nest(s);
       }
       case ir::StmtKind::Store: {
@@ -1464,8 +1464,7 @@ class Writer {
           n.buf, ir::mem_loc_name(n.loc), ir::to_string(e));
     });
     bufs_[n.buf] = {n.dtype, n.shape, space, false};
-    if (space == Space::Local && mma_bufs_.count(n.buf) && is_fragment_array(n.buf))
-      return declare_fragments(n, count);
+    if (space == Space::Local && is_fragment_array(n.buf)) return declare_fragments(n, count);
     if (space == Space::Shared) {
       int64_t bytes = count * static_cast<int64_t>(ir::dtype_bytes(n.dtype));
       shared_bytes_ += bytes;
@@ -1490,10 +1489,7 @@ class Writer {
   // that varies and a constant.
   std::pair<Expr, int64_t> offset_of(const std::string& buf, const std::vector<Expr>& indices,
                                      const std::map<std::string, Expr>& lets) const {
-    const std::vector<Expr>& shape = bufs_.at(buf).shape;
-    Expr flat = indices[0];
-    for (size_t d = 1; d < indices.size(); ++d) flat = flat * shape[d] + indices[d];
-    return split_constant(cuda::expand_lets(flat, lets));
+    return split_constant(cuda::expand_lets(flat_offset(indices, bufs_.at(buf).shape), lets));
   }
 
   // Whether e, an integer expression, is a multiple of `width` for every value of its
