@@ -13,6 +13,7 @@
 #include <random>
 
 #include "example_cases.h"
+#include "gpu_programs.h"
 #include "kiln/compile.h"
 #include "kiln/cuda.h"
 #include "programs.h"
@@ -339,11 +340,8 @@ TEST(Autosched, SizesBeyondTheirLoopAreNotOffered) {
 // reference does (the loop interpreter runs GPU loops one iteration after another).
 void expect_gpu_point(const ir::Func& g, const std::map<std::string, int64_t>& runtime,
                       bool run = true) {
-  CompileRequest r{.func = g};
-  r.options.target = Target{cuda::kTriple, "sm_90", ""};
-  r.output = CompileOutput::Cuda;
   CompileResult out;
-  ASSERT_NO_THROW(out = compile(r));
+  ASSERT_NO_THROW(out = gpu_compile(g));
   ASSERT_TRUE(out.cuda);
   std::string why;
   if (cuda::nvrtc_available(&why)) {
@@ -352,17 +350,9 @@ void expect_gpu_point(const ir::Func& g, const std::map<std::string, int64_t>& r
     EXPECT_EQ(bin.resources.size(), out.cuda->launches.size());
   }
   if (!run) return;
-  Bindings in = interp::random_bindings(g, interp::param_values(g, runtime), 5);
-  Bindings expected = in;
-  interp::run_reference(g, expected);
-  for (const ir::LoweredFunc* loops : {&out.optimized, &out.gpu_lowered}) {
-    Bindings actual = in;
-    interp::run_loops(*loops, actual);
-    interp::Mismatch mm = interp::compare_outputs(g, expected, actual);
-    EXPECT_TRUE(mm.ok) << (loops == &out.optimized ? "after kiln's passes: "
-                                                   : "after the GPU lowering passes: ")
-                       << mm.describe();
-  }
+  GpuLoopsMismatch mm = gpu_loops_against_reference(g, out, 5, interp::tolerance_of(g), runtime);
+  EXPECT_TRUE(mm.optimized.ok) << "after kiln's passes: " << mm.optimized.describe();
+  EXPECT_TRUE(mm.gpu_lowered.ok) << "after the GPU lowering passes: " << mm.gpu_lowered.describe();
 }
 
 // A GPU sketch at its largest sizes -- the most threads, with the largest register tiles and

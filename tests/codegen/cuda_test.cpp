@@ -13,6 +13,7 @@
 #include <regex>
 #include <sstream>
 
+#include "gpu_programs.h"
 #include "kiln/compile.h"
 #include "kiln/interp.h"
 #include "programs.h"
@@ -144,18 +145,6 @@ std::string program_text(const GpuCase& c, const std::string& sched) {
   return sched == "<file>" ? src : with_schedule(src, sched);
 }
 
-CompileRequest gpu_request(const ir::Func& f, int opt = 3) {
-  CompileRequest r{.func = f};
-  r.options.target = Target{cuda::kTriple, "sm_90", ""};
-  r.options.opt_level = opt;
-  r.output = CompileOutput::Cuda;
-  return r;
-}
-
-cuda::Program gpu_program(const ir::Func& f, int opt = 3) {
-  return *compile(gpu_request(f, opt)).cuda;
-}
-
 // The overrides of `set` that f has (a schedule without the file's knobs has none of them).
 ir::Overrides known(const std::string& text, const ir::Overrides& set) {
   ir::Func bare = parse_one(text);
@@ -170,34 +159,9 @@ ir::Overrides known(const std::string& text, const ir::Overrides& set) {
   return out;
 }
 
-std::string compile_error(const std::string& text) {
-  try {
-    gpu_program(parse_one(text));
-  } catch (const CompileError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
-
-// The loops f lowers to for a GPU, run by the loop interpreter (which ignores tags), against the
-// reference on random inputs of `seed`: as kiln's passes leave them, and as the GPU lowering
-// passes leave them for the printer.
-struct GpuLoopsMismatch {
-  interp::Mismatch optimized, gpu_lowered;
-};
-GpuLoopsMismatch gpu_loops_against_reference(const ir::Func& f, uint64_t seed) {
-  Bindings in = interp::random_bindings(f, interp::param_values(f), seed);
-  Bindings expected = in;
-  interp::run_reference(f, expected);
-  CompileResult r = compile(gpu_request(f));
-  GpuLoopsMismatch out;
-  for (auto [loops, mismatch] :
-       {std::pair{&r.optimized, &out.optimized}, std::pair{&r.gpu_lowered, &out.gpu_lowered}}) {
-    Bindings actual = in;
-    interp::run_loops(*loops, actual);
-    *mismatch = interp::compare_outputs(f, expected, actual);
-  }
-  return out;
+// The loops f lowers to for a GPU against the reference at f's tolerance, on inputs of `seed`.
+GpuLoopsMismatch gpu_loops_of(const ir::Func& f, uint64_t seed) {
+  return gpu_loops_against_reference(f, gpu_compile(f), seed, interp::tolerance_of(f));
 }
 
 // The schedules of the GPU examples keep every dependence, and the GPU lowering passes (unrolled
@@ -209,7 +173,7 @@ TEST(GpuSchedules, LoopsMatchTheReference) {
       std::string text = program_text(c, sched);
       for (const ir::Overrides& set : c.params) {
         SCOPED_TRACE(c.example + ", schedule: " + sched);
-        GpuLoopsMismatch mm = gpu_loops_against_reference(parse_one(text, known(text, set)), 3);
+        GpuLoopsMismatch mm = gpu_loops_of(parse_one(text, known(text, set)), 3);
         EXPECT_TRUE(mm.optimized.ok) << "after kiln's passes: " << mm.optimized.describe();
         EXPECT_TRUE(mm.gpu_lowered.ok)
             << "after the GPU lowering passes: " << mm.gpu_lowered.describe();
@@ -591,7 +555,7 @@ func scale_gpu {
   ASSERT_EQ(p.launches.size(), 1u) << p.source;
   EXPECT_EQ(count_of(p.source, "#pragma unroll"), 1) << p.source;
   EXPECT_EQ(count_of(p.source, "b_y[(v_i) * (3) + (2)] = "), 1) << p.source;  // j unrolled
-  GpuLoopsMismatch mm = gpu_loops_against_reference(f, 7);
+  GpuLoopsMismatch mm = gpu_loops_of(f, 7);
   EXPECT_TRUE(mm.gpu_lowered.ok) << mm.gpu_lowered.describe();
 }
 
@@ -608,7 +572,7 @@ TEST(GpuCodegen, UntaggedNestRunsOnOneThreadWithANote) {
 TEST(GpuCodegen, RefusesWhatAGpuCannotRun) {
   const std::string mm = gpu_example("matmul");
   auto refused = [&](const std::string& sched, const std::string& expected) {
-    std::string err = compile_error(with_schedule(mm, sched));
+    std::string err = gpu_compile_error(with_schedule(mm, sched));
     EXPECT_NE(err.find(expected), std::string::npos) << "schedule: " << sched << "\n" << err;
   };
   refused("C.tag(i, parallel); C_init.tag(i, parallel);", "tagged parallel, a CPU tag");
@@ -656,10 +620,10 @@ TEST(GpuCodegen, ThreadLoopOfRunTimeExtentIsRefused) {
   std::string text = std::regex_replace(
       gpu_example("matmul"), std::regex("param M = 1024, N = 1024, K = 1024;"), "param M, N, K;");
   std::string err =
-      compile_error(with_schedule(text,
-                                  "C.tag(i, gpu_block_x); C_init.tag(i, gpu_block_x);"
-                                  "C.tag(j, gpu_thread_x); C_init.tag(j, gpu_thread_x);"
-                                  "C.after(C_init, j);"));
+      gpu_compile_error(with_schedule(text,
+                                      "C.tag(i, gpu_block_x); C_init.tag(i, gpu_block_x);"
+                                      "C.tag(j, gpu_thread_x); C_init.tag(j, gpu_thread_x);"
+                                      "C.after(C_init, j);"));
   EXPECT_NE(err.find("extent of gpu_thread loop 'j'"), std::string::npos) << err;
   EXPECT_NE(err.find("no constant bound"), std::string::npos) << err;
 }
@@ -693,7 +657,7 @@ TEST(GpuCodegen, InputValueSpecsAreCheckedByAFirstKernel) {
   const std::string k0 = p.source.substr(p.source.find("gather_gpu_k0("));
   EXPECT_NE(k0.find("if (*kiln_status != 0) return;"), std::string::npos) << k0;
 
-  GpuLoopsMismatch mm = gpu_loops_against_reference(f, 5);
+  GpuLoopsMismatch mm = gpu_loops_of(f, 5);
   EXPECT_TRUE(mm.optimized.ok) << mm.optimized.describe();
   EXPECT_TRUE(mm.gpu_lowered.ok) << mm.gpu_lowered.describe();
 
@@ -870,13 +834,7 @@ TEST(GpuRun, EveryExampleMatchesTheReference) {
         for (int opt : {0, 3}) {
           SCOPED_TRACE(c.example + ", -O" + std::to_string(opt) + ", schedule: " + sched);
           ir::Func f = parse_one(text, known(text, set));
-          cuda::Program p = gpu_program(f, opt);
-          cuda::Binary bin = cuda::compile(p, gpu.arch());
-          Bindings in = interp::random_bindings(f, interp::param_values(f), 7);
-          Bindings expected = in, actual = in;
-          interp::run_reference(f, expected);
-          gpu.run(p, bin, actual);
-          interp::Mismatch mm = interp::compare_outputs(f, expected, actual);
+          interp::Mismatch mm = gpu_run_against_reference(gpu, f, gpu_program(f, opt), 7);
           EXPECT_TRUE(mm.ok) << mm.describe();
         }
       }

@@ -10,6 +10,7 @@
 
 #include <sstream>
 
+#include "gpu_programs.h"
 #include "kiln/compile.h"
 #include "kiln/cuda.h"
 #include "kiln/interp.h"
@@ -18,36 +19,11 @@
 namespace kiln::testing {
 namespace {
 
-CompileResult gpu_compile(const ir::Func& f) {
-  CompileRequest r{.func = f};
-  r.options.target = Target{cuda::kTriple, "sm_90", ""};
-  r.output = CompileOutput::Cuda;
-  return compile(r);
-}
-
-cuda::Program gpu_program(const ir::Func& f) { return *gpu_compile(f).cuda; }
-
-// The loops the GPU lowering passes leave, run by the loop interpreter, against the reference,
-// exactly (the rewrites keep f32 arithmetic as it is; only the tensor cores round to TF32).
-interp::Mismatch lowered_loops_against_reference(const ir::Func& f, const CompileResult& c,
-                                                 uint64_t seed) {
-  Bindings in = interp::random_bindings(f, interp::param_values(f), seed);
-  Bindings expected = in, actual = in;
-  interp::run_reference(f, expected);
-  interp::run_loops(c.gpu_lowered, actual);
-  return interp::compare_outputs(f, expected, actual, 1e-5, 1e-6);
-}
+// The loops after the GPU lowering passes are held to f32's own tolerance: the rewrites keep f32
+// arithmetic as it is; only the tensor cores round to TF32.
+constexpr interp::Tolerance kExact{1e-5, 1e-6};
 
 std::string tf32_example() { return read_source("examples/gpu/matmul_tf32.kiln"); }
-
-std::string compile_error(const std::string& text, const ir::Overrides& set = {}) {
-  try {
-    gpu_program(parse_one(text, set));
-  } catch (const CompileError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
 
 // Each warp (wx) of a block of 16 x 32 owns one 16 x 16 tile, A and B read from device memory;
 // `tags` and `extra` (a cache command) complete it, `src` is the algorithm.
@@ -141,7 +117,7 @@ TEST(TensorCores, KeptFragmentsAreLoopsTheInterpreterChecks) {
   EXPECT_EQ(count_of(loops, "alloc kiln_frag0: f32[4, 16, 16] @gpu_local"), 1) << loops;
   // the 4 tiles (unrolled): copied in, updated (read and written), copied out
   EXPECT_EQ(count_of(loops, "kiln_frag0["), 4 * 4) << loops;
-  interp::Mismatch mm = lowered_loops_against_reference(f, c, 5);
+  interp::Mismatch mm = gpu_loops_against_reference(f, c, 5, kExact).gpu_lowered;
   EXPECT_TRUE(mm.ok) << mm.describe();
 }
 
@@ -242,7 +218,7 @@ TEST(TensorCores, EveryPointOfTheExamplesSpace) {
     ir::Overrides sized = set;
     sized.insert({{"M", 128}, {"N", 128}, {"K", 48}});
     ir::Func f = parse_one(tf32_example(), sized);
-    interp::Mismatch mm = lowered_loops_against_reference(f, gpu_compile(f), 9);
+    interp::Mismatch mm = gpu_loops_against_reference(f, gpu_compile(f), 9, kExact).gpu_lowered;
     EXPECT_TRUE(mm.ok) << mm.describe();
   }
 
@@ -289,7 +265,7 @@ TEST(TensorCores, PtxForSm80AndSm90AndOlderGpusRefused) {
 TEST(TensorCores, RefusesWhatTheTensorCoresCannotRun) {
   auto refused = [&](const std::string& text, const std::string& expected,
                      const ir::Overrides& set = kSmall) {
-    std::string err = compile_error(text, set);
+    std::string err = gpu_compile_error(text, set);
     EXPECT_NE(err.find(expected), std::string::npos) << text << "\n" << err;
   };
   const std::string warps = "C_init.tag(wx, gpu_thread_y); C.tag(wx, gpu_thread_y);";
@@ -304,8 +280,10 @@ TEST(TensorCores, RefusesWhatTheTensorCoresCannotRun) {
   one_warp.replace(one_warp.find("    constraint WY * WX >= 2;\n"), 29, "");
   refused(one_warp, "loop 'mi' is tagged mma outside every gpu_thread loop",
           {{"M", 64}, {"N", 64}, {"K", 64}, {"WY", 1}, {"WX", 1}});
-  refused(one_tile_per_warp(warps + "C.tag(mi, mma); C_init.tag(mi, gpu_thread_x);"),
-          "(accepted)");  // 16 lanes of 32: fine
+  // a gpu_thread_x loop of 16 of the 32 lanes is accepted
+  EXPECT_EQ(gpu_compile_error(
+                one_tile_per_warp(warps + "C.tag(mi, mma); C_init.tag(mi, gpu_thread_x);"), kSmall),
+            "(accepted)");
   refused(one_tile_per_warp(warps + "C.tag(mi, mma); C_init.fuse(mi, nj, f);"
                                     "C_init.tag(f, gpu_thread_x);"),
           "gpu_thread_x loop 'f' runs up to 256 times in a kernel with loops tagged mma");
@@ -385,13 +363,7 @@ TEST(TensorCoresRun, TheTf32MatmulMatchesTheReference) {
        {ir::Overrides{{"M", 512}, {"N", 384}, {"K", 256}},
         ir::Overrides{{"M", 512}, {"N", 384}, {"K", 256}, {"WY", 4}, {"FI", 1}, {"BK", 8}}}) {
     ir::Func f = parse_one(tf32_example(), set);
-    cuda::Program p = gpu_program(f);
-    cuda::Binary bin = cuda::compile(p, gpu.arch());
-    Bindings in = interp::random_bindings(f, interp::param_values(f), 11);
-    Bindings expected = in, actual = in;
-    interp::run_reference(f, expected);
-    gpu.run(p, bin, actual);
-    interp::Mismatch mm = interp::compare_outputs(f, expected, actual);
+    interp::Mismatch mm = gpu_run_against_reference(gpu, f, gpu_program(f), 11);
     EXPECT_TRUE(mm.ok) << mm.describe();
   }
 }
