@@ -1,4 +1,5 @@
-// Simplify: each rule on hand-built IR, with the exact output it must give.
+// Simplify (the expression simplifier and the pass): each rule on hand-built IR, with the exact
+// output it must give.
 #include "kiln/passes/simplify.h"
 
 #include <gtest/gtest.h>
@@ -7,14 +8,18 @@
 
 #include "kiln/ir.h"
 #include "kiln/loop_ir.h"
+#include "kiln/simplify.h"
 
 namespace kiln::passes {
 namespace {
 
 using ir::BinaryOp;
+using ir::Bounds;
 using ir::DType;
 using ir::Expr;
+using ir::simplify;
 using ir::Stmt;
+using passes::simplify;
 
 Expr v(const std::string& n) { return ir::var(n); }
 Expr c(int64_t x) { return ir::int_imm(x); }

@@ -23,7 +23,7 @@
 
 #include "kiln/analysis.h"
 #include "kiln/cuda.h"
-#include "kiln/passes/simplify.h"
+#include "kiln/simplify.h"
 #include "mma.h"
 #include "nests.h"
 #include "registers.h"
@@ -210,7 +210,7 @@ class KeepFragments : public ir::StmtMutator {
     }
     std::map<std::string, Expr> lets = f.lets;
     for (const ir::LetStmt* l : nest->lets) lets[l->var] = expand_lets(l->value, lets);
-    auto expand = [&](const Expr& e) { return passes::simplify(expand_lets(e, lets)); };
+    auto expand = [&](const Expr& e) { return ir::simplify(expand_lets(e, lets)); };
 
     // C's tile moves with the thread loops, the fragment loops and the nest's m and n, not with
     // L or the other serial loops (the reduction's steps)
@@ -270,8 +270,8 @@ class KeepFragments : public ir::StmtMutator {
     for (size_t d = 0; d < fragment_loops.size(); ++d)
       index =
           index * ir::int_imm(extent[d]) + (ir::var(fragment_loops[d]->var) - ir::int_imm(lo[d]));
-    std::vector<Expr> f_at = {passes::simplify(index), passes::simplify(ir::var(m.var) - m_lo),
-                              passes::simplify(ir::var(n.var) - n_lo)};
+    std::vector<Expr> f_at = {ir::simplify(index), ir::simplify(ir::var(m.var) - m_lo),
+                              ir::simplify(ir::var(n.var) - n_lo)};
     auto copy = [&](bool load) -> Stmt {
       Stmt body = load ? std::make_shared<ir::Store>(
                              fragments, f_at, ir::load(st->buf, c_at, ir::DType::F32), st->comp)
@@ -328,7 +328,7 @@ class KeepFragments : public ir::StmtMutator {
     std::map<std::string, Expr> at = {{m, m_lo}, {n, n_lo}};
     for (size_t v = 0; v < vars.size(); ++v) at[vars[v]] = ir::int_imm(from[v]);
     std::vector<Expr> origin;
-    for (const Expr& e : c_at) origin.push_back(passes::simplify(ir::substitute(e, at)));
+    for (const Expr& e : c_at) origin.push_back(ir::simplify(ir::substitute(e, at)));
     size_t row = c_at.size(), col = c_at.size();
     for (size_t d = 0; d < c_at.size(); ++d) {
       std::set<std::string> fv = ir::free_vars(c_at[d]);

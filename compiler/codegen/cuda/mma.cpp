@@ -8,8 +8,8 @@
 
 #include "kiln/analysis.h"
 #include "kiln/error.h"
-#include "kiln/passes/simplify.h"
 #include "kiln/range.h"
+#include "kiln/simplify.h"
 #include "registers.h"
 
 namespace kiln::cuda {
@@ -180,7 +180,7 @@ class Matcher {
     if (!whole)
       fail(
           fmt::format("its access to the accumulator fragments {} is not one whole fragment", buf));
-    out.fragment = passes::simplify(ir::linear_expr(index, ir::kIndexType));
+    out.fragment = ir::simplify(ir::linear_expr(index, ir::kIndexType));
     return out;
   }
 
@@ -237,11 +237,11 @@ class Matcher {
       for (const ir::For* f : loops_)
         if (ir::free_vars(t.atom).count(f->var))
           fail(fmt::format("the offset of its access to {} ({}) is not affine in loop '{}'", buf,
-                           ir::to_string(passes::simplify(off)), f->var));
+                           ir::to_string(ir::simplify(off)), f->var));
       base.add_term(t.atom, t.coeff);
     }
     if (!base.ok) fail(fmt::format("the offset of its access to {} overflows", buf));
-    out.base = passes::simplify(ir::linear_expr(base, ir::kIndexType));
+    out.base = ir::simplify(ir::linear_expr(base, ir::kIndexType));
     out.base_form = base;
     out.aligned = base.constant % 8 == 0;
     for (const ir::LinearTerm& t : base.terms) out.aligned = out.aligned && t.coeff % 8 == 0;
@@ -258,7 +258,7 @@ class Matcher {
     for (size_t d = 0; d < loops_.size(); ++d)
       first[loops_[d]->var] = expand_lets(mins_[d], inner_);
     for (const Expr& i : indices)
-      out.first.push_back(passes::simplify(ir::substitute(expand_lets(i, inner_), first)));
+      out.first.push_back(ir::simplify(ir::substitute(expand_lets(i, inner_), first)));
     int64_t r = a.coef[rows], c = a.coef[cols];
     if (c == 1 && r != 1) {
       out.row_major = true;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kiln/analysis.h"
-#include "kiln/passes/simplify.h"
+#include "kiln/simplify.h"
 
 namespace kiln::cuda {
 namespace {
@@ -25,7 +25,7 @@ class Substitute : public ir::StmtMutator {
  protected:
   Expr mutate_stmt_expr(const Expr& e) override {
     if (!ir::free_vars(e).count(var_)) return e;
-    return passes::simplify(ir::substitute(e, {{var_, value_}}));
+    return ir::simplify(ir::substitute(e, {{var_, value_}}));
   }
 
  private:
@@ -324,11 +324,11 @@ Expr expand_lets(const Expr& e, const std::map<std::string, Expr>& lets) {
     if (sub.empty()) break;
     r = ir::substitute(r, sub);
   }
-  return passes::simplify(r);
+  return ir::simplify(r);
 }
 
 std::optional<int64_t> constant(const Expr& e) {
-  if (const ir::IntImm* i = ir::as<ir::IntImm>(passes::simplify(e))) return i->value;
+  if (const ir::IntImm* i = ir::as<ir::IntImm>(ir::simplify(e))) return i->value;
   return std::nullopt;
 }
 

@@ -10,8 +10,8 @@
 #include "kiln/analysis.h"
 #include "kiln/cuda.h"
 #include "kiln/error.h"
-#include "kiln/passes/simplify.h"
 #include "kiln/range.h"
+#include "kiln/simplify.h"
 #include "mma.h"
 #include "nests.h"
 #include "registers.h"
@@ -550,7 +550,7 @@ class Writer {
     Expr d = n.end - n.min;
     if (n.step != 1)
       d = ir::binary(BinaryOp::Div, d + ir::int_imm(n.step - 1), ir::int_imm(n.step));
-    return passes::simplify(d);
+    return ir::simplify(d);
   }
 
   ir::Interval loop_range(const ir::For& n) const {
@@ -901,14 +901,14 @@ class Writer {
     auto flat = [](const BufInfo& b, const std::vector<Expr>& indices) {
       Expr f = indices[0];
       for (size_t d = 1; d < indices.size(); ++d) f = f * b.shape[d] + indices[d];
-      return passes::simplify(f);
+      return ir::simplify(f);
     };
     Expr v = ir::var(inner.var);
     Expr group = cuda::expand_lets(inner.min, values);  // + width * kiln_q: a group's start
     // offset(v + 1) - offset(v) is 1, and offset(group start) is a multiple of the width
     auto consecutive = [&](const Expr& offset) {
       std::optional<int64_t> d = ir::eval_int(
-          passes::simplify(ir::substitute(offset, {{inner.var, v + ir::int_imm(1)}}) - offset), {});
+          ir::simplify(ir::substitute(offset, {{inner.var, v + ir::int_imm(1)}}) - offset), {});
       return d && *d == 1;
     };
     auto aligned = [&](const Expr& offset, int width) {
@@ -967,8 +967,7 @@ class Writer {
     for (int e = 0; e < vc.width; ++e) {
       std::vector<Expr> at;
       for (const Expr& i : vc.to_at)
-        at.push_back(
-            passes::simplify(ir::substitute(i, {{vc.var, ir::var(vc.var) + ir::int_imm(e)}})));
+        at.push_back(ir::simplify(ir::substitute(i, {{vc.var, ir::var(vc.var) + ir::int_imm(e)}})));
       line(fmt::format("{} = {}.{};", element(vc.to, at), name, "xyzw"[e]));
     }
   }
@@ -1230,7 +1229,7 @@ class Writer {
     int64_t inner = 1;
     for (size_t k = f.chain.size(); k-- > 0;) {
       const ir::For& c = *f.chain[k];
-      Expr first = passes::simplify(ir::substitute(f.mins[k], {{loop_var, at}}));
+      Expr first = ir::simplify(ir::substitute(f.mins[k], {{loop_var, at}}));
       int64_t step = c.step * (k + 1 == f.chain.size() ? f.copy.width : 1);
       std::string digit = k == 0 ? fmt::format("(kiln_g / {})", inner)
                                  : fmt::format("(kiln_g / {} % {})", inner, f.extents[k]);
@@ -1249,7 +1248,7 @@ class Writer {
   static VectorCopy copy_at(const PipelinedFill& f, const std::string& loop_var, const Expr& at) {
     VectorCopy c = f.copy;
     for (std::vector<Expr>* v : {&c.from_at, &c.to_at})
-      for (Expr& e : *v) e = passes::simplify(ir::substitute(e, {{loop_var, at}}));
+      for (Expr& e : *v) e = ir::simplify(ir::substitute(e, {{loop_var, at}}));
     return c;
   }
 
@@ -1496,7 +1495,7 @@ class Writer {
   // variables (as far as the simplifier can tell).
   static bool multiple_of(const Expr& e, int width) {
     std::optional<int64_t> r =
-        ir::eval_int(passes::simplify(ir::binary(BinaryOp::Mod, e, ir::int_imm(width))), {});
+        ir::eval_int(ir::simplify(ir::binary(BinaryOp::Mod, e, ir::int_imm(width))), {});
     return r && *r == 0;
   }
 
@@ -1656,7 +1655,7 @@ class Writer {
           if (!all) continue;
           std::string name = fmt::format("kiln_v{}", vector_count_++);
           line(fmt::format("const float{0} {1} = *reinterpret_cast<const float{0}*>(&b_{2}[{3}]);",
-                           width, name, buf, expr(passes::simplify(rest + ir::int_imm(k)))));
+                           width, name, buf, expr(ir::simplify(rest + ir::int_imm(k)))));
           for (int64_t e = 0; e < width; ++e)
             scope[slot_key(buf, key.second, k + e)] = name + "." + "xyzw"[e];
         }
