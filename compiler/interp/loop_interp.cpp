@@ -208,6 +208,7 @@ class LoopInterpreter final : public detail::Evaluator {
         for (const ir::Stmt& x : static_cast<const ir::Block&>(*s).stmts) exec(x);
         return;
       case ir::StmtKind::Evaluate:
+        if (ir::is_gpu_barrier(s)) return;  // the threads run one after another here
         eval(static_cast<const ir::Evaluate&>(*s).value);
         return;
     }

@@ -67,6 +67,17 @@ std::optional<LoopTag> loop_tag_from_name(const std::string& name) {
   return std::nullopt;
 }
 
+Stmt gpu_barrier() {
+  return std::make_shared<Evaluate>(
+      std::make_shared<Call>(kGpuBarrier, std::vector<Expr>{}, DType::I32));
+}
+
+bool is_gpu_barrier(const Stmt& s) {
+  const auto* e = as<Evaluate>(s);
+  const auto* c = e ? as<Call>(e->value) : nullptr;
+  return c != nullptr && c->name == kGpuBarrier && c->args.empty();
+}
+
 Stmt block(std::vector<Stmt> stmts) {
   std::vector<Stmt> flat;
   for (Stmt& s : stmts) {

@@ -531,10 +531,93 @@ TEST(GpuLowering, AccumulatorsAreKeptInRegistersByAPassBeforeThePrinter) {
     EXPECT_EQ(count_of(after, "alloc kiln_acc" + std::to_string(k) + ": f32[] @gpu_local"), 1)
         << after;
   EXPECT_EQ(count_of(after, "alloc kiln_acc16 "), 0) << after;
-  EXPECT_EQ(ir::to_string(cuda::keep_in_registers(r.optimized)), after);
+  EXPECT_EQ(ir::to_string(cuda::place_barriers(cuda::keep_in_registers(r.optimized))), after);
   // The printer given the optimized loops prints what it is given: no accumulator.
   EXPECT_EQ(count_of(cuda::generate(r.optimized).source, "kiln_acc"), 0);
   EXPECT_EQ(count_of(r.cuda->source, "\n  float b_kiln_acc"), 16);
+}
+
+// The barriers between a block's steps are placed by a pass (place_barriers) as gpu_barrier()
+// statements, and the printer writes __syncthreads() where they are and nowhere else, except in
+// the two it writes into a pipelined loop. The block's steps here: one thread loop fills a shared
+// tile, the next reads it (a barrier), a third touches neither it nor what the second wrote (no
+// barrier), a fourth overwrites the tile the second read (a barrier), and a fifth writes only
+// thread registers (no barrier). The loop interpreter passes over the barriers.
+TEST(GpuLowering, BarriersArePlacedByAPassAndPrintedWhereItPutThem) {
+  using ir::Expr;
+  using ir::Stmt;
+  auto loop = [](const std::string& v, int64_t n, ir::LoopTag tag, Stmt body) -> Stmt {
+    return std::make_shared<ir::For>(v, ir::int_imm(0), ir::int_imm(n), 1, tag, std::move(body));
+  };
+  auto store = [](const std::string& buf, Expr at, Expr value) -> Stmt {
+    return std::make_shared<ir::Store>(buf, std::vector<Expr>{std::move(at)}, std::move(value));
+  };
+  auto load = [](const std::string& buf, Expr at) {
+    return ir::load(buf, {std::move(at)}, ir::DType::F32);
+  };
+  const ir::LoopTag tx = ir::LoopTag::GpuThreadX;
+  Expr t = ir::var("t"), g = ir::var("b") * ir::int_imm(64) + ir::var("t");
+  Stmt steps = ir::block({
+      loop("t", 64, tx, store("T", t, load("x", g))),
+      loop("t", 64, tx, store("y", g, load("T", ir::int_imm(63) - t))),
+      loop("t", 64, tx, store("z", g, load("x", g) * ir::float_imm(2.0))),
+      loop("t", 64, tx, store("T", t, ir::float_imm(0.0))),
+      loop("t", 64, tx, store("R", ir::int_imm(0), load("x", g))),
+  });
+  ir::LoweredFunc f;
+  f.name = "steps";
+  for (const char* b : {"x", "y", "z"}) {
+    ir::Buf buf;
+    buf.name = b;
+    buf.shape = {ir::int_imm(256)};
+    buf.kind = std::string(b) == "x" ? ir::BufKind::Input : ir::BufKind::Output;
+    f.args.push_back(buf);
+  }
+  f.body =
+      loop("b", 4, ir::LoopTag::GpuBlockX,
+           std::make_shared<ir::Alloc>(
+               "T", ir::DType::F32, std::vector<Expr>{ir::int_imm(64)}, ir::MemLoc::GpuShared,
+               std::make_shared<ir::Alloc>("R", ir::DType::F32, std::vector<Expr>{ir::int_imm(1)},
+                                           ir::MemLoc::GpuLocal, steps)));
+  const std::string placed = ir::to_string(cuda::place_barriers(f).body);
+  std::vector<size_t> barriers;
+  for (size_t at = placed.find("gpu_barrier();"); at != std::string::npos;
+       at = placed.find("gpu_barrier();", at + 1))
+    barriers.push_back(at);
+  ASSERT_EQ(barriers.size(), 2u) << placed;
+  EXPECT_LT(placed.find("T[t] = x["), barriers[0]) << placed;
+  EXPECT_LT(barriers[0], placed.find("y[")) << placed;
+  EXPECT_LT(placed.find("z["), barriers[1]) << placed;
+  EXPECT_LT(barriers[1], placed.find("T[t] = 0.0")) << placed;
+
+  EXPECT_EQ(count_of(cuda::generate(cuda::place_barriers(f)).source, "__syncthreads();"), 2);
+  EXPECT_EQ(count_of(cuda::generate(f).source, "__syncthreads();"), 0);
+
+  Bindings in;
+  for (const char* b : {"x", "y", "z"}) in.buffers[b] = HostBuffer(ir::DType::F32, {256});
+  for (int64_t k = 0; k < 256; ++k) in.buffers["x"].set_f(k, static_cast<double>(k));
+  interp::run_loops(cuda::place_barriers(f), in);
+  for (int64_t k = 0; k < 256; ++k) {
+    EXPECT_EQ(in.buffers["y"].get_f(k), static_cast<double>(k / 64 * 64 + 63 - k % 64)) << k;
+    EXPECT_EQ(in.buffers["z"].get_f(k), 2.0 * static_cast<double>(k)) << k;
+  }
+}
+
+// A loop the printer pipelines keeps the two barriers of its form (after the first step's tiles,
+// after the stores of the next step's); place_barriers puts the one that ends its computation,
+// before those stores, and none inside the form. Without place_barriers the printer writes only
+// the form's two.
+TEST(GpuLowering, APipelinedLoopGetsItsComputationsBarrierFromThePass) {
+  ir::Func f = parse_one(gpu_example("matmul"), {{"M", 256}, {"N", 128}, {"K", 64}});
+  CompileResult r = compile(gpu_request(f));
+  const std::string lowered = ir::to_string(r.gpu_lowered);
+  EXPECT_EQ(count_of(ir::to_string(r.optimized), "gpu_barrier"), 0);
+  // before C's elements are loaded into registers (after the block's threads initialized C),
+  // and at the end of the K loop's body
+  EXPECT_EQ(count_of(lowered, "gpu_barrier();"), 2) << lowered;
+  EXPECT_EQ(count_of(r.cuda->source, "__syncthreads();"), 2 + 2) << r.cuda->source;
+  ir::LoweredFunc unplaced = cuda::keep_in_registers(cuda::keep_fragments(r.optimized));
+  EXPECT_EQ(count_of(cuda::generate(unplaced).source, "__syncthreads();"), 2);
 }
 
 // A one-thread nest whose outermost loop is tagged unroll stays one kernel: the loop is left a

@@ -25,32 +25,6 @@ namespace {
 
 using ir::Stmt;
 
-// s with f applied to each statement it holds, for a Block, a LetStmt, an Alloc or an If; s
-// itself for the others.
-Stmt with_children(const Stmt& s, const std::function<Stmt(const Stmt&)>& f) {
-  switch (s->kind) {
-    case ir::StmtKind::Block: {
-      std::vector<Stmt> stmts;
-      for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts) stmts.push_back(f(c));
-      return ir::block(std::move(stmts));
-    }
-    case ir::StmtKind::LetStmt: {
-      const auto& n = static_cast<const ir::LetStmt&>(*s);
-      return std::make_shared<ir::LetStmt>(n.var, n.value, f(n.body));
-    }
-    case ir::StmtKind::Alloc: {
-      const auto& n = static_cast<const ir::Alloc&>(*s);
-      return std::make_shared<ir::Alloc>(n.buf, n.dtype, n.shape, n.loc, f(n.body));
-    }
-    case ir::StmtKind::If: {
-      const auto& n = static_cast<const ir::IfThenElse&>(*s);
-      return std::make_shared<ir::IfThenElse>(n.cond, f(n.then_case), f(n.else_case));
-    }
-    default:
-      return s;
-  }
-}
-
 class KeepInRegisters {
  public:
   explicit KeepInRegisters(const ir::LoweredFunc& f) {
@@ -70,17 +44,17 @@ class KeepInRegisters {
       case ir::StmtKind::LetStmt:
       case ir::StmtKind::If:
         return with_children(s, [this](const Stmt& c) { return host(c); });
-      case ir::StmtKind::For: {
-        const auto& n = static_cast<const ir::For&>(*s);
-        if (ir::is_gpu_block_tag(n.tag)) return kernel(s);
-        if (has_loop(n.body, ir::is_gpu_block_tag)) return s;  // refused by the printer
-        if (ir::is_gpu_thread_tag(n.tag) || has_loop(n.body, ir::is_gpu_thread_tag))
-          return kernel(s);
-        return one_thread_kernel(s);
-      }
+      case ir::StmtKind::For:
       case ir::StmtKind::Store:
       case ir::StmtKind::Evaluate:
-        return one_thread_kernel(s);
+        switch (top_level(s)) {
+          case TopLevel::Kernel:
+            return kernel(s);
+          case TopLevel::OneThread:
+            return one_thread_kernel(s);
+          case TopLevel::Refused:
+            return s;  // for the printer to say why
+        }
     }
     return s;
   }

@@ -27,6 +27,9 @@ namespace kiln::cuda {
 
 inline bool is_mma(ir::LoopTag t) { return t == ir::LoopTag::Mma; }
 
+// The threads of a warp: the lanes that run an mma nest together.
+inline constexpr int64_t kWarp = 32;
+
 // The names keep_fragments gives the arrays of accumulator fragments it makes: kiln_frag0, ...
 inline constexpr const char* kFragmentArrayPrefix = "kiln_frag";
 inline bool is_fragment_array(const std::string& buf) {

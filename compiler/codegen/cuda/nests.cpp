@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kiln/analysis.h"
+#include "kiln/simplify.h"
 
 namespace kiln::cuda {
 namespace {
@@ -93,6 +94,47 @@ CopyNest copy_nest(const ir::Stmt& s) {
   }
   out.body = chain.back()->body;  // with the lets after the last loop
   return out;
+}
+
+TopLevel top_level(const ir::Stmt& s) {
+  const ir::For* n = ir::as<ir::For>(s);
+  if (!n) return TopLevel::OneThread;
+  if (ir::is_gpu_block_tag(n->tag)) return TopLevel::Kernel;
+  if (has_loop(n->body, ir::is_gpu_block_tag)) return TopLevel::Refused;
+  if (ir::is_gpu_thread_tag(n->tag) || has_loop(n->body, ir::is_gpu_thread_tag))
+    return TopLevel::Kernel;
+  return TopLevel::OneThread;
+}
+
+ir::Expr extent_of(const ir::For& n) {
+  ir::Expr d = n.end - n.min;
+  if (n.step != 1)
+    d = ir::binary(ir::BinaryOp::Div, d + ir::int_imm(n.step - 1), ir::int_imm(n.step));
+  return ir::simplify(d);
+}
+
+ir::Stmt with_children(const ir::Stmt& s, const std::function<ir::Stmt(const ir::Stmt&)>& f) {
+  switch (s->kind) {
+    case ir::StmtKind::Block: {
+      std::vector<ir::Stmt> stmts;
+      for (const ir::Stmt& c : static_cast<const ir::Block&>(*s).stmts) stmts.push_back(f(c));
+      return ir::block(std::move(stmts));
+    }
+    case ir::StmtKind::LetStmt: {
+      const auto& n = static_cast<const ir::LetStmt&>(*s);
+      return std::make_shared<ir::LetStmt>(n.var, n.value, f(n.body));
+    }
+    case ir::StmtKind::Alloc: {
+      const auto& n = static_cast<const ir::Alloc&>(*s);
+      return std::make_shared<ir::Alloc>(n.buf, n.dtype, n.shape, n.loc, f(n.body));
+    }
+    case ir::StmtKind::If: {
+      const auto& n = static_cast<const ir::IfThenElse&>(*s);
+      return std::make_shared<ir::IfThenElse>(n.cond, f(n.then_case), f(n.else_case));
+    }
+    default:
+      return s;
+  }
 }
 
 }  // namespace kiln::cuda

@@ -3,6 +3,7 @@
 // out over. The lowering passes and the printer decide by the same tests.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "kiln/loop_ir.h"
@@ -13,6 +14,20 @@ namespace kiln::cuda {
 // or null; and whether there is one.
 const ir::For* first_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag));
 bool has_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag));
+
+// What a loop, store or evaluation at the top level of a GPU func is: a kernel over blocks and
+// threads (its outermost loops tagged gpu_block, or thread loops with no block loop around them),
+// a kernel of one thread (no GPU tag in it), or a nest the printer refuses (block loops inside
+// another loop).
+enum class TopLevel { Kernel, OneThread, Refused };
+TopLevel top_level(const ir::Stmt& s);
+
+// The iterations of loop n: (end - min) / step rounded up, simplified.
+ir::Expr extent_of(const ir::For& n);
+
+// s with f applied to each statement it holds, for a Block, a LetStmt, an Alloc or an If (an
+// absent else too); s itself for the others.
+ir::Stmt with_children(const ir::Stmt& s, const std::function<ir::Stmt(const ir::Stmt&)>& f);
 
 // The stores of a statement, in the order they appear.
 std::vector<const ir::Store*> stores_of(const ir::Stmt& s);

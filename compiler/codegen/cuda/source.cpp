@@ -1,5 +1,6 @@
 // Loop IR to CUDA C++ (kiln/cuda.h): kernels from GPU-tagged nests, their launch configuration,
-// shared-memory temporaries and the __syncthreads() between block-level steps.
+// shared-memory temporaries, and the code of each step of a block between the barriers
+// place_barriers put there.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "copies.h"
 #include "kiln/analysis.h"
 #include "kiln/cuda.h"
 #include "kiln/error.h"
@@ -14,7 +16,9 @@
 #include "kiln/simplify.h"
 #include "mma.h"
 #include "nests.h"
+#include "pipeline.h"
 #include "registers.h"
+#include "spaces.h"
 
 namespace kiln::cuda {
 namespace {
@@ -26,9 +30,6 @@ using ir::LoopTag;
 using ir::Stmt;
 
 const char* axis_name(int a) { return a == 0 ? "x" : a == 1 ? "y" : "z"; }
-
-// The threads of a warp: the lanes that run an mma nest together.
-constexpr int64_t kWarp = 32;
 
 // What one block may declare as static shared memory on every CUDA GPU.
 constexpr int64_t kMaxStaticShared = 48 * 1024;
@@ -47,56 +48,6 @@ const char* ctype(DType t) {
       return "double";
   }
   return "?";
-}
-
-// The loops of a statement tagged gpu_thread_x/y/z.
-class ThreadLoops : public ir::StmtVisitor {
- public:
-  std::vector<const ir::For*> loops;
-
- protected:
-  void visit_for(const ir::For& n) override {
-    if (ir::is_gpu_thread_tag(n.tag)) loops.push_back(&n);
-    ir::StmtVisitor::visit_for(n);
-  }
-};
-
-// The buffers an expression or statement reads and writes.
-struct Effects {
-  std::set<std::string> reads, writes;
-  bool conflicts(const Effects& later) const {
-    for (const std::string& w : writes)
-      if (later.reads.count(w) || later.writes.count(w)) return true;
-    for (const std::string& r : reads)
-      if (later.writes.count(r)) return true;
-    return false;
-  }
-  void add(const Effects& o) {
-    reads.insert(o.reads.begin(), o.reads.end());
-    writes.insert(o.writes.begin(), o.writes.end());
-  }
-};
-
-class LoadCollector : public ir::StmtVisitor {
- public:
-  Effects fx;
-
- protected:
-  void visit_load(const ir::Load& n) override {
-    fx.reads.insert(n.buf);
-    ir::StmtVisitor::visit_load(n);
-  }
-  void visit_store(const ir::Store& n) override {
-    fx.writes.insert(n.buf);
-    if (n.atomic) fx.reads.insert(n.buf);
-    ir::StmtVisitor::visit_store(n);
-  }
-};
-
-Effects effects_of(const Stmt& s) {
-  LoadCollector c;
-  c.visit(s);
-  return c.fx;
 }
 
 std::string float_literal(double v, DType t) {
@@ -215,15 +166,6 @@ class Writer {
   }
 
  private:
-  enum class Space { Global, Shared, Local };
-  struct BufInfo {
-    DType dtype = DType::F32;
-    std::vector<Expr> shape;
-    Space space = Space::Global;
-    bool input = false;
-    bool constant = false;  // read from its copy in constant memory
-  };
-
   // The elements of a shape whose extents are constants; fails with why(extent) at the first
   // that is not.
   template <typename Why>
@@ -332,30 +274,25 @@ class Writer {
         }
         return;
       }
-      case ir::StmtKind::For: {
-        const auto& n = static_cast<const ir::For&>(*s);
-        if (ir::is_gpu_block_tag(n.tag)) return kernel(s, false);
-        if (has_loop(n.body, ir::is_gpu_block_tag)) {
-          if (ir::is_gpu_thread_tag(n.tag))
-            fail(
-                fmt::format("loop '{}' is tagged {} outside every gpu_block loop: thread loops "
-                            "go inside the block loops of their nest",
-                            n.var, ir::loop_tag_name(n.tag)));
-          fail(fmt::format(
-              "loop '{}' runs around GPU loops: each GPU kernel is one nest whose outermost "
-              "loops are tagged gpu_block; a loop around kernels (a time loop) is not supported "
-              "on GPUs yet",
-              n.var));
-        }
-        // Thread loops with no block loop around them (or block loops of one iteration, which
-        // lowering leaves out): one block.
-        if (ir::is_gpu_thread_tag(n.tag) || has_loop(n.body, ir::is_gpu_thread_tag))
-          return kernel(s, false);
-        return kernel(s, true);
-      }
+      case ir::StmtKind::For:
       case ir::StmtKind::Store:
-      case ir::StmtKind::Evaluate:
-        return kernel(s, true);
+      case ir::StmtKind::Evaluate: {
+        // Thread loops with no block loop around them (or block loops of one iteration, which
+        // lowering leaves out) are one block.
+        TopLevel kind = top_level(s);
+        if (kind != TopLevel::Refused) return kernel(s, kind == TopLevel::OneThread);
+        const auto& n = static_cast<const ir::For&>(*s);
+        if (ir::is_gpu_thread_tag(n.tag))
+          fail(
+              fmt::format("loop '{}' is tagged {} outside every gpu_block loop: thread loops "
+                          "go inside the block loops of their nest",
+                          n.var, ir::loop_tag_name(n.tag)));
+        fail(fmt::format(
+            "loop '{}' runs around GPU loops: each GPU kernel is one nest whose outermost "
+            "loops are tagged gpu_block; a loop around kernels (a time loop) is not supported "
+            "on GPUs yet",
+            n.var));
+      }
     }
   }
 
@@ -449,7 +386,6 @@ class Writer {
     guards_.clear();
     known_.clear();
     indent_ = 1;
-    pending_ = {};
     std::array<Expr, 3> grid{ir::int_imm(1), ir::int_imm(1), ir::int_imm(1)};
     if (has_input_checks()) line("if (*kiln_status != 0) return;");
     for (const auto& [v, value] : host_lets_)
@@ -546,13 +482,6 @@ class Writer {
     return true;
   }
 
-  static Expr extent_of(const ir::For& n) {
-    Expr d = n.end - n.min;
-    if (n.step != 1)
-      d = ir::binary(BinaryOp::Div, d + ir::int_imm(n.step - 1), ir::int_imm(n.step));
-    return ir::simplify(d);
-  }
-
   ir::Interval loop_range(const ir::For& n) const {
     ir::Interval lo = ir::range_of(n.min, known_), hi = ir::range_of(n.end, known_);
     ir::Interval r;
@@ -635,30 +564,10 @@ class Writer {
   }
 
   // ---------------------------------------------------------------------------------------
-  // Inside the block loops, outside the thread loops: what runs once per block.
+  // Inside the block loops, outside the thread loops: what runs once per block, with the
+  // barriers place_barriers put between its steps.
 
-  void sync_before(const Effects& fx) {
-    if (pending_.conflicts(fx)) {
-      line("__syncthreads();");
-      pending_ = {};
-    }
-    pending_.add(fx);
-  }
-
-  // Effects on memory more than one thread of a block sees (not per-thread locals).
-  Effects shared_effects(const Stmt& s) const {
-    Effects all = effects_of(s), out;
-    for (const std::string& r : all.reads)
-      if (space_of(r) != Space::Local) out.reads.insert(r);
-    for (const std::string& w : all.writes)
-      if (space_of(w) != Space::Local) out.writes.insert(w);
-    return out;
-  }
-
-  Space space_of(const std::string& buf) const {
-    auto it = bufs_.find(buf);
-    return it == bufs_.end() ? Space::Global : it->second.space;
-  }
+  Space space_of(const std::string& buf) const { return cuda::space_of(bufs_, buf); }
 
   void block_scope(const Stmt& s) {
     if (!s) return;
@@ -681,36 +590,23 @@ class Writer {
       }
       case ir::StmtKind::If: {
         const auto& n = static_cast<const ir::IfThenElse&>(*s);
-        LoadCollector cond;
-        cond.visit(n.cond);
-        sync_before(Effects{cond.fx.reads, {}});
-        Effects before = pending_;
         line("if (" + expr(n.cond) + ") {");
         ++indent_;
         block_scope(n.then_case);
         --indent_;
-        Effects after = pending_;
         if (n.else_case) {
-          pending_ = before;
           line("} else {");
           ++indent_;
           block_scope(n.else_case);
           --indent_;
-          after.add(pending_);
-        } else {
-          after.add(before);
         }
         line("}");
-        pending_ = after;
         return;
       }
       case ir::StmtKind::For: {
         const auto& n = static_cast<const ir::For&>(*s);
         check_tag(n);
-        if (ir::is_gpu_thread_tag(n.tag)) {
-          sync_before(shared_effects(s));
-          return thread_loop(n);
-        }
+        if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
         if (has_loop(n.body, ir::is_gpu_thread_tag)) return structural_loop(n);
         // a nest one thread runs: a warp's mma nest cannot be in it
         if (const ir::For* m = first_loop(s, is_mma)) refuse_mma_outside_warps(*m);
@@ -718,7 +614,6 @@ class Writer {
       }
       case ir::StmtKind::Store: {
         const auto& n = static_cast<const ir::Store&>(*s);
-        sync_before(shared_effects(s));
         if (space_of(n.buf) == Space::Local) return thread(s);
         line("if (kiln_tid == 0) {");
         ++indent_;
@@ -728,7 +623,7 @@ class Writer {
         return;
       }
       case ir::StmtKind::Evaluate:
-        sync_before(shared_effects(s));
+        if (ir::is_gpu_barrier(s)) return line("__syncthreads();");
         return thread(s);
     }
   }
@@ -736,30 +631,23 @@ class Writer {
   // A serial loop with thread loops inside: every thread runs it, and the block's threads meet
   // at its __syncthreads() (its bounds depend on block indices only, so they agree).
   void structural_loop(const ir::For& n) {
-    if (std::optional<Pipeline> plan = plan_pipeline(n)) return pipelined_loop(n, *plan);
-    Effects body_fx = shared_effects(n.body);
-    Effects before = pending_;
+    if (std::optional<Pipeline> plan = plan_pipeline(n, bufs_, let_values_, mma_kernel_))
+      return pipelined_loop(n, *plan);
     line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
                      expr(n.end), n.step, index_type(n.var, loop_range(n), n.step)));
     var_types_[n.var] = ir::kIndexType;
     bind_range(n);
     ++indent_;
     block_scope(n.body);
-    // The next iteration's first steps must not overtake this one's last.
-    bool end_sync = pending_.conflicts(body_fx);
-    if (end_sync) line("__syncthreads();");
     --indent_;
     line("}");
     known_.erase(n.var);
-    pending_ = before;
-    if (!end_sync) pending_.add(body_fx);
   }
 
   // A nest with no thread loop, at block level. A copy into a temporary (a cache fill) is
   // shared among the block's threads; code that writes only per-thread locals runs in every
   // thread; anything else runs in the block's first thread.
   void block_level_nest(const Stmt& s) {
-    sync_before(shared_effects(s));
     const std::vector<const ir::Store*> stores = stores_of(s);
     bool local_only = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
       return space_of(st->buf) == Space::Local;
@@ -782,7 +670,7 @@ class Writer {
   // dealt out to the block's threads in turn: thread t takes t, t + threads, ...
   void distributed(const Stmt& s) {
     auto [chain, lets, body] = copy_nest(s);
-    VectorCopy vc = vector_copy(chain, lets, body, let_values_);
+    VectorCopy vc = vector_copy(chain, lets, body, let_values_, bufs_);
     int width = std::max(vc.width, 1);  // elements per iteration of the innermost loop
     int id = copy_count_++;
     line("{");
@@ -841,104 +729,6 @@ class Writer {
     line("}");
   }
 
-  // A fill whose innermost loop copies consecutive floats of device memory copies 4 (or 2) of
-  // them per thread and step: one float4 (float2) load of device memory, and one vector store
-  // where the destination's elements are consecutive and aligned too (else a store each).
-  // Device buffers are allocated one by one (cuMemAlloc: 256-byte aligned) and shared tiles
-  // are declared __align__(16), so an offset that is a multiple of the width for every value
-  // of the variables is an aligned address.
-  struct VectorCopy {
-    int width = 1;
-    int64_t extent = 0;                // of the innermost loop
-    std::string from, to;              // the buffers
-    std::vector<Expr> from_at, to_at;  // the indices of a group's first element, every let
-    std::string var;                   // expanded; the innermost loop's variable
-    bool vector_store = false;
-  };
-
-  // width 0: not a plain copy of floats; 1: one that cannot be vectorized. `outer`: the
-  // values of the lets in scope.
-  VectorCopy vector_copy(const std::vector<const ir::For*>& chain,
-                         const std::vector<const ir::LetStmt*>& lets, const Stmt& body,
-                         const std::map<std::string, Expr>& outer) const {
-    VectorCopy none;
-    none.width = 0;
-    const ir::For& inner = *chain.back();
-    std::optional<int64_t> extent = ir::eval_int(cuda::expand_lets(extent_of(inner), outer), {});
-    if (inner.step != 1 || !extent || *extent <= 0) return none;
-    // the copy's lets, expanded into its indices (the code below binds none of them)
-    std::map<std::string, Expr> values = outer;
-    std::set<std::string> names;
-    auto bind = [&](const ir::LetStmt& l) {
-      names.insert(l.var);
-      if (ir::is_int(l.value->type) && !ir::reads_memory(l.value))
-        values[l.var] = l.value;
-      else
-        values.erase(l.var);
-    };
-    for (const ir::LetStmt* l : lets) bind(*l);
-    Stmt s = body;
-    while (const ir::LetStmt* l = ir::as<ir::LetStmt>(s)) {
-      bind(*l);
-      s = l->body;
-    }
-    const ir::Store* st = ir::as<ir::Store>(s);
-    if (!st || st->atomic) return none;
-    const ir::Load* ld = ir::as<ir::Load>(st->value);
-    if (!ld || ld->type != DType::F32 || !bufs_.count(ld->buf) || !bufs_.count(st->buf))
-      return none;
-    const BufInfo& from = bufs_.at(ld->buf);
-    const BufInfo& to = bufs_.at(st->buf);
-    if (from.space != Space::Global || from.constant || from.dtype != DType::F32 ||
-        to.dtype != DType::F32 || to.space == Space::Local || from.shape.empty() ||
-        to.shape.empty())
-      return none;
-    auto expanded = [&](const std::vector<Expr>& indices) {
-      std::vector<Expr> out;
-      for (const Expr& i : indices) out.push_back(cuda::expand_lets(i, values));
-      return out;
-    };
-    auto flat = [](const BufInfo& b, const std::vector<Expr>& indices) {
-      Expr f = indices[0];
-      for (size_t d = 1; d < indices.size(); ++d) f = f * b.shape[d] + indices[d];
-      return ir::simplify(f);
-    };
-    Expr v = ir::var(inner.var);
-    Expr group = cuda::expand_lets(inner.min, values);  // + width * kiln_q: a group's start
-    // offset(v + 1) - offset(v) is 1, and offset(group start) is a multiple of the width
-    auto consecutive = [&](const Expr& offset) {
-      std::optional<int64_t> d = ir::eval_int(
-          ir::simplify(ir::substitute(offset, {{inner.var, v + ir::int_imm(1)}}) - offset), {});
-      return d && *d == 1;
-    };
-    auto aligned = [&](const Expr& offset, int width) {
-      return multiple_of(
-          ir::substitute(offset, {{inner.var, group + ir::int_imm(width) * ir::var("kiln_q")}}),
-          width);
-    };
-    VectorCopy vc;
-    vc.extent = *extent;
-    vc.from = ld->buf;
-    vc.to = st->buf;
-    vc.var = inner.var;
-    vc.from_at = expanded(ld->indices);
-    vc.to_at = expanded(st->indices);
-    for (const std::vector<Expr>* at : {&vc.from_at, &vc.to_at})
-      for (const Expr& i : *at)
-        for (const std::string& n : ir::free_vars(i))
-          if (names.count(n)) return none;  // a let the expansion could not remove
-    Expr from_offset = flat(from, vc.from_at), to_offset = flat(to, vc.to_at);
-    vc.width = 1;
-    if (!consecutive(from_offset)) return vc;
-    for (int width : {4, 2}) {
-      if (*extent % width != 0 || !aligned(from_offset, width)) continue;
-      vc.width = width;
-      vc.vector_store = consecutive(to_offset) && aligned(to_offset, width);
-      return vc;
-    }
-    return vc;
-  }
-
   void copy_vector(const VectorCopy& vc) {
     std::string name = fmt::format("kiln_v{}", vector_count_++);
     line(fmt::format("const {} {} = {};", vector_type(vc.width), name, vector_load(vc)));
@@ -973,162 +763,14 @@ class Writer {
   }
 
   // ---------------------------------------------------------------------------------------
-  // Pipelined tiles. A serial loop around thread loops whose body first fills shared tiles from
-  // device memory and then computes on them (the matmul's K loop) reads the next step's
-  // elements into registers before it computes on this step's tiles, and stores them into the
-  // tiles after the barrier that ends the computation: the loads' latency hides behind the
-  // arithmetic, for the registers that hold them. The first step's tiles are filled before
-  // the loop. Each thread takes the groups kiln_tid, kiln_tid + kiln_nthreads, ... of a fill,
-  // as many as the thread loops inside the loop make necessary (the block has at least their
-  // threads).
-
-  static constexpr int64_t kPipelineRegisters = 16;  // floats a thread may hold for the next step
-
-  struct PipelinedFill {
-    const ir::For* nest = nullptr;  // the fill's outermost loop in the loop's body
-    VectorCopy copy;
-    std::vector<const ir::For*> chain;
-    std::vector<Expr> mins;        // each loop's first value, lets expanded
-    std::vector<int64_t> extents;  // each loop's iterations (the innermost's in groups)
-    int64_t groups = 1;            // iterations of the whole nest
-    int64_t per_thread = 1;        // of them for each thread, at most
-  };
-
-  // The tiles allocated in the loop (declared before it) and its fills.
-  struct Pipeline {
-    std::vector<const ir::Alloc*> tiles;
-    std::vector<PipelinedFill> fills;
-  };
-
-  std::optional<Pipeline> plan_pipeline(const ir::For& n) {
-    if (n.step <= 0) return std::nullopt;
-    Pipeline plan;
-    std::vector<PipelinedFill>& fills = plan.fills;
-    std::vector<std::string> added;  // the tiles' entries in bufs_ while planning
-    struct Unplan {
-      std::map<std::string, BufInfo>& bufs;
-      std::vector<std::string>& added;
-      ~Unplan() {
-        for (const std::string& b : added) bufs.erase(b);
-      }
-    } unplan{bufs_, added};
-    std::map<std::string, Expr> values = let_values_;
-    std::set<std::string> body_lets;  // defined in the loop: not in scope before it
-    std::array<int64_t, 3> threads{mma_kernel_ ? kWarp : 1, 1, 1};
-    bool computing = false, ok = true;
-    // the widest thread loop on each axis of a nest: the block has at least its threads
-    auto widths = [&](const Stmt& s) {
-      ThreadLoops loops;
-      loops.visit(s);
-      for (const ir::For* f : loops.loops) {
-        std::optional<int64_t> e = ir::eval_int(cuda::expand_lets(extent_of(*f), values), {});
-        if (!e) {
-          ok = false;
-          return;
-        }
-        int a = ir::gpu_tag_axis(f->tag);
-        threads[a] = std::max(threads[a], *e);
-      }
-    };
-    std::function<void(const Stmt&)> walk = [&](const Stmt& s) {
-      if (!s || !ok) return;
-      switch (s->kind) {
-        case ir::StmtKind::Block:
-          for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts) walk(c);
-          return;
-        case ir::StmtKind::LetStmt: {
-          const auto& l = static_cast<const ir::LetStmt&>(*s);
-          body_lets.insert(l.var);
-          if (ir::is_int(l.value->type) && !ir::reads_memory(l.value))
-            values[l.var] = l.value;
-          else
-            values.erase(l.var);
-          return walk(l.body);
-        }
-        case ir::StmtKind::Alloc: {
-          const auto& a = static_cast<const ir::Alloc&>(*s);
-          if (computing || bufs_.count(a.buf) ||
-              temp_space(a.loc, true, false) != TempSpace::Shared) {
-            ok = false;
-            return;
-          }
-          bufs_[a.buf] = {a.dtype, a.shape, Space::Shared, false};
-          added.push_back(a.buf);
-          plan.tiles.push_back(&a);
-          return walk(a.body);
-        }
-        case ir::StmtKind::For: {
-          const auto& f = static_cast<const ir::For&>(*s);
-          if (ir::is_gpu_thread_tag(f.tag) || has_loop(f.body, ir::is_gpu_thread_tag)) {
-            computing = true;
-            return widths(s);
-          }
-          std::vector<const ir::Store*> stores = stores_of(s);
-          if (computing || stores.empty() || !is_fill(stores)) {
-            ok = false;  // a fill after the computation, or code for one thread
-            return;
-          }
-          CopyNest nest = copy_nest(s);
-          PipelinedFill p;
-          p.nest = &f;
-          p.chain = nest.chain;
-          p.copy = vector_copy(nest.chain, nest.lets, nest.body, values);
-          if (p.copy.width == 0 || space_of(p.copy.to) != Space::Shared) {
-            ok = false;
-            return;
-          }
-          for (size_t k = 0; k < p.chain.size(); ++k) {
-            std::optional<int64_t> e =
-                ir::eval_int(cuda::expand_lets(extent_of(*p.chain[k]), values), {});
-            if (!e || *e <= 0) {
-              ok = false;
-              return;
-            }
-            if (k + 1 == p.chain.size()) *e /= p.copy.width;
-            p.extents.push_back(*e);
-            p.groups *= *e;
-            p.mins.push_back(cuda::expand_lets(p.chain[k]->min, values));
-          }
-          fills.push_back(std::move(p));
-          return;
-        }
-        default:
-          ok = false;  // a store or a branch at block level
-          return;
-      }
-    };
-    walk(n.body);
-    if (!ok || fills.empty() || !computing) return std::nullopt;
-    // Read early, the sources must not change in the loop; only the fills write the tiles; and
-    // every index must be computable before the loop.
-    std::vector<const ir::Store*> stores = stores_of(n.body);
-    int64_t floats = 0, block = threads[0] * threads[1] * threads[2];
-    for (PipelinedFill& f : fills) {
-      for (const ir::Store* st : stores)
-        if (st->buf == f.copy.from || (st->buf == f.copy.to && !is_fill({st}))) return std::nullopt;
-      std::vector<Expr> all = f.copy.from_at;
-      all.insert(all.end(), f.copy.to_at.begin(), f.copy.to_at.end());
-      all.insert(all.end(), f.mins.begin(), f.mins.end());
-      for (const Expr& e : all)
-        for (const std::string& v : ir::free_vars(e))
-          if (body_lets.count(v)) return std::nullopt;
-      f.per_thread = (f.groups + block - 1) / block;
-      floats += f.per_thread * f.copy.width;
-    }
-    if (floats > kPipelineRegisters) return std::nullopt;
-    return plan;
-  }
+  // Pipelined tiles (pipeline.h): the first step's tiles filled before the loop, and in each
+  // iteration the next step's elements read into registers before the computation and stored
+  // into the tiles after it.
 
   void pipelined_loop(const ir::For& n, const Pipeline& plan) {
     const std::vector<PipelinedFill>& fills = plan.fills;
     for (const ir::Alloc* a : plan.tiles) declare(*a, Space::Shared);
-    Effects fill_fx;
-    for (const PipelinedFill& f : fills) {
-      fill_fx.reads.insert(f.copy.from);
-      fill_fx.writes.insert(f.copy.to);
-    }
     // the first step's tiles
-    sync_before(fill_fx);
     line(fmt::format("if (({}) < ({})) {{", expr(n.min), expr(n.end)));
     ++indent_;
     for (const PipelinedFill& f : fills)
@@ -1136,9 +778,6 @@ class Writer {
     --indent_;
     line("}");
     line("__syncthreads();");
-    pending_ = {};
-
-    Effects body_fx = shared_effects(n.body);
     line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
                      expr(n.end), n.step, index_type(n.var, loop_range(n), n.step)));
     var_types_[n.var] = ir::kIndexType;
@@ -1147,9 +786,10 @@ class Writer {
     Expr next = ir::var(n.var) + ir::int_imm(n.step);
     std::string has_next = fmt::format("({}) < ({})", expr(next), expr(n.end));
     std::vector<std::string> held(fills.size());  // the registers of each fill
+    // (its body ends with the barrier place_barriers put before the stores below, where they
+    // need one)
     pipelined_body(n.body, plan, n.var, next, has_next, held);
-    // the next step's tiles, once every thread is done with this step's
-    sync_before(Effects{{}, fill_fx.writes});
+    // the next step's tiles
     line(fmt::format("if ({}) {{", has_next));
     ++indent_;
     for (size_t i = 0; i < fills.size(); ++i)
@@ -1158,13 +798,10 @@ class Writer {
       });
     --indent_;
     line("}");
-    bool end_sync = pending_.conflicts(body_fx);
-    if (end_sync) line("__syncthreads();");
+    line("__syncthreads();");  // before the next iteration reads them
     --indent_;
     line("}");
     known_.erase(n.var);
-    pending_ = {};
-    if (!end_sync) pending_.add(body_fx);
   }
 
   // The loop's body, each fill replaced by the reads of the next step's elements into
@@ -1489,14 +1126,6 @@ class Writer {
   std::pair<Expr, int64_t> offset_of(const std::string& buf, const std::vector<Expr>& indices,
                                      const std::map<std::string, Expr>& lets) const {
     return split_constant(cuda::expand_lets(flat_offset(indices, bufs_.at(buf).shape), lets));
-  }
-
-  // Whether e, an integer expression, is a multiple of `width` for every value of its
-  // variables (as far as the simplifier can tell).
-  static bool multiple_of(const Expr& e, int width) {
-    std::optional<int64_t> r =
-        ir::eval_int(ir::simplify(ir::binary(BinaryOp::Mod, e, ir::int_imm(width))), {});
-    return r && *r == 0;
   }
 
   // A float buffer of a block's shared memory, or of device memory whose offsets fit in int
@@ -1992,7 +1621,7 @@ class Writer {
   const ir::LoweredFunc& f_;
   SourceLoc where_ = f_.where;
   Program p_;
-  std::map<std::string, BufInfo> bufs_;
+  BufTable bufs_;
   std::map<std::string, DType> var_types_;
   std::map<std::string, Expr> let_values_;  // integer lets emitted so far, for expand_lets
   std::vector<std::pair<std::string, Expr>> host_lets_;
@@ -2009,7 +1638,6 @@ class Writer {
   std::set<std::string> narrow_vars_;                              // index variables declared int
   std::vector<std::map<std::string, std::string>> vector_scopes_;  // vector loads in scope
   int vector_count_ = 0;
-  Effects pending_;  // what the block's threads did since the last __syncthreads()
   std::string storing_;
   int kernel_count_ = 0, guard_count_ = 0, copy_count_ = 0, mma_count_ = 0;
   bool mma_kernel_ = false;              // the kernel has loops tagged mma

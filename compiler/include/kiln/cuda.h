@@ -100,6 +100,15 @@ ir::LoweredFunc keep_in_registers(const ir::LoweredFunc& f);
 // written back after it by copy nests tagged mma, the tile loops tagged unroll.
 ir::LoweredFunc keep_fragments(const ir::LoweredFunc& f);
 
+// place_barriers, last: inside each kernel's block loops, outside its thread loops, a barrier
+// (ir::gpu_barrier(), __syncthreads()) goes before each step that reads or writes memory the
+// block's threads share (shared tiles, device memory) which a step since the last barrier
+// wrote, or writes what one read; and at the end of a loop around thread loops whose next
+// iteration's first steps would overtake this one's last. A loop written as a pipeline
+// (prefetching its shared tiles) has its own barriers between its steps; it gets one before it
+// where its fills need one, and one after its computation where the stores into its tiles do.
+ir::LoweredFunc place_barriers(const ir::LoweredFunc& f);
+
 // Generates the CUDA program of f, the loops the GPU lowering passes left. Throws CompileError
 // (stage Codegen) naming the loop or buffer when the schedule cannot run on a GPU: block loops not
 // outermost or not perfectly nested, a thread loop whose extent has no constant bound, a tag used

@@ -139,6 +139,14 @@ const T* as(const Stmt& s) {
 // single statement is returned as itself.
 Stmt block(std::vector<Stmt> stmts);
 
+// A barrier of a GPU block's threads (CUDA's __syncthreads()): Evaluate of the call
+// kGpuBarrier, which the CUDA backend's place_barriers pass puts between the steps of a block
+// (kiln/cuda.h) and the loop interpreter, running a block's threads one after another, passes
+// over.
+inline constexpr const char* kGpuBarrier = "gpu_barrier";
+Stmt gpu_barrier();
+bool is_gpu_barrier(const Stmt& s);
+
 // s with its free variables replaced by name; a name a loop or a let binds is
 // not replaced inside it (ir::substitute of an expression, for statements).
 Stmt substitute(const Stmt& s, const std::map<std::string, Expr>& replacements);

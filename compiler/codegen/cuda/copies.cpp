@@ -1,0 +1,103 @@
+// Vector copies (copies.h).
+#include "copies.h"
+
+#include <optional>
+#include <set>
+
+#include "kiln/analysis.h"
+#include "kiln/simplify.h"
+#include "nests.h"
+#include "registers.h"
+
+namespace kiln::cuda {
+
+using ir::Expr;
+
+bool multiple_of(const Expr& e, int width) {
+  std::optional<int64_t> r =
+      ir::eval_int(ir::simplify(ir::binary(ir::BinaryOp::Mod, e, ir::int_imm(width))), {});
+  return r && *r == 0;
+}
+
+VectorCopy vector_copy(const std::vector<const ir::For*>& chain,
+                       const std::vector<const ir::LetStmt*>& lets, const ir::Stmt& body,
+                       const std::map<std::string, Expr>& outer, const BufTable& bufs) {
+  VectorCopy none;
+  none.width = 0;
+  const ir::For& inner = *chain.back();
+  std::optional<int64_t> extent = ir::eval_int(expand_lets(extent_of(inner), outer), {});
+  if (inner.step != 1 || !extent || *extent <= 0) return none;
+  // the copy's lets, expanded into its indices (the code that copies binds none of them)
+  std::map<std::string, Expr> values = outer;
+  std::set<std::string> names;
+  auto bind = [&](const ir::LetStmt& l) {
+    names.insert(l.var);
+    if (ir::is_int(l.value->type) && !ir::reads_memory(l.value))
+      values[l.var] = l.value;
+    else
+      values.erase(l.var);
+  };
+  for (const ir::LetStmt* l : lets) bind(*l);
+  ir::Stmt s = body;
+  while (const ir::LetStmt* l = ir::as<ir::LetStmt>(s)) {
+    bind(*l);
+    s = l->body;
+  }
+  const ir::Store* st = ir::as<ir::Store>(s);
+  if (!st || st->atomic) return none;
+  const ir::Load* ld = ir::as<ir::Load>(st->value);
+  if (!ld || ld->type != ir::DType::F32 || !bufs.count(ld->buf) || !bufs.count(st->buf))
+    return none;
+  const BufInfo& from = bufs.at(ld->buf);
+  const BufInfo& to = bufs.at(st->buf);
+  if (from.space != Space::Global || from.constant || from.dtype != ir::DType::F32 ||
+      to.dtype != ir::DType::F32 || to.space == Space::Local || from.shape.empty() ||
+      to.shape.empty())
+    return none;
+  auto expanded = [&](const std::vector<Expr>& indices) {
+    std::vector<Expr> out;
+    for (const Expr& i : indices) out.push_back(expand_lets(i, values));
+    return out;
+  };
+  auto flat = [](const BufInfo& b, const std::vector<Expr>& indices) {
+    Expr f = indices[0];
+    for (size_t d = 1; d < indices.size(); ++d) f = f * b.shape[d] + indices[d];
+    return ir::simplify(f);
+  };
+  Expr v = ir::var(inner.var);
+  Expr group = expand_lets(inner.min, values);  // + width * kiln_q: a group's start
+  // offset(v + 1) - offset(v) is 1, and offset(group start) is a multiple of the width
+  auto consecutive = [&](const Expr& offset) {
+    std::optional<int64_t> d = ir::eval_int(
+        ir::simplify(ir::substitute(offset, {{inner.var, v + ir::int_imm(1)}}) - offset), {});
+    return d && *d == 1;
+  };
+  auto aligned = [&](const Expr& offset, int width) {
+    return multiple_of(
+        ir::substitute(offset, {{inner.var, group + ir::int_imm(width) * ir::var("kiln_q")}}),
+        width);
+  };
+  VectorCopy vc;
+  vc.extent = *extent;
+  vc.from = ld->buf;
+  vc.to = st->buf;
+  vc.var = inner.var;
+  vc.from_at = expanded(ld->indices);
+  vc.to_at = expanded(st->indices);
+  for (const std::vector<Expr>* at : {&vc.from_at, &vc.to_at})
+    for (const Expr& i : *at)
+      for (const std::string& n : ir::free_vars(i))
+        if (names.count(n)) return none;  // a let the expansion could not remove
+  Expr from_offset = flat(from, vc.from_at), to_offset = flat(to, vc.to_at);
+  vc.width = 1;
+  if (!consecutive(from_offset)) return vc;
+  for (int width : {4, 2}) {
+    if (*extent % width != 0 || !aligned(from_offset, width)) continue;
+    vc.width = width;
+    vc.vector_store = consecutive(to_offset) && aligned(to_offset, width);
+    return vc;
+  }
+  return vc;
+}
+
+}  // namespace kiln::cuda

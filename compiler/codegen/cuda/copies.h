@@ -1,0 +1,42 @@
+// Vector copies (internal to the CUDA backend): which cache fills copy 4 (or 2) consecutive,
+// aligned floats per step, as one float4 (float2) load and, where the destination allows, one
+// vector store. The printer emits them; the pipeline planner and the barrier placement read
+// the same analysis.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/loop_ir.h"
+#include "spaces.h"
+
+namespace kiln::cuda {
+
+// A fill whose innermost loop copies consecutive floats of device memory copies 4 (or 2) of
+// them per thread and step: one float4 (float2) load of device memory, and one vector store
+// where the destination's elements are consecutive and aligned too (else a store each).
+// Device buffers are allocated one by one (cuMemAlloc: 256-byte aligned) and shared tiles
+// are declared __align__(16), so an offset that is a multiple of the width for every value
+// of the variables is an aligned address.
+struct VectorCopy {
+  int width = 1;
+  int64_t extent = 0;                    // of the innermost loop
+  std::string from, to;                  // the buffers
+  std::vector<ir::Expr> from_at, to_at;  // the indices of a group's first element, every let
+  std::string var;                       // expanded; the innermost loop's variable
+  bool vector_store = false;
+};
+
+// The copy a fill nest (its loops `chain`, the lets between them and the innermost body) makes:
+// width 0 when it is not a plain copy of floats, 1 when it cannot be vectorized. `outer`: the
+// values of the integer lets in scope.
+VectorCopy vector_copy(const std::vector<const ir::For*>& chain,
+                       const std::vector<const ir::LetStmt*>& lets, const ir::Stmt& body,
+                       const std::map<std::string, ir::Expr>& outer, const BufTable& bufs);
+
+// Whether e, an integer expression, is a multiple of `width` for every value of its variables
+// (as far as the simplifier can tell).
+bool multiple_of(const ir::Expr& e, int width);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,34 @@
+// Where the buffers of a kernel live, as the CUDA backend places them (internal to it): the
+// printer, the barrier placement and the copy analyses read the same table.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/ir.h"
+
+namespace kiln::cuda {
+
+// Device memory (the func's buffers and temporaries allocated outside every kernel), a block's
+// shared memory, or one thread's registers.
+enum class Space { Global, Shared, Local };
+
+struct BufInfo {
+  ir::DType dtype = ir::DType::F32;
+  std::vector<ir::Expr> shape;
+  Space space = Space::Global;
+  bool input = false;
+  bool constant = false;  // read from its copy in constant memory
+};
+
+// The buffers known so far, by name.
+using BufTable = std::map<std::string, BufInfo>;
+
+// The space of `buf`; a buffer the table does not know yet is in device memory.
+inline Space space_of(const BufTable& bufs, const std::string& buf) {
+  auto it = bufs.find(buf);
+  return it == bufs.end() ? Space::Global : it->second.space;
+}
+
+}  // namespace kiln::cuda
