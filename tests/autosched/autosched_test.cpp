@@ -442,6 +442,43 @@ TEST(Autosched, GpuSketchesComputeWhatTheReferenceDoesAndCompileForAGpu) {
   EXPECT_GE(sketched, 18);
 }
 
+// The GPU sketches of the operator library's funcs in `files`, at their defaults (small layers,
+// and the normalizations over the middle axis of an [A, N, 1] tensor, whose innermost axis has
+// one element), at their largest sizes and their defaults: the number of sketches.
+int expect_library_gpu_sketches(const std::vector<std::string>& files) {
+  int sketched = 0;
+  for (const std::string& file : files) {
+    for (const ir::Func& f : frontend::parse_module(read_source(file), file).funcs) {
+      ir::Func base = autosched::algorithm_of(f);
+      for (const autosched::Sketch& s : autosched::sketches(base, {}, autosched::Machine::Gpu)) {
+        SCOPED_TRACE(fmt::format("{}: {}, GPU {} sketch:\n{}", file, f.name, s.name, s.schedule));
+        expect_gpu_sketch(autosched::apply(base, s), 0, {});
+        ++sketched;
+      }
+    }
+  }
+  return sketched;
+}
+
+// The library's elementwise, layout, normalization and pooling funcs get GPU sketches that compile
+// for a GPU and compute what the reference does. The softmax's and ReduceMean's tiled sketches
+// were refused at these sizes: every block and thread loop of their reduction has one iteration,
+// lowering drops those, and the one thread that runs what is left has the reduction's input
+// staged in shared memory, which is now its own.
+TEST(Autosched, TheLibrarysGpuSketchesComputeWhatTheReferenceDoes) {
+  EXPECT_GE(expect_library_gpu_sketches(
+                {"compiler/library/elementwise.kiln", "compiler/library/layout.kiln",
+                 "compiler/library/normalization.kiln", "compiler/library/pool.kiln"}),
+            30);
+}
+
+// The same for its convolutions and matrix products (a test of its own: they take longest).
+TEST(Autosched, TheLibrarysConvAndMatmulGpuSketchesComputeWhatTheReferenceDoes) {
+  EXPECT_GE(
+      expect_library_gpu_sketches({"compiler/library/conv.kiln", "compiler/library/matmul.kiln"}),
+      10);
+}
+
 // At full sizes, where every size a knob offers cuts a loop, the largest points still fit a
 // block (ptxas keeps its sums in registers: the register constraint): the kernels are compiled,
 // not run (the interpreter would take minutes).

@@ -19,6 +19,7 @@
 #include "mma.h"
 #include "nests.h"
 #include "registers.h"
+#include "spaces.h"
 
 namespace kiln::cuda {
 namespace {
@@ -156,7 +157,7 @@ class KeepInRegisters {
     switch (s->kind) {
       case ir::StmtKind::Alloc: {
         const auto& n = static_cast<const ir::Alloc&>(*s);
-        bufs_[n.buf] = {n.dtype, temp_space(n.loc, true, true) == TempSpace::Thread};
+        bufs_[n.buf] = {n.dtype, thread_code_space(n.loc) == Space::Local};
         return with_children(s, [this](const Stmt& c) { return thread(c); });
       }
       case ir::StmtKind::Block:

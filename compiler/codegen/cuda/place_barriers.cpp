@@ -157,11 +157,12 @@ class PlaceBarriers {
     std::optional<Expr> saved;
   };
 
-  // Code one thread runs: its temporaries are its own.
+  // Code each thread runs, or one thread.
   Stmt thread_code(const Stmt& s) {
     Allocs a;
     a.visit(s);
-    for (const ir::Alloc* n : a.allocs) bufs_[n->buf] = {n->dtype, n->shape, Space::Local, false};
+    for (const ir::Alloc* n : a.allocs)
+      bufs_[n->buf] = {n->dtype, n->shape, thread_code_space(n->loc), false};
     return s;
   }
 

@@ -1340,7 +1340,7 @@ class Writer {
       }
       case ir::StmtKind::Alloc: {
         const auto& n = static_cast<const ir::Alloc&>(*s);
-        if (n.loc == ir::MemLoc::GpuShared)
+        if (n.loc == ir::MemLoc::GpuShared && !thread_axes_.empty())
           fail(
               fmt::format("temporary {} is gpu_shared but allocated inside a thread loop, where "
                           "each thread would have its own: allocate it outside the thread loops "
@@ -1348,8 +1348,7 @@ class Writer {
                           n.buf));
         line("{");
         ++indent_;
-        declare(n,
-                temp_space(n.loc, true, true) == TempSpace::Thread ? Space::Local : Space::Shared);
+        declare(n, thread_code_space(n.loc));
         thread(n.body);
         --indent_;
         line("}");

@@ -31,4 +31,12 @@ inline Space space_of(const BufTable& bufs, const std::string& buf) {
   return it == bufs.end() ? Space::Global : it->second.space;
 }
 
+// The space of a temporary allocated in code one thread runs: that thread's registers, except a
+// gpu_shared one, which is in the block's shared memory. (The printer refuses a gpu_shared one
+// inside a thread loop, where each thread would have its own; outside every thread loop the one
+// thread that runs the code, in a one-thread kernel or as the block's first thread, has it.)
+inline Space thread_code_space(ir::MemLoc loc) {
+  return loc == ir::MemLoc::GpuShared ? Space::Shared : Space::Local;
+}
+
 }  // namespace kiln::cuda
