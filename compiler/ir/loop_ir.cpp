@@ -32,6 +32,8 @@ const char* loop_tag_name(LoopTag t) {
       return "gpu_thread_z";
     case LoopTag::Mma:
       return "mma";
+    case LoopTag::GpuPipelined:
+      return "gpu_pipelined";
   }
   return "?";
 }

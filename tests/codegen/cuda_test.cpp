@@ -183,7 +183,8 @@ TEST(GpuSchedules, LoopsMatchTheReference) {
 }
 
 // Every GPU example, under every schedule and at -O0 and -O3, becomes CUDA that NVRTC compiles
-// to PTX and to an sm_90 cubin, with one entry per launch.
+// to PTX and to an sm_90 cubin, with one entry per launch; at -O3 to an sm_80 cubin (the first
+// architecture with the TF32 tensor cores) too.
 TEST(GpuCodegen, NvrtcCompilesEveryExample) {
   std::string why;
   if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;
@@ -196,14 +197,18 @@ TEST(GpuCodegen, NvrtcCompilesEveryExample) {
           SCOPED_TRACE(c.example + ", -O" + std::to_string(opt) + ", schedule: " + sched);
           ir::Func f = parse_one(text, known(text, set));
           cuda::Program p = gpu_program(f, opt);
-          cuda::Binary bin = cuda::compile(p, "sm_90");
-          EXPECT_NE(bin.ptx.find(".target sm_90"), std::string::npos);
-          ASSERT_GE(bin.cubin.size(), 4u);
-          EXPECT_EQ(std::string(bin.cubin.data(), 4),
-                    "\x7f"
-                    "ELF");
-          for (const cuda::Launch& l : p.launches)
-            EXPECT_NE(bin.ptx.find(".entry " + l.kernel), std::string::npos) << l.kernel;
+          for (const char* arch : {"sm_90", "sm_80"}) {
+            if (opt == 0 && std::string(arch) == "sm_80") continue;
+            SCOPED_TRACE(arch);
+            cuda::Binary bin = cuda::compile(p, arch);
+            EXPECT_NE(bin.ptx.find(std::string(".target ") + arch), std::string::npos);
+            ASSERT_GE(bin.cubin.size(), 4u);
+            EXPECT_EQ(std::string(bin.cubin.data(), 4),
+                      "\x7f"
+                      "ELF");
+            for (const cuda::Launch& l : p.launches)
+              EXPECT_NE(bin.ptx.find(".entry " + l.kernel), std::string::npos) << l.kernel;
+          }
         }
       }
     }
@@ -616,8 +621,81 @@ TEST(GpuLowering, APipelinedLoopGetsItsComputationsBarrierFromThePass) {
   // and at the end of the K loop's body
   EXPECT_EQ(count_of(lowered, "gpu_barrier();"), 2) << lowered;
   EXPECT_EQ(count_of(r.cuda->source, "__syncthreads();"), 2 + 2) << r.cuda->source;
+  EXPECT_EQ(count_of(lowered, "// gpu_pipelined"), 1) << lowered;
+  // Unmarked, the loop is not pipelined: the printer writes no barrier of its own.
   ir::LoweredFunc unplaced = cuda::keep_in_registers(cuda::keep_fragments(r.optimized));
-  EXPECT_EQ(count_of(cuda::generate(unplaced).source, "__syncthreads();"), 2);
+  EXPECT_EQ(count_of(cuda::generate(unplaced).source, "__syncthreads();"), 0);
+  EXPECT_EQ(count_of(cuda::generate(unplaced).source, "kiln_pf"), 0);
+}
+
+// place_barriers decides which loops are pipelines and marks them; the printer writes those, and
+// only those, as pipelines. It decided again for itself before, with the lets it had printed so
+// far rather than those in scope: here the thread loop's `n = 1024` would have hidden the block's
+// `n = 4`, the printer would not have pipelined the K loop (128 floats a thread) where the pass
+// had (4), and the fill and the computation would have had no barrier between them.
+TEST(GpuLowering, ThePassMarksThePipelinesThePrinterWrites) {
+  using ir::Expr;
+  using ir::Stmt;
+  auto loop = [](const std::string& v, Expr lo, Expr hi, ir::LoopTag tag, Stmt body) -> Stmt {
+    return std::make_shared<ir::For>(v, std::move(lo), std::move(hi), 1, tag, std::move(body));
+  };
+  auto c = [](int64_t v) { return ir::int_imm(v); };
+  auto store = [](const std::string& buf, std::vector<Expr> at, Expr value) -> Stmt {
+    return std::make_shared<ir::Store>(buf, std::move(at), std::move(value));
+  };
+  auto load = [](const std::string& buf, std::vector<Expr> at) {
+    return ir::load(buf, std::move(at), ir::DType::F32);
+  };
+  Expr bx = ir::var("bx"), tx = ir::var("tx"), k = ir::var("k");
+  Stmt thread_code = loop(
+      "tx", c(0), c(32), ir::LoopTag::GpuThreadX,
+      std::make_shared<ir::LetStmt>("n", c(1024), store("D", {bx * c(32) + tx}, load("x", {tx}))));
+  Stmt fill =
+      loop("e0", c(0), ir::var("n"), ir::LoopTag::None,
+           loop("e1", c(0), c(4), ir::LoopTag::None,
+                std::make_shared<ir::Store>("As", std::vector<Expr>{ir::var("e0"), ir::var("e1")},
+                                            load("A", {k * c(4) + ir::var("e0"), ir::var("e1")}),
+                                            "As_fill")));  // a cache fill (nests.h is_fill)
+  Stmt compute = loop("tx", c(0), c(16), ir::LoopTag::GpuThreadX,
+                      store("C", {bx * c(8) + k, tx},
+                            load("As", {ir::binary(ir::BinaryOp::Div, tx, c(4)),
+                                        ir::binary(ir::BinaryOp::Mod, tx, c(4))})));
+  Stmt k_loop =
+      loop("k", c(0), c(8), ir::LoopTag::None,
+           std::make_shared<ir::Alloc>("As", ir::DType::F32, std::vector<Expr>{c(4), c(4)},
+                                       ir::MemLoc::GpuShared, ir::block({fill, compute})));
+  ir::LoweredFunc f;
+  f.name = "shadowed";
+  auto buf = [](const char* name, std::vector<Expr> shape, ir::BufKind kind) {
+    ir::Buf b;
+    b.name = name;
+    b.shape = std::move(shape);
+    b.kind = kind;
+    return b;
+  };
+  f.args = {buf("A", {c(32), c(4)}, ir::BufKind::Input), buf("x", {c(32)}, ir::BufKind::Input),
+            buf("C", {c(32), c(16)}, ir::BufKind::Output), buf("D", {c(128)}, ir::BufKind::Output)};
+  f.body = loop("bx", c(0), c(4), ir::LoopTag::GpuBlockX,
+                std::make_shared<ir::LetStmt>("n", c(4), ir::block({thread_code, k_loop})));
+  ir::LoweredFunc placed = cuda::place_barriers(f);
+  const std::string lowered = ir::to_string(placed.body);
+  EXPECT_EQ(count_of(lowered, "// gpu_pipelined"), 1) << lowered;
+  const std::string source = cuda::generate(placed).source;
+  EXPECT_NE(source.find("kiln_pf"), std::string::npos) << source;
+  // after the first step's tiles, after the computation, after the next step's stores
+  EXPECT_EQ(count_of(source, "__syncthreads();"), 3) << source;
+
+  Bindings in;
+  in.buffers["A"] = HostBuffer(ir::DType::F32, {32, 4});
+  in.buffers["x"] = HostBuffer(ir::DType::F32, {32});
+  in.buffers["C"] = HostBuffer(ir::DType::F32, {32, 16});
+  in.buffers["D"] = HostBuffer(ir::DType::F32, {128});
+  for (int64_t e = 0; e < 128; ++e) in.buffers["A"].set_f(e, static_cast<double>(e));
+  interp::run_loops(placed, in);
+  for (int64_t row = 0; row < 32; ++row)
+    for (int64_t t = 0; t < 16; ++t)
+      EXPECT_EQ(in.buffers["C"].get_f(row * 16 + t), static_cast<double>((row % 8) * 16 + t))
+          << row << ", " << t;
 }
 
 // A one-thread nest whose outermost loop is tagged unroll stays one kernel: the loop is left a

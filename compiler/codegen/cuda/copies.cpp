@@ -32,10 +32,7 @@ VectorCopy vector_copy(const std::vector<const ir::For*>& chain,
   std::set<std::string> names;
   auto bind = [&](const ir::LetStmt& l) {
     names.insert(l.var);
-    if (ir::is_int(l.value->type) && !ir::reads_memory(l.value))
-      values[l.var] = l.value;
-    else
-      values.erase(l.var);
+    bind_let(values, l.var, l.value);
   };
   for (const ir::LetStmt* l : lets) bind(*l);
   ir::Stmt s = body;

@@ -97,7 +97,7 @@ class KeepInRegisters {
     switch (s->kind) {
       case ir::StmtKind::Alloc: {
         const auto& n = static_cast<const ir::Alloc&>(*s);
-        bufs_[n.buf] = {n.dtype, temp_space(n.loc, true, false) == TempSpace::Thread};
+        bufs_[n.buf] = {n.dtype, block_code_space(n.loc) == Space::Local};
         return with_children(s, [this](const Stmt& c) { return block(c); });
       }
       case ir::StmtKind::Block:

@@ -63,15 +63,12 @@ std::optional<Pipeline> plan_pipeline(const ir::For& n, const BufTable& known,
       case ir::StmtKind::LetStmt: {
         const auto& l = static_cast<const ir::LetStmt&>(*s);
         body_lets.insert(l.var);
-        if (ir::is_int(l.value->type) && !ir::reads_memory(l.value))
-          values[l.var] = l.value;
-        else
-          values.erase(l.var);
+        bind_let(values, l.var, l.value);
         return walk(l.body);
       }
       case ir::StmtKind::Alloc: {
         const auto& a = static_cast<const ir::Alloc&>(*s);
-        if (computing || bufs.count(a.buf) || temp_space(a.loc, true, false) != TempSpace::Shared) {
+        if (computing || bufs.count(a.buf) || block_code_space(a.loc) != Space::Shared) {
           ok = false;
           return;
         }

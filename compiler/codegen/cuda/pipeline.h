@@ -40,8 +40,10 @@ struct Pipeline {
 };
 
 // The pipeline of the serial loop n at block level, if it is one. `bufs`: the buffers known
-// before it; `lets`: the values of the integer lets in scope; `mma_kernel`: whether the kernel
-// has mma nests (whose warps' 32 lanes are its x axis). Barriers in its body are ignored.
+// before it; `lets`: the values of the integer lets in scope (bind_let); `mma_kernel`: whether
+// the kernel has mma nests (whose warps' 32 lanes are its x axis). Barriers in its body are
+// ignored. place_barriers decides which loops are pipelines (and marks them gpu_pipelined); the
+// printer plans those again, for the code it writes.
 std::optional<Pipeline> plan_pipeline(const ir::For& n, const BufTable& bufs,
                                       const std::map<std::string, ir::Expr>& lets, bool mma_kernel);
 

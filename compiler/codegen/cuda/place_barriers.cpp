@@ -6,10 +6,11 @@
 // (shared tiles, device memory; not a thread's registers) which a step since the last barrier
 // wrote, or writes memory one read. A serial loop around thread loops (the matmul's K loop) is
 // run by every thread, so its body's steps are placed the same way, and a barrier ends its
-// body where the next iteration's first steps would overtake this one's last. A loop the
-// printer writes as a pipeline (pipeline.h) has barriers of its own after its prologue and
-// after its stores into the tiles; it gets one before it where its fills conflict with what
-// came before, and one after its computation where the stores into its tiles do.
+// body where the next iteration's first steps would overtake this one's last. The pass decides
+// which such loops are pipelines (pipeline.h) and marks them gpu_pipelined; the printer writes
+// those as pipelines, with barriers of their own after the prologue and after the stores into
+// the tiles. Such a loop gets one before it where its fills conflict with what came before, and
+// one after its computation where the stores into its tiles do.
 //
 // The walk follows the nest the way the printer reads it (kernels at the top level, code once
 // per block inside the gpu_block loops, thread code inside the gpu_thread loops); a nest the
@@ -26,6 +27,7 @@
 #include "mma.h"
 #include "nests.h"
 #include "pipeline.h"
+#include "registers.h"
 #include "spaces.h"
 
 namespace kiln::cuda {
@@ -85,21 +87,13 @@ Stmt then_barrier(const Stmt& s) { return ir::block({s, ir::gpu_barrier()}); }
 
 class PlaceBarriers {
  public:
-  explicit PlaceBarriers(const ir::LoweredFunc& f) {
-    for (const ir::Buf& b : f.args)
-      bufs_[b.name] = {b.dtype, b.shape, Space::Global, b.kind == ir::BufKind::Input,
-                       b.loc == ir::MemLoc::GpuConstant && b.kind == ir::BufKind::Input};
-  }
+  explicit PlaceBarriers(const ir::LoweredFunc& f) : bufs_(device_buffers(f)) {}
 
   // The top level: each nest a kernel, or refused by the printer.
   Stmt host(const Stmt& s) {
     if (!s) return s;
     switch (s->kind) {
-      case ir::StmtKind::Alloc: {
-        const auto& n = static_cast<const ir::Alloc&>(*s);
-        bufs_[n.buf] = {n.dtype, n.shape, Space::Global, false};  // in device memory
-        return with_children(s, [this](const Stmt& c) { return host(c); });
-      }
+      case ir::StmtKind::Alloc:  // in device memory (device_buffers)
       case ir::StmtKind::Block:
       case ir::StmtKind::LetStmt:  // the launch's lets, which the copies below do not expand
       case ir::StmtKind::If:
@@ -128,7 +122,7 @@ class PlaceBarriers {
   }
   Stmt kernel_loops(const Stmt& s) {
     if (const ir::LetStmt* l = ir::as<ir::LetStmt>(s)) {
-      Scope let(*this, *l);
+      LetScope let(lets_, l->var, l->value);
       return std::make_shared<ir::LetStmt>(l->var, l->value, kernel_loops(l->body));
     }
     if (const ir::For* n = ir::as<ir::For>(s); n && ir::is_gpu_block_tag(n->tag))
@@ -136,26 +130,6 @@ class PlaceBarriers {
                                        kernel_loops(n->body));
     return block(s);
   }
-
-  // An integer let in scope, for the copies' indices (the pipeline's plan).
-  struct Scope {
-    Scope(PlaceBarriers& p, const ir::LetStmt& l) : lets(p.lets_), var(l.var) {
-      if (auto it = lets.find(var); it != lets.end()) saved = it->second;
-      if (ir::is_int(l.value->type) && !ir::reads_memory(l.value))
-        lets[var] = l.value;
-      else
-        lets.erase(var);
-    }
-    ~Scope() {
-      if (saved)
-        lets[var] = *saved;
-      else
-        lets.erase(var);
-    }
-    std::map<std::string, Expr>& lets;
-    std::string var;
-    std::optional<Expr> saved;
-  };
 
   // Code each thread runs, or one thread.
   Stmt thread_code(const Stmt& s) {
@@ -202,14 +176,12 @@ class PlaceBarriers {
         return with_children(s, [this](const Stmt& c) { return block(c); });
       case ir::StmtKind::LetStmt: {
         const auto& n = static_cast<const ir::LetStmt&>(*s);
-        Scope let(*this, n);
+        LetScope let(lets_, n.var, n.value);
         return std::make_shared<ir::LetStmt>(n.var, n.value, block(n.body));
       }
       case ir::StmtKind::Alloc: {
         const auto& n = static_cast<const ir::Alloc&>(*s);
-        Space space =
-            temp_space(n.loc, true, false) == TempSpace::Thread ? Space::Local : Space::Shared;
-        bufs_[n.buf] = {n.dtype, n.shape, space, false};
+        bufs_[n.buf] = {n.dtype, n.shape, block_code_space(n.loc), false};
         return with_children(s, [this](const Stmt& c) { return block(c); });
       }
       case ir::StmtKind::If: {
@@ -287,7 +259,9 @@ class PlaceBarriers {
     if (sync_before(Effects{{}, fills.writes})) body = then_barrier(body);
     // and the barrier after them (the next iteration reads them)
     pending_ = {};
-    Stmt out = std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, body);
+    // marked, so that the printer pipelines this loop and no other
+    Stmt out =
+        std::make_shared<ir::For>(n.var, n.min, n.end, n.step, ir::LoopTag::GpuPipelined, body);
     return sync ? barrier_then(out) : out;
   }
 
@@ -301,7 +275,7 @@ class PlaceBarriers {
         return with_children(s, [&](const Stmt& c) { return pipelined_body(c, plan); });
       case ir::StmtKind::LetStmt: {
         const auto& n = static_cast<const ir::LetStmt&>(*s);
-        Scope let(*this, n);
+        LetScope let(lets_, n.var, n.value);
         return std::make_shared<ir::LetStmt>(n.var, n.value, pipelined_body(n.body, plan));
       }
       default:

@@ -327,6 +327,13 @@ Expr expand_lets(const Expr& e, const std::map<std::string, Expr>& lets) {
   return ir::simplify(r);
 }
 
+void bind_let(std::map<std::string, Expr>& lets, const std::string& var, const Expr& value) {
+  if (ir::is_int(value->type) && !ir::reads_memory(value))
+    lets[var] = value;
+  else
+    lets.erase(var);
+}
+
 std::optional<int64_t> constant(const Expr& e) {
   if (const ir::IntImm* i = ir::as<ir::IntImm>(ir::simplify(e))) return i->value;
   return std::nullopt;

@@ -18,6 +18,33 @@ namespace kiln::cuda {
 // compared or bounded across the lets that CSE and LICM put between them.
 ir::Expr expand_lets(const ir::Expr& e, const std::map<std::string, ir::Expr>& lets);
 
+// Binds var to value in `lets` when it is an integer that reads no memory (what expand_lets may
+// substitute), else forgets var there.
+void bind_let(std::map<std::string, ir::Expr>& lets, const std::string& var, const ir::Expr& value);
+
+// bind_let for the life of the scope; what `lets` held for var before is restored after it.
+class LetScope {
+ public:
+  LetScope(std::map<std::string, ir::Expr>& lets, const std::string& var, const ir::Expr& value)
+      : lets_(lets), var_(var) {
+    if (auto it = lets.find(var); it != lets.end()) saved_ = it->second;
+    bind_let(lets, var, value);
+  }
+  ~LetScope() {
+    if (saved_)
+      lets_[var_] = *saved_;
+    else
+      lets_.erase(var_);
+  }
+  LetScope(const LetScope&) = delete;
+  LetScope& operator=(const LetScope&) = delete;
+
+ private:
+  std::map<std::string, ir::Expr>& lets_;
+  std::string var_;
+  std::optional<ir::Expr> saved_;
+};
+
 // e simplified, when that is an integer constant.
 std::optional<int64_t> constant(const ir::Expr& e);
 

@@ -152,12 +152,10 @@ class Writer {
     p_.checks = f_.checks;
     p_.fast_math = f_.fast_math;
     for (const std::string& param : f_.params) var_types_[param] = ir::kIndexType;
-    for (const ir::Buf& b : f_.args) {
-      bufs_[b.name] = {b.dtype, b.shape, Space::Global, b.kind == ir::BufKind::Input};
+    bufs_ = device_buffers(f_);
+    for (const ir::Buf& b : f_.args)
       if (b.loc == ir::MemLoc::GpuConstant) constant_buffer(b);
-    }
     collect_temps(f_.body);
-    for (const DeviceTemp& t : p_.temps) bufs_[t.name] = {t.dtype, t.shape, Space::Global, false};
     input_check_kernel();
     host(f_.body);
     p_.source = std::string(kPrelude) + (p_.tensor_cores ? kMmaPrelude : "") + "\n" +
@@ -382,6 +380,7 @@ class Writer {
     // A warp's 32 lanes run each mma nest together: they are the block's x axis.
     mma_kernel_ = has_loop(root, is_mma);
     mma_bufs_ = mma_buffers(root);
+    const std::map<std::string, Expr> lets_before = let_values_;  // the kernel's lets are its own
     if (mma_kernel_) block_dims_[0] = kWarp;
     guards_.clear();
     known_.clear();
@@ -468,6 +467,7 @@ class Writer {
         "  [[maybe_unused]] const int kiln_nthreads = blockDim.x * blockDim.y * blockDim.z;\n";
     kernels_ += body_ + "}\n\n";
     p_.launches.push_back({name, grid, block_dims_, shared_bytes_});
+    let_values_ = lets_before;
   }
 
   std::string describe_root(const Stmt& s) const {
@@ -548,11 +548,9 @@ class Writer {
   // (`licm_var_2 - licm_var_1`) become constants.
   Expr expand_lets(const Expr& e) const { return cuda::expand_lets(e, let_values_); }
 
+  // The let's line; its value joins let_values_ (a scope around the let's body restores them).
   void let_line(const std::string& v, const Expr& value) {
-    if (ir::is_int(value->type) && !ir::reads_memory(value))
-      let_values_[v] = value;
-    else
-      let_values_.erase(v);
+    bind_let(let_values_, v, value);
     var_types_[v] = value->type;
     std::string type = ctype(value->type);
     if (value->type == ir::kIndexType)
@@ -577,14 +575,14 @@ class Writer {
         return;
       case ir::StmtKind::LetStmt: {
         const auto& n = static_cast<const ir::LetStmt&>(*s);
+        LetScope scope(let_values_, n.var, n.value);
         let_line(n.var, n.value);
         block_scope(n.body);
         return;
       }
       case ir::StmtKind::Alloc: {
         const auto& n = static_cast<const ir::Alloc&>(*s);
-        declare(n,
-                temp_space(n.loc, true, false) == TempSpace::Thread ? Space::Local : Space::Shared);
+        declare(n, block_code_space(n.loc));
         block_scope(n.body);
         return;
       }
@@ -629,10 +627,18 @@ class Writer {
   }
 
   // A serial loop with thread loops inside: every thread runs it, and the block's threads meet
-  // at its __syncthreads() (its bounds depend on block indices only, so they agree).
+  // at its __syncthreads() (its bounds depend on block indices only, so they agree). Those
+  // place_barriers marked are written as a pipeline.
   void structural_loop(const ir::For& n) {
-    if (std::optional<Pipeline> plan = plan_pipeline(n, bufs_, let_values_, mma_kernel_))
+    if (n.tag == LoopTag::GpuPipelined) {
+      std::optional<Pipeline> plan = plan_pipeline(n, bufs_, let_values_, mma_kernel_);
+      if (!plan)
+        fail(
+            fmt::format("internal error: loop '{}' is marked gpu_pipelined, but the printer finds "
+                        "no pipeline in it (report this to kiln's developers)",
+                        n.var));
       return pipelined_loop(n, *plan);
+    }
     line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
                      expr(n.end), n.step, index_type(n.var, loop_range(n), n.step)));
     var_types_[n.var] = ir::kIndexType;
@@ -719,8 +725,10 @@ class Writer {
     if (width > 1) {
       copy_vector(vc);
     } else {
+      const std::map<std::string, Expr> lets_before = let_values_;
       for (const ir::LetStmt* l : lets) let_line(l->var, l->value);
       thread(body);
+      let_values_ = lets_before;
     }
     for (const ir::For* n : chain) known_.erase(n->var);
     --indent_;
@@ -817,6 +825,7 @@ class Writer {
       return;
     }
     if (const ir::LetStmt* l = ir::as<ir::LetStmt>(s)) {
+      LetScope scope(let_values_, l->var, l->value);
       let_line(l->var, l->value);
       return pipelined_body(l->body, plan, loop_var, next, has_next, held);
     }
@@ -1332,6 +1341,7 @@ class Writer {
         const auto& n = static_cast<const ir::LetStmt&>(*s);
         line("{");
         ++indent_;
+        LetScope scope(let_values_, n.var, n.value);
         let_line(n.var, n.value);
         thread(n.body);
         --indent_;
@@ -1622,7 +1632,7 @@ class Writer {
   Program p_;
   BufTable bufs_;
   std::map<std::string, DType> var_types_;
-  std::map<std::string, Expr> let_values_;  // integer lets emitted so far, for expand_lets
+  std::map<std::string, Expr> let_values_;  // the integer lets in scope, for expand_lets
   std::vector<std::pair<std::string, Expr>> host_lets_;
   std::vector<Expr> host_guards_;
   std::string kernels_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/ir.h"
+#include "kiln/loop_ir.h"
 
 namespace kiln::cuda {
 
@@ -31,6 +32,12 @@ inline Space space_of(const BufTable& bufs, const std::string& buf) {
   return it == bufs.end() ? Space::Global : it->second.space;
 }
 
+// The space of a temporary allocated inside a kernel's block loops, outside its thread loops: the
+// block's shared memory, or each thread's registers for a gpu_local one.
+inline Space block_code_space(ir::MemLoc loc) {
+  return loc == ir::MemLoc::GpuLocal ? Space::Local : Space::Shared;
+}
+
 // The space of a temporary allocated in code one thread runs: that thread's registers, except a
 // gpu_shared one, which is in the block's shared memory. (The printer refuses a gpu_shared one
 // inside a thread loop, where each thread would have its own; outside every thread loop the one
@@ -38,5 +45,9 @@ inline Space space_of(const BufTable& bufs, const std::string& buf) {
 inline Space thread_code_space(ir::MemLoc loc) {
   return loc == ir::MemLoc::GpuShared ? Space::Shared : Space::Local;
 }
+
+// The buffers in device memory before any kernel runs: f's arguments (an input set_loc'ed
+// gpu_constant read from constant memory) and the temporaries allocated outside every kernel.
+BufTable device_buffers(const ir::LoweredFunc& f);
 
 }  // namespace kiln::cuda

@@ -5,11 +5,12 @@
 // tagged gpu_block_{x,y,z} becomes one kernel: those loops become the grid, loops tagged
 // gpu_thread_{x,y,z} inside them the block. Inside a block, code outside the thread loops runs
 // once per block: a copy into a temporary (a cache_identity or cache fill) is shared among the
-// block's threads, any other store is made by its first thread, and `__syncthreads()` is placed
-// between two such steps only where one writes what the other reads or writes. Temporaries
-// allocated inside the block loops live in shared memory (in a thread loop, or gpu_local: in
-// each thread's registers); those allocated outside every kernel in device memory. A nest with
-// no GPU tag runs as one thread (a note says so).
+// block's threads, any other store is made by its first thread, and a barrier
+// (`__syncthreads()`, placed by the place_barriers pass) goes between two such steps only where
+// one writes what the other reads or writes. Temporaries allocated inside the block loops live in
+// shared memory (in a thread loop, or gpu_local: in each thread's registers); those allocated
+// outside every kernel in device memory. A nest with no GPU tag runs as one thread (a note says
+// so), whose temporaries are in its registers but for gpu_shared ones, in shared memory.
 #pragma once
 
 #include <array>
@@ -42,9 +43,10 @@ struct Launch {
   int64_t shared_bytes = 0;        // static shared memory (already in the source)
 };
 
-// Where a temporary lives on a GPU, as the CUDA writer places it: allocated outside every
-// kernel, in device memory; inside a thread loop, or gpu_local, in each thread's registers;
-// elsewhere in a kernel, in the block's shared memory.
+// Where a temporary lives on a GPU: allocated outside every kernel, in device memory; inside a
+// thread loop, or gpu_local, in each thread's registers; elsewhere in a kernel's block loops, in
+// the block's shared memory. (A kernel of one thread, with no GPU loop, keeps its temporaries in
+// its registers, and gpu_shared ones in shared memory.)
 enum class TempSpace { Device, Shared, Thread };
 TempSpace temp_space(ir::MemLoc loc, bool in_kernel, bool in_thread_loop);
 
@@ -104,12 +106,14 @@ ir::LoweredFunc keep_fragments(const ir::LoweredFunc& f);
 // (ir::gpu_barrier(), __syncthreads()) goes before each step that reads or writes memory the
 // block's threads share (shared tiles, device memory) which a step since the last barrier
 // wrote, or writes what one read; and at the end of a loop around thread loops whose next
-// iteration's first steps would overtake this one's last. A loop written as a pipeline
-// (prefetching its shared tiles) has its own barriers between its steps; it gets one before it
-// where its fills need one, and one after its computation where the stores into its tiles do.
+// iteration's first steps would overtake this one's last. It decides which of those loops are
+// written as a pipeline (prefetching their shared tiles) and tags them gpu_pipelined: such a
+// loop has its own barriers between its steps; it gets one before it where its fills need one,
+// and one after its computation where the stores into its tiles do.
 ir::LoweredFunc place_barriers(const ir::LoweredFunc& f);
 
-// Generates the CUDA program of f, the loops the GPU lowering passes left. Throws CompileError
+// Generates the CUDA program of f, the loops the GPU lowering passes left: its barriers where
+// place_barriers put them, and only those (a pipelined loop's own two but). Throws CompileError
 // (stage Codegen) naming the loop or buffer when the schedule cannot run on a GPU: block loops not
 // outermost or not perfectly nested, a thread loop whose extent has no constant bound, a tag used
 // twice in one nest, `parallel` or a loop around kernels, a shared or local temporary of run-time

@@ -29,6 +29,9 @@ enum class LoopTag : uint8_t {
   // The 16 x 16 x k nest it heads, C[m, n] += A[m, k] * B[k, n], runs on a warp's tensor cores
   // (CUDA's warp matrix operations; TF32 for f32 operands): the CUDA backend's `mma`.
   Mma,
+  // Not a schedule's: the CUDA backend's place_barriers marks the serial loops (around thread
+  // loops) that the printer writes as a pipeline of shared tiles, so that the two decide alike.
+  GpuPipelined,
 };
 const char* loop_tag_name(LoopTag t);  // "parallel", "vectorize", "gpu_block_x", ...
 // Whether t binds a loop to the GPU's blocks (gpu_block_x/y/z), its threads
