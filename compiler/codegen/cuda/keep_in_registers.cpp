@@ -29,35 +29,13 @@ using ir::Stmt;
 class KeepInRegisters {
  public:
   explicit KeepInRegisters(const ir::LoweredFunc& f) {
-    for (const ir::Buf& b : f.args) bufs_[b.name] = {b.dtype, false};
+    for (const auto& [name, b] : device_buffers(f)) bufs_[name] = {b.dtype, false};
   }
 
-  // The top level: each nest a kernel (or refused by the printer).
-  Stmt host(const Stmt& s) {
-    if (!s) return s;
-    switch (s->kind) {
-      case ir::StmtKind::Alloc: {
-        const auto& n = static_cast<const ir::Alloc&>(*s);
-        bufs_[n.buf] = {n.dtype, false};  // in device memory, shared by every thread
-        return with_children(s, [this](const Stmt& c) { return host(c); });
-      }
-      case ir::StmtKind::Block:
-      case ir::StmtKind::LetStmt:
-      case ir::StmtKind::If:
-        return with_children(s, [this](const Stmt& c) { return host(c); });
-      case ir::StmtKind::For:
-      case ir::StmtKind::Store:
-      case ir::StmtKind::Evaluate:
-        switch (top_level(s)) {
-          case TopLevel::Kernel:
-            return kernel(s);
-          case TopLevel::OneThread:
-            return one_thread_kernel(s);
-          case TopLevel::Refused:
-            return s;  // for the printer to say why
-        }
-    }
-    return s;
+  Stmt run(const Stmt& body) {
+    return map_kernels(
+        body, [this](const Stmt& s) { return kernel(s); },
+        [this](const Stmt& s) { return one_thread_kernel(s); });
   }
 
  private:
@@ -72,8 +50,7 @@ class KeepInRegisters {
     const ir::For* n = ir::as<ir::For>(s);
     if (!n) return thread(unroll_constant_loops(s));
 
-    return thread(std::make_shared<ir::For>(n->var, n->min, n->end, n->step, n->tag,
-                                            unroll_constant_loops(n->body)));
+    return thread(with_body(*n, unroll_constant_loops(n->body)));
   }
 
   // The block loops and the lets between them, then what runs once per block. The buffers its
@@ -86,8 +63,7 @@ class KeepInRegisters {
     if (const ir::LetStmt* l = ir::as<ir::LetStmt>(s))
       return std::make_shared<ir::LetStmt>(l->var, l->value, kernel_loops(l->body));
     if (const ir::For* n = ir::as<ir::For>(s); n && ir::is_gpu_block_tag(n->tag))
-      return std::make_shared<ir::For>(n->var, n->min, n->end, n->step, n->tag,
-                                       kernel_loops(n->body));
+      return with_body(*n, kernel_loops(n->body));
     return block(s);
   }
 
@@ -113,7 +89,7 @@ class KeepInRegisters {
           // Elements the threads keep updating across the loop stay in their registers.
           if (Stmt kept = keep_accumulators_across_block_loop(s, eligible(), fresh()); kept != s)
             return block(kept);
-          return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, block(n.body));
+          return with_body(n, block(n.body));
         }
         return block_level_nest(s);
       }
@@ -134,22 +110,18 @@ class KeepInRegisters {
     });
     if (local_only || !is_fill(stores)) return thread(s);
     CopyNest nest = copy_nest(s);
-    return with_body(s, nest.chain.back(), thread(unroll_constant_loops(nest.body)));
+    return with_inner_body(s, nest.chain.back(), thread(unroll_constant_loops(nest.body)));
   }
 
   // s with the body of `inner`, a loop inside it along a chain of loops and lets, replaced.
-  static Stmt with_body(const Stmt& s, const ir::For* inner, const Stmt& body) {
+  static Stmt with_inner_body(const Stmt& s, const ir::For* inner, const Stmt& body) {
     if (const ir::LetStmt* l = ir::as<ir::LetStmt>(s))
-      return std::make_shared<ir::LetStmt>(l->var, l->value, with_body(l->body, inner, body));
+      return std::make_shared<ir::LetStmt>(l->var, l->value, with_inner_body(l->body, inner, body));
     const auto& n = static_cast<const ir::For&>(*s);
-    Stmt b = &n == inner ? body : with_body(n.body, inner, body);
-    return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, b);
+    return with_body(n, &n == inner ? body : with_inner_body(n.body, inner, body));
   }
 
-  Stmt thread_loop(const ir::For& n) {
-    return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag,
-                                     thread(unroll_constant_loops(n.body)));
-  }
+  Stmt thread_loop(const ir::For& n) { return with_body(n, thread(unroll_constant_loops(n.body))); }
 
   // Code one thread runs.
   Stmt thread(const Stmt& s) {
@@ -173,7 +145,7 @@ class KeepInRegisters {
         // Elements the loop keeps updating stay in registers while it runs.
         if (Stmt kept = keep_accumulators_in_registers(s, eligible(), fresh()); kept != s)
           return thread(kept);
-        return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, thread(n.body));
+        return with_body(n, thread(n.body));
       }
       case ir::StmtKind::Store:
       case ir::StmtKind::Evaluate:
@@ -204,7 +176,7 @@ class KeepInRegisters {
 
 ir::LoweredFunc keep_in_registers(const ir::LoweredFunc& f) {
   ir::LoweredFunc out = f;
-  out.body = KeepInRegisters(f).host(f.body);
+  out.body = KeepInRegisters(f).run(f.body);
   return out;
 }
 

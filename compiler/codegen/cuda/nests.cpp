@@ -106,6 +106,35 @@ TopLevel top_level(const ir::Stmt& s) {
   return TopLevel::OneThread;
 }
 
+ir::Stmt map_kernels(const ir::Stmt& s, const std::function<ir::Stmt(const ir::Stmt&)>& kernel,
+                     const std::function<ir::Stmt(const ir::Stmt&)>& one_thread) {
+  if (!s) return s;
+  switch (s->kind) {
+    case ir::StmtKind::Alloc:  // in device memory
+    case ir::StmtKind::Block:
+    case ir::StmtKind::LetStmt:  // the launch's
+    case ir::StmtKind::If:
+      return with_children(s,
+                           [&](const ir::Stmt& c) { return map_kernels(c, kernel, one_thread); });
+    case ir::StmtKind::For:
+    case ir::StmtKind::Store:
+    case ir::StmtKind::Evaluate:
+      switch (top_level(s)) {
+        case TopLevel::Kernel:
+          return kernel(s);
+        case TopLevel::OneThread:
+          return one_thread(s);
+        case TopLevel::Refused:
+          return s;
+      }
+  }
+  return s;
+}
+
+ir::Stmt with_body(const ir::For& n, ir::Stmt body) {
+  return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, std::move(body));
+}
+
 ir::Expr extent_of(const ir::For& n) {
   ir::Expr d = n.end - n.min;
   if (n.step != 1)

@@ -22,6 +22,15 @@ bool has_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag));
 enum class TopLevel { Kernel, OneThread, Refused };
 TopLevel top_level(const ir::Stmt& s);
 
+// The top level of a GPU func's body with `kernel` applied to each kernel over blocks and threads,
+// `one_thread` to each kernel of one thread, and a nest the printer refuses left as it is (for it
+// to say why): the walk of the lowering passes that rewrite kernels.
+ir::Stmt map_kernels(const ir::Stmt& s, const std::function<ir::Stmt(const ir::Stmt&)>& kernel,
+                     const std::function<ir::Stmt(const ir::Stmt&)>& one_thread);
+
+// Loop n with another body.
+ir::Stmt with_body(const ir::For& n, ir::Stmt body);
+
 // The iterations of loop n: (end - min) / step rounded up, simplified.
 ir::Expr extent_of(const ir::For& n);
 

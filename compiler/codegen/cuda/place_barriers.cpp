@@ -89,28 +89,11 @@ class PlaceBarriers {
  public:
   explicit PlaceBarriers(const ir::LoweredFunc& f) : bufs_(device_buffers(f)) {}
 
-  // The top level: each nest a kernel, or refused by the printer.
-  Stmt host(const Stmt& s) {
-    if (!s) return s;
-    switch (s->kind) {
-      case ir::StmtKind::Alloc:  // in device memory (device_buffers)
-      case ir::StmtKind::Block:
-      case ir::StmtKind::LetStmt:  // the launch's lets, which the copies below do not expand
-      case ir::StmtKind::If:
-        return with_children(s, [this](const Stmt& c) { return host(c); });
-      case ir::StmtKind::For:
-      case ir::StmtKind::Store:
-      case ir::StmtKind::Evaluate:
-        switch (top_level(s)) {
-          case TopLevel::Kernel:
-            return kernel(s);
-          case TopLevel::OneThread:
-            return thread_code(s);  // one thread: nothing to meet
-          case TopLevel::Refused:
-            return s;  // for the printer to say why
-        }
-    }
-    return s;
+  Stmt run(const Stmt& body) {
+    // a kernel of one thread has no barriers
+    return map_kernels(
+        body, [this](const Stmt& s) { return kernel(s); },
+        [this](const Stmt& s) { return thread_code(s); });
   }
 
  private:
@@ -126,8 +109,7 @@ class PlaceBarriers {
       return std::make_shared<ir::LetStmt>(l->var, l->value, kernel_loops(l->body));
     }
     if (const ir::For* n = ir::as<ir::For>(s); n && ir::is_gpu_block_tag(n->tag))
-      return std::make_shared<ir::For>(n->var, n->min, n->end, n->step, n->tag,
-                                       kernel_loops(n->body));
+      return with_body(*n, kernel_loops(n->body));
     return block(s);
   }
 
@@ -237,7 +219,7 @@ class PlaceBarriers {
     if (end_sync) body = then_barrier(body);
     pending_ = before;
     if (!end_sync) pending_.add(body_fx);
-    return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, body);
+    return with_body(n, body);
   }
 
   // The printer writes the loop as a pipeline: the first step's tiles filled before it and a
@@ -296,7 +278,7 @@ class PlaceBarriers {
 
 ir::LoweredFunc place_barriers(const ir::LoweredFunc& f) {
   ir::LoweredFunc out = f;
-  out.body = PlaceBarriers(f).host(f.body);
+  out.body = PlaceBarriers(f).run(f.body);
   return out;
 }
 

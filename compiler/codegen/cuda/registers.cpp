@@ -10,6 +10,7 @@
 
 #include "kiln/analysis.h"
 #include "kiln/simplify.h"
+#include "nests.h"
 
 namespace kiln::cuda {
 namespace {
@@ -65,7 +66,7 @@ class UnrollInThreads : public ir::StmtMutator {
   Stmt mutate_for(const Stmt& s, const ir::For& n) override {
     if (!ir::is_gpu_thread_tag(n.tag)) return ir::StmtMutator::mutate_for(s, n);
     Stmt body = mutate(unroll_constant_loops(n.body));
-    return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, n.tag, body);
+    return with_body(n, body);
   }
 };
 
@@ -429,7 +430,7 @@ Stmt keep_accumulators_in_registers(
   for (const Redirect::Slot& s : slots)
     steps.push_back(std::make_shared<ir::Store>(s.temp, std::vector<Expr>{},
                                                 ir::load(s.buf, s.index, s.dtype)));
-  steps.push_back(std::make_shared<ir::For>(n->var, n->min, n->end, n->step, n->tag, body));
+  steps.push_back(with_body(*n, body));
   for (const Redirect::Slot& s : slots)
     steps.push_back(std::make_shared<ir::Store>(s.buf, s.index, ir::load(s.temp, {}, s.dtype)));
   // The elements are read and written back only when the loop runs: its indices may be valid
@@ -486,7 +487,7 @@ Stmt keep_accumulators_across_block_loop(
   }
   std::vector<Stmt> steps;
   steps.push_back(in_threads(ir::block(std::move(loads))));
-  steps.push_back(std::make_shared<ir::For>(n->var, n->min, n->end, n->step, n->tag, body));
+  steps.push_back(with_body(*n, body));
   steps.push_back(in_threads(ir::block(std::move(stores))));
   return allocate(slots,
                   std::make_shared<ir::IfThenElse>(ir::binary(ir::BinaryOp::Lt, n->min, n->end),
