@@ -38,6 +38,12 @@ Extents loop_extents(const ir::Func& f, const Limits& limits) {
           e = std::max(e, *hi - *lo);
         }
       }
+      // An iterator that takes one value has no loop (lowering leaves none): its extent is 1.
+      for (const auto& [iter, value] : n.instance)
+        if (ir::as<ir::IntImm>(value)) {
+          int64_t& e = out[n.comp][iter];
+          e = std::max<int64_t>(e, 1);
+        }
     }
   } walk;
   try {

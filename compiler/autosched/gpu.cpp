@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -212,6 +213,19 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
   const std::vector<std::string>&par = loops.par, &red = loops.red;
   if (par.empty()) return {};
   auto extent = [&](const std::string& it) { return extent_of(extents, c.name, it); };
+  // The loops cut over blocks and threads are those with more than one iteration (a softmax over
+  // the last axis, [A, N, 1], has a third of one); the others go outside them with the rest.
+  std::vector<std::string> wide;
+  for (const std::string& it : par)
+    if (extent(it) != 1) wide.push_back(it);
+  auto others = [&](std::initializer_list<std::string> cut) {
+    std::vector<std::string> out;
+    for (const std::string& it : par)
+      if (extent(it) == 1 && std::find(cut.begin(), cut.end(), it) == cut.end()) out.push_back(it);
+    for (const std::string& it : par)
+      if (extent(it) != 1 && std::find(cut.begin(), cut.end(), it) == cut.end()) out.push_back(it);
+    return out;
+  };
   std::set<std::string>& taken = loops.taken;
   auto add_both = [&](Part& p, const std::string& command) {
     for (const std::string& cmd : loops.both(command)) p.commands.push_back(cmd);
@@ -241,10 +255,10 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
                      fmt::format("({} + {} - 1) / ({})", e, per_block, per_block)};
   };
   std::vector<Part> variants;  // the most first
-  if (tiled && par.size() >= 2 && !scatter) {
-    const std::string& a = par[par.size() - 2];
-    const std::string& b = par.back();
-    std::vector<std::string> outside(par.begin(), par.end() - 2);
+  if (tiled && wide.size() >= 2 && !scatter) {
+    const std::string& a = wide[wide.size() - 2];
+    const std::string& b = wide.back();
+    std::vector<std::string> outside = others({a, b});
     std::string ta = "thread_" + c.name + "_" + a, tb = "thread_" + c.name + "_" + b;
     std::string ra = "reg_" + c.name + "_" + a, rb = "reg_" + c.name + "_" + b;
     std::string a1 = fresh(a + "_1", taken), b1 = fresh(b + "_1", taken);
@@ -387,8 +401,8 @@ Part gpu_part_of(const ir::Func& f, const ir::Comp& c, const ir::Comp* init, boo
   // thread computing its element whole.
   {
     taken = std::set<std::string>(c.iters.begin(), c.iters.end());  // a variant of its own
-    const std::string& b = par.back();
-    std::vector<std::string> outside(par.begin(), par.end() - 1);
+    const std::string& b = wide.empty() ? par.back() : wide.back();
+    std::vector<std::string> outside = others({b});
     std::string tb = "thread_" + c.name + "_" + b;
     std::string bo = fresh(b + "_o", taken), bt = fresh(b + "_t", taken);
     Part cut;
