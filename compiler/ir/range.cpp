@@ -7,12 +7,6 @@
 namespace kiln::ir {
 namespace {
 
-std::optional<int64_t> int_value(const Expr& e) {
-  const auto* n = ir::as<ir::IntImm>(e);
-  if (n == nullptr || !ir::is_int(n->type)) return std::nullopt;
-  return n->value;
-}
-
 // Checked integer arithmetic on optional values (absent = unknown or overflowed).
 using Opt = std::optional<int64_t>;
 
@@ -178,6 +172,12 @@ Interval atom_bounds(const Expr& e, const Bounds& known) {
 }
 
 }  // namespace
+
+std::optional<int64_t> int_value(const Expr& e) {
+  const auto* n = ir::as<ir::IntImm>(e);
+  if (n == nullptr || !ir::is_int(n->type)) return std::nullopt;
+  return n->value;
+}
 
 Interval range_of(const Expr& e, const Bounds& known) { return bounds_of(e, known); }
 

@@ -21,12 +21,6 @@ namespace {
 // ---------------------------------------------------------------------------
 // Small queries
 
-std::optional<int64_t> int_value(const Expr& e) {
-  const auto* n = ir::as<ir::IntImm>(e);
-  if (n == nullptr || !ir::is_int(n->type)) return std::nullopt;
-  return n->value;
-}
-
 std::optional<bool> bool_value(const Expr& e) {
   const auto* n = ir::as<ir::IntImm>(e);
   if (n == nullptr || n->type != DType::Bool) return std::nullopt;

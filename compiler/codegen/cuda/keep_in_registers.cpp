@@ -28,9 +28,7 @@ using ir::Stmt;
 
 class KeepInRegisters {
  public:
-  explicit KeepInRegisters(const ir::LoweredFunc& f) {
-    for (const auto& [name, b] : device_buffers(f)) bufs_[name] = {b.dtype, false};
-  }
+  explicit KeepInRegisters(const ir::LoweredFunc& f) { bufs_ = device_buffers(f); }
 
   Stmt run(const Stmt& body) {
     return map_kernels(
@@ -39,11 +37,6 @@ class KeepInRegisters {
   }
 
  private:
-  struct BufInfo {
-    ir::DType dtype = ir::DType::F32;
-    bool local = false;  // each thread's own
-  };
-
   // A nest with no GPU tag, run by one thread. Its outermost loop stays a loop even where it is
   // tagged unroll: its copies would be kernels of their own.
   Stmt one_thread_kernel(const Stmt& s) {
@@ -73,7 +66,7 @@ class KeepInRegisters {
     switch (s->kind) {
       case ir::StmtKind::Alloc: {
         const auto& n = static_cast<const ir::Alloc&>(*s);
-        bufs_[n.buf] = {n.dtype, block_code_space(n.loc) == Space::Local};
+        bufs_[n.buf] = {n.dtype, n.shape, block_code_space(n.loc)};
         return with_children(s, [this](const Stmt& c) { return block(c); });
       }
       case ir::StmtKind::Block:
@@ -106,7 +99,7 @@ class KeepInRegisters {
     std::vector<const ir::Store*> stores = stores_of(s);
     bool local_only = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
       auto it = bufs_.find(st->buf);
-      return it != bufs_.end() && it->second.local;
+      return it != bufs_.end() && it->second.space == Space::Local;
     });
     if (local_only || !is_fill(stores)) return thread(s);
     CopyNest nest = copy_nest(s);
@@ -129,7 +122,7 @@ class KeepInRegisters {
     switch (s->kind) {
       case ir::StmtKind::Alloc: {
         const auto& n = static_cast<const ir::Alloc&>(*s);
-        bufs_[n.buf] = {n.dtype, thread_code_space(n.loc) == Space::Local};
+        bufs_[n.buf] = {n.dtype, n.shape, thread_code_space(n.loc)};
         return with_children(s, [this](const Stmt& c) { return thread(c); });
       }
       case ir::StmtKind::Block:
@@ -158,7 +151,7 @@ class KeepInRegisters {
   std::function<std::optional<ir::DType>(const std::string&)> eligible() const {
     return [this](const std::string& b) {
       auto it = bufs_.find(b);
-      return it == bufs_.end() || it->second.local || mma_bufs_.count(b)
+      return it == bufs_.end() || it->second.space == Space::Local || mma_bufs_.count(b)
                  ? std::nullopt
                  : std::optional<ir::DType>(it->second.dtype);
     };
@@ -167,7 +160,7 @@ class KeepInRegisters {
     return [this] { return fmt::format("kiln_acc{}", accumulators_++); };
   }
 
-  std::map<std::string, BufInfo> bufs_;  // those declared so far, as the printer meets them
+  BufTable bufs_;  // those declared so far, as the printer meets them
   int accumulators_ = 0;
   std::set<std::string> mma_bufs_;  // those the kernel's mma nests use
 };

@@ -214,29 +214,9 @@ class Writer {
 
   // Temporaries allocated outside every block loop live in device memory for the whole run.
   void collect_temps(const Stmt& s) {
-    if (!s) return;
-    switch (s->kind) {
-      case ir::StmtKind::Alloc: {
-        const auto& n = static_cast<const ir::Alloc&>(*s);
-        refuse_constant_temp(n);
-        p_.temps.push_back({n.buf, n.dtype, n.shape});
-        collect_temps(n.body);
-        break;
-      }
-      case ir::StmtKind::Block:
-        for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts) collect_temps(c);
-        break;
-      case ir::StmtKind::LetStmt:
-        collect_temps(static_cast<const ir::LetStmt&>(*s).body);
-        break;
-      case ir::StmtKind::If: {
-        const auto& n = static_cast<const ir::IfThenElse&>(*s);
-        collect_temps(n.then_case);
-        collect_temps(n.else_case);
-        break;
-      }
-      default:
-        break;  // a loop: a kernel, whose temporaries are its own
+    for (const ir::Alloc* n : device_temps(s)) {
+      refuse_constant_temp(*n);
+      p_.temps.push_back({n->buf, n->dtype, n->shape});
     }
   }
 

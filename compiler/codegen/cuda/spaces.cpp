@@ -4,24 +4,23 @@
 namespace kiln::cuda {
 namespace {
 
-// The temporaries allocated outside every loop (every kernel).
-void host_temps(const ir::Stmt& s, BufTable& out) {
+void collect(const ir::Stmt& s, std::vector<const ir::Alloc*>& out) {
   if (!s) return;
   switch (s->kind) {
     case ir::StmtKind::Alloc: {
       const auto& n = static_cast<const ir::Alloc&>(*s);
-      out[n.buf] = {n.dtype, n.shape, Space::Global, false};
-      return host_temps(n.body, out);
+      out.push_back(&n);
+      return collect(n.body, out);
     }
     case ir::StmtKind::Block:
-      for (const ir::Stmt& c : static_cast<const ir::Block&>(*s).stmts) host_temps(c, out);
+      for (const ir::Stmt& c : static_cast<const ir::Block&>(*s).stmts) collect(c, out);
       return;
     case ir::StmtKind::LetStmt:
-      return host_temps(static_cast<const ir::LetStmt&>(*s).body, out);
+      return collect(static_cast<const ir::LetStmt&>(*s).body, out);
     case ir::StmtKind::If: {
       const auto& n = static_cast<const ir::IfThenElse&>(*s);
-      host_temps(n.then_case, out);
-      return host_temps(n.else_case, out);
+      collect(n.then_case, out);
+      return collect(n.else_case, out);
     }
     default:
       return;  // a loop: a kernel, whose temporaries are its own
@@ -30,6 +29,12 @@ void host_temps(const ir::Stmt& s, BufTable& out) {
 
 }  // namespace
 
+std::vector<const ir::Alloc*> device_temps(const ir::Stmt& body) {
+  std::vector<const ir::Alloc*> out;
+  collect(body, out);
+  return out;
+}
+
 BufTable device_buffers(const ir::LoweredFunc& f) {
   BufTable out;
   for (const ir::Buf& b : f.args) {
@@ -37,7 +42,8 @@ BufTable device_buffers(const ir::LoweredFunc& f) {
     out[b.name] = {b.dtype, b.shape, Space::Global, input,
                    input && b.loc == ir::MemLoc::GpuConstant};
   }
-  host_temps(f.body, out);
+  for (const ir::Alloc* a : device_temps(f.body))
+    out[a->buf] = {a->dtype, a->shape, Space::Global, false};
   return out;
 }
 

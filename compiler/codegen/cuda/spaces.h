@@ -46,6 +46,10 @@ inline Space thread_code_space(ir::MemLoc loc) {
   return loc == ir::MemLoc::GpuShared ? Space::Shared : Space::Local;
 }
 
+// The temporaries allocated outside every kernel (every loop), in the order they are written:
+// in device memory, allocated by whoever launches the kernels.
+std::vector<const ir::Alloc*> device_temps(const ir::Stmt& body);
+
 // The buffers in device memory before any kernel runs: f's arguments (an input set_loc'ed
 // gpu_constant read from constant memory) and the temporaries allocated outside every kernel.
 BufTable device_buffers(const ir::LoweredFunc& f);

@@ -25,6 +25,9 @@ using Bounds = std::map<std::string, Interval>;
 // (a variable not in it is unbounded); unbounded for anything else.
 Interval range_of(const Expr& e, const Bounds& known);
 
+// The value of e when it is an integer constant.
+std::optional<int64_t> int_value(const Expr& e);
+
 // An integer sum as coefficients over atoms (anything not +, -, * by a constant).
 struct LinearTerm {
   Expr atom;
