@@ -260,6 +260,45 @@ TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   EXPECT_TRUE(p.notes.empty());
 }
 
+// Where a block loop has one iteration (M = 64 rows of C, the block's TY * RI), lowering leaves it
+// out, and the K loop with its shared tiles sits at the top level around the thread loops. It is
+// still one kernel of one block: the tiles in shared memory, filled and read in the same kernel,
+// and each thread's 16 elements of C in its own registers, not in device memory, where every
+// thread would share them (on a GPU each thread then summed into the same 16 floats).
+TEST(GpuCodegen, BlockLoopsOfOneIterationStillMakeOneKernel) {
+  for (int opt : {0, 3}) {
+    SCOPED_TRACE("-O" + std::to_string(opt));
+    ir::Func f = parse_one(gpu_example("matmul"), {{"M", 64}, {"N", 64}, {"K", 32}});
+    cuda::Program p = gpu_program(f, opt);
+    EXPECT_TRUE(p.temps.empty()) << p.source;
+    ASSERT_EQ(p.launches.size(), 2u) << p.source;  // C's init, then the K loop
+    for (const cuda::Launch& l : p.launches) {
+      for (const ir::Expr& g : l.grid) EXPECT_EQ(ir::to_string(g), "1");
+      EXPECT_EQ(l.block, (std::array<int64_t, 3>{16, 16, 1}));
+    }
+    EXPECT_EQ(p.launches[1].shared_bytes, (16 * 64 + 16 * 68) * 4);
+    EXPECT_EQ(count_of(p.source, "\n  float b_kiln_acc"), 16) << p.source;
+    EXPECT_NE(p.source.find("for (int v_ko = "), std::string::npos) << p.source;
+  }
+}
+
+// A gpu_local temporary is one thread's registers: outside every kernel no thread runs, and the
+// printer refuses one there rather than give all threads one copy in device memory.
+TEST(GpuCodegen, AGpuLocalTemporaryOutsideEveryKernelIsRefused) {
+  ir::Func f = parse_one(gpu_example("matmul"), {{"M", 64}, {"N", 64}, {"K", 32}});
+  ir::LoweredFunc lowered = compile(gpu_request(f)).gpu_lowered;
+  lowered.body = std::make_shared<ir::Alloc>("t", ir::DType::F32, std::vector<ir::Expr>{},
+                                             ir::MemLoc::GpuLocal, lowered.body);
+  try {
+    cuda::generate(lowered);
+    FAIL() << "generated";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Codegen);
+    EXPECT_NE(std::string(e.what()).find("temporary t is gpu_local"), std::string::npos)
+        << e.what();
+  }
+}
+
 // float4 reads of the tiles only where every offset is a multiple of 4: with A's rows padded to
 // 65 floats its column of 4 starts anywhere, and only B's row is read as a vector; the strided
 // register tile (rows ty + 16 * ri) reads no neighbours at all, in the tiles or in C.

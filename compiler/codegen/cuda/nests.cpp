@@ -22,6 +22,14 @@ class StoreCollector : public ir::StmtVisitor {
   }
 };
 
+// s inside a loop of one iteration tagged `tag`, its variable a name s does not use.
+ir::Stmt once(const ir::Stmt& s, ir::LoopTag tag) {
+  std::set<std::string> used = ir::names_in(s);
+  std::string var = "kiln_once";
+  for (int k = 1; used.count(var); ++k) var = "kiln_once_" + std::to_string(k);
+  return std::make_shared<ir::For>(var, ir::int_imm(0), ir::int_imm(1), 1, tag, s);
+}
+
 }  // namespace
 
 const ir::For* first_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag)) {
@@ -120,10 +128,17 @@ ir::Stmt map_kernels(const ir::Stmt& s, const std::function<ir::Stmt(const ir::S
     case ir::StmtKind::Store:
     case ir::StmtKind::Evaluate:
       switch (top_level(s)) {
-        case TopLevel::Kernel:
-          return kernel(s);
-        case TopLevel::OneThread:
-          return one_thread(s);
+        case TopLevel::Kernel: {
+          const ir::For* n = ir::as<ir::For>(s);
+          return kernel(ir::is_gpu_block_tag(n->tag) ? s : once(s, ir::LoopTag::GpuBlockX));
+        }
+        case TopLevel::OneThread: {
+          // What it makes of the nest (temporaries around its loop) stays one statement.
+          ir::Stmt r = one_thread(s);
+          bool statement = r->kind == ir::StmtKind::For || r->kind == ir::StmtKind::Store ||
+                           r->kind == ir::StmtKind::Evaluate;
+          return statement && top_level(r) == TopLevel::OneThread ? r : once(r, ir::LoopTag::None);
+        }
         case TopLevel::Refused:
           return s;
       }

@@ -24,7 +24,13 @@ TopLevel top_level(const ir::Stmt& s);
 
 // The top level of a GPU func's body with `kernel` applied to each kernel over blocks and threads,
 // `one_thread` to each kernel of one thread, and a nest the printer refuses left as it is (for it
-// to say why): the walk of the lowering passes that rewrite kernels.
+// to say why): the walk of the lowering passes that rewrite kernels. Thread loops with no block
+// loop around them (where the schedule's block loops have one iteration, lowering leaves those
+// out) reach `kernel` inside a gpu_block_x loop of one iteration, so that every kernel it sees
+// starts with its block loops and whatever it makes of the block's code (temporaries around the
+// thread loops, a K loop's steps) stays inside that one kernel; and where `one_thread` makes more
+// than one statement of a kernel of one thread, those go inside a loop of one iteration, untagged,
+// which keeps them one kernel.
 ir::Stmt map_kernels(const ir::Stmt& s, const std::function<ir::Stmt(const ir::Stmt&)>& kernel,
                      const std::function<ir::Stmt(const ir::Stmt&)>& one_thread);
 

@@ -216,6 +216,12 @@ class Writer {
   void collect_temps(const Stmt& s) {
     for (const ir::Alloc* n : device_temps(s)) {
       refuse_constant_temp(*n);
+      if (n->loc == ir::MemLoc::GpuLocal)
+        fail(
+            fmt::format("temporary {} is gpu_local, one thread's registers, but is allocated "
+                        "outside every kernel, where no thread runs: allocate it inside the "
+                        "kernel's loops, or put it in gpu_global",
+                        n->buf));
       p_.temps.push_back({n->buf, n->dtype, n->shape});
     }
   }
