@@ -12,6 +12,7 @@
 #include <optional>
 #include <random>
 
+#include "cuda_emulator.h"
 #include "example_cases.h"
 #include "gpu_programs.h"
 #include "kiln/compile.h"
@@ -337,7 +338,8 @@ TEST(Autosched, SizesBeyondTheirLoopAreNotOffered) {
 // A GPU sketch at one point: CUDA for sm_90 whose kernels fit a block (the CUDA writer refuses
 // more threads or shared memory than a block has), compiled by NVRTC where the build has it;
 // and its loops -- after kiln's passes, and after the GPU lowering passes -- computing what the
-// reference does (the loop interpreter runs GPU loops one iteration after another).
+// reference does (the loop interpreter runs GPU loops one iteration after another), and so does
+// its CUDA, emulated on the CPU (cuda_emulator.h).
 void expect_gpu_point(const ir::Func& g, const std::map<std::string, int64_t>& runtime,
                       bool run = true) {
   CompileResult out;
@@ -353,6 +355,13 @@ void expect_gpu_point(const ir::Func& g, const std::map<std::string, int64_t>& r
   GpuLoopsMismatch mm = gpu_loops_against_reference(g, out, 5, interp::tolerance_of(g), runtime);
   EXPECT_TRUE(mm.optimized.ok) << "after kiln's passes: " << mm.optimized.describe();
   EXPECT_TRUE(mm.gpu_lowered.ok) << "after the GPU lowering passes: " << mm.gpu_lowered.describe();
+  if (out.cuda->tensor_cores) return;
+  interp::Mismatch emulated;
+  ASSERT_NO_THROW(emulated =
+                      emulated_against_reference(g, *out.cuda, 5, ThreadOrder::Forward, runtime))
+      << out.cuda->source;
+  EXPECT_TRUE(emulated.ok) << "the CUDA, emulated: " << emulated.describe() << "\n"
+                           << out.cuda->source;
 }
 
 // A GPU sketch at its largest sizes -- the most threads, with the largest register tiles and

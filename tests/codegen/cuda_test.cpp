@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 
+#include "cuda_emulator.h"
 #include "gpu_programs.h"
 #include "kiln/compile.h"
 #include "kiln/interp.h"
@@ -159,6 +161,24 @@ ir::Overrides known(const std::string& text, const ir::Overrides& set) {
   return out;
 }
 
+// f for every GPU example (the tensor cores' too where `with_mma`) under every schedule and size
+// of its case, with `opt` each of -O0 and -O3, the case traced.
+void for_each_gpu_program(bool with_mma,
+                          const std::function<void(const GpuCase&, const ir::Func&, int)>& fn) {
+  for (const GpuCase& c : gpu_cases()) {
+    if (!with_mma && c.example == "matmul_tf32") continue;
+    for (const std::string& sched : c.schedules) {
+      std::string text = program_text(c, sched);
+      for (const ir::Overrides& set : c.params) {
+        for (int opt : {0, 3}) {
+          SCOPED_TRACE(c.example + ", -O" + std::to_string(opt) + ", schedule: " + sched);
+          fn(c, parse_one(text, known(text, set)), opt);
+        }
+      }
+    }
+  }
+}
+
 // The loops f lowers to for a GPU against the reference at f's tolerance, on inputs of `seed`.
 GpuLoopsMismatch gpu_loops_of(const ir::Func& f, uint64_t seed) {
   return gpu_loops_against_reference(f, gpu_compile(f), seed, interp::tolerance_of(f));
@@ -188,31 +208,22 @@ TEST(GpuSchedules, LoopsMatchTheReference) {
 TEST(GpuCodegen, NvrtcCompilesEveryExample) {
   std::string why;
   if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC in this build: " << why;
-  for (const GpuCase& c : gpu_cases()) {
-    for (const std::string& sched : c.schedules) {
-      std::string text = program_text(c, sched);
-      // every size the GPU runs below: partial tiles and 32-bit indices change the source
-      for (const ir::Overrides& set : c.params) {
-        for (int opt : {0, 3}) {
-          SCOPED_TRACE(c.example + ", -O" + std::to_string(opt) + ", schedule: " + sched);
-          ir::Func f = parse_one(text, known(text, set));
-          cuda::Program p = gpu_program(f, opt);
-          for (const char* arch : {"sm_90", "sm_80"}) {
-            if (opt == 0 && std::string(arch) == "sm_80") continue;
-            SCOPED_TRACE(arch);
-            cuda::Binary bin = cuda::compile(p, arch);
-            EXPECT_NE(bin.ptx.find(std::string(".target ") + arch), std::string::npos);
-            ASSERT_GE(bin.cubin.size(), 4u);
-            EXPECT_EQ(std::string(bin.cubin.data(), 4),
-                      "\x7f"
-                      "ELF");
-            for (const cuda::Launch& l : p.launches)
-              EXPECT_NE(bin.ptx.find(".entry " + l.kernel), std::string::npos) << l.kernel;
-          }
-        }
-      }
+  // every size the GPU runs below: partial tiles and 32-bit indices change the source
+  for_each_gpu_program(true, [](const GpuCase&, const ir::Func& f, int opt) {
+    cuda::Program p = gpu_program(f, opt);
+    for (const char* arch : {"sm_90", "sm_80"}) {
+      if (opt == 0 && std::string(arch) == "sm_80") continue;
+      SCOPED_TRACE(arch);
+      cuda::Binary bin = cuda::compile(p, arch);
+      EXPECT_NE(bin.ptx.find(std::string(".target ") + arch), std::string::npos);
+      ASSERT_GE(bin.cubin.size(), 4u);
+      EXPECT_EQ(std::string(bin.cubin.data(), 4),
+                "\x7f"
+                "ELF");
+      for (const cuda::Launch& l : p.launches)
+        EXPECT_NE(bin.ptx.find(".entry " + l.kernel), std::string::npos) << l.kernel;
     }
-  }
+  });
 }
 
 // The shared-memory matmul: one kernel of (N / 64) x (M / 64) blocks of 16 x 16 threads, 8.25
@@ -1014,6 +1025,106 @@ TEST(GpuCodegen, NvrtcErrorsCarryTheLog) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// On the CPU, emulated (cuda_emulator.h): the printed kernels, compiled by the host's compiler,
+// each block's threads as fibers that switch at the barriers
+
+// Quotients of 300 integers, on blocks of 64 threads.
+constexpr const char* kQuotient = R"(
+func quotient {
+  param n = 300;
+  input a : i32[n];
+  input b : i32[n];
+  output q : i32[n];
+  compute q(i) in 0 <= i < n: q[i] = a[i] / b[i];
+  schedule { q.split(i, 64, io, ii); q.tag(io, gpu_block_x); q.tag(ii, gpu_thread_x); }
+}
+)";
+
+// `run` (kQuotient's func f, on a GPU or emulated) computes the quotients, and a division by
+// zero gives its check's status, which the run reports as the CPU kernels' callers do.
+void expect_division_by_zero_reported(const ir::Func& f,
+                                      const std::function<void(Bindings&)>& run) {
+  Bindings in = interp::random_bindings(f, interp::param_values(f), 5);
+  for (int64_t i = 0; i < 300; ++i) in.buffers.at("b").set_i(i, i % 7 + 1);
+  Bindings ok = in;
+  run(ok);
+  for (int64_t i = 0; i < 300; ++i)
+    EXPECT_EQ(ok.buffers.at("q").get_i(i),
+              ir::floor_div(in.buffers.at("a").get_i(i), in.buffers.at("b").get_i(i)));
+  in.buffers.at("b").set_i(123, 0);
+  try {
+    run(in);
+    FAIL() << "no error";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Run);
+    EXPECT_NE(std::string(e.what()).find("zero"), std::string::npos) << e.what();
+  }
+}
+
+// Every GPU example but the tensor cores' (which the emulator does not run), under every schedule
+// and size, at -O0 and -O3, computes emulated what the reference interpreter computes, its threads
+// run in order and in reverse between barriers. This checks the printer where the loop
+// interpreter cannot: which kernels the loops become, where each temporary lives, the fills dealt
+// out to the threads, the vector copies, the pipelined tiles and the barriers.
+TEST(GpuEmulated, EveryExampleMatchesTheReference) {
+  int programs = 0;
+  for_each_gpu_program(false, [&](const GpuCase&, const ir::Func& f, int opt) {
+    cuda::Program p = gpu_program(f, opt);
+    for (ThreadOrder order : {ThreadOrder::Forward, ThreadOrder::Reverse}) {
+      interp::Mismatch mm = emulated_against_reference(f, p, 7, order);
+      EXPECT_TRUE(mm.ok) << (order == ThreadOrder::Forward ? "threads in order: "
+                                                           : "threads in reverse: ")
+                         << mm.describe();
+    }
+    ++programs;
+  });
+  EXPECT_GE(programs, 40);
+}
+
+// The emulator sees a missing barrier: the shared-tile matmul with its __syncthreads() taken out
+// reads tiles before the block's other threads have filled them (NaN where no thread has yet), or
+// refilled after they are read. And threads of one warp waiting at different barriers (a
+// __syncthreads() that some of them skip for a __syncwarp()) are reported, not waited on forever.
+TEST(GpuEmulated, AMissingBarrierIsSeen) {
+  ir::Func f = parse_one(gpu_example("matmul"), {{"M", 64}, {"N", 128}, {"K", 48}});
+  cuda::Program p = gpu_program(f);
+  ASSERT_TRUE(emulated_against_reference(f, p, 3, ThreadOrder::Forward).ok);
+  cuda::Program unsynced = p;
+  unsynced.source = std::regex_replace(p.source, std::regex("__syncthreads\\(\\);"), ";");
+  ASSERT_NE(unsynced.source, p.source);
+  for (ThreadOrder order : {ThreadOrder::Forward, ThreadOrder::Reverse})
+    EXPECT_FALSE(emulated_against_reference(f, unsynced, 3, order).ok);
+
+  cuda::Program divergent = p;
+  divergent.source =
+      std::regex_replace(p.source, std::regex("__syncthreads\\(\\);"),
+                         "if (threadIdx.x == 0) __syncthreads(); else __syncwarp();");
+  try {
+    emulated_against_reference(f, divergent, 3, ThreadOrder::Forward);
+    FAIL() << "ran";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.stage(), ErrorStage::Run);
+    EXPECT_NE(std::string(e.what()).find("cannot all be reached"), std::string::npos) << e.what();
+  }
+}
+
+// A failed check in an emulated kernel gives its status, as on a GPU; a program on the tensor
+// cores is refused with the reason.
+TEST(GpuEmulated, ChecksAndRefusals) {
+  ir::Func f = parse_one(kQuotient);
+  cuda::Program p = gpu_program(f);
+  CudaEmulator emulated(p, ::testing::TempDir());
+  expect_division_by_zero_reported(f, [&](Bindings& b) { emulated.run(b); });
+  cuda::Program mma = gpu_program(parse_one(gpu_example("matmul_tf32"), {{"M", 64}, {"N", 64}}));
+  try {
+    CudaEmulator refused(mma, ::testing::TempDir());
+    FAIL() << "emulated";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor cores"), std::string::npos) << e.what();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // On a GPU
 
 bool have_gpu(std::string* why) {
@@ -1027,19 +1138,10 @@ TEST(GpuRun, EveryExampleMatchesTheReference) {
   std::string why;
   if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here (" << why << "): GPU execution not checked";
   cuda::Device gpu;
-  for (const GpuCase& c : gpu_cases()) {
-    for (const std::string& sched : c.schedules) {
-      std::string text = program_text(c, sched);
-      for (const ir::Overrides& set : c.params) {
-        for (int opt : {0, 3}) {
-          SCOPED_TRACE(c.example + ", -O" + std::to_string(opt) + ", schedule: " + sched);
-          ir::Func f = parse_one(text, known(text, set));
-          interp::Mismatch mm = gpu_run_against_reference(gpu, f, gpu_program(f, opt), 7);
-          EXPECT_TRUE(mm.ok) << mm.describe();
-        }
-      }
-    }
-  }
+  for_each_gpu_program(true, [&](const GpuCase&, const ir::Func& f, int opt) {
+    interp::Mismatch mm = gpu_run_against_reference(gpu, f, gpu_program(f, opt), 7);
+    EXPECT_TRUE(mm.ok) << mm.describe();
+  });
 }
 
 // An integer division by zero inside a GPU kernel gives its check's status, which the run
@@ -1047,35 +1149,11 @@ TEST(GpuRun, EveryExampleMatchesTheReference) {
 TEST(GpuRun, DivisionByZeroIsReported) {
   std::string why;
   if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here (" << why << "): GPU execution not checked";
-  const std::string text = R"(
-func quotient {
-  param n = 300;
-  input a : i32[n];
-  input b : i32[n];
-  output q : i32[n];
-  compute q(i) in 0 <= i < n: q[i] = a[i] / b[i];
-  schedule { q.split(i, 64, io, ii); q.tag(io, gpu_block_x); q.tag(ii, gpu_thread_x); }
-}
-)";
-  ir::Func f = parse_one(text);
+  ir::Func f = parse_one(kQuotient);
   cuda::Program p = gpu_program(f);
-  cuda::Binary bin = cuda::compile(p, cuda::Device().arch());
   cuda::Device gpu;
-  Bindings in = interp::random_bindings(f, interp::param_values(f), 5);
-  for (int64_t i = 0; i < 300; ++i) in.buffers.at("b").set_i(i, i % 7 + 1);
-  Bindings ok = in;
-  gpu.run(p, bin, ok);
-  for (int64_t i = 0; i < 300; ++i)
-    EXPECT_EQ(ok.buffers.at("q").get_i(i),
-              ir::floor_div(in.buffers.at("a").get_i(i), in.buffers.at("b").get_i(i)));
-  in.buffers.at("b").set_i(123, 0);
-  try {
-    gpu.run(p, bin, in);
-    FAIL() << "no error";
-  } catch (const CompileError& e) {
-    EXPECT_EQ(e.stage(), ErrorStage::Run);
-    EXPECT_NE(std::string(e.what()).find("zero"), std::string::npos) << e.what();
-  }
+  cuda::Binary bin = cuda::compile(p, gpu.arch());
+  expect_division_by_zero_reported(f, [&](Bindings& b) { gpu.run(p, bin, b); });
 }
 
 // A kernel that faults poisons the CUDA context of its process for good (the driver's sticky
