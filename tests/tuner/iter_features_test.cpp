@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "example_cases.h"
 #include "kiln/compile.h"
@@ -103,6 +104,33 @@ TEST(IterFeatures, GpuLoopsAndSharedMemoryShowInTheFeatures) {
   for (size_t loop = 0; loop < kIterLoops; ++loop)
     for (size_t k = gpu; k < kIterFeaturesPerLoop; ++k)
       EXPECT_EQ(cpu[loop * kIterFeaturesPerLoop + k], 0.0f);
+}
+
+// The features place a temporary where the CUDA writer does in a kernel of one block (block
+// loops of one iteration, which lowering leaves out: the staged tiles in shared memory) and in a
+// kernel of one thread (a nest with no GPU loop, beside C's initialization over blocks and
+// threads: a gpu_local tile in its registers), not in device memory. A func with no GPU loop at
+// all is taken for a CPU's: its temporaries get no place.
+TEST(IterFeatures, KernelsOfOneBlockAndOfOneThreadPlaceTheirTemporariesAsThePrinterDoes) {
+  const std::string matmul = testing::read_source("examples/gpu/matmul.kiln");
+  auto levels = [](const ir::Func& f) {
+    CompileRequest r{.func = f, .output = CompileOutput::Loops};
+    r.options.target = Target{"nvptx64-nvidia-cuda", "sm_90", ""};
+    std::vector<float> v = iter_features(compile(r).optimized);
+    const size_t first = 7 + 3 * kIterBuffers + 2;  // the buffers' levels, after the GPU flags
+    std::set<float> out;
+    for (size_t loop = 0; loop < kIterLoops; ++loop)
+      for (size_t bi = 0; bi < kIterBuffers; ++bi)
+        out.insert(v[loop * kIterFeaturesPerLoop + first + bi]);
+    return out;
+  };
+  EXPECT_TRUE(levels(testing::parse_one(matmul, {{"M", 64}, {"N", 64}, {"K", 32}})).count(1.0f));
+  ir::Func one_thread = testing::parse_one(
+      testing::with_schedule(matmul,
+                             "C_init.tag(i, gpu_block_x); C_init.tag(j, gpu_thread_x);"
+                             "C.split(k, 8, ko, ki); C.cache_identity(B, ko, gpu_local);"),
+      {{"M", 8}, {"N", 8}, {"K", 16}});
+  EXPECT_TRUE(levels(one_thread).count(2.0f));
 }
 
 }  // namespace

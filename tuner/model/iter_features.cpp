@@ -55,9 +55,23 @@ struct LoopInfo {
   std::vector<int64_t> inner_extent;
 };
 
+// Whether s has a loop tagged gpu_block or gpu_thread.
+bool has_gpu_loop(const ir::Stmt& s) {
+  struct Find : ir::StmtVisitor {
+    bool found = false;
+    void visit_for(const ir::For& f) override {
+      found = found || ir::is_gpu_block_tag(f.tag) || ir::is_gpu_thread_tag(f.tag);
+      if (!found) ir::StmtVisitor::visit_for(f);
+    }
+  } find;
+  find.visit(s);
+  return find.found;
+}
+
 class Walker : public ir::StmtVisitor {
  public:
-  explicit Walker(std::map<std::string, int64_t> env) : env_(std::move(env)) {}
+  // `gpu`: the loops are a GPU func's (they have GPU loops), whose temporaries get their places.
+  Walker(std::map<std::string, int64_t> env, bool gpu) : env_(std::move(env)), gpu_(gpu) {}
   std::vector<LoopInfo> loops;
   std::map<std::string, std::vector<ir::Expr>> shapes;
   // Where a temporary lives on a GPU: 1 a block's shared memory, 2 a thread's own.
@@ -81,11 +95,16 @@ class Walker : public ir::StmtVisitor {
     open_.push_back(me);
     env_[n.var] = lo.value_or(0);
     const int blocks = blocks_, threads = threads_;
+    const bool gpu_kernel = gpu_kernel_;
+    if (open_.size() == 1)  // a kernel's outermost loop
+      gpu_kernel_ =
+          ir::is_gpu_block_tag(n.tag) || ir::is_gpu_thread_tag(n.tag) || has_gpu_loop(n.body);
     blocks_ += ir::is_gpu_block_tag(n.tag);
     threads_ += ir::is_gpu_thread_tag(n.tag);
     visit(n.body);
     blocks_ = blocks;
     threads_ = threads;
+    gpu_kernel_ = gpu_kernel;
     env_.erase(n.var);
     open_.pop_back();
   }
@@ -103,8 +122,13 @@ class Walker : public ir::StmtVisitor {
   }
   void visit_alloc(const ir::Alloc& n) override {
     shapes[n.buf] = n.shape;
-    // Where the CUDA writer places it (a nest of GPU loops is a kernel).
-    switch (cuda::temp_space(n.loc, blocks_ + threads_ > 0, threads_ > 0)) {
+    if (!gpu_) return visit(n.body);
+    // Where the CUDA writer places it: outside every loop on the host; a nest of GPU loops is a
+    // kernel over blocks and threads, a nest with none a kernel of one thread.
+    cuda::CodeLevel level = open_.empty()                  ? cuda::CodeLevel::Host
+                            : threads_ > 0 || !gpu_kernel_ ? cuda::CodeLevel::Thread
+                                                           : cuda::CodeLevel::Block;
+    switch (cuda::temp_space(n.loc, level)) {
       case cuda::TempSpace::Thread:
         gpu_level[n.buf] = 2;
         break;
@@ -121,6 +145,8 @@ class Walker : public ir::StmtVisitor {
   std::map<std::string, int64_t> env_;
   std::vector<size_t> open_;
   int blocks_ = 0, threads_ = 0;  // GPU block and thread loops around the walk
+  bool gpu_ = false;
+  bool gpu_kernel_ = false;  // whether the kernel being walked has GPU loops
 };
 
 // d(flat index)/d(var) of an access, row-major, the other names at their env values.
@@ -151,7 +177,7 @@ int64_t stride_of(const Access& a, const std::vector<ir::Expr>& shape, const std
 std::vector<float> iter_features(const ir::LoweredFunc& f,
                                  const std::map<std::string, int64_t>& params) {
   std::map<std::string, int64_t> env = params;
-  Walker w(env);
+  Walker w(env, has_gpu_loop(f.body));
   for (const ir::Buf& b : f.args) w.shapes[b.name] = b.shape;
   w.visit(f.body);
 

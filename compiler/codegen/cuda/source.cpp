@@ -1644,12 +1644,6 @@ class Writer {
 
 }  // namespace
 
-TempSpace temp_space(ir::MemLoc loc, bool in_kernel, bool in_thread_loop) {
-  if (!in_kernel) return TempSpace::Device;
-  if (in_thread_loop || loc == ir::MemLoc::GpuLocal) return TempSpace::Thread;
-  return TempSpace::Shared;
-}
-
 Program generate(const ir::LoweredFunc& f) { return Writer(f).run(); }
 
 std::string describe_launches(const Program& p) {

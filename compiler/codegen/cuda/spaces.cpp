@@ -1,6 +1,8 @@
 // Where the buffers of a kernel live (spaces.h).
 #include "spaces.h"
 
+#include "kiln/cuda.h"
+
 namespace kiln::cuda {
 namespace {
 
@@ -45,6 +47,21 @@ BufTable device_buffers(const ir::LoweredFunc& f) {
   for (const ir::Alloc* a : device_temps(f.body))
     out[a->buf] = {a->dtype, a->shape, Space::Global, false};
   return out;
+}
+
+TempSpace temp_space(ir::MemLoc loc, CodeLevel level) {
+  Space s = Space::Global;
+  switch (level) {
+    case CodeLevel::Host:
+      return TempSpace::Device;
+    case CodeLevel::Block:
+      s = block_code_space(loc);
+      break;
+    case CodeLevel::Thread:
+      s = thread_code_space(loc);
+      break;
+  }
+  return s == Space::Shared ? TempSpace::Shared : TempSpace::Thread;
 }
 
 }  // namespace kiln::cuda

@@ -43,12 +43,18 @@ struct Launch {
   int64_t shared_bytes = 0;        // static shared memory (already in the source)
 };
 
-// Where a temporary lives on a GPU: allocated outside every kernel, in device memory; inside a
-// thread loop, or gpu_local, in each thread's registers; elsewhere in a kernel's block loops, in
-// the block's shared memory. (A kernel of one thread, with no GPU loop, keeps its temporaries in
-// its registers, and gpu_shared ones in shared memory.)
+// Where code runs on a GPU: on the host, outside every kernel (outside every loop); once per
+// block, inside a kernel's GPU loops but outside its thread loops; or in each thread, inside a
+// thread loop, and all of a kernel of one thread (a nest with no GPU loop).
+enum class CodeLevel { Host, Block, Thread };
+
+// Where a temporary allocated at `level` lives: on the host, in device memory (not a gpu_local
+// one: that is refused); in block code, in the block's shared memory, or in each thread's
+// registers for a gpu_local one; in thread code, in the thread's registers, or in the block's
+// shared memory for a gpu_shared one (refused inside a thread loop, allowed in a kernel of one
+// thread).
 enum class TempSpace { Device, Shared, Thread };
-TempSpace temp_space(ir::MemLoc loc, bool in_kernel, bool in_thread_loop);
+TempSpace temp_space(ir::MemLoc loc, CodeLevel level);
 
 // A temporary in device memory, allocated by whoever launches the kernels.
 struct DeviceTemp {
