@@ -415,9 +415,13 @@ class Writer {
           guard = true;
         }
         grid[a] = launch;
-        line(fmt::format("const {} v_{} = {} + (long long)blockIdx.{} * {};",
-                         index_type(n->var, loop_range(*n), 0), n->var, expr(n->min), axis_name(a),
-                         n->step));
+        // A block loop of one iteration whose variable nothing reads (the one the GPU lowering
+        // passes give thread loops with no block loop around them) prints no line.
+        const ir::IntImm* one = ir::as<ir::IntImm>(launch);
+        if (!(one && one->value == 1 && !guard && !ir::names_in(n->body).count(n->var)))
+          line(fmt::format("const {} v_{} = {} + (long long)blockIdx.{} * {};",
+                           index_type(n->var, loop_range(*n), 0), n->var, expr(n->min),
+                           axis_name(a), n->step));
         var_types_[n->var] = ir::kIndexType;
         if (guard) line(fmt::format("if (!(v_{} < {})) return;", n->var, expr(n->end)));
         bind_range(*n);
