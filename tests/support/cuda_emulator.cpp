@@ -295,6 +295,7 @@ CudaEmulator::CudaEmulator(const cuda::Program& p, const std::string& dir) : p_(
 
 CudaEmulator::~CudaEmulator() {
   if (handle_) dlclose(handle_);
+  if (std::getenv("KILN_EMULATOR_KEEP")) return;  // to read or rerun what was emulated
   for (const char* ext : {".cpp", ".so", ".log"}) std::remove((base_ + ext).c_str());
 }
 

@@ -25,7 +25,8 @@ enum class ThreadOrder { Forward, Reverse };
 
 class CudaEmulator {
  public:
-  // Compiles p's source with the C++ compiler kiln was built with into a shared object in `dir`.
+  // Compiles p's source with the C++ compiler kiln was built with into a shared object in `dir`
+  // (removed with the emulator, unless KILN_EMULATOR_KEEP is set in the environment).
   // Throws CompileError (stage Codegen) for a program it does not emulate or a source the
   // compiler refuses, with the compiler's output.
   CudaEmulator(const cuda::Program& p, const std::string& dir);
