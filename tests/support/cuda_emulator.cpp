@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -271,7 +272,8 @@ CudaEmulator::CudaEmulator(const cuda::Program& p, const std::string& dir) : p_(
   const std::string cxx = KILN_TEST_CXX;
   if (p.tensor_cores) refuse(p.name + " runs on tensor cores (mma), which it does not emulate");
   static std::atomic<int> count{0};
-  base_ = fmt::format("{}/emulated_{}_{}", dir, p.name, count++);
+  // The process in the name: ctest runs each test in a process of its own, side by side.
+  base_ = fmt::format("{}/emulated_{}_{}_{}", dir, getpid(), p.name, count++);
   const std::string& base = base_;
   std::string text = kPrelude + with_block_shared_memory(p.source);
   text += "\nstatic void (*const kiln_emu_kernels[])(void**) = {\n";
