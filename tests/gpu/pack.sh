@@ -35,11 +35,16 @@ out=${out:-$build/kiln-gpu-tests.tar.xz}
 
 programs=(tests/codegen/cuda_test tests/codegen/cuda_fault_child tests/codegen/tensor_core_test
           tests/agent/fleet_test tests/agent/fleet_faults_test tests/agent/tune_e2e_test
-          server/kilnd server/kiln-runner agent/kiln-agent clients/cli/kiln
-          tests/bench/bench_gpu)
+          server/kilnd server/kiln-runner agent/kiln-agent clients/cli/kiln)
 for p in "${programs[@]}"; do
   [[ -x $build/$p ]] || { echo "pack.sh: $build/$p is missing: build it first" >&2; exit 1; }
 done
+# bench_gpu is built only where cuBLAS and cuDNN are: packed where it is.
+if [[ -x $build/tests/bench/bench_gpu ]]; then
+  programs+=(tests/bench/bench_gpu)
+else
+  echo "pack.sh: no $build/tests/bench/bench_gpu: packing the tests alone" >&2
+fi
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -50,13 +55,21 @@ for p in "${programs[@]}"; do
 done
 cp "$build/tests/agent/fault_kernels.so" "$stage/build/tests/agent/"
 cp -r "$build/tests/agent/kernels" "$stage/build/tests/agent/"
-# The libraries the programs load, but glibc's (the machine's own is newer or the same) and
-# CUDA's (the machine's toolkit and driver are the ones to test against).
-for p in "${programs[@]}"; do ldd "$build/$p"; done |
-  awk '$3 ~ /^\// {print $3}' | sort -u |
-  grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so|/usr/local/cuda' |
+# The libraries the programs load, but glibc's (the machine's own is newer or the same, and
+# its parts go together) and CUDA's (the machine's toolkit and driver are the ones to test).
+deps=$(for p in "${programs[@]}"; do ldd "$build/$p"; done)
+if grep -q 'not found' <<<"$deps"; then
+  echo "pack.sh: ldd finds no library for: $(grep 'not found' <<<"$deps" | sort -u | tr -s ' \t' ' ')" >&2
+  exit 1
+fi
+glibc='libc|libm|libmvec|libpthread|libdl|librt|libresolv|libanl|libutil|libnsl|libBrokenLocale'
+awk '$3 ~ /^\// {print $3}' <<<"$deps" | sort -u |
+  grep -Ev "/($glibc)\.so|/ld-linux[^/]*\.so|/usr/local/cuda" |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+# The paths the binaries name: the source tree, and the build directory (the programs the tests
+# start are named by their paths in it).
 echo "$root" > "$stage/SOURCE_DIR"
+echo "$build" > "$stage/BUILD_DIR"
 git -C "$root" rev-parse HEAD > "$stage/COMMIT" 2>/dev/null || echo unknown > "$stage/COMMIT"
 tar -C "$stage" -cf - . | xz -9 -T0 > "$out"
 echo "pack.sh: $out ($(du -h "$out" | cut -f1)), commit $(cat "$stage/COMMIT")" >&2

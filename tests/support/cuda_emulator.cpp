@@ -31,6 +31,7 @@ namespace {
 // What the printed source uses of CUDA, for the host, and the fibers that run a block's threads.
 // Threads switch only at barriers, so a read-modify-write (the atomics) is indivisible as it is.
 const char* kPrelude = R"PRELUDE(
+#include <sys/mman.h>
 #include <ucontext.h>
 #include <cmath>
 #include <cstdio>
@@ -151,9 +152,25 @@ extern "C" int kiln_emu_launch(int k, const unsigned* grid, const unsigned* bloc
   gridDim = {grid[0], grid[1], grid[2]};
   blockDim = {block[0], block[1], block[2]};
   const unsigned n = block[0] * block[1] * block[2];
-  const size_t stack = 256 * 1024;
+  // Each stack above a page no access may touch: a thread that overflows its stack faults
+  // rather than writes over another's.
+  const size_t page = 4096, stack = 256 * 1024;
   kiln_emu_fiber* fibers = static_cast<kiln_emu_fiber*>(std::calloc(n, sizeof(kiln_emu_fiber)));
-  for (unsigned i = 0; i < n; ++i) fibers[i].stack = static_cast<char*>(std::malloc(stack));
+  for (unsigned i = 0; i < n && fibers; ++i) {
+    void* m = mmap(nullptr, page + stack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      for (unsigned j = 0; j < i; ++j) munmap(fibers[j].stack - page, page + stack);
+      std::free(fibers);
+      fibers = nullptr;
+      break;
+    }
+    mprotect(m, page, PROT_NONE);
+    fibers[i].stack = static_cast<char*>(m) + page;
+  }
+  if (!fibers) {
+    std::snprintf(err, err_size, "no memory for the stacks of %u threads", n);
+    return 1;
+  }
   int result = 0;
   for (unsigned bz = 0; bz < grid[2] && !result; ++bz)
     for (unsigned by = 0; by < grid[1] && !result; ++by)
@@ -220,7 +237,7 @@ extern "C" int kiln_emu_launch(int k, const unsigned* grid, const unsigned* bloc
           }
         }
       }
-  for (unsigned i = 0; i < n; ++i) std::free(fibers[i].stack);
+  for (unsigned i = 0; i < n; ++i) munmap(fibers[i].stack - page, page + stack);
   std::free(fibers);
   return result;
 }
@@ -286,8 +303,9 @@ CudaEmulator::CudaEmulator(const cuda::Program& p, const std::string& dir) : p_(
     out << text;
     if (!out) refuse("cannot write " + base + ".cpp");
   }
-  std::string command = fmt::format(
-      "{} -std=c++17 -O1 -fPIC -shared -w -o {}.so {}.cpp > {}.log 2>&1", cxx, base, base, base);
+  std::string command =
+      fmt::format("'{}' -std=c++17 -O1 -fPIC -shared -w -o '{}.so' '{}.cpp' > '{}.log' 2>&1", cxx,
+                  base, base, base);
   if (std::system(command.c_str()) != 0)
     refuse(fmt::format("{} refused the emulated source of {} ({}.cpp):\n{}", cxx, p.name, base,
                        read_all(base + ".log")));
@@ -357,6 +375,9 @@ void CudaEmulator::run(Bindings& b, ThreadOrder order) {
       block[d] = static_cast<unsigned>(l.block[d]);
     }
     if (empty) continue;
+    if (l.shared_bytes > 256 * 1024)
+      refuse(fmt::format("{} needs {} bytes of shared memory, more than the emulator's 256 KiB",
+                         l.kernel, l.shared_bytes));
     int k = static_cast<int>(std::find(kernels.begin(), kernels.end(), l.kernel) - kernels.begin());
     char err[512] = {0};
     if (launch(k, grid, block, args.data(), order == ThreadOrder::Reverse, err, sizeof err) != 0)

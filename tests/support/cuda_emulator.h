@@ -41,7 +41,7 @@ class CudaEmulator {
   void run(Bindings& b, ThreadOrder order = ThreadOrder::Forward);
 
  private:
-  const cuda::Program& p_;
+  const cuda::Program p_;
   std::string base_;  // its files: base_.cpp, .so and .log, removed with it
   void* handle_ = nullptr;
 };

@@ -95,16 +95,20 @@ class Walker : public ir::StmtVisitor {
     open_.push_back(me);
     env_[n.var] = lo.value_or(0);
     const int blocks = blocks_, threads = threads_;
-    const bool gpu_kernel = gpu_kernel_;
+    const bool gpu_kernel = gpu_kernel_, serial = serial_;
+    const bool gpu_loop = ir::is_gpu_block_tag(n.tag) || ir::is_gpu_thread_tag(n.tag);
     if (open_.size() == 1)  // a kernel's outermost loop
-      gpu_kernel_ =
-          ir::is_gpu_block_tag(n.tag) || ir::is_gpu_thread_tag(n.tag) || has_gpu_loop(n.body);
+      gpu_kernel_ = gpu_loop || has_gpu_loop(n.body);
+    // A nest with no GPU loop inside a kernel's GPU loops runs as code of a thread (the block's
+    // threads share out a fill's iterations, or one thread runs it).
+    if (gpu_kernel_ && !gpu_loop && !has_gpu_loop(n.body)) serial_ = true;
     blocks_ += ir::is_gpu_block_tag(n.tag);
     threads_ += ir::is_gpu_thread_tag(n.tag);
     visit(n.body);
     blocks_ = blocks;
     threads_ = threads;
     gpu_kernel_ = gpu_kernel;
+    serial_ = serial;
     env_.erase(n.var);
     open_.pop_back();
   }
@@ -125,9 +129,9 @@ class Walker : public ir::StmtVisitor {
     if (!gpu_) return visit(n.body);
     // Where the CUDA writer places it: outside every loop on the host; a nest of GPU loops is a
     // kernel over blocks and threads, a nest with none a kernel of one thread.
-    cuda::CodeLevel level = open_.empty()                  ? cuda::CodeLevel::Host
-                            : threads_ > 0 || !gpu_kernel_ ? cuda::CodeLevel::Thread
-                                                           : cuda::CodeLevel::Block;
+    cuda::CodeLevel level = open_.empty()                             ? cuda::CodeLevel::Host
+                            : threads_ > 0 || serial_ || !gpu_kernel_ ? cuda::CodeLevel::Thread
+                                                                      : cuda::CodeLevel::Block;
     switch (cuda::temp_space(n.loc, level)) {
       case cuda::TempSpace::Thread:
         gpu_level[n.buf] = 2;
@@ -147,6 +151,7 @@ class Walker : public ir::StmtVisitor {
   int blocks_ = 0, threads_ = 0;  // GPU block and thread loops around the walk
   bool gpu_ = false;
   bool gpu_kernel_ = false;  // whether the kernel being walked has GPU loops
+  bool serial_ = false;      // inside a nest with no GPU loop, in such a kernel
 };
 
 // d(flat index)/d(var) of an access, row-major, the other names at their env values.

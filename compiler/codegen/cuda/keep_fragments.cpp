@@ -157,8 +157,8 @@ class ToFragments : public ir::StmtMutator {
 
 class KeepFragments : public ir::StmtMutator {
  protected:
-  // Block-level code inside the block loops. (A nest without block loops is one block, but each
-  // statement at its top is a kernel of its own: copies there would be kernels apart from L's.)
+  // Block-level code inside the block loops. (A nest without block loops, a kernel of one block,
+  // is left as it is: its mma nests load and store their tiles of C.)
   Stmt mutate_for(const Stmt& s, const ir::For& n) override {
     if (ir::is_gpu_thread_tag(n.tag)) {
       ++thread_depth_;

@@ -169,13 +169,15 @@ Binary compile(const Program& p, const std::string& arch) {
   std::string arch_flag = "--gpu-architecture=" + arch;
   // 177: a variable declared but never referenced. kiln's rewrites (accumulators kept in
   // registers) leave some lets of the loop IR unused; they are not the user's to fix.
-  // ptxas -v: each kernel's registers, shared memory and spills, in the log. --no-cache: where
-  // the driver is installed, NVRTC otherwise takes a cubin it made before (in this process or an
-  // earlier one) from the driver's compute cache and runs no ptxas, leaving no report to read
-  // (seen with NVRTC 13.0 on an H200 machine).
-  std::vector<const char*> options = {arch_flag.c_str(),    "--std=c++17",
-                                      "-default-device",    "--diag-suppress=177",
-                                      "--ptxas-options=-v", "--no-cache"};
+  // ptxas -v: each kernel's registers, shared memory and spills, in the log. --no-cache (NVRTC
+  // 12.9 and later, which have the cache): where the driver is installed, NVRTC otherwise takes a
+  // cubin it made before (in this process or an earlier one) from the driver's compute cache and
+  // runs no ptxas, leaving no report to read (seen with NVRTC 13.0 on an H200 machine).
+  std::vector<const char*> options = {arch_flag.c_str(), "--std=c++17", "-default-device",
+                                      "--diag-suppress=177", "--ptxas-options=-v"};
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && (major > 12 || (major == 12 && minor >= 9)))
+    options.push_back("--no-cache");
   if (p.fast_math) options.push_back("--use_fast_math");
   // Tensor cores (mma nests): sm_80 or later for TF32, and the toolkit's mma.h.
   std::string include_flag = std::string("--include-path=") + KILN_CUDA_INCLUDE_DIR;

@@ -44,8 +44,10 @@ struct Launch {
 };
 
 // Where code runs on a GPU: on the host, outside every kernel (outside every loop); once per
-// block, inside a kernel's GPU loops but outside its thread loops; or in each thread, inside a
-// thread loop, and all of a kernel of one thread (a nest with no GPU loop).
+// block, inside a kernel's GPU loops but outside its thread loops; or as a thread's code, inside
+// a thread loop, inside a nest with no GPU loop at block level (a fill the threads share out, or
+// code the block's first thread runs), and all of a kernel of one thread (a nest with no GPU
+// loop).
 enum class CodeLevel { Host, Block, Thread };
 
 // Where a temporary allocated at `level` lives: on the host, in device memory (not a gpu_local
