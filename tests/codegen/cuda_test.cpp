@@ -131,13 +131,6 @@ const std::vector<GpuCase>& gpu_cases() {
   return all;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string gpu_example(const std::string& name) {
   return read_source("examples/gpu/" + name + ".kiln");
 }

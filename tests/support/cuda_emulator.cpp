@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "programs.h"
 
 namespace kiln::testing {
 namespace {
@@ -266,13 +267,6 @@ std::string with_block_shared_memory(const std::string& source) {
   return out;
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The kernels in the order of their first launch.
 std::vector<std::string> kernels_of(const cuda::Program& p) {
   std::vector<std::string> out;
@@ -308,7 +302,7 @@ CudaEmulator::CudaEmulator(const cuda::Program& p, const std::string& dir) : p_(
                   base, base, base);
   if (std::system(command.c_str()) != 0)
     refuse(fmt::format("{} refused the emulated source of {} ({}.cpp):\n{}", cxx, p.name, base,
-                       read_all(base + ".log")));
+                       read_file(base + ".log")));
   handle_ = dlopen((base + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle_) refuse(std::string("cannot load ") + base + ".so: " + dlerror());
 }

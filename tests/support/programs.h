@@ -18,12 +18,17 @@
 
 namespace kiln::testing {
 
-// A file of the source tree, by its path from the root.
-inline std::string read_source(const std::string& path) {
-  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/" + path);
+// A file's text ("" where it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// A file of the source tree, by its path from the root.
+inline std::string read_source(const std::string& path) {
+  return read_file(std::string(KILN_SOURCE_DIR) + "/" + path);
 }
 
 // The .kiln files of a folder of the source tree, by their paths from the

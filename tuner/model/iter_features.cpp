@@ -60,7 +60,7 @@ bool has_gpu_loop(const ir::Stmt& s) {
   struct Find : ir::StmtVisitor {
     bool found = false;
     void visit_for(const ir::For& f) override {
-      found = found || ir::is_gpu_block_tag(f.tag) || ir::is_gpu_thread_tag(f.tag);
+      found = found || ir::is_gpu_tag(f.tag);
       if (!found) ir::StmtVisitor::visit_for(f);
     }
   } find;
@@ -96,12 +96,14 @@ class Walker : public ir::StmtVisitor {
     env_[n.var] = lo.value_or(0);
     const int blocks = blocks_, threads = threads_;
     const bool gpu_kernel = gpu_kernel_, serial = serial_;
-    const bool gpu_loop = ir::is_gpu_block_tag(n.tag) || ir::is_gpu_thread_tag(n.tag);
+    const bool gpu_loop = ir::is_gpu_tag(n.tag);
     if (open_.size() == 1)  // a kernel's outermost loop
       gpu_kernel_ = gpu_loop || has_gpu_loop(n.body);
     // A nest with no GPU loop inside a kernel's GPU loops runs as code of a thread (the block's
-    // threads share out a fill's iterations, or one thread runs it).
-    if (gpu_kernel_ && !gpu_loop && !has_gpu_loop(n.body)) serial_ = true;
+    // threads share out a fill's iterations, or one thread runs it). Inside one, or inside a
+    // thread loop, nothing is left to ask.
+    if (gpu_kernel_ && !serial_ && threads_ == 0 && !gpu_loop && !has_gpu_loop(n.body))
+      serial_ = true;
     blocks_ += ir::is_gpu_block_tag(n.tag);
     threads_ += ir::is_gpu_thread_tag(n.tag);
     visit(n.body);

@@ -417,8 +417,7 @@ class Writer {
         grid[a] = launch;
         // A block loop of one iteration whose variable nothing reads (the one the GPU lowering
         // passes give thread loops with no block loop around them) prints no line.
-        const ir::IntImm* one = ir::as<ir::IntImm>(launch);
-        if (!(one && one->value == 1 && !guard && !ir::names_in(n->body).count(n->var)))
+        if (ir::int_value(launch) != 1 || guard || ir::names_in(n->body).count(n->var))
           line(fmt::format("const {} v_{} = {} + (long long)blockIdx.{} * {};",
                            index_type(n->var, loop_range(*n), 0), n->var, expr(n->min),
                            axis_name(a), n->step));
