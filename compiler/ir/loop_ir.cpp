@@ -34,6 +34,10 @@ const char* loop_tag_name(LoopTag t) {
       return "mma";
     case LoopTag::GpuPipelined:
       return "gpu_pipelined";
+    case LoopTag::GpuDistributed:
+      return "gpu_distributed";
+    case LoopTag::GpuLanes:
+      return "gpu_lanes";
   }
   return "?";
 }

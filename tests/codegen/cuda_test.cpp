@@ -579,7 +579,9 @@ TEST(GpuLowering, AccumulatorsAreKeptInRegistersByAPassBeforeThePrinter) {
     EXPECT_EQ(count_of(after, "alloc kiln_acc" + std::to_string(k) + ": f32[] @gpu_local"), 1)
         << after;
   EXPECT_EQ(count_of(after, "alloc kiln_acc16 "), 0) << after;
-  EXPECT_EQ(ir::to_string(cuda::place_barriers(cuda::keep_in_registers(r.optimized))), after);
+  EXPECT_EQ(ir::to_string(
+                cuda::place_barriers(cuda::distribute_fills(cuda::keep_in_registers(r.optimized)))),
+            after);
   // The printer given the optimized loops prints what it is given: no accumulator.
   EXPECT_EQ(count_of(cuda::generate(r.optimized).source, "kiln_acc"), 0);
   EXPECT_EQ(count_of(r.cuda->source, "\n  float b_kiln_acc"), 16);
@@ -651,6 +653,15 @@ TEST(GpuLowering, BarriersArePlacedByAPassAndPrintedWhereItPutThem) {
   }
 }
 
+// An argument of a func built by hand.
+ir::Buf arg(const char* name, std::vector<ir::Expr> shape, ir::BufKind kind) {
+  ir::Buf out;
+  out.name = name;
+  out.shape = std::move(shape);
+  out.kind = kind;
+  return out;
+}
+
 // A loop the printer pipelines keeps the two barriers of its form (after the first step's tiles,
 // after the stores of the next step's); place_barriers puts the one that ends its computation,
 // before those stores, and none inside the form. Without place_barriers the printer writes only
@@ -709,18 +720,11 @@ TEST(GpuLowering, ThePassMarksThePipelinesThePrinterWrites) {
                                        ir::MemLoc::GpuShared, ir::block({fill, compute})));
   ir::LoweredFunc f;
   f.name = "shadowed";
-  auto buf = [](const char* name, std::vector<Expr> shape, ir::BufKind kind) {
-    ir::Buf b;
-    b.name = name;
-    b.shape = std::move(shape);
-    b.kind = kind;
-    return b;
-  };
-  f.args = {buf("A", {c(32), c(4)}, ir::BufKind::Input), buf("x", {c(32)}, ir::BufKind::Input),
-            buf("C", {c(32), c(16)}, ir::BufKind::Output), buf("D", {c(128)}, ir::BufKind::Output)};
+  f.args = {arg("A", {c(32), c(4)}, ir::BufKind::Input), arg("x", {c(32)}, ir::BufKind::Input),
+            arg("C", {c(32), c(16)}, ir::BufKind::Output), arg("D", {c(128)}, ir::BufKind::Output)};
   f.body = loop("bx", c(0), c(4), ir::LoopTag::GpuBlockX,
                 std::make_shared<ir::LetStmt>("n", c(4), ir::block({thread_code, k_loop})));
-  ir::LoweredFunc placed = cuda::place_barriers(f);
+  ir::LoweredFunc placed = cuda::place_barriers(cuda::distribute_fills(f));
   const std::string lowered = ir::to_string(placed.body);
   EXPECT_EQ(count_of(lowered, "// gpu_pipelined"), 1) << lowered;
   const std::string source = cuda::generate(placed).source;
@@ -739,6 +743,91 @@ TEST(GpuLowering, ThePassMarksThePipelinesThePrinterWrites) {
     for (int64_t t = 0; t < 16; ++t)
       EXPECT_EQ(in.buffers["C"].get_f(row * 16 + t), static_cast<double>((row % 8) * 16 + t))
           << row << ", " << t;
+}
+
+// Which fills the block's threads share, and how many floats each of their iterations copies,
+// is the distribute_fills pass's decision, in the loops it hands the printer: the outermost loop
+// of each fill tagged gpu_distributed, and a loop tagged gpu_lanes inside the innermost one,
+// which then steps by the group. A fill from rows of 8 floats copies 4 at once, one from rows of
+// 9 (no alignment) one by one; a fill that scales what it copies is distributed but copies no
+// group, and a fill of a thread's own registers is left to every thread. The loop
+// interpreter runs the rewritten loops to the same values; the printer, given the loops without
+// the pass, deals out no fill.
+TEST(GpuLowering, FillsAreDealtOutByAPassThatSaysHowManyFloatsAtOnce) {
+  using ir::Expr;
+  using ir::Stmt;
+  auto c = [](int64_t v) { return ir::int_imm(v); };
+  auto loop = [](const std::string& v, Expr hi, ir::LoopTag tag, Stmt body) -> Stmt {
+    return std::make_shared<ir::For>(v, ir::int_imm(0), std::move(hi), 1, tag, std::move(body));
+  };
+  auto load = [](const std::string& buf, std::vector<Expr> at) {
+    return ir::load(buf, std::move(at), ir::DType::F32);
+  };
+  auto fill = [&](const std::string& tile, Expr value) -> Stmt {  // tile[r, e] = value
+    return loop(
+        "r", c(4), ir::LoopTag::None,
+        loop("e", c(8), ir::LoopTag::None,
+             std::make_shared<ir::Store>(tile, std::vector<Expr>{ir::var("r"), ir::var("e")},
+                                         std::move(value), tile + "_fill")));
+  };
+  auto alloc = [&](const std::string& tile, ir::MemLoc loc, Stmt body) -> Stmt {
+    return std::make_shared<ir::Alloc>(tile, ir::DType::F32, std::vector<Expr>{c(4), c(8)}, loc,
+                                       std::move(body));
+  };
+  Expr b = ir::var("b"), t = ir::var("t"), e = ir::var("e");
+  Expr row = b * c(4) + ir::var("r");
+  // y[b, t] = the sum of the four tiles' elements t of row t % 4
+  auto tile_at = [&](const std::string& tile) {
+    return load(tile, {ir::binary(ir::BinaryOp::Mod, t, c(4)), t});
+  };
+  Stmt use = loop(
+      "t", c(8), ir::LoopTag::GpuThreadX,
+      std::make_shared<ir::Store>("y", std::vector<Expr>{b, t},
+                                  tile_at("Ta") + tile_at("Tb") + tile_at("Tc") + tile_at("Td")));
+  // A's rows of 8 floats keep a float4's alignment, B's of 9 none
+  Stmt body = alloc(
+      "Ta", ir::MemLoc::GpuShared,
+      alloc("Tb", ir::MemLoc::GpuShared,
+            alloc("Tc", ir::MemLoc::GpuShared,
+                  alloc("Td", ir::MemLoc::GpuLocal,
+                        ir::block({fill("Ta", load("A", {row, e})), fill("Tb", load("B", {row, e})),
+                                   fill("Tc", load("A", {row, e}) * ir::float_imm(2.0)),
+                                   fill("Td", load("A", {row, e})), use})))));
+  ir::LoweredFunc f;
+  f.name = "fills";
+  f.args = {arg("A", {c(16), c(8)}, ir::BufKind::Input),
+            arg("B", {c(16), c(9)}, ir::BufKind::Input),
+            arg("y", {c(4), c(8)}, ir::BufKind::Output)};
+  f.body = loop("b", c(4), ir::LoopTag::GpuBlockX, body);
+
+  ir::LoweredFunc dealt = cuda::distribute_fills(f);
+  const std::string loops = ir::to_string(dealt.body);
+  EXPECT_EQ(count_of(ir::to_string(f.body), "// gpu_"), 2);      // the block and thread loops
+  EXPECT_EQ(count_of(loops, "// gpu_distributed"), 3) << loops;  // Ta, Tb, Tc
+  EXPECT_EQ(count_of(loops, "// gpu_lanes"), 2) << loops;        // Ta, Tb
+  EXPECT_EQ(count_of(loops, "for (e = 0; e < 8; e += 4)"), 1) << loops;  // Ta's groups
+  EXPECT_EQ(count_of(loops, "kiln_lane0 < e + 4;"), 1) << loops;
+  EXPECT_EQ(count_of(loops, "kiln_lane1 < e + 1;"), 1) << loops;  // Tb's, one float each
+  EXPECT_EQ(count_of(loops, "Td[r, e] = "), 1) << loops;          // as it was
+
+  Bindings before, after;
+  for (Bindings* in : {&before, &after}) {
+    in->buffers["A"] = HostBuffer(ir::DType::F32, {16, 8});
+    in->buffers["B"] = HostBuffer(ir::DType::F32, {16, 9});
+    in->buffers["y"] = HostBuffer(ir::DType::F32, {4, 8});
+    for (int64_t k = 0; k < 16 * 8; ++k) in->buffers["A"].set_f(k, static_cast<double>(k % 23));
+    for (int64_t k = 0; k < 16 * 9; ++k) in->buffers["B"].set_f(k, static_cast<double>(k % 19));
+  }
+  interp::run_loops(cuda::place_barriers(f), before);
+  interp::run_loops(cuda::place_barriers(dealt), after);
+  for (int64_t k = 0; k < 32; ++k)
+    EXPECT_EQ(after.buffers["y"].get_f(k), before.buffers["y"].get_f(k)) << k;
+
+  // The printer deals out the three (Ta's as float4s), and none it is not told to.
+  const std::string source = cuda::generate(cuda::place_barriers(dealt)).source;
+  EXPECT_EQ(count_of(source, "= kiln_tid; kiln_c"), 3) << source;
+  EXPECT_EQ(count_of(source, "reinterpret_cast<const float4*>(&b_A["), 1) << source;
+  EXPECT_EQ(count_of(cuda::generate(cuda::place_barriers(f)).source, "= kiln_tid; kiln_c"), 0);
 }
 
 // A one-thread nest whose outermost loop is tagged unroll stays one kernel: the loop is left a

@@ -1,10 +1,14 @@
 // Vector copies (copies.h).
 #include "copies.h"
 
+#include <fmt/format.h>
+
+#include <memory>
 #include <optional>
 #include <set>
 
 #include "kiln/analysis.h"
+#include "kiln/error.h"
 #include "kiln/simplify.h"
 #include "nests.h"
 #include "registers.h"
@@ -94,6 +98,37 @@ VectorCopy vector_copy(const std::vector<const ir::For*>& chain,
     vc.vector_store = consecutive(to_offset) && aligned(to_offset, width);
     return vc;
   }
+  return vc;
+}
+
+ir::Stmt element_body(const CopyNest& nest) {
+  const ir::For* lanes = ir::as<ir::For>(nest.body);
+  if (!lanes || lanes->tag != ir::LoopTag::GpuLanes) return nest.body;
+  return ir::substitute(lanes->body, {{lanes->var, ir::var(nest.chain.back()->var)}});
+}
+
+VectorCopy fill_copy(const CopyNest& nest, const std::map<std::string, Expr>& outer,
+                     const BufTable& bufs) {
+  const ir::For* lanes = ir::as<ir::For>(nest.body);
+  if (!lanes || lanes->tag != ir::LoopTag::GpuLanes) {
+    VectorCopy none;
+    none.width = 0;
+    return none;
+  }
+  // the innermost loop as it was: one element each step
+  const ir::For& inner = *nest.chain.back();
+  auto one =
+      std::make_shared<ir::For>(inner.var, inner.min, inner.end, 1, inner.tag, element_body(nest));
+  std::vector<const ir::For*> chain = nest.chain;
+  chain.back() = one.get();
+  VectorCopy vc = vector_copy(chain, nest.lets, one->body, outer, bufs);
+  std::optional<int64_t> width = constant(lanes->end - lanes->min);
+  if (!width || vc.width != *width || inner.step != vc.width)
+    throw CompileError(
+        ErrorStage::Codegen, {},
+        fmt::format("internal error: the gpu_lanes loop '{}' copies {} elements, the fill "
+                    "groups {} (report this to kiln's developers)",
+                    lanes->var, ir::to_string(lanes->end - lanes->min), vc.width));
   return vc;
 }
 

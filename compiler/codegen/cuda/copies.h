@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/loop_ir.h"
+#include "nests.h"
 #include "spaces.h"
 
 namespace kiln::cuda {
@@ -34,6 +35,17 @@ struct VectorCopy {
 VectorCopy vector_copy(const std::vector<const ir::For*>& chain,
                        const std::vector<const ir::LetStmt*>& lets, const ir::Stmt& body,
                        const std::map<std::string, ir::Expr>& outer, const BufTable& bufs);
+
+// The copy of a fill nest distribute_fills rewrote: where its body is a loop tagged gpu_lanes,
+// the copy its innermost loop (stepping by the lanes' extent) makes, that extent wide; width 0
+// (a nest it does not copy as vectors) else. `outer`: the values of the integer lets in scope.
+// Throws CompileError (stage Codegen) where the lanes are not the copy's groups.
+VectorCopy fill_copy(const CopyNest& nest, const std::map<std::string, ir::Expr>& outer,
+                     const BufTable& bufs);
+
+// The body of a fill nest's innermost loop for one element: a lanes loop's body with its
+// variable the innermost loop's, or the body itself where there is none.
+ir::Stmt element_body(const CopyNest& nest);
 
 // Whether e, an integer expression, is a multiple of `width` for every value of its variables
 // (as far as the simplifier can tell).

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 
+#include "block_code.h"
 #include "kiln/cuda.h"
 #include "mma.h"
 #include "nests.h"
@@ -26,13 +27,13 @@ namespace {
 
 using ir::Stmt;
 
-class KeepInRegisters {
+class KeepInRegisters : public BlockCodeMutator {
  public:
-  explicit KeepInRegisters(const ir::LoweredFunc& f) { bufs_ = device_buffers(f); }
+  explicit KeepInRegisters(const ir::LoweredFunc& f) : BlockCodeMutator(f) {}
 
   Stmt run(const Stmt& body) {
     return map_kernels(
-        body, [this](const Stmt& s) { return kernel(s); },
+        body, [this](const Stmt& s) { return blocks_kernel(s); },
         [this](const Stmt& s) { return one_thread_kernel(s); });
   }
 
@@ -46,56 +47,23 @@ class KeepInRegisters {
     return thread(with_body(*n, unroll_constant_loops(n->body)));
   }
 
-  // The block loops and the lets between them, then what runs once per block. The buffers its
-  // mma nests use stay in memory: the tensor cores load their tiles from there.
-  Stmt kernel(const Stmt& s) {
+  // A kernel over blocks and threads. The buffers its mma nests use stay in memory: the tensor
+  // cores load their tiles from there.
+  Stmt blocks_kernel(const Stmt& s) {
     mma_bufs_ = mma_buffers(s);
-    return kernel_loops(s);
-  }
-  Stmt kernel_loops(const Stmt& s) {
-    if (const ir::LetStmt* l = ir::as<ir::LetStmt>(s))
-      return std::make_shared<ir::LetStmt>(l->var, l->value, kernel_loops(l->body));
-    if (const ir::For* n = ir::as<ir::For>(s); n && ir::is_gpu_block_tag(n->tag))
-      return with_body(*n, kernel_loops(n->body));
-    return block(s);
+    return kernel(s);
   }
 
-  // Inside the block loops, outside the thread loops.
-  Stmt block(const Stmt& s) {
-    if (!s) return s;
-    switch (s->kind) {
-      case ir::StmtKind::Alloc: {
-        const auto& n = static_cast<const ir::Alloc&>(*s);
-        bufs_[n.buf] = {n.dtype, n.shape, block_code_space(n.loc)};
-        return with_children(s, [this](const Stmt& c) { return block(c); });
-      }
-      case ir::StmtKind::Block:
-      case ir::StmtKind::LetStmt:
-      case ir::StmtKind::If:
-        return with_children(s, [this](const Stmt& c) { return block(c); });
-      case ir::StmtKind::For: {
-        const auto& n = static_cast<const ir::For&>(*s);
-        if (n.tag == ir::LoopTag::Parallel || ir::is_gpu_block_tag(n.tag))
-          return s;  // refused by the printer
-        if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
-        if (has_loop(n.body, ir::is_gpu_thread_tag)) {
-          // Elements the threads keep updating across the loop stay in their registers.
-          if (Stmt kept = keep_accumulators_across_block_loop(s, eligible(), fresh()); kept != s)
-            return block(kept);
-          return with_body(n, block(n.body));
-        }
-        return block_level_nest(s);
-      }
-      case ir::StmtKind::Store:
-      case ir::StmtKind::Evaluate:
-        return s;
-    }
-    return s;
+  // Elements the threads keep updating across the loop stay in their registers.
+  Stmt serial_loop(const Stmt& s, const ir::For& n) override {
+    if (Stmt kept = keep_accumulators_across_block_loop(s, eligible(), fresh()); kept != s)
+      return block(kept);
+    return with_body(n, block(n.body));
   }
 
   // A nest with no thread loop at block level: a cache fill's iterations are dealt out to the
   // block's threads, other code runs in every thread or in the first.
-  Stmt block_level_nest(const Stmt& s) {
+  Stmt block_nest(const Stmt& s) override {
     std::vector<const ir::Store*> stores = stores_of(s);
     bool local_only = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
       auto it = bufs_.find(st->buf);
@@ -114,7 +82,9 @@ class KeepInRegisters {
     return with_body(n, &n == inner ? body : with_inner_body(n.body, inner, body));
   }
 
-  Stmt thread_loop(const ir::For& n) { return with_body(n, thread(unroll_constant_loops(n.body))); }
+  Stmt thread_loop(const Stmt&, const ir::For& n) override {
+    return with_body(n, thread(unroll_constant_loops(n.body)));
+  }
 
   // Code one thread runs.
   Stmt thread(const Stmt& s) {
@@ -131,7 +101,7 @@ class KeepInRegisters {
         return with_children(s, [this](const Stmt& c) { return thread(c); });
       case ir::StmtKind::For: {
         const auto& n = static_cast<const ir::For&>(*s);
-        if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
+        if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(s, n);
         if (n.tag == ir::LoopTag::Parallel || ir::is_gpu_block_tag(n.tag))
           return s;                   // refused by the printer
         if (is_mma(n.tag)) return s;  // the tensor cores' (mma.h)
@@ -160,7 +130,6 @@ class KeepInRegisters {
     return [this] { return fmt::format("kiln_acc{}", accumulators_++); };
   }
 
-  BufTable bufs_;  // those declared so far, as the printer meets them
   int accumulators_ = 0;
   std::set<std::string> mma_bufs_;  // those the kernel's mma nests use
 };

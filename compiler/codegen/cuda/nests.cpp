@@ -86,7 +86,7 @@ CopyNest copy_nest(const ir::Stmt& s) {
       continue;
     }
     const ir::For* n = ir::as<ir::For>(body);
-    if (!n || n->tag == ir::LoopTag::Parallel) break;
+    if (!n || n->tag == ir::LoopTag::Parallel || n->tag == ir::LoopTag::GpuLanes) break;
     std::set<std::string> defined = chain_vars;
     for (const ir::LetStmt* l : pending) defined.insert(l->var);
     bool uniform = true;

@@ -57,7 +57,8 @@ struct CopyNest {
   std::vector<const ir::LetStmt*> lets;  // bound once the indices are known
   ir::Stmt body;
 };
-// The copy nest at the top of s, a loop that is not tagged parallel.
+// The copy nest at the top of s, a loop that is not tagged parallel. A loop tagged gpu_lanes
+// (distribute_fills) is not one of its loops: it is (the start of) the body.
 CopyNest copy_nest(const ir::Stmt& s);
 
 }  // namespace kiln::cuda

@@ -91,7 +91,7 @@ std::optional<Pipeline> plan_pipeline(const ir::For& n, const BufTable& known,
         PipelinedFill p;
         p.nest = &f;
         p.chain = nest.chain;
-        p.copy = vector_copy(nest.chain, nest.lets, nest.body, values, bufs);
+        p.copy = fill_copy(nest, values, bufs);
         if (p.copy.width == 0 || space_of(bufs, p.copy.to) != Space::Shared) {
           ok = false;
           return;
@@ -102,7 +102,6 @@ std::optional<Pipeline> plan_pipeline(const ir::For& n, const BufTable& known,
             ok = false;
             return;
           }
-          if (k + 1 == p.chain.size()) *e /= p.copy.width;
           p.extents.push_back(*e);
           p.groups *= *e;
           p.mins.push_back(expand_lets(p.chain[k]->min, values));

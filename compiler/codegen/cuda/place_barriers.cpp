@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "block_code.h"
 #include "kiln/analysis.h"
 #include "kiln/cuda.h"
 #include "mma.h"
@@ -85,32 +86,24 @@ class Allocs : public ir::StmtVisitor {
 Stmt barrier_then(const Stmt& s) { return ir::block({ir::gpu_barrier(), s}); }
 Stmt then_barrier(const Stmt& s) { return ir::block({s, ir::gpu_barrier()}); }
 
-class PlaceBarriers {
+class PlaceBarriers : public BlockCodeMutator {
  public:
-  explicit PlaceBarriers(const ir::LoweredFunc& f) : bufs_(device_buffers(f)) {}
+  explicit PlaceBarriers(const ir::LoweredFunc& f) : BlockCodeMutator(f) {}
 
   Stmt run(const Stmt& body) {
     // a kernel of one thread has no barriers
     return map_kernels(
-        body, [this](const Stmt& s) { return kernel(s); },
+        body, [this](const Stmt& s) { return blocks_kernel(s); },
         [this](const Stmt& s) { return thread_code(s); });
   }
 
  private:
-  // The block loops and the lets between them, then what runs once per block.
-  Stmt kernel(const Stmt& s) {
+  // A kernel over blocks and threads: its block loops and the lets between them, then what runs
+  // once per block.
+  Stmt blocks_kernel(const Stmt& s) {
     pending_ = {};
     mma_kernel_ = has_loop(s, is_mma);
-    return kernel_loops(s);
-  }
-  Stmt kernel_loops(const Stmt& s) {
-    if (const ir::LetStmt* l = ir::as<ir::LetStmt>(s)) {
-      LetScope let(lets_, l->var, l->value);
-      return std::make_shared<ir::LetStmt>(l->var, l->value, kernel_loops(l->body));
-    }
-    if (const ir::For* n = ir::as<ir::For>(s); n && ir::is_gpu_block_tag(n->tag))
-      return with_body(*n, kernel_loops(n->body));
-    return block(s);
+    return kernel(s);
   }
 
   // Code each thread runs, or one thread.
@@ -150,8 +143,9 @@ class PlaceBarriers {
     return sync ? barrier_then(out) : out;
   }
 
-  // Inside the block loops, outside the thread loops.
-  Stmt block(const Stmt& s) {
+  // Inside the block loops, outside the thread loops: each step with a barrier before it where
+  // it needs one.
+  Stmt block(const Stmt& s) override {
     if (!s) return s;
     switch (s->kind) {
       case ir::StmtKind::Block:
@@ -268,9 +262,7 @@ class PlaceBarriers {
     return block(s);
   }
 
-  BufTable bufs_;
-  std::map<std::string, Expr> lets_;  // the integer lets in scope in the kernel
-  Effects pending_;                   // what the block's threads did since the last barrier
+  Effects pending_;  // what the block's threads did since the last barrier
   bool mma_kernel_ = false;
 };
 

@@ -639,17 +639,17 @@ class Writer {
     known_.erase(n.var);
   }
 
-  // A nest with no thread loop, at block level. A copy into a temporary (a cache fill) is
-  // shared among the block's threads; code that writes only per-thread locals runs in every
-  // thread; anything else runs in the block's first thread.
+  // A nest with no thread loop, at block level. A cache fill distribute_fills tagged is dealt
+  // out to the block's threads; code that writes only per-thread locals runs in every thread;
+  // anything else runs in the block's first thread.
   void block_level_nest(const Stmt& s) {
+    const auto& n = static_cast<const ir::For&>(*s);
+    if (n.tag == LoopTag::GpuDistributed) return distributed(s);
     const std::vector<const ir::Store*> stores = stores_of(s);
     bool local_only = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
       return space_of(st->buf) == Space::Local;
     });
     if (local_only) return thread(s);
-    if (is_fill(stores)) return distributed(s);
-    const auto& n = static_cast<const ir::For&>(*s);
     p_.notes.push_back(fmt::format(
         "loop '{}' ({}) is inside the gpu_block loops but outside every thread loop: it runs on "
         "one thread of each block; tag a loop of it gpu_thread",
@@ -662,10 +662,12 @@ class Writer {
   }
 
   // The iterations of a perfect nest of loops, each with bounds the nest does not change,
-  // dealt out to the block's threads in turn: thread t takes t, t + threads, ...
+  // dealt out to the block's threads in turn: thread t takes t, t + threads, ... Where the
+  // innermost loop's body is a lanes loop (distribute_fills), each iteration copies its group.
   void distributed(const Stmt& s) {
-    auto [chain, lets, body] = copy_nest(s);
-    VectorCopy vc = vector_copy(chain, lets, body, let_values_, bufs_);
+    CopyNest nest = copy_nest(s);
+    const std::vector<const ir::For*>& chain = nest.chain;
+    VectorCopy vc = fill_copy(nest, let_values_, bufs_);
     int width = std::max(vc.width, 1);  // elements per iteration of the innermost loop
     int id = copy_count_++;
     line("{");
@@ -703,20 +705,20 @@ class Writer {
       if (k > 0) {
         line(fmt::format("const {} v_{} = {} + (kiln_r{} % {}) * {};",
                          index_type(n.var, loop_range(n), 0), n.var, expr(n.min), id, extents[k],
-                         k + 1 == chain.size() ? n.step * width : n.step));
+                         n.step));
         line(fmt::format("kiln_r{0} /= {1};", id, extents[k]));
       } else {
         line(fmt::format("const {} v_{} = {} + kiln_r{} * {};", index_type(n.var, loop_range(n), 0),
-                         n.var, expr(n.min), id, chain.size() == 1 ? n.step * width : n.step));
+                         n.var, expr(n.min), id, n.step));
       }
       bind_range(n);
     }
     if (width > 1) {
       copy_vector(vc);
-    } else {
+    } else {  // an element each iteration, as the loop's body says
       const std::map<std::string, Expr> lets_before = let_values_;
-      for (const ir::LetStmt* l : lets) let_line(l->var, l->value);
-      thread(body);
+      for (const ir::LetStmt* l : nest.lets) let_line(l->var, l->value);
+      thread(element_body(nest));
       let_values_ = lets_before;
     }
     for (const ir::For* n : chain) known_.erase(n->var);
@@ -865,7 +867,7 @@ class Writer {
     for (size_t k = f.chain.size(); k-- > 0;) {
       const ir::For& c = *f.chain[k];
       Expr first = ir::simplify(ir::substitute(f.mins[k], {{loop_var, at}}));
-      int64_t step = c.step * (k + 1 == f.chain.size() ? f.copy.width : 1);
+      int64_t step = c.step;  // the innermost loop's: a group's
       std::string digit = k == 0 ? fmt::format("(kiln_g / {})", inner)
                                  : fmt::format("(kiln_g / {} % {})", inner, f.extents[k]);
       ir::Interval r;

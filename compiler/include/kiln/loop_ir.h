@@ -32,6 +32,13 @@ enum class LoopTag : uint8_t {
   // Not a schedule's: the CUDA backend's place_barriers marks the serial loops (around thread
   // loops) that the printer writes as a pipeline of shared tiles, so that the two decide alike.
   GpuPipelined,
+  // Not a schedule's either: the CUDA backend's distribute_fills tags the outermost loop of each
+  // cache fill at block level, whose iterations (those of the perfect nest it heads) the block's
+  // threads deal out among themselves: thread t runs t, t + threads, ...
+  GpuDistributed,
+  // And the loop it puts inside such a fill's innermost loop where that loop copies floats: its
+  // iterations copy consecutive elements (4, 2 or 1) as one value, a float4, float2 or float.
+  GpuLanes,
 };
 const char* loop_tag_name(LoopTag t);  // "parallel", "vectorize", "gpu_block_x", ...
 // Whether t binds a loop to the GPU's blocks (gpu_block_x/y/z), its threads
