@@ -653,6 +653,14 @@ TEST(GpuLowering, BarriersArePlacedByAPassAndPrintedWhereItPutThem) {
   }
 }
 
+// A loop from 0 to hi, and a load of a float, for funcs built by hand.
+ir::Stmt loop_from_0(const std::string& v, ir::Expr hi, ir::LoopTag tag, ir::Stmt body) {
+  return std::make_shared<ir::For>(v, ir::int_imm(0), std::move(hi), 1, tag, std::move(body));
+}
+ir::Expr load_f32(const std::string& buf, std::vector<ir::Expr> at) {
+  return ir::load(buf, std::move(at), ir::DType::F32);
+}
+
 // An argument of a func built by hand.
 ir::Buf arg(const char* name, std::vector<ir::Expr> shape, ir::BufKind kind) {
   ir::Buf out;
@@ -757,12 +765,8 @@ TEST(GpuLowering, FillsAreDealtOutByAPassThatSaysHowManyFloatsAtOnce) {
   using ir::Expr;
   using ir::Stmt;
   auto c = [](int64_t v) { return ir::int_imm(v); };
-  auto loop = [](const std::string& v, Expr hi, ir::LoopTag tag, Stmt body) -> Stmt {
-    return std::make_shared<ir::For>(v, ir::int_imm(0), std::move(hi), 1, tag, std::move(body));
-  };
-  auto load = [](const std::string& buf, std::vector<Expr> at) {
-    return ir::load(buf, std::move(at), ir::DType::F32);
-  };
+  const auto& loop = loop_from_0;
+  const auto& load = load_f32;
   auto fill = [&](const std::string& tile, Expr value) -> Stmt {  // tile[r, e] = value
     return loop(
         "r", c(4), ir::LoopTag::None,
@@ -828,6 +832,66 @@ TEST(GpuLowering, FillsAreDealtOutByAPassThatSaysHowManyFloatsAtOnce) {
   EXPECT_EQ(count_of(source, "= kiln_tid; kiln_c"), 3) << source;
   EXPECT_EQ(count_of(source, "reinterpret_cast<const float4*>(&b_A["), 1) << source;
   EXPECT_EQ(count_of(cuda::generate(cuda::place_barriers(f)).source, "= kiln_tid; kiln_c"), 0);
+}
+
+// The pipeline planner reads a let inside a pipelined loop's body for that let's body only, as
+// distribute_fills and the printer do: here the K loop's first fill has 8 columns (an inner
+// `n = 8`, float4 groups) and the second 6 (the kernel's `n = 6`, float2 groups). It had kept
+// the inner `n` for the second fill too, and planned groups of 4 where the pass had made them 2.
+TEST(GpuLowering, APipelinedLoopsLetsScopeTheirBodiesOnly) {
+  using ir::Expr;
+  using ir::Stmt;
+  auto c = [](int64_t v) { return ir::int_imm(v); };
+  const auto& loop = loop_from_0;
+  const auto& load = load_f32;
+  Expr k = ir::var("k"), t = ir::var("t"), b = ir::var("b");
+  auto fill = [&](const std::string& tile) -> Stmt {  // tile[r, e] = A[k * 4 + r, e], e < n
+    return loop("r", c(4), ir::LoopTag::None,
+                loop("e", ir::var("n"), ir::LoopTag::None,
+                     std::make_shared<ir::Store>(
+                         tile, std::vector<Expr>{ir::var("r"), ir::var("e")},
+                         load("A", {k * c(4) + ir::var("r"), ir::var("e")}), tile + "_fill")));
+  };
+  Expr row = ir::binary(ir::BinaryOp::Mod, t, c(4));
+  Stmt compute =
+      loop("t", c(8), ir::LoopTag::GpuThreadX,
+           std::make_shared<ir::Store>(
+               "C", std::vector<Expr>{b * c(8) + k, t},
+               load("Ta", {row, t}) + load("Tb", {row, ir::binary(ir::BinaryOp::Mod, t, c(6))})));
+  auto tile = [&](const std::string& name, Stmt body) -> Stmt {
+    return std::make_shared<ir::Alloc>(name, ir::DType::F32, std::vector<Expr>{c(4), c(8)},
+                                       ir::MemLoc::GpuShared, std::move(body));
+  };
+  Stmt k_loop =
+      loop("k", c(8), ir::LoopTag::None,
+           tile("Ta", tile("Tb", ir::block({std::make_shared<ir::LetStmt>("n", c(8), fill("Ta")),
+                                            fill("Tb"), compute}))));
+  ir::LoweredFunc f;
+  f.name = "lets";
+  f.args = {arg("A", {c(32), c(8)}, ir::BufKind::Input),
+            arg("C", {c(32), c(8)}, ir::BufKind::Output)};
+  f.body =
+      loop("b", c(4), ir::LoopTag::GpuBlockX, std::make_shared<ir::LetStmt>("n", c(6), k_loop));
+
+  ir::LoweredFunc placed = cuda::place_barriers(cuda::distribute_fills(f));
+  const std::string lowered = ir::to_string(placed.body);
+  EXPECT_EQ(count_of(lowered, "// gpu_pipelined"), 1) << lowered;
+  EXPECT_EQ(count_of(lowered, "kiln_lane0 < e + 4;"), 1) << lowered;
+  EXPECT_EQ(count_of(lowered, "kiln_lane1 < e + 2;"), 1) << lowered;
+  const std::string source = cuda::generate(placed).source;
+  EXPECT_EQ(count_of(source, "float4 kiln_pf"), 1) << source;
+  EXPECT_EQ(count_of(source, "float2 kiln_pf"), 2) << source;  // 12 pairs for 8 threads
+
+  Bindings before, after;
+  for (Bindings* in : {&before, &after}) {
+    in->buffers["A"] = HostBuffer(ir::DType::F32, {32, 8});
+    in->buffers["C"] = HostBuffer(ir::DType::F32, {32, 8});
+    for (int64_t e = 0; e < 256; ++e) in->buffers["A"].set_f(e, static_cast<double>(e % 29));
+  }
+  interp::run_loops(f, before);
+  interp::run_loops(placed, after);
+  for (int64_t e = 0; e < 256; ++e)
+    EXPECT_EQ(after.buffers["C"].get_f(e), before.buffers["C"].get_f(e)) << e;
 }
 
 // A one-thread nest whose outermost loop is tagged unroll stays one kernel: the loop is left a

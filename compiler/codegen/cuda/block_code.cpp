@@ -1,6 +1,8 @@
 // The walk of a kernel's block-level code (block_code.h).
 #include "block_code.h"
 
+#include <vector>
+
 #include "nests.h"
 #include "registers.h"
 
@@ -47,12 +49,40 @@ ir::Stmt BlockCodeMutator::block(const ir::Stmt& s) {
   return s;
 }
 
-ir::Stmt BlockCodeMutator::thread_loop(const ir::Stmt& s, const ir::For&) { return s; }
+ir::Stmt BlockCodeMutator::thread_loop(const ir::Stmt& s, const ir::For&) {
+  note_thread_temps(s);
+  return s;
+}
 
 ir::Stmt BlockCodeMutator::serial_loop(const ir::Stmt&, const ir::For& n) {
   return with_body(n, block(n.body));
 }
 
-ir::Stmt BlockCodeMutator::block_nest(const ir::Stmt& s) { return s; }
+ir::Stmt BlockCodeMutator::block_nest(const ir::Stmt& s) {
+  note_thread_temps(s);
+  return s;
+}
+
+namespace {
+
+class Allocs : public ir::StmtVisitor {
+ public:
+  std::vector<const ir::Alloc*> allocs;
+
+ protected:
+  void visit_alloc(const ir::Alloc& n) override {
+    allocs.push_back(&n);
+    ir::StmtVisitor::visit_alloc(n);
+  }
+};
+
+}  // namespace
+
+void BlockCodeMutator::note_thread_temps(const ir::Stmt& s) {
+  Allocs a;
+  a.visit(s);
+  for (const ir::Alloc* n : a.allocs)
+    bufs_[n->buf] = {n->dtype, n->shape, thread_code_space(n->loc)};
+}
 
 }  // namespace kiln::cuda

@@ -1,8 +1,10 @@
 // The walk of a kernel's code that runs once per block (internal to the CUDA backend), as the
 // printer reads it: the block loops and the lets between them, then, inside them and outside
 // every thread loop, temporaries, lets, branches, serial loops around thread loops, thread
-// loops and nests with no thread loop. The GPU lowering passes that rewrite that code derive
-// from it and take the cases they rewrite.
+// loops and nests with no thread loop, with the buffers and integer lets known at each. The GPU
+// lowering passes that rewrite that code derive from it and take the cases they rewrite
+// (keep_in_registers, distribute_fills); place_barriers, which follows the steps of a block in
+// order, takes the kernel's walk and the tables and walks the block's code itself.
 #pragma once
 
 #include <map>
@@ -29,13 +31,18 @@ class BlockCodeMutator {
   // or a thread's registers for a gpu_local one) and a let lets_ for its body; a loop tagged
   // parallel or gpu_block is left for the printer to refuse.
   virtual ir::Stmt block(const ir::Stmt& s);
-  // s, a loop n tagged gpu_thread: the code each thread runs. Left as it is.
+  // s, a loop n tagged gpu_thread: the code each thread runs. Left as it is (its temporaries
+  // join bufs_).
   virtual ir::Stmt thread_loop(const ir::Stmt& s, const ir::For& n);
   // s, a serial loop n with thread loops inside (the K loop): block() of its body.
   virtual ir::Stmt serial_loop(const ir::Stmt& s, const ir::For& n);
   // A nest with no thread loop in it (a fill, code for one thread or for every thread). Left as
-  // it is.
+  // it is (its temporaries join bufs_).
   virtual ir::Stmt block_nest(const ir::Stmt& s);
+
+  // The temporaries of s, code a thread runs, join bufs_ (in its registers but for gpu_shared
+  // ones), as the printer declares them: for the rest of the kernel.
+  void note_thread_temps(const ir::Stmt& s);
 
   BufTable bufs_;                         // those declared so far, as the printer meets them
   std::map<std::string, ir::Expr> lets_;  // the integer lets in scope in the kernel

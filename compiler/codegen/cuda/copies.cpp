@@ -128,7 +128,7 @@ VectorCopy fill_copy(const CopyNest& nest, const std::map<std::string, Expr>& ou
         ErrorStage::Codegen, {},
         fmt::format("internal error: the gpu_lanes loop '{}' copies {} elements, the fill "
                     "groups {} (report this to kiln's developers)",
-                    lanes->var, ir::to_string(lanes->end - lanes->min), vc.width));
+                    lanes->var, ir::to_string(ir::simplify(lanes->end - lanes->min)), vc.width));
   return vc;
 }
 

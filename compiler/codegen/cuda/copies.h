@@ -1,7 +1,8 @@
 // Vector copies (internal to the CUDA backend): which cache fills copy 4 (or 2) consecutive,
 // aligned floats per step, as one float4 (float2) load and, where the destination allows, one
-// vector store. The printer emits them; the pipeline planner and the barrier placement read
-// the same analysis.
+// vector store. distribute_fills decides by this analysis and writes the groups into the loops
+// (gpu_lanes); the printer and the pipeline planner read them back with fill_copy, which checks
+// the groups against the same analysis.
 #pragma once
 
 #include <map>

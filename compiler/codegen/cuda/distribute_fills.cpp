@@ -49,7 +49,7 @@ class DistributeFills : public BlockCodeMutator {
     bool local_only = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
       return space_of(bufs_, st->buf) == Space::Local;
     });
-    if (local_only || !is_fill(stores)) return s;
+    if (local_only || !is_fill(stores)) return BlockCodeMutator::block_nest(s);
     CopyNest nest = copy_nest(s);
     VectorCopy copy = vector_copy(nest.chain, nest.lets, nest.body, lets_, bufs_);
     return rebuild(s, nest, copy);

@@ -63,7 +63,7 @@ std::optional<Pipeline> plan_pipeline(const ir::For& n, const BufTable& known,
       case ir::StmtKind::LetStmt: {
         const auto& l = static_cast<const ir::LetStmt&>(*s);
         body_lets.insert(l.var);
-        bind_let(values, l.var, l.value);
+        LetScope let(values, l.var, l.value);  // for its body only
         return walk(l.body);
       }
       case ir::StmtKind::Alloc: {

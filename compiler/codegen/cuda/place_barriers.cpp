@@ -71,18 +71,6 @@ class EffectsCollector : public ir::StmtVisitor {
   }
 };
 
-// The temporaries a statement allocates.
-class Allocs : public ir::StmtVisitor {
- public:
-  std::vector<const ir::Alloc*> allocs;
-
- protected:
-  void visit_alloc(const ir::Alloc& n) override {
-    allocs.push_back(&n);
-    ir::StmtVisitor::visit_alloc(n);
-  }
-};
-
 Stmt barrier_then(const Stmt& s) { return ir::block({ir::gpu_barrier(), s}); }
 Stmt then_barrier(const Stmt& s) { return ir::block({s, ir::gpu_barrier()}); }
 
@@ -108,10 +96,7 @@ class PlaceBarriers : public BlockCodeMutator {
 
   // Code each thread runs, or one thread.
   Stmt thread_code(const Stmt& s) {
-    Allocs a;
-    a.visit(s);
-    for (const ir::Alloc* n : a.allocs)
-      bufs_[n->buf] = {n->dtype, n->shape, thread_code_space(n->loc), false};
+    note_thread_temps(s);
     return s;
   }
 

@@ -111,13 +111,12 @@ ir::LoweredFunc keep_in_registers(const ir::LoweredFunc& f);
 ir::LoweredFunc keep_fragments(const ir::LoweredFunc& f);
 
 // distribute_fills, after keep_in_registers: inside each kernel's block loops, outside its thread
-// loops, a nest that only copies into temporaries the block's threads share (a cache fill) is
-// dealt out to the threads: its outermost loop is tagged gpu_distributed (the iterations of the
-// perfect nest it heads go to thread t, t + threads, ...). Where it copies floats of device
-// memory (copies.h), each iteration
-// of its innermost loop copies a group of consecutive elements, 4 or 2 where they are aligned
-// (else 1), in a loop tagged gpu_lanes that the printer writes as one float4, float2 or float
-// load and store.
+// loops, a cache fill (a nest whose stores are a cache's copies) that stores elsewhere than in a
+// thread's registers is dealt out to the block's threads: its outermost loop is tagged
+// gpu_distributed (the iterations of the perfect nest it heads go to thread t, t + threads, ...).
+// Where it copies floats of device memory (copies.h), each iteration of its innermost loop copies a
+// group of consecutive elements, 4 or 2 where they are aligned (else 1), in a loop tagged gpu_lanes
+// that the printer writes as one float4, float2 or float load and store.
 ir::LoweredFunc distribute_fills(const ir::LoweredFunc& f);
 
 // place_barriers, last: inside each kernel's block loops, outside its thread loops, a barrier
