@@ -121,6 +121,33 @@ TEST(TensorCores, KeptFragmentsAreLoopsTheInterpreterChecks) {
   EXPECT_TRUE(mm.ok) << mm.describe();
 }
 
+// A kernel of one block (the example's 64 x 64 block tile at M = N = 64, whose block loops
+// lowering leaves out) keeps its warps' tiles of C in registers across the whole K loop, as a
+// kernel of more blocks does: loaded before the loop and stored after it, not once per K step
+// around the k steps inside the warps' loops (keep_fragments walks the kernels through
+// map_kernels, which gives such a kernel its block loop of one iteration back).
+TEST(TensorCores, AKernelOfOneBlockKeepsItsFragmentsAcrossTheKLoop) {
+  ir::Func f = parse_one(tf32_example(), {{"M", 64}, {"N", 64}, {"K", 64}});
+  CompileResult c = gpu_compile(f);
+  ASSERT_TRUE(c.cuda.has_value());
+  const std::string& source = c.cuda->source;
+  ASSERT_EQ(c.cuda->launches.size(), 2u) << source;  // C's initialization, the product
+  for (const ir::Expr& g : c.cuda->launches[1].grid) EXPECT_EQ(ir::to_string(g), "1");
+  const size_t k_loop = source.find("for (int v_ko = 0; v_ko < 2; v_ko += 1) {");
+  ASSERT_NE(k_loop, std::string::npos) << source;
+  for (int t = 0; t < 4; ++t) {
+    const std::string frag = "b_kiln_frag0[" + std::to_string(t) + "]";
+    const std::string load = "nvcuda::wmma::load_matrix_sync(" + frag + ", &b_C[";
+    const std::string store = ", " + frag + ", 64, nvcuda::wmma::mem_row_major);";
+    EXPECT_EQ(count_of(source, load), 1) << source;
+    EXPECT_EQ(count_of(source, store), 1) << source;
+    EXPECT_LT(source.find(load), k_loop) << source;
+    EXPECT_GT(source.find(store), k_loop) << source;
+  }
+  interp::Mismatch mm = gpu_loops_against_reference(f, c, 5, kExact).gpu_lowered;
+  EXPECT_TRUE(mm.ok) << mm.describe();
+}
+
 // A K loop inside the warps' loops keeps C's tile in the warp's registers too, its copies inside
 // those loops. A nest no loop repeats (one k step) loads C's tile, multiplies into it and stores
 // it back.

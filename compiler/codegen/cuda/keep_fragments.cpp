@@ -157,8 +157,8 @@ class ToFragments : public ir::StmtMutator {
 
 class KeepFragments : public ir::StmtMutator {
  protected:
-  // Block-level code inside the block loops. (A nest without block loops, a kernel of one block,
-  // is left as it is: its mma nests load and store their tiles of C.)
+  // Block-level code inside the block loops (a kernel of one block, whose block loops lowering
+  // left out, has the one map_kernels gives it back).
   Stmt mutate_for(const Stmt& s, const ir::For& n) override {
     if (ir::is_gpu_thread_tag(n.tag)) {
       ++thread_depth_;
@@ -370,7 +370,9 @@ class KeepFragments : public ir::StmtMutator {
 
 ir::LoweredFunc keep_fragments(const ir::LoweredFunc& f) {
   ir::LoweredFunc out = f;
-  out.body = KeepFragments().mutate(f.body);
+  KeepFragments keep;
+  out.body = map_kernels(
+      f.body, [&](const Stmt& s) { return keep.mutate(s); }, [](const Stmt& s) { return s; });
   return out;
 }
 
