@@ -11,9 +11,25 @@
 //   cmp before.txt after.txt
 //
 // About a minute on one core; no GPU and no NVRTC needed.
+//
+// A change that should leave the generated code as it was but not its text (a construct the
+// printer wrote itself now printed from the loop IR) is compared by what NVRTC makes of it:
+// with --ptx each point prints the digests of its CUDA and of its PTX for sm_90 (and the PTX's
+// size) instead of the source. That takes NVRTC's time for each point (about 3.5 minutes for
+// the whole sweep on one core of the development VM); --shard I/N takes every N-th func from
+// the I-th (0-based), so that N processes share the cores:
+//
+//   build/tests/codegen/cuda_sweep --ptx --shard 0/2 > before0.txt &
+//   build/tests/codegen/cuda_sweep --ptx --shard 1/2 > before1.txt
+//
+// NVRTC's PTX is not the same from run to run for every source: with NVRTC 13.0, two runs of
+// one build gave different PTX for 2 to 8 of the 2067 points that compile, different ones each
+// time, with the same CUDA (the cuda digests equal). Compare the ptx lines of two runs of the
+// old build first; a point whose PTX differs between them says nothing about the change.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -25,21 +41,28 @@
 #include "kiln/autosched.h"
 #include "kiln/compile.h"
 #include "kiln/cuda.h"
+#include "kiln/digest.h"
 #include "kiln/frontend.h"
 
 namespace {
 
 using namespace kiln;
 
-// f's CUDA at `set`, its launches first, or the error.
+bool ptx = false;  // --ptx
+
+// f's CUDA at `set` (or its PTX's digest), its launches first, or the error.
 std::string cuda_of(const ir::Func& f, const ir::Overrides& set) {
   try {
     CompileRequest r{.func = ir::apply_overrides(f, set)};
     r.options.target = Target{cuda::kTriple, "sm_90", ""};
     r.options.opt_level = 3;
-    r.output = CompileOutput::Cuda;
+    r.output = ptx ? CompileOutput::Assembly : CompileOutput::Cuda;
     CompileResult out = compile(r);
-    return cuda::describe_launches(*out.cuda) + out.cuda->source;
+    std::string launches = cuda::describe_launches(*out.cuda);
+    if (!ptx) return launches + out.cuda->source;
+    return launches + fmt::format("cuda sha256 {}\nptx sha256 {}, {} bytes\n",
+                                  sha256_hex(out.cuda->source), sha256_hex(out.text),
+                                  out.text.size());
   } catch (const std::exception& e) {
     return std::string("error: ") + e.what() + "\n";
   }
@@ -70,8 +93,27 @@ void sweep(const std::string& label, const ir::Func& f, int drawn) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  int shard = 0, shards = 1;
+  for (int a = 1; a < argc; ++a) {
+    std::string arg = argv[a];
+    if (arg == "--ptx") {
+      ptx = true;
+    } else if (arg == "--shard" && a + 1 < argc &&
+               std::sscanf(argv[++a], "%d/%d", &shard, &shards) == 2 && shards > 0 && shard >= 0 &&
+               shard < shards) {
+    } else {
+      std::cerr << "usage: cuda_sweep [--ptx] [--shard I/N]  (0 <= I < N)\n";
+      return 2;
+    }
+  }
+  std::string why;
+  if (ptx && !cuda::nvrtc_available(&why)) {
+    std::cerr << "cuda_sweep --ptx needs NVRTC: " << why << "\n";
+    return 2;
+  }
   const std::string root = KILN_SOURCE_DIR;
+  int count = 0;
   std::vector<std::string> files;
   for (const char* dir : {"examples", "examples/gpu", "compiler/library", "tests/bench/kernels",
                           "tests/bench/polybench"})
@@ -89,6 +131,7 @@ int main() {
     }
     bool gpu = file.starts_with("examples/gpu/");
     for (const ir::Func& f : m.funcs) {
+      if (count++ % shards != shard) continue;
       std::string label = file + ":" + f.name;
       sweep(label, f, gpu ? 30 : 0);
       ir::Func base = autosched::algorithm_of(f);
