@@ -1,6 +1,7 @@
 // The walk of a kernel's block-level code (block_code.h).
 #include "block_code.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "nests.h"
@@ -61,6 +62,14 @@ ir::Stmt BlockCodeMutator::serial_loop(const ir::Stmt&, const ir::For& n) {
 ir::Stmt BlockCodeMutator::block_nest(const ir::Stmt& s) {
   note_thread_temps(s);
   return s;
+}
+
+bool BlockCodeMutator::shared_fill(const ir::Stmt& s) const {
+  std::vector<const ir::Store*> stores = stores_of(s);
+  bool local_only = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
+    return space_of(bufs_, st->buf) == Space::Local;
+  });
+  return !local_only && is_fill(stores);
 }
 
 namespace {

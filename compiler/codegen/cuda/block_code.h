@@ -40,6 +40,10 @@ class BlockCodeMutator {
   // it is (its temporaries join bufs_).
   virtual ir::Stmt block_nest(const ir::Stmt& s);
 
+  // Whether s, a nest with no thread loop, is a cache fill the block's threads share: its stores
+  // are a cache's copies (nests.h is_fill), and not all into a thread's registers.
+  bool shared_fill(const ir::Stmt& s) const;
+
   // The temporaries of s, code a thread runs, join bufs_ (in its registers but for gpu_shared
   // ones), as the printer declares them: for the rest of the kernel.
   void note_thread_temps(const ir::Stmt& s);

@@ -45,11 +45,7 @@ class DistributeFills : public BlockCodeMutator {
   // own temporaries is dealt out to the block's threads.
   Stmt block_nest(const Stmt& s) override {
     if (has_loop(s, is_mma)) return s;  // refused by the printer: a warp runs an mma nest
-    std::vector<const ir::Store*> stores = stores_of(s);
-    bool local_only = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
-      return space_of(bufs_, st->buf) == Space::Local;
-    });
-    if (local_only || !is_fill(stores)) return BlockCodeMutator::block_nest(s);
+    if (!shared_fill(s)) return BlockCodeMutator::block_nest(s);
     CopyNest nest = copy_nest(s);
     VectorCopy copy = vector_copy(nest.chain, nest.lets, nest.body, lets_, bufs_);
     return rebuild(s, nest, copy);

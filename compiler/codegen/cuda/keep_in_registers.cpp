@@ -64,12 +64,7 @@ class KeepInRegisters : public BlockCodeMutator {
   // A nest with no thread loop at block level: a cache fill's iterations are dealt out to the
   // block's threads, other code runs in every thread or in the first.
   Stmt block_nest(const Stmt& s) override {
-    std::vector<const ir::Store*> stores = stores_of(s);
-    bool local_only = std::all_of(stores.begin(), stores.end(), [&](const ir::Store* st) {
-      auto it = bufs_.find(st->buf);
-      return it != bufs_.end() && it->second.space == Space::Local;
-    });
-    if (local_only || !is_fill(stores)) return thread(s);
+    if (!shared_fill(s)) return thread(s);
     CopyNest nest = copy_nest(s);
     return with_inner_body(s, nest.chain.back(), thread(unroll_constant_loops(nest.body)));
   }
