@@ -1227,6 +1227,30 @@ TEST(GpuEmulated, EveryExampleMatchesTheReference) {
   EXPECT_GE(programs, 40);
 }
 
+// The IR's integer division and modulo round down, C's toward zero: the printer writes a
+// division by a positive constant as C's `/` and `%` where the dividend cannot be negative (the
+// ranges it knows: loop bounds, lets), where the two agree, and as kiln_floordiv/kiln_floormod
+// where it can be (a value read from memory). Emulated, both give the reference's values, on
+// inputs of either sign.
+TEST(GpuEmulated, FloorDivisionIsCsWhereTheDividendCannotBeNegative) {
+  ir::Func f = parse_one(R"(
+func floors {
+  input x : i64[64];
+  output q : i64[64];
+  compute q(i) in 0 <= i < 64: q[i] = x[i] / 8 + x[i] % 8 + i / 4 * 100 + i % 4 * 1000;
+  schedule { q.split(i, 16, io, ii); q.tag(io, gpu_block_x); q.tag(ii, gpu_thread_x); }
+})");
+  cuda::Program p = gpu_program(f);
+  EXPECT_EQ(count_of(p.source, "(((v_ii) / (4)))"), 1) << p.source;
+  EXPECT_EQ(count_of(p.source, "(((v_ii) % (4)))"), 1) << p.source;
+  EXPECT_EQ(count_of(p.source, "kiln_floordiv<long long>(b_x["), 1) << p.source;
+  EXPECT_EQ(count_of(p.source, "kiln_floormod<long long>(b_x["), 1) << p.source;
+  for (ThreadOrder order : {ThreadOrder::Forward, ThreadOrder::Reverse}) {
+    interp::Mismatch mm = emulated_against_reference(f, p, 11, order);
+    EXPECT_TRUE(mm.ok) << mm.describe();
+  }
+}
+
 // The emulator sees a missing barrier: the shared-tile matmul with its __syncthreads() taken out
 // reads tiles before the block's other threads have filled them (NaN where no thread has yet), or
 // refilled after they are read. And threads of one warp waiting at different barriers (a

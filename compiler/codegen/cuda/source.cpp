@@ -1586,6 +1586,12 @@ class Writer {
         if (ir::traps(n))
           return fmt::format("kiln_checked_{}<{}>({}, {}, kiln_status, {})", div ? "div" : "mod",
                              it, a, b, arith_status());
+        // C's division rounds toward zero, the IR's down: the same where the dividend is not
+        // negative and the divisor a positive constant
+        std::optional<int64_t> divisor = ir::int_value(n.b);
+        std::optional<int64_t> lowest = ir::range_of(n.a, known_).min;
+        if (divisor && *divisor > 0 && lowest && *lowest >= 0)
+          return fmt::format("(({}) {} ({}))", a, div ? "/" : "%", b);
         return fmt::format("kiln_floor{}<{}>({}, {})", div ? "div" : "mod", it, a, b);
       }
     }
