@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/loop_ir.h"
+
 namespace kiln::interp::detail {
 
 using ir::BinaryOp;
@@ -308,6 +310,9 @@ bool apply_unary(const std::string& name, T x, T* out) {
 }  // namespace
 
 Value Evaluator::eval_call(const ir::Call& n) {
+  // The GPU block's threads (kiln/loop_ir.h): here, as many as it has at least.
+  if (n.name == ir::kGpuBlockThreads && n.args.size() == 1)
+    return Value::of_int(ir::kIndexType, eval(n.args[0]).i);
   std::vector<Value> args;
   args.reserve(n.args.size());
   for (const ir::Expr& a : n.args) args.push_back(eval(a));

@@ -132,7 +132,8 @@ class LoopInterpreter final : public detail::Evaluator {
         int64_t end = eval_int(n.end);
         if (n.step <= 0) fail(fmt::format("loop {} has step {}", n.var, n.step));
         loops_.push_back(n.var);
-        bool thread = ir::is_gpu_thread_tag(n.tag);
+        // a GPU thread's loop, or the loop over a block's threads by rank
+        bool thread = ir::is_gpu_thread_tag(n.tag) || n.tag == ir::LoopTag::GpuRank;
         if (thread) thread_loops_.push_back(n.var);
         push(n.var, Value::of_int(ir::kIndexType, lo));
         for (int64_t x = lo; x < end; x += n.step) {

@@ -38,6 +38,8 @@ const char* loop_tag_name(LoopTag t) {
       return "gpu_distributed";
     case LoopTag::GpuLanes:
       return "gpu_lanes";
+    case LoopTag::GpuRank:
+      return "gpu_rank";
   }
   return "?";
 }
@@ -82,6 +84,18 @@ bool is_gpu_barrier(const Stmt& s) {
   const auto* e = as<Evaluate>(s);
   const auto* c = e ? as<Call>(e->value) : nullptr;
   return c != nullptr && c->name == kGpuBarrier && c->args.empty();
+}
+
+Expr gpu_block_threads(int64_t at_least) {
+  return std::make_shared<Call>(kGpuBlockThreads, std::vector<Expr>{int_imm(at_least)}, kIndexType);
+}
+
+std::optional<int64_t> gpu_block_threads_at_least(const Expr& e) {
+  const auto* c = as<Call>(e);
+  if (c == nullptr || c->name != kGpuBlockThreads || c->args.size() != 1) return std::nullopt;
+  const auto* n = as<IntImm>(c->args[0]);
+  if (n == nullptr) return std::nullopt;
+  return n->value;
 }
 
 Stmt block(std::vector<Stmt> stmts) {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "kiln/loop_ir.h"
+
 namespace kiln::ir {
 namespace {
 
@@ -166,6 +168,10 @@ Interval atom_bounds(const Expr& e, const Bounds& known) {
       }
       return {};
     }
+    case ExprKind::Call:  // a GPU block's threads (kiln/loop_ir.h)
+      if (std::optional<int64_t> n = gpu_block_threads_at_least(e))
+        return {std::max<int64_t>(*n, 1), kMaxBlockThreads};
+      return {};
     default:
       return {};
   }

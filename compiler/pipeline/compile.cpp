@@ -177,8 +177,8 @@ void gpu_codegen(const CompileRequest& request, CompileResult& out) {
       return;
   }
   // The GPU lowering passes (kiln/cuda.h), then the printer.
-  out.gpu_lowered = cuda::place_barriers(
-      cuda::distribute_fills(cuda::keep_in_registers(cuda::keep_fragments(out.optimized))));
+  out.gpu_lowered = cuda::pipeline_tiles(cuda::place_barriers(
+      cuda::distribute_fills(cuda::keep_in_registers(cuda::keep_fragments(out.optimized)))));
   out.cuda = cuda::generate(out.gpu_lowered);
   out.notes.insert(out.notes.end(), out.cuda->notes.begin(), out.cuda->notes.end());
   if (request.output == CompileOutput::Cuda) {

@@ -255,10 +255,11 @@ TEST(GpuCodegen, SharedTileMatmulLaunchAndBarriers) {
   EXPECT_EQ(count_of(p.source, "b_C["), 1 + 2 * 4) << p.source;  // init, loads, stores
   EXPECT_EQ(count_of(p.source, "*reinterpret_cast<float4*>(&b_C["), 4) << p.source;
   EXPECT_EQ(count_of(p.source, "make_float4(b_kiln_acc"), 4) << p.source;
-  // the fills are dealt out to the threads: the first step's, the next step's reads and stores
-  EXPECT_EQ(count_of(p.source, "const int kiln_g = kiln_tid + 0 * kiln_nthreads;"), 2 + 2 + 2)
-      << p.source;
-  EXPECT_EQ(count_of(in_k, "float4 kiln_pf"), 2) << in_k;
+  // the fills are dealt out to the threads by rank, one group each: the first step's, the next
+  // step's reads and stores
+  EXPECT_EQ(count_of(p.source, " = kiln_tid;"), 2 + 2 + 2) << p.source;
+  EXPECT_EQ(count_of(p.source, " + (((0) * (kiln_nthreads))));"), 2 + 2 + 2) << p.source;
+  EXPECT_EQ(count_of(in_k, "float4 b_kiln_pf"), 2) << in_k;
   // 16 x 16 threads for 16-wide thread loops: no bound check in them
   EXPECT_EQ(count_of(p.source, "if (v_tx <"), 0) << p.source;
   EXPECT_TRUE(p.notes.empty());
@@ -402,10 +403,10 @@ TEST(GpuCodegen, VectorCopiesOnlyWhereAligned) {
 TEST(GpuCodegen, TilesOfTheNextStepAreReadWhileThisStepComputes) {
   std::string p =
       gpu_program(parse_one(gpu_example("matmul"), {{"M", 256}, {"N", 128}, {"K", 64}})).source;
-  size_t first = p.find("if ((0) < (4)) {");
   size_t loop = p.find("for (int v_ko = 0; v_ko < 4; v_ko += 1) {");
-  ASSERT_NE(first, std::string::npos) << p;
   ASSERT_NE(loop, std::string::npos) << p;
+  size_t first = p.rfind("if (((0) < (4))) {", loop);
+  ASSERT_NE(first, std::string::npos) << p;
   std::string before = p.substr(first, loop - first);
   EXPECT_EQ(count_of(before, "const float4 kiln_v"), 2) << before;
   EXPECT_EQ(count_of(before, "__syncthreads();"), 1) << before;
@@ -414,7 +415,7 @@ TEST(GpuCodegen, TilesOfTheNextStepAreReadWhileThisStepComputes) {
   size_t reads = in_k.find("kiln_pf");
   size_t compute = in_k.find("for (int v_ki = 0;");
   size_t barrier = in_k.find("__syncthreads();");
-  size_t stores = in_k.find("= kiln_pf");
+  size_t stores = in_k.find("= b_kiln_pf");
   size_t last = in_k.rfind("__syncthreads();");
   ASSERT_NE(reads, std::string::npos) << in_k;
   EXPECT_LT(reads, compute) << in_k;
@@ -430,7 +431,7 @@ TEST(GpuCodegen, TilesOfTheNextStepAreReadWhileThisStepComputes) {
       gpu_program(parse_one(gpu_example("matmul"),
                             {{"M", 128}, {"N", 128}, {"K", 64}, {"TY", 8}, {"TX", 8}}))
           .source;
-  EXPECT_EQ(count_of(two, "const int kiln_g = kiln_tid + 1 * kiln_nthreads;"), 2 * 3) << two;
+  EXPECT_EQ(count_of(two, " + (((1) * (kiln_nthreads))));"), 2 * 3) << two;
 
   for (const ir::Overrides& sizes : std::vector<ir::Overrides>{
            {{"M", 64}, {"N", 64}, {"K", 40}},  // K's last tile is 8 of 16 columns
@@ -579,8 +580,8 @@ TEST(GpuLowering, AccumulatorsAreKeptInRegistersByAPassBeforeThePrinter) {
     EXPECT_EQ(count_of(after, "alloc kiln_acc" + std::to_string(k) + ": f32[] @gpu_local"), 1)
         << after;
   EXPECT_EQ(count_of(after, "alloc kiln_acc16 "), 0) << after;
-  EXPECT_EQ(ir::to_string(
-                cuda::place_barriers(cuda::distribute_fills(cuda::keep_in_registers(r.optimized)))),
+  EXPECT_EQ(ir::to_string(cuda::pipeline_tiles(cuda::place_barriers(
+                cuda::distribute_fills(cuda::keep_in_registers(r.optimized))))),
             after);
   // The printer given the optimized loops prints what it is given: no accumulator.
   EXPECT_EQ(count_of(cuda::generate(r.optimized).source, "kiln_acc"), 0);
@@ -670,24 +671,71 @@ ir::Buf arg(const char* name, std::vector<ir::Expr> shape, ir::BufKind kind) {
   return out;
 }
 
-// A loop the printer pipelines keeps the two barriers of its form (after the first step's tiles,
-// after the stores of the next step's); place_barriers puts the one that ends its computation,
-// before those stores, and none inside the form. Without place_barriers the printer writes only
-// the form's two.
-TEST(GpuLowering, APipelinedLoopGetsItsComputationsBarrierFromThePass) {
+// A pipelined loop's barriers are all the passes': place_barriers puts the one that ends its
+// computation, before the stores of the next step's elements into the tiles, and pipeline_tiles
+// the two of the pipeline's form, after the first step's tiles and after those stores. The
+// printer writes a __syncthreads() for each, and no other; a loop tagged gpu_pipelined that
+// pipeline_tiles did not write is an internal error. Without the passes there is no barrier and
+// no pipeline.
+TEST(GpuLowering, APipelinedLoopsBarriersAreAllThePasses) {
   ir::Func f = parse_one(gpu_example("matmul"), {{"M", 256}, {"N", 128}, {"K", 64}});
   CompileResult r = compile(gpu_request(f));
   const std::string lowered = ir::to_string(r.gpu_lowered);
   EXPECT_EQ(count_of(ir::to_string(r.optimized), "gpu_barrier"), 0);
   // before C's elements are loaded into registers (after the block's threads initialized C),
-  // and at the end of the K loop's body
-  EXPECT_EQ(count_of(lowered, "gpu_barrier();"), 2) << lowered;
-  EXPECT_EQ(count_of(r.cuda->source, "__syncthreads();"), 2 + 2) << r.cuda->source;
-  EXPECT_EQ(count_of(lowered, "// gpu_pipelined"), 1) << lowered;
-  // Unmarked, the loop is not pipelined: the printer writes no barrier of its own.
+  // after the first step's tiles, at the end of the K loop's computation, after the stores
+  EXPECT_EQ(count_of(lowered, "gpu_barrier();"), 4) << lowered;
+  EXPECT_EQ(count_of(r.cuda->source, "__syncthreads();"), 4) << r.cuda->source;
+  EXPECT_EQ(count_of(lowered, "// gpu_pipelined"), 0) << lowered;
+  EXPECT_EQ(count_of(lowered, "// gpu_rank"), 2 * 3) << lowered;  // A's and B's, three copies each
+
+  ir::LoweredFunc tagged = cuda::place_barriers(
+      cuda::distribute_fills(cuda::keep_in_registers(cuda::keep_fragments(r.optimized))));
+  EXPECT_EQ(count_of(ir::to_string(tagged), "// gpu_pipelined"), 1);
+  try {
+    cuda::generate(tagged);
+    ADD_FAILURE() << "a loop tagged gpu_pipelined was printed";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline_tiles did not write it"), std::string::npos)
+        << e.what();
+  }
   ir::LoweredFunc unplaced = cuda::keep_in_registers(cuda::keep_fragments(r.optimized));
   EXPECT_EQ(count_of(cuda::generate(unplaced).source, "__syncthreads();"), 0);
   EXPECT_EQ(count_of(cuda::generate(unplaced).source, "kiln_pf"), 0);
+}
+
+// pipeline_tiles writes the pipeline in the loops it hands the printer: the tiles allocated
+// around the K loop, the first step's copies before it, and in its body a thread's registers
+// (gpu_local) for the next step's elements, read where the fills were and stored into the
+// tiles after the computation. Each copy is a loop over the block's threads by rank (gpu_rank,
+// to gpu_block_threads(n): n is the thread loops' 256 threads), a thread's groups unrolled: with
+// 8 x 8 threads, A's 32 x 16 slice is 128 float4, two a thread. The loop interpreter runs the
+// ranks one after another, each with its own registers, to the reference's values, and the
+// printer writes each rank loop as the code of the thread whose rank is kiln_tid.
+TEST(GpuLowering, APipelineIsWrittenByAPassTheInterpreterRuns) {
+  ir::Func f =
+      parse_one(gpu_example("matmul"), {{"M", 128}, {"N", 128}, {"K", 64}, {"TY", 8}, {"TX", 8}});
+  CompileResult r = compile(gpu_request(f));
+  const std::string loops = ir::to_string(r.gpu_lowered);
+  size_t k_loop = loops.find("for (ko = ");
+  ASSERT_NE(k_loop, std::string::npos) << loops;
+  const std::string before = loops.substr(0, k_loop), in_k = loops.substr(k_loop);
+  EXPECT_EQ(count_of(before, "@gpu_shared"), 2) << loops;  // the tiles, around the loop
+  EXPECT_EQ(count_of(in_k, "@gpu_shared"), 0) << loops;
+  EXPECT_EQ(count_of(before, "// gpu_rank"), 2) << loops;  // the first step's copies
+  EXPECT_EQ(count_of(in_k, "// gpu_rank"), 4) << loops;    // the reads, the stores
+  EXPECT_EQ(count_of(loops, "< gpu_block_threads(64);"), 6) << loops;
+  EXPECT_EQ(count_of(in_k, "alloc kiln_pf"), 2) << loops;
+  EXPECT_EQ(count_of(in_k, "@gpu_local"), 2) << loops;
+  EXPECT_EQ(count_of(loops, " + 1 * gpu_block_threads(64)"), 2 * 3) << loops;  // A's second group
+
+  interp::Mismatch mm = gpu_loops_against_reference(f, r, 7, interp::tolerance_of(f)).gpu_lowered;
+  EXPECT_TRUE(mm.ok) << mm.describe();
+
+  const std::string& source = r.cuda->source;
+  EXPECT_EQ(count_of(source, " = kiln_tid;"), 6) << source;
+  EXPECT_EQ(count_of(source, "float4 b_kiln_pf0_0;"), 1) << source;  // A's two groups
+  EXPECT_EQ(count_of(source, "float4 b_kiln_pf0_1;"), 1) << source;
 }
 
 // place_barriers decides which loops are pipelines and marks them; the printer writes those, and
@@ -732,9 +780,9 @@ TEST(GpuLowering, ThePassMarksThePipelinesThePrinterWrites) {
             arg("C", {c(32), c(16)}, ir::BufKind::Output), arg("D", {c(128)}, ir::BufKind::Output)};
   f.body = loop("bx", c(0), c(4), ir::LoopTag::GpuBlockX,
                 std::make_shared<ir::LetStmt>("n", c(4), ir::block({thread_code, k_loop})));
-  ir::LoweredFunc placed = cuda::place_barriers(cuda::distribute_fills(f));
-  const std::string lowered = ir::to_string(placed.body);
+  const std::string lowered = ir::to_string(cuda::place_barriers(cuda::distribute_fills(f)).body);
   EXPECT_EQ(count_of(lowered, "// gpu_pipelined"), 1) << lowered;
+  ir::LoweredFunc placed = cuda::pipeline_tiles(cuda::place_barriers(cuda::distribute_fills(f)));
   const std::string source = cuda::generate(placed).source;
   EXPECT_NE(source.find("kiln_pf"), std::string::npos) << source;
   // after the first step's tiles, after the computation, after the next step's stores
@@ -873,14 +921,14 @@ TEST(GpuLowering, APipelinedLoopsLetsScopeTheirBodiesOnly) {
   f.body =
       loop("b", c(4), ir::LoopTag::GpuBlockX, std::make_shared<ir::LetStmt>("n", c(6), k_loop));
 
-  ir::LoweredFunc placed = cuda::place_barriers(cuda::distribute_fills(f));
-  const std::string lowered = ir::to_string(placed.body);
+  const std::string lowered = ir::to_string(cuda::place_barriers(cuda::distribute_fills(f)).body);
   EXPECT_EQ(count_of(lowered, "// gpu_pipelined"), 1) << lowered;
   EXPECT_EQ(count_of(lowered, "kiln_lane0 < e + 4;"), 1) << lowered;
   EXPECT_EQ(count_of(lowered, "kiln_lane1 < e + 2;"), 1) << lowered;
+  ir::LoweredFunc placed = cuda::pipeline_tiles(cuda::place_barriers(cuda::distribute_fills(f)));
   const std::string source = cuda::generate(placed).source;
-  EXPECT_EQ(count_of(source, "float4 kiln_pf"), 1) << source;
-  EXPECT_EQ(count_of(source, "float2 kiln_pf"), 2) << source;  // 12 pairs for 8 threads
+  EXPECT_EQ(count_of(source, "float4 b_kiln_pf"), 1) << source;
+  EXPECT_EQ(count_of(source, "float2 b_kiln_pf"), 2) << source;  // 12 pairs for 8 threads
 
   Bindings before, after;
   for (Bindings* in : {&before, &after}) {

@@ -133,6 +133,7 @@ std::optional<Pipeline> plan_pipeline(const ir::For& n, const BufTable& known,
     floats += f.per_thread * f.copy.width;
   }
   if (floats > kPipelineRegisters) return std::nullopt;
+  plan.threads = block;
   return plan;
 }
 

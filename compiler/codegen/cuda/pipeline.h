@@ -5,8 +5,8 @@
 // hides behind the arithmetic, for the registers that hold them. The first step's tiles are
 // filled before the loop. Each thread takes the groups kiln_tid, kiln_tid + kiln_nthreads, ...
 // of a fill, as many as the thread loops inside the loop make necessary (the block has at least
-// their threads). The planner below decides which loops are so written; the barrier placement
-// and the printer ask it alike.
+// their threads). The planner below decides which loops are so written: place_barriers asks it
+// and tags those loops gpu_pipelined, pipeline_tiles asks it again for them and writes them.
 #pragma once
 
 #include <map>
@@ -37,13 +37,14 @@ struct PipelinedFill {
 struct Pipeline {
   std::vector<const ir::Alloc*> tiles;
   std::vector<PipelinedFill> fills;
+  int64_t threads = 1;  // the block has at least so many (its thread loops')
 };
 
 // The pipeline of the serial loop n at block level, if it is one. `bufs`: the buffers known
 // before it; `lets`: the values of the integer lets in scope (bind_let); `mma_kernel`: whether
 // the kernel has mma nests (whose warps' 32 lanes are its x axis). Barriers in its body are
-// ignored. place_barriers decides which loops are pipelines (and marks them gpu_pipelined); the
-// printer plans those again, for the code it writes.
+// ignored. place_barriers decides which loops are pipelines (and marks them gpu_pipelined);
+// pipeline_tiles plans those again, for the loops it writes.
 std::optional<Pipeline> plan_pipeline(const ir::For& n, const BufTable& bufs,
                                       const std::map<std::string, ir::Expr>& lets, bool mma_kernel);
 

@@ -7,10 +7,10 @@
 // wrote, or writes memory one read. A serial loop around thread loops (the matmul's K loop) is
 // run by every thread, so its body's steps are placed the same way, and a barrier ends its
 // body where the next iteration's first steps would overtake this one's last. The pass decides
-// which such loops are pipelines (pipeline.h) and marks them gpu_pipelined; the printer writes
-// those as pipelines, with barriers of their own after the prologue and after the stores into
-// the tiles. Such a loop gets one before it where its fills conflict with what came before, and
-// one after its computation where the stores into its tiles do.
+// which such loops are pipelines (pipeline.h) and marks them gpu_pipelined; pipeline_tiles
+// writes those as pipelines, with barriers of their own after the prologue and after the stores
+// into the tiles. Such a loop gets one before it where its fills conflict with what came before,
+// and one after its computation where the stores into its tiles do.
 //
 // The walk follows the nest the way the printer reads it (kernels at the top level, code once
 // per block inside the gpu_block loops, thread code inside the gpu_thread loops); a nest the
@@ -201,7 +201,7 @@ class PlaceBarriers : public BlockCodeMutator {
     return with_body(n, body);
   }
 
-  // The printer writes the loop as a pipeline: the first step's tiles filled before it and a
+  // pipeline_tiles writes the loop as a pipeline: the first step's tiles filled before it and a
   // barrier, then in each iteration the next step's elements read into registers, the
   // computation, the stores into the tiles, and a barrier.
   Stmt pipelined_loop(const ir::For& n, const Pipeline& plan) {
@@ -220,7 +220,7 @@ class PlaceBarriers : public BlockCodeMutator {
     if (sync_before(Effects{{}, fills.writes})) body = then_barrier(body);
     // and the barrier after them (the next iteration reads them)
     pending_ = {};
-    // marked, so that the printer pipelines this loop and no other
+    // marked, so that pipeline_tiles writes this loop as a pipeline, and no other
     Stmt out =
         std::make_shared<ir::For>(n.var, n.min, n.end, n.step, ir::LoopTag::GpuPipelined, body);
     return sync ? barrier_then(out) : out;

@@ -16,7 +16,6 @@
 #include "kiln/simplify.h"
 #include "mma.h"
 #include "nests.h"
-#include "pipeline.h"
 #include "registers.h"
 #include "spaces.h"
 
@@ -140,6 +139,60 @@ template <typename Fragment> __device__ __forceinline__ void kiln_round_tf32(Fra
   for (int t = 0; t < f.num_elements; ++t) f.x[t] = nvcuda::wmma::__float_to_tf32(f.x[t]);
 }
 )";
+
+// The width of the groups in which s reads and writes buf, a thread's temporary, where each of
+// its accesses is one side of a gpu_lanes loop's copy (4 or 2 floats, the same for all) at an
+// offset that is a multiple of the width: such a temporary is held as float4 (float2) values,
+// one variable each. 0 where it is accessed otherwise.
+class RegisterGroups : public ir::StmtVisitor {
+ public:
+  explicit RegisterGroups(std::string buf) : buf_(std::move(buf)) {}
+  int64_t width(const Stmt& s) {
+    visit(s);
+    return ok_ && width_ > 1 ? width_ : 0;
+  }
+
+ protected:
+  void visit_for(const ir::For& n) override {
+    const auto* st = ir::as<ir::Store>(n.body);
+    const ir::Load* ld = st ? ir::as<ir::Load>(st->value) : nullptr;
+    if (n.tag != LoopTag::GpuLanes || !ld) return ir::StmtVisitor::visit_for(n);
+    if (st->buf == buf_) group(n, st->indices);
+    if (ld->buf == buf_) group(n, ld->indices);
+    for (const Expr& e : st->indices) visit(e);
+    for (const Expr& e : ld->indices) visit(e);
+  }
+  void visit_store(const ir::Store& n) override {
+    if (n.buf == buf_) ok_ = false;
+    ir::StmtVisitor::visit_store(n);
+  }
+  void visit_load(const ir::Load& n) override {
+    if (n.buf == buf_) ok_ = false;
+    ir::StmtVisitor::visit_load(n);
+  }
+
+ private:
+  // One side of the lanes loop n's copy: the elements at indices, for each lane.
+  void group(const ir::For& n, const std::vector<Expr>& indices) {
+    int64_t w = constant(n.end - n.min).value_or(0);
+    if (indices.size() != 1 || (w != 2 && w != 4) || (width_ != 0 && width_ != w)) {
+      ok_ = false;
+      return;
+    }
+    std::optional<int64_t> first = constant(ir::substitute(indices[0], {{n.var, n.min}}));
+    std::optional<int64_t> next =
+        constant(ir::substitute(indices[0], {{n.var, n.min + ir::int_imm(1)}}));
+    if (!first || next != *first + 1 || *first % w != 0) {
+      ok_ = false;
+      return;
+    }
+    width_ = w;
+  }
+
+  std::string buf_;
+  int64_t width_ = 0;
+  bool ok_ = true;
+};
 
 class Writer {
  public:
@@ -363,6 +416,7 @@ class Writer {
     shared_decls_.clear();
     shared_bytes_ = 0;
     block_dims_ = {1, 1, 1};
+    rank_threads_ = 1;
     // A warp's 32 lanes run each mma nest together: they are the block's x axis.
     mma_kernel_ = has_loop(root, is_mma);
     mma_bufs_ = mma_buffers(root);
@@ -429,6 +483,11 @@ class Writer {
       block_scope(s);
     }
     int64_t threads = block_dims_[0] * block_dims_[1] * block_dims_[2];
+    if (threads < rank_threads_)
+      fail(
+          fmt::format("internal error: kernel {} has {} threads per block, but its code was dealt "
+                      "out to at least {} (report this to kiln's developers)",
+                      name, threads, rank_threads_));
     if (threads > 1024)
       fail(
           fmt::format("kernel {} needs {} threads per block ({} x {} x {}); a GPU block has at "
@@ -512,6 +571,8 @@ class Writer {
       }
       case ir::ExprKind::Var:
         return narrow_vars_.count(static_cast<const ir::Var&>(*e).name) > 0;
+      case ir::ExprKind::Call:  // the block's threads, an int
+        return ir::gpu_block_threads_at_least(e).has_value();
       case ir::ExprKind::Binary: {
         const auto& n = static_cast<const ir::Binary&>(*e);
         if (!narrow(n.a) || !narrow(n.b)) return false;
@@ -594,6 +655,7 @@ class Writer {
         const auto& n = static_cast<const ir::For&>(*s);
         check_tag(n);
         if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
+        if (n.tag == LoopTag::GpuRank) return rank_loop(n);
         if (has_loop(n.body, ir::is_gpu_thread_tag)) return structural_loop(n);
         // a nest one thread runs: a warp's mma nest cannot be in it
         if (const ir::For* m = first_loop(s, is_mma)) refuse_mma_outside_warps(*m);
@@ -616,18 +678,13 @@ class Writer {
   }
 
   // A serial loop with thread loops inside: every thread runs it, and the block's threads meet
-  // at its __syncthreads() (its bounds depend on block indices only, so they agree). Those
-  // place_barriers marked are written as a pipeline.
+  // at its __syncthreads() (its bounds depend on block indices only, so they agree).
   void structural_loop(const ir::For& n) {
-    if (n.tag == LoopTag::GpuPipelined) {
-      std::optional<Pipeline> plan = plan_pipeline(n, bufs_, let_values_, mma_kernel_);
-      if (!plan)
-        fail(
-            fmt::format("internal error: loop '{}' is marked gpu_pipelined, but the printer finds "
-                        "no pipeline in it (report this to kiln's developers)",
-                        n.var));
-      return pipelined_loop(n, *plan);
-    }
+    if (n.tag == LoopTag::GpuPipelined)
+      fail(
+          fmt::format("internal error: loop '{}' is tagged gpu_pipelined, but pipeline_tiles did "
+                      "not write it (report this to kiln's developers)",
+                      n.var));
     line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
                      expr(n.end), n.step, index_type(n.var, loop_range(n), n.step)));
     var_types_[n.var] = ir::kIndexType;
@@ -728,6 +785,106 @@ class Writer {
     line("}");
   }
 
+  // A loop over the block's threads by rank (pipeline_tiles): each thread runs its body once,
+  // the loop's variable its rank.
+  void rank_loop(const ir::For& n) {
+    std::optional<int64_t> at_least = ir::gpu_block_threads_at_least(n.end);
+    if (!at_least || ir::int_value(n.min) != 0 || n.step != 1)
+      fail(
+          fmt::format("internal error: loop '{}' is tagged gpu_rank but is not a loop over the "
+                      "block's threads (report this to kiln's developers)",
+                      n.var));
+    rank_threads_ = std::max(rank_threads_, *at_least);
+    line("{");
+    ++indent_;
+    line(fmt::format("const int v_{} = kiln_tid;", n.var));
+    var_types_[n.var] = ir::kIndexType;
+    narrow_vars_.insert(n.var);
+    known_[n.var] = {0, ir::kMaxBlockThreads - 1};
+    thread(n.body);
+    known_.erase(n.var);
+    --indent_;
+    line("}");
+  }
+
+  // A group of consecutive floats copied as one value (a loop tagged gpu_lanes): a float4
+  // (float2, float) load where they are in memory, whose lowering pass aligned them; a vector
+  // store where they go to memory, consecutive and aligned, else a store each. A thread's
+  // temporary held as vectors (RegisterGroups) gives or takes the group whole.
+  void lanes_copy(const ir::For& n) {
+    const auto* st = ir::as<ir::Store>(n.body);
+    const ir::Load* ld = st && !st->atomic ? ir::as<ir::Load>(st->value) : nullptr;
+    std::optional<int64_t> width = constant(n.end - n.min);
+    if (!ld || ld->type != DType::F32 || !width || (*width != 1 && *width != 2 && *width != 4) ||
+        n.step != 1)
+      fail(
+          fmt::format("internal error: the gpu_lanes loop '{}' is not a copy of 1, 2 or 4 "
+                      "floats (report this to kiln's developers)",
+                      n.var));
+    int w = static_cast<int>(*width);
+    // the indices of the group's e-th element
+    auto at = [&](const std::vector<Expr>& indices, int e) {
+      std::vector<Expr> out;
+      for (const Expr& i : indices)
+        out.push_back(ir::simplify(ir::substitute(i, {{n.var, n.min + ir::int_imm(e)}})));
+      return out;
+    };
+    std::string value = element(ld->buf, at(ld->indices, 0));
+    if (std::optional<std::string> v = vector_register(ld->buf, at(ld->indices, 0), w)) {
+      value = *v;
+    } else if (w > 1 && space_of(ld->buf) == Space::Local) {
+      std::vector<std::string> elements;
+      for (int e = 0; e < w; ++e) elements.push_back(element(ld->buf, at(ld->indices, e)));
+      value = fmt::format("make_float{}({})", w, fmt::join(elements, ", "));
+    } else if (w > 1) {
+      if (!aligned_group(n, ld->buf, ld->indices, w))
+        fail(
+            fmt::format("internal error: the gpu_lanes loop '{}' reads {} floats of {} that are "
+                        "not consecutive and aligned (report this to kiln's developers)",
+                        n.var, w, ld->buf));
+      value = fmt::format("*reinterpret_cast<const float{}*>(&{})", w, value);
+    }
+    if (std::optional<std::string> v = vector_register(st->buf, at(st->indices, 0), w))
+      return line(fmt::format("{} = {};", *v, value));
+    if (w == 1) return line(fmt::format("{} = {};", element(st->buf, at(st->indices, 0)), value));
+    if (!vector_registers_.count(ld->buf)) {  // a name for the group
+      std::string name = fmt::format("kiln_v{}", vector_count_++);
+      line(fmt::format("const {} {} = {};", vector_type(w), name, value));
+      value = name;
+    }
+    if (space_of(st->buf) != Space::Local && aligned_group(n, st->buf, st->indices, w))
+      return line(fmt::format("*reinterpret_cast<float{0}*>(&{1}) = {2};", w,
+                              element(st->buf, at(st->indices, 0)), value));
+    for (int e = 0; e < w; ++e)
+      line(fmt::format("{} = {}.{};", element(st->buf, at(st->indices, e)), value, "xyzw"[e]));
+  }
+
+  // The vector of w floats of buf, a temporary held as such, that starts at indices.
+  std::optional<std::string> vector_register(const std::string& buf,
+                                             const std::vector<Expr>& indices, int w) const {
+    auto it = vector_registers_.find(buf);
+    if (it == vector_registers_.end()) return std::nullopt;
+    int64_t first = -1;
+    if (indices.size() == 1) first = constant(indices[0]).value_or(-1);
+    if (it->second != w || first < 0 || first % w != 0)
+      fail(
+          fmt::format("internal error: temporary {} is held as groups of {} floats, but a copy "
+                      "takes {} at another offset (report this to kiln's developers)",
+                      buf, it->second, w));
+    return fmt::format("b_{}_{}", buf, first / w);
+  }
+
+  // Whether buf[indices] over the lanes of loop n are consecutive elements, the first at an
+  // offset that is a multiple of w.
+  bool aligned_group(const ir::For& n, const std::string& buf, const std::vector<Expr>& indices,
+                     int w) const {
+    Expr offset = flat_offset(indices, bufs_.at(buf).shape);
+    Expr lane = ir::var(n.var);
+    std::optional<int64_t> step = ir::eval_int(
+        ir::simplify(ir::substitute(offset, {{n.var, lane + ir::int_imm(1)}}) - offset), {});
+    return step == 1 && multiple_of(expand_lets(ir::substitute(offset, {{n.var, n.min}})), w);
+  }
+
   void copy_vector(const VectorCopy& vc) {
     std::string name = fmt::format("kiln_v{}", vector_count_++);
     line(fmt::format("const {} {} = {};", vector_type(vc.width), name, vector_load(vc)));
@@ -759,134 +916,6 @@ class Writer {
         at.push_back(ir::simplify(ir::substitute(i, {{vc.var, ir::var(vc.var) + ir::int_imm(e)}})));
       line(fmt::format("{} = {}.{};", element(vc.to, at), name, "xyzw"[e]));
     }
-  }
-
-  // ---------------------------------------------------------------------------------------
-  // Pipelined tiles (pipeline.h): the first step's tiles filled before the loop, and in each
-  // iteration the next step's elements read into registers before the computation and stored
-  // into the tiles after it.
-
-  void pipelined_loop(const ir::For& n, const Pipeline& plan) {
-    const std::vector<PipelinedFill>& fills = plan.fills;
-    for (const ir::Alloc* a : plan.tiles) declare(*a, Space::Shared);
-    // the first step's tiles
-    line(fmt::format("if (({}) < ({})) {{", expr(n.min), expr(n.end)));
-    ++indent_;
-    for (const PipelinedFill& f : fills)
-      each_group(f, n.var, n.min, "", [&](int64_t, const VectorCopy& c) { copy_vector(c); });
-    --indent_;
-    line("}");
-    line("__syncthreads();");
-    line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
-                     expr(n.end), n.step, index_type(n.var, loop_range(n), n.step)));
-    var_types_[n.var] = ir::kIndexType;
-    bind_range(n);
-    ++indent_;
-    Expr next = ir::var(n.var) + ir::int_imm(n.step);
-    std::string has_next = fmt::format("({}) < ({})", expr(next), expr(n.end));
-    std::vector<std::string> held(fills.size());  // the registers of each fill
-    // (its body ends with the barrier place_barriers put before the stores below, where they
-    // need one)
-    pipelined_body(n.body, plan, n.var, next, has_next, held);
-    // the next step's tiles
-    line(fmt::format("if ({}) {{", has_next));
-    ++indent_;
-    for (size_t i = 0; i < fills.size(); ++i)
-      each_group(fills[i], n.var, next, "", [&](int64_t j, const VectorCopy& c) {
-        vector_store(c, fmt::format("{}_{}", held[i], j));
-      });
-    --indent_;
-    line("}");
-    line("__syncthreads();");  // before the next iteration reads them
-    --indent_;
-    line("}");
-    known_.erase(n.var);
-  }
-
-  // The loop's body, each fill replaced by the reads of the next step's elements into
-  // registers (held[i]_j).
-  void pipelined_body(const Stmt& s, const Pipeline& plan, const std::string& loop_var,
-                      const Expr& next, const std::string& has_next,
-                      std::vector<std::string>& held) {
-    if (!s) return;
-    const std::vector<PipelinedFill>& fills = plan.fills;
-    if (s->kind == ir::StmtKind::Block) {
-      for (const Stmt& c : static_cast<const ir::Block&>(*s).stmts)
-        pipelined_body(c, plan, loop_var, next, has_next, held);
-      return;
-    }
-    if (const ir::LetStmt* l = ir::as<ir::LetStmt>(s)) {
-      LetScope scope(let_values_, l->var, l->value);
-      let_line(l->var, l->value);
-      return pipelined_body(l->body, plan, loop_var, next, has_next, held);
-    }
-    if (const ir::Alloc* a = ir::as<ir::Alloc>(s)) {  // a tile, declared before the loop
-      return pipelined_body(a->body, plan, loop_var, next, has_next, held);
-    }
-    for (size_t i = 0; i < fills.size(); ++i) {
-      if (s.get() != fills[i].nest) continue;
-      const PipelinedFill& f = fills[i];
-      held[i] = fmt::format("kiln_pf{}", vector_count_++);
-      for (int64_t j = 0; j < f.per_thread; ++j)
-        line(fmt::format("{} {}_{};", vector_type(f.copy.width), held[i], j));
-      each_group(f, loop_var, next, has_next, [&](int64_t j, const VectorCopy& c) {
-        line(fmt::format("{}_{} = {};", held[i], j, vector_load(c)));
-      });
-      return;
-    }
-    block_scope(s);
-  }
-
-  // For each group j of this thread's in the fill at step `at` of the pipelined loop (loop_var
-  // replaced by `at`): binds the fill's loop variables to the group's first element, and calls
-  // emit(j, the copy at `at`) where the group exists (and `cond` holds).
-  void each_group(const PipelinedFill& f, const std::string& loop_var, const Expr& at,
-                  const std::string& cond,
-                  const std::function<void(int64_t, const VectorCopy&)>& emit) {
-    VectorCopy copy = copy_at(f, loop_var, at);
-    for (int64_t j = 0; j < f.per_thread; ++j) {
-      line("{");
-      ++indent_;
-      bind_group(f, j, loop_var, at);
-      line(
-          fmt::format("if ({}kiln_g < {}) {{", cond.empty() ? "" : "(" + cond + ") && ", f.groups));
-      ++indent_;
-      emit(j, copy);
-      --indent_;
-      line("}");
-      for (const ir::For* c : f.chain) known_.erase(c->var);
-      --indent_;
-      line("}");
-    }
-  }
-
-  // Binds the fill's loop variables to the first element of this thread's j-th group.
-  void bind_group(const PipelinedFill& f, int64_t j, const std::string& loop_var, const Expr& at) {
-    line(fmt::format("const int kiln_g = kiln_tid + {} * kiln_nthreads;", j));
-    int64_t inner = 1;
-    for (size_t k = f.chain.size(); k-- > 0;) {
-      const ir::For& c = *f.chain[k];
-      Expr first = ir::simplify(ir::substitute(f.mins[k], {{loop_var, at}}));
-      int64_t step = c.step;  // the innermost loop's: a group's
-      std::string digit = k == 0 ? fmt::format("(kiln_g / {})", inner)
-                                 : fmt::format("(kiln_g / {} % {})", inner, f.extents[k]);
-      ir::Interval r;
-      r.min = ir::range_of(first, known_).min;
-      r.max = ir::range_of(first + ir::int_imm((f.extents[k] - 1) * step + step - 1), known_).max;
-      line(fmt::format("const {} v_{} = {} + {} * {};", index_type(c.var, r, 0), c.var, expr(first),
-                       digit, step));
-      var_types_[c.var] = ir::kIndexType;
-      known_[c.var] = r;
-      inner *= f.extents[k];
-    }
-  }
-
-  // The fill's copy at step `at` of the pipelined loop.
-  static VectorCopy copy_at(const PipelinedFill& f, const std::string& loop_var, const Expr& at) {
-    VectorCopy c = f.copy;
-    for (std::vector<Expr>* v : {&c.from_at, &c.to_at})
-      for (Expr& e : *v) e = ir::simplify(ir::substitute(e, {{loop_var, at}}));
-    return c;
   }
 
   // ---------------------------------------------------------------------------------------
@@ -1108,7 +1137,15 @@ class Writer {
       shared_decls_ +=
           fmt::format("  __shared__ __align__({}) {} b_{}[{}];\n", mma_bufs_.count(n.buf) ? 32 : 16,
                       ctype(n.dtype), n.buf, std::max<int64_t>(count, 1));
+    } else if (int64_t w = n.dtype == DType::F32 ? RegisterGroups(n.buf).width(n.body) : 0;
+               w > 0 && count % w == 0) {
+      // one variable a group: NVRTC unrolls loops around them as around registers (an array of
+      // float4 made it keep a matmul's K loop rolled where the variables did not)
+      vector_registers_[n.buf] = static_cast<int>(w);
+      for (int64_t g = 0; g < count / w; ++g)
+        line(fmt::format("{} b_{}_{};", vector_type(static_cast<int>(w)), n.buf, g));
     } else {
+      vector_registers_.erase(n.buf);
       line(fmt::format("{} b_{}[{}];", ctype(n.dtype), n.buf, std::max<int64_t>(count, 1)));
     }
   }
@@ -1375,6 +1412,7 @@ class Writer {
         check_tag(n);
         if (ir::is_gpu_thread_tag(n.tag)) return thread_loop(n);
         if (is_mma(n.tag)) return mma_nest(n);
+        if (n.tag == LoopTag::GpuLanes) return lanes_copy(n);
         if (n.tag == LoopTag::Unroll || n.tag == LoopTag::UnrollExplicit) line("#pragma unroll");
         line(fmt::format("for ({4} v_{0} = {1}; v_{0} < {2}; v_{0} += {3}) {{", n.var, expr(n.min),
                          expr(n.end), n.step, index_type(n.var, loop_range(n), n.step)));
@@ -1599,6 +1637,7 @@ class Writer {
   }
 
   std::string call(const ir::Call& n) {
+    if (n.name == ir::kGpuBlockThreads) return "kiln_nthreads";
     size_t arity = 0;
     if (!ir::is_math_intrinsic(n.name, &arity) || n.args.size() != arity)
       fail("call of unknown function " + n.name);
@@ -1638,6 +1677,8 @@ class Writer {
   int indent_ = 1;
   int64_t shared_bytes_ = 0;
   std::array<int64_t, 3> block_dims_{1, 1, 1};
+  int64_t rank_threads_ = 1;  // the threads code dealt out by rank needs at least
+  std::map<std::string, int> vector_registers_;  // thread temporaries held as float4 (float2)
   std::vector<std::pair<std::string, Guard>> guards_;
   std::set<int> thread_axes_;
   ir::Bounds known_;

@@ -119,22 +119,30 @@ ir::LoweredFunc keep_fragments(const ir::LoweredFunc& f);
 // that the printer writes as one float4, float2 or float load and store.
 ir::LoweredFunc distribute_fills(const ir::LoweredFunc& f);
 
-// place_barriers, last: inside each kernel's block loops, outside its thread loops, a barrier
-// (ir::gpu_barrier(), __syncthreads()) goes before each step that reads or writes memory the
-// block's threads share (shared tiles, device memory) which a step since the last barrier
-// wrote, or writes what one read; and at the end of a loop around thread loops whose next
+// place_barriers, after distribute_fills: inside each kernel's block loops, outside its thread
+// loops, a barrier (ir::gpu_barrier(), __syncthreads()) goes before each step that reads or writes
+// memory the block's threads share (shared tiles, device memory) which a step since the last
+// barrier wrote, or writes what one read; and at the end of a loop around thread loops whose next
 // iteration's first steps would overtake this one's last. It decides which of those loops are
 // written as a pipeline (prefetching their shared tiles) and tags them gpu_pipelined: such a
-// loop has its own barriers between its steps; it gets one before it where its fills need one,
-// and one after its computation where the stores into its tiles do.
+// loop gets a barrier before it where its fills need one, and one after its computation where
+// the stores into its tiles do; pipeline_tiles gives it the rest.
 ir::LoweredFunc place_barriers(const ir::LoweredFunc& f);
 
-// Generates the CUDA program of f, the loops the GPU lowering passes left: its barriers where
-// place_barriers put them, and only those (a pipelined loop's own two but). Throws CompileError
-// (stage Codegen) naming the loop or buffer when the schedule cannot run on a GPU: block loops not
-// outermost or not perfectly nested, a thread loop whose extent has no constant bound, a tag used
-// twice in one nest, `parallel` or a loop around kernels, a shared or local temporary of run-time
-// size.
+// pipeline_tiles, last: each loop tagged gpu_pipelined becomes a pipeline of its shared tiles.
+// The first step's fills are copied into the tiles before the loop, then a barrier; in each step
+// the next step's elements are read into each thread's registers (gpu_local temporaries
+// kiln_pfN) where the fills were, before the computation, and stored into the tiles after it,
+// then a barrier. Each copy is dealt out to the block's threads by rank (a loop tagged gpu_rank
+// over gpu_block_threads(n), kiln/loop_ir.h), each thread's groups unrolled, each group a
+// gpu_lanes loop; the loop itself is left untagged.
+ir::LoweredFunc pipeline_tiles(const ir::LoweredFunc& f);
+
+// Generates the CUDA program of f, the loops the GPU lowering passes left, with its barriers
+// where those passes put them, and only those. Throws CompileError (stage Codegen) naming the
+// loop or buffer when the schedule cannot run on a GPU: block loops not outermost or not
+// perfectly nested, a thread loop whose extent has no constant bound, a tag used twice in one
+// nest, `parallel` or a loop around kernels, a shared or local temporary of run-time size.
 Program generate(const ir::LoweredFunc& f);
 
 // A launch's integer expression (a grid extent, a temporary's size) as postfix tokens, which

@@ -39,6 +39,11 @@ enum class LoopTag : uint8_t {
   // And the loop it puts inside such a fill's innermost loop where that loop copies floats: its
   // iterations copy consecutive elements (4, 2 or 1) as one value, a float4, float2 or float.
   GpuLanes,
+  // And the loop the CUDA backend's pipeline_tiles puts around the code each of a block's threads
+  // runs once at block level, `for (t = 0; t < gpu_block_threads(n); t++)`: its iterations are
+  // the block's threads, t a thread's rank in the block (the loop interpreter runs them one
+  // after another, each with its own registers).
+  GpuRank,
 };
 const char* loop_tag_name(LoopTag t);  // "parallel", "vectorize", "gpu_block_x", ...
 // Whether t binds a loop to the GPU's blocks (gpu_block_x/y/z), its threads
@@ -156,6 +161,16 @@ Stmt block(std::vector<Stmt> stmts);
 inline constexpr const char* kGpuBarrier = "gpu_barrier";
 Stmt gpu_barrier();
 bool is_gpu_barrier(const Stmt& s);
+
+// The number of a GPU block's threads, which is at least n (the block is as wide as its widest
+// thread loops, known once the whole kernel is printed): the call kGpuBlockThreads(n), an i64,
+// which the CUDA backend's pipeline_tiles writes, the printer writes as the block's size and
+// the loop interpreter takes to be n. At most kMaxBlockThreads.
+inline constexpr const char* kGpuBlockThreads = "gpu_block_threads";
+inline constexpr int64_t kMaxBlockThreads = 1024;
+Expr gpu_block_threads(int64_t at_least);
+// n where e is gpu_block_threads(n).
+std::optional<int64_t> gpu_block_threads_at_least(const Expr& e);
 
 // s with its free variables replaced by name; a name a loop or a let binds is
 // not replaced inside it (ir::substitute of an expression, for statements).
