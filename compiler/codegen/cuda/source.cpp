@@ -733,9 +733,7 @@ class Writer {
     std::vector<int64_t> constants;  // the extents, while all are constants
     for (size_t k = 0; k < chain.size(); ++k) {
       std::string e = fmt::format("kiln_e{}_{}", id, k);
-      Expr extent = expand_lets(extent_of(*chain[k]));
-      if (k + 1 == chain.size() && width > 1)  // groups of `width` elements
-        extent = ir::int_imm(vc.extent / width);
+      Expr extent = expand_lets(extent_of(*chain[k]));  // the innermost loop's: in groups
       if (const ir::IntImm* c = ir::as<ir::IntImm>(extent)) {
         line(fmt::format("constexpr long long {} = {};", e, std::max<int64_t>(c->value, 0)));
         constants.push_back(std::max<int64_t>(c->value, 0));
