@@ -170,7 +170,7 @@ Interval atom_bounds(const Expr& e, const Bounds& known) {
     }
     case ExprKind::Call:  // a GPU block's threads (kiln/loop_ir.h)
       if (std::optional<int64_t> n = gpu_block_threads_at_least(e))
-        return {std::max<int64_t>(*n, 1), kMaxBlockThreads};
+        return {std::max<int64_t>(*n, 1), std::max(*n, kMaxBlockThreads)};
       return {};
     default:
       return {};

@@ -589,8 +589,8 @@ TEST(GpuLowering, AccumulatorsAreKeptInRegistersByAPassBeforeThePrinter) {
 }
 
 // The barriers between a block's steps are placed by a pass (place_barriers) as gpu_barrier()
-// statements, and the printer writes __syncthreads() where they are and nowhere else, except in
-// the two it writes into a pipelined loop. The block's steps here: one thread loop fills a shared
+// statements, and the printer writes __syncthreads() where they are and nowhere else. The block's
+// steps here: one thread loop fills a shared
 // tile, the next reads it (a barrier), a third touches neither it nor what the second wrote (no
 // barrier), a fourth overwrites the tile the second read (a barrier), and a fifth writes only
 // thread registers (no barrier). The loop interpreter passes over the barriers.
@@ -738,11 +738,50 @@ TEST(GpuLowering, APipelineIsWrittenByAPassTheInterpreterRuns) {
   EXPECT_EQ(count_of(source, "float4 b_kiln_pf0_1;"), 1) << source;
 }
 
-// place_barriers decides which loops are pipelines and marks them; the printer writes those, and
-// only those, as pipelines. It decided again for itself before, with the lets it had printed so
-// far rather than those in scope: here the thread loop's `n = 1024` would have hidden the block's
-// `n = 4`, the printer would not have pipelined the K loop (128 floats a thread) where the pass
-// had (4), and the fill and the computation would have had no barrier between them.
+// The names the GPU lowering passes make avoid the func's own, its buffers' too: an input named
+// kiln_pf0 (the name pipeline_tiles would give its first registers) is still the input in the
+// K loop's reads, emulated as on the loop interpreter. The registers had been declared
+// b_kiln_pf0, hiding the input, and the prefetch read 64 floats of a 4-float array.
+TEST(GpuLowering, TheNamesThePassesMakeAvoidTheFuncsBuffers) {
+  ir::Func f = parse_one(R"(
+func clash {
+  param N = 64, K = 64;
+  input  kiln_pf0 : f32[K];
+  input  B : f32[K, N];
+  output C : f32[N];
+  compute C(j) in 0 <= j < N:
+    C[j] = sum(k in 0 <= k < K) kiln_pf0[k] * B[k, j];
+  schedule {
+    C_init.split(j, 32, jo, tx);
+    C.split(j, 32, jo, tx);
+    C.split(k, 8, ko, ki);
+    C.reorder(jo, ko, tx, ki);
+    C.after(C_init, jo);
+    C.cache_identity(kiln_pf0, ko, gpu_shared);
+    C.cache_identity(B, ko, gpu_shared);
+    C_init.tag(jo, gpu_block_x);
+    C_init.tag(tx, gpu_thread_x);
+    C.tag(jo, gpu_block_x);
+    C.tag(tx, gpu_thread_x);
+  }
+})");
+  CompileResult r = gpu_compile(f);
+  const std::string loops = ir::to_string(r.gpu_lowered);
+  EXPECT_EQ(count_of(loops, "alloc kiln_pf0:"), 0) << loops;
+  EXPECT_EQ(count_of(loops, "alloc kiln_pf1:"), 1) << loops;  // the registers, named apart
+  GpuLoopsMismatch loops_mm = gpu_loops_against_reference(f, r, 5, interp::tolerance_of(f));
+  EXPECT_TRUE(loops_mm.gpu_lowered.ok) << loops_mm.gpu_lowered.describe();
+  for (ThreadOrder order : {ThreadOrder::Forward, ThreadOrder::Reverse}) {
+    interp::Mismatch mm = emulated_against_reference(f, *r.cuda, 5, order);
+    EXPECT_TRUE(mm.ok) << mm.describe();
+  }
+}
+
+// place_barriers decides which loops are pipelines and marks them; pipeline_tiles writes those,
+// and only those, as pipelines. The printer decided again for itself before, with the lets it had
+// printed so far rather than those in scope: here the thread loop's `n = 1024` would have hidden
+// the block's `n = 4`, the printer would not have pipelined the K loop (128 floats a thread) where
+// the pass had (4), and the fill and the computation would have had no barrier between them.
 TEST(GpuLowering, ThePassMarksThePipelinesThePrinterWrites) {
   using ir::Expr;
   using ir::Stmt;

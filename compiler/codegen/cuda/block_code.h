@@ -3,8 +3,8 @@
 // every thread loop, temporaries, lets, branches, serial loops around thread loops, thread
 // loops and nests with no thread loop, with the buffers and integer lets known at each. The GPU
 // lowering passes that rewrite that code derive from it and take the cases they rewrite
-// (keep_in_registers, distribute_fills); place_barriers, which follows the steps of a block in
-// order, takes the kernel's walk and the tables and walks the block's code itself.
+// (keep_in_registers, distribute_fills, pipeline_tiles); place_barriers, which follows the steps
+// of a block in order, takes the kernel's walk and the tables and walks the block's code itself.
 #pragma once
 
 #include <map>

@@ -32,8 +32,7 @@ using ir::Stmt;
 
 class DistributeFills : public BlockCodeMutator {
  public:
-  explicit DistributeFills(const ir::LoweredFunc& f)
-      : BlockCodeMutator(f), names_(ir::names_in(f.body)) {}
+  explicit DistributeFills(const ir::LoweredFunc& f) : BlockCodeMutator(f), names_(names_used(f)) {}
 
   Stmt run(const Stmt& body) {
     return map_kernels(

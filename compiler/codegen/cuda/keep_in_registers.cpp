@@ -29,7 +29,7 @@ using ir::Stmt;
 
 class KeepInRegisters : public BlockCodeMutator {
  public:
-  explicit KeepInRegisters(const ir::LoweredFunc& f) : BlockCodeMutator(f) {}
+  explicit KeepInRegisters(const ir::LoweredFunc& f) : BlockCodeMutator(f), names_(names_used(f)) {}
 
   Stmt run(const Stmt& body) {
     return map_kernels(
@@ -121,10 +121,17 @@ class KeepInRegisters : public BlockCodeMutator {
                  : std::optional<ir::DType>(it->second.dtype);
     };
   }
+  // A name for a temporary that the func does not use.
   std::function<std::string()> fresh() {
-    return [this] { return fmt::format("kiln_acc{}", accumulators_++); };
+    return [this] {
+      for (;;) {
+        std::string name = fmt::format("kiln_acc{}", accumulators_++);
+        if (names_.insert(name).second) return name;
+      }
+    };
   }
 
+  std::set<std::string> names_;  // the names the func uses
   int accumulators_ = 0;
   std::set<std::string> mma_bufs_;  // those the kernel's mma nests use
 };

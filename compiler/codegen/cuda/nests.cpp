@@ -22,6 +22,26 @@ class StoreCollector : public ir::StmtVisitor {
   }
 };
 
+// The buffers a statement allocates, reads and writes.
+class BufferNames : public ir::StmtVisitor {
+ public:
+  std::set<std::string> names;
+
+ protected:
+  void visit_alloc(const ir::Alloc& n) override {
+    names.insert(n.buf);
+    ir::StmtVisitor::visit_alloc(n);
+  }
+  void visit_store(const ir::Store& n) override {
+    names.insert(n.buf);
+    ir::StmtVisitor::visit_store(n);
+  }
+  void visit_load(const ir::Load& n) override {
+    names.insert(n.buf);
+    ir::StmtVisitor::visit_load(n);
+  }
+};
+
 // s inside a loop of one iteration tagged `tag`, its variable a name s does not use.
 ir::Stmt once(const ir::Stmt& s, ir::LoopTag tag) {
   std::set<std::string> used = ir::names_in(s);
@@ -58,6 +78,16 @@ const ir::For* first_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag)) {
 }
 
 bool has_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag)) { return first_loop(s, pred); }
+
+std::set<std::string> names_used(const ir::LoweredFunc& f) {
+  std::set<std::string> out = ir::names_in(f.body);
+  BufferNames buffers;
+  buffers.visit(f.body);
+  out.insert(buffers.names.begin(), buffers.names.end());
+  for (const ir::Buf& b : f.args) out.insert(b.name);
+  for (const std::string& p : f.params) out.insert(p);
+  return out;
+}
 
 std::vector<const ir::Store*> stores_of(const ir::Stmt& s) {
   StoreCollector c;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <functional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "kiln/loop_ir.h"
@@ -33,6 +35,10 @@ TopLevel top_level(const ir::Stmt& s);
 // which keeps them one kernel.
 ir::Stmt map_kernels(const ir::Stmt& s, const std::function<ir::Stmt(const ir::Stmt&)>& kernel,
                      const std::function<ir::Stmt(const ir::Stmt&)>& one_thread);
+
+// Every name f uses: its arguments, the buffers its body allocates, reads and writes, its loop
+// variables and lets. A name a lowering pass makes (a temporary, a loop variable) avoids them.
+std::set<std::string> names_used(const ir::LoweredFunc& f);
 
 // Loop n with another body.
 ir::Stmt with_body(const ir::For& n, ir::Stmt body);

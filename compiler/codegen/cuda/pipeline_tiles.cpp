@@ -53,8 +53,7 @@ enum class Copy {
 
 class PipelineTiles : public BlockCodeMutator {
  public:
-  explicit PipelineTiles(const ir::LoweredFunc& f)
-      : BlockCodeMutator(f), names_(ir::names_in(f.body)) {}
+  explicit PipelineTiles(const ir::LoweredFunc& f) : BlockCodeMutator(f), names_(names_used(f)) {}
 
   Stmt run(const Stmt& body) {
     return map_kernels(
@@ -223,7 +222,7 @@ class PipelineTiles : public BlockCodeMutator {
     }
   }
 
-  std::set<std::string> names_;  // the names the func uses
+  std::set<std::string> names_;  // the names the func uses (its buffers' too)
   int count_ = 0;
   bool mma_kernel_ = false;
 };

@@ -30,14 +30,16 @@ enum class LoopTag : uint8_t {
   // (CUDA's warp matrix operations; TF32 for f32 operands): the CUDA backend's `mma`.
   Mma,
   // Not a schedule's: the CUDA backend's place_barriers marks the serial loops (around thread
-  // loops) that the printer writes as a pipeline of shared tiles, so that the two decide alike.
+  // loops) that its pipeline_tiles writes as a pipeline of shared tiles, so that the two decide
+  // alike (the printer refuses a loop still so tagged).
   GpuPipelined,
   // Not a schedule's either: the CUDA backend's distribute_fills tags the outermost loop of each
   // cache fill at block level, whose iterations (those of the perfect nest it heads) the block's
   // threads deal out among themselves: thread t runs t, t + threads, ...
   GpuDistributed,
-  // And the loop it puts inside such a fill's innermost loop where that loop copies floats: its
-  // iterations copy consecutive elements (4, 2 or 1) as one value, a float4, float2 or float.
+  // And the loop it puts inside such a fill's innermost loop where that loop copies floats (and
+  // pipeline_tiles in each group a thread copies): its iterations copy consecutive elements (4, 2
+  // or 1) as one value, a float4, float2 or float.
   GpuLanes,
   // And the loop the CUDA backend's pipeline_tiles puts around the code each of a block's threads
   // runs once at block level, `for (t = 0; t < gpu_block_threads(n); t++)`: its iterations are
