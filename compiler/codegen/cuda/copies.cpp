@@ -23,6 +23,12 @@ bool multiple_of(const Expr& e, int width) {
   return r && *r == 0;
 }
 
+bool consecutive(const Expr& offset, const std::string& var) {
+  std::optional<int64_t> d = ir::eval_int(
+      ir::simplify(ir::substitute(offset, {{var, ir::var(var) + ir::int_imm(1)}}) - offset), {});
+  return d && *d == 1;
+}
+
 VectorCopy vector_copy(const std::vector<const ir::For*>& chain,
                        const std::vector<const ir::LetStmt*>& lets, const ir::Stmt& body,
                        const std::map<std::string, Expr>& outer, const BufTable& bufs) {
@@ -65,21 +71,14 @@ VectorCopy vector_copy(const std::vector<const ir::For*>& chain,
     for (size_t d = 1; d < indices.size(); ++d) f = f * b.shape[d] + indices[d];
     return ir::simplify(f);
   };
-  Expr v = ir::var(inner.var);
   Expr group = expand_lets(inner.min, values);  // + width * kiln_q: a group's start
-  // offset(v + 1) - offset(v) is 1, and offset(group start) is a multiple of the width
-  auto consecutive = [&](const Expr& offset) {
-    std::optional<int64_t> d = ir::eval_int(
-        ir::simplify(ir::substitute(offset, {{inner.var, v + ir::int_imm(1)}}) - offset), {});
-    return d && *d == 1;
-  };
+  // consecutive in the innermost variable, and offset(group start) a multiple of the width
   auto aligned = [&](const Expr& offset, int width) {
     return multiple_of(
         ir::substitute(offset, {{inner.var, group + ir::int_imm(width) * ir::var("kiln_q")}}),
         width);
   };
   VectorCopy vc;
-  vc.extent = *extent;
   vc.from = ld->buf;
   vc.to = st->buf;
   vc.var = inner.var;
@@ -91,11 +90,11 @@ VectorCopy vector_copy(const std::vector<const ir::For*>& chain,
         if (names.count(n)) return none;  // a let the expansion could not remove
   Expr from_offset = flat(from, vc.from_at), to_offset = flat(to, vc.to_at);
   vc.width = 1;
-  if (!consecutive(from_offset)) return vc;
+  if (!consecutive(from_offset, inner.var)) return vc;
   for (int width : {4, 2}) {
     if (*extent % width != 0 || !aligned(from_offset, width)) continue;
     vc.width = width;
-    vc.vector_store = consecutive(to_offset) && aligned(to_offset, width);
+    vc.vector_store = consecutive(to_offset, inner.var) && aligned(to_offset, width);
     return vc;
   }
   return vc;

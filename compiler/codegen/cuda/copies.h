@@ -23,7 +23,6 @@ namespace kiln::cuda {
 // of the variables is an aligned address.
 struct VectorCopy {
   int width = 1;
-  int64_t extent = 0;                    // of the innermost loop
   std::string from, to;                  // the buffers
   std::vector<ir::Expr> from_at, to_at;  // the indices of a group's first element, every let
   std::string var;                       // expanded; the innermost loop's variable
@@ -51,5 +50,9 @@ ir::Stmt element_body(const CopyNest& nest);
 // Whether e, an integer expression, is a multiple of `width` for every value of its variables
 // (as far as the simplifier can tell).
 bool multiple_of(const ir::Expr& e, int width);
+
+// Whether offset, an element offset that depends on var, moves to the next element when var
+// does (offset(var + 1) - offset(var) is 1).
+bool consecutive(const ir::Expr& offset, const std::string& var);
 
 }  // namespace kiln::cuda

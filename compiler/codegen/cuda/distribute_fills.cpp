@@ -10,10 +10,7 @@
 //
 // The walk follows the nest the way the printer reads it; a nest the printer refuses, code for
 // one thread, and a fill into a thread's own temporaries are left as they are.
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -32,7 +29,7 @@ using ir::Stmt;
 
 class DistributeFills : public BlockCodeMutator {
  public:
-  explicit DistributeFills(const ir::LoweredFunc& f) : BlockCodeMutator(f), names_(names_used(f)) {}
+  explicit DistributeFills(const ir::LoweredFunc& f) : BlockCodeMutator(f), fresh_(f) {}
 
   Stmt run(const Stmt& body) {
     return map_kernels(
@@ -62,23 +59,14 @@ class DistributeFills : public BlockCodeMutator {
                                        rebuild(n.body, nest, copy, k + 1));
     if (copy.width == 0) return std::make_shared<ir::For>(n.var, n.min, n.end, n.step, tag, n.body);
     // the group of `width` elements starting at n.var, one iteration of the loop
-    std::string lane = fresh();
+    std::string lane = fresh_("kiln_lane");
     Stmt lanes = std::make_shared<ir::For>(
         lane, ir::var(n.var), ir::var(n.var) + ir::int_imm(copy.width), 1, ir::LoopTag::GpuLanes,
         ir::substitute(n.body, {{n.var, ir::var(lane)}}));
     return std::make_shared<ir::For>(n.var, n.min, n.end, n.step * copy.width, tag, lanes);
   }
 
-  // A name for a lanes loop's variable that the func does not use.
-  std::string fresh() {
-    for (;;) {
-      std::string name = fmt::format("kiln_lane{}", lanes_++);
-      if (names_.insert(name).second) return name;
-    }
-  }
-
-  std::set<std::string> names_;  // the names the func uses
-  int lanes_ = 0;
+  FreshNames fresh_;  // the lanes loops' variables
 };
 
 }  // namespace

@@ -6,8 +6,6 @@
 // runs once per block inside the gpu_block loops, code one thread runs inside the gpu_thread
 // loops), and the rewrites apply where the printer would run the code: a nest it refuses is left
 // as it is, for the printer to say why.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -29,7 +27,7 @@ using ir::Stmt;
 
 class KeepInRegisters : public BlockCodeMutator {
  public:
-  explicit KeepInRegisters(const ir::LoweredFunc& f) : BlockCodeMutator(f), names_(names_used(f)) {}
+  explicit KeepInRegisters(const ir::LoweredFunc& f) : BlockCodeMutator(f), names_(f) {}
 
   Stmt run(const Stmt& body) {
     return map_kernels(
@@ -121,18 +119,12 @@ class KeepInRegisters : public BlockCodeMutator {
                  : std::optional<ir::DType>(it->second.dtype);
     };
   }
-  // A name for a temporary that the func does not use.
+  // A name for an accumulator that the func does not use.
   std::function<std::string()> fresh() {
-    return [this] {
-      for (;;) {
-        std::string name = fmt::format("kiln_acc{}", accumulators_++);
-        if (names_.insert(name).second) return name;
-      }
-    };
+    return [this] { return names_("kiln_acc"); };
   }
 
-  std::set<std::string> names_;  // the names the func uses
-  int accumulators_ = 0;
+  FreshNames names_;
   std::set<std::string> mma_bufs_;  // those the kernel's mma nests use
 };
 

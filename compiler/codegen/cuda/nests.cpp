@@ -79,14 +79,19 @@ const ir::For* first_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag)) {
 
 bool has_loop(const ir::Stmt& s, bool (*pred)(ir::LoopTag)) { return first_loop(s, pred); }
 
-std::set<std::string> names_used(const ir::LoweredFunc& f) {
-  std::set<std::string> out = ir::names_in(f.body);
+FreshNames::FreshNames(const ir::LoweredFunc& f) : used_(ir::names_in(f.body)) {
   BufferNames buffers;
   buffers.visit(f.body);
-  out.insert(buffers.names.begin(), buffers.names.end());
-  for (const ir::Buf& b : f.args) out.insert(b.name);
-  for (const std::string& p : f.params) out.insert(p);
-  return out;
+  used_.insert(buffers.names.begin(), buffers.names.end());
+  for (const ir::Buf& b : f.args) used_.insert(b.name);
+  used_.insert(f.params.begin(), f.params.end());
+}
+
+std::string FreshNames::operator()(const std::string& prefix) {
+  for (;;) {
+    std::string name = prefix + std::to_string(count_++);
+    if (used_.insert(name).second) return name;
+  }
 }
 
 std::vector<const ir::Store*> stores_of(const ir::Stmt& s) {

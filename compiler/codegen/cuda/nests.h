@@ -36,9 +36,18 @@ TopLevel top_level(const ir::Stmt& s);
 ir::Stmt map_kernels(const ir::Stmt& s, const std::function<ir::Stmt(const ir::Stmt&)>& kernel,
                      const std::function<ir::Stmt(const ir::Stmt&)>& one_thread);
 
-// Every name f uses: its arguments, the buffers its body allocates, reads and writes, its loop
-// variables and lets. A name a lowering pass makes (a temporary, a loop variable) avoids them.
-std::set<std::string> names_used(const ir::LoweredFunc& f);
+// The names a lowering pass makes for what it adds (a temporary, a loop variable): a prefix and
+// a number, none that f uses (its arguments, the buffers its body allocates, reads and writes,
+// its loop variables and lets) or that were made before.
+class FreshNames {
+ public:
+  explicit FreshNames(const ir::LoweredFunc& f);
+  std::string operator()(const std::string& prefix);
+
+ private:
+  std::set<std::string> used_;
+  int count_ = 0;
+};
 
 // Loop n with another body.
 ir::Stmt with_body(const ir::For& n, ir::Stmt body);

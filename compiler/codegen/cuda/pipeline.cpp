@@ -91,6 +91,7 @@ std::optional<Pipeline> plan_pipeline(const ir::For& n, const BufTable& known,
         PipelinedFill p;
         p.nest = &f;
         p.chain = nest.chain;
+        p.lanes = ir::as<ir::For>(nest.body);  // there is one where the copy has a width
         p.copy = fill_copy(nest, values, bufs);
         if (p.copy.width == 0 || space_of(bufs, p.copy.to) != Space::Shared) {
           ok = false;

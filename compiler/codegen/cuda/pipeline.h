@@ -27,10 +27,11 @@ struct PipelinedFill {
   const ir::For* nest = nullptr;  // the fill's outermost loop in the loop's body
   VectorCopy copy;
   std::vector<const ir::For*> chain;
-  std::vector<ir::Expr> mins;    // each loop's first value, lets expanded
-  std::vector<int64_t> extents;  // each loop's iterations (the innermost's in groups)
-  int64_t groups = 1;            // iterations of the whole nest
-  int64_t per_thread = 1;        // of them for each thread, at most
+  const ir::For* lanes = nullptr;  // the innermost loop's body, a gpu_lanes loop
+  std::vector<ir::Expr> mins;      // each loop's first value, lets expanded
+  std::vector<int64_t> extents;    // each loop's iterations (the innermost's in groups)
+  int64_t groups = 1;              // iterations of the whole nest
+  int64_t per_thread = 1;          // of them for each thread, at most
 };
 
 // The tiles allocated in the loop (declared before it) and its fills.

@@ -22,7 +22,6 @@
 #include <fmt/format.h>
 
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,7 +52,7 @@ enum class Copy {
 
 class PipelineTiles : public BlockCodeMutator {
  public:
-  explicit PipelineTiles(const ir::LoweredFunc& f) : BlockCodeMutator(f), names_(names_used(f)) {}
+  explicit PipelineTiles(const ir::LoweredFunc& f) : BlockCodeMutator(f), fresh_(f) {}
 
   Stmt run(const Stmt& body) {
     return map_kernels(
@@ -84,7 +83,7 @@ class PipelineTiles : public BlockCodeMutator {
     Expr next = ir::var(n.var) + ir::int_imm(n.step);
     Expr has_next = ir::binary(BinaryOp::Lt, next, n.end);
     std::vector<std::string> registers;
-    for (size_t i = 0; i < plan.fills.size(); ++i) registers.push_back(fresh("kiln_pf"));
+    for (size_t i = 0; i < plan.fills.size(); ++i) registers.push_back(fresh_("kiln_pf"));
     // the loop's body: this step's computation, with the next step's reads where the fills
     // were; then the next step's stores into the tiles and the barrier after them
     std::vector<Stmt> stores;
@@ -151,13 +150,8 @@ class PipelineTiles : public BlockCodeMutator {
             const Expr& at, const std::string& registers, const Expr& cond) {
     const VectorCopy& c = f.copy;
     const ir::For& inner = *f.chain.back();
-    const auto* lanes = ir::as<ir::For>(inner.body);
-    if (!lanes || lanes->tag != ir::LoopTag::GpuLanes)
-      throw CompileError(ErrorStage::Codegen, {},
-                         fmt::format("internal error: the pipelined fill of loop '{}' has no "
-                                     "gpu_lanes loop (report this to kiln's developers)",
-                                     inner.var));
-    std::string rank = fresh("kiln_t");
+    const ir::For* lanes = f.lanes;
+    std::string rank = fresh_("kiln_t");
     Expr threads = ir::gpu_block_threads(plan.threads);
     auto at_step = [&](const std::vector<Expr>& indices, const Expr& element) {
       std::vector<Expr> out;
@@ -169,7 +163,7 @@ class PipelineTiles : public BlockCodeMutator {
     for (int64_t j = 0; j < f.per_thread; ++j) {
       // this thread's j-th group: its number, and the fill's loop variables at its first
       // element (the innermost loop's steps are groups)
-      std::string g = fresh("kiln_g");
+      std::string g = fresh_("kiln_g");
       std::vector<std::pair<std::string, Expr>> lets;
       int64_t below = 1;  // the groups of the loops inside loop k
       for (size_t k = f.chain.size(); k-- > 0;) {
@@ -214,16 +208,7 @@ class PipelineTiles : public BlockCodeMutator {
                                      ir::block(groups));
   }
 
-  // A name the func does not use, starting with `prefix`.
-  std::string fresh(const std::string& prefix) {
-    for (;;) {
-      std::string name = fmt::format("{}{}", prefix, count_++);
-      if (names_.insert(name).second) return name;
-    }
-  }
-
-  std::set<std::string> names_;  // the names the func uses (its buffers' too)
-  int count_ = 0;
+  FreshNames fresh_;  // registers, ranks, groups
   bool mma_kernel_ = false;
 };
 

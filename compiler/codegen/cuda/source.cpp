@@ -827,34 +827,31 @@ class Writer {
         out.push_back(ir::simplify(ir::substitute(i, {{n.var, n.min + ir::int_imm(e)}})));
       return out;
     };
-    std::string value = element(ld->buf, at(ld->indices, 0));
+    std::string value;
     if (std::optional<std::string> v = vector_register(ld->buf, at(ld->indices, 0), w)) {
       value = *v;
     } else if (w > 1 && space_of(ld->buf) == Space::Local) {
       std::vector<std::string> elements;
       for (int e = 0; e < w; ++e) elements.push_back(element(ld->buf, at(ld->indices, e)));
       value = fmt::format("make_float{}({})", w, fmt::join(elements, ", "));
-    } else if (w > 1) {
-      if (!aligned_group(n, ld->buf, ld->indices, w))
+    } else {
+      if (w > 1 && !aligned_group(n, ld->buf, ld->indices, w))
         fail(
             fmt::format("internal error: the gpu_lanes loop '{}' reads {} floats of {} that are "
                         "not consecutive and aligned (report this to kiln's developers)",
                         n.var, w, ld->buf));
-      value = fmt::format("*reinterpret_cast<const float{}*>(&{})", w, value);
+      value = vector_load(ld->buf, at(ld->indices, 0), w);
     }
     if (std::optional<std::string> v = vector_register(st->buf, at(st->indices, 0), w))
       return line(fmt::format("{} = {};", *v, value));
-    if (w == 1) return line(fmt::format("{} = {};", element(st->buf, at(st->indices, 0)), value));
-    if (!vector_registers_.count(ld->buf)) {  // a name for the group
+    if (w > 1 && !vector_registers_.count(ld->buf)) {  // a name for the group
       std::string name = fmt::format("kiln_v{}", vector_count_++);
       line(fmt::format("const {} {} = {};", vector_type(w), name, value));
       value = name;
     }
-    if (space_of(st->buf) != Space::Local && aligned_group(n, st->buf, st->indices, w))
-      return line(fmt::format("*reinterpret_cast<float{0}*>(&{1}) = {2};", w,
-                              element(st->buf, at(st->indices, 0)), value));
-    for (int e = 0; e < w; ++e)
-      line(fmt::format("{} = {}.{};", element(st->buf, at(st->indices, e)), value, "xyzw"[e]));
+    bool whole =
+        w > 1 && space_of(st->buf) != Space::Local && aligned_group(n, st->buf, st->indices, w);
+    vector_store(st->buf, w, whole, value, [&](int e) { return at(st->indices, e); });
   }
 
   // The vector of w floats of buf, a temporary held as such, that starts at indices.
@@ -877,10 +874,8 @@ class Writer {
   bool aligned_group(const ir::For& n, const std::string& buf, const std::vector<Expr>& indices,
                      int w) const {
     Expr offset = flat_offset(indices, bufs_.at(buf).shape);
-    Expr lane = ir::var(n.var);
-    std::optional<int64_t> step = ir::eval_int(
-        ir::simplify(ir::substitute(offset, {{n.var, lane + ir::int_imm(1)}}) - offset), {});
-    return step == 1 && multiple_of(expand_lets(ir::substitute(offset, {{n.var, n.min}})), w);
+    return consecutive(offset, n.var) &&
+           multiple_of(expand_lets(ir::substitute(offset, {{n.var, n.min}})), w);
   }
 
   void copy_vector(const VectorCopy& vc) {
@@ -893,27 +888,32 @@ class Writer {
     return width == 1 ? "float" : fmt::format("float{}", width);
   }
   std::string vector_load(const VectorCopy& vc) {
-    if (vc.width == 1) return element(vc.from, vc.from_at);
-    return fmt::format("*reinterpret_cast<const float{}*>(&{})", vc.width,
-                       element(vc.from, vc.from_at));
+    return vector_load(vc.from, vc.from_at, vc.width);
+  }
+  // The w floats of buf from `first` on, one value (aligned: whoever made the copy saw to it).
+  std::string vector_load(const std::string& buf, const std::vector<Expr>& first, int w) {
+    if (w == 1) return element(buf, first);
+    return fmt::format("*reinterpret_cast<const float{}*>(&{})", w, element(buf, first));
   }
   // Stores `name`, a group of vc.width floats, where vc puts them.
   void vector_store(const VectorCopy& vc, const std::string& name) {
-    if (vc.width == 1) {
-      line(fmt::format("{} = {};", element(vc.to, vc.to_at), name));
-      return;
-    }
-    if (vc.vector_store) {
-      line(fmt::format("*reinterpret_cast<float{0}*>(&{1}) = {2};", vc.width,
-                       element(vc.to, vc.to_at), name));
-      return;
-    }
-    for (int e = 0; e < vc.width; ++e) {
+    vector_store(vc.to, vc.width, vc.vector_store, name, [&](int e) {
       std::vector<Expr> at;
       for (const Expr& i : vc.to_at)
         at.push_back(ir::simplify(ir::substitute(i, {{vc.var, ir::var(vc.var) + ir::int_imm(e)}})));
-      line(fmt::format("{} = {}.{};", element(vc.to, at), name, "xyzw"[e]));
-    }
+      return at;
+    });
+  }
+  // Stores `value`, a group of w floats, into buf at at(0), at(1), ...: as one value where
+  // `whole` (consecutive and aligned), else an element each.
+  void vector_store(const std::string& buf, int w, bool whole, const std::string& value,
+                    const std::function<std::vector<Expr>(int)>& at) {
+    if (w == 1) return line(fmt::format("{} = {};", element(buf, at(0)), value));
+    if (whole)
+      return line(
+          fmt::format("*reinterpret_cast<float{0}*>(&{1}) = {2};", w, element(buf, at(0)), value));
+    for (int e = 0; e < w; ++e)
+      line(fmt::format("{} = {}.{};", element(buf, at(e)), value, "xyzw"[e]));
   }
 
   // ---------------------------------------------------------------------------------------
@@ -1135,7 +1135,9 @@ class Writer {
       shared_decls_ +=
           fmt::format("  __shared__ __align__({}) {} b_{}[{}];\n", mma_bufs_.count(n.buf) ? 32 : 16,
                       ctype(n.dtype), n.buf, std::max<int64_t>(count, 1));
-    } else if (int64_t w = n.dtype == DType::F32 ? RegisterGroups(n.buf).width(n.body) : 0;
+    } else if (int64_t w = n.dtype == DType::F32 && count > 1  // not a one-float accumulator
+                               ? RegisterGroups(n.buf).width(n.body)
+                               : 0;
                w > 0 && count % w == 0) {
       // one variable a group: NVRTC unrolls loops around them as around registers (an array of
       // float4 made it keep a matmul's K loop rolled where the variables did not)
